@@ -1,0 +1,61 @@
+"""GPU rental prices by market ($ per GPU-hour, dated, with their source).
+
+Main entry: :func:`price_for` (catalog price, or a user override marked as such).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import cache
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from fleetplan.catalog._tables import bundled, read_checked_csv
+from fleetplan.catalog.gpus import normalize_gpu
+from fleetplan.errors import InputError, UnknownNameError
+
+DEFAULT_MARKET = "alternative"
+
+
+class Price(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    gpu: str
+    market: str
+    price_usd_per_gpu_hour: float = Field(gt=0)
+    price_date: str
+    source: str
+
+
+@cache
+def load_prices() -> tuple[Price, ...]:
+    """Every catalogued price."""
+    df = read_checked_csv(bundled("prices.csv"), required=list(Price.model_fields),
+                          numeric=["price_usd_per_gpu_hour"], positive=["price_usd_per_gpu_hour"])
+    return tuple(Price(**{**r, "price_date": str(r["price_date"])}) for r in df.to_dict("records"))
+
+
+def markets() -> list[str]:
+    return sorted({p.market for p in load_prices()})
+
+
+def price_for(
+    gpu: str, market: str = DEFAULT_MARKET, overrides: Mapping[str, float] | None = None
+) -> Price:
+    """The price of one GPU-hour of ``gpu``; an override (by any GPU spelling) wins."""
+    canon = normalize_gpu(gpu)
+    for name, value in (overrides or {}).items():
+        if normalize_gpu(name) == canon:
+            if not value > 0:
+                raise InputError(f"price for {name}: {value!r} must be > 0 USD per GPU-hour")
+            return Price(gpu=canon, market="user", price_usd_per_gpu_hour=float(value),
+                         price_date="given", source="user-given price")
+    if market not in markets():
+        raise UnknownNameError("market", market, markets())
+    for p in load_prices():
+        if p.gpu == canon and p.market == market:
+            return p
+    raise InputError(
+        f"no {market} price for GPU {canon} in the catalog; give one with --price {canon}=USD "
+        f"(or prices_usd_per_gpu_hour in a scenario)"
+    )

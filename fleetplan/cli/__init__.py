@@ -1,0 +1,1 @@
+"""The typer CLI (``fleetplan``); see :mod:`fleetplan.cli.app`."""

@@ -1,0 +1,71 @@
+"""Output helpers shared by commands: tables (rich), CSV and JSON (deterministic bytes)."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections.abc import Sequence
+from enum import Enum
+from typing import Any
+
+import pandas as pd
+from rich.console import Console
+from rich.table import Table
+
+
+class OutputFormat(str, Enum):
+    table = "table"
+    csv = "csv"
+    json = "json"
+
+
+def _clean(v: Any) -> Any:
+    if v is None or v is pd.NA:
+        return None
+    if hasattr(v, "item"):
+        v = v.item()
+    if isinstance(v, float):
+        if math.isnan(v):
+            return None
+        if math.isinf(v):
+            return "inf" if v > 0 else "-inf"
+    if isinstance(v, dict):
+        return {k: _clean(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_clean(x) for x in v]
+    return v
+
+
+def dumps(obj: Any) -> str:
+    """Deterministic JSON (sorted keys are not imposed: field order is the contract's order)."""
+    return json.dumps(_clean(obj), indent=2, allow_nan=False) + "\n"
+
+
+def emit_json(obj: Any) -> None:
+    sys.stdout.write(dumps(obj))
+
+
+def emit_csv(df: pd.DataFrame) -> None:
+    sys.stdout.write(df.to_csv(index=False, lineterminator="\n", float_format="%.6g"))
+
+
+def _fmt_cell(v: Any, digits: int) -> str:
+    v = _clean(v)
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.{digits}f}" if abs(v) < 1e6 else f"{v:.4g}"
+    return str(v)
+
+
+def emit_table(df: pd.DataFrame, title: str | None = None, digits: int = 3,
+               columns: Sequence[str] | None = None, caption: str | None = None) -> None:
+    cols = list(columns) if columns is not None else list(df.columns)
+    table = Table(title=title, caption=caption, caption_justify="left")
+    for c in cols:
+        numeric = pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])
+        table.add_column(c, justify="right" if numeric else "left", overflow="fold")
+    for rec in df[cols].to_dict("records"):
+        table.add_row(*(_fmt_cell(rec[c], digits) for c in cols))
+    Console(width=max(160, Console().width)).print(table)
