@@ -1,0 +1,1 @@
+"""Traffic: request length distributions and arrival processes."""

@@ -1,0 +1,169 @@
+"""Request length models: prompt and output token counts per request.
+
+A :data:`LengthDist` is a pydantic discriminated union (``dist: lognormal | fixed | uniform |
+empirical``); each can ``sample(n, rng)`` integer token counts within ``[min, max]``.
+:class:`LengthModel` pairs an input and an output distribution and enforces a joint cap
+(``max_total``: prompt + output) the way vLLM's ShareGPT sampler filters requests.
+
+:func:`protocol_length_model` is the default: the measured protocol's lengths (ShareGPT-like,
+means ~208/~208, prompt < 1024, prompt + output < 2048). Its spread is a named, documented
+assumption fitted to the measured runs (see ``docs/methodology.md``); users can replace it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class _Dist(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    min: int = Field(default=1, ge=1, description="smallest token count")
+    max: int = Field(default=131072, ge=1, description="largest token count")
+
+    @model_validator(mode="after")
+    def _bounds(self) -> _Dist:
+        if self.max < self.min:
+            raise ValueError(f"max(={self.max}) must be >= min(={self.min})")
+        return self
+
+    def _draw(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        raise NotImplementedError
+
+    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """``n`` integer token counts. Draws outside ``[min, max]`` are redrawn, not clamped."""
+        out = np.empty(0, dtype=np.int64)
+        for _ in range(1000):
+            need = n - out.size
+            if need <= 0:
+                break
+            x = np.rint(self._draw(max(need * 2, 16), rng)).astype(np.int64)
+            x = x[(x >= self.min) & (x <= self.max)]
+            out = np.concatenate([out, x[:need]])
+        if out.size < n:
+            raise ValueError(f"{self!r}: cannot draw values within [{self.min}, {self.max}]")
+        return out
+
+    @property
+    def mean(self) -> float:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+
+class LognormalLengths(_Dist):
+    """Lognormal with the given mean and coefficient of variation (before truncation)."""
+
+    dist: Literal["lognormal"] = "lognormal"
+    mean_: float = Field(alias="mean", gt=0)
+    cv: float = Field(gt=0, le=10)
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    def _draw(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        sigma2 = math.log1p(self.cv**2)
+        mu = math.log(self.mean_) - sigma2 / 2
+        return rng.lognormal(mu, math.sqrt(sigma2), size=n)
+
+    @property
+    def mean(self) -> float:
+        return self.mean_
+
+
+class FixedLengths(_Dist):
+    dist: Literal["fixed"] = "fixed"
+    value: int = Field(ge=1)
+
+    def _draw(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        return np.full(n, self.value)
+
+    @property
+    def mean(self) -> float:
+        return float(self.value)
+
+
+class UniformLengths(_Dist):
+    dist: Literal["uniform"] = "uniform"
+    low: int = Field(ge=1)
+    high: int = Field(ge=1)
+
+    def _draw(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        return rng.integers(self.low, self.high + 1, size=n)
+
+    @property
+    def mean(self) -> float:
+        return (self.low + self.high) / 2
+
+
+class EmpiricalLengths(_Dist):
+    """Resampling of observed token counts (e.g. from a trace)."""
+
+    dist: Literal["empirical"] = "empirical"
+    values: tuple[int, ...] = Field(min_length=1)
+
+    def _draw(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        return rng.choice(np.asarray(self.values), size=n, replace=True)
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean(self.values))
+
+
+LengthDist = Annotated[
+    LognormalLengths | FixedLengths | UniformLengths | EmpiricalLengths,
+    Field(discriminator="dist"),
+]
+
+
+class LengthModel(BaseModel):
+    """Joint prompt/output lengths; pairs with ``input + output > max_total`` are redrawn."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    input: LengthDist
+    output: LengthDist
+    max_total: int | None = Field(default=None, ge=2)
+    source: str = Field(default="user-given", description="where the figures come from")
+
+    def sample(self, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """``n`` (input, output) token counts."""
+        ins = np.empty(0, dtype=np.int64)
+        outs = np.empty(0, dtype=np.int64)
+        for _ in range(1000):
+            need = n - ins.size
+            if need <= 0:
+                break
+            a = self.input.sample(need, rng)
+            b = self.output.sample(need, rng)
+            if self.max_total is not None:
+                keep = a + b <= self.max_total
+                a, b = a[keep], b[keep]
+            ins, outs = np.concatenate([ins, a]), np.concatenate([outs, b])
+        if ins.size < n:
+            raise ValueError("length model cannot produce requests within max_total")
+        return ins[:n], outs[:n]
+
+
+# The measured protocol (vLLM's ShareGPT sampler): prompt < 1024, prompt + output < 2048, means
+# ~208 input / ~208 output tokens per request. The cv values are the fitted spread (see
+# replica.calibration); PROTOCOL_CV_* are refined there and documented in docs/methodology.md.
+PROTOCOL_INPUT_MEAN = 208.0
+PROTOCOL_OUTPUT_MEAN = 208.0
+PROTOCOL_CV_INPUT = 1.0
+PROTOCOL_CV_OUTPUT = 1.0
+
+
+def protocol_length_model(cv_input: float = PROTOCOL_CV_INPUT,
+                          cv_output: float = PROTOCOL_CV_OUTPUT,
+                          mean_input: float = PROTOCOL_INPUT_MEAN,
+                          mean_output: float = PROTOCOL_OUTPUT_MEAN) -> LengthModel:
+    """The default length model: the measured runs' protocol (see module docstring)."""
+    return LengthModel(
+        input=LognormalLengths(mean=mean_input, cv=cv_input, min=4, max=1023),
+        output=LognormalLengths(mean=mean_output, cv=cv_output, min=4, max=2047),
+        max_total=2047,
+        source="assumption: ShareGPT-like protocol of the measured runs (means from the runs' "
+               "token totals, spread fitted to their TTFT tails)",
+    )
