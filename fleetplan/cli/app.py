@@ -52,24 +52,15 @@ for _name in COMMANDS:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Console entry point."""
+    """Console entry point: returns the exit code instead of exiting."""
     try:
-        app(args=argv, standalone_mode=False)
+        app(args=argv, prog_name="fleetplan")
     except FleetplanError as exc:
         print(f"fleetplan: error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except typer.Exit as exc:
-        return int(exc.exit_code or 0)
-    except typer.Abort:
-        print("fleetplan: aborted", file=sys.stderr)
-        return 130
-    except Exception as exc:  # click usage errors
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
-            return exc.exit_code
-        raise
+    except SystemExit as exc:  # click's standalone mode: usage errors, typer.Exit, success
+        code = exc.code
+        return code if isinstance(code, int) else (0 if code is None else 1)
     return 0
 
 

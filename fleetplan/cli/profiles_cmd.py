@@ -24,10 +24,14 @@ JSON_FIELDS = [
     "cost_per_mtok_usd", "energy_kwh", "tokens_per_kwh", "g_co2_per_mtok", "source_file",
     "source_line", "run_id",
 ]
+# (column, header) of the terminal table; JSON and CSV carry every field of JSON_FIELDS.
 TABLE_FIELDS = [
-    "model", "config", "request_rate", "duration_s", "request_throughput",
-    "total_token_throughput", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "cost_per_run_usd",
-    "cost_per_mtok_usd", "tokens_per_kwh", "g_co2_per_mtok", "power_w", "power_source",
+    ("config", "config"), ("request_rate", "burst rate\nreq/s"),
+    ("request_throughput", "done\nreq/s"), ("duration_s", "duration\ns"),
+    ("total_token_throughput", "tokens/s"), ("ttft_p50_ms", "TTFT p50\nms"),
+    ("ttft_p99_ms", "TTFT p99\nms"), ("tpot_p50_ms", "TPOT p50\nms"),
+    ("cost_per_run_usd", "$/run"), ("cost_per_mtok_usd", "$/1M tok"),
+    ("mtok_per_kwh", "1M tok\n/kWh"), ("g_co2_per_mtok", "g CO2\n/1M tok"),
 ]
 
 
@@ -61,14 +65,26 @@ def profiles(
     elif fmt is OutputFormat.csv:
         emit_csv(df[JSON_FIELDS])
     else:
-        sources = sorted(set(df["price_source"]) | {f"grid: {df['grid_source'].iloc[0]}"}
-                         if len(df) else set())
+        show = df.assign(mtok_per_kwh=df["tokens_per_kwh"] / 1e6)
+        show = show.rename(columns=dict(TABLE_FIELDS))
+        prices = sorted(set(df["price_source"]))
         power = sorted({f"{g}: {w:g} W ({s})" for g, w, s in
                         zip(df["gpu"], df["power_w"], df["power_source"], strict=True)})
-        caption = ("price: " + "; ".join(sources) + "\npower per GPU: " + "; ".join(power)
-                   + "\nrates are bursts of num_prompts requests, not sustained load "
-                   "(request_throughput is what the server completed)")
-        emit_table(df, title="Measured runs", columns=TABLE_FIELDS, caption=caption)
+        grid = sorted(set(df["grid_source"]))
+        caption = "\n".join([
+            "price per GPU-hour: " + "; ".join(prices),
+            "power per GPU: " + "; ".join(power),
+            f"grid: {df['grid_g_per_kwh'].iloc[0]:g} g CO2e/kWh ({'; '.join(grid)})"
+            if len(df) else "grid: -",
+            "Each rate is a burst of num_prompts requests that the server then drains, not "
+            "sustained load: 'done req/s' is what it completed.",
+        ])
+        models = sorted(set(df["model"]))
+        title = f"Measured runs: {', '.join(models)}" if len(models) == 1 else "Measured runs"
+        cols = [h for _, h in TABLE_FIELDS]
+        if len(models) > 1:
+            cols = ["model", *cols]
+        emit_table(show, title=title, columns=cols, caption=caption)
 
 
 def register(app: typer.Typer) -> None:

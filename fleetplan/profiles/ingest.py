@@ -201,7 +201,8 @@ def _parse_vllm(obj: dict[str, Any], src: SourceRef, opt: IngestOptions) -> dict
         "tp_size": int(tp),
         "config": f"{gpu_count}x{gpu}",
         "engine": str(obj.get("engine") or obj.get("backend") or "vllm"),
-        "engine_version": opt.engine_version or obj.get("engine_version") or obj.get("vllm_version"),
+        "engine_version": (opt.engine_version or obj.get("engine_version")
+                           or obj.get("vllm_version")),
         "date": str(obj["date"]) if obj.get("date") else None,
         "source_format": "vllm",
         "source_file": src.path.name,
@@ -313,7 +314,7 @@ def _parse_object(obj: Any, src: SourceRef, opt: IngestOptions) -> list[Benchmar
     out = []
     for rec in recs if isinstance(recs, list) else [recs]:
         try:
-            out.append(BenchmarkRun(**{k: v for k, v in rec.items() if v is not None}))
+            out.append(BenchmarkRun.model_validate({k: v for k, v in rec.items() if v is not None}))
         except ValidationError as exc:
             err = exc.errors()[0]
             name = ".".join(str(x) for x in err["loc"])
@@ -345,6 +346,7 @@ def ingest_paths(paths: Iterable[str | os.PathLike[str]], store: Any,
                  options: IngestOptions | None = None) -> IngestReport:
     """Read every file (folders walked) and add new runs to ``store`` (in memory)."""
     report = IngestReport()
+    found: list[BenchmarkRun] = []
     for p in walk(paths):
         report.files += 1
         if not p.exists():
@@ -352,7 +354,7 @@ def ingest_paths(paths: Iterable[str | os.PathLike[str]], store: Any,
             continue
         runs, errors = read_runs(p, options)
         report.errors.extend(errors)
-        added = store.add(runs)
-        report.added.extend(added)
-        report.duplicates += len(runs) - len(added)
+        found.extend(runs)
+    report.added = store.add(found)
+    report.duplicates = len(found) - len(report.added)
     return report

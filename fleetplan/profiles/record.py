@@ -1,8 +1,8 @@
 """The typed record of one measured serving run (:class:`BenchmarkRun`).
 
-Its fields are exactly the store's columns (:mod:`fleetplan.profiles.schema`), so a record and a
-store row convert losslessly. Numbers are bounded (counts >= 0, latencies finite and >= 0);
-unknown fields are refused.
+Its fields are exactly the store's columns (:mod:`fleetplan.profiles.schema`; a test keeps the
+two in step), so a record and a store row convert losslessly. Numbers are bounded (counts >= 0,
+latencies finite and >= 0; only ``request_rate`` may be ``inf``); unknown fields are refused.
 """
 
 from __future__ import annotations
@@ -10,50 +10,80 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from fleetplan.catalog.hardware import config_name
-from fleetplan.profiles.schema import COLUMNS, INF_ALLOWED
-
-_TYPES: dict[str, type] = {"str": str, "int": int, "float": float, "bool": bool}
-_AT_LEAST_ONE = {"gpu_count", "tp_size", "num_prompts", "source_line"}
+from fleetplan.profiles.schema import INF_ALLOWED
 
 
-class _RunBase(BaseModel):
+class BenchmarkRun(BaseModel):
+    """One measured serving run: model, hardware, protocol, results (one store row)."""
+
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=True)
+
+    run_id: str = Field(min_length=1)
+    model: str = Field(min_length=1)
+    model_id: str = Field(min_length=1)
+    gpu: str = Field(min_length=1)
+    gpu_count: int = Field(ge=1)
+    tp_size: int = Field(ge=1)
+    config: str = Field(min_length=1)
+    engine: str = Field(min_length=1)
+    engine_version: str | None = Field(default=None)
+    date: str | None = Field(default=None)
+    source_format: str = Field(min_length=1)
+    source_file: str = Field(min_length=1)
+    source_line: int = Field(ge=1)
+    num_prompts: int = Field(ge=1)
+    request_rate: float = Field(gt=0)
+    burstiness: float = Field(gt=0)
+    max_concurrency: int | None = Field(default=None, ge=0)
+    dataset: str | None = Field(default=None)
+    duration_s: float = Field(ge=0)
+    completed: int = Field(ge=0)
+    failed: int = Field(ge=0)
+    total_input_tokens: int = Field(ge=0)
+    total_output_tokens: int = Field(ge=0)
+    request_throughput: float = Field(ge=0)
+    request_goodput: float | None = Field(default=None, ge=0)
+    output_throughput: float = Field(ge=0)
+    total_token_throughput: float = Field(ge=0)
+    ttft_mean_ms: float = Field(ge=0)
+    ttft_std_ms: float | None = Field(default=None, ge=0)
+    ttft_p50_ms: float = Field(ge=0)
+    ttft_p90_ms: float | None = Field(default=None, ge=0)
+    ttft_p95_ms: float | None = Field(default=None, ge=0)
+    ttft_p99_ms: float = Field(ge=0)
+    ttft_p100_ms: float | None = Field(default=None, ge=0)
+    tpot_mean_ms: float = Field(ge=0)
+    tpot_std_ms: float | None = Field(default=None, ge=0)
+    tpot_p50_ms: float = Field(ge=0)
+    tpot_p90_ms: float | None = Field(default=None, ge=0)
+    tpot_p95_ms: float | None = Field(default=None, ge=0)
+    tpot_p99_ms: float = Field(ge=0)
+    tpot_p100_ms: float | None = Field(default=None, ge=0)
+    itl_mean_ms: float = Field(ge=0)
+    itl_std_ms: float | None = Field(default=None, ge=0)
+    itl_p50_ms: float = Field(ge=0)
+    itl_p90_ms: float | None = Field(default=None, ge=0)
+    itl_p95_ms: float | None = Field(default=None, ge=0)
+    itl_p99_ms: float = Field(ge=0)
+    itl_p100_ms: float | None = Field(default=None, ge=0)
+    e2e_mean_ms: float | None = Field(default=None, ge=0)
+    e2e_std_ms: float | None = Field(default=None, ge=0)
+    e2e_p50_ms: float | None = Field(default=None, ge=0)
+    e2e_p90_ms: float | None = Field(default=None, ge=0)
+    e2e_p95_ms: float | None = Field(default=None, ge=0)
+    e2e_p99_ms: float | None = Field(default=None, ge=0)
+    e2e_p100_ms: float | None = Field(default=None, ge=0)
+    gpu_energy_j: float | None = Field(default=None, ge=0)
+    gpu_avg_power_w: float | None = Field(default=None, ge=0)
+    partial: bool = False
 
     @field_validator("*", mode="after")
     @classmethod
-    def _finite(cls, v: Any, info: Any) -> Any:
-        if isinstance(v, float) and not isinstance(v, bool):
-            if math.isnan(v) or (math.isinf(v) and info.field_name not in INF_ALLOWED):
-                raise ValueError(f"{v!r} is not a finite number")
+    def _finite(cls, v: Any, info: ValidationInfo) -> Any:
+        if isinstance(v, float) and (
+            math.isnan(v) or (math.isinf(v) and info.field_name not in INF_ALLOWED)
+        ):
+            raise ValueError(f"{v!r} is not a finite number")
         return v
-
-    @property
-    def config_name(self) -> str:
-        return config_name(self.gpu, self.gpu_count)  # type: ignore[attr-defined]
-
-
-def _field(name: str, kind: str, required: bool) -> tuple[Any, Any]:
-    typ: Any = _TYPES[kind]
-    kwargs: dict[str, Any] = {}
-    if kind in ("int", "float"):
-        kwargs["ge"] = 1 if name in _AT_LEAST_ONE else 0
-        if name in ("burstiness", "request_rate"):
-            kwargs = {"gt": 0}
-    if kind == "bool" and name == "partial":
-        return (bool, Field(default=False))
-    if not required:
-        return (typ | None, Field(default=None, **kwargs))
-    if kind == "str":
-        kwargs["min_length"] = 1
-    return (typ, Field(**kwargs))
-
-
-BenchmarkRun: type[_RunBase] = create_model(  # type: ignore[call-overload]
-    "BenchmarkRun",
-    __base__=_RunBase,
-    __doc__="One measured serving run: model, hardware, protocol, results (store row).",
-    **{c.name: _field(c.name, c.kind, c.required) for c in COLUMNS},
-)

@@ -40,14 +40,13 @@ def _typed(df: pd.DataFrame) -> pd.DataFrame:
     out = df.reindex(columns=list(COLUMN_NAMES))
     for c in COLUMNS:
         if c.kind == "bool":
-            out[c.name] = out[c.name].map(
-                lambda v: str(v).strip().lower() in ("true", "1") if not pd.isna(v) else False
-            ).astype("bool")
-        elif c.kind == "str":
-            out[c.name] = out[c.name].astype("string")
-        else:
-            out[c.name] = pd.to_numeric(out[c.name]).astype(_PANDAS_DTYPES[c.kind])
-    return out
+            col = out[c.name]
+            if col.dtype != bool:
+                out[c.name] = [str(v).strip().lower() in ("true", "1") if not pd.isna(v)
+                               else False for v in col]
+        elif c.kind in ("int", "float") and out[c.name].dtype == object:
+            out[c.name] = pd.to_numeric(out[c.name])
+    return out.astype({c.name: _PANDAS_DTYPES[c.kind] for c in COLUMNS})
 
 
 @dataclass
@@ -87,7 +86,7 @@ class ProfileStore:
 
     def to_csv(self) -> str:
         buf = io.StringIO()
-        self.frame.to_csv(buf, index=False, lineterminator="\n", float_format="%.10g")
+        self.frame.to_csv(buf, index=False, lineterminator="\n")
         return buf.getvalue()
 
     def save(self, path: str | os.PathLike[str] | None = None) -> Path:
@@ -103,8 +102,8 @@ class ProfileStore:
         """The rows as typed records."""
         out = []
         for rec in self.frame.to_dict("records"):
-            clean = {k: (None if _missing(v) else _py(v)) for k, v in rec.items()}
-            out.append(BenchmarkRun(**{k: v for k, v in clean.items() if v is not None}))
+            clean = {k: _py(v) for k, v in rec.items() if not _missing(v)}
+            out.append(BenchmarkRun.model_validate(clean))
         return out
 
     def models(self) -> list[str]:
@@ -171,7 +170,9 @@ def load_profiles(path: str | os.PathLike[str] | None = None) -> ProfileStore:
                 try:
                     num = float(v)
                 except ValueError:
-                    raise DataError(f"{p}: line {i + 2}, column {k}: {v!r} is not a number") from None
+                    raise DataError(
+                        f"{p}: line {i + 2}, column {k}: {v!r} is not a number"
+                    ) from None
                 if not math.isfinite(num) and not (k in INF_ALLOWED and num > 0):
                     raise DataError(f"{p}: line {i + 2}, column {k}: {v!r} is not finite")
                 vals[k] = int(num) if kind == "int" and num.is_integer() else num
@@ -180,7 +181,7 @@ def load_profiles(path: str | os.PathLike[str] | None = None) -> ProfileStore:
             else:
                 vals[k] = v
         try:
-            BenchmarkRun(**vals)
+            BenchmarkRun.model_validate(vals)
         except ValidationError as exc:
             err = exc.errors()[0]
             loc = ".".join(str(x) for x in err["loc"])

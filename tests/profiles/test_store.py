@@ -1,0 +1,88 @@
+"""The profile store: schema check on load, lossless round trip, atomic save."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fleetplan.errors import DataError, UnknownNameError
+from fleetplan.profiles.schema import COLUMN_NAMES, schema_markdown
+from fleetplan.profiles.store import load_profiles
+
+
+def test_bundled_store_loads_with_every_column() -> None:
+    store = load_profiles()
+    assert list(store.frame.columns) == list(COLUMN_NAMES)
+    assert len(store) >= 80
+    assert store.frame["ttft_p99_ms"].notna().all()
+    assert set(store.frame["engine_version"]) == {"0.8.5"}
+
+
+def test_round_trip_is_lossless(tmp_path: Path) -> None:
+    store = load_profiles()
+    out = store.save(tmp_path / "copy.csv")
+    again = load_profiles(out)
+    assert again.frame.equals(store.frame)
+    assert [r.model_dump() for r in again.runs()] == [r.model_dump() for r in store.runs()]
+    # saving twice gives the same bytes (deterministic)
+    first = out.read_bytes()
+    again.save(out)
+    assert out.read_bytes() == first
+
+
+def _corrupt(tmp_path: Path, old: str, new: str) -> Path:
+    text = load_profiles().to_csv()
+    assert old in text
+    bad = tmp_path / "bad.csv"
+    bad.write_text(text.replace(old, new, 1))
+    return bad
+
+
+def test_missing_column_is_refused(tmp_path: Path) -> None:
+    bad = _corrupt(tmp_path, "ttft_p99_ms", "ttft_p99")
+    with pytest.raises(DataError, match=r"bad.csv: missing required column\(s\) ttft_p99_ms"):
+        load_profiles(bad)
+
+
+def test_non_finite_value_is_refused_with_line_and_column(tmp_path: Path) -> None:
+    store = load_profiles()
+    df = store.frame.copy()
+    df.loc[3, "duration_s"] = float("nan")
+    df["duration_s"] = df["duration_s"].astype(object)
+    df.loc[3, "duration_s"] = "inf"
+    bad = tmp_path / "bad.csv"
+    df.to_csv(bad, index=False)
+    with pytest.raises(DataError, match=r"line 5, column duration_s: 'inf' is not finite"):
+        load_profiles(bad)
+
+
+def test_negative_count_is_refused(tmp_path: Path) -> None:
+    store = load_profiles()
+    df = store.frame.copy()
+    df.loc[0, "completed"] = -5
+    bad = tmp_path / "bad.csv"
+    df.to_csv(bad, index=False)
+    with pytest.raises(DataError, match=r"line 2, column completed: -5"):
+        load_profiles(bad)
+
+
+def test_select_names_the_valid_choices() -> None:
+    store = load_profiles()
+    sub = store.select(model="DeepSeek-R1-Distill-Qwen-14B", config="2xRTX-4090")
+    assert len(sub) == 4 and set(sub.frame["request_rate"]) == {1.0, 4.0, 16.0, 32.0}
+    with pytest.raises(UnknownNameError, match="did you mean 2xRTX-4090"):
+        store.select(config="2xRTX4090")
+
+
+def test_schema_doc_lists_every_column() -> None:
+    doc = schema_markdown()
+    assert all(f"`{c}`" in doc for c in COLUMN_NAMES)
+
+
+def test_schema_doc_is_generated_from_the_schema() -> None:
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "profile-store.md").read_text()
+    marker = "<!-- generated: fleetplan.profiles.schema.schema_markdown -->\n"
+    assert doc.split(marker, 1)[1] == schema_markdown()
