@@ -1,0 +1,149 @@
+"""Parameters of one serving replica: step-time coefficients, KV capacity, scheduler limits.
+
+Main entries: :class:`ReplicaParams` (one parameter set per model x hardware configuration),
+:func:`replica_params` (calibrated figures when ``data/calibration.json`` has them, else the
+first-principles priors of :mod:`fleetplan.replica.priors` scaled by efficiency factors learned
+from calibrated configurations of the same GPU type, marked ``calibrated=False``).
+
+The step time of one engine iteration is
+
+    step_s = c_step + c_prefill_tok * prefill_tokens + c_seq * decode_seqs + c_kv_tok * kv_read
+
+with ``kv_read`` the cached tokens the step's attention reads (the context of every scheduled
+sequence). Seconds throughout.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from fleetplan.catalog._tables import data_dir
+from fleetplan.catalog.hardware import HardwareConfig
+from fleetplan.catalog.models import get_model
+from fleetplan.errors import DataError, ModelError, UnknownNameError
+
+DEFAULT_CALIBRATION_NAME = "calibration.json"
+STEP_COEFFS = ("c_step", "c_prefill_tok", "c_seq", "c_kv_tok", "overhead_s")
+
+
+class ReplicaParams(BaseModel):
+    """Everything the replica model needs to know about one (model, configuration)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    model: str = Field(min_length=1)
+    config: str = Field(min_length=1, description="<count>x<GPU>, e.g. 2xRTX-4090")
+    c_step: float = Field(gt=0, le=10.0, description="fixed cost of one engine step, s")
+    c_prefill_tok: float = Field(ge=0, le=0.1, description="cost per prefill token, s")
+    c_seq: float = Field(ge=0, le=0.1, description="cost per decoding sequence in a step, s")
+    c_kv_tok: float = Field(ge=0, le=1e-3, description="cost per cached token read, s")
+    kv_capacity_tokens: int = Field(ge=1, le=10**9, description="KV-cache slots (tokens)")
+    max_num_seqs: int = Field(ge=1, le=65536, description="cap on running sequences")
+    max_num_batched_tokens: int = Field(ge=1, le=10**6, description="token budget per step")
+    block_size: int = Field(ge=1, le=1024, description="KV-cache block, tokens")
+    overhead_s: float = Field(ge=0, le=10.0, description="per-request overhead outside steps")
+    max_model_len: int = Field(ge=2, le=10**8, description="longest prompt + output, tokens")
+    calibrated: bool
+    source: str = Field(min_length=1, description="where the figures come from")
+
+    @property
+    def kv_blocks(self) -> int:
+        """Whole KV blocks of the cache."""
+        return self.kv_capacity_tokens // self.block_size
+
+    def with_(self, **changes: Any) -> ReplicaParams:
+        """A validated copy with some fields changed (e.g. a bigger KV cache)."""
+        data = self.model_dump()
+        data.update(changes)
+        return ReplicaParams.model_validate(data)
+
+    def step_s(self, prefill_tokens: int, decode_seqs: int, kv_read: int) -> float:
+        """Duration of one step with these contents."""
+        return (self.c_step + self.c_prefill_tok * prefill_tokens + self.c_seq * decode_seqs
+                + self.c_kv_tok * kv_read)
+
+
+def default_calibration_path() -> Path:
+    """The bundled calibration result (``data/calibration.json``)."""
+    return data_dir() / DEFAULT_CALIBRATION_NAME
+
+
+@cache
+def _load_calibration_cached(path: str, mtime: float) -> dict[str, Any]:
+    try:
+        obj = json.loads(Path(path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
+    if not isinstance(obj, dict) or not isinstance(obj.get("configs"), list):
+        raise DataError(f"{path}: not a fleetplan calibration file (no 'configs' list)")
+    return obj
+
+
+def load_calibration(path: str | Path | None = None) -> dict[str, Any]:
+    """The calibration file as a dict (``{}``-like with empty ``configs`` when the bundled one
+    is absent; a given path that does not exist is an error)."""
+    p = Path(path) if path is not None else default_calibration_path()
+    if not p.exists():
+        if path is None:
+            return {"configs": [], "efficiency": {}}
+        raise DataError(f"{p}: calibration file not found")
+    return _load_calibration_cached(str(p.resolve()), p.stat().st_mtime)
+
+
+def _params_from_entry(entry: dict[str, Any], where: str) -> ReplicaParams:
+    try:
+        return ReplicaParams.model_validate(entry["params"])
+    except (KeyError, ValidationError) as exc:
+        raise DataError(f"{where}: invalid replica parameters ({exc})") from None
+
+
+def replica_params(model: str, config: str, *,
+                   calibration: str | Path | dict[str, Any] | None = None) -> ReplicaParams:
+    """Parameters of ``model`` served on ``config``.
+
+    Calibrated figures when the calibration (file path, loaded dict, or the bundled
+    ``data/calibration.json``) holds this pair; otherwise first-principles priors scaled by the
+    efficiency factors learned from calibrated configurations of the same GPU type, with
+    ``calibrated=False``. Unknown names raise :class:`UnknownNameError` (with did-you-mean);
+    a model that does not fit the configuration's memory raises :class:`ModelError`.
+    """
+    from fleetplan.replica.priors import prior_params
+
+    spec = get_model(model)
+    hw = HardwareConfig.parse(config)
+    cal = calibration if isinstance(calibration, dict) else load_calibration(calibration)
+    for i, entry in enumerate(cal.get("configs", [])):
+        if entry.get("model") == spec.model and entry.get("config") == hw.name:
+            return _params_from_entry(entry, f"calibration configs[{i}]")
+    eff = (cal.get("efficiency") or {}).get(hw.gpu)
+    return prior_params(spec, hw, efficiency=eff)
+
+
+def known_configs(calibration: str | Path | dict[str, Any] | None = None) -> list[tuple[str, str]]:
+    """The calibrated (model, config) pairs."""
+    cal = calibration if isinstance(calibration, dict) else load_calibration(calibration)
+    return [(e["model"], e["config"]) for e in cal.get("configs", [])]
+
+
+def check_name_pair(model: str, config: str) -> None:
+    """Raise a clear error for an unknown model or configuration name."""
+    get_model(model)
+    try:
+        HardwareConfig.parse(config)
+    except UnknownNameError:
+        raise
+    except ValidationError as exc:
+        raise ModelError(f"configuration {config!r}: {exc.errors()[0]['msg']}") from None
+
+
+def finite_positive(name: str, value: float) -> float:
+    """``value`` if it is a finite number > 0, else a :class:`ModelError` naming it."""
+    if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
+        raise ModelError(f"{name}(={value!r}) must be a finite number > 0")
+    return float(value)

@@ -1,0 +1,143 @@
+"""First-principles replica parameters from model and GPU specs.
+
+Main entries: :func:`ideal_coefficients` (the step-time coefficients of a perfectly efficient
+engine: weights streamed once per step at full memory bandwidth, two FLOPs per parameter per
+token at full tensor throughput, KV read at full bandwidth, tensor-parallel all-reduces at the
+link's bandwidth and latency), :func:`kv_capacity_tokens` (vLLM's memory arithmetic) and
+:func:`prior_params` (ideal figures x efficiency ratios; the ratios are learned by calibration
+per GPU type, or the named defaults of :data:`DEFAULT_RATIOS` when no configuration of that GPU
+type is calibrated).
+
+Named assumptions (documented in docs/replica-model.md): vLLM 0.8.5 V1 defaults for the OpenAI
+server (``max_num_seqs`` 256, ``max_num_batched_tokens`` 2048, block size 16,
+``gpu_memory_utilization`` 0.9), weights split evenly over the tensor-parallel group, KV heads
+split over it (replicated when fewer than the group), fp16 KV cache.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from fleetplan.catalog.hardware import HardwareConfig
+from fleetplan.catalog.models import ModelSpec
+from fleetplan.errors import ModelError
+from fleetplan.replica.params import ReplicaParams
+
+GPU_MEMORY_UTILIZATION = 0.9
+MAX_NUM_SEQS = 256
+MAX_NUM_BATCHED_TOKENS = 2048
+BLOCK_SIZE = 16
+KV_DTYPE_BYTES = 2.0
+GIB = 1024**3
+# Memory vLLM cannot give to the KV cache besides weights and activations: CUDA context, cuBLAS
+# workspaces, NCCL buffers (more with tensor parallelism). Assumption, GiB per GPU.
+NON_TORCH_GIB = {1: 0.6, "tp": 1.2}
+# Host-side cost of one engine step (scheduling, input preparation, sampling launch): assumption.
+STEP_HOST_S = 1.5e-3
+# Latency of one small all-reduce: NVLink vs PCIe (no peer-to-peer on GeForce cards): assumption.
+ALLREDUCE_LATENCY_S = {"nvlink": 8e-6, "pcie": 30e-6}
+# Per-request overhead outside the engine (HTTP, tokenization, streaming): assumption.
+OVERHEAD_S = 5e-3
+# Efficiency ratios (fitted / ideal) used when no configuration of a GPU type is calibrated.
+DEFAULT_RATIOS: dict[str, float] = {
+    "c_step": 1.25, "c_prefill_tok": 2.0, "c_seq": 1.0, "c_kv_tok": 1.25, "overhead_s": 1.0,
+    "kv_capacity_tokens": 1.0,
+}
+
+
+def _is_nvlink(hw: HardwareConfig) -> bool:
+    return hw.spec.interconnect.lower().startswith("nvlink")
+
+
+def ideal_coefficients(spec: ModelSpec, hw: HardwareConfig) -> dict[str, float]:
+    """Step-time coefficients (s) of a perfectly efficient engine on ``hw``."""
+    gpu = hw.spec
+    tp = int(hw.tp_size or hw.gpu_count)
+    bw = gpu.mem_bandwidth_gb_s * 1e9
+    flops = gpu.fp16_tflops_dense * 1e12
+    t_weights = spec.weight_bytes / tp / bw
+    t_tok = 2.0 * spec.params_b * 1e9 / tp / flops
+    comm_step = comm_tok = 0.0
+    if tp > 1:
+        n_ar = 2 * spec.layers
+        lat = ALLREDUCE_LATENCY_S["nvlink" if _is_nvlink(hw) else "pcie"]
+        comm_step = n_ar * lat
+        ring = 2.0 * (tp - 1) / tp
+        comm_tok = n_ar * spec.hidden_size * 2.0 * ring / (gpu.interconnect_gb_s * 1e9)
+    return {
+        "c_step": t_weights + comm_step + STEP_HOST_S,
+        "c_prefill_tok": t_tok + comm_tok,
+        "c_seq": t_tok + comm_tok,
+        "c_kv_tok": kv_bytes_per_token_per_gpu(spec, tp) / bw,
+        "overhead_s": OVERHEAD_S,
+    }
+
+
+def kv_bytes_per_token_per_gpu(spec: ModelSpec, tp: int) -> float:
+    """KV bytes one token occupies on each GPU of a tensor-parallel group."""
+    heads = max(1.0, spec.kv_heads / tp)
+    return 2.0 * spec.layers * heads * spec.head_dim * KV_DTYPE_BYTES
+
+
+def kv_capacity_tokens(spec: ModelSpec, hw: HardwareConfig, *,
+                       gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
+                       max_num_batched_tokens: int = MAX_NUM_BATCHED_TOKENS,
+                       max_num_seqs: int = MAX_NUM_SEQS) -> int:
+    """KV-cache tokens vLLM allocates: (VRAM x utilization - weights - activations - non-torch
+    memory) / KV bytes per token, per GPU, in whole blocks. Raises :class:`ModelError` when the
+    model does not fit."""
+    tp = int(hw.tp_size or hw.gpu_count)
+    gpu = hw.spec
+    budget = gpu.vram_gb * GIB * gpu_memory_utilization
+    weights = spec.weight_bytes / tp
+    act = (max_num_batched_tokens * (4 * spec.hidden_size + 2 * spec.intermediate_size / tp) * 2.0
+           + max_num_seqs * spec.vocab_size * 4.0)
+    non_torch = NON_TORCH_GIB[1 if tp == 1 else "tp"] * GIB
+    free = budget - weights - act - non_torch
+    per_tok = kv_bytes_per_token_per_gpu(spec, tp)
+    tokens = int(free // per_tok) // BLOCK_SIZE * BLOCK_SIZE if free > 0 else 0
+    if tokens < BLOCK_SIZE * 4:
+        raise ModelError(
+            f"{spec.model} does not fit on {hw.name}: {weights / 1e9:.1f} GB of weights per GPU "
+            f"leave {max(free, 0) / 1e9:.2f} GB for the KV cache of "
+            f"{gpu.vram_gb:g} GB x {gpu_memory_utilization:g} (need room for a few sequences)"
+        )
+    return tokens
+
+
+def prior_params(spec: ModelSpec, hw: HardwareConfig, *,
+                 efficiency: Mapping[str, float] | Mapping[str, object] | None = None,
+                 source: str | None = None) -> ReplicaParams:
+    """Parameters from first principles: :func:`ideal_coefficients` x efficiency ratios.
+
+    ``efficiency`` maps coefficient names to ratios (fitted / ideal) learned from calibrated
+    configurations of the same GPU type (as stored in the calibration file's ``efficiency``
+    table, whose entries may also carry ``n_configs``); missing names use
+    :data:`DEFAULT_RATIOS`. The result has ``calibrated=False``.
+    """
+    ideal = ideal_coefficients(spec, hw)
+    ratios = dict(DEFAULT_RATIOS)
+    learned = 0
+    if efficiency:
+        for k, v in efficiency.items():
+            if k in ratios and isinstance(v, int | float) and math.isfinite(v) and v > 0:
+                ratios[k] = float(v)
+        n = efficiency.get("n_configs", 0)
+        learned = int(n) if isinstance(n, int | float) else 0
+    kv = kv_capacity_tokens(spec, hw)
+    kv = max(BLOCK_SIZE * 4, int(kv * ratios["kv_capacity_tokens"]) // BLOCK_SIZE * BLOCK_SIZE)
+    how = (f"efficiency learned from {learned} calibrated {hw.gpu} configuration(s)" if learned
+           else "default efficiency assumptions (no calibrated configuration of this GPU)")
+    return ReplicaParams(
+        model=spec.model, config=hw.name,
+        c_step=ideal["c_step"] * ratios["c_step"],
+        c_prefill_tok=ideal["c_prefill_tok"] * ratios["c_prefill_tok"],
+        c_seq=ideal["c_seq"] * ratios["c_seq"],
+        c_kv_tok=ideal["c_kv_tok"] * ratios["c_kv_tok"],
+        overhead_s=ideal["overhead_s"] * ratios["overhead_s"],
+        kv_capacity_tokens=kv, max_num_seqs=MAX_NUM_SEQS,
+        max_num_batched_tokens=MAX_NUM_BATCHED_TOKENS, block_size=BLOCK_SIZE,
+        max_model_len=int(min(spec.context_length, kv)), calibrated=False,
+        source=source or f"spec-based prior (model card + GPU datasheet); {how}",
+    )

@@ -1,0 +1,257 @@
+"""Replay of vLLM's serving benchmark against the replica model, and its metrics.
+
+Main entries: :func:`replay` (N prompts, gamma gaps, no concurrency cap unless given, the run
+ends when the last response ends; averaged over length seeds) returning a :class:`ReplayResult`,
+and :func:`vllm_arrivals` (the exact send times of ``benchmark_serving.py --seed S``: numpy's
+legacy generator seeded with S draws one gamma gap after each request, so the measured runs'
+arrivals can be reproduced, not just their distribution).
+
+Metrics are computed as vLLM's ``calculate_metrics`` does: TTFT over completed requests, TPOT
+``(e2e - ttft) / (output - 1)`` over requests with more than one output token, ITL over every
+token gap, percentiles by ``numpy.percentile``; duration from the first send to the later of the
+last response and the end of the client's final sleep (``get_request`` sleeps one more gap after
+the last send before the client gathers the responses).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import simpy
+
+from fleetplan.errors import InputError
+from fleetplan.replica.engine import ReplicaEngine, Request
+from fleetplan.replica.params import ReplicaParams
+from fleetplan.workload.arrivals import benchmark_arrivals, gamma_gaps
+from fleetplan.workload.lengths import LengthModel, protocol_length_model
+
+METRICS = (
+    "request_throughput", "output_throughput", "ttft_mean_ms", "ttft_p50_ms", "ttft_p90_ms",
+    "ttft_p99_ms", "tpot_mean_ms", "tpot_p50_ms", "tpot_p99_ms", "itl_mean_ms", "itl_p50_ms",
+    "itl_p99_ms", "duration_s",
+)
+
+
+@dataclass(frozen=True)
+class MetricStat:
+    """One metric over seeds: mean, sample standard deviation, the per-seed values."""
+
+    mean: float
+    std: float
+    values: tuple[float, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"mean": self.mean, "std": self.std, "values": list(self.values)}
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    """A replayed benchmark run: metric name -> :class:`MetricStat`, with its inputs."""
+
+    model: str
+    config: str
+    calibrated: bool
+    rate: float
+    num_prompts: int
+    burstiness: float
+    seeds: tuple[int, ...]
+    arrival_seed: int | None
+    metrics: dict[str, MetricStat] = field(default_factory=dict)
+    preemptions: float = 0.0
+
+    def __getitem__(self, name: str) -> float:
+        return self.metrics[name].mean
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model, "config": self.config, "calibrated": self.calibrated,
+            "request_rate": self.rate, "num_prompts": self.num_prompts,
+            "burstiness": self.burstiness, "seeds": list(self.seeds),
+            "arrival_seed": self.arrival_seed,
+            "metrics": {k: v.to_dict() for k, v in self.metrics.items()},
+            "preemptions_mean": self.preemptions,
+        }
+
+
+def vllm_arrivals(n: int, rate: float, burstiness: float, seed: int) -> tuple[np.ndarray, float]:
+    """Send times of ``benchmark_serving.py --seed seed`` and the end of its final sleep.
+
+    vLLM 0.8.5 seeds numpy's global legacy generator with ``--seed`` and draws
+    ``np.random.gamma(burstiness, 1/(rate*burstiness))`` after yielding each request; a private
+    ``RandomState(seed)`` gives the same stream without touching global state.
+    """
+    if n < 1:
+        raise InputError(f"num_prompts(={n}) must be >= 1")
+    if not rate > 0:
+        raise InputError(f"rate(={rate!r}) must be > 0")
+    if math.isinf(rate):
+        return np.zeros(n), 0.0
+    gaps = np.random.RandomState(seed).gamma(burstiness, 1.0 / (rate * burstiness), size=n)
+    times = np.concatenate([[0.0], np.cumsum(gaps[:-1])])
+    return times, float(times[-1] + gaps[-1])
+
+
+def match_total(x: np.ndarray, total: int, lo: int, hi: np.ndarray | int) -> np.ndarray:
+    """Rescale integer counts ``x`` so they sum to ``total`` within ``[lo, hi]`` (elementwise),
+    keeping their shape; the rounding residue goes to the largest entries first."""
+    hi_arr = np.broadcast_to(np.asarray(hi, dtype=np.int64), x.shape)
+    if total < lo * x.size or total > int(hi_arr.sum()):
+        raise InputError(f"cannot spread {total} tokens over {x.size} requests within bounds")
+    y = np.clip(np.rint(x * (total / max(int(x.sum()), 1))), lo, hi_arr).astype(np.int64)
+    order = np.argsort(-x, kind="stable")
+    for _ in range(64):
+        diff = total - int(y.sum())
+        if diff == 0:
+            break
+        room = (hi_arr - y) if diff > 0 else (y - lo)
+        idx = order[room[order] > 0]
+        if idx.size == 0:
+            break
+        step = np.sign(diff) * np.minimum(room[idx], -(-abs(diff) // idx.size))
+        cum = np.cumsum(np.abs(step))
+        take = cum <= abs(diff)
+        y[idx[take]] += step[take]
+        rest = abs(diff) - int(np.abs(step[take]).sum())
+        if rest and not take.all():
+            j = idx[np.argmin(take)]
+            y[j] += int(np.sign(diff)) * rest
+    return y
+
+
+def simulate_requests(params: ReplicaParams, arrivals: np.ndarray, ins: np.ndarray,
+                      outs: np.ndarray, *, cached: np.ndarray | None = None,
+                      max_concurrency: int | None = None) -> tuple[list[Request], ReplicaEngine]:
+    """Run one set of requests through a fresh engine; returns the finished requests."""
+    env = simpy.Environment()
+    reqs = [Request(i, float(t), int(a), int(b),
+                    cached_tokens=int(cached[i]) if cached is not None else 0)
+            for i, (t, a, b) in enumerate(zip(arrivals, ins, outs, strict=True))]
+    if max_concurrency is None:
+        engine = ReplicaEngine(env, params)
+
+        def send(ev: simpy.Event) -> None:
+            engine.submit(ev.value)
+
+        for r in reqs:
+            env.timeout(r.arrival_s, value=r).callbacks.append(send)
+        env.run()
+        return reqs, engine
+    # client-side cap: a request is sent at max(its time, a slot freeing up)
+    slots = [max_concurrency]
+    queue: list[Request] = []
+
+    def release(_r: Request) -> None:
+        if queue:
+            nxt = queue.pop(0)
+            nxt.arrival_s = env.now
+            engine.submit(nxt)
+        else:
+            slots[0] += 1
+
+    engine = ReplicaEngine(env, params, on_finish=release)
+
+    def send_capped(ev: simpy.Event) -> None:
+        if slots[0] > 0:
+            slots[0] -= 1
+            engine.submit(ev.value)
+        else:
+            queue.append(ev.value)
+
+    for r in reqs:
+        env.timeout(r.arrival_s, value=r).callbacks.append(send_capped)
+    env.run()
+    return reqs, engine
+
+
+def run_metrics(reqs: Sequence[Request], engine: ReplicaEngine,
+                end_min_s: float) -> dict[str, float]:
+    """vLLM's benchmark metrics of one simulated run."""
+    ttft = np.array([r.first_token_s - r.arrival_s for r in reqs]) * 1e3
+    outs = np.array([r.output_tokens for r in reqs])
+    fin = np.array([r.finish_s for r in reqs])
+    first = np.array([r.first_token_s for r in reqs])
+    multi = outs > 1
+    tpot = (fin[multi] - first[multi]) / (outs[multi] - 1) * 1e3
+    st = engine.stats
+    parts = [np.repeat(A + B * np.arange(n), d) for A, B, n, d in st.itl_segments]
+    parts.append(np.asarray(st.itl_single))
+    itl = np.concatenate(parts) * 1e3 if parts else np.zeros(0)
+    duration = max(float(fin.max()), end_min_s)
+    out = {
+        "request_throughput": len(reqs) / duration,
+        "output_throughput": float(outs.sum()) / duration,
+        "ttft_mean_ms": float(ttft.mean()),
+        "ttft_p50_ms": float(np.percentile(ttft, 50)),
+        "ttft_p90_ms": float(np.percentile(ttft, 90)),
+        "ttft_p99_ms": float(np.percentile(ttft, 99)),
+        "duration_s": duration,
+    }
+    for name, arr in (("tpot", tpot), ("itl", itl)):
+        ok = arr.size > 0
+        out[f"{name}_mean_ms"] = float(arr.mean()) if ok else math.nan
+        out[f"{name}_p50_ms"] = float(np.percentile(arr, 50)) if ok else math.nan
+        out[f"{name}_p99_ms"] = float(np.percentile(arr, 99)) if ok else math.nan
+    return out
+
+
+def sample_lengths(lengths: LengthModel, n: int, seed: int,
+                   totals: tuple[int, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` (input, output) pairs for a seed; with ``totals``, rescaled to those token sums
+    (a measured run's ``total_input_tokens`` and ``total_output_tokens``)."""
+    ins, outs = lengths.sample(n, np.random.default_rng(seed))
+    if totals is not None:
+        ins = match_total(ins, totals[0], lengths.input.min, lengths.input.max)
+        cap = lengths.output.max if lengths.max_total is None else np.minimum(
+            lengths.output.max, lengths.max_total - ins)
+        outs = match_total(outs, totals[1], lengths.output.min, cap)
+    return ins, outs
+
+
+def replay(params: ReplicaParams, *, rate: float, num_prompts: int = 200,
+           burstiness: float = 1.0, max_concurrency: int | None = None,
+           lengths: LengthModel | None = None, seeds: Sequence[int] = (0, 1, 2, 3, 4),
+           arrival_seed: int | None = None, totals: tuple[int, int] | None = None,
+           warm_prefix_cache: bool = False) -> ReplayResult:
+    """Replay vLLM's serving benchmark on the replica model, averaged over ``seeds``.
+
+    ``seeds`` drive the request lengths (and the arrivals unless ``arrival_seed`` is given).
+    ``arrival_seed``: reproduce ``benchmark_serving.py --seed arrival_seed``'s exact send times
+    (the same for every length seed). ``totals``: condition each seed's lengths on a run's token
+    totals. ``warm_prefix_cache``: the prompts' KV blocks are already cached when they arrive
+    (vLLM V1 prefix caching after an earlier run of the same prompts); off by default.
+    """
+    if num_prompts < 1:
+        raise InputError(f"num_prompts(={num_prompts}) must be >= 1")
+    if not seeds:
+        raise InputError("seeds must not be empty")
+    if max_concurrency is not None and max_concurrency < 1:
+        raise InputError(f"max_concurrency(={max_concurrency}) must be >= 1")
+    lm = lengths if lengths is not None else protocol_length_model()
+    per_seed: dict[str, list[float]] = {k: [] for k in METRICS}
+    pre = 0.0
+    for seed in seeds:
+        if arrival_seed is not None:
+            arr, end_min = vllm_arrivals(num_prompts, rate, burstiness, arrival_seed)
+        else:
+            rng = np.random.default_rng([seed, 0x5EED])
+            arr = benchmark_arrivals(num_prompts, rate, burstiness, rng)
+            end_min = float(arr[-1] + gamma_gaps(1, rate, burstiness, rng)[0])
+        ins, outs = sample_lengths(lm, num_prompts, seed, totals)
+        cached = ins if warm_prefix_cache else None
+        reqs, engine = simulate_requests(params, arr, ins, outs, cached=cached,
+                                         max_concurrency=max_concurrency)
+        m = run_metrics(reqs, engine, end_min)
+        pre += engine.stats.preemptions / len(seeds)
+        for k in METRICS:
+            per_seed[k].append(m[k])
+    stats = {}
+    for k, vals in per_seed.items():
+        a = np.asarray(vals, dtype=float)
+        stats[k] = MetricStat(float(a.mean()), float(a.std(ddof=1)) if a.size > 1 else 0.0,
+                              tuple(float(v) for v in a))
+    return ReplayResult(params.model, params.config, params.calibrated, float(rate), num_prompts,
+                        float(burstiness), tuple(int(s) for s in seeds), arrival_seed, stats, pre)
