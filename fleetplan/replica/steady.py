@@ -1,0 +1,145 @@
+"""Sustained-load behaviour of one replica, for planning (not the benchmark's bursts).
+
+Main entry: :func:`steady_state` -> :class:`SteadyResult`. Requests arrive as a stationary gamma
+renewal process for ``duration_s`` (plus a tail that keeps the load on while the last measured
+requests finish); statistics cover requests arriving in ``[warmup_s, duration_s)``. Overload is
+detected early: when the waiting queue exceeds ``overload_queue_s`` seconds of arrivals the run
+stops and the result says ``OVERLOADED`` instead of simulating an ever-growing queue.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import simpy
+
+from fleetplan.errors import InputError
+from fleetplan.replica.engine import ReplicaEngine, Request
+from fleetplan.replica.params import ReplicaParams
+from fleetplan.workload.arrivals import arrivals_until
+from fleetplan.workload.lengths import LengthModel, protocol_length_model
+
+
+class SteadyStatus(enum.StrEnum):
+    STABLE = "stable"
+    OVERLOADED = "overloaded"
+
+
+@dataclass(frozen=True)
+class SteadyResult:
+    """Long-run latency and throughput of one replica at one offered rate."""
+
+    model: str
+    config: str
+    calibrated: bool
+    rate: float
+    status: SteadyStatus
+    measured_requests: int
+    throughput_rps: float
+    output_tokens_per_s: float
+    ttft_p50_ms: float
+    ttft_p90_ms: float
+    ttft_p99_ms: float
+    tpot_p50_ms: float
+    tpot_p99_ms: float
+    e2e_p50_ms: float
+    e2e_p99_ms: float
+    queue_mean_ms: float
+    utilization: float
+    simulated_s: float
+    reason: str
+
+    @property
+    def stable(self) -> bool:
+        """True when the queue stayed bounded for the whole run."""
+        return self.status is SteadyStatus.STABLE
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["status"] = self.status.value
+        d["stable"] = self.stable
+        return d
+
+
+def _pct(a: np.ndarray, q: float) -> float:
+    return float(np.percentile(a, q)) if a.size else math.nan
+
+
+def steady_state(params: ReplicaParams, *, rate: float, lengths: LengthModel | None = None,
+                 burstiness: float = 1.0, duration_s: float = 600, warmup_s: float = 60,
+                 seed: int = 0, overload_queue_s: float = 30.0) -> SteadyResult:
+    """Sustained behaviour of ``params``' replica under ``rate`` requests/s.
+
+    ``stable`` is False (status ``OVERLOADED``) when the waiting queue grew past
+    ``overload_queue_s`` seconds of arrivals (at least 64 requests): the replica cannot sustain
+    the rate. Deterministic for a given ``seed``.
+    """
+    if not (rate > 0 and math.isfinite(rate)):
+        raise InputError(f"rate(={rate!r}) must be a finite number > 0")
+    if not duration_s > warmup_s >= 0:
+        raise InputError(f"need duration_s(={duration_s!r}) > warmup_s(={warmup_s!r}) >= 0")
+    lm = lengths if lengths is not None else protocol_length_model()
+    rng = np.random.default_rng([seed, 0x57EAD])
+    tail = max(30.0, 0.1 * duration_s)
+    arr = arrivals_until(duration_s + tail, rate, burstiness, rng)
+    ins, outs = lm.sample(arr.size, rng)
+    env = simpy.Environment()
+    measured = [(warmup_s <= t < duration_s) for t in arr]
+    left = [sum(measured)]
+    done_ev = env.event()
+
+    def on_finish(r: Request) -> None:
+        if measured[r.rid]:
+            left[0] -= 1
+            if left[0] == 0 and not done_ev.triggered:
+                done_ev.succeed()
+
+    engine = ReplicaEngine(env, params, on_finish, record_itl=False)
+    reqs = [Request(i, float(t), int(a), int(b))
+            for i, (t, a, b) in enumerate(zip(arr, ins, outs, strict=True))]
+    limit = max(64, int(rate * overload_queue_s))
+    overload = env.event()
+
+    def source(env: simpy.Environment):  # type: ignore[no-untyped-def]
+        for r in reqs:
+            dt = r.arrival_s - env.now
+            if dt > 0:
+                yield env.timeout(dt)
+            engine.submit(r)
+            if engine.queue_len > limit and not overload.triggered:
+                overload.succeed()
+                return
+
+    env.process(source(env))
+    if left[0] == 0:
+        raise InputError(f"no request arrives in [{warmup_s}, {duration_s}) s at rate {rate}")
+    env.run(until=env.any_of([done_ev, overload]))
+    status, reason = SteadyStatus.STABLE, f"waiting queue stayed below {limit} requests"
+    if overload.triggered:
+        status = SteadyStatus.OVERLOADED
+        reason = (f"waiting queue passed {limit} requests (~{overload_queue_s:g} s of arrivals) "
+                  f"at t={env.now:.1f} s: the replica cannot sustain {rate:g} req/s")
+    fin = [r for r in reqs if measured[r.rid] and r.finish_s == r.finish_s]
+    ttft = np.array([r.ttft_s for r in fin]) * 1e3
+    e2e = np.array([r.e2e_s for r in fin]) * 1e3
+    tpot = np.array([r.tpot_s for r in fin if r.output_tokens > 1]) * 1e3
+    queue = np.array([r.queue_s for r in fin]) * 1e3
+    window = duration_s - warmup_s
+    sim_s = float(env.now)
+    return SteadyResult(
+        model=params.model, config=params.config, calibrated=params.calibrated, rate=float(rate),
+        status=status, measured_requests=len(fin),
+        throughput_rps=len(fin) / window if status is SteadyStatus.STABLE else math.nan,
+        output_tokens_per_s=(sum(r.output_tokens for r in fin) / window
+                             if status is SteadyStatus.STABLE else math.nan),
+        ttft_p50_ms=_pct(ttft, 50), ttft_p90_ms=_pct(ttft, 90), ttft_p99_ms=_pct(ttft, 99),
+        tpot_p50_ms=_pct(tpot, 50), tpot_p99_ms=_pct(tpot, 99),
+        e2e_p50_ms=_pct(e2e, 50), e2e_p99_ms=_pct(e2e, 99),
+        queue_mean_ms=float(queue.mean()) if queue.size else math.nan,
+        utilization=min(1.0, engine.busy_s / sim_s) if sim_s > 0 else 0.0,
+        simulated_s=sim_s, reason=reason,
+    )
