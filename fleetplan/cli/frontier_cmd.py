@@ -1,0 +1,71 @@
+"""``fleetplan frontier``: cost vs carbon cap, SLO or rate; each point a full verified solve."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from fleetplan._io import write_bytes_atomic
+from fleetplan.cli._format import OutputFormat, emit_csv, emit_json, emit_table
+from fleetplan.errors import InputError
+from fleetplan.optimize.frontier import Sweep, frontier
+from fleetplan.scenario import load_scenario
+
+
+def frontier_cmd(
+    scenario: Path = typer.Argument(..., help="Scenario file (YAML or JSON)."),
+    sweep: Sweep = typer.Option(..., "--sweep", help="carbon, slo or rate."),
+    points: int = typer.Option(8, "--points", min=1, max=10000, help="Points of the sweep."),
+    plot: Path | None = typer.Option(None, "--plot", help="Write the frontier plot (PNG)."),
+    scheduler: str | None = typer.Option(
+        None, "--scheduler", help="Dask scheduler address (tcp://HOST:PORT); default: local "
+        "processes."),
+    lo: float | None = typer.Option(None, "--lo", help="Sweep start (carbon: g/Mtok; slo and "
+                                    "rate: scale factor, default 0.5)."),
+    hi: float | None = typer.Option(None, "--hi", help="Sweep end (default: the cheapest plan's "
+                                    "carbon, or scale 2.0)."),
+    solver: str | None = typer.Option(None, "--solver", help="MILP solver (cbc, highs ...)."),
+    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="table, csv or json."),
+    timing: bool = typer.Option(True, "--timing/--no-timing",
+                                help="Report solver seconds (--no-timing: byte-identical JSON)."),
+) -> None:
+    """The cost frontier of a scenario: each point is a full solve checked by simulation.
+
+    Example: fleetplan frontier examples/hybrid.yaml --sweep carbon --points 6 --plot f.png
+    """
+    if plot is not None and plot.suffix.lower() != ".png":
+        raise InputError(f"--plot {plot}: the plot is written as PNG; name it FILE.png")
+    sc = load_scenario(scenario)
+    result = frontier(sc, sweep, points, scheduler, solver=solver, lo=lo, hi=hi)
+    if plot is not None:
+        import io
+
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        ax = result.plot()
+        buf = io.BytesIO()
+        ax.figure.savefig(buf, format="png", dpi=120, bbox_inches="tight",
+                          metadata={"Software": None})
+        plt.close(ax.figure)
+        write_bytes_atomic(plot, buf.getvalue())
+    if fmt is OutputFormat.json:
+        emit_json(result.to_dict(timing=timing))
+        return
+    df = result.to_frame()
+    if fmt is OutputFormat.csv:
+        emit_csv(df)
+        return
+    emit_table(df, title=f"Frontier: cost vs {result.parameter} ({result.unit})", digits=3,
+               caption="each point: MILP + simulation of the plan; pareto: not dominated in "
+               "(swept quantity, cost)")
+    if plot is not None:
+        Console(stderr=True).print(f"plot written to {plot}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("frontier")(frontier_cmd)

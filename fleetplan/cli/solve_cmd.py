@@ -1,0 +1,97 @@
+"""``fleetplan solve``: the cheapest verified fleet for a scenario (exit 3 when infeasible)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import typer
+from rich.console import Console
+
+from fleetplan.cli._format import OutputFormat, emit_json, emit_table
+from fleetplan.errors import InfeasibleError, InputError
+from fleetplan.optimize.plan import Plan, PlanStatus
+from fleetplan.optimize.solve import save_model, solve
+from fleetplan.scenario import load_scenario
+
+
+def _err() -> Console:
+    return Console(stderr=True)
+
+
+def _print_plan(plan: Plan) -> None:
+    out = Console(width=160)
+    fleet = pd.DataFrame([e.to_dict() for e in plan.fleet])
+    emit_table(fleet, title="Fleet" + (" (peak hour)" if plan.hours else ""),
+               columns=["config", "count", "region"])
+    rows = []
+    for c in plan.classes:
+        rows.append({"class": c.name, "rate_rps": c.rate_rps, "slo_ttft_p99_ms": c.slo_ttft_p99_ms,
+                     "sim_ttft_p99_ms": c.ttft_p99_ms, "met": "yes" if c.met else "NO",
+                     "split": ", ".join(f"{k} {v:.1%}" for k, v in c.split.items())})
+    emit_table(pd.DataFrame(rows), title="Classes (P99 TTFT simulated with the planned split)",
+               digits=1)
+    if plan.hours:
+        hours = pd.DataFrame([{
+            "hour": h.hour, "rate_rps": h.rate_rps,
+            "fleet": " + ".join(f"{e.count}x{e.config}" for e in h.fleet),
+            "on_demand": " + ".join(f"{e.count}x{e.config}" for e in h.on_demand) or "-",
+            "cost_per_hour_usd": h.cost_per_hour_usd, "g_co2_per_hour": h.g_co2_per_hour,
+            "met": "yes" if h.met else "NO"} for h in plan.hours])
+        emit_table(hours, title="Hourly plan", digits=2)
+    s = plan.solver
+    out.print(f"status: {plan.status.value}, verified by simulation: "
+              f"{'yes' if plan.verified else 'NO'}")
+    out.print(f"cost: ${plan.cost_per_hour_usd:.2f}/h, ${plan.cost_per_mtok_usd:.3f}/Mtok; "
+              f"carbon (simulated): {plan.g_co2_per_mtok or float('nan'):.1f} g CO2e/Mtok")
+    gap = "" if s.gap_achieved is None else f", proven gap {s.gap_achieved:.2%}"
+    out.print(f"solver: {s.name} {s.status} in {s.seconds or 0:.2f} s (time limit "
+              f"{s.time_limit_s:g} s, gap {s.gap:g}{gap}), {s.rounds} round(s) of "
+              "solve + simulate")
+    caps = "; ".join(f"{c.config} {c.capacity_rps:.2f} req/s for {c.class_name}"
+                     for c in plan.capacities)
+    if caps:
+        out.print(f"sustained capacity per replica at the SLO tier: {caps}")
+    for note in plan.notes:
+        out.print(f"note: {note}")
+
+
+def solve_cmd(
+    scenario: Path = typer.Argument(..., help="Scenario file (YAML or JSON)."),
+    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="table or json."),
+    solver: str | None = typer.Option(None, "--solver",
+                                      help="MILP solver: cbc (default), highs, or a PuLP name."),
+    save_lp: Path | None = typer.Option(
+        None, "--save-lp", help="Write the final MILP as an LP file (any LP solver re-solves "
+        "it) and PuLP's model dict beside it (FILE.json)."),
+    executor: str | None = typer.Option(
+        None, "--executor", help="Where capacity searches and simulations run: local[:N] "
+        "(default), serial, or a Dask scheduler address."),
+    max_rounds: int = typer.Option(5, "--max-rounds", min=1, max=50,
+                                   help="Bound on solve + simulate rounds."),
+    timing: bool = typer.Option(True, "--timing/--no-timing",
+                                help="Report solver seconds (--no-timing: byte-identical JSON)."),
+) -> None:
+    """The cheapest fleet meeting every class's SLO, checked by simulation.
+
+    Example: fleetplan solve examples/hybrid.yaml --format json --save-lp plan.lp
+    """
+    if fmt is OutputFormat.csv:
+        raise InputError("--format: solve prints table or json")
+    sc = load_scenario(scenario)
+    plan = solve(sc, solver=solver, executor=executor, max_rounds=max_rounds)
+    if save_lp is not None and plan.problem is not None:
+        lp, side = save_model(plan.problem, save_lp)
+        if fmt is not OutputFormat.json:
+            _err().print(f"saved the MILP to {lp} and {side}")
+    if fmt is OutputFormat.json:
+        emit_json(plan.to_dict(timing=timing))
+    if plan.status is PlanStatus.infeasible:
+        raise InfeasibleError(f"infeasible: {plan.reason}; cheapest relaxation: "
+                              f"{plan.relaxation}")
+    if fmt is not OutputFormat.json:
+        _print_plan(plan)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("solve")(solve_cmd)

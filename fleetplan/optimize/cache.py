@@ -1,0 +1,108 @@
+"""On-disk cache of simulation-derived figures (capacities at SLO, simulated points).
+
+Entries are JSON files named by the SHA-256 of a canonical JSON of *every* input that decides
+the value (model, configuration, replica parameters, length model, burstiness, SLO, method
+settings and a method version), so a recalibration or a changed setting never reads a stale
+value. The folder is ``$FLEETPLAN_CACHE_DIR`` or ``~/.cache/fleetplan``; it is created on the
+first write, never at import. Writes are atomic, so parallel workers (local processes, Dask) can
+share one folder. A file that cannot be parsed is ignored and recomputed (it is a cache).
+
+Main entries: :class:`DiskCache`, :func:`default_cache`, :func:`input_hash`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from fleetplan._io import atomic_write_text
+
+ENV_VAR = "FLEETPLAN_CACHE_DIR"
+
+
+def _canonical(obj: Any) -> Any:
+    if isinstance(obj, BaseModel):
+        return _canonical(obj.model_dump(mode="json", by_alias=True))
+    if isinstance(obj, Mapping):
+        return {str(k): _canonical(v) for k, v in sorted(obj.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(obj, list | tuple):
+        return [_canonical(v) for v in obj]
+    if hasattr(obj, "__dataclass_fields__"):
+        return _canonical({f: getattr(obj, f) for f in obj.__dataclass_fields__})
+    if isinstance(obj, float):
+        if math.isnan(obj):
+            return "nan"
+        if math.isinf(obj):
+            return "inf" if obj > 0 else "-inf"
+        return obj
+    if hasattr(obj, "item"):  # numpy scalars
+        return _canonical(obj.item())
+    if hasattr(obj, "value") and not isinstance(obj, str | int | bool):  # enums
+        return _canonical(obj.value)
+    return obj
+
+
+def input_hash(inputs: Any) -> str:
+    """SHA-256 hex digest of the canonical JSON of ``inputs``."""
+    text = json.dumps(_canonical(inputs), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def default_cache_dir() -> Path:
+    """``$FLEETPLAN_CACHE_DIR``, else ``~/.cache/fleetplan`` (read at call time)."""
+    env = os.environ.get(ENV_VAR)
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "fleetplan"
+
+
+class DiskCache:
+    """JSON entries under ``root/<namespace>/<hash[:2]>/<hash>.json``; ``root=None``: memory only.
+
+    An in-process dictionary sits in front of the disk, so repeated look-ups in one run are free.
+    """
+
+    def __init__(self, root: str | os.PathLike[str] | None) -> None:
+        self.root = Path(root) if root is not None else None
+        self._memory: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def _path(self, namespace: str, key: str) -> Path:
+        assert self.root is not None
+        return self.root / namespace / key[:2] / f"{key}.json"
+
+    def get(self, namespace: str, inputs: Any) -> dict[str, Any] | None:
+        """The stored value for ``inputs``, or ``None`` when absent (or unreadable)."""
+        key = input_hash(inputs)
+        hit = self._memory.get((namespace, key))
+        if hit is not None or self.root is None:
+            return hit
+        try:
+            value = json.loads(self._path(namespace, key).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if not isinstance(value, dict) or value.get("key") != key:
+            return None
+        self._memory[(namespace, key)] = value["value"]
+        return value["value"]
+
+    def put(self, namespace: str, inputs: Any, value: dict[str, Any]) -> None:
+        """Store ``value`` (a JSON-able dict) for ``inputs``; the inputs are kept beside it."""
+        key = input_hash(inputs)
+        self._memory[(namespace, key)] = value
+        if self.root is None:
+            return
+        record = {"key": key, "inputs": _canonical(inputs), "value": value}
+        atomic_write_text(self._path(namespace, key), json.dumps(record, sort_keys=True) + "\n")
+
+    def __getstate__(self) -> dict[str, Any]:  # workers start with an empty memory layer
+        return {"root": self.root, "_memory": {}}
+
+
+def default_cache() -> DiskCache:
+    """The cache in :func:`default_cache_dir`."""
+    return DiskCache(default_cache_dir())

@@ -1,0 +1,199 @@
+"""Why a scenario is infeasible: the binding constraint, its numbers, the cheapest relaxation.
+
+Order of diagnosis:
+
+1. A class whose SLO no candidate configuration meets even at the lowest rate the capacity search
+   tried: the SLO itself binds ("class chat: ttft_p99_ms 20 is below the best any candidate
+   reaches, 27 ms on 1xH100-PCIe at 0.25 req/s"); the relaxation is the smallest SLO some
+   candidate meets, safety margin included.
+2. Otherwise each optional constraint family (carbon, budget, availability, max_replicas) is made
+   elastic in turn: phase 1 finds the smallest relative relaxation of that family that admits a
+   plan, phase 2 the cheapest plan at that relaxation. Of the families that restore feasibility on
+   their own, the one whose relaxed plan is cheapest is reported. Redundancy is lowered step by
+   step. If no single family suffices, all are relaxed together and every one that moved is named.
+
+Main entry: :func:`explain_infeasible` (returns an :class:`Explanation`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pulp
+
+from fleetplan.optimize.milp import (
+    TIE_USD_PER_G,
+    MilpSolution,
+    build_model,
+    solve_model,
+)
+from fleetplan.optimize.problem import Demand, PlanProblem
+from fleetplan.optimize.solvers import SolverSettings
+
+ELASTIC_FAMILIES = ("carbon", "budget", "availability", "max_replicas")
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """``binding``: the constraint (scenario field path); ``reason``: one line with numbers."""
+
+    binding: str
+    reason: str
+    relaxation: str
+
+    @property
+    def message(self) -> str:
+        return f"{self.reason}; cheapest relaxation: {self.relaxation}"
+
+
+def _ms(v: float) -> str:
+    return f"{v:.0f}" if v >= 10 else f"{v:.1f}"
+
+
+def _up(v: float, digits: int = 3) -> float:
+    """``v`` rounded up to ``digits`` significant digits (a relaxation must be enough)."""
+    if v <= 0:
+        return v
+    scale = 10 ** (digits - 1 - math.floor(math.log10(v)))
+    return math.ceil(v * scale - 1e-9) / scale
+
+
+_METRICS = (("ttft_p99_ms", "ttft_p99_ms"), ("tpot_p99_ms", "tpot_p99_ms"),
+            ("e2e_p99_ms", "e2e_p99_ms"))
+
+
+def _slo_explanation(problem: PlanProblem, index: int, d: Demand) -> Explanation:
+    keep = 1.0 - problem.slo_margin
+    best: tuple[float, str, str, float, float] | None = None  # ratio, config, metric, seen, rate
+    for pool in problem.pools:
+        probe = problem.probes.get((d.name, pool.config))
+        if probe is None:
+            continue
+        worst: tuple[float, str, float] | None = None
+        for slo_field, probe_field in _METRICS:
+            target = getattr(d, slo_field)
+            seen = getattr(probe, probe_field)
+            if target is None or seen is None:
+                continue
+            ratio = seen / (keep * target)
+            if worst is None or ratio > worst[0]:
+                worst = (ratio, slo_field, seen)
+        if worst is not None and (best is None or worst[0] < best[0]):
+            best = (worst[0], pool.config, worst[1], worst[2], probe.rate_rps)
+    field = f"classes[{index}].slo"
+    if best is None:
+        target = d.ttft_p99_ms
+        return Explanation(
+            f"{field}.ttft_p99_ms",
+            f"class {d.name}: ttft_p99_ms {target:g} is met by no candidate configuration "
+            "(no capacity at this SLO)",
+            "loosen the SLO or add candidate configurations")
+    _ratio, config, metric, seen, rate = best
+    target = getattr(d, metric)
+    need = _up(seen / keep)
+    margin = (f" ({_ms(seen)} ms + {problem.slo_margin:.0%} safety margin)"
+              if problem.slo_margin else "")
+    return Explanation(
+        f"{field}.{metric}",
+        f"class {d.name}: {metric} {target:g} is below the best any candidate reaches, "
+        f"{_ms(seen)} ms on {config} at {rate:g} req/s",
+        f"{field}.{metric} >= {need:g}{margin}")
+
+
+def _elastic(problem: PlanProblem, settings: SolverSettings, families: tuple[str, ...],
+             drop: tuple[str, ...] = ()) -> MilpSolution | None:
+    """Smallest relaxation of ``families`` (phase 1), then the cheapest plan there (phase 2)."""
+    model = build_model(problem, objective="slack", elastic=families, drop=drop)
+    if model.unservable:
+        return None
+    first = solve_model(model, settings)
+    if not first.has_plan:
+        return None
+    objective = model.prob.objective
+    value = float(pulp.value(objective) or 0.0)
+    model.prob += objective <= value * (1 + 1e-6) + 1e-7, "phase1_relaxation"
+    model.prob.setObjective(pulp.lpSum(model.cost_h) + TIE_USD_PER_G * pulp.lpSum(model.carbon_h))
+    second = solve_model(model, settings)
+    return second if second.has_plan else first
+
+
+def _num(v: float) -> str:
+    return f"{v:.3g}" if abs(v) < 1000 else f"{v:.0f}"
+
+
+def _family_explanation(family: str, sol: MilpSolution) -> Explanation:
+    moved = [(label, lim, s) for label, (lim, s) in sorted(sol.slack.items()) if s > 1e-6]
+    cost_h = sol.cost_per_day_usd / 24.0
+    plan = f" (cheapest such plan: ${cost_h:.2f}/h)"
+    if not moved:  # solver round-off: the relaxation is nil
+        return Explanation(family, f"{family}: binds at its limit", f"none needed{plan}")
+    label, lim, s = max(moved, key=lambda m: m[2] / max(m[1], 1.0))
+    need = lim + s
+    if family in ("availability", "max_replicas"):
+        need = math.ceil(need - 1e-6)
+        unit = " GPUs" if family == "availability" else " replicas"
+        reason = (f"{label}: {lim:g}{unit} cannot carry the traffic at the SLOs; the plan needs "
+                  f"{need:g}")
+    elif family == "budget":
+        reason = (f"budget_usd_per_hour {lim:g} is below the cheapest plan meeting every SLO, "
+                  f"${_up(need):g}/h")
+    elif label.endswith("max_g_per_mtok"):
+        reason = (f"{label} {lim:g} is below the lowest carbon any plan meeting the SLOs "
+                  f"reaches, {_num(need)} g CO2e/Mtok")
+    else:
+        reason = (f"{label} {lim:g} is below the lowest carbon any plan meeting the SLOs "
+                  f"reaches, {_num(need)} kg CO2e/day")
+    whole = family in ("availability", "max_replicas")
+    parts = [f"{lb} >= {(math.ceil(li + sl - 1e-6) if whole else _up(li + sl)):g}"
+             for lb, li, sl in moved]
+    return Explanation(label, reason, ", ".join(parts) + plan)
+
+
+def explain_infeasible(problem: PlanProblem, settings: SolverSettings) -> Explanation:
+    """The binding constraint of an infeasible ``problem`` (see the module docstring)."""
+    for i, d in enumerate(problem.demands):
+        if not any(problem.cap(d, p, d.tier) > 0 for p in problem.pools):
+            return _slo_explanation(problem, i, d)
+    lim = problem.limits
+    present = [f for f in ELASTIC_FAMILIES if (
+        (f == "carbon" and (lim.max_g_per_mtok is not None or lim.max_kg_per_day is not None))
+        or (f == "budget" and lim.budget_usd_per_hour is not None)
+        or (f == "availability" and lim.availability)
+        or (f == "max_replicas" and any(p.max_replicas is not None for p in problem.pools)))]
+    found: list[tuple[float, Explanation]] = []
+    for family in present:
+        sol = _elastic(problem, settings, (family,))
+        if sol is not None:
+            found.append((sol.cost_per_day_usd, _family_explanation(family, sol)))
+    if lim.redundancy > 0:
+        for r in range(lim.redundancy - 1, -1, -1):
+            relaxed = problem.replace(limits=_with_redundancy(lim, r))
+            sol = _elastic(relaxed, settings, ())
+            if sol is not None:
+                found.append((sol.cost_per_day_usd, Explanation(
+                    "redundancy",
+                    f"redundancy {lim.redundancy} (N+{lim.redundancy} replicas per pool) "
+                    "needs more replicas than the other constraints allow",
+                    f"redundancy <= {r} (cheapest such plan: "
+                    f"${sol.cost_per_day_usd / 24:.2f}/h)")))
+                break
+    if found:
+        return min(found, key=lambda f: f[0])[1]
+    relaxed = problem.replace(limits=_with_redundancy(lim, 0))
+    sol = _elastic(relaxed, settings, tuple(present))
+    if sol is None:
+        return Explanation("classes", "no plan serves every class at its SLO with any "
+                           "relaxation of the optional constraints", "loosen the SLOs")
+    moved = [f"{label} {lim_:g} -> {_up(lim_ + s):g}"
+             for label, (lim_, s) in sorted(sol.slack.items()) if s > 1e-6]
+    if lim.redundancy:
+        moved.append(f"redundancy {lim.redundancy} -> 0")
+    return Explanation("several", "several constraints bind together: " + ", ".join(moved),
+                       "; ".join(moved) + f" (plan ${sol.cost_per_day_usd / 24:.2f}/h)")
+
+
+def _with_redundancy(lim, r: int):  # type: ignore[no-untyped-def]
+    from dataclasses import replace
+
+    return replace(lim, redundancy=r)

@@ -1,0 +1,260 @@
+"""Cost frontiers: cost vs carbon cap, vs SLO, vs traffic rate; each point a full verified solve.
+
+Sweeps (``sweep=``):
+
+- ``carbon``: ``carbon.max_g_per_mtok`` from the lowest carbon any plan reaches (MILP, min-carbon
+  objective) to the carbon of the cheapest plan, evenly spaced;
+- ``slo``: every class's SLO targets scaled by factors from ``lo`` (0.5) to ``hi`` (2.0),
+  geometrically spaced;
+- ``rate``: every class's rate scaled by factors from ``lo`` (0.5) to ``hi`` (2.0).
+
+Capacities are computed first (once, or once per SLO scale), through the executor; then the
+points' closed loops (MILP + simulation) run in parallel on the same executor: local processes by
+default, a Dask cluster when ``scheduler`` names one (an address or a ``distributed.Client``).
+Results come back in sweep order, so the output does not depend on the executor.
+
+Main entries: :func:`frontier` -> :class:`Frontier` (``to_dict``, ``to_frame``, ``plot``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from fleetplan.errors import InputError
+from fleetplan.optimize.capacity import CapacitySettings
+from fleetplan.optimize.executors import SerialExecutor, get_executor
+from fleetplan.optimize.inputs import Inputs, build_problem, class_workload
+from fleetplan.optimize.loop import DEFAULT_MAX_ROUNDS
+from fleetplan.optimize.milp import solve_problem
+from fleetplan.optimize.plan import Plan, PlanStatus
+from fleetplan.optimize.problem import Demand
+from fleetplan.optimize.solve import solve_inputs, solver_settings
+from fleetplan.optimize.solvers import SolverSettings
+from fleetplan.scenario import Scenario
+
+
+class Sweep(StrEnum):
+    carbon = "carbon"
+    slo = "slo"
+    rate = "rate"
+
+
+_PARAM = {Sweep.carbon: ("carbon.max_g_per_mtok", "g CO2e/Mtok"),
+          Sweep.slo: ("slo scale", "x every class's SLO"),
+          Sweep.rate: ("rate scale", "x every class's rate")}
+
+
+@dataclass(frozen=True)
+class FrontierPoint:
+    value: float
+    plan: Plan
+    pareto: bool | None
+
+    def to_dict(self, *, timing: bool = True) -> dict[str, Any]:
+        p = self.plan
+        return {
+            "value": self.value, "status": p.status.value, "verified": p.verified,
+            "cost_per_hour_usd": p.cost_per_hour_usd, "cost_per_mtok_usd": p.cost_per_mtok_usd,
+            "g_co2_per_mtok": p.g_co2_per_mtok, "pareto": self.pareto,
+            "fleet": [e.to_dict() for e in p.fleet],
+            "classes": [{"name": c.name, "rate_rps": c.rate_rps,
+                         "slo_ttft_p99_ms": c.slo_ttft_p99_ms, "ttft_p99_ms": c.ttft_p99_ms,
+                         "met": c.met} for c in p.classes],
+            "solver": p.to_dict(timing=timing)["solver"],
+            "reason": p.reason,
+        }
+
+
+@dataclass(frozen=True)
+class Frontier:
+    """The points of a sweep, in sweep order."""
+
+    sweep: Sweep
+    parameter: str
+    unit: str
+    points: tuple[FrontierPoint, ...]
+
+    def to_dict(self, *, timing: bool = True) -> dict[str, Any]:
+        return {"sweep": self.sweep.value, "parameter": self.parameter, "unit": self.unit,
+                "points": [p.to_dict(timing=timing) for p in self.points]}
+
+    def to_frame(self) -> pd.DataFrame:
+        rows = []
+        for pt in self.points:
+            d = pt.to_dict()
+            rows.append({
+                "value": d["value"], "status": d["status"], "verified": d["verified"],
+                "cost_per_hour_usd": d["cost_per_hour_usd"],
+                "cost_per_mtok_usd": d["cost_per_mtok_usd"], "g_co2_per_mtok": d["g_co2_per_mtok"],
+                "pareto": d["pareto"],
+                "fleet": " + ".join(f"{e['count']}x{e['config']}@{e['region']}"
+                                    for e in d["fleet"]) or "-",
+            })
+        return pd.DataFrame(rows)
+
+    def plot(self, ax: Any = None) -> Any:
+        """Cost ($/h) against the swept quantity; Pareto points joined. Returns the Axes."""
+        import matplotlib.pyplot as plt
+
+        if ax is None:
+            _fig, ax = plt.subplots(figsize=(6.4, 4.2))
+        df = self.to_frame()
+        ok = df[df["status"] != PlanStatus.infeasible.value]
+        x_col = "g_co2_per_mtok" if self.sweep is Sweep.carbon else "value"
+        xlabel = ("simulated carbon, g CO2e per million tokens" if self.sweep is Sweep.carbon
+                  else f"{self.parameter} ({self.unit})")
+        good = ok[ok["verified"]]
+        bad = ok[~ok["verified"]]
+        ax.scatter(good[x_col], good["cost_per_hour_usd"], color="tab:blue", zorder=3,
+                   label="verified plan")
+        if len(bad):
+            ax.scatter(bad[x_col], bad["cost_per_hour_usd"], color="tab:orange", marker="x",
+                       zorder=3, label="not verified")
+        front = good[good["pareto"] == True].sort_values(x_col)  # noqa: E712 - may be None
+        if len(front) > 1:
+            ax.plot(front[x_col], front["cost_per_hour_usd"], color="tab:blue", lw=1)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("cost, USD per hour")
+        infeasible = len(df) - len(ok)
+        ax.set_title(f"fleetplan frontier: cost vs {self.sweep.value}"
+                     + (f" ({infeasible} infeasible point(s))" if infeasible else ""))
+        ax.grid(True, alpha=0.3)
+        ax.legend(loc="best")
+        return ax
+
+
+def _run_point(job: tuple[Scenario, Inputs, SolverSettings, int]) -> Plan:
+    """Executor entry: one point's closed loop (serial inside the worker)."""
+    scenario, inputs, settings, rounds = job
+    plan = solve_inputs(scenario, inputs, settings, executor=SerialExecutor(), max_rounds=rounds)
+    return replace(plan, problem=None)
+
+
+def _scale_slo(scenario: Scenario, f: float) -> Scenario:
+    classes = []
+    for c in scenario.classes:
+        data = c.model_dump(mode="python", by_alias=True, exclude_unset=True)
+        if c.slo is not None:
+            data["slo"] = {k: v * f for k, v in c.slo.model_dump(exclude_none=True).items()}
+        classes.append(data)
+    return scenario.with_updates(classes=classes)
+
+
+def _scale_rate(scenario: Scenario, f: float) -> Scenario:
+    classes = []
+    for i, c in enumerate(scenario.classes):
+        data = c.model_dump(mode="python", by_alias=True, exclude_unset=True)
+        if c.rate_rps is not None:
+            data["rate_rps"] = c.rate_rps * f
+        elif c.rate_profile_rps is not None:
+            data["rate_profile_rps"] = [r * f for r in c.rate_profile_rps]
+        else:
+            base = class_workload(scenario, i).rates_rps[0]
+            data["trace"] = {**data["trace"], "scale_to_rps": base * f}
+        classes.append(data)
+    return scenario.with_updates(classes=classes)
+
+
+def _pareto(points: list[tuple[float, Plan]], sweep: Sweep) -> list[bool | None]:
+    if sweep is Sweep.rate:
+        return [None] * len(points)
+    xy = []
+    for value, plan in points:
+        if plan.status is PlanStatus.infeasible or not plan.verified:
+            xy.append(None)
+        else:
+            x = plan.g_co2_per_mtok if sweep is Sweep.carbon else value
+            xy.append((x, plan.cost_per_hour_usd))
+    out: list[bool | None] = []
+    for i, a in enumerate(xy):
+        if a is None:
+            out.append(False)
+            continue
+        dominated = any(b is not None and j != i and b[0] <= a[0] and b[1] <= a[1]
+                        and (b[0] < a[0] or b[1] < a[1]) for j, b in enumerate(xy))
+        out.append(not dominated)
+    return out
+
+
+def frontier(scenario: Scenario, sweep: str | Sweep = Sweep.carbon, points: int = 8,
+             scheduler: Any = None, *, solver: str | None = None, lo: float | None = None,
+             hi: float | None = None, capacity: CapacitySettings | None = None,
+             cache_dir: str | bool | None = True,
+             max_rounds: int = DEFAULT_MAX_ROUNDS) -> Frontier:
+    """Sweep ``scenario`` (see the module docstring); ``scheduler``: a Dask address or client,
+    ``"serial"``, ``"local[:N]"``, or ``None`` for local processes."""
+    try:
+        kind = Sweep(sweep)
+    except ValueError:
+        raise InputError(f"sweep {sweep!r}: valid sweeps are carbon, slo, rate") from None
+    if not 1 <= points <= 10000:
+        raise InputError(f"points(={points}) must be within [1, 10000]")
+    settings = solver_settings(scenario, solver)
+    settings.pulp_name  # noqa: B018 - fail early on an unknown solver
+    ex = get_executor(scheduler)
+    jobs: list[tuple[Scenario, Inputs, SolverSettings, int]] = []
+    if kind is Sweep.slo:
+        values = _factors(lo or 0.5, hi or 2.0, points, geometric=True)
+        for f in values:
+            variant = _scale_slo(scenario, f)
+            inputs = build_problem(variant, executor=ex, settings=capacity, cache_dir=cache_dir)
+            jobs.append((variant, inputs, settings, max_rounds))
+    else:
+        base = scenario.with_updates(carbon=None) if kind is Sweep.carbon else scenario
+        inputs = build_problem(base, executor=ex, settings=capacity, cache_dir=cache_dir)
+        if kind is Sweep.carbon:
+            values = _carbon_values(inputs, settings, points, lo, hi)
+            for v in values:
+                variant = scenario.with_updates(carbon={"max_g_per_mtok": v})
+                lim = replace(inputs.problem.limits, max_g_per_mtok=v, max_kg_per_day=None)
+                jobs.append((variant, replace(inputs, problem=replace(inputs.problem,
+                                                                      limits=lim)),
+                             settings, max_rounds))
+        else:
+            values = _factors(lo or 0.5, hi or 2.0, points, geometric=True)
+            for f in values:
+                variant = _scale_rate(scenario, f)
+                demands = tuple(Demand(d.name, tuple(r * f for r in d.rates_rps), d.ttft_p99_ms,
+                                       d.tpot_p99_ms, d.e2e_p99_ms, d.tokens_per_request)
+                                for d in inputs.problem.demands)
+                jobs.append((variant, replace(inputs, problem=replace(inputs.problem,
+                                                                      demands=demands)),
+                             settings, max_rounds))
+    plans = ex.map(_run_point, jobs)
+    pairs = list(zip(values, plans, strict=True))
+    flags = _pareto(pairs, kind)
+    param, unit = _PARAM[kind]
+    return Frontier(kind, param, unit, tuple(
+        FrontierPoint(round(float(v), 6), p, fl) for (v, p), fl in zip(pairs, flags, strict=True)))
+
+
+def _factors(lo: float, hi: float, n: int, *, geometric: bool) -> list[float]:
+    if not 0 < lo <= hi:
+        raise InputError(f"sweep range: need 0 < lo(={lo:g}) <= hi(={hi:g})")
+    if n == 1:
+        return [lo]
+    grid = np.geomspace(lo, hi, n) if geometric else np.linspace(lo, hi, n)
+    return [float(x) for x in grid]
+
+
+def _carbon_values(inputs: Inputs, settings: SolverSettings, n: int, lo: float | None,
+                   hi: float | None) -> list[float]:
+    """Caps from the lowest-carbon plan's intensity to the cheapest plan's (MILP figures)."""
+    prob = inputs.problem
+    free = replace(prob, limits=replace(prob.limits, max_g_per_mtok=None, max_kg_per_day=None))
+    mtok_day = sum(free.mtok_per_hour(h) for h in range(free.hours)) * 24 / free.hours
+    if hi is None:
+        cheap = solve_problem(free, settings)
+        if not cheap.has_plan:
+            raise InputError("carbon sweep: the scenario has no plan even without a carbon cap "
+                             "(run fleetplan solve for the reason)")
+        hi = cheap.g_co2_per_day / mtok_day
+    if lo is None:
+        clean = solve_problem(free, settings, objective="carbon")
+        lo = clean.g_co2_per_day / mtok_day if clean.has_plan else hi
+    return _factors(lo, max(hi, lo), n, geometric=False)

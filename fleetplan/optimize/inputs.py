@@ -1,0 +1,246 @@
+"""From a scenario to the MILP's inputs: demands, candidate pools, capacities at SLO, power.
+
+Main entry: :func:`build_problem` (scenario -> :class:`Inputs`, running every capacity search the
+scenario needs through an executor, each cached on disk). Economics come from the same functions
+the fleet simulator accounts with (catalog prices, :func:`fleetplan.fleet.accounting.power_model`,
+grid intensity, amortized embodied carbon), so a plan's MILP carbon and its simulated carbon use
+one power model.
+
+Power, linear in the decision variables: a replica draws ``gpus x (idle_w + (busy_w - idle_w) x
+u)`` with ``u`` its busy share. ``u`` grows concavely with the rate (continuous batching keeps the
+engine busy at modest load), so it is modelled by the chord through the replica model's busy
+share at capacity and one ladder step below: the intercept is charged per replica (the largest over
+the classes a configuration may serve) and the slope per req/s of each class. For a concave
+``u`` the extended chord lies above ``u`` at lower loads, so the MILP errs on the high side there.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from fleetplan.catalog.grid import DEFAULT_REGION, grid_intensity
+from fleetplan.catalog.hardware import HardwareConfig
+from fleetplan.catalog.prices import price_for
+from fleetplan.errors import FleetplanError, InputError
+from fleetplan.fleet.accounting import embodied_g_per_gpu_hour, power_model
+from fleetplan.optimize.cache import default_cache_dir
+from fleetplan.optimize.capacity import (
+    CapacityJob,
+    CapacityResult,
+    CapacitySettings,
+    run_capacity_job,
+)
+from fleetplan.optimize.executors import Executor, SerialExecutor
+from fleetplan.optimize.problem import (
+    CommitmentMode,
+    Demand,
+    Limits,
+    PlanProblem,
+    Pool,
+    Probe,
+    Tier,
+)
+from fleetplan.profiles.store import load_profiles
+from fleetplan.scenario import Scenario
+from fleetplan.workload.lengths import LengthModel
+from fleetplan.workload.trace import fit_trace, read_trace
+
+
+@dataclass(frozen=True)
+class ClassWorkload:
+    """What the capacity search needs about a class's requests."""
+
+    lengths: LengthModel
+    burstiness: float
+    rates_rps: tuple[float, ...]
+    tokens_per_request: float
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """The MILP problem plus what produced it (for reports and tightening)."""
+
+    problem: PlanProblem
+    results: dict[tuple[str, str, Tier], CapacityResult]
+    power_sources: dict[str, str]
+    region_keys: bool                      # split keys carry @region (several regions)
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def class_workload(scenario: Scenario, index: int) -> ClassWorkload:
+    """Lengths, burstiness and rates of ``classes[index]`` (a trace class is fitted)."""
+    c = scenario.classes[index]
+    if c.trace is not None:
+        try:
+            fit = fit_trace(read_trace(c.trace.file))
+        except InputError as exc:
+            raise InputError(f"classes[{index}].trace.file: {exc}") from None
+        lengths = LengthModel(input=fit.input_tokens, output=fit.output_tokens,
+                              source=f"fitted to trace {fit.source}")
+        rate = c.trace.scale_to_rps or fit.rate_rps
+        rates: tuple[float, ...] = (float(rate),)
+        burst = fit.burstiness
+    else:
+        lengths, burst = c.length_model(), c.burstiness
+        rates = ((float(c.rate_rps),) if c.rate_rps is not None
+                 else tuple(float(r) for r in c.rate_profile_rps or ()))
+    ins, outs = lengths.sample(20000, np.random.default_rng(20250610))
+    return ClassWorkload(lengths, float(burst), rates, float(ins.mean() + outs.mean()))
+
+
+def _slo(scenario: Scenario, index: int) -> tuple[float, float | None, float | None]:
+    slo = scenario.classes[index].slo
+    if slo is None:
+        raise InputError(f"classes[{index}].slo: the optimizer needs an SLO for every class, "
+                         "e.g. slo: {ttft_p99_ms: 500}")
+    ttft = slo.ttft_p99_ms if slo.ttft_p99_ms is not None else math.inf
+    return ttft, slo.tpot_p99_ms, slo.e2e_p99_ms
+
+
+def candidate_configs(scenario: Scenario) -> list[tuple[str, list[str], int | None]]:
+    """(config, regions, max_replicas) per candidate; default: the model's measured configs."""
+    if scenario.candidates:
+        return [(c.config, list(c.regions), c.max_replicas) for c in scenario.candidates]
+    configs = load_profiles().configs(scenario.model)
+    if not configs:
+        raise InputError(f"candidates: no measured configuration of {scenario.model} in the "
+                         "profile store; list candidates in the scenario")
+    return [(c, [DEFAULT_REGION], None) for c in configs]
+
+
+def _availability(scenario: Scenario) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for key, value in (scenario.availability or {}).items():
+        if isinstance(value, dict):
+            for gpu, n in value.items():
+                out[f"{gpu}@{key}"] = int(n)
+        else:
+            out[key] = int(value)
+    return out
+
+
+def build_problem(scenario: Scenario, *, executor: Executor | None = None,
+                  settings: CapacitySettings | None = None,
+                  cache_dir: str | None | bool = True) -> Inputs:
+    """Everything the MILP needs for ``scenario``; capacity searches run on ``executor``.
+
+    ``cache_dir``: ``True`` for the default cache folder, a path, or ``False`` for no disk cache.
+    """
+    from fleetplan.replica.params import replica_params
+
+    settings = settings or getattr(scenario, "capacity", None) or CapacitySettings()
+    executor = executor or SerialExecutor()
+    root = (str(default_cache_dir()) if cache_dir is True
+            else None if cache_dir is False or cache_dir is None else str(cache_dir))
+    work = [class_workload(scenario, i) for i in range(len(scenario.classes))]
+    slos = [_slo(scenario, i) for i in range(len(scenario.classes))]
+    demands = tuple(
+        Demand(c.name, w.rates_rps, s[0], s[1], s[2], w.tokens_per_request)
+        for c, w, s in zip(scenario.classes, work, slos, strict=True))
+    tiers = sorted({d.tier for d in demands})
+
+    cands = candidate_configs(scenario)
+    params: dict[str, Any] = {}
+    for i, (config, _regions, _mx) in enumerate(cands):
+        try:
+            params[config] = replica_params(scenario.model, config)
+        except FleetplanError as exc:
+            raise InputError(f"candidates[{i}] ({config}): {exc}") from None
+
+    jobs: dict[tuple[str, str, Tier], CapacityJob] = {}
+    for d, w in zip(demands, work, strict=True):
+        for config in params:
+            for t in tiers:
+                if not t.serves(d.ttft_p99_ms, d.tpot_p99_ms):
+                    continue
+                jobs[(d.name, config, t)] = CapacityJob(
+                    scenario.model, config, params[config], w.lengths, w.burstiness,
+                    None if math.isinf(t.ttft_p99_ms) else t.ttft_p99_ms, t.tpot_p99_ms,
+                    d.e2e_p99_ms, settings, root)
+    unique: dict[str, CapacityJob] = {}
+    from fleetplan.optimize.cache import input_hash
+
+    keys = {k: input_hash(j.key()) for k, j in jobs.items()}
+    for k, j in jobs.items():
+        unique.setdefault(keys[k], j)
+    order = sorted(unique)
+    done = executor.map(run_capacity_job, [unique[h] for h in order])
+    by_hash = {h: CapacityResult.from_dict(r) for h, r in zip(order, done, strict=True)}
+    results = {k: by_hash[keys[k]] for k in jobs}
+
+    store = load_profiles()
+    capacity: dict[tuple[str, str, Tier], float] = {}
+    probes: dict[tuple[str, str], Probe] = {}
+    slope: dict[tuple[str, str], float] = {}
+    intercept: dict[str, float] = {}
+    power_sources: dict[str, str] = {}
+    for (name, config, t), res in results.items():
+        capacity[(name, config, t)] = res.capacity_rps
+        d = next(x for x in demands if x.name == name)
+        if t == d.tier:
+            p = res.probe
+            probes[(name, config)] = Probe(p.rate_rps, p.ttft_p99_ms, p.tpot_p99_ms,
+                                           p.e2e_p99_ms)
+            a, b = _chord(res)
+            hw = HardwareConfig.parse(config)
+            pm = power_model(scenario.model, config, hw.gpu, hw.gpu_count, store,
+                             scenario.power_w_per_gpu)
+            power_sources[config] = pm.source
+            span = hw.gpu_count * (pm.busy_w - pm.idle_w)
+            slope[(name, config)] = span * b
+            intercept[config] = max(intercept.get(config, 0.0), span * a)
+
+    pools: list[Pool] = []
+    regions_all = sorted({r for _c, regs, _m in cands for r in regs})
+    for config, regions, max_rep in cands:
+        hw = HardwareConfig.parse(config)
+        price = price_for(hw.gpu, scenario.market, scenario.prices_usd_per_gpu_hour)
+        pm = power_model(scenario.model, config, hw.gpu, hw.gpu_count, store,
+                         scenario.power_w_per_gpu)
+        emb, _src = embodied_g_per_gpu_hour(hw.gpu, scenario.embodied.include,
+                                            scenario.embodied.lifetime_years)
+        for region in regions:
+            grid = grid_intensity(region, scenario.grid_g_per_kwh)
+            pools.append(Pool(
+                config=config, region=region, gpu=hw.gpu, gpu_count=hw.gpu_count,
+                price_usd_per_hour=price.price_usd_per_gpu_hour * hw.gpu_count,
+                idle_w=hw.gpu_count * pm.idle_w + intercept.get(config, 0.0),
+                grid_g_per_kwh=grid.g_co2_per_kwh, embodied_g_per_hour=emb * hw.gpu_count,
+                max_replicas=max_rep))
+    carbon = scenario.carbon
+    limits = Limits(
+        availability=_availability(scenario), budget_usd_per_hour=scenario.budget_usd_per_hour,
+        redundancy=scenario.redundancy,
+        max_g_per_mtok=carbon.max_g_per_mtok if carbon else None,
+        max_kg_per_day=carbon.max_kg_per_day if carbon else None,
+        commitment=CommitmentMode(scenario.commitment.mode),
+        on_demand_price_factor=scenario.commitment.on_demand_price_factor)
+    problem = PlanProblem(demands, tuple(pools), capacity, slope, limits, probes,
+                          settings.slo_margin)
+    uncal = sorted(c for c, p in params.items() if not p.calibrated)
+    notes = []
+    if uncal:
+        notes.append("spec-based (uncalibrated) replica parameters for: " + ", ".join(uncal))
+    return Inputs(problem, results, power_sources, len(regions_all) > 1, tuple(notes))
+
+
+def _chord(res: CapacityResult) -> tuple[float, float]:
+    """Busy share ``u(r) ~ a + b r`` through the points at and below capacity (see module doc)."""
+    hi = res.at_capacity
+    if hi is None or hi.rate_rps <= 0:
+        return 0.0, 0.0
+    lo = res.below_capacity
+    if lo is None or lo.rate_rps >= hi.rate_rps:
+        return 0.0, min(hi.utilization, 1.0) / hi.rate_rps
+    b = max(hi.utilization - lo.utilization, 0.0) / (hi.rate_rps - lo.rate_rps)
+    a = min(max(hi.utilization - b * hi.rate_rps, 0.0), 1.0)
+    return a, b
+
+
+def tiers_of(problem: PlanProblem) -> Sequence[Tier]:
+    return problem.tiers

@@ -1,0 +1,161 @@
+"""The closed loop: solve, simulate the answer, tighten what failed, solve again (bounded).
+
+Each round solves the MILP, then simulates every hour of the plan (planned routing, several
+seeds; :mod:`fleetplan.optimize.verify`). When a class misses its SLO, every pool that carries it
+has its capacities (for the tier it runs at) *derated* so that the load the plan put there no
+longer fits: the new capacity is the pool's planned utilization x ``0.93`` (x ``0.8`` when the
+simulated P99 is more than 1.5x the SLO) of the old one, so the next answer must add replicas or
+move load; integer slack alone cannot absorb it. When the simulated carbon exceeds the cap (the
+MILP's power model is linear, the simulator's is not), the cap handed to the MILP is scaled by
+the ratio. At most ``max_rounds`` rounds; an answer that never passed is returned with
+``verified=False`` and its failing classes marked as not met, never as met.
+
+Main entry: :func:`closed_loop` (returns a :class:`LoopOutcome`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+from fleetplan.optimize.executors import Executor, SerialExecutor
+from fleetplan.optimize.milp import MilpSolution, build_model, solve_model
+from fleetplan.optimize.problem import PlanProblem, Tier
+from fleetplan.optimize.solvers import SolverSettings
+from fleetplan.optimize.verify import HourCheck
+
+DEFAULT_MAX_ROUNDS = 5
+MIN_DERATE = 0.05
+
+# verify(solution) -> one HourCheck per hour of the plan
+Verifier = Callable[[MilpSolution, Executor], Sequence[HourCheck]]
+
+
+@dataclass
+class LoopOutcome:
+    """The last answer, its simulation, and how it was reached."""
+
+    solution: MilpSolution
+    checks: tuple[HourCheck, ...]
+    rounds: int
+    verified: bool
+    problem: PlanProblem
+    derate: dict[tuple[str, Tier], float] = field(default_factory=dict)
+    carbon_scale: float = 1.0
+    solve_seconds: float = 0.0
+    history: list[str] = field(default_factory=list)
+    first: MilpSolution | None = None
+
+
+def derated(problem: PlanProblem, derate: dict[tuple[str, Tier], float],
+            carbon_scale: float = 1.0) -> PlanProblem:
+    """``problem`` with capacities scaled per (configuration, tier) and the carbon cap scaled."""
+    cap = {k: v * derate.get((k[1], k[2]), 1.0) for k, v in problem.capacity.items()}
+    lim = problem.limits
+    if carbon_scale != 1.0:
+        lim = replace(lim, max_g_per_mtok=None if lim.max_g_per_mtok is None
+                      else lim.max_g_per_mtok * carbon_scale,
+                      max_kg_per_day=None if lim.max_kg_per_day is None
+                      else lim.max_kg_per_day * carbon_scale)
+    return replace(problem, capacity=cap, limits=lim)
+
+
+def _utilization(problem: PlanProblem, sol: MilpSolution, pool_key: str, hour: int) -> float:
+    """Planned load of a pool in replicas at its tier, over the replicas that carry load."""
+    tier = sol.tiers.get(pool_key)
+    n = sol.counts.get((pool_key, hour), 0) - problem.limits.redundancy
+    if tier is None or n <= 0:
+        return 1.0
+    pool = next(p for p in problem.pools if p.key == pool_key)
+    load = 0.0
+    for d in problem.demands:
+        share = sol.shares.get((d.name, pool_key, hour), 0.0)
+        if share > 0:
+            load += d.rates_rps[hour] * share / problem.cap(d, pool, tier)
+    return min(load / n, 1.0)
+
+
+def _tighten(problem: PlanProblem, sol: MilpSolution, checks: Sequence[HourCheck],
+             derate: dict[tuple[str, Tier], float]) -> list[str]:
+    slo = {d.name: d for d in problem.demands}
+    changes: dict[tuple[str, Tier], float] = {}
+    notes = []
+    for chk in checks:
+        failing = {c.name: c for c in chk.classes if not c.met}
+        if chk.overloaded and not failing:
+            failing = {c.name: c for c in chk.classes}
+        for name, c in failing.items():
+            d = slo[name]
+            severe = (c.ttft_p99_ms is None
+                      or (d.ttft_p99_ms and c.ttft_p99_ms > 1.5 * d.ttft_p99_ms))
+            for (cls, key, h), share in sol.shares.items():
+                if cls != name or h != chk.hour or share <= 0:
+                    continue
+                tier = sol.tiers[key]
+                config = key.partition("@")[0]
+                u = _utilization(problem, sol, key, h)
+                f = max(u * (0.8 if severe else 0.93), 0.3)
+                changes[(config, tier)] = min(changes.get((config, tier), 1.0), f)
+            seen = "no result" if c.ttft_p99_ms is None else f"{c.ttft_p99_ms:.0f} ms"
+            notes.append(f"hour {chk.hour}: class {name} simulated P99 TTFT {seen} "
+                         f"vs SLO {d.ttft_p99_ms:g} ms")
+    for key, f in sorted(changes.items()):
+        derate[key] = max(derate.get(key, 1.0) * f, MIN_DERATE)
+    return notes
+
+
+def _carbon_ratio(problem: PlanProblem, checks: Sequence[HourCheck]) -> float:
+    """Simulated carbon over the cap (> 1: the plan breaks the cap in simulation)."""
+    lim = problem.limits
+    g = sum(c.g_co2_per_hour for c in checks)
+    ratios = [0.0]
+    if lim.max_g_per_mtok is not None:
+        tokens = sum(c.tokens_per_hour for c in checks)
+        if tokens > 0:
+            ratios.append((g / tokens * 1e6) / max(lim.max_g_per_mtok, 1e-12))
+    if lim.max_kg_per_day is not None and checks:
+        ratios.append(g * 24 / len(checks) / 1000 / max(lim.max_kg_per_day, 1e-12))
+    return max(ratios)
+
+
+def closed_loop(problem: PlanProblem, settings: SolverSettings, verify: Verifier, *,
+                executor: Executor | None = None,
+                max_rounds: int = DEFAULT_MAX_ROUNDS) -> LoopOutcome:
+    """Solve and verify until every class meets its SLO in simulation (see module docstring).
+
+    Returns after the first round whose MILP has no plan (``solution.has_plan`` is false).
+    """
+    executor = executor or SerialExecutor()
+    derate: dict[tuple[str, Tier], float] = {}
+    scale = 1.0
+    history: list[str] = []
+    seconds = 0.0
+    first: MilpSolution | None = None
+    last: tuple[MilpSolution, tuple[HourCheck, ...], PlanProblem] | None = None
+    for rnd in range(1, max_rounds + 1):
+        current = derated(problem, derate, scale)
+        sol = solve_model(build_model(current), settings)
+        seconds += sol.seconds
+        first = first or sol
+        if not sol.has_plan:
+            if last is None:
+                return LoopOutcome(sol, (), rnd, False, current, dict(derate), scale, seconds,
+                                   history, first)
+            history.append(f"round {rnd}: tightened model has no plan ({sol.status.value})")
+            break
+        checks = tuple(verify(sol, executor))
+        last = (sol, checks, current)
+        ratio = _carbon_ratio(problem, checks)
+        carbon_ok = ratio <= 1.0 + 1e-9
+        if all(c.met for c in checks) and carbon_ok:
+            return LoopOutcome(sol, checks, rnd, True, current, dict(derate), scale, seconds,
+                               history, first)
+        notes = _tighten(current, sol, checks, derate)
+        if not carbon_ok:
+            scale *= 0.99 / ratio
+            notes.append(f"simulated carbon {ratio:.3f}x the cap")
+        history.append(f"round {rnd}: " + "; ".join(notes))
+    assert last is not None
+    sol, checks, current = last
+    return LoopOutcome(sol, checks, rnd, False, current, dict(derate), scale, seconds, history,
+                       first)

@@ -1,0 +1,184 @@
+"""The optimizer's numerical inputs: classes, candidate pools, SLO tiers and a capacity table.
+
+A :class:`PlanProblem` is everything the MILP needs and nothing else: plain frozen records, no
+scenario objects, no simulation. :mod:`fleetplan.optimize.inputs` builds one from a scenario;
+tests and benchmarks build them directly with a fixed capacity table.
+
+SLO tiers (the soundness of mixed-class pools): each pool (configuration x region) is run at one
+*tier*, the (TTFT, TPOT) target of the strictest class it serves. A class may use a pool only
+when the pool's tier is at least as strict as its own SLO, and every class's load on that pool is
+counted in replicas at the tier's SLO: ``rate / capacity(class lengths, config, tier SLO)``. The
+strictest class on a pool therefore bounds the whole pool.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from fleetplan.errors import InputError
+
+HOURS_PER_DAY = 24
+
+
+@dataclass(frozen=True, order=True)
+class Tier:
+    """An SLO level a pool is run at: P99 TTFT and (optional) P99 TPOT, in ms."""
+
+    ttft_p99_ms: float
+    tpot_p99_ms: float | None = None
+
+    def serves(self, ttft_p99_ms: float, tpot_p99_ms: float | None) -> bool:
+        """True when a pool run at this tier meets a class SLO of (ttft, tpot)."""
+        if self.ttft_p99_ms > ttft_p99_ms:
+            return False
+        if tpot_p99_ms is None:
+            return True
+        return self.tpot_p99_ms is not None and self.tpot_p99_ms <= tpot_p99_ms
+
+    @property
+    def label(self) -> str:
+        tpot = "" if self.tpot_p99_ms is None else f"/tpot{self.tpot_p99_ms:g}"
+        return f"ttft{self.ttft_p99_ms:g}{tpot}"
+
+
+@dataclass(frozen=True)
+class Demand:
+    """One traffic class as the MILP sees it."""
+
+    name: str
+    rates_rps: tuple[float, ...]          # one rate, or one per hour of the day
+    ttft_p99_ms: float
+    tpot_p99_ms: float | None = None
+    e2e_p99_ms: float | None = None
+    tokens_per_request: float = 416.0     # mean input + output tokens (for $/Mtok, g/Mtok)
+
+    def __post_init__(self) -> None:
+        if not self.rates_rps or any(not (math.isfinite(r) and r >= 0) for r in self.rates_rps):
+            raise InputError(f"class {self.name}: rates {self.rates_rps!r} must be finite and >= 0")
+        if not self.ttft_p99_ms > 0:
+            raise InputError(f"class {self.name}: ttft_p99_ms(={self.ttft_p99_ms}) must be > 0")
+
+    @property
+    def tier(self) -> Tier:
+        return Tier(self.ttft_p99_ms, self.tpot_p99_ms)
+
+
+@dataclass(frozen=True)
+class Pool:
+    """A candidate pool: one configuration in one region, with its per-replica economics."""
+
+    config: str
+    region: str
+    gpu: str
+    gpu_count: int
+    price_usd_per_hour: float        # per replica (price per GPU-hour x GPUs)
+    idle_w: float                    # per replica
+    grid_g_per_kwh: float
+    embodied_g_per_hour: float = 0.0  # per replica, amortized
+    max_replicas: int | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.config}@{self.region}"
+
+    @property
+    def idle_g_per_hour(self) -> float:
+        """Carbon of one replica-hour that does not depend on load (idle power + embodied)."""
+        return self.idle_w / 1000.0 * self.grid_g_per_kwh + self.embodied_g_per_hour
+
+
+@dataclass(frozen=True)
+class Probe:
+    """The best one replica of a configuration does for a class: its P99s at the lowest rate
+    the capacity search tried (used to explain an SLO no candidate can meet)."""
+
+    rate_rps: float
+    ttft_p99_ms: float
+    tpot_p99_ms: float | None = None
+    e2e_p99_ms: float | None = None
+
+
+class CommitmentMode(StrEnum):
+    per_hour = "per-hour"
+    fixed_peak = "fixed-peak"
+    base_plus_on_demand = "base-plus-on-demand"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Optional constraints. ``availability`` maps a GPU (or ``GPU@region``) to a GPU count."""
+
+    availability: Mapping[str, int] = field(default_factory=dict)
+    budget_usd_per_hour: float | None = None
+    redundancy: int = 0
+    max_g_per_mtok: float | None = None
+    max_kg_per_day: float | None = None
+    commitment: CommitmentMode = CommitmentMode.per_hour
+    on_demand_price_factor: float = 1.0
+
+
+@dataclass(frozen=True)
+class PlanProblem:
+    """Inputs of one MILP.
+
+    ``capacity[(class_name, config, tier)]`` is the sustainable rate (req/s) of one replica of
+    ``config`` serving only that class's requests with the tier's SLO met; a missing key or 0 means
+    the class cannot be served there at that tier. ``dyn_w_per_rps[(class_name, config)]`` is the
+    dynamic power one req/s of the class adds on that configuration.
+    """
+
+    demands: tuple[Demand, ...]
+    pools: tuple[Pool, ...]
+    capacity: Mapping[tuple[str, str, Tier], float]
+    dyn_w_per_rps: Mapping[tuple[str, str], float] = field(default_factory=dict)
+    limits: Limits = field(default_factory=Limits)
+    probes: Mapping[tuple[str, str], Probe] = field(default_factory=dict)
+    slo_margin: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not self.demands:
+            raise InputError("the scenario has no traffic classes")
+        if not self.pools:
+            raise InputError("the scenario has no candidate configurations")
+        names = [d.name for d in self.demands]
+        if len(set(names)) != len(names):
+            raise InputError(f"class names must be unique, got {names}")
+        keys = [p.key for p in self.pools]
+        if len(set(keys)) != len(keys):
+            raise InputError(f"candidate (config, region) pairs must be unique, got {keys}")
+        hours = {len(d.rates_rps) for d in self.demands}
+        if len(hours) != 1 or hours.pop() not in (1, HOURS_PER_DAY):
+            raise InputError(
+                "every class needs one rate, or all need 24 hourly rates (rate_profile_rps); "
+                f"got {[len(d.rates_rps) for d in self.demands]}"
+            )
+
+    @property
+    def hours(self) -> int:
+        return len(self.demands[0].rates_rps)
+
+    @property
+    def tiers(self) -> tuple[Tier, ...]:
+        """Distinct class SLO tiers, strictest first."""
+        return tuple(sorted({d.tier for d in self.demands},
+                            key=lambda t: (t.ttft_p99_ms, math.inf if t.tpot_p99_ms is None
+                                           else t.tpot_p99_ms)))
+
+    def cap(self, demand: Demand, pool: Pool, tier: Tier) -> float:
+        """Capacity of one replica for ``demand`` at ``tier`` (0 when not admissible)."""
+        if not tier.serves(demand.ttft_p99_ms, demand.tpot_p99_ms):
+            return 0.0
+        return float(self.capacity.get((demand.name, pool.config, tier), 0.0))
+
+    def mtok_per_hour(self, hour: int) -> float:
+        """Millions of tokens served in ``hour`` (all traffic is served in a feasible plan)."""
+        return sum(d.rates_rps[hour] * d.tokens_per_request for d in self.demands) * 3600 / 1e6
+
+    def replace(self, **changes: object) -> PlanProblem:
+        """A copy with some fields changed (the original is never mutated)."""
+        from dataclasses import replace
+
+        return replace(self, **changes)  # type: ignore[arg-type]

@@ -1,0 +1,224 @@
+"""``solve(scenario) -> Plan``: capacities at SLO, the MILP, the closed loop, the report.
+
+Main entries: :func:`solve` and :func:`save_model` (the LP file of a plan's final MILP, re-solvable
+by any LP/MILP solver, plus PuLP's model dict as JSON beside it). The steps are:
+
+1. :func:`fleetplan.optimize.inputs.build_problem`: demands, candidate pools, capacities at SLO
+   (replica model in steady state, searches cached on disk and run on the executor);
+2. :func:`fleetplan.optimize.loop.closed_loop`: MILP, simulation of the answer, tightening;
+3. an infeasible MILP is explained (:func:`fleetplan.optimize.explain.explain_infeasible`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from fleetplan._io import atomic_write_text
+from fleetplan.optimize.capacity import CapacitySettings
+from fleetplan.optimize.executors import Executor, get_executor
+from fleetplan.optimize.explain import explain_infeasible
+from fleetplan.optimize.inputs import Inputs, build_problem
+from fleetplan.optimize.loop import DEFAULT_MAX_ROUNDS, LoopOutcome, closed_loop
+from fleetplan.optimize.milp import MilpStatus, build_model
+from fleetplan.optimize.plan import (
+    CapacityNote,
+    ClassResult,
+    FleetEntry,
+    HourPlan,
+    Plan,
+    PlanStatus,
+    SolverReport,
+)
+from fleetplan.optimize.problem import CommitmentMode, PlanProblem
+from fleetplan.optimize.solvers import SolverSettings
+from fleetplan.optimize.verify import hour_scenarios, run_verification, split_key
+from fleetplan.scenario import Scenario
+
+BURST_NOTE = ("capacities are sustained per-replica rates from the replica model in steady "
+              "state; the measured runs' request rates are bursts of 200 requests that the "
+              "server drains afterwards, not sustained load, so sustainable rates are far below "
+              "the nominal ones")
+
+
+def solver_settings(scenario: Scenario, solver: str | None = None) -> SolverSettings:
+    """The scenario's solver block, with ``solver`` (``--solver``) overriding its name."""
+    s = scenario.solver
+    return SolverSettings(name=solver or s.name, time_limit_s=s.time_limit_s, gap=s.gap)
+
+
+def _r(v: float | None, digits: int = 6) -> float | None:
+    return None if v is None else round(float(v), digits)
+
+
+def solve(scenario: Scenario, *, solver: str | None = None, executor: Any = None,
+          capacity: CapacitySettings | None = None, cache_dir: str | bool | None = True,
+          max_rounds: int = DEFAULT_MAX_ROUNDS) -> Plan:
+    """The cheapest fleet meeting every class's SLO (and the scenario's constraints), verified.
+
+    ``solver``: a solver name (``cbc``, ``highs`` ...) overriding ``scenario.solver.name``.
+    ``executor``: where capacity searches and verification runs go (``None``: local processes;
+    ``"serial"``; a Dask scheduler address or client; see :func:`get_executor`).
+    ``capacity``: how capacities are measured (default: ``CapacitySettings()``).
+    ``cache_dir``: ``True`` (default folder), a folder, or ``False`` (no disk cache).
+    """
+    settings = solver_settings(scenario, solver)
+    settings.pulp_name  # noqa: B018 - fail early on an unknown or unavailable solver
+    ex = get_executor(executor)
+    inputs = build_problem(scenario, executor=ex, settings=capacity, cache_dir=cache_dir)
+    return solve_inputs(scenario, inputs, settings, executor=ex, max_rounds=max_rounds)
+
+
+def solve_inputs(scenario: Scenario, inputs: Inputs, settings: SolverSettings, *,
+                 executor: Executor, max_rounds: int = DEFAULT_MAX_ROUNDS) -> Plan:
+    """Closed loop and report for a scenario whose MILP inputs are already built."""
+    problem = inputs.problem
+
+    def verify(sol, ex):  # type: ignore[no-untyped-def]
+        return ex.map(run_verification,
+                      hour_scenarios(scenario, problem, sol, inputs.region_keys))
+
+    out = closed_loop(problem, settings, verify, executor=executor, max_rounds=max_rounds)
+    if not out.solution.has_plan:
+        return _infeasible(problem, settings, out, inputs)
+    return _report(scenario, inputs, settings, out)
+
+
+def _infeasible(problem: PlanProblem, settings: SolverSettings, out: LoopOutcome,
+                inputs: Inputs) -> Plan:
+    sol = out.solution
+    report = SolverReport(settings.name, sol.status.value, _r(out.solve_seconds, 3),
+                          settings.gap, out.rounds, settings.time_limit_s, None)
+    if sol.status is MilpStatus.no_solution:
+        reason = (f"no plan found within the solver time limit of {settings.time_limit_s:g} s "
+                  "(not proven infeasible)")
+        return Plan(PlanStatus.infeasible, (), None, None, None, (), report, False, reason,
+                    "solver.time_limit_s", "raise solver.time_limit_s", problem=problem,
+                    notes=inputs.notes)
+    why = explain_infeasible(problem, settings)
+    return Plan(PlanStatus.infeasible, (), None, None, None, (), report, False, why.reason,
+                why.binding, why.relaxation, problem=problem, notes=inputs.notes)
+
+
+def _entries(counts: dict[str, int]) -> tuple[FleetEntry, ...]:
+    return tuple(FleetEntry(k.partition("@")[0], n, k.partition("@")[2])
+                 for k, n in sorted(counts.items()) if n > 0)
+
+
+def _report(scenario: Scenario, inputs: Inputs, settings: SolverSettings,
+            out: LoopOutcome) -> Plan:
+    problem, sol, checks = out.problem, out.solution, out.checks
+    H = sol.hours
+    pools = {p.key: p for p in problem.pools}
+    per_hour = [{k: n for (k, hh), n in sol.counts.items() if hh == h} for h in range(H)]
+    peak = {k: max(c.get(k, 0) for c in per_hour) for k in pools}
+    mtok_day = sum(problem.mtok_per_hour(h) for h in range(H)) * 24 / H
+    cost_h = sol.cost_per_day_usd / 24
+    g_total = sum(c.g_co2_per_hour for c in checks)
+    tokens = sum(c.tokens_per_hour for c in checks)
+    by_class = {c.name: [] for c in scenario.classes}  # type: dict[str, list[Any]]
+    for chk in checks:
+        for cc in chk.classes:
+            by_class[cc.name].append((chk, cc))
+    classes = []
+    for i, d in enumerate(problem.demands):
+        rows = by_class[d.name]
+        met = bool(rows) and all(cc.met and not chk.overloaded for chk, cc in rows)
+        worst = max(rows, key=lambda r: r[1].ttft_p99_ms or 0.0)[1] if rows else None
+        rate_day = sum(d.rates_rps)
+        split: dict[str, float] = {}
+        for (name, key, h), s in sorted(sol.shares.items()):
+            if name == d.name:
+                k = split_key(key, inputs.region_keys)
+                split[k] = split.get(k, 0.0) + s * d.rates_rps[h] / rate_day
+        slo = scenario.classes[i].slo
+        assert slo is not None
+        classes.append(ClassResult(
+            name=d.name, rate_rps=_r(rate_day / H) or 0.0, slo_ttft_p99_ms=slo.ttft_p99_ms,
+            ttft_p99_ms=_r(worst.ttft_p99_ms, 3) if worst else None, met=met,
+            split={k: round(v, 6) for k, v in split.items()},
+            slo_tpot_p99_ms=slo.tpot_p99_ms,
+            tpot_p99_ms=_r(worst.tpot_p99_ms, 3) if worst and slo.tpot_p99_ms else None,
+            slo_e2e_p99_ms=slo.e2e_p99_ms,
+            e2e_p99_ms=_r(worst.e2e_p99_ms, 3) if worst and slo.e2e_p99_ms else None,
+            ttft_p99_ci_ms=(tuple(round(x, 3) for x in worst.ttft_p99_ci_ms)  # type: ignore[arg-type]
+                            if worst and worst.ttft_p99_ci_ms and H == 1 else None)))
+    hours = None
+    base = None
+    diurnal = H > 1
+    if diurnal:
+        od = (problem.limits.commitment is CommitmentMode.base_plus_on_demand)
+        factor = problem.limits.on_demand_price_factor
+        hours = []
+        for h in range(H):
+            counts = per_hour[h]
+            extra = {k: n - sol.base_counts.get(k, 0) for k, n in counts.items()} if od else {}
+            cost = sum(pools[k].price_usd_per_hour * (n + (factor - 1) * extra.get(k, 0))
+                       for k, n in counts.items())
+            chk = checks[h] if h < len(checks) else None
+            hours.append(HourPlan(
+                h, _r(sum(d.rates_rps[h] for d in problem.demands)) or 0.0, _entries(counts),
+                _r(cost) or 0.0, _r(chk.g_co2_per_hour if chk else None) or 0.0,
+                bool(chk and chk.met), _entries(extra)))
+        if od:
+            base = _entries(sol.base_counts)
+    status = PlanStatus.optimal if sol.status is MilpStatus.optimal else PlanStatus.feasible
+    report = SolverReport(settings.name, sol.status.value, _r(out.solve_seconds, 3),
+                          settings.gap, out.rounds, settings.time_limit_s,
+                          _r(sol.gap_achieved))
+    return Plan(
+        status=status, fleet=_entries(peak), cost_per_hour_usd=_r(cost_h),
+        cost_per_mtok_usd=_r(sol.cost_per_day_usd / mtok_day) if mtok_day else None,
+        g_co2_per_mtok=_r(g_total / tokens * 1e6) if tokens else None,
+        classes=tuple(classes), solver=report, verified=out.verified,
+        hours=tuple(hours) if hours is not None else None, base_fleet=base,
+        g_co2_per_hour=_r(g_total / max(len(checks), 1)),
+        capacities=_capacity_notes(inputs, out), notes=_notes(inputs, out), problem=out.problem)
+
+
+def _capacity_notes(inputs: Inputs, out: LoopOutcome) -> tuple[CapacityNote, ...]:
+    sol, problem = out.solution, inputs.problem
+    used = sorted({(name, key) for (name, key, _h), s in sol.shares.items() if s > 0})
+    notes = []
+    for name, key in used:
+        config = key.partition("@")[0]
+        tier = sol.tiers[key]
+        base = problem.capacity.get((name, config, tier), 0.0)
+        f = out.derate.get((config, tier), 1.0)
+        res = inputs.results.get((name, config, tier))
+        src = "replica model, steady state"
+        if res is not None and res.at_capacity is not None:
+            src += f" (P99 TTFT {res.at_capacity.ttft_p99_ms:.0f} ms at capacity)"
+        notes.append(CapacityNote(name, config, None if tier.ttft_p99_ms == float("inf")
+                                  else tier.ttft_p99_ms, round(base * f, 4), round(f, 4), src))
+    return tuple(notes)
+
+
+def _notes(inputs: Inputs, out: LoopOutcome) -> tuple[str, ...]:
+    notes = [BURST_NOTE, *inputs.notes, *out.history]
+    if not out.verified:
+        notes.append(f"NOT VERIFIED: after {out.rounds} round(s) the simulated plan still "
+                     "misses an SLO or the carbon cap; classes marked met=false did not meet it")
+    return tuple(notes)
+
+
+def save_model(problem: PlanProblem, path: str | os.PathLike[str]) -> tuple[Path, Path]:
+    """Write the MILP of ``problem`` as an LP file and PuLP's model dict (``<path>.json``).
+
+    The LP file is solver-neutral (CPLEX LP format, re-solvable by CBC, HiGHS, GLPK ...); the
+    JSON round-trips through ``pulp.LpProblem.fromDict``.
+    """
+    import tempfile
+
+    target = Path(path)
+    model = build_model(problem)
+    with tempfile.TemporaryDirectory() as tmp:
+        lp = Path(tmp) / "model.lp"
+        model.prob.writeLP(str(lp))
+        text = lp.read_text(encoding="utf-8")
+    atomic_write_text(target, text)
+    side = target.with_suffix(target.suffix + ".json")
+    atomic_write_text(side, json.dumps(model.prob.toDict(), indent=1, sort_keys=True) + "\n")
+    return target, side

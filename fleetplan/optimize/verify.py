@@ -1,0 +1,120 @@
+"""Checking a MILP answer by simulation: the planned fleet, planned routing, several seeds.
+
+A plan is turned back into scenarios, one per distinct hour of the plan (one for a steady plan,
+up to 24 for a diurnal one, each simulated at that hour's rates as steady traffic): the fleet the
+MILP chose, ``routing: planned`` with each class's split. Every class must meet its SLO in the
+fleet simulator (:func:`fleetplan.fleet.simulate`, ``sim.replications`` seeds, at least
+:data:`MIN_REPLICATIONS`), and the fleet must not be overloaded.
+
+Main entries: :func:`hour_scenarios` and :func:`run_verification` (picklable, for executors),
+returning :class:`HourCheck` records.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from fleetplan.optimize.milp import MilpSolution
+from fleetplan.optimize.problem import PlanProblem
+from fleetplan.scenario import Scenario
+
+MIN_REPLICATIONS = 2
+
+
+@dataclass(frozen=True)
+class ClassCheck:
+    name: str
+    ttft_p99_ms: float | None
+    tpot_p99_ms: float | None
+    e2e_p99_ms: float | None
+    met: bool
+    ttft_p99_ci_ms: tuple[float, float] | None = None
+
+
+@dataclass(frozen=True)
+class HourCheck:
+    """What the simulation of one hour of a plan found."""
+
+    hour: int
+    classes: tuple[ClassCheck, ...]
+    overloaded: bool
+    g_co2_per_hour: float
+    tokens_per_hour: float
+    utilization: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def met(self) -> bool:
+        return not self.overloaded and all(c.met for c in self.classes)
+
+
+def split_key(pool_key: str, region_keys: bool) -> str:
+    """How a pool is named in a split: ``config`` (one region) or ``config@region``."""
+    return pool_key if region_keys else pool_key.partition("@")[0]
+
+
+def hour_scenarios(scenario: Scenario, problem: PlanProblem, sol: MilpSolution,
+                   region_keys: bool) -> list[tuple[int, Scenario]]:
+    """One scenario per hour of the plan to simulate (the fleet and splits of that hour)."""
+    out = []
+    for h in range(sol.hours):
+        fleet = [{"config": k.partition("@")[0], "count": n, "region": k.partition("@")[2]}
+                 for (k, hh), n in sorted(sol.counts.items()) if hh == h and n > 0]
+        classes = []
+        for i, c in enumerate(scenario.classes):
+            rate = problem.demands[i].rates_rps[h]
+            if rate <= 0:
+                continue
+            split = {split_key(k, region_keys): s for (name, k, hh), s in sol.shares.items()
+                     if name == c.name and hh == h and s > 0}
+            total = sum(split.values())
+            split = {k: round(v / total, 12) for k, v in split.items()}
+            fix = 1.0 - sum(split.values())
+            if split and fix:
+                top = max(split, key=lambda k: split[k])
+                split[top] = split[top] + fix
+            data: dict[str, Any] = c.model_dump(mode="python", by_alias=True,
+                                                exclude_unset=True)
+            data.pop("pin", None)
+            data["split"] = split
+            if c.rate_profile_rps is not None:
+                data.pop("rate_profile_rps")
+                data["rate_rps"] = float(rate)
+            classes.append(data)
+        sim = scenario.sim.model_dump()
+        sim["replications"] = max(sim["replications"], MIN_REPLICATIONS)
+        variant = scenario.with_updates(
+            fleet=fleet, routing="planned", classes=classes, sim=sim, carbon=None,
+            budget_usd_per_hour=None, availability=None)
+        out.append((h, variant))
+    return out
+
+
+def _get(d: dict[str, Any], key: str) -> float | None:
+    v = d.get(key)
+    if v is None or isinstance(v, str):
+        return None
+    v = float(v)
+    return v if math.isfinite(v) else None
+
+
+def run_verification(item: tuple[int, Scenario]) -> HourCheck:
+    """Simulate one hour's scenario (executor entry: top level, picklable)."""
+    from fleetplan.fleet import simulate
+
+    hour, scenario = item
+    res = simulate(scenario).to_dict()
+    classes = []
+    for c in res["classes"]:
+        lo_hi = c.get("ttft_p99_ci_ms")
+        ci = (float(lo_hi[0]), float(lo_hi[1])) if lo_hi and None not in lo_hi else None
+        classes.append(ClassCheck(
+            name=c["name"], ttft_p99_ms=_get(c, "ttft_p99_ms"), tpot_p99_ms=_get(c, "tpot_p99_ms"),
+            e2e_p99_ms=_get(c, "e2e_p99_ms"), met=bool(c.get("slo_met")), ttft_p99_ci_ms=ci))
+    g_h = _get(res, "g_co2_per_hour") or 0.0
+    g_mtok = _get(res, "g_co2_per_mtok")
+    tokens = g_h / g_mtok * 1e6 if g_mtok else 0.0
+    util = {f"{p['config']}@{p['region']}": float(p.get("utilization") or 0.0)
+            for p in res.get("pools", [])}
+    return HourCheck(hour, tuple(classes), bool(res.get("overloaded")), g_h, tokens, util)
