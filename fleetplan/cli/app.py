@@ -18,6 +18,8 @@ from fleetplan.errors import FleetplanError
 COMMANDS = [
     "profiles",
     "ingest",
+    "solve",
+    "frontier",
 ]
 
 app = typer.Typer(
