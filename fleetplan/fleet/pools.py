@@ -1,0 +1,152 @@
+"""Pools: a scenario's fleet resolved into replica parameters, context windows and economics.
+
+Main entry: :func:`build_pools` (scenario + fleet -> one :class:`PoolModel` per pool, checked
+against the model's context window and the catalogs). A pool whose configuration has no
+calibration runs on spec-based priors and says so (``calibrated=False`` and its ``source``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from fleetplan.catalog.grid import grid_intensity
+from fleetplan.catalog.prices import price_for
+from fleetplan.errors import FleetplanError, InputError
+from fleetplan.fleet.accounting import PoolEconomics, embodied_g_per_gpu_hour, power_model
+from fleetplan.profiles.store import ProfileStore, load_profiles
+from fleetplan.replica.params import ReplicaParams, replica_params
+from fleetplan.scenario import Pool, Scenario, match_pools
+
+
+@dataclass(frozen=True)
+class PoolModel:
+    """One pool, ready to simulate and to account for."""
+
+    index: int
+    spec: Pool
+    params: ReplicaParams
+    context_window: int
+    economics: PoolEconomics
+
+    @property
+    def label(self) -> str:
+        return self.spec.label
+
+    @property
+    def count(self) -> int:
+        return self.spec.count
+
+
+def build_pools(scenario: Scenario, fleet: Sequence[Pool],
+                store: ProfileStore | None = None) -> list[PoolModel]:
+    """Resolve every pool of ``fleet`` (replica parameters, window, price, power, grid)."""
+    if not fleet:
+        raise InputError("fleet: no pools to simulate; give a fleet in the scenario or --fleet")
+    if store is None:
+        store = load_profiles()
+    out = []
+    seen: dict[str, int] = {}
+    for i, pool in enumerate(fleet):
+        if pool.label in seen:
+            raise InputError(f"fleet[{i}]: pool {pool.label} repeats fleet[{seen[pool.label]}]; "
+                             "give one entry per configuration and region")
+        seen[pool.label] = i
+        hw = pool.hardware
+        try:
+            params = replica_params(scenario.model, pool.config)
+        except FleetplanError as exc:
+            raise InputError(f"fleet[{i}] ({pool.config}): {exc}") from None
+        window = params.max_model_len
+        if scenario.context_window is not None:
+            if scenario.context_window > params.max_model_len:
+                raise InputError(
+                    f"context_window = {scenario.context_window}: {pool.config} serving "
+                    f"{scenario.model} holds at most {params.max_model_len} tokens per sequence "
+                    f"(model card and KV cache; {params.source})")
+            window = scenario.context_window
+        price = price_for(hw.gpu, scenario.market, scenario.prices_usd_per_gpu_hour)
+        grid = grid_intensity(pool.region, scenario.grid_g_per_kwh)
+        emb, emb_src = embodied_g_per_gpu_hour(hw.gpu, scenario.embodied.include,
+                                               scenario.embodied.lifetime_years)
+        econ = PoolEconomics(
+            label=pool.label, gpus=pool.count * hw.gpu_count,
+            price_usd_per_gpu_hour=price.price_usd_per_gpu_hour,
+            price_source=f"{price.market} {price.price_date}: {price.source}",
+            power=power_model(scenario.model, pool.config, hw.gpu, hw.gpu_count, store,
+                              scenario.power_w_per_gpu),
+            grid_g_per_kwh=grid.g_co2_per_kwh,
+            grid_source=f"{grid.region} {grid.year}: {grid.source}",
+            embodied_g_per_gpu_hour=emb, embodied_source=emb_src,
+        )
+        out.append(PoolModel(i, pool, params, window, econ))
+    return out
+
+
+def class_pools(scenario: Scenario, pools: Sequence[PoolModel]) -> list[list[int]]:
+    """Per class, the pools it may be routed to: its split's pools under planned routing, its
+    pins otherwise, else every pool."""
+    fleet = [p.spec for p in pools]
+    out = []
+    for i, c in enumerate(scenario.classes):
+        if scenario.routing == "planned":
+            if c.split is None:
+                raise InputError(f"classes[{i}].split: routing planned needs a split per class")
+            keys = [k for k, s in c.split.items() if s > 0]
+        elif c.pin is not None:
+            keys = list(c.pin)
+        else:
+            out.append(list(range(len(pools))))
+            continue
+        idx: set[int] = set()
+        for k in keys:
+            try:
+                idx.update(match_pools(k, fleet))
+            except InputError as exc:
+                field = "split" if scenario.routing == "planned" else "pin"
+                raise InputError(f"classes[{i}].{field}: {exc}") from None
+        out.append(sorted(idx))
+    return out
+
+
+def split_weights(scenario: Scenario, pools: Sequence[PoolModel]) -> list[list[float] | None]:
+    """Per class, its planned share per pool (a key naming several pools divides its share by
+    their replica counts); ``None`` for a class without a split."""
+    fleet = [p.spec for p in pools]
+    out: list[list[float] | None] = []
+    for c in scenario.classes:
+        if c.split is None:
+            out.append(None)
+            continue
+        w = [0.0] * len(pools)
+        for key, share in c.split.items():
+            hits = match_pools(key, fleet)
+            total = sum(pools[h].count for h in hits)
+            for h in hits:
+                w[h] += share * pools[h].count / total
+        out.append(w)
+    return out
+
+
+def p99_prompt_tokens(scenario: Scenario, class_index: int, sample: np.ndarray | None) -> int:
+    """The class's 99th-percentile prompt length (from its requests when given, else drawn)."""
+    if sample is not None and sample.size:
+        return int(math.ceil(float(np.quantile(sample, 0.99))))
+    lm = scenario.classes[class_index].length_model()
+    ins, _ = lm.sample(4000, np.random.default_rng(12345))
+    return int(math.ceil(float(np.quantile(ins, 0.99))))
+
+
+def unloaded_ttft_s(params: ReplicaParams, prompt_tokens: int) -> float:
+    """TTFT of one request on an idle replica: overhead plus its chunked prefill steps."""
+    budget = params.max_num_batched_tokens
+    left, t, done = prompt_tokens, params.overhead_s, 0
+    while left > 0:
+        chunk = min(left, budget)
+        done += chunk
+        t += params.step_s(chunk, 0, done)
+        left -= chunk
+    return t

@@ -1,0 +1,255 @@
+"""Results of a fleet simulation: per class, per pool and fleet-wide, with confidence intervals.
+
+Main entries: :class:`SimulationResult` (``to_dict()`` is the JSON contract of
+``fleetplan simulate --format json``; ``to_frame()`` one row per class) and :func:`aggregate`
+(replications -> result). Percentiles are computed per replication and averaged; the 95%
+confidence interval of P99 TTFT is Student's t over replications, or with one replication over
+five consecutive batches of the measured window (batch means) when each batch holds at least
+200 requests, else absent (``null``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from fleetplan.fleet.accounting import Account
+from fleetplan.fleet.pools import PoolModel
+from fleetplan.fleet.sim import Replication
+from fleetplan.scenario import Scenario
+
+BATCHES = 5
+MIN_BATCH = 200
+
+
+class SimStatus(StrEnum):
+    """Outcome of a simulation: every class within its SLO, some class missing, or overload."""
+
+    met = "met"
+    missed = "missed"
+    overloaded = "overloaded"
+    no_slo = "no-slo"
+
+
+@dataclass(frozen=True)
+class ClassResult:
+    name: str
+    requests: int
+    rate_rps: float
+    ttft_p50_ms: float
+    ttft_p90_ms: float
+    ttft_p99_ms: float
+    ttft_p99_ci_ms: tuple[float | None, float | None]
+    tpot_p50_ms: float
+    e2e_p99_ms: float
+    slo_ttft_p99_ms: float | None
+    slo_met: bool | None
+    goodput_fraction: float | None
+    # beside the binding fields
+    ttft_p99_ci_method: str
+    ttft_p99_reps_ms: tuple[float, ...]
+    tpot_p99_ms: float
+    e2e_p50_ms: float
+    slo_tpot_p99_ms: float | None
+    slo_e2e_p99_ms: float | None
+    unfinished: int
+    dropped: int
+    pools: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PoolResult:
+    config: str
+    count: int
+    region: str
+    utilization: float
+    requests: int
+    # beside the binding fields
+    label: str
+    gpus: int
+    overloaded: bool
+    completed_rps: float
+    calibrated: bool
+    params_source: str
+    context_window: int
+    price_usd_per_gpu_hour: float
+    price_source: str
+    power_w: float
+    power_source: str
+    grid_g_per_kwh: float
+    grid_source: str
+    embodied_source: str
+    cost_per_hour_usd: float
+    energy_kwh_per_hour: float
+    g_co2_operational_per_hour: float
+    g_co2_embodied_per_hour: float
+
+
+@dataclass(frozen=True)
+class SimulationResult:
+    """A simulated scenario; :meth:`to_dict` gives the binding JSON shape."""
+
+    status: SimStatus
+    model: str
+    routing: str
+    classes: tuple[ClassResult, ...]
+    pools: tuple[PoolResult, ...]
+    account: Account
+    overloaded: bool
+    offered_rps: float
+    sustainable_rps: float | None
+    seed: int
+    replications: int
+    duration_s: float
+    warmup_s: float
+    notes: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON contract (binding names first, extra fields beside them)."""
+        a = self.account
+        return {
+            "classes": [_class_dict(c) for c in self.classes],
+            "pools": [asdict(p) for p in self.pools],
+            "cost_per_hour_usd": a.cost_per_hour_usd,
+            "cost_per_mtok_usd": _num(a.cost_per_mtok_usd),
+            "energy_kwh_per_hour": a.energy_kwh_per_hour,
+            "g_co2_per_hour": a.g_co2_per_hour,
+            "g_co2_per_mtok": _num(a.g_co2_per_mtok),
+            "overloaded": self.overloaded,
+            "seed": self.seed,
+            "status": self.status.value,
+            "model": self.model,
+            "routing": self.routing,
+            "replications": self.replications,
+            "duration_s": self.duration_s,
+            "warmup_s": self.warmup_s,
+            "tokens_per_s": a.tokens_per_hour / 3600.0,
+            "g_co2_operational_per_hour": a.g_co2_operational_per_hour,
+            "g_co2_embodied_per_hour": a.g_co2_embodied_per_hour,
+            "g_co2_operational_per_mtok": _num(a.per_mtok(a.g_co2_operational_per_hour)),
+            "g_co2_embodied_per_mtok": _num(a.per_mtok(a.g_co2_embodied_per_hour)),
+            "offered_rps": self.offered_rps,
+            "sustainable_rps": self.sustainable_rps,
+            "calibrated": all(p.calibrated for p in self.pools),
+            "notes": list(self.notes),
+        }
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per class (the CI split into ``ttft_p99_ci_lo_ms`` / ``_hi_ms``)."""
+        rows = []
+        for c in self.classes:
+            d = _class_dict(c)
+            lo, hi = d.pop("ttft_p99_ci_ms")
+            d.pop("ttft_p99_reps_ms")
+            d.pop("pools")
+            d["ttft_p99_ci_lo_ms"], d["ttft_p99_ci_hi_ms"] = lo, hi
+            rows.append(d)
+        return pd.DataFrame(rows)
+
+    def pools_frame(self) -> pd.DataFrame:
+        """One row per pool."""
+        return pd.DataFrame([asdict(p) for p in self.pools])
+
+
+def _num(x: float | None) -> float | None:
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
+
+
+def _class_dict(c: ClassResult) -> dict[str, Any]:
+    d = asdict(c)
+    d["ttft_p99_ci_ms"] = list(c.ttft_p99_ci_ms)
+    d["ttft_p99_reps_ms"] = list(c.ttft_p99_reps_ms)
+    for k, v in d.items():
+        if isinstance(v, float):
+            d[k] = _num(v)
+    return d
+
+
+def _pct(x: np.ndarray, q: float) -> float:
+    return float(np.percentile(x, q)) if x.size else math.nan
+
+
+def p99_ci(reps: Sequence[float], batches: Sequence[float]) -> tuple[tuple[float | None,
+                                                                         float | None], str]:
+    """95% CI of the mean of ``reps`` (t over replications), else of ``batches``."""
+    for values, how in ((reps, "t over replications"), (batches, "t over 5 batch means")):
+        v = np.asarray([x for x in values if math.isfinite(x)], dtype=float)
+        if v.size >= 2:
+            half = float(stats.t.ppf(0.975, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))
+            m = float(v.mean())
+            return (m - half, m + half), how
+    return (None, None), "none: one replication too short for batch means"
+
+
+def _batch_p99(rep: Replication, mask: np.ndarray) -> list[float]:
+    idx = np.flatnonzero(mask)
+    if idx.size < BATCHES * MIN_BATCH:
+        return []
+    return [_pct(rep.ttft_s[part], 99) * 1e3 for part in np.array_split(idx, BATCHES)]
+
+
+def class_result(scenario: Scenario, c: int, reps: Sequence[Replication],
+                 pools: Sequence[PoolModel], dropped: int,
+                 pools_overloaded: Sequence[bool]) -> ClassResult:
+    """Statistics of class ``c`` over the replications."""
+    spec = scenario.classes[c]
+    slo = spec.slo
+    per: dict[str, list[float]] = {k: [] for k in
+                                   ("t50", "t90", "t99", "p50", "p99", "e50", "e99", "rate")}
+    good = total = unfinished = 0
+    routed = np.zeros(len(pools))
+    batches: list[float] = []
+    for rep in reps:
+        m = rep.cls == c
+        ttft, tpot, e2e = rep.ttft_s[m] * 1e3, rep.tpot_s[m] * 1e3, rep.e2e_s[m] * 1e3
+        fin = rep.finished[m]
+        tp = tpot[~np.isnan(tpot)]
+        for k, arr, q in (("t50", ttft, 50), ("t90", ttft, 90), ("t99", ttft, 99),
+                          ("p50", tp, 50), ("p99", tp, 99), ("e50", e2e, 50), ("e99", e2e, 99)):
+            per[k].append(_pct(arr, q))
+        per["rate"].append(int(m.sum()) / rep.window_s)
+        total += int(m.sum())
+        unfinished += int((~fin).sum())
+        routed += np.bincount(rep.pool[m], minlength=len(pools))
+        if slo is not None:
+            ok = fin.copy()
+            if slo.ttft_p99_ms is not None:
+                ok &= ttft <= slo.ttft_p99_ms
+            if slo.tpot_p99_ms is not None:
+                ok &= np.nan_to_num(tpot, nan=0.0) <= slo.tpot_p99_ms
+            if slo.e2e_p99_ms is not None:
+                ok &= e2e <= slo.e2e_p99_ms
+            good += int(ok.sum())
+        if len(reps) == 1:
+            batches = _batch_p99(rep, m)
+    mean = {k: float(np.mean(v)) if v else math.nan for k, v in per.items()}
+    ci, how = p99_ci(per["t99"] if len(reps) > 1 else [], batches)
+    met: bool | None = None
+    if slo is not None:
+        used = [p for p in range(len(pools)) if routed[p] > 0]
+        met = total > 0 and unfinished == 0 and not any(pools_overloaded[p] for p in used)
+        for target, value in ((slo.ttft_p99_ms, mean["t99"]), (slo.tpot_p99_ms, mean["p99"]),
+                              (slo.e2e_p99_ms, mean["e99"])):
+            if target is not None and not (value <= target):
+                met = False
+    share = {pools[p].label: float(routed[p] / total) for p in range(len(pools))
+             if total and routed[p] > 0}
+    return ClassResult(
+        name=spec.name, requests=total, rate_rps=mean["rate"],
+        ttft_p50_ms=mean["t50"], ttft_p90_ms=mean["t90"], ttft_p99_ms=mean["t99"],
+        ttft_p99_ci_ms=ci, tpot_p50_ms=mean["p50"], e2e_p99_ms=mean["e99"],
+        slo_ttft_p99_ms=slo.ttft_p99_ms if slo else None, slo_met=met,
+        goodput_fraction=(good / total if total else None) if slo is not None else None,
+        ttft_p99_ci_method=how, ttft_p99_reps_ms=tuple(per["t99"]),
+        tpot_p99_ms=mean["p99"], e2e_p50_ms=mean["e50"],
+        slo_tpot_p99_ms=slo.tpot_p99_ms if slo else None,
+        slo_e2e_p99_ms=slo.e2e_p99_ms if slo else None,
+        unfinished=unfinished, dropped=dropped, pools=share,
+    )

@@ -1,0 +1,221 @@
+"""Routing policies: which replica of the fleet serves an arriving request (one registry).
+
+Every policy is a :class:`Router` subclass registered under a name with :func:`register_router`
+(duplicates refused); :func:`get_router` fails with the valid names. Built in:
+
+- ``round-robin``: each class cycles over its eligible replicas.
+- ``least-outstanding``: the eligible replica with the fewest outstanding requests (waiting +
+  running); ties go round-robin so no replica is favoured.
+- ``slo-aware``: each class prefers the pools that meet its TTFT SLO when unloaded, leaving pools
+  that only tighter classes can use to those classes; inside the preferred pools the replica with
+  the lowest predicted TTFT wins; when even that prediction breaks the SLO the request spills to
+  the best other pool if it predicts better. A class with ``pin`` never leaves its pins.
+- ``planned``: a fixed share per class and pool (``split``), dealt by smooth weighted
+  round-robin (exact shares, no randomness), least-outstanding inside the pool.
+
+Pins restrict the eligible replicas of every policy but ``planned`` (which follows its split).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from fleetplan.errors import InputError, UnknownNameError
+
+
+@dataclass
+class RoutingContext:
+    """What a router may look at. ``outstanding(r)`` is live; the rest is fixed for a run.
+
+    ``replica_pool[r]`` is the pool of replica ``r``; ``eligible[c]`` the replicas class ``c``
+    may use; ``split[c]`` the pool shares of class ``c`` (planned routing);
+    ``slo_ttft_s[c]`` the class's TTFT objective (``None`` without one); ``unloaded_ttft_s[c][p]``
+    the TTFT a request of class ``c`` sees on an idle replica of pool ``p`` (P99 prompt);
+    ``predict_ttft_s(r, input_tokens)`` the TTFT a request would see on replica ``r`` now.
+    """
+
+    replica_pool: Sequence[int]
+    eligible: Sequence[Sequence[int]]
+    outstanding: Callable[[int], int]
+    split: Sequence[Sequence[float] | None] = ()
+    slo_ttft_s: Sequence[float | None] = ()
+    unloaded_ttft_s: Sequence[Sequence[float]] = ()
+    predict_ttft_s: Callable[[int, int], float] | None = None
+    pinned: Sequence[bool] = ()
+    pool_replicas: list[list[int]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.pool_replicas:
+            n = max(self.replica_pool) + 1 if self.replica_pool else 0
+            self.pool_replicas = [[] for _ in range(n)]
+            for r, p in enumerate(self.replica_pool):
+                self.pool_replicas[p].append(r)
+
+
+class Router:
+    """Base of routing policies: ``route(cls, input_tokens) -> replica index``."""
+
+    name: ClassVar[str] = ""
+
+    def __init__(self, ctx: RoutingContext) -> None:
+        self.ctx = ctx
+        for c, elig in enumerate(ctx.eligible):
+            if not elig:
+                raise InputError(f"class #{c} has no replica it may be routed to")
+
+    def route(self, cls: int, input_tokens: int) -> int:
+        raise NotImplementedError
+
+
+ROUTERS: dict[str, type[Router]] = {}
+
+
+def register_router(name: str) -> Callable[[type[Router]], type[Router]]:
+    """Class decorator adding a policy to the registry; a second policy of one name is refused."""
+    def deco(cls: type[Router]) -> type[Router]:
+        if name in ROUTERS:
+            raise ValueError(f"routing policy {name!r} is already registered")
+        cls.name = name
+        ROUTERS[name] = cls
+        return cls
+
+    return deco
+
+
+def get_router(name: str) -> type[Router]:
+    """The policy registered as ``name``; unknown names fail with the valid ones."""
+    if name not in ROUTERS:
+        raise UnknownNameError("routing policy", name, ROUTERS)
+    return ROUTERS[name]
+
+
+def _least(outstanding: Callable[[int], int], replicas: Sequence[int], start: int) -> int:
+    """Replica with the fewest outstanding requests, scanning from ``start`` (fair ties)."""
+    n = len(replicas)
+    best, best_q = replicas[start % n], outstanding(replicas[start % n])
+    if best_q == 0:
+        return best
+    for k in range(1, n):
+        r = replicas[(start + k) % n]
+        q = outstanding(r)
+        if q < best_q:
+            best, best_q = r, q
+            if q == 0:
+                break
+    return best
+
+
+@register_router("round-robin")
+class RoundRobin(Router):
+    def __init__(self, ctx: RoutingContext) -> None:
+        super().__init__(ctx)
+        self._next = [0] * len(ctx.eligible)
+
+    def route(self, cls: int, input_tokens: int) -> int:
+        elig = self.ctx.eligible[cls]
+        i = self._next[cls]
+        self._next[cls] = (i + 1) % len(elig)
+        return elig[i]
+
+
+@register_router("least-outstanding")
+class LeastOutstanding(Router):
+    def __init__(self, ctx: RoutingContext) -> None:
+        super().__init__(ctx)
+        self._start = [0] * len(ctx.eligible)
+
+    def route(self, cls: int, input_tokens: int) -> int:
+        elig = self.ctx.eligible[cls]
+        s = self._start[cls]
+        self._start[cls] = (s + 1) % len(elig)
+        return _least(self.ctx.outstanding, elig, s)
+
+
+@register_router("slo-aware")
+class SloAware(Router):
+    """Preferred pools first; spill when their best prediction breaks the class's TTFT SLO.
+
+    Inside a pool the replica with the fewest outstanding requests stands for the pool; only
+    those candidates get a TTFT prediction (one per pool, not one per replica).
+    """
+
+    def __init__(self, ctx: RoutingContext) -> None:
+        super().__init__(ctx)
+        if ctx.predict_ttft_s is None:
+            raise InputError("slo-aware routing needs a TTFT predictor")
+        self._predict = ctx.predict_ttft_s
+        ncls = len(ctx.eligible)
+        meets = []
+        for c in range(ncls):
+            pools = sorted({ctx.replica_pool[r] for r in ctx.eligible[c]})
+            slo = ctx.slo_ttft_s[c] if ctx.slo_ttft_s else None
+            ok = {p for p in pools if slo is None or ctx.unloaded_ttft_s[c][p] <= slo}
+            meets.append((slo, pools, ok))
+        # per class: [(pool, its eligible replicas)] preferred, then spill
+        self.preferred: list[list[tuple[int, list[int]]]] = []
+        self.spill: list[list[tuple[int, list[int]]]] = []
+        for c in range(ncls):
+            slo, pools, ok = meets[c]
+            reserved: set[int] = set()
+            for slo2, _, ok2 in meets:
+                if slo2 is not None and (slo is None or slo2 < slo):
+                    reserved |= ok2
+            pref = (ok - reserved) or ok or set(pools)
+            elig = set(ctx.eligible[c])
+            groups = [(p, [r for r in ctx.pool_replicas[p] if r in elig]) for p in pools]
+            self.preferred.append([g for g in groups if g[0] in pref])
+            self.spill.append([g for g in groups if g[0] not in pref])
+        self._start = [0] * len(ctx.pool_replicas)
+
+    def _best(self, groups: Sequence[tuple[int, list[int]]],
+              input_tokens: int) -> tuple[int, float]:
+        best, best_t = -1, 0.0
+        for p, reps in groups:
+            s = self._start[p]
+            self._start[p] = (s + 1) % len(reps)
+            r = _least(self.ctx.outstanding, reps, s)
+            t = self._predict(r, input_tokens)
+            if best < 0 or t < best_t:
+                best, best_t = r, t
+        return best, best_t
+
+    def route(self, cls: int, input_tokens: int) -> int:
+        r, t = self._best(self.preferred[cls], input_tokens)
+        slo = self.ctx.slo_ttft_s[cls] if self.ctx.slo_ttft_s else None
+        if slo is None or t <= slo or not self.spill[cls]:
+            return r
+        r2, t2 = self._best(self.spill[cls], input_tokens)
+        return r2 if t2 < t else r
+
+
+@register_router("planned")
+class Planned(Router):
+    """Smooth weighted round-robin over pools by the class's split; least-outstanding inside."""
+
+    def __init__(self, ctx: RoutingContext) -> None:
+        super().__init__(ctx)
+        self._credit: list[list[float]] = []
+        self._weights: list[list[float]] = []
+        for c in range(len(ctx.eligible)):
+            w = ctx.split[c] if c < len(ctx.split) else None
+            if w is None or not any(x > 0 for x in w):
+                raise InputError(f"planned routing: class #{c} has no split")
+            self._weights.append(list(w))
+            self._credit.append([0.0] * len(w))
+        self._start = [0] * len(ctx.pool_replicas)
+
+    def route(self, cls: int, input_tokens: int) -> int:
+        w, credit = self._weights[cls], self._credit[cls]
+        best = -1
+        for p, wp in enumerate(w):
+            if wp > 0:
+                credit[p] += wp
+                if best < 0 or credit[p] > credit[best]:
+                    best = p
+        credit[best] -= sum(w)
+        reps = self.ctx.pool_replicas[best]
+        s = self._start[best]
+        self._start[best] = (s + 1) % len(reps)
+        return _least(self.ctx.outstanding, reps, s)

@@ -1,0 +1,226 @@
+"""One replication of a fleet: replica engines, a router and the traffic in one SimPy world.
+
+Main entry: :func:`run_replication`. Requests arriving in ``[warmup_s, duration_s)`` are
+measured; the run then drains them. A monitor watches each pool's backlog (requests routed and
+not finished): a backlog past a hard cap stops the run at once, and a backlog that grew over
+the measured window by more than normal fluctuation marks the pool overloaded; its completions
+per second are then its sustainable rate. Requests without a first token when the run stops
+enter the latency statistics as censored values (time waited so far: a lower bound).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import simpy
+
+from fleetplan.fleet.pools import PoolModel, unloaded_ttft_s
+from fleetplan.fleet.routing import RoutingContext, get_router
+from fleetplan.fleet.traffic import Traffic
+from fleetplan.replica.engine import ReplicaEngine, Request
+
+# A pool whose backlog exceeds this many requests per replica (times max_num_seqs) is
+# overloaded beyond doubt: the run stops instead of simulating an ever-growing queue.
+BACKLOG_CAP_SEQS = 4
+# Growth of a pool's backlog over the measured window that marks it overloaded: more than this
+# share of its measured requests and more than GROWTH_FLOOR per replica.
+GROWTH_SHARE = 0.03
+GROWTH_FLOOR = 32
+# The drain after the last arrival may last at most this long (s, or this share of duration).
+DRAIN_MIN_S, DRAIN_SHARE = 120.0, 0.5
+
+
+@dataclass(frozen=True)
+class RoutingInputs:
+    """Fixed routing facts of a scenario (per class): pools allowed, split, SLO, P99 prompt."""
+
+    policy: str
+    class_pools: Sequence[Sequence[int]]
+    split: Sequence[Sequence[float] | None]
+    slo_ttft_s: Sequence[float | None]
+    p99_prompt: Sequence[int]
+    mean_prompt: float
+
+
+@dataclass(frozen=True)
+class Replication:
+    """Raw outcome of one replication (arrays over measured requests, in arrival order)."""
+
+    cls: np.ndarray
+    input_tokens: np.ndarray
+    output_tokens: np.ndarray
+    ttft_s: np.ndarray            # censored (time waited) where no first token came
+    e2e_s: np.ndarray             # censored where not finished
+    tpot_s: np.ndarray            # NaN where unfinished or one output token
+    finished: np.ndarray          # bool
+    pool: np.ndarray              # pool index per measured request
+    window_s: float
+    utilization: tuple[float, ...]
+    pool_overloaded: tuple[bool, ...]
+    pool_completed_rps: tuple[float, ...]
+    stopped_at_s: float
+    stop_reason: str
+
+
+def _busy_at(engine: ReplicaEngine, now: float) -> float:
+    """Busy seconds up to ``now``, counting the part of a step plan already elapsed."""
+    busy = engine.busy_s
+    if getattr(engine, "_busy", False):
+        busy += max(0.0, now - getattr(engine, "_plan_t0", now))
+    return busy
+
+
+def _predictor(engines: Sequence[ReplicaEngine], mean_prompt: float) -> Callable[[int, int], float]:
+    """TTFT a new request would see on replica ``r``: overhead plus the prefill of the queue
+    ahead (mean prompt each) and its own prompt, in chunks beside the running decodes."""
+    def predict(r: int, input_tokens: int) -> float:
+        e = engines[r]
+        p = e.params
+        running = e.running
+        per_step = max(1, p.max_num_batched_tokens - running)
+        tokens = e.queue_len * mean_prompt + input_tokens
+        steps = math.ceil(tokens / per_step)
+        chunk = min(tokens, per_step)
+        wait = 0.0
+        if running >= p.max_num_seqs:  # a slot must free first: about one decode lifetime
+            wait = p.step_s(0, running, e.kv_tokens_used) * 32
+        return p.overhead_s + wait + steps * p.step_s(chunk, running, e.kv_tokens_used)
+
+    return predict
+
+
+def run_replication(pools: Sequence[PoolModel], traffic: Traffic, routing: RoutingInputs, *,
+                    warmup_s: float, duration_s: float,
+                    progress: Callable[[float], None] | None = None) -> Replication:
+    """Simulate ``traffic`` on ``pools`` with the routing policy; see the module docstring."""
+    env = simpy.Environment()
+    n = len(traffic)
+    t_arr = traffic.arrival_s
+    ins, outs, cls_of = traffic.input_tokens, traffic.output_tokens, traffic.cls
+    first = np.full(n, np.nan)
+    fin = np.full(n, np.nan)
+    routed_to = np.full(n, -1, dtype=np.int64)
+    measured = (t_arr >= warmup_s) & (t_arr < duration_s)
+    left = [int(measured.sum())]
+    stop = env.event()
+    state = {"arrivals_done": False, "reason": "drained"}
+    backlog = [0] * len(pools)
+    done_in_window = [0] * len(pools)
+
+    def on_finish(req: Request) -> None:
+        i = req.rid
+        first[i] = req.first_token_s
+        fin[i] = req.finish_s
+        p = routed_to[i]
+        backlog[p] -= 1
+        if warmup_s <= env.now < duration_s:
+            done_in_window[p] += 1
+        if measured[i]:
+            left[0] -= 1
+            if left[0] == 0 and state["arrivals_done"] and not stop.triggered:
+                stop.succeed()
+
+    engines: list[ReplicaEngine] = []
+    replica_pool: list[int] = []
+    for pm in pools:
+        for _ in range(pm.count):
+            engines.append(ReplicaEngine(env, pm.params, on_finish, record_itl=False))
+            replica_pool.append(pm.index)
+    eligible = [[r for r, p in enumerate(replica_pool) if p in set(cp)]
+                for cp in routing.class_pools]
+    unloaded = [[unloaded_ttft_s(pm.params, routing.p99_prompt[c]) for pm in pools]
+                for c in range(len(routing.class_pools))]
+    ctx = RoutingContext(
+        replica_pool=replica_pool, eligible=eligible,
+        outstanding=lambda r: engines[r].outstanding,
+        split=routing.split, slo_ttft_s=routing.slo_ttft_s, unloaded_ttft_s=unloaded,
+        predict_ttft_s=_predictor(engines, routing.mean_prompt))
+    router = get_router(routing.policy)(ctx)
+
+    def arrivals():  # type: ignore[no-untyped-def]
+        for i in range(n):
+            t = float(t_arr[i])
+            if t > env.now:
+                yield env.timeout(t - env.now)
+            c = int(cls_of[i])
+            a = int(ins[i])
+            r = router.route(c, a)
+            p = replica_pool[r]
+            routed_to[i] = p
+            backlog[p] += 1
+            engines[r].submit(Request(i, t, a, int(outs[i]), c))
+        state["arrivals_done"] = True
+        if left[0] == 0 and not stop.triggered:
+            stop.succeed()
+
+    caps = [pm.count * pm.params.max_num_seqs * BACKLOG_CAP_SEQS for pm in pools]
+    snap: dict[str, list[float]] = {}
+    check_s = max(0.5, (duration_s - warmup_s) / 100.0)
+    drain_end = duration_s + max(DRAIN_MIN_S, DRAIN_SHARE * duration_s)
+
+    def monitor():  # type: ignore[no-untyped-def]
+        took_warm = took_end = False
+        while not stop.triggered:
+            now = env.now
+            if not took_warm and now >= warmup_s:
+                snap["busy0"] = [_busy_at(e, warmup_s) for e in engines]
+                snap["backlog0"] = list(backlog)
+                took_warm = True
+            if not took_end and now >= duration_s:
+                snap["busy1"] = [_busy_at(e, duration_s) for e in engines]
+                snap["backlog1"] = list(backlog)
+                took_end = True
+            if any(b > cap for b, cap in zip(backlog, caps, strict=True)):
+                state["reason"] = "backlog cap"
+                stop.succeed()
+                return
+            if now >= drain_end:
+                state["reason"] = "drain limit"
+                stop.succeed()
+                return
+            if progress is not None:
+                progress(min(1.0, now / duration_s))
+            nxt = min(x for x in (now + check_s, warmup_s, duration_s, drain_end) if x > now)
+            yield env.timeout(nxt - now)
+
+    env.process(arrivals())
+    env.process(monitor())
+    env.run(until=stop)
+    now = env.now
+    end = min(now, duration_s)
+    if "busy0" not in snap:
+        snap["busy0"] = [_busy_at(e, min(warmup_s, now)) for e in engines]
+        snap["backlog0"] = list(backlog)
+    if "busy1" not in snap:
+        snap["busy1"] = [_busy_at(e, end) for e in engines]
+        snap["backlog1"] = list(backlog)
+    window = max(end - warmup_s, 1e-9)
+    util = []
+    r0 = 0
+    for pm in pools:
+        b = sum(snap["busy1"][r] - snap["busy0"][r] for r in range(r0, r0 + pm.count))
+        util.append(min(1.0, max(0.0, b / (window * pm.count))))
+        r0 += pm.count
+    m = measured & (routed_to >= 0)
+    routed = np.bincount(routed_to[m & (routed_to >= 0)], minlength=len(pools))
+    over = []
+    for p, pm in enumerate(pools):
+        grew = snap["backlog1"][p] - snap["backlog0"][p]
+        limit = max(GROWTH_SHARE * routed[p], GROWTH_FLOOR * pm.count)
+        over.append(state["reason"] != "drained" and backlog[p] > 0 or grew > limit)
+    # censor: no first token / not finished by the stop
+    ft = np.where(np.isnan(first), now, first)
+    fe = np.where(np.isnan(fin), now, fin)
+    o = outs.astype(float)
+    tpot = np.where((~np.isnan(fin)) & (o > 1), (fin - first) / np.maximum(o - 1, 1), np.nan)
+    return Replication(
+        cls=cls_of[m], input_tokens=ins[m], output_tokens=outs[m],
+        ttft_s=(ft - t_arr)[m], e2e_s=(fe - t_arr)[m], tpot_s=tpot[m],
+        finished=~np.isnan(fin[m]), pool=routed_to[m], window_s=window,
+        utilization=tuple(util), pool_overloaded=tuple(bool(x) for x in over),
+        pool_completed_rps=tuple(d / window for d in done_in_window),
+        stopped_at_s=now, stop_reason=state["reason"],
+    )

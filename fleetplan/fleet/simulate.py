@@ -1,0 +1,173 @@
+"""The library entry of the fleet simulator: :func:`simulate` (scenario -> SimulationResult).
+
+It resolves the fleet's pools (replica parameters, context windows, prices, power, grid), draws
+each replication's traffic from an independent seed (``SeedSequence(seed).spawn``), runs the
+replications one after another and aggregates them: per-class latency percentiles with 95%
+CIs, per-pool utilization, overload (offered vs sustainable rate) and the fleet's cost, energy
+and carbon. Same scenario and seed: identical result, byte for byte once serialized.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from fleetplan.errors import InputError
+from fleetplan.fleet.accounting import account
+from fleetplan.fleet.pools import (
+    PoolModel,
+    build_pools,
+    class_pools,
+    p99_prompt_tokens,
+    split_weights,
+)
+from fleetplan.fleet.results import (
+    ClassResult,
+    PoolResult,
+    SimStatus,
+    SimulationResult,
+    class_result,
+)
+from fleetplan.fleet.sim import Replication, RoutingInputs, run_replication
+from fleetplan.fleet.traffic import Traffic, build_traffic, load_traces
+from fleetplan.profiles.store import ProfileStore
+from fleetplan.scenario import Pool, Scenario, parse_fleet
+
+Progress = Callable[[float], None]
+
+
+def _windows(pools: Sequence[PoolModel], allowed: Sequence[Sequence[int]]) -> list[tuple[int, str]]:
+    out = []
+    for cp in allowed:
+        p = min(cp, key=lambda i: pools[i].context_window)
+        out.append((pools[p].context_window, pools[p].spec.config))
+    return out
+
+
+def _routing_inputs(scenario: Scenario, pools: Sequence[PoolModel],
+                    allowed: Sequence[Sequence[int]], traffic: Traffic) -> RoutingInputs:
+    p99 = [p99_prompt_tokens(scenario, c, traffic.input_tokens[traffic.cls == c])
+           for c in range(len(scenario.classes))]
+    slo = [c.slo.ttft_p99_ms / 1e3 if c.slo is not None and c.slo.ttft_p99_ms is not None
+           else None for c in scenario.classes]
+    mean_prompt = float(traffic.input_tokens.mean()) if len(traffic) else 0.0
+    return RoutingInputs(scenario.routing, allowed, split_weights(scenario, pools), slo, p99,
+                         mean_prompt)
+
+
+def _pool_results(pools: Sequence[PoolModel], reps: Sequence[Replication],
+                  util: Sequence[float], over: Sequence[bool], acct_pools: Sequence) -> list:
+    out = []
+    for p, pm in enumerate(pools):
+        routed = sum(int((rep.pool == p).sum()) for rep in reps)
+        a = acct_pools[p]
+        e = pm.economics
+        out.append(PoolResult(
+            config=pm.spec.config, count=pm.count, region=pm.spec.region,
+            utilization=util[p], requests=routed, label=pm.label, gpus=e.gpus,
+            overloaded=over[p],
+            completed_rps=float(np.mean([rep.pool_completed_rps[p] for rep in reps])),
+            calibrated=pm.params.calibrated, params_source=pm.params.source,
+            context_window=pm.context_window,
+            price_usd_per_gpu_hour=e.price_usd_per_gpu_hour, price_source=e.price_source,
+            power_w=a.power_w, power_source=e.power.source,
+            grid_g_per_kwh=e.grid_g_per_kwh, grid_source=e.grid_source,
+            embodied_source=e.embodied_source, cost_per_hour_usd=a.cost_per_hour_usd,
+            energy_kwh_per_hour=a.energy_kwh_per_hour,
+            g_co2_operational_per_hour=a.g_co2_operational_per_hour,
+            g_co2_embodied_per_hour=a.g_co2_embodied_per_hour,
+        ))
+    return out
+
+
+def _notes(pools: Sequence[PoolModel], classes: Sequence[ClassResult], reps: Sequence[Replication],
+           over: Sequence[bool], offered: float, sustainable: float | None) -> list[str]:
+    notes = ["rates are sustained arrivals simulated to steady state (after warm-up), not the "
+             "measured runs' 200-request bursts; sustainable rates are far below burst rates",
+             "utilization is the share of time a replica's engine is stepping (any request in "
+             "flight); power = idle + (busy - idle) x utilization per GPU"]
+    for pm in pools:
+        if not pm.params.calibrated:
+            notes.append(f"pool {pm.label}: calibrated: false, replica parameters are "
+                         f"{pm.params.source}")
+    for p, pm in enumerate(pools):
+        if over[p]:
+            stops = sorted({f"{r.stop_reason} at t={r.stopped_at_s:.0f} s" for r in reps})
+            notes.append(f"pool {pm.label} overloaded: its queue grows without bound; it "
+                         f"completes {np.mean([r.pool_completed_rps[p] for r in reps]):.3g} "
+                         f"req/s (runs stopped: {', '.join(stops)})")
+    if sustainable is not None:
+        notes.append(f"overloaded: offered {offered:.3g} req/s, sustainable {sustainable:.3g} "
+                     "req/s; latency figures include censored waits (lower bounds)")
+    for c in classes:
+        if c.dropped:
+            notes.append(f"class {c.name}: {c.dropped} request(s) longer than the context "
+                         "window dropped (overlong: drop)")
+    return notes
+
+
+def simulate(scenario: Scenario, fleet: Sequence[Pool] | str | None = None, *,
+             progress: Progress | None = None,
+             store: ProfileStore | None = None) -> SimulationResult:
+    """Simulate ``scenario`` on ``fleet`` (default: the scenario's own fleet).
+
+    ``fleet`` may be a list of :class:`~fleetplan.scenario.Pool` or a spec string
+    (``"2x1xH100-PCIe+4x2xRTX-4090@FRA"``). ``progress`` is called with the fraction done (0..1).
+    ``store`` is the profile store whose measured power is used (default: bundled).
+    """
+    if isinstance(fleet, str):
+        fleet = parse_fleet(fleet)
+    if fleet is not None:
+        scenario = scenario.with_fleet(fleet)
+    if scenario.fleet is None:
+        raise InputError("fleet: the scenario has no fleet to simulate; give one in the file "
+                         "or with --fleet, e.g. --fleet 2x1xH100-PCIe+4x2xRTX-4090")
+    pools = build_pools(scenario, scenario.fleet, store)
+    allowed = class_pools(scenario, pools)
+    windows = _windows(pools, allowed)
+    traces = load_traces(scenario)
+    sim = scenario.sim
+    seeds = np.random.SeedSequence(sim.seed).spawn(sim.replications)
+    reps: list[Replication] = []
+    dropped = np.zeros(len(scenario.classes), dtype=np.int64)
+    routing: RoutingInputs | None = None
+    for k, ss in enumerate(seeds):
+        traffic = build_traffic(scenario, ss, windows, traces)
+        dropped += np.asarray(traffic.dropped, dtype=np.int64)
+        if routing is None:
+            routing = _routing_inputs(scenario, pools, allowed, traffic)
+        cb = None
+        if progress is not None:
+            def cb(f: float, k: int = k) -> None:
+                progress((k + f) / sim.replications)
+        reps.append(run_replication(pools, traffic, routing, warmup_s=sim.warmup_s,
+                                    duration_s=sim.duration_s, progress=cb))
+    over = [any(r.pool_overloaded[p] for r in reps) for p in range(len(pools))]
+    util = [float(np.mean([r.utilization[p] for r in reps])) for p in range(len(pools))]
+    tokens_per_s = float(np.mean([
+        (r.input_tokens[r.finished].sum() + r.output_tokens[r.finished].sum()) / r.window_s
+        for r in reps]))
+    acct = account([pm.economics for pm in pools], util, tokens_per_s)
+    classes = [class_result(scenario, c, reps, pools, int(dropped[c]), over)
+               for c in range(len(scenario.classes))]
+    offered = float(np.mean([r.cls.size / r.window_s for r in reps]))
+    overloaded = any(over)
+    sustainable = (float(np.mean([sum(r.pool_completed_rps) for r in reps]))
+                   if overloaded else None)
+    if overloaded:
+        status = SimStatus.overloaded
+    elif all(c.slo_met is None for c in classes):
+        status = SimStatus.no_slo
+    else:
+        status = SimStatus.met if all(c.slo_met is not False for c in classes) else SimStatus.missed
+    if progress is not None:
+        progress(1.0)
+    return SimulationResult(
+        status=status, model=scenario.model, routing=scenario.routing, classes=tuple(classes),
+        pools=tuple(_pool_results(pools, reps, util, over, acct.pools)), account=acct,
+        overloaded=overloaded, offered_rps=offered, sustainable_rps=sustainable,
+        seed=sim.seed, replications=sim.replications, duration_s=sim.duration_s,
+        warmup_s=sim.warmup_s,
+        notes=tuple(_notes(pools, classes, reps, over, offered, sustainable)),
+    )
