@@ -1,0 +1,147 @@
+"""Plots of one fleet: what it is made of, and how each class fares against its SLO.
+
+Main entries (each accepts a result object, its ``to_dict()``, or the list of records):
+
+* :func:`plot_fleet_composition`: replicas (or GPUs) per pool, from records with ``config``,
+  ``count`` and optionally ``region`` and ``utilization`` (``fleetplan simulate``'s ``pools`` or
+  ``fleetplan solve``'s ``fleet``).
+* :func:`plot_class_latency`: each class's P99 TTFT next to its SLO, from records with ``name``,
+  ``ttft_p99_ms``, ``slo_ttft_p99_ms`` and optionally ``ttft_p99_ci_ms`` ([lo, hi]) and
+  ``met``/``slo_met`` (``classes`` of the simulate and solve JSON).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+
+from fleetplan.catalog.hardware import HardwareConfig
+from fleetplan.errors import InputError
+from fleetplan.viz.style import (
+    MET_COLOR,
+    MISSED_COLOR,
+    REFERENCE_COLOR,
+    as_frame,
+    label_for,
+    new_axes,
+    style_map,
+)
+
+
+def _records(data: Any, keys: tuple[str, ...], required: tuple[str, ...], what: str
+             ) -> pd.DataFrame:
+    """The first of ``keys`` that a dict/result holds, or ``data`` itself when it is records."""
+    if isinstance(data, pd.DataFrame | list | tuple):
+        return as_frame(data, required=required, what=what)
+    d = data.to_dict() if hasattr(data, "to_dict") and not isinstance(data, dict) else data
+    if isinstance(d, dict):
+        for k in keys:
+            if k in d:
+                return as_frame(d[k], required=required, what=f"{what} ({k})")
+        raise InputError(f"{what}: expected one of {', '.join(keys)} in the result "
+                         f"(has: {', '.join(map(str, d))})")
+    return as_frame(data, required=required, what=what)
+
+
+def _gpus(config: str) -> int:
+    return HardwareConfig.parse(config).gpu_count
+
+
+def plot_fleet_composition(fleet: Any, *, unit: str = "replicas", ax: Axes | None = None) -> Axes:
+    """Horizontal bars: replicas (``unit="replicas"``) or GPUs (``unit="gpus"``) per pool.
+
+    One bar per (configuration, region), coloured by configuration; the label at the end of each
+    bar gives replicas, GPUs and, when the records carry it, utilization.
+    """
+    if unit not in ("replicas", "gpus"):
+        raise InputError(f"unit {unit!r}: expected 'replicas' or 'gpus'")
+    df = _records(fleet, ("pools", "fleet"), ("config", "count"), "plot_fleet_composition")
+    df = df[df["count"] > 0].copy()
+    if df.empty:
+        raise InputError("plot_fleet_composition: the fleet is empty")
+    if "region" not in df.columns:
+        df["region"] = ""
+    df["gpus"] = [int(c) * _gpus(cfg) for cfg, c in zip(df["config"], df["count"], strict=True)]
+    df = df.sort_values(["config", "region"], kind="mergesort").reset_index(drop=True)
+    ax = new_axes(ax, figsize=(7.0, 1.2 + 0.5 * len(df)))
+    styles = style_map(df["config"])
+    values = df["count"] if unit == "replicas" else df["gpus"]
+    labels = [f"{c} @ {r}" if r else c for c, r in zip(df["config"], df["region"], strict=True)]
+    y = np.arange(len(df))
+    seen: set[str] = set()
+    for i, rec in enumerate(df.to_dict("records")):
+        color = styles[rec["config"]][0]
+        label = rec["config"] if rec["config"] not in seen else None
+        seen.add(rec["config"])
+        ax.barh(y[i], values.iloc[i], color=color, label=label)
+        note = f"{int(rec['count'])} replicas, {int(rec['gpus'])} GPUs"
+        util = rec.get("utilization")
+        if util is not None and not (isinstance(util, float) and math.isnan(util)):
+            note += f", {100 * float(util):.0f}% busy"
+        ax.annotate(note, (values.iloc[i], y[i]), xytext=(4, 0), textcoords="offset points",
+                    va="center", fontsize="small")
+    ax.set_yticks(y, labels)
+    ax.invert_yaxis()
+    ax.set_xlabel("replicas" if unit == "replicas" else "GPUs")
+    ax.set_xlim(0, float(values.max()) * 1.6)
+    total_r, total_g = int(df["count"].sum()), int(df["gpus"].sum())
+    ax.set_title(f"Fleet: {total_r} replicas, {total_g} GPUs", fontsize="medium")
+    ax.grid(True, axis="x", alpha=0.3)
+    return ax
+
+
+def plot_class_latency(classes: Any, *, metric: str = "ttft_p99_ms", ax: Axes | None = None,
+                       logy: bool = False) -> Axes:
+    """Per class: simulated P99 (bar, with its 95% interval when given) against the SLO (tick).
+
+    Bars of classes that met their SLO are green, missed ones vermillion and hatched (so the
+    difference survives greyscale and colour-vision deficiencies). ``met`` (solve) or
+    ``slo_met`` (simulate) decides; without either, the bar is compared with the SLO.
+    """
+    slo_col = f"slo_{metric}"
+    df = _records(classes, ("classes",), ("name", metric), "plot_class_latency")
+    if df.empty:
+        raise InputError("plot_class_latency: no classes")
+    ax = new_axes(ax, figsize=(max(4.0, 1.4 * len(df) + 2), 4.5))
+    x = np.arange(len(df))
+    slo = df[slo_col] if slo_col in df.columns else pd.Series([None] * len(df))
+    met_col = "met" if "met" in df.columns else "slo_met" if "slo_met" in df.columns else None
+    for i, rec in enumerate(df.to_dict("records")):
+        value = rec[metric]
+        target = slo.iloc[i]
+        if met_col is not None:
+            met = bool(rec[met_col])
+        else:
+            met = target is None or pd.isna(target) or (value is not None and value <= target)
+        height = float(value) if value is not None and not pd.isna(value) else 0.0
+        ax.bar(x[i], height, width=0.6, color=MET_COLOR if met else MISSED_COLOR,
+               hatch=None if met else "//", edgecolor="white" if met else REFERENCE_COLOR)
+        ci = rec.get(f"{metric.removesuffix('_ms')}_ci_ms")  # ttft_p99_ci_ms: [lo, hi]
+        if isinstance(ci, list | tuple) and len(ci) == 2 and None not in ci:
+            ax.errorbar(x[i], height, yerr=[[height - ci[0]], [ci[1] - height]],
+                        color=REFERENCE_COLOR, capsize=4, linewidth=1)
+        if target is not None and not pd.isna(target):
+            ax.hlines(float(target), x[i] - 0.4, x[i] + 0.4, color=REFERENCE_COLOR,
+                      linestyles="--", linewidth=2)
+            ax.annotate(f"SLO {float(target):g}", (x[i] + 0.4, float(target)), xytext=(2, 0),
+                        textcoords="offset points", ha="left", va="center", fontsize="small")
+    ax.set_xticks(x, list(df["name"]))
+    ax.set_xlabel("traffic class")
+    ax.set_ylabel(f"simulated {label_for(metric)}")
+    if logy:
+        ax.set_yscale("log")
+    handles = [Patch(color=MET_COLOR, label="met"),
+               Patch(facecolor=MISSED_COLOR, hatch="//", edgecolor=REFERENCE_COLOR,
+                     label="missed"),
+               Line2D([], [], color=REFERENCE_COLOR, linestyle="--", linewidth=2, label="SLO")]
+    ax.legend(handles=handles, frameon=False, fontsize="small")
+    ax.set_title(f"{label_for(metric).split(' (')[0]} per class vs SLO", fontsize="medium")
+    ax.grid(True, axis="y", alpha=0.3)
+    return ax
+

@@ -1,0 +1,181 @@
+"""Fleet composition, class latency vs SLO, the frontier and the hourly plan: content checks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from matplotlib.patches import Rectangle
+
+from fleetplan.errors import InputError
+from fleetplan.viz import (
+    hours_frame,
+    pareto_mask,
+    plot_class_latency,
+    plot_fleet_composition,
+    plot_frontier,
+    plot_hourly_plan,
+)
+from fleetplan.viz.style import MET_COLOR, MISSED_COLOR
+
+SIM = {  # the shape of `fleetplan simulate --format json` (issue 4's binding names)
+    "classes": [
+        {"name": "chat", "ttft_p99_ms": 80.0, "ttft_p99_ci_ms": [70.0, 92.0],
+         "slo_ttft_p99_ms": 100.0, "slo_met": True},
+        {"name": "batch", "ttft_p99_ms": 620.0, "ttft_p99_ci_ms": [540.0, 700.0],
+         "slo_ttft_p99_ms": 500.0, "slo_met": False},
+    ],
+    "pools": [
+        {"config": "2xRTX-4090", "count": 4, "region": "EU27", "utilization": 0.83},
+        {"config": "1xH100-PCIe", "count": 2, "region": "EU27", "utilization": 0.61},
+    ],
+}
+
+
+class _Result:
+    """A result object as the library returns them: to_dict() gives the JSON contract."""
+
+    def __init__(self, d: dict) -> None:
+        self._d = d
+
+    def to_dict(self) -> dict:
+        return self._d
+
+
+def _bars(ax) -> list[Rectangle]:
+    return [p for p in ax.patches if isinstance(p, Rectangle)]
+
+
+def test_fleet_composition_bars_and_labels() -> None:
+    ax = plot_fleet_composition(_Result(SIM))
+    bars = _bars(ax)
+    assert [b.get_width() for b in bars] == [2, 4]  # sorted by configuration
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["1xH100-PCIe @ EU27",
+                                                           "2xRTX-4090 @ EU27"]
+    assert ax.get_xlabel() == "replicas"
+    assert ax.get_title() == "Fleet: 6 replicas, 10 GPUs"
+    notes = [t.get_text() for t in ax.texts]
+    assert "4 replicas, 8 GPUs, 83% busy" in notes
+
+
+def test_fleet_composition_in_gpus_from_a_plan_fleet() -> None:
+    plan = {"status": "optimal", "fleet": [{"config": "4xRTX-4090", "count": 3,
+                                            "region": "EU27"}]}
+    ax = plot_fleet_composition(plan, unit="gpus")
+    assert [b.get_width() for b in _bars(ax)] == [12] and ax.get_xlabel() == "GPUs"
+    with pytest.raises(InputError, match="unit"):
+        plot_fleet_composition(plan, unit="racks")
+    with pytest.raises(InputError, match="expected one of pools, fleet"):
+        plot_fleet_composition({"classes": []})
+
+
+def test_class_latency_bars_slo_and_interval() -> None:
+    ax = plot_class_latency(SIM)
+    bars = _bars(ax)[:2]
+    assert [b.get_height() for b in bars] == [80.0, 620.0]
+    assert bars[0].get_facecolor()[:3] == pytest.approx(_rgb(MET_COLOR))
+    assert bars[1].get_facecolor()[:3] == pytest.approx(_rgb(MISSED_COLOR))
+    assert bars[1].get_hatch() == "//" and not bars[0].get_hatch()
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["chat", "batch"]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["met", "missed", "SLO"]
+    segs = [seg for c in ax.collections if hasattr(c, "get_segments")
+            for seg in c.get_segments() if seg[0][1] == seg[1][1]]
+    assert {seg[0][1] for seg in segs} >= {100.0, 500.0}
+    assert "ms" in ax.get_ylabel() and "TTFT" in ax.get_ylabel()
+    assert {t.get_text() for t in ax.texts} == {"SLO 100", "SLO 500"}
+
+
+def test_class_latency_uses_met_from_a_plan_and_compares_without_it() -> None:
+    plan = {"classes": [{"name": "a", "ttft_p99_ms": 90.0, "slo_ttft_p99_ms": 100.0,
+                         "met": False}]}
+    (bar,) = _bars(plot_class_latency(plan))[:1]
+    assert bar.get_facecolor()[:3] == pytest.approx(_rgb(MISSED_COLOR))  # the plan says missed
+    bare = [{"name": "a", "ttft_p99_ms": 90.0, "slo_ttft_p99_ms": 100.0}]
+    (bar,) = _bars(plot_class_latency(bare))[:1]
+    assert bar.get_facecolor()[:3] == pytest.approx(_rgb(MET_COLOR))
+
+
+def _rgb(hex_color: str) -> tuple[float, float, float]:
+    h = hex_color.lstrip("#")
+    return tuple(int(h[i:i + 2], 16) / 255 for i in (0, 2, 4))  # type: ignore[return-value]
+
+
+POINTS = [
+    {"g_co2_per_mtok": 50.0, "cost_per_hour_usd": 10.0, "status": "optimal"},
+    {"g_co2_per_mtok": 40.0, "cost_per_hour_usd": 12.0, "status": "optimal"},
+    {"g_co2_per_mtok": 35.0, "cost_per_hour_usd": 16.0, "status": "optimal"},
+    {"g_co2_per_mtok": 30.0, "cost_per_hour_usd": 15.0, "status": "optimal"},
+    {"g_co2_per_mtok": None, "cost_per_hour_usd": None, "status": "infeasible"},
+]
+
+
+def test_frontier_highlights_pareto_points_and_counts_infeasible() -> None:
+    ax = plot_frontier(POINTS)
+    (line,) = ax.get_lines()
+    assert list(line.get_xdata()) == [30.0, 40.0, 50.0]
+    assert list(line.get_ydata()) == [15.0, 12.0, 10.0]
+    (dominated,) = ax.collections
+    assert dominated.get_offsets().tolist() == [[35.0, 16.0]]
+    assert ax.get_xlabel() == "carbon (g CO2e per 1M tokens)"
+    assert ax.get_ylabel() == "cost (USD per hour)"
+    assert "1 infeasible point not shown" in ax.get_title()
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["Pareto-optimal plans",
+                                                                   "dominated plans"]
+
+
+def test_frontier_other_sweeps_and_errors() -> None:
+    pts = [{"slo_ttft_p99_ms": s, "cost_per_hour_usd": 100 / s} for s in (50.0, 100.0, 200.0)]
+    ax = plot_frontier(pts)
+    assert ax.get_xlabel() == "P99 TTFT objective (ms)" and len(ax.collections) == 0
+    with pytest.raises(InputError, match="no x column"):
+        plot_frontier([{"cost_per_hour_usd": 1.0}])
+    with pytest.raises(InputError, match="no feasible point"):
+        plot_frontier([{"g_co2_per_mtok": None, "cost_per_hour_usd": None,
+                        "status": "infeasible"}])
+
+
+@given(st.lists(st.tuples(st.integers(0, 20), st.integers(0, 20)), min_size=1, max_size=30))
+def test_pareto_mask_law(pts: list[tuple[int, int]]) -> None:
+    x = np.array([p[0] for p in pts], dtype=float)
+    y = np.array([p[1] for p in pts], dtype=float)
+    keep = pareto_mask(x, y)
+    assert keep.any()
+    for i in range(len(x)):
+        dominated_by_kept = ((x[keep] <= x[i]) & (y[keep] <= y[i])
+                             & ((x[keep] < x[i]) | (y[keep] < y[i]))).any()
+        assert keep[i] != dominated_by_kept  # kept iff nothing kept dominates it
+
+
+HOURS = [
+    {"hour": h, "rate_rps": 10.0 + h,
+     "fleet": [{"config": "1xH100-PCIe", "count": 2, "region": "EU27"},
+               {"config": "2xRTX-4090", "count": 1 + h % 3, "region": "EU27"}],
+     "on_demand": [{"config": "2xRTX-4090", "count": 1, "region": "EU27"}] if h >= 12 else []}
+    for h in range(24)
+]
+
+
+def test_hourly_plan_stacks_replicas_and_shows_the_rate() -> None:
+    ax = plot_hourly_plan({"status": "optimal", "hours": HOURS})
+    bars = _bars(ax)
+    assert len(bars) == 24 * 3  # H100 base, 4090 base, 4090 on demand
+    tops = {}
+    for b in bars:
+        x = round(b.get_x() + b.get_width() / 2)
+        tops[x] = max(tops.get(x, 0), b.get_y() + b.get_height())
+    assert tops[0] == 3 and tops[13] == 2 + 2 + 1
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+        "1xH100-PCIe", "2xRTX-4090", "2xRTX-4090 on demand", "offered rate"]
+    assert ax.get_xlabel() == "hour of day" and ax.get_ylabel() == "replicas"
+    (twin,) = [a for a in ax.figure.axes if a is not ax]
+    assert twin.get_ylabel() == "request rate (req/s)"
+    assert list(twin.get_lines()[0].get_ydata()) == [10.0 + h for h in range(24)]
+
+
+def test_hours_frame_and_a_plan_without_hours() -> None:
+    df = hours_frame(HOURS)
+    assert set(df["kind"]) == {"base", "on_demand"}
+    assert int(df[df["hour"] == 12]["count"].sum()) == 2 + 1 + 1
+    with pytest.raises(InputError, match="no hours"):
+        plot_hourly_plan({"status": "optimal", "fleet": []})
