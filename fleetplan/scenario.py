@@ -261,7 +261,8 @@ def parse_fleet(text: str) -> list[Pool]:
         try:
             pools.append(Pool.model_validate(data))
         except ValidationError as exc:
-            raise InputError(f"--fleet {part.strip()!r}: {exc.errors()[0]['msg']}") from None
+            msg = exc.errors()[0]["msg"].removeprefix("Value error, ")
+            raise InputError(f"--fleet {part.strip()!r}: {msg}") from None
     return pools
 
 

@@ -27,7 +27,7 @@ from fleetplan.errors import InputError, UnknownNameError
 
 @dataclass
 class RoutingContext:
-    """What a router may look at. ``outstanding(r)`` is live; the rest is fixed for a run.
+    """What a router may look at. ``outstanding[r]`` is live; the rest is fixed for a run.
 
     ``replica_pool[r]`` is the pool of replica ``r``; ``eligible[c]`` the replicas class ``c``
     may use; ``split[c]`` the pool shares of class ``c`` (planned routing);
@@ -38,7 +38,7 @@ class RoutingContext:
 
     replica_pool: Sequence[int]
     eligible: Sequence[Sequence[int]]
-    outstanding: Callable[[int], int]
+    outstanding: list[int]
     split: Sequence[Sequence[float] | None] = ()
     slo_ttft_s: Sequence[float | None] = ()
     unloaded_ttft_s: Sequence[Sequence[float]] = ()
@@ -91,20 +91,11 @@ def get_router(name: str) -> type[Router]:
     return ROUTERS[name]
 
 
-def _least(outstanding: Callable[[int], int], replicas: Sequence[int], start: int) -> int:
+def _least(outstanding: list[int], replicas: Sequence[int], start: int) -> int:
     """Replica with the fewest outstanding requests, scanning from ``start`` (fair ties)."""
-    n = len(replicas)
-    best, best_q = replicas[start % n], outstanding(replicas[start % n])
-    if best_q == 0:
-        return best
-    for k in range(1, n):
-        r = replicas[(start + k) % n]
-        q = outstanding(r)
-        if q < best_q:
-            best, best_q = r, q
-            if q == 0:
-                break
-    return best
+    if start:
+        replicas = [*replicas[start:], *replicas[:start]]
+    return min(replicas, key=outstanding.__getitem__)
 
 
 @register_router("round-robin")

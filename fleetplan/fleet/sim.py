@@ -108,6 +108,7 @@ def run_replication(pools: Sequence[PoolModel], traffic: Traffic, routing: Routi
     stop = env.event()
     state = {"arrivals_done": False, "reason": "drained"}
     backlog = [0] * len(pools)
+    rep_of = [0] * n
     done_in_window = [0] * len(pools)
 
     def on_finish(req: Request) -> None:
@@ -116,6 +117,7 @@ def run_replication(pools: Sequence[PoolModel], traffic: Traffic, routing: Routi
         fin[i] = req.finish_s
         p = routed_to[i]
         backlog[p] -= 1
+        busy_count[rep_of[i]] -= 1
         if warmup_s <= env.now < duration_s:
             done_in_window[p] += 1
         if measured[i]:
@@ -129,13 +131,14 @@ def run_replication(pools: Sequence[PoolModel], traffic: Traffic, routing: Routi
         for _ in range(pm.count):
             engines.append(ReplicaEngine(env, pm.params, on_finish, record_itl=False))
             replica_pool.append(pm.index)
+    busy_count = [0] * len(engines)  # outstanding requests per replica (routed, not finished)
     eligible = [[r for r, p in enumerate(replica_pool) if p in set(cp)]
                 for cp in routing.class_pools]
     unloaded = [[unloaded_ttft_s(pm.params, routing.p99_prompt[c]) for pm in pools]
                 for c in range(len(routing.class_pools))]
     ctx = RoutingContext(
         replica_pool=replica_pool, eligible=eligible,
-        outstanding=lambda r: engines[r].outstanding,
+        outstanding=busy_count,
         split=routing.split, slo_ttft_s=routing.slo_ttft_s, unloaded_ttft_s=unloaded,
         predict_ttft_s=_predictor(engines, routing.mean_prompt))
     router = get_router(routing.policy)(ctx)
@@ -151,6 +154,8 @@ def run_replication(pools: Sequence[PoolModel], traffic: Traffic, routing: Routi
             p = replica_pool[r]
             routed_to[i] = p
             backlog[p] += 1
+            busy_count[r] += 1
+            rep_of[i] = r
             engines[r].submit(Request(i, t, a, int(outs[i]), c))
         state["arrivals_done"] = True
         if left[0] == 0 and not stop.triggered:

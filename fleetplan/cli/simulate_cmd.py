@@ -1,0 +1,114 @@
+"""``fleetplan simulate``: a scenario's fleet under its traffic: latency per class, cost, carbon."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pandas as pd
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from fleetplan.cli._format import OutputFormat, emit_csv, emit_json, emit_table
+from fleetplan.fleet import SimulationResult, simulate
+from fleetplan.scenario import load_scenario, parse_fleet
+
+FLEET_HELP = (
+    "Override the scenario's fleet: pools joined by '+', each <replicas>x<config>[@REGION], "
+    "e.g. 2x1xH100-PCIe+4x2xRTX-4090@FRA (region default EU27).")
+
+
+@contextmanager
+def _progress(enabled: bool) -> Iterator[Callable[[float], None] | None]:
+    """A progress bar on stderr when asked for and stderr is a terminal; else nothing."""
+    if not enabled or not sys.stderr.isatty():
+        yield None
+        return
+    with Progress(TextColumn("simulating"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+                  TimeElapsedColumn(), console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("simulate", total=1.0)
+        yield lambda f: bar.update(task, completed=f)
+
+
+def _print(res: SimulationResult) -> None:
+    d = res.to_dict()
+    classes = pd.DataFrame([{
+        "class": c["name"], "requests": c["requests"], "rate_rps": c["rate_rps"],
+        "ttft_p50_ms": c["ttft_p50_ms"], "ttft_p99_ms": c["ttft_p99_ms"],
+        "p99_ci_ms": ("-" if c["ttft_p99_ci_ms"][0] is None else
+                      f"{c['ttft_p99_ci_ms'][0]:.1f}-{c['ttft_p99_ci_ms'][1]:.1f}"),
+        "tpot_p50_ms": c["tpot_p50_ms"], "e2e_p99_ms": c["e2e_p99_ms"],
+        "slo_ttft_p99_ms": c["slo_ttft_p99_ms"],
+        "slo_met": "-" if c["slo_met"] is None else ("yes" if c["slo_met"] else "NO"),
+        "goodput": c["goodput_fraction"],
+    } for c in d["classes"]])
+    emit_table(classes, title=f"Classes ({res.replications} replication(s), seed {res.seed}, "
+               f"{res.routing} routing)", digits=1)
+    pools = pd.DataFrame([{
+        "pool": p["label"], "count": p["count"], "utilization": p["utilization"],
+        "requests": p["requests"], "overloaded": "YES" if p["overloaded"] else "no",
+        "calibrated": "yes" if p["calibrated"] else "no", "usd_per_hour": p["cost_per_hour_usd"],
+        "power_w": p["power_w"], "g_co2_per_hour": p["g_co2_operational_per_hour"]
+        + p["g_co2_embodied_per_hour"],
+    } for p in d["pools"]])
+    emit_table(pools, title="Pools", digits=2)
+    out = Console(width=160)
+    per = "-" if d["cost_per_mtok_usd"] is None else f"${d['cost_per_mtok_usd']:.3f}/Mtok"
+    out.print(f"cost: ${d['cost_per_hour_usd']:.2f}/h, {per}; energy "
+              f"{d['energy_kwh_per_hour']:.2f} kWh/h")
+    gm = d["g_co2_per_mtok"]
+    out.print(f"carbon: {d['g_co2_per_hour']:.0f} g CO2e/h (operational "
+              f"{d['g_co2_operational_per_hour']:.0f}, embodied "
+              f"{d['g_co2_embodied_per_hour']:.0f})"
+              + ("" if gm is None else f", {gm:.1f} g/Mtok"))
+    if res.overloaded:
+        out.print(f"OVERLOADED: offered {res.offered_rps:.2f} req/s, sustainable "
+                  f"{res.sustainable_rps or 0:.2f} req/s")
+    for p in d["pools"]:
+        out.print(f"sources {p['label']}: price {p['price_source']}; power {p['power_source']}; "
+                  f"grid {p['grid_source']}; embodied {p['embodied_source']}")
+    for note in res.notes:
+        out.print(f"note: {note}")
+
+
+def simulate_cmd(
+    scenario: Path = typer.Argument(..., help="Scenario file (YAML or JSON)."),
+    fleet: str | None = typer.Option(None, "--fleet", help=FLEET_HELP),
+    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format",
+                                     help="table, json, or csv (one row per class)."),
+    seed: int | None = typer.Option(None, "--seed", min=0, help="Override sim.seed."),
+    replications: int | None = typer.Option(None, "--replications", min=1, max=1000,
+                                            help="Override sim.replications."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+) -> None:
+    """Simulate the scenario's fleet: per-class TTFT/TPOT percentiles with 95% CIs, pool
+    utilization, overload, cost, energy and carbon.
+
+    Example: fleetplan simulate examples/hybrid-chat-batch.yaml --fleet 2x1xH100-PCIe+4x2xRTX-4090
+
+    The JSON (--format json) is a contract; same scenario and seed give byte-identical output.
+    """
+    sc = load_scenario(scenario)
+    if seed is not None or replications is not None:
+        sim = sc.sim.model_dump()
+        if seed is not None:
+            sim["seed"] = seed
+        if replications is not None:
+            sim["replications"] = replications
+        sc = sc.with_updates(sim=sim)
+    pools = parse_fleet(fleet) if fleet is not None else None
+    with _progress(not quiet) as cb:
+        res = simulate(sc, pools, progress=cb)
+    if fmt is OutputFormat.json:
+        emit_json(res.to_dict())
+    elif fmt is OutputFormat.csv:
+        emit_csv(res.to_frame())
+    else:
+        _print(res)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("simulate")(simulate_cmd)
