@@ -18,8 +18,10 @@ from fleetplan.errors import FleetplanError
 COMMANDS = [
     "profiles",
     "ingest",
+    "simulate",
     "solve",
     "frontier",
+    "schema",
 ]
 
 app = typer.Typer(
