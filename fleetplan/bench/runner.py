@@ -1,0 +1,306 @@
+"""The load generator: send requests at gamma-distributed times, stream them, collect a result.
+
+Main entries: :class:`BenchConfig` (strict settings), :func:`run_benchmark` (async, one rate),
+:func:`run` and :func:`run_sweep` (synchronous wrappers that turn Ctrl-C into a partial result).
+
+Protocol (as ``vllm bench serve``): one untimed test request first (a wrong URL or model fails
+here, not 200 times), then request ``i`` is sent at its scheduled time whatever the server's
+state; ``max_concurrency`` makes requests wait for a free slot (their wait is ``queue_times``);
+the run lasts until every request sent has finished. Two schedules:
+
+- ``first-at-zero`` (default): :func:`fleetplan.workload.arrivals.benchmark_arrivals`, request 0
+  at t=0 then ``n-1`` gamma gaps: the vLLM 0.8 client that measured fleetplan's bundled profiles.
+- ``normalized``: current vLLM (0.32): ``n`` gamma gaps, request 0 after the first, all rescaled so
+  the last request is sent at ``n / rate``.
+
+Never hangs: each request has ``request_timeout_s`` for everything; ``deadline_s`` bounds the run;
+on the deadline or a stop (Ctrl-C) the requests in flight are cancelled and recorded as failed,
+requests not yet sent are dropped, and the result says ``partial`` with the reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import signal
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+import httpx
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from fleetplan import __version__
+from fleetplan.bench.power import PowerReport, open_power
+from fleetplan.bench.requests import BenchRequest
+from fleetplan.bench.result import result_dict
+from fleetplan.bench.stream import RequestOutcome, payload_for, stream_request
+from fleetplan.errors import FleetplanError, InputError
+from fleetplan.workload.arrivals import benchmark_arrivals, gamma_gaps
+
+Progress = Callable[[int, int, int], None]  # (finished, failed, total)
+
+
+class BenchError(FleetplanError):
+    """The benchmark could not run (server unreachable, test request refused)."""
+
+
+class BenchConfig(BaseModel):
+    """Settings of one benchmark run (one rate)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    endpoint: str = Field(min_length=1, description="server base URL, or the full API URL")
+    model: str = Field(min_length=1)
+    api: Literal["completions", "chat"] = "completions"
+    rate: float = Field(default=math.inf, gt=0, description="requests/s; inf sends all at once")
+    num_prompts: int = Field(default=200, ge=1, le=1_000_000)
+    burstiness: float = Field(default=1.0, gt=0, allow_inf_nan=False)
+    max_concurrency: int | None = Field(default=None, ge=1)
+    seed: int = Field(default=0, ge=0)
+    arrival_schedule: Literal["first-at-zero", "normalized"] = "first-at-zero"
+    request_timeout_s: float = Field(default=600.0, gt=0, allow_inf_nan=False)
+    deadline_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    ignore_eos: bool = False
+    test_request: bool = True
+    power: Literal["nvml", "none"] = "nvml"
+    power_gpus: tuple[int, ...] | None = None
+    gpu: str | None = None
+    gpu_count: int | None = Field(default=None, ge=1)
+    dataset_name: str | None = None
+    label: str | None = None
+    api_key: str | None = Field(default=None, repr=False)
+
+    @field_validator("endpoint")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        parts = urlsplit(v)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError(f"endpoint(={v!r}) must be an http(s) URL, e.g. "
+                             "http://127.0.0.1:8000")
+        return v
+
+    @property
+    def url(self) -> str:
+        """The API URL: the endpoint if it names one, else ``<base>/v1/(chat/)completions``."""
+        base = self.endpoint.rstrip("/")
+        if base.endswith("/completions"):
+            return base
+        suffix = "/completions" if self.api == "completions" else "/chat/completions"
+        return base + suffix if base.endswith("/v1") else base + "/v1" + suffix
+
+    @property
+    def base_url(self) -> str:
+        p = urlsplit(self.endpoint)
+        return f"{p.scheme}://{p.netloc}"
+
+
+def send_schedule(cfg: BenchConfig, rng: np.random.Generator) -> np.ndarray:
+    """Send offsets (s from the run's start) of the ``num_prompts`` requests."""
+    n = cfg.num_prompts
+    if math.isinf(cfg.rate):
+        return np.zeros(n)
+    if cfg.arrival_schedule == "first-at-zero":
+        return benchmark_arrivals(n, cfg.rate, cfg.burstiness, rng)
+    t = np.cumsum(gamma_gaps(n, cfg.rate, cfg.burstiness, rng))
+    return t * (n / cfg.rate) / t[-1] if t[-1] > 0 else t
+
+
+@dataclass
+class _Run:
+    cfg: BenchConfig
+    requests: Sequence[BenchRequest]
+    on_progress: Progress | None
+    outcomes: dict[int, RequestOutcome] = field(default_factory=dict)
+    queue: dict[int, float] = field(default_factory=dict)
+    failed: int = 0
+    t0: float = 0.0
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+    async def _one(self, client: httpx.AsyncClient, i: int, sem: asyncio.Semaphore | None,
+                   headers: dict[str, str]) -> None:
+        body = payload_for(self.cfg.api, self.cfg.model, self.requests[i], self.cfg.ignore_eos)
+        arrived = time.perf_counter()
+        try:
+            async with sem if sem is not None else contextlib.nullcontext():
+                self.queue[i] = time.perf_counter() - arrived
+                out = await stream_request(client, self.cfg.url, body, i,
+                                           self.cfg.request_timeout_s, headers)
+        except asyncio.CancelledError:
+            out = RequestOutcome(index=i, start_s=arrived, error="cancelled: run stopped")
+            self.outcomes[i] = out
+            self.queue.setdefault(i, time.perf_counter() - arrived)
+            self.failed += 1
+            raise
+        self.outcomes[i] = out
+        self.failed += 0 if out.success else 1
+        if self.on_progress is not None:
+            self.on_progress(len(self.outcomes), self.failed, len(self.requests))
+
+    async def drive(self, client: httpx.AsyncClient, offsets: np.ndarray,
+                    headers: dict[str, str]) -> None:
+        sem = asyncio.Semaphore(self.cfg.max_concurrency) if self.cfg.max_concurrency else None
+        try:
+            for i, off in enumerate(offsets):
+                delay = self.t0 + float(off) - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                self.tasks.append(asyncio.create_task(self._one(client, i, sem, headers)))
+            await asyncio.gather(*self.tasks)
+        finally:
+            for t in self.tasks:
+                t.cancel()
+            await asyncio.gather(*self.tasks, return_exceptions=True)
+
+
+async def _engine_version(client: httpx.AsyncClient, base: str) -> str | None:
+    try:
+        r = await client.get(base + "/version", timeout=5.0)
+        v = r.json().get("version") if r.status_code == 200 else None
+        return str(v) if v else None
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return None
+
+
+async def run_benchmark(cfg: BenchConfig, requests: Sequence[BenchRequest],
+                        on_progress: Progress | None = None,
+                        stop: asyncio.Event | None = None) -> dict[str, Any]:
+    """Run one benchmark and return its result object (see :mod:`fleetplan.bench.result`).
+
+    ``stop`` (set by Ctrl-C in :func:`run`) ends the run early with a partial result.
+    """
+    if len(requests) != cfg.num_prompts:
+        raise InputError(f"{len(requests)} requests given for num_prompts={cfg.num_prompts}")
+    offsets = send_schedule(cfg, np.random.default_rng(cfg.seed))
+    headers = {"Authorization": f"Bearer {cfg.api_key}"} if cfg.api_key else {}
+    limits = httpx.Limits(max_connections=cfg.max_concurrency,
+                          max_keepalive_connections=cfg.max_concurrency)
+    stop = stop if stop is not None else asyncio.Event()
+    run = _Run(cfg, requests, on_progress)
+    partial_reason: str | None = None
+    async with httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(cfg.request_timeout_s),
+                                 trust_env=False) as client:
+        version = await _engine_version(client, cfg.base_url)
+        if cfg.test_request:
+            body = payload_for(cfg.api, cfg.model, requests[0], cfg.ignore_eos)
+            test = await stream_request(client, cfg.url, body, -1, cfg.request_timeout_s, headers)
+            if not test.success:
+                raise BenchError(f"the test request to {cfg.url} failed: {test.error}")
+        power = open_power(cfg.power, list(cfg.power_gpus) if cfg.power_gpus else None)
+        power.start()
+        report: PowerReport | None = None
+        try:
+            run.t0 = time.perf_counter()
+            driver = asyncio.create_task(run.drive(client, offsets, headers))
+            stopper = asyncio.create_task(stop.wait())
+            done, _ = await asyncio.wait({driver, stopper}, timeout=cfg.deadline_s,
+                                         return_when=asyncio.FIRST_COMPLETED)
+            if driver not in done:
+                partial_reason = ("interrupted (Ctrl-C)" if stopper in done
+                                  else f"deadline of {cfg.deadline_s:g} s reached")
+                driver.cancel()
+            stopper.cancel()
+            await asyncio.gather(driver, stopper, return_exceptions=True)
+            duration = time.perf_counter() - run.t0
+        finally:
+            report = power.stop()
+    sent = sorted(run.outcomes)
+    if partial_reason is not None:
+        partial_reason += f"; {len(sent)} of {cfg.num_prompts} requests sent"
+    return _assemble(cfg, requests, run, sent, duration, report, version, partial_reason)
+
+
+def _assemble(cfg: BenchConfig, requests: Sequence[BenchRequest], run: _Run, sent: list[int],
+              duration: float, power: PowerReport, version: str | None,
+              partial_reason: str | None) -> dict[str, Any]:
+    header = {
+        "date": datetime.now(UTC).strftime("%Y%m%d-%H%M%S"),
+        "endpoint_type": "openai" if cfg.api == "completions" else "openai-chat",
+        "backend": "openai" if cfg.api == "completions" else "openai-chat",
+        "label": cfg.label,
+        "model_id": cfg.model,
+        "tokenizer_id": None,
+        "num_prompts": cfg.num_prompts,
+        "request_rate": cfg.rate,
+        "burstiness": cfg.burstiness,
+        "max_concurrency": cfg.max_concurrency,
+    }
+    gpu_count = cfg.gpu_count or (len(power.gpu_names) if power.gpu_names else None)
+    gpu = cfg.gpu or (power.gpu_names[0] if power.gpu_names else None)
+    extra = {
+        "engine": "vllm" if version else "unknown",
+        "engine_version": version,
+        "dataset_name": cfg.dataset_name,
+        "gpu": gpu,
+        "gpu_count": gpu_count,
+        **power.fields(),
+        "partial": partial_reason is not None,
+        "partial_reason": partial_reason,
+        "num_sent": len(sent),
+        "seed": cfg.seed,
+        "arrival_schedule": cfg.arrival_schedule,
+        "ignore_eos": cfg.ignore_eos,
+        "request_timeout_s": cfg.request_timeout_s,
+        "endpoint": cfg.url,
+        "client": f"fleetplan {__version__} bench",
+    }
+    fallback = [requests[i].prompt_tokens or len(requests[i].prompt.split()) for i in sent]
+    return result_dict([run.outcomes[i] for i in sent], t0=run.t0, duration_s=duration,
+                       header=header, extra=extra, queue_times=[run.queue.get(i, 0.0)
+                                                                for i in sent],
+                       fallback_prompt_tokens=fallback)
+
+
+def _with_sigint(coro_fn: Callable[[asyncio.Event], Any]) -> Any:
+    """Run ``coro_fn(stop)``; the first Ctrl-C sets ``stop``, a second one aborts."""
+
+    async def main() -> Any:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        installed = threading.current_thread() is threading.main_thread()
+
+        def on_sigint() -> None:
+            stop.set()
+            loop.remove_signal_handler(signal.SIGINT)
+
+        if installed:
+            loop.add_signal_handler(signal.SIGINT, on_sigint)
+        try:
+            return await coro_fn(stop)
+        finally:
+            if installed:
+                loop.remove_signal_handler(signal.SIGINT)
+
+    return asyncio.run(main())
+
+
+def run(cfg: BenchConfig, requests: Sequence[BenchRequest],
+        on_progress: Progress | None = None) -> dict[str, Any]:
+    """Synchronous :func:`run_benchmark`; Ctrl-C returns the partial result."""
+    return _with_sigint(lambda stop: run_benchmark(cfg, requests, on_progress, stop))  # type: ignore[no-any-return]
+
+
+def run_sweep(cfg: BenchConfig, rates: Sequence[float], requests: Sequence[BenchRequest],
+              on_start: Callable[[float], None] | None = None,
+              on_progress: Progress | None = None) -> list[dict[str, Any]]:
+    """One run per rate, in the order given, same requests and seed; Ctrl-C ends the sweep
+    after the partial result of the rate in progress."""
+
+    async def sweep(stop: asyncio.Event) -> list[dict[str, Any]]:
+        out = []
+        for r in rates:
+            if stop.is_set():
+                break
+            if on_start is not None:
+                on_start(r)
+            out.append(await run_benchmark(cfg.model_copy(update={"rate": r}), requests,
+                                           on_progress, stop))
+        return out
+
+    return _with_sigint(sweep)  # type: ignore[no-any-return]

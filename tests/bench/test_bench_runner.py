@@ -1,0 +1,220 @@
+"""The load generator against a server whose delays and faults are known."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import signal
+import threading
+import time
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+from bench_fake_server import Plan
+from scipy import stats
+
+from fleetplan.bench import BenchConfig, BenchError, run, run_benchmark, synthetic_requests
+from fleetplan.bench.runner import send_schedule
+from fleetplan.bench.stream import payload_for, stream_request
+from fleetplan.workload.lengths import FixedLengths, LengthModel
+
+GUARD_S = 20.0  # a run that takes longer than this has hung: the test fails, it does not wait
+
+
+def requests(n: int, prompt: int = 8, output: int = 4, seed: int = 0) -> list[Any]:
+    lm = LengthModel(input=FixedLengths(value=prompt), output=FixedLengths(value=output))
+    return synthetic_requests(n, lm, np.random.default_rng(seed))
+
+
+def bench(url: str, n: int, **kw: Any) -> dict[str, Any]:
+    """Run the benchmark under an outer deadline that fails the test if it is exceeded."""
+    cfg = BenchConfig(endpoint=url, model="m", num_prompts=n, power="none", **kw)
+
+    async def go() -> dict[str, Any]:
+        return await asyncio.wait_for(run_benchmark(cfg, requests(n)), GUARD_S)
+
+    return asyncio.run(go())
+
+
+def test_token_times_match_the_servers_clock(fake_server: Any) -> None:
+    """Truth is when the server wrote each token event (same clock, same process)."""
+    srv = fake_server(lambda i, b: Plan(ttft_s=0.05, itl_s=0.02, tokens=6))
+    body = payload_for("completions", "m", requests(1)[0], ignore_eos=False)
+
+    async def go() -> list[Any]:
+        async with httpx.AsyncClient() as client:
+            return [await stream_request(client, srv.url + "/v1/completions", body, k, 10)
+                    for k in range(4)]
+
+    outs = asyncio.run(asyncio.wait_for(go(), GUARD_S))
+    # medians: one scheduling hiccup of a busy 2-core machine must not fail the test
+    seen_err, send_path = [], []
+    for out, rec in zip(outs[1:], srv.records[1:], strict=True):  # [0] opened the connection
+        seen = out.start_s + out.ttft_s + np.concatenate([[0.0], np.cumsum(out.itl_s)])
+        seen_err.extend(np.abs(seen - np.array(rec.t_tokens)))
+        # the client's own send path (request built, written, parsed by the server)
+        send_path.append(out.ttft_s - (rec.t_tokens[0] - rec.t_recv))
+        assert out.output_tokens == 6 and out.prompt_tokens == 8
+    assert np.median(seen_err) < 0.002 and np.max(seen_err) < 0.025
+    # the send path is a few ms on an idle machine; a busy one adds scheduling delays
+    assert min(send_path) >= 0 and np.median(send_path) < 0.050
+
+
+def test_ttft_and_itl_are_measured_within_a_few_ms(fake_server: Any) -> None:
+    srv = fake_server(lambda i, b: Plan(ttft_s=0.08, itl_s=0.02, tokens=10))
+    res = bench(srv.url, 6, rate=10.0)
+    assert res["completed"] == 6 and res["failed"] == 0
+    assert res["output_lens"] == [10] * 6 and res["input_lens"] == [8] * 6
+    assert res["output_tokens_source"] == "server usage"
+    by_prompt = {r.body["prompt"]: r for r in srv.records[1:]}
+    sent = requests(6)
+    delta, itl_err = [], []
+    for i, req in enumerate(sent):
+        rec = by_prompt[req.prompt]
+        # client TTFT = the server's + the client's send path (a few ms, more on a busy machine)
+        delta.append(res["ttfts"][i] - (rec.t_tokens[0] - rec.t_recv))
+        itl_err.extend(np.abs(np.array(res["itls"][i]) - np.diff(rec.t_tokens)))
+    assert min(delta) >= 0 and np.median(delta) < 0.050
+    assert np.median(itl_err) < 0.002
+    # the server's own delays overshoot the nominal ones on a busy machine: loose checks only
+    itls = np.concatenate([np.array(x) for x in res["itls"]])
+    assert itls.size == 6 * 9 and 0.02 <= np.median(itls) < 0.03
+    assert 20.0 <= res["mean_tpot_ms"] < 30.0
+
+
+def test_arrival_rate_is_within_sampling_error(fake_server: Any) -> None:
+    srv = fake_server(lambda i, b: Plan(tokens=1))
+    n, rate = 160, 40.0
+    res = bench(srv.url, n, rate=rate, burstiness=1.0, seed=7)
+    arrivals = np.sort([r.t_recv for r in srv.records[1:]])
+    # rate seen by the server: mean of n-1 exponential gaps, standard error 1/(rate*sqrt(n-1))
+    se = 1.0 / (rate * math.sqrt(n - 1))
+    assert abs(np.diff(arrivals).mean() - 1.0 / rate) < 4 * se
+    # the client's send times follow the seeded schedule within a few ms ...
+    sched = send_schedule(BenchConfig(endpoint=srv.url, model="m", num_prompts=n, rate=rate,
+                                      seed=7), np.random.default_rng(7))
+    lag = np.array(res["start_times"]) - sched
+    assert np.all(lag > -0.001) and np.median(lag) < 0.010 and np.percentile(lag, 95) < 0.050
+    # ... so their gaps are exponential with the asked mean
+    gaps = np.diff(res["start_times"])
+    assert stats.kstest(gaps, "expon", args=(0, 1.0 / rate)).pvalue > 1e-3
+
+
+def test_normalized_schedule_sends_the_last_request_at_n_over_rate() -> None:
+    cfg = BenchConfig(endpoint="http://127.0.0.1:1", model="m", num_prompts=50, rate=10.0,
+                      arrival_schedule="normalized", burstiness=0.5)
+    t = send_schedule(cfg, np.random.default_rng(1))
+    assert t[0] > 0 and math.isclose(t[-1], 5.0) and np.all(np.diff(t) >= 0)
+    first = send_schedule(cfg.model_copy(update={"arrival_schedule": "first-at-zero"}),
+                          np.random.default_rng(1))
+    assert first[0] == 0.0
+
+
+def test_same_seed_same_requests_and_schedule() -> None:
+    cfg = BenchConfig(endpoint="http://127.0.0.1:1", model="m", num_prompts=20, rate=3.0)
+    a = send_schedule(cfg, np.random.default_rng(cfg.seed))
+    b = send_schedule(cfg, np.random.default_rng(cfg.seed))
+    assert np.array_equal(a, b)
+    assert requests(5, 30, 7, seed=3) == requests(5, 30, 7, seed=3)
+
+
+def test_server_errors_are_counted_with_their_message(fake_server: Any) -> None:
+    srv = fake_server(lambda i, b: Plan(status=500 if i % 3 == 1 else 200))
+    res = bench(srv.url, 9, rate=math.inf)
+    assert res["failed"] == 3 and res["completed"] == 6
+    errs = [e for e in res["errors"] if e]
+    assert len(errs) == 3 and all("HTTP 500" in e for e in errs)
+    assert res["output_lens"].count(0) == 3
+
+
+def test_timeouts_are_counted_and_do_not_hang(fake_server: Any) -> None:
+    srv = fake_server(lambda i, b: Plan(hang=i % 2 == 0 and i > 0))
+    t = time.perf_counter()
+    res = bench(srv.url, 6, rate=math.inf, request_timeout_s=0.5)
+    assert time.perf_counter() - t < 5
+    assert res["failed"] == 3
+    assert all("timeout" in e for e in res["errors"] if e)
+    assert res["partial"] is False
+
+
+def test_malformed_sse_line_fails_the_request(fake_server: Any) -> None:
+    srv = fake_server(lambda i, b: Plan(tokens=4, malformed_after=2 if i == 2 else None))
+    res = bench(srv.url, 4, rate=math.inf)
+    assert res["failed"] == 1
+    assert "malformed SSE data line" in next(e for e in res["errors"] if e)
+
+
+def test_dropped_connection_is_counted(fake_server: Any) -> None:
+    srv = fake_server(lambda i, b: Plan(tokens=6, itl_s=0.005,
+                                        drop_after=3 if i in (1, 4) else None))
+    res = bench(srv.url, 5, rate=math.inf)
+    assert res["failed"] == 2 and res["completed"] == 3
+    assert all(e for e, n in zip(res["errors"], res["output_lens"], strict=True) if n == 0)
+
+
+def test_stream_without_done_and_with_comments_succeeds(fake_server: Any) -> None:
+    srv = fake_server(lambda i, b: Plan(tokens=5, done=False, comments=True))
+    res = bench(srv.url, 3, rate=math.inf)
+    assert res["completed"] == 3 and res["output_lens"] == [5, 5, 5]
+
+
+def test_without_usage_tokens_are_counted_as_events_and_said_so(fake_server: Any) -> None:
+    srv = fake_server(lambda i, b: Plan(tokens=7, usage=False))
+    res = bench(srv.url, 2, rate=math.inf)
+    assert res["output_lens"] == [7, 7]
+    assert res["output_tokens_source"].startswith("token events")
+    assert "word count" in res["input_tokens_source"]
+    assert res["input_lens"] == [8, 8]
+
+
+def test_chat_api_is_streamed(fake_server: Any) -> None:
+    srv = fake_server(lambda i, b: Plan(tokens=3))
+    res = bench(srv.url, 2, rate=math.inf, api="chat")
+    assert res["completed"] == 2 and res["backend"] == "openai-chat"
+    assert srv.records[-1].body["max_completion_tokens"] == 4
+    assert srv.records[-1].body["stream_options"] == {"include_usage": True}
+
+
+def test_max_concurrency_caps_requests_in_flight(fake_server: Any) -> None:
+    srv = fake_server(lambda i, b: Plan(tokens=3, ttft_s=0.05, itl_s=0.01))
+    res = bench(srv.url, 8, rate=math.inf, max_concurrency=2)
+    assert res["completed"] == 8 and srv.max_in_flight == 2
+    assert max(res["queue_times"]) > 0.05
+
+
+def test_failed_test_request_stops_before_the_run(fake_server: Any) -> None:
+    srv = fake_server(lambda i, b: Plan(status=503))
+    with pytest.raises(BenchError, match="test request"):
+        bench(srv.url, 3, rate=math.inf)
+    assert len(srv.records) == 1
+
+
+def test_unreachable_server_fails_fast() -> None:
+    with pytest.raises(BenchError, match="test request"):
+        bench("http://127.0.0.1:9", 2, request_timeout_s=2)
+
+
+def test_deadline_ends_the_run_with_a_partial_result(fake_server: Any) -> None:
+    srv = fake_server(lambda i, b: Plan(hang=i > 0))
+    t = time.perf_counter()
+    res = bench(srv.url, 10, rate=5.0, deadline_s=1.0)
+    assert time.perf_counter() - t < 4
+    assert res["partial"] is True and "deadline" in res["partial_reason"]
+    assert 0 < res["num_sent"] < 10 and res["failed"] == res["num_sent"]
+    assert all(e.startswith("cancelled") for e in res["errors"])
+
+
+def test_ctrl_c_returns_the_partial_result(fake_server: Any) -> None:
+    srv = fake_server(lambda i, b: Plan(tokens=2, ttft_s=0.01))
+    cfg = BenchConfig(endpoint=srv.url, model="m", num_prompts=40, rate=10.0, power="none")
+    timer = threading.Timer(1.0, os.kill, args=(os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        res = run(cfg, requests(40))
+    finally:
+        timer.cancel()
+    assert res["partial"] is True and "interrupted" in res["partial_reason"]
+    assert 3 <= res["num_sent"] < 40 and res["completed"] >= 3
