@@ -12,6 +12,7 @@ from fleetplan.catalog.models import normalize_model
 from fleetplan.catalog.prices import DEFAULT_MARKET
 from fleetplan.cli._format import OutputFormat, emit_csv, emit_json, emit_table
 from fleetplan.cli._options import parse_pairs
+from fleetplan.errors import InputError
 from fleetplan.profiles.economics import run_economics
 from fleetplan.profiles.store import load_profiles
 
@@ -49,10 +50,16 @@ def profiles(
     price: list[str] = typer.Option(None, "--price", help="GPU=USD per GPU-hour override."),
     market: str = typer.Option(DEFAULT_MARKET, "--market", help="Price market of the catalog."),
     store: Path | None = typer.Option(None, "--store", help="Profile store (default: bundled)."),
+    plot: Path | None = typer.Option(None, "--plot", help="Also draw the runs to FILE "
+                                     "(.png or .svg)."),
+    plot_kind: str = typer.Option("scaling", "--plot-kind", help="scaling (target vs completed "
+                                  "req/s) or latency (P99 TTFT vs rate)."),
 ) -> None:
     """Measured runs with cost per run, cost per 1M tokens, tokens per kWh and g CO2 per 1M tokens.
 
     Example: fleetplan profiles --model DeepSeek-R1-Distill-Qwen-14B --power-watts H100-PCIe=700
+
+    Example: fleetplan profiles --model DeepSeek-R1-Distill-Qwen-14B --plot scaling.png
     """
     st = load_profiles(store)
     st = st.select(model=normalize_model(model) if model else None,
@@ -60,6 +67,8 @@ def profiles(
     df = run_economics(st, market=market, prices=parse_pairs(price, "--price"),
                        power_watts=parse_pairs(power_watts, "--power-watts"),
                        grid_g_per_kwh=grid_g_per_kwh, region=region)
+    if plot is not None:
+        _plot(df, model, plot_kind, plot)
     if fmt is OutputFormat.json:
         emit_json(df[JSON_FIELDS].to_dict("records"))
     elif fmt is OutputFormat.csv:
@@ -85,6 +94,21 @@ def profiles(
         if len(models) > 1:
             cols = ["model", *cols]
         emit_table(show, title=title, columns=cols, caption=caption)
+
+
+def _plot(df: object, model: str | None, kind: str, path: Path) -> None:
+    from fleetplan import viz
+    from fleetplan.viz.style import offscreen_axes
+
+    name = normalize_model(model) if model else None
+    if kind == "scaling":
+        ax = viz.plot_scaling(df, model=name, ax=offscreen_axes())
+    elif kind == "latency":
+        ax = viz.plot_latency_vs_rate(df, model=name, ax=offscreen_axes())
+    else:
+        raise InputError(f"--plot-kind {kind!r}: expected one of scaling, latency")
+    viz.save_figure(ax, path)
+    typer.echo(f"plot written to {path}", err=True)
 
 
 def register(app: typer.Typer) -> None:

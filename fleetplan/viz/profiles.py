@@ -30,8 +30,8 @@ def _one_model(df: pd.DataFrame, model: str | None, what: str) -> tuple[pd.DataF
     models = sorted(df["model"].dropna().unique())
     if model is None:
         if len(models) > 1:
-            raise InputError(f"{what}: {len(models)} models in the data; pick one with model= "
-                             f"(valid: {', '.join(models)})")
+            raise InputError(f"{what}: {len(models)} models in the data; pick one (model=, or "
+                             f"--model) (valid: {', '.join(models)})")
         return df, models[0] if models else None
     if model not in models:
         from fleetplan.errors import UnknownNameError

@@ -95,6 +95,11 @@ def new_axes(ax: Axes | None, figsize: tuple[float, float] = (7.0, 4.5)) -> Axes
     return new
 
 
+def offscreen_axes(figsize: tuple[float, float] = (7.0, 4.5)) -> Axes:
+    """Axes of a figure outside pyplot (no backend, no global state): for files, not screens."""
+    return Figure(figsize=figsize, layout="constrained").add_subplot()
+
+
 def as_frame(data: Any, *, key: str | None = None, required: Sequence[str] = (),
              what: str = "data") -> pd.DataFrame:
     """A DataFrame from a frame, a list of records, a result object or a dict holding ``key``.
@@ -153,7 +158,7 @@ def save_figure(target: Axes | Figure, path: str | os.PathLike[str], *, dpi: int
         raise InputError("the plot has no figure to save")
     metadata: dict[str, Any] = {"Date": None} if fmt == "svg" else {"Software": None}
     buf = io.BytesIO()
-    with matplotlib.rc_context({"svg.hashsalt": "fleetplan", "svg.fonttype": "path"}):
+    with matplotlib.rc_context({"svg.hashsalt": "fleetplan", "svg.fonttype": "none"}):
         fig.savefig(buf, format=fmt, dpi=dpi, metadata=metadata)
     write_bytes_atomic(p, buf.getvalue())
     return p

@@ -53,7 +53,7 @@ def test_scaling_diagonal_is_achieved_equals_target(store) -> None:
 
 
 def test_scaling_needs_a_model_when_several_are_present(store) -> None:
-    with pytest.raises(InputError, match="pick one with model=.*DeepSeek-R1-Distill-Qwen-14B"):
+    with pytest.raises(InputError, match=r"pick one \(model=, or --model\).*Qwen-14B"):
         plot_scaling(store)
     with pytest.raises(UnknownNameError, match="did you mean DeepSeek-R1-Distill-Qwen-14B"):
         plot_scaling(store, model="DeepSeek-R1-Distill-Qwen-14")
