@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import TypeAdapter, ValidationError
 
 from fleetplan.errors import InputError
 from fleetplan.workload.lengths import LengthDist, LengthModel
@@ -43,6 +44,7 @@ WORDS: tuple[str, ...] = (
 )
 
 OUTPUT_KEYS = ("output_tokens", "output_len", "max_tokens")
+_LENGTH_ADAPTER: TypeAdapter[LengthDist] = TypeAdapter(LengthDist)
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,45 @@ def synthetic_requests(n: int, lengths: LengthModel,
     ins, outs = lengths.sample(n, rng)
     return [BenchRequest(synthetic_prompt(int(a), rng), int(a), int(b))
             for a, b in zip(ins, outs, strict=True)]
+
+
+_DIST_HELP = ("a token count (128), fixed:128, uniform:64-256, lognormal:mean=208,cv=1.0"
+              "[,min=4,max=1023], or a JSON object such as {\"dist\": \"fixed\", \"value\": 128}")
+
+
+def parse_length_dist(text: str, option: str = "length") -> LengthDist:
+    """A length distribution from its command-line spelling (see ``_DIST_HELP``)."""
+    raw = text.strip()
+    try:
+        if raw.startswith("{"):
+            spec: dict[str, Any] = json.loads(raw)
+        elif raw.isdigit():
+            spec = {"dist": "fixed", "value": int(raw)}
+        else:
+            kind, sep, rest = raw.partition(":")
+            if not sep:
+                raise ValueError("no ':'")
+            if kind == "fixed":
+                spec = {"dist": "fixed", "value": int(rest)}
+            elif kind == "uniform":
+                lo, _, hi = rest.replace(",", "-").partition("-")
+                spec = {"dist": "uniform", "low": int(lo), "high": int(hi),
+                        "min": int(lo), "max": int(hi)}
+            elif kind == "lognormal":
+                pairs = dict(p.split("=", 1) for p in rest.split(","))
+                spec = {"dist": "lognormal", **{k.strip(): float(v) if k.strip() in
+                                                ("mean", "cv") else int(v)
+                                                for k, v in pairs.items()}}
+            else:
+                raise ValueError(f"unknown kind {kind!r}")
+        return _LENGTH_ADAPTER.validate_python(spec)
+    except (ValueError, json.JSONDecodeError, ValidationError) as exc:
+        if isinstance(exc, ValidationError):
+            err = exc.errors()[0]
+            msg = f"{err['loc'][-1]}: {err['msg']}" if err["loc"] else err["msg"]
+        else:
+            msg = str(exc)
+        raise InputError(f"{option} {text!r}: {msg}; expected {_DIST_HELP}") from None
 
 
 def _output_of(rec: dict[str, Any], where: str) -> int | None:

@@ -22,6 +22,7 @@ COMMANDS = [
     "solve",
     "frontier",
     "schema",
+    "bench",
 ]
 
 app = typer.Typer(

@@ -1,0 +1,204 @@
+"""``fleetplan bench``: measure an OpenAI-compatible server with the benchmark protocol."""
+
+from __future__ import annotations
+
+import math
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from fleetplan.bench import (
+    BenchConfig,
+    load_dataset,
+    run_sweep,
+    summary_rows,
+    synthetic_requests,
+    write_results,
+)
+from fleetplan.bench.requests import parse_length_dist
+from fleetplan.cli._format import dumps
+from fleetplan.errors import InputError
+from fleetplan.profiles.ingest import IngestOptions, ingest_paths
+from fleetplan.profiles.store import default_store_path, load_profiles
+from fleetplan.workload.lengths import LengthModel, protocol_length_model
+
+
+def _rates(rate: float | None, sweep: str | None) -> list[float]:
+    if rate is not None and sweep is not None:
+        raise InputError("give --rate or --sweep, not both")
+    if sweep is None:
+        return [rate if rate is not None else math.inf]
+    out = []
+    for item in sweep.split(","):
+        try:
+            r = float(item)
+        except ValueError:
+            raise InputError(f"--sweep {sweep!r}: {item!r} is not a number") from None
+        if not r > 0:
+            raise InputError(f"--sweep {sweep!r}: {item!r} must be > 0 (inf: all at once)")
+        out.append(r)
+    return out
+
+
+def _requests(n: int, seed: int, dataset: Path | None, input_len: str | None,
+              output_len: str | None) -> tuple[list[Any], str]:
+    rng = np.random.default_rng(seed)
+    out_dist = parse_length_dist(output_len, "--output-len") if output_len else None
+    if dataset is not None:
+        if input_len is not None:
+            raise InputError("--input-len cannot be used with --dataset (prompts come from it)")
+        return load_dataset(dataset, n, rng, out_dist), dataset.stem
+    if (input_len is None) != (out_dist is None):
+        raise InputError("give both --input-len and --output-len (or neither: the measured "
+                         "protocol's lengths)")
+    if input_len is None:
+        return synthetic_requests(n, protocol_length_model(), rng), "random"
+    lengths = LengthModel(input=parse_length_dist(input_len, "--input-len"),
+                          output=out_dist)  # type: ignore[arg-type]
+    return synthetic_requests(n, lengths, rng), "random"
+
+
+def _table(results: list[dict[str, Any]]) -> Table:
+    table = Table(title="fleetplan bench", caption="Latencies are client-side (as vllm bench "
+                  "serve measures them); power: " + str(results[0].get("power_source")),
+                  caption_justify="left")
+    table.add_column("metric")
+    for r in results:
+        table.add_column(f"{r['request_rate']} req/s", justify="right")
+    rows = [summary_rows(r) for r in results]
+    for k, (label, _) in enumerate(rows[0]):
+        if label == "Power source":
+            continue
+        table.add_row(label, *(row[k][1] if k < len(row) else "" for row in rows))
+    return table
+
+
+def bench(
+    endpoint: str = typer.Option(..., "--endpoint", help="Server URL, e.g. "
+                                 "http://127.0.0.1:8000 (or the full /v1/completions URL)."),
+    model: str = typer.Option(..., "--model", help="Model name as the server knows it."),
+    rate: float | None = typer.Option(None, "--rate", help="Request rate, req/s (default: inf, "
+                                      "all at once)."),
+    sweep: str | None = typer.Option(None, "--sweep", help="Several rates in order, e.g. "
+                                     "32,16,8,4,1 (one result per rate)."),
+    num_prompts: int = typer.Option(200, "--num-prompts", min=1, help="Requests per rate."),
+    burstiness: float = typer.Option(1.0, "--burstiness", help="Gamma shape of the gaps "
+                                     "(1 = Poisson)."),
+    max_concurrency: int | None = typer.Option(None, "--max-concurrency", min=1,
+                                               help="Client-side cap on requests in flight."),
+    api: str = typer.Option("completions", "--api", help="completions or chat."),
+    dataset: Path | None = typer.Option(None, "--dataset", help="Prompts: JSONL/CSV with a "
+                                        "'prompt' (+ 'output_tokens') field, or ShareGPT JSON."),
+    input_len: str | None = typer.Option(None, "--input-len", help="Synthetic prompt lengths: "
+                                         "128, fixed:128, uniform:64-256, "
+                                         "lognormal:mean=208,cv=1.0 (default: the measured "
+                                         "protocol's)."),
+    output_len: str | None = typer.Option(None, "--output-len", help="Output lengths (same "
+                                          "forms); with --dataset it replaces the file's."),
+    ignore_eos: bool = typer.Option(False, "--ignore-eos", help="Ask the server to generate "
+                                    "exactly the output length (vLLM extension)."),
+    power: str = typer.Option("nvml", "--power", help="nvml (GPU energy counters when "
+                              "nvidia-ml-py is installed) or none."),
+    gpu: str | None = typer.Option(None, "--gpu", help="GPU of the server, recorded in the "
+                                   "result (default: NVML's name)."),
+    gpu_count: int | None = typer.Option(None, "--gpu-count", min=1, help="GPUs of one "
+                                         "replica (default: GPUs NVML measured)."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Seed of prompts and arrival times."),
+    arrival_schedule: str = typer.Option("first-at-zero", "--arrival-schedule",
+                                         help="first-at-zero (vLLM 0.8, the bundled "
+                                         "profiles) or normalized (vLLM 0.32)."),
+    request_timeout: float = typer.Option(600.0, "--request-timeout", help="Seconds one "
+                                          "request may take in all."),
+    deadline: float | None = typer.Option(None, "--deadline", help="Seconds the whole run "
+                                          "(one rate) may take; then it stops, partial."),
+    out: Path | None = typer.Option(None, "--out", help="Write the result JSON here (a sweep: "
+                                    "one object per line)."),
+    ingest: bool = typer.Option(False, "--ingest", help="Add the results to the profile store."),
+    store: Path | None = typer.Option(None, "--store", help="Store for --ingest (default: "
+                                      "bundled)."),
+    fmt: str = typer.Option("table", "--format", help="table (summary) or json (the results)."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar on "
+                                  "stderr."),
+) -> None:
+    """Benchmark a running server as vllm bench serve does; write vLLM-shaped results.
+
+    Example: fleetplan bench --endpoint http://127.0.0.1:8000 --model my-model --sweep 8,4,2,1
+    --num-prompts 200 --out results.jsonl --ingest --gpu H100-SXM --gpu-count 1
+
+    Ctrl-C stops the run: the partial result is written (marked partial) and the exit code is 130.
+    """
+    if fmt not in ("table", "json"):
+        raise InputError(f"--format {fmt!r}: expected table or json")
+    rates = _rates(rate, sweep)
+    reqs, dataset_name = _requests(num_prompts, seed, dataset, input_len, output_len)
+    try:
+        cfg = BenchConfig(endpoint=endpoint, model=model, api=api,  # type: ignore[arg-type]
+                          rate=rates[0], num_prompts=num_prompts, burstiness=burstiness,
+                          max_concurrency=max_concurrency, seed=seed,
+                          arrival_schedule=arrival_schedule,  # type: ignore[arg-type]
+                          request_timeout_s=request_timeout, deadline_s=deadline,
+                          ignore_eos=ignore_eos, power=power,  # type: ignore[arg-type]
+                          gpu=gpu, gpu_count=gpu_count, dataset_name=dataset_name)
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        name = str(e["loc"][0]) if e["loc"] else "option"
+        flag = {"request_timeout_s": "request-timeout", "deadline_s": "deadline"}.get(
+            name, name.replace("_", "-"))
+        raise InputError(f"--{flag}: {e['msg']}") from None
+    err = Console(stderr=True)
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TextColumn("failed {task.fields[failed]}"), TimeElapsedColumn(),
+                   console=err, disable=not progress, transient=False)
+    task_ids: dict[float, Any] = {}
+
+    def on_start(r: float) -> None:
+        task_ids[r] = bar.add_task(f"{r:g} req/s", total=num_prompts, failed=0)
+
+    def on_progress(done: int, failed: int, total: int) -> None:
+        bar.update(task_ids[list(task_ids)[-1]], completed=done, failed=failed)
+
+    with bar:
+        results = run_sweep(cfg, rates, reqs, on_start, on_progress)
+    if out is not None:
+        write_results(out, results)
+    if fmt == "json":
+        sys.stdout.write(dumps(results[0] if len(results) == 1 else results))
+    else:
+        Console(width=max(100, Console().width)).print(_table(results))
+    if out is not None:
+        err.print(f"{len(results)} result(s) written to {out}")
+    if ingest:
+        _ingest(results, out, store, gpu, gpu_count, err)
+    if any(r.get("partial") for r in results) or len(results) < len(rates):
+        err.print("fleetplan: interrupted: the results are partial")
+        raise typer.Exit(130)
+
+
+def _ingest(results: list[dict[str, Any]], out: Path | None, store: Path | None,
+            gpu: str | None, gpu_count: int | None, err: Console) -> None:
+    target = store if store is not None else default_store_path()
+    st = load_profiles(target)
+    opts = IngestOptions(gpu=gpu, gpu_count=gpu_count)
+    with tempfile.TemporaryDirectory() as tmp:
+        src = out if out is not None else Path(tmp) / "fleetplan-bench.jsonl"
+        if out is None:
+            write_results(src, results)
+        report = ingest_paths([src], st, opts)
+    if report.errors:
+        raise InputError("cannot ingest: " + "; ".join(report.errors))
+    if report.added:
+        st.save(target)
+    err.print(f"{len(report.added)} run(s) added to {target} "
+              f"({report.duplicates} already present)")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("bench")(bench)
