@@ -20,7 +20,7 @@ import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
@@ -352,9 +352,11 @@ class Scenario(_Strict):
         default=None, ge=2, description="served max_model_len (default: the model's, capped by "
         "what one replica's KV cache holds)")
     market: str = DEFAULT_MARKET
-    prices_usd_per_gpu_hour: dict[str, float] = Field(default_factory=dict)
-    grid_g_per_kwh: dict[str, float] = Field(default_factory=dict)
-    power_w_per_gpu: dict[str, float] = Field(
+    prices_usd_per_gpu_hour: dict[str, Annotated[float, Field(gt=0, le=1000)]] = Field(
+        default_factory=dict)
+    grid_g_per_kwh: dict[str, Annotated[float, Field(ge=0, le=5000)]] = Field(
+        default_factory=dict)
+    power_w_per_gpu: dict[str, Annotated[float, Field(gt=0, le=5000)]] = Field(
         default_factory=dict, description="busy power per GPU (W), e.g. {H100-PCIe: 350}; "
         "default: measured in the profiles, else datasheet TDP")
     embodied: Embodied = Field(default_factory=Embodied)
@@ -396,26 +398,12 @@ class Scenario(_Strict):
     @field_validator("prices_usd_per_gpu_hour")
     @classmethod
     def _prices(cls, v: dict[str, float]) -> dict[str, float]:
-        for k, p in v.items():
-            if not (math.isfinite(p) and p > 0):
-                raise ValueError(f"{k}: {p!r} must be > 0 USD per GPU-hour")
         return {_canon_gpu(k): p for k, p in v.items()}
 
     @field_validator("power_w_per_gpu")
     @classmethod
     def _power(cls, v: dict[str, float]) -> dict[str, float]:
-        for k, w in v.items():
-            if not (math.isfinite(w) and 0 < w <= 5000):
-                raise ValueError(f"{k}: {w!r} must be within (0, 5000] W per GPU")
         return {_canon_gpu(k): w for k, w in v.items()}
-
-    @field_validator("grid_g_per_kwh")
-    @classmethod
-    def _grid(cls, v: dict[str, float]) -> dict[str, float]:
-        for k, g in v.items():
-            if not (math.isfinite(g) and g >= 0):
-                raise ValueError(f"{k}: {g!r} must be >= 0 g CO2e per kWh")
-        return v
 
     @field_validator("availability")
     @classmethod

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
+from scipy.special import stdtrit
 
 from fleetplan.fleet.accounting import Account
 from fleetplan.fleet.pools import PoolModel
@@ -182,7 +182,7 @@ def p99_ci(reps: Sequence[float], batches: Sequence[float]) -> tuple[tuple[float
     for values, how in ((reps, "t over replications"), (batches, "t over 5 batch means")):
         v = np.asarray([x for x in values if math.isfinite(x)], dtype=float)
         if v.size >= 2:
-            half = float(stats.t.ppf(0.975, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))
+            half = float(stdtrit(v.size - 1, 0.975) * v.std(ddof=1) / math.sqrt(v.size))
             m = float(v.mean())
             return (m - half, m + half), how
     return (None, None), "none: one replication too short for batch means"

@@ -7,9 +7,10 @@ Every policy is a :class:`Router` subclass registered under a name with :func:`r
 - ``least-outstanding``: the eligible replica with the fewest outstanding requests (waiting +
   running); ties go round-robin so no replica is favoured.
 - ``slo-aware``: each class prefers the pools that meet its TTFT SLO when unloaded, leaving pools
-  that only tighter classes can use to those classes; inside the preferred pools the replica with
-  the lowest predicted TTFT wins; when even that prediction breaks the SLO the request spills to
-  the best other pool if it predicts better. A class with ``pin`` never leaves its pins.
+  that only tighter classes can use to those classes, and goes least-outstanding among them; when
+  the chosen replica's predicted TTFT breaks the SLO (its queue would), the request spills to the
+  replica with the best prediction in any pool it may use. A class with ``pin`` never leaves its
+  pins.
 - ``planned``: a fixed share per class and pool (``split``), dealt by smooth weighted
   round-robin (exact shares, no randomness), least-outstanding inside the pool.
 
@@ -126,11 +127,9 @@ class LeastOutstanding(Router):
 
 @register_router("slo-aware")
 class SloAware(Router):
-    """Preferred pools first; spill when their best prediction breaks the class's TTFT SLO.
-
-    Inside a pool the replica with the fewest outstanding requests stands for the pool; only
-    those candidates get a TTFT prediction (one per pool, not one per replica).
-    """
+    """Least-outstanding over the class's preferred pools; when the chosen replica's predicted
+    TTFT breaks the class's SLO, the replica with the best prediction anywhere it may go (each
+    pool represented by its least-outstanding replica: one prediction per pool)."""
 
     def __init__(self, ctx: RoutingContext) -> None:
         super().__init__(ctx)
@@ -158,26 +157,32 @@ class SloAware(Router):
             groups = [(p, [r for r in ctx.pool_replicas[p] if r in elig]) for p in pools]
             self.preferred.append([g for g in groups if g[0] in pref])
             self.spill.append([g for g in groups if g[0] not in pref])
-        self._start = [0] * len(ctx.pool_replicas)
+        self._pref_replicas = [[r for _, reps in g for r in reps] for g in self.preferred]
+        self._rr = [0] * ncls
 
     def _best(self, groups: Sequence[tuple[int, list[int]]],
               input_tokens: int) -> tuple[int, float]:
         best, best_t = -1, 0.0
-        for p, reps in groups:
-            s = self._start[p]
-            self._start[p] = (s + 1) % len(reps)
-            r = _least(self.ctx.outstanding, reps, s)
+        for _pool, reps in groups:
+            r = _least(self.ctx.outstanding, reps, 0)
             t = self._predict(r, input_tokens)
             if best < 0 or t < best_t:
                 best, best_t = r, t
         return best, best_t
 
     def route(self, cls: int, input_tokens: int) -> int:
-        r, t = self._best(self.preferred[cls], input_tokens)
+        pref = self._pref_replicas[cls]
+        s = self._rr[cls]
+        self._rr[cls] = (s + 1) % len(pref)
+        r = _least(self.ctx.outstanding, pref, s)
         slo = self.ctx.slo_ttft_s[cls] if self.ctx.slo_ttft_s else None
-        if slo is None or t <= slo or not self.spill[cls]:
+        if slo is None:
             return r
-        r2, t2 = self._best(self.spill[cls], input_tokens)
+        t = self._predict(r, input_tokens)
+        if t <= slo:
+            return r
+        # the preferred pools' queue would break the SLO: the best prediction anywhere wins
+        r2, t2 = self._best([*self.preferred[cls], *self.spill[cls]], input_tokens)
         return r2 if t2 < t else r
 
 

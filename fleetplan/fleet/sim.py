@@ -109,7 +109,7 @@ def run_replication(pools: Sequence[PoolModel], traffic: Traffic, routing: Routi
     state = {"arrivals_done": False, "reason": "drained"}
     backlog = [0] * len(pools)
     rep_of = [0] * n
-    done_in_window = [0] * len(pools)
+    done = [0] * len(pools)  # completions per pool since t=0
 
     def on_finish(req: Request) -> None:
         i = req.rid
@@ -118,8 +118,8 @@ def run_replication(pools: Sequence[PoolModel], traffic: Traffic, routing: Routi
         p = routed_to[i]
         backlog[p] -= 1
         busy_count[rep_of[i]] -= 1
-        if warmup_s <= env.now < duration_s:
-            done_in_window[p] += 1
+        if env.now < duration_s:
+            done[p] += 1
         if measured[i]:
             left[0] -= 1
             if left[0] == 0 and state["arrivals_done"] and not stop.triggered:
@@ -173,6 +173,7 @@ def run_replication(pools: Sequence[PoolModel], traffic: Traffic, routing: Routi
             if not took_warm and now >= warmup_s:
                 snap["busy0"] = [_busy_at(e, warmup_s) for e in engines]
                 snap["backlog0"] = list(backlog)
+                snap["done0"] = list(done)
                 took_warm = True
             if not took_end and now >= duration_s:
                 snap["busy1"] = [_busy_at(e, duration_s) for e in engines]
@@ -196,13 +197,18 @@ def run_replication(pools: Sequence[PoolModel], traffic: Traffic, routing: Routi
     env.run(until=stop)
     now = env.now
     end = min(now, duration_s)
-    if "busy0" not in snap:
-        snap["busy0"] = [_busy_at(e, min(warmup_s, now)) for e in engines]
-        snap["backlog0"] = list(backlog)
+    w0 = warmup_s
+    if "busy0" not in snap or end - warmup_s < max(1.0, 0.1 * (duration_s - warmup_s)):
+        # stopped (overloaded) during or just after warm-up: measure from t=0
+        w0 = 0.0
+        snap["busy0"] = [0.0] * len(engines)
+        snap["backlog0"] = [0] * len(pools)
+        snap["done0"] = [0] * len(pools)
+        measured = (t_arr < end)
     if "busy1" not in snap:
         snap["busy1"] = [_busy_at(e, end) for e in engines]
         snap["backlog1"] = list(backlog)
-    window = max(end - warmup_s, 1e-9)
+    window = max(end - w0, 1e-9)
     util = []
     r0 = 0
     for pm in pools:
@@ -226,6 +232,7 @@ def run_replication(pools: Sequence[PoolModel], traffic: Traffic, routing: Routi
         ttft_s=(ft - t_arr)[m], e2e_s=(fe - t_arr)[m], tpot_s=tpot[m],
         finished=~np.isnan(fin[m]), pool=routed_to[m], window_s=window,
         utilization=tuple(util), pool_overloaded=tuple(bool(x) for x in over),
-        pool_completed_rps=tuple(d / window for d in done_in_window),
+        pool_completed_rps=tuple((d - d0) / window for d, d0 in zip(done, snap["done0"],
+                                                                     strict=True)),
         stopped_at_s=now, stop_reason=state["reason"],
     )

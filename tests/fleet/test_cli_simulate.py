@@ -1,0 +1,80 @@
+"""`fleetplan simulate` and `fleetplan schema`: examples run; errors are one line, exit 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+from fleet_cases import base_dict
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+
+
+def test_hybrid_example_runs_with_fleet_override(cli) -> None:
+    r = cli("simulate", str(EXAMPLES / "hybrid-chat-batch.yaml"), "--format", "json",
+            "--replications", "1", "--fleet", "2x1xH100-PCIe+3x2xRTX-4090")
+    assert r.exit_code == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert [c["name"] for c in out["classes"]] == ["chat", "batch"]
+    assert [(p["config"], p["count"]) for p in out["pools"]] == [("1xH100-PCIe", 2),
+                                                                ("2xRTX-4090", 3)]
+    assert out["seed"] == 7 and out["replications"] == 1
+    assert out["g_co2_embodied_per_hour"] == 0.0  # the example excludes embodied carbon
+    assert r.stderr == ""  # no progress bar when stderr is not a terminal
+
+
+def test_azure_trace_example_runs(cli) -> None:
+    r = cli("simulate", str(EXAMPLES / "azure-trace.yaml"), "--quiet")
+    assert r.exit_code == 0, r.stderr
+    assert "conv" in r.stdout and "cost: $" in r.stdout
+    assert "dropped" in r.stdout  # prompts over the 4096-token window, counted
+
+
+def test_json_is_byte_identical_across_runs(cli, tmp_path: Path) -> None:
+    p = tmp_path / "s.yaml"
+    p.write_text(yaml.safe_dump(base_dict()))
+    a = cli("simulate", str(p), "--format", "json")
+    b = cli("simulate", str(p), "--format", "json")
+    assert a.exit_code == 0 and a.stdout == b.stdout
+    c = cli("simulate", str(p), "--format", "json", "--seed", "99")
+    assert c.stdout != a.stdout and json.loads(c.stdout)["seed"] == 99
+
+
+def test_csv_has_one_row_per_class(cli, tmp_path: Path) -> None:
+    p = tmp_path / "s.yaml"
+    p.write_text(yaml.safe_dump(base_dict()))
+    r = cli("simulate", str(p), "--format", "csv")
+    assert r.exit_code == 0
+    lines = r.stdout.strip().splitlines()
+    assert lines[0].startswith("name,requests,rate_rps") and len(lines) == 3
+
+
+def test_bad_inputs_exit_2_with_one_line(cli, tmp_path: Path) -> None:
+    d = base_dict()
+    d["classes"][1]["slo"]["ttft_p99_ms"] = -1
+    p = tmp_path / "bad.yaml"
+    p.write_text(yaml.safe_dump(d))
+    r = cli("simulate", str(p))
+    assert r.exit_code == 2
+    assert r.stderr.strip().splitlines() == [
+        f"fleetplan: error: {p}: classes[1].slo.ttft_p99_ms = -1: Input should be greater "
+        "than 0"]
+    good = tmp_path / "good.yaml"
+    good.write_text(yaml.safe_dump(base_dict()))
+    for args, expected in (
+        (("--fleet", "2x1xH100-PCIe@Atlantis"), "unknown region Atlantis"),
+        (("--fleet", "two H100s"), "expected <replicas>x<config>"),
+        (("--fleet", "1x1xRTX-4090"), "does not fit on 1xRTX-4090"),
+    ):
+        r = cli("simulate", str(good), *args)
+        assert r.exit_code == 2 and expected in r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_schema_prints_the_json_schema(cli) -> None:
+    r = cli("schema")
+    assert r.exit_code == 0
+    schema = json.loads(r.stdout)
+    assert schema["title"] == "Scenario" and "classes" in schema["required"]

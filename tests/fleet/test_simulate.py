@@ -1,0 +1,163 @@
+"""The fleet simulation: arrival kinds, warm-up, replications, determinism, overload, errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fleet_cases import base_dict, make
+
+from fleetplan.cli._format import dumps
+from fleetplan.errors import InputError
+from fleetplan.fleet import SimStatus, simulate
+from fleetplan.scenario import scenario_from_dict
+
+BINDING_CLASS = ["name", "requests", "rate_rps", "ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms",
+                 "ttft_p99_ci_ms", "tpot_p50_ms", "e2e_p99_ms", "slo_ttft_p99_ms", "slo_met",
+                 "goodput_fraction"]
+BINDING_POOL = ["config", "count", "region", "utilization", "requests"]
+BINDING_TOP = ["classes", "pools", "cost_per_hour_usd", "cost_per_mtok_usd",
+               "energy_kwh_per_hour", "g_co2_per_hour", "g_co2_per_mtok", "overloaded", "seed"]
+
+
+def test_json_shape_is_the_contract() -> None:
+    d = simulate(make()).to_dict()
+    assert list(d)[:len(BINDING_TOP)] == BINDING_TOP
+    assert list(d["classes"][0])[:len(BINDING_CLASS)] == BINDING_CLASS
+    assert list(d["pools"][0])[:len(BINDING_POOL)] == BINDING_POOL
+    for k in ("g_co2_operational_per_hour", "g_co2_embodied_per_hour",
+              "g_co2_operational_per_mtok", "g_co2_embodied_per_mtok", "offered_rps",
+              "sustainable_rps", "notes"):
+        assert k in d
+    lo, hi = d["classes"][0]["ttft_p99_ci_ms"]
+    assert lo <= d["classes"][0]["ttft_p99_ms"] <= hi
+    assert d["pools"][0]["calibrated"] is False
+    assert any("calibrated: false" in n for n in d["notes"])
+
+
+def test_same_seed_same_bytes_other_seed_other_bytes() -> None:
+    a = dumps(simulate(make()).to_dict())
+    b = dumps(simulate(make()).to_dict())
+    assert a == b
+    other = dumps(simulate(make(sim={**base_dict()["sim"], "seed": 4})).to_dict())
+    assert other != a
+
+
+def test_warmup_is_excluded_and_replications_are_independent() -> None:
+    res = simulate(make())
+    chat = res.classes[0]
+    # 2 replications x 80 measured seconds x 2 req/s
+    assert chat.requests == pytest.approx(2 * 80 * 2.0, rel=0.15)
+    assert chat.rate_rps == pytest.approx(2.0, rel=0.15)
+    a, b = chat.ttft_p99_reps_ms
+    assert a != b
+    assert chat.ttft_p99_ms == pytest.approx((a + b) / 2)
+    assert chat.ttft_p99_ci_method == "t over replications"
+
+
+def test_one_long_replication_gets_batch_means_ci() -> None:
+    res = simulate(make(sim={"duration_s": 600, "warmup_s": 20, "seed": 1, "replications": 1}))
+    batch = res.classes[1]
+    assert batch.ttft_p99_ci_method == "t over 5 batch means"
+    assert batch.ttft_p99_ci_ms[0] is not None
+    short = simulate(make(sim={"duration_s": 60, "warmup_s": 5, "seed": 1, "replications": 1}))
+    assert short.classes[0].ttft_p99_ci_ms == (None, None)
+
+
+def test_hourly_profile_class() -> None:
+    rates = [0.5] * 24
+    rates[1] = 4.0  # t in [3600, 7200) with start_hour 0
+    d = base_dict(sim={"duration_s": 7200, "warmup_s": 3500, "seed": 1, "replications": 1})
+    d["classes"] = [{**d["classes"][0], "rate_rps": None, "rate_profile_rps": rates}]
+    d["fleet"] = [{"config": "1xH100-PCIe", "count": 2}]
+    res = simulate(scenario_from_dict(d))
+    c = res.classes[0]
+    # 100 s at 0.5 + 3600 s at 4 req/s over a 3700 s window
+    assert c.rate_rps == pytest.approx((50 + 14400) / 3700, rel=0.05)
+
+
+def _trace(tmp_path: Path, n: int, gap: float, prompt: int = 200) -> Path:
+    p = tmp_path / "trace.csv"
+    rows = "".join(f"{i * gap:.3f},{prompt + i % 7},{20 + i % 5}\n" for i in range(n))
+    p.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n" + rows)
+    return p
+
+
+def test_trace_class_replays_and_scales(tmp_path: Path) -> None:
+    path = _trace(tmp_path, 400, 0.25)  # 4 req/s for 100 s
+    d = base_dict(sim={"duration_s": 90, "warmup_s": 10, "seed": 1, "replications": 1})
+    d["classes"] = [{"name": "t", "trace": str(path), "slo": {"ttft_p99_ms": 500}}]
+    as_is = simulate(scenario_from_dict(d)).classes[0]
+    assert as_is.requests == 320 and as_is.rate_rps == pytest.approx(4.0)
+    d["classes"][0]["trace"] = {"file": str(path), "scale_to_rps": 2.0, "loop": True}
+    scaled = simulate(scenario_from_dict(d)).classes[0]
+    assert scaled.rate_rps == pytest.approx(2.0, rel=0.01)
+
+
+def test_overlong_requests_error_or_drop(tmp_path: Path) -> None:
+    path = _trace(tmp_path, 400, 0.25, prompt=1000)  # prompts 1000..1006, outputs 20..24
+    d = base_dict(context_window=1024, sim={"duration_s": 90, "warmup_s": 10, "seed": 1,
+                                            "replications": 1})
+    d["classes"] = [{"name": "conv", "trace": str(path)}]
+    with pytest.raises(InputError) as e:
+        simulate(scenario_from_dict(d))
+    too_long = sum(1 for i in range(360) if 1000 + i % 7 + 20 + i % 5 > 1024)
+    assert f"class conv: {too_long} of 360 requests of trace.csv need more than the 1024" \
+        in str(e.value)
+    d["classes"][0]["overlong"] = "drop"
+    res = simulate(scenario_from_dict(d))
+    assert res.classes[0].dropped == too_long
+    assert any("dropped" in n for n in res.notes)
+
+
+def test_unparsable_trace_names_the_class_field(tmp_path: Path) -> None:
+    p = tmp_path / "bad.csv"
+    p.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n0,10,5\n1,ten,5\n")
+    d = base_dict()
+    d["classes"][0] = {"name": "chat", "trace": str(p)}
+    with pytest.raises(InputError, match=r"classes\[0\]\.trace\.file: .*bad\.csv: line 3: "
+                                         r"ContextTokens 'ten'"):
+        simulate(scenario_from_dict(d))
+
+
+def test_overload_is_detected_and_reported_not_simulated_forever() -> None:
+    d = base_dict(sim={"duration_s": 3600, "warmup_s": 30, "seed": 1, "replications": 1})
+    d["classes"] = [{**d["classes"][1], "rate_rps": 40.0}]
+    d["fleet"] = [{"config": "2xRTX-4090", "count": 1}]
+    res = simulate(scenario_from_dict(d))
+    assert res.overloaded and res.status is SimStatus.overloaded
+    assert res.pools[0].overloaded
+    assert res.offered_rps == pytest.approx(40.0, rel=0.1)
+    assert res.sustainable_rps is not None and res.sustainable_rps < 0.5 * res.offered_rps
+    assert res.classes[0].slo_met is False
+    note = next(n for n in res.notes if n.startswith("overloaded"))
+    assert "offered" in note and "sustainable" in note
+    assert any("backlog cap at t=" in n for n in res.notes)  # stopped early, not at 3600 s
+
+
+def test_no_fleet_and_bad_fleet_are_errors() -> None:
+    d = base_dict()
+    del d["fleet"]
+    sc = scenario_from_dict(d)
+    with pytest.raises(InputError, match="no fleet to simulate"):
+        simulate(sc)
+    res = simulate(sc, "1x1xH100-PCIe+1x2xRTX-4090")
+    assert [p.label for p in res.pools] == ["1xH100-PCIe@EU27", "2xRTX-4090@EU27"]
+    with pytest.raises(InputError, match="does not fit on 1xRTX-4090"):
+        simulate(sc, "1x1xRTX-4090")
+    with pytest.raises(InputError, match="repeats fleet"):
+        simulate(sc, "1x1xH100-PCIe+2x1xH100-PCIe")
+
+
+def test_progress_reaches_one() -> None:
+    seen: list[float] = []
+    simulate(make(), progress=seen.append)
+    assert seen[-1] == 1.0 and all(0 <= x <= 1 for x in seen)
+    assert np.all(np.diff(seen) >= -1e-12)
+
+
+def test_to_frame_has_one_row_per_class() -> None:
+    df = simulate(make()).to_frame()
+    assert df["name"].tolist() == ["chat", "batch"]
+    assert {"ttft_p99_ci_lo_ms", "ttft_p99_ci_hi_ms", "slo_met"} <= set(df.columns)
