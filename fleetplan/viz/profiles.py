@@ -117,7 +117,7 @@ def plot_latency_vs_rate(measured: Any, predicted: Any | None = None, *,
     configs = set(df["config"]) | (set(pred["config"]) if pred is not None else set())
     if not configs:
         raise InputError("plot_latency_vs_rate: nothing to plot")
-    ax = new_axes(ax)
+    ax = new_axes(ax, figsize=(9.0, 4.5))
     styles = style_map(configs)
     banded = False
     for config, (color, marker) in styles.items():
@@ -141,9 +141,9 @@ def plot_latency_vs_rate(measured: Any, predicted: Any | None = None, *,
     if banded:  # one legend entry explains every band
         ax.fill_between([], [], [], color="#999999", alpha=0.3, linewidth=0,
                         label=f"model band ({band_label})")
-    rates = pd.concat([df["request_rate"], pred["request_rate"] if pred is not None
-                       else df["request_rate"]]).astype(float).to_numpy()
-    _rate_axis(ax, rates)
+    # ticks at the measured rates (the model's grid is finer than the labels need)
+    rates = df["request_rate"] if len(df) else pred["request_rate"]  # type: ignore[index]
+    _rate_axis(ax, rates.astype(float).to_numpy())
     if logy:
         ax.set_yscale("log")
     ax.set_xlabel(xlabel or label_for("request_rate"))
@@ -151,5 +151,8 @@ def plot_latency_vs_rate(measured: Any, predicted: Any | None = None, *,
     title = f"{label_for(metric).split(' (')[0]} vs request rate"
     ax.set_title(f"{model}: {title}" if model else title, fontsize="medium")
     ax.grid(True, alpha=0.3, which="both")
-    legend(ax, ncols=2 if len(styles) > 3 else 1)
+    if len(ax.get_legend_handles_labels()[0]) > 4:  # many entries: beside the plot
+        legend(ax, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    else:
+        legend(ax)
     return ax
