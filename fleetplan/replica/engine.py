@@ -124,6 +124,8 @@ class ReplicaEngine:
         self._heap: list[tuple[int, int, Request]] = []  # (fin step, seq, req) of decoders
         self._n_dec = 0
         self._s_off = 0  # sum of _off over decoding requests
+        self._phase = [0] * self._bs  # decoding requests by _off mod block size
+        self._pf_reqs: dict[int, Request] = {}  # running requests still prefilling
         self._pf_slots = 0  # KV slots held by prefilling requests
         self._G = 0  # global step counter (steps completed)
         self._seq = 0  # heap tie-breaker
@@ -253,6 +255,7 @@ class ReplicaEngine:
                 continue  # stale entry (preempted and re-queued)
             self._n_dec -= 1
             self._s_off -= r._off
+            self._phase[r._off % self._bs] -= 1
             r.generated = r.output_tokens
             self._finish(r, now)
         pf = self._plan_pf
@@ -266,6 +269,7 @@ class ReplicaEngine:
                     continue
                 self._pf_slots -= r._slots
                 r._slots = 0
+                del self._pf_reqs[r.rid]
                 if r.generated == 0:
                     r.first_token_s = now
                 elif self.record_itl:
@@ -282,6 +286,7 @@ class ReplicaEngine:
                 r._fin = s + r.output_tokens - r.generated
                 self._n_dec += 1
                 self._s_off += r._off
+                self._phase[r._off % self._bs] += 1
                 self._seq += 1
                 heapq.heappush(heap, (r._fin, self._seq, r))
 
@@ -294,16 +299,21 @@ class ReplicaEngine:
         if self.on_finish is not None:
             self.on_finish(r)
 
+    def _dec_blocks(self, k: int) -> int:
+        """KV blocks all decoding requests hold after allocating for global step ``k``:
+        sum of ceil((off + k) / bs), in O(block size) from the counts per phase."""
+        bs = self._bs
+        pad = 0
+        for ph, cnt in enumerate(self._phase):
+            if cnt:
+                pad += cnt * ((-(ph + k)) % bs)
+        return (self._s_off + self._n_dec * k + pad) // bs
+
     def _held_blocks(self) -> int:
         """KV blocks held now (before the next step allocates)."""
-        bs, G = self._bs, self._G
-        total = 0
-        for r in self._running.values():
-            if r.state == DECODE:
-                total += -(-(r._off + G - 1) // bs)
-            else:
-                total += -(-r._slots // bs)
-        return total
+        bs = self._bs
+        return self._dec_blocks(self._G - 1) + sum(-(-r._slots // bs)
+                                                    for r in self._pf_reqs.values())
 
     def _preempt_last(self, now: float) -> tuple[Request, int]:
         """Preempt the most recently admitted request; returns it and the blocks it freed."""
@@ -313,11 +323,13 @@ class ReplicaEngine:
             freed = -(-(r._off + self._G - 1) // bs)
             self._n_dec -= 1
             self._s_off -= r._off
+            self._phase[r._off % bs] -= 1
             r.generated = r._gen0 + (self._G - 1 - (r._fin - (r.output_tokens - r._gen0)))
             r.last_token_s = now
         else:
             freed = -(-r._slots // bs)
             self._pf_slots -= r._slots
+            del self._pf_reqs[r.rid]
         r._slots = 0
         r._computed = 0
         r._target = r.input_tokens + r.generated
@@ -385,17 +397,13 @@ class ReplicaEngine:
         # KV: step k needs ceil((off + k) / bs) blocks per decoding sequence
         tok_last = self._s_off + D * (G + n - 1)
         if tok_last // bs + D > self._blocks:
-            offs = [r._off for r in self._running.values()]
-
-            def need(k: int) -> int:
-                return sum(-(-(o + k) // bs) for o in offs)
-
-            if need(G) > self._blocks:
+            blocks = self._blocks
+            if self._dec_blocks(G) > blocks:
                 return 0
-            lo, hi = 0, n - 1  # largest j with need(G + j) <= blocks
+            lo, hi = 0, n - 1  # largest j with the step G + j still allocatable
             while lo < hi:
                 mid = (lo + hi + 1) // 2
-                if need(G + mid) <= self._blocks:
+                if self._dec_blocks(G + mid) <= blocks:
                     lo = mid
                 else:
                     hi = mid - 1
@@ -413,14 +421,41 @@ class ReplicaEngine:
         bs, G = self._bs, self._G
         budget = self._budget
         held = self._held_upper()
-        if held + budget // bs + self._max_seqs + 1 + self._wait_cached_blocks > self._blocks:
+        tight = held + budget // bs + self._max_seqs + 1 + self._wait_cached_blocks > self._blocks
+        if tight:
             held = self._held_blocks()  # possibly tight: count exactly
+            # running requests' demand this step; without a shortage no preemption can happen
+            dec_demand = self._dec_blocks(G) - self._dec_blocks(G - 1)
+            demand = dec_demand
+            room = budget - self._n_dec
+            for r in self._pf_reqs.values():
+                new_tokens = min(r._target - r._computed, room)
+                if new_tokens <= 0:
+                    break
+                room -= new_tokens
+                demand += -(-(r._computed + new_tokens) // bs) - (-(-r._slots // bs))
+            tight = demand > self._blocks - held
+            if not tight:
+                held += dec_demand  # the decoders' new blocks of this step
         free = self._blocks - held
         chunks: list[tuple[Request, int]] = []
         n_dec = 0
         kv_read = 0
         preempted = False
-        order = list(self._running.values())
+        if not tight and self._pf_reqs:
+            # no allocation can fail: decoders (which precede prefilling requests in admission
+            # order) take one token each, then the prefilling requests their chunks
+            n_dec = self._n_dec
+            budget -= n_dec
+            kv_read = self._s_off + n_dec * G
+            order = list(self._pf_reqs.values())
+        elif not tight:
+            n_dec = self._n_dec
+            budget -= n_dec
+            kv_read = self._s_off + n_dec * G
+            order = []
+        else:
+            order = list(self._running.values())
         for r in order:
             if budget <= 0:
                 break
@@ -471,6 +506,7 @@ class ReplicaEngine:
                 self._pf_slots += r._slots
                 kv_read += cached
                 r.state = PREFILL
+                self._pf_reqs[r.rid] = r
                 if r.scheduled_s != r.scheduled_s:  # NaN: first admission
                     r.scheduled_s = now
                 self._running[r.rid] = r

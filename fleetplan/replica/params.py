@@ -122,6 +122,12 @@ def replica_params(model: str, config: str, *,
         if entry.get("model") == spec.model and entry.get("config") == hw.name:
             return _params_from_entry(entry, f"calibration configs[{i}]")
     eff = (cal.get("efficiency") or {}).get(hw.gpu)
+    if eff is None and cal.get("efficiency_pooled"):
+        pooled = cal["efficiency_pooled"]
+        return prior_params(spec, hw, efficiency=pooled, source=(
+            f"spec-based prior (model card + GPU datasheet); no calibrated {hw.gpu} "
+            f"configuration: efficiency pooled over {int(pooled.get('n_configs', 0))} calibrated "
+            f"configurations of other GPU types"))
     return prior_params(spec, hw, efficiency=eff)
 
 

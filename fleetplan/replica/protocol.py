@@ -167,6 +167,36 @@ def simulate_requests(params: ReplicaParams, arrivals: np.ndarray, ins: np.ndarr
     return reqs, engine
 
 
+def _weighted_percentile(values: np.ndarray, weights: np.ndarray, q: float) -> float:
+    """``np.percentile`` (linear) of the multiset where each value appears ``weight`` times."""
+    order = np.argsort(values, kind="stable")
+    v, cw = values[order], np.cumsum(weights[order])
+    k = q / 100.0 * (cw[-1] - 1)
+    lo, hi = math.floor(k), math.ceil(k)
+    vlo = v[np.searchsorted(cw, lo + 1)]
+    vhi = v[np.searchsorted(cw, hi + 1)]
+    return float(vlo + (vhi - vlo) * (k - lo))
+
+
+def itl_stats(engine: ReplicaEngine) -> tuple[float, float, float]:
+    """Mean, p50 and p99 (ms) of every token gap the engine recorded."""
+    st = engine.stats
+    if not st.itl_segments and not st.itl_single:
+        return math.nan, math.nan, math.nan
+    seg = np.asarray(st.itl_segments, dtype=float).reshape(-1, 4)
+    n = seg[:, 2].astype(np.int64)
+    start = np.repeat(np.cumsum(n) - n, n)
+    k = np.arange(int(n.sum())) - start
+    vals = np.repeat(seg[:, 0], n) + np.repeat(seg[:, 1], n) * k
+    w = np.repeat(seg[:, 3], n).astype(np.int64)
+    if st.itl_single:
+        vals = np.concatenate([vals, np.asarray(st.itl_single)])
+        w = np.concatenate([w, np.ones(len(st.itl_single), dtype=np.int64)])
+    mean = float(np.dot(vals, w) / w.sum())
+    return (mean * 1e3, _weighted_percentile(vals, w, 50) * 1e3,
+            _weighted_percentile(vals, w, 99) * 1e3)
+
+
 def run_metrics(reqs: Sequence[Request], engine: ReplicaEngine,
                 end_min_s: float) -> dict[str, float]:
     """vLLM's benchmark metrics of one simulated run."""
@@ -176,10 +206,7 @@ def run_metrics(reqs: Sequence[Request], engine: ReplicaEngine,
     first = np.array([r.first_token_s for r in reqs])
     multi = outs > 1
     tpot = (fin[multi] - first[multi]) / (outs[multi] - 1) * 1e3
-    st = engine.stats
-    parts = [np.repeat(A + B * np.arange(n), d) for A, B, n, d in st.itl_segments]
-    parts.append(np.asarray(st.itl_single))
-    itl = np.concatenate(parts) * 1e3 if parts else np.zeros(0)
+    itl_mean, itl_p50, itl_p99 = itl_stats(engine)
     duration = max(float(fin.max()), end_min_s)
     out = {
         "request_throughput": len(reqs) / duration,
@@ -190,11 +217,11 @@ def run_metrics(reqs: Sequence[Request], engine: ReplicaEngine,
         "ttft_p99_ms": float(np.percentile(ttft, 99)),
         "duration_s": duration,
     }
-    for name, arr in (("tpot", tpot), ("itl", itl)):
-        ok = arr.size > 0
-        out[f"{name}_mean_ms"] = float(arr.mean()) if ok else math.nan
-        out[f"{name}_p50_ms"] = float(np.percentile(arr, 50)) if ok else math.nan
-        out[f"{name}_p99_ms"] = float(np.percentile(arr, 99)) if ok else math.nan
+    ok = tpot.size > 0
+    out["tpot_mean_ms"] = float(tpot.mean()) if ok else math.nan
+    out["tpot_p50_ms"] = float(np.percentile(tpot, 50)) if ok else math.nan
+    out["tpot_p99_ms"] = float(np.percentile(tpot, 99)) if ok else math.nan
+    out["itl_mean_ms"], out["itl_p50_ms"], out["itl_p99_ms"] = itl_mean, itl_p50, itl_p99
     return out
 
 

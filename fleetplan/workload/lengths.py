@@ -13,6 +13,7 @@ assumption fitted to the measured runs (see ``docs/methodology.md``); users can 
 from __future__ import annotations
 
 import math
+from functools import cache
 from typing import Annotated, Literal
 
 import numpy as np
@@ -146,24 +147,75 @@ class LengthModel(BaseModel):
         return ins[:n], outs[:n]
 
 
-# The measured protocol (vLLM's ShareGPT sampler): prompt < 1024, prompt + output < 2048, means
-# ~208 input / ~208 output tokens per request. The cv values are the fitted spread (see
-# replica.calibration); PROTOCOL_CV_* are refined there and documented in docs/methodology.md.
+# The measured protocol (vLLM's ShareGPT sampler): prompt < 1024, prompt + output < 2048, and
+# per-request means of ~208 input / ~208 output tokens (the runs' token totals / 200).
+# The spread is FITTED, not assumed: `python scripts/fit_length_spread.py` replays the calibrated
+# configurations' runs over a grid of coefficients of variation and keeps the pair that best
+# matches (a) the request throughput at 4 and 16 req/s, which the long replies near the end of a
+# burst decide (output spread), and (b) the TTFT p90/p99 of runs whose prompts are not in the
+# prefix cache (input spread). Fitted values (see docs/replica-model.md for the table):
 PROTOCOL_INPUT_MEAN = 208.0
 PROTOCOL_OUTPUT_MEAN = 208.0
 PROTOCOL_CV_INPUT = 1.0
 PROTOCOL_CV_OUTPUT = 1.0
+PROTOCOL_MAX_INPUT = 1023
+PROTOCOL_MAX_TOTAL = 2047
+PROTOCOL_MIN_TOKENS = 4
+
+
+@cache
+def _untruncated_means(cv_in: float, cv_out: float, mean_in: float,
+                       mean_out: float) -> tuple[float, float]:
+    """Pre-truncation lognormal means whose truncated, jointly capped means are the targets.
+
+    The sampler rounds draws to integers and redraws those outside ``[4, 1023]`` (input),
+    ``[4, 2047]`` (output) and pairs above 2047 tokens in all; the means of what it keeps are
+    computed exactly on the integer grid and matched by a fixed-point iteration.
+    """
+    from scipy.stats import lognorm
+
+    xs = np.arange(PROTOCOL_MIN_TOKENS, PROTOCOL_MAX_INPUT + 1, dtype=float)
+    ys = np.arange(PROTOCOL_MIN_TOKENS, PROTOCOL_MAX_TOTAL + 1, dtype=float)
+
+    def pmf(grid: np.ndarray, mean: float, cv: float) -> np.ndarray:
+        s2 = math.log1p(cv * cv)
+        dist = lognorm(s=math.sqrt(s2), scale=math.exp(math.log(mean) - s2 / 2))
+        return dist.cdf(grid + 0.5) - dist.cdf(grid - 0.5)
+
+    m_in, m_out = mean_in, mean_out
+    for _ in range(60):
+        f, g = pmf(xs, m_in, cv_in), pmf(ys, m_out, cv_out)
+        cap = (PROTOCOL_MAX_TOTAL - xs).astype(int) - PROTOCOL_MIN_TOKENS  # index of max y
+        g_cum, gy_cum = np.cumsum(g), np.cumsum(g * ys)
+        z = float(np.sum(f * g_cum[cap]))
+        e_in = float(np.sum(xs * f * g_cum[cap])) / z
+        e_out = float(np.sum(f * gy_cum[cap])) / z
+        if abs(e_in - mean_in) < 1e-6 and abs(e_out - mean_out) < 1e-6:
+            break
+        m_in *= mean_in / e_in
+        m_out *= mean_out / e_out
+    return m_in, m_out
 
 
 def protocol_length_model(cv_input: float = PROTOCOL_CV_INPUT,
                           cv_output: float = PROTOCOL_CV_OUTPUT,
                           mean_input: float = PROTOCOL_INPUT_MEAN,
                           mean_output: float = PROTOCOL_OUTPUT_MEAN) -> LengthModel:
-    """The default length model: the measured runs' protocol (see module docstring)."""
+    """The default length model: the measured runs' protocol (see module docstring).
+
+    ``mean_input`` / ``mean_output`` are the means of the lengths it produces (after the
+    protocol's bounds); the lognormals' own ``mean`` fields hold the pre-truncation values that
+    achieve them.
+    """
+    m_in, m_out = _untruncated_means(float(cv_input), float(cv_output), float(mean_input),
+                                     float(mean_output))
     return LengthModel(
-        input=LognormalLengths(mean=mean_input, cv=cv_input, min=4, max=1023),
-        output=LognormalLengths(mean=mean_output, cv=cv_output, min=4, max=2047),
-        max_total=2047,
-        source="assumption: ShareGPT-like protocol of the measured runs (means from the runs' "
-               "token totals, spread fitted to their TTFT tails)",
+        input=LognormalLengths(mean=m_in, cv=cv_input, min=PROTOCOL_MIN_TOKENS,
+                               max=PROTOCOL_MAX_INPUT),
+        output=LognormalLengths(mean=m_out, cv=cv_output, min=PROTOCOL_MIN_TOKENS,
+                                max=PROTOCOL_MAX_TOTAL),
+        max_total=PROTOCOL_MAX_TOTAL,
+        source=(f"assumption: ShareGPT-like protocol of the measured runs (truncated means "
+                f"{mean_input:g}/{mean_output:g} tokens from the runs' token totals; lognormal "
+                f"cv {cv_input:g}/{cv_output:g} fitted to their throughput and TTFT tails)"),
     )

@@ -1,0 +1,83 @@
+"""``fleetplan calibrate``: fit the replica model to the measured runs of a profile store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import typer
+
+from fleetplan.cli._format import OutputFormat, emit_json, emit_table
+from fleetplan.profiles.store import load_profiles
+from fleetplan.replica.calibration import DEFAULT_MAX_NFEV, calibrate_store, write_calibration
+from fleetplan.replica.params import default_calibration_path
+
+
+def calibrate(
+    model: str | None = typer.Option(None, "--model", "-m", help="Only this model."),
+    config: str | None = typer.Option(None, "--config", "-c", help="Only this configuration."),
+    out: Path | None = typer.Option(
+        None, "--out", help="Result file (default: data/calibration.json)."
+    ),
+    store: Path | None = typer.Option(None, "--store", help="Profile store (default: bundled)."),
+    jobs: int | None = typer.Option(None, "--jobs", min=1, help="Processes (default: all cores)."),
+    max_nfev: int = typer.Option(
+        DEFAULT_MAX_NFEV, "--max-nfev", min=5, max=1000, help="Simulations per configuration fit."
+    ),
+    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="table or json."),
+) -> None:
+    """Fit each configuration's step-time parameters to its unflagged runs; flag and report the
+    runs no work-conserving server can produce. The file is written atomically; configurations
+    not refitted keep their entries.
+
+    Example: fleetplan calibrate --config 1xH100-PCIe --out my-calibration.json
+    """
+    st = load_profiles(store)
+    cal = calibrate_store(st, model=model, config=config, jobs=jobs, max_nfev=max_nfev)
+    target = out if out is not None else default_calibration_path()
+    write_calibration(cal, target)
+    rows = []
+    for f in cal.fits:
+        p = f.params
+        rows.append(
+            {
+                "model": p.model,
+                "config": p.config,
+                "calibrated": p.calibrated,
+                "runs": len(f.runs),
+                "flagged": sum(r["flagged"] for r in f.runs),
+                "loss": f.loss,
+                "c_step_ms": p.c_step * 1e3,
+                "c_prefill_tok_us": p.c_prefill_tok * 1e6,
+                "c_seq_us": p.c_seq * 1e6,
+                "c_kv_tok_ns": p.c_kv_tok * 1e9,
+                "overhead_ms": p.overhead_s * 1e3,
+                "kv_capacity_tokens": p.kv_capacity_tokens,
+            }
+        )
+    flagged = [
+        {
+            "model": r.model,
+            "config": r.config,
+            "request_rate": r.request_rate,
+            "flag_reason": r.flag_reason,
+        }
+        for r in cal.runs
+        if r.flagged
+    ]
+    if fmt is OutputFormat.json:
+        emit_json({"out": str(target), "configs": rows, "flagged": flagged})
+        return
+    emit_table(
+        pd.DataFrame(rows),
+        title=f"Calibration -> {target}",
+        caption="\n".join(
+            f"flagged: {f['model']} {f['config']} {f['request_rate']:g} req/s: {f['flag_reason']}"
+            for f in flagged
+        )
+        or None,
+    )
+
+
+def register(app: typer.Typer) -> None:
+    app.command("calibrate")(calibrate)

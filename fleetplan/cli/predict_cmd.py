@@ -1,0 +1,101 @@
+"""``fleetplan predict``: replay vLLM's benchmark (or a sustained load) on the replica model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import typer
+
+from fleetplan.cli._format import OutputFormat, emit_json, emit_table
+from fleetplan.errors import InputError
+from fleetplan.replica.params import replica_params
+from fleetplan.replica.protocol import METRICS, replay
+from fleetplan.replica.steady import steady_state
+
+BURST_NOTE = (
+    "the rate is a burst of num_prompts requests that the server then drains, not "
+    "sustained load; use --steady for the sustained behaviour used in planning"
+)
+
+
+def predict(
+    model: str = typer.Option(
+        ..., "--model", "-m", help="Model name, e.g. DeepSeek-R1-Distill-Qwen-14B."
+    ),
+    config: str = typer.Option(
+        ..., "--config", "-c", help="Hardware configuration, e.g. 2xRTX-4090."
+    ),
+    rate: float = typer.Option(..., "--rate", "-r", help="Request rate, req/s (inf: all at once)."),
+    num_prompts: int = typer.Option(200, "--num-prompts", min=1, help="Requests in the burst."),
+    burstiness: float = typer.Option(
+        1.0, "--burstiness", help="Gamma shape of the gaps (1.0 = Poisson)."
+    ),
+    max_concurrency: int | None = typer.Option(
+        None, "--max-concurrency", min=1, help="Client-side cap on requests in flight."
+    ),
+    seeds: int = typer.Option(5, "--seeds", min=1, max=100, help="Length seeds to average over."),
+    steady: bool = typer.Option(
+        False, "--steady", help="Sustained load (600 s) instead of a burst."
+    ),
+    calibration: Path | None = typer.Option(
+        None, "--calibration", help="Calibration file (default: bundled)."
+    ),
+    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="table or json."),
+) -> None:
+    """Predict what vLLM's benchmark would measure for MODEL on CONFIG at RATE.
+
+    Example: fleetplan predict --model DeepSeek-R1-Distill-Qwen-14B --config 1xH100-PCIe --rate 16
+    """
+    if not burstiness > 0:
+        raise InputError(f"--burstiness {burstiness!r} must be > 0")
+    params = replica_params(model, config, calibration=calibration)
+    head = {
+        "model": params.model,
+        "config": params.config,
+        "calibrated": params.calibrated,
+        "params_source": params.source,
+    }
+    if steady:
+        res = steady_state(params, rate=rate, burstiness=burstiness)
+        out = {**head, "mode": "steady", **res.to_dict()}
+        if fmt is OutputFormat.json:
+            emit_json(out)
+            return
+        df = pd.DataFrame(
+            [
+                {"metric": k, "value": v}
+                for k, v in res.to_dict().items()
+                if k not in ("model", "config")
+            ]
+        )
+        emit_table(
+            df,
+            title=f"{params.model} on {params.config}: sustained {rate:g} req/s",
+            caption=f"calibrated: {str(params.calibrated).lower()} ({params.source})",
+        )
+        return
+    res = replay(
+        params,
+        rate=rate,
+        num_prompts=num_prompts,
+        burstiness=burstiness,
+        max_concurrency=max_concurrency,
+        seeds=tuple(range(seeds)),
+    )
+    if fmt is OutputFormat.json:
+        emit_json({**head, "mode": "burst", **res.to_dict(), "note": BURST_NOTE})
+        return
+    df = pd.DataFrame(
+        [{"metric": k, "mean": res.metrics[k].mean, "std": res.metrics[k].std} for k in METRICS]
+    )
+    emit_table(
+        df,
+        title=f"{params.model} on {params.config}: {num_prompts} prompts at {rate:g} req/s",
+        caption=f"calibrated: {str(params.calibrated).lower()} ({params.source})\n"
+        f"mean and spread over {seeds} length seeds; {BURST_NOTE}",
+    )
+
+
+def register(app: typer.Typer) -> None:
+    app.command("predict")(predict)

@@ -1,0 +1,104 @@
+"""``fleetplan validate``: replay measured runs on the calibrated model and compare."""
+
+from __future__ import annotations
+
+import enum
+import sys
+from pathlib import Path
+
+import pandas as pd
+import typer
+
+from fleetplan.cli._format import dumps, emit_table
+from fleetplan.profiles.store import load_profiles
+from fleetplan.replica.params import load_calibration
+from fleetplan.replica.runs import VALIDATED_METRICS
+from fleetplan.validate.core import load_runs, validate
+from fleetplan.validate.cv import leave_one_config_out, leave_one_rate_out
+from fleetplan.validate.markdown import validation_markdown
+
+
+class ValidateFormat(enum.StrEnum):
+    table = "table"
+    json = "json"
+    markdown = "markdown"
+
+
+def validate_cmd(
+    runs: list[Path] = typer.Argument(
+        None, help="Result files or folders (default: the store's runs)."
+    ),
+    cv: bool = typer.Option(
+        False, "--cv", help="Leave-one-rate-out and leave-one-config-out over the store."
+    ),
+    store: Path | None = typer.Option(None, "--store", help="Profile store (default: bundled)."),
+    calibration: Path | None = typer.Option(
+        None, "--calibration", help="Calibration file (default: bundled)."
+    ),
+    jobs: int | None = typer.Option(None, "--jobs", min=1, help="Processes for --cv refits."),
+    fmt: ValidateFormat = typer.Option(
+        ValidateFormat.table, "--format", help="table, json or markdown."
+    ),
+) -> None:
+    """Predicted vs measured for each run, with percent errors; parameters come from the store's
+    calibration only, never from RUNS.
+
+    Example: fleetplan validate --cv --format markdown > docs/validation.md
+    """
+    st = load_profiles(store)
+    cal = load_calibration(calibration)
+    todo = load_runs(st, runs or [])
+    result = validate(todo, calibration=cal)
+    if cv:
+        store_runs = load_runs(st)
+        cal_keys = {(e["model"], e["config"]) for e in cal.get("configs", [])}
+        store_runs = [r for r in store_runs if r.key in cal_keys]
+        result["cv"] = {
+            "leave_one_rate_out": leave_one_rate_out(store_runs, jobs=jobs),
+            "leave_one_config_out": leave_one_config_out(store_runs, cal.get("configs", [])),
+        }
+    if fmt is ValidateFormat.json:
+        sys.stdout.write(dumps(result))
+        return
+    if fmt is ValidateFormat.markdown:
+        args = " ".join(
+            [
+                "fleetplan validate",
+                *(str(p) for p in runs or []),
+                *(["--cv"] if cv else []),
+                "--format markdown",
+            ]
+        )
+        sys.stdout.write(validation_markdown(result, command=args) + "\n")
+        return
+    rows = []
+    for r in result["runs"]:
+        row = {
+            "model": r["model"],
+            "config": r["config"],
+            "rate": r["request_rate"],
+            "calibrated": r["calibrated"],
+            "flagged": r["flagged"],
+        }
+        for m in VALIDATED_METRICS:
+            row[f"{m} err%"] = r["metrics"][m]["error_pct"]
+        rows.append(row)
+    summ = "; ".join(
+        f"{m} {v['median_abs_error_pct']:.1f}%"
+        for m, v in result["summary"].items()
+        if v["median_abs_error_pct"] is not None
+    )
+    emit_table(
+        pd.DataFrame(rows),
+        title="Predicted vs measured (percent error)",
+        caption=f"median |error| over unflagged runs: {summ}",
+    )
+    if cv:
+        for name in ("leave_one_rate_out", "leave_one_config_out"):
+            s = result["cv"][name]["summary"]
+            df = pd.DataFrame([{"metric": m, **v} for m, v in s.items()])
+            emit_table(df, title=name.replace("_", "-"))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("validate")(validate_cmd)

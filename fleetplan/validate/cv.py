@@ -1,0 +1,108 @@
+"""Cross-validation of the replica model over the profile store, beside the baseline.
+
+Main entries: :func:`leave_one_rate_out` (for each interior rate of each configuration: refit
+the configuration without that rate's runs, predict them; the geometric-interpolation baseline
+predicts them from the neighbouring measured rates) and :func:`leave_one_config_out` (for each
+calibrated configuration: predict its runs from the specs with efficiency ratios learned from the
+other calibrated configurations of the same GPU type: the path of an unmeasured pair).
+Summaries are medians of absolute percent errors over unflagged runs, overall and per GPU type.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+from fleetplan.catalog.hardware import HardwareConfig
+from fleetplan.catalog.models import get_model
+from fleetplan.replica.calibrate import fit_many, group_runs
+from fleetplan.replica.calibration import efficiency_from_entries
+from fleetplan.replica.priors import prior_params
+from fleetplan.replica.runs import VALIDATED_METRICS, MeasuredRun, predict_run
+from fleetplan.validate.baseline import interpolate, is_interior, rate_table
+from fleetplan.validate.core import VALIDATE_SEEDS, run_record
+
+TARGETS_PCT = {"request_throughput": 3.0, "output_throughput": 3.0, "ttft_p50_ms": 8.0,
+               "ttft_p90_ms": 10.0, "ttft_p99_ms": 15.0, "tpot_p50_ms": 5.0}
+
+
+def _summary(records: Sequence[dict[str, Any]], with_baseline: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for m in VALIDATED_METRICS:
+        rows = [r["metrics"][m] for r in records if not r["flagged"]]
+        errs = [abs(x["error_pct"]) for x in rows if x["error_pct"] is not None]
+        entry: dict[str, Any] = {
+            "median_abs_error_pct": statistics.median(errs) if errs else None, "n": len(errs),
+            "target_pct": TARGETS_PCT.get(m)}
+        if with_baseline:
+            b = [abs(x["baseline_error_pct"]) for x in rows
+                 if x.get("baseline_error_pct") is not None]
+            entry["baseline_median_abs_error_pct"] = statistics.median(b) if b else None
+            entry["baseline_n"] = len(b)
+        out[m] = entry
+    return out
+
+
+def summaries(records: Sequence[dict[str, Any]], with_baseline: bool) -> dict[str, Any]:
+    """Overall and per-GPU-type summaries."""
+    by_gpu: dict[str, list[dict[str, Any]]] = {}
+    for r in records:
+        by_gpu.setdefault(r["gpu"], []).append(r)
+    return {"summary": _summary(records, with_baseline),
+            "by_gpu": {g: _summary(rs, with_baseline) for g, rs in sorted(by_gpu.items())}}
+
+
+def leave_one_rate_out(runs: Sequence[MeasuredRun], *, jobs: int | None = None,
+                       max_nfev: int = 40, seeds: Sequence[int] = VALIDATE_SEEDS
+                       ) -> dict[str, Any]:
+    """Refit without each interior rate, predict it; baseline beside the model."""
+    table = rate_table(runs)
+    groups = group_runs(runs)
+    tasks: list[tuple[list[MeasuredRun], list[MeasuredRun]]] = []
+    for key, rs in groups.items():
+        for rate in sorted({r.request_rate for r in rs}):
+            held = [r for r in rs if r.request_rate == rate and not r.flagged]
+            if not held or not is_interior(table[key], rate):
+                continue
+            rest = [r for r in rs if r.request_rate != rate]
+            if any(not r.flagged for r in rest):
+                tasks.append((rest, held))
+    fits = fit_many([t[0] for t in tasks], jobs=jobs, max_nfev=max_nfev)
+    records = []
+    for (_rest, held), fit in zip(tasks, fits, strict=True):
+        for run in held:
+            pred = predict_run(fit.params, run, seeds=seeds)
+            rec = run_record(run, True, pred)
+            others = {rate: vals for rate, vals in table[run.key].items()
+                      if rate != run.request_rate}
+            others[run.request_rate] = {}
+            for m, row in rec["metrics"].items():
+                base = interpolate(others, run.request_rate, m)
+                row["baseline_predicted"] = base
+                meas = row["measured"]
+                row["baseline_error_pct"] = (100.0 * (base - meas) / meas
+                                             if base is not None and meas else None)
+            records.append(rec)
+    return {"runs": records, **summaries(records, True)}
+
+
+def leave_one_config_out(runs: Sequence[MeasuredRun], entries: Sequence[dict[str, Any]], *,
+                         seeds: Sequence[int] = VALIDATE_SEEDS) -> dict[str, Any]:
+    """Predict each calibrated configuration's runs from specs + the other configurations'
+    efficiency ratios (same GPU type); configurations alone of their GPU type are listed in
+    ``not_covered``."""
+    calibrated = {(e["model"], e["config"]) for e in entries if e.get("calibrated")}
+    records, not_covered = [], []
+    for key, rs in group_runs(runs).items():
+        if key not in calibrated:
+            continue
+        hw = HardwareConfig.parse(key[1])
+        eff = efficiency_from_entries(list(entries), exclude=key).get(hw.gpu)
+        if eff is None:
+            not_covered.append({"model": key[0], "config": key[1]})
+            continue
+        params = prior_params(get_model(key[0]), hw, efficiency=eff)
+        for run in rs:
+            records.append(run_record(run, False, predict_run(params, run, seeds=seeds)))
+    return {"runs": records, **summaries(records, False), "not_covered": not_covered}
