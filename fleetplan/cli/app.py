@@ -18,6 +18,9 @@ from fleetplan.errors import FleetplanError
 COMMANDS = [
     "profiles",
     "ingest",
+    "calibrate",
+    "predict",
+    "validate",
     "simulate",
     "solve",
     "frontier",
