@@ -126,7 +126,9 @@ class NvmlPower:
             source = "nvml energy counter (nvmlDeviceGetTotalEnergyConsumption) deltas"
         elif len(self._samples) >= 2:
             times = [s[0] for s in self._samples]
-            per_gpu = tuple(_trapezoid(times, w) for w in per_gpu_sampled)
+            # the first and last samples stand for the edges of the window they miss
+            per_gpu = tuple(_trapezoid(times, w) + w[0] * (times[0] - self._t0)
+                            + w[-1] * (t1 - times[-1]) for w in per_gpu_sampled)
             source = (f"nvml sampled power (every {self.interval_s:g} s) integrated over time; "
                       "the energy counter is not supported on these GPUs")
         else:
