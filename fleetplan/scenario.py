@@ -450,13 +450,13 @@ class Scenario(_Strict):
 
     def with_fleet(self, fleet: Sequence[Pool]) -> Scenario:
         """A copy with another fleet (validated again: pins and splits must still match)."""
-        data = self.model_dump(mode="python", by_alias=True, exclude_unset=False)
+        data = self.model_dump(mode="python", by_alias=True, exclude_unset=True)
         data["fleet"] = [p.model_dump() for p in fleet]
         return _revalidate(data)
 
     def with_updates(self, **fields: Any) -> Scenario:
         """A validated copy with some top-level fields replaced (e.g. ``routing="planned"``)."""
-        data = self.model_dump(mode="python", by_alias=True)
+        data = self.model_dump(mode="python", by_alias=True, exclude_unset=True)
         data.update({k: _dumpable(v) for k, v in fields.items()})
         return _revalidate(data)
 
@@ -471,7 +471,7 @@ class Scenario(_Strict):
 
 def _dumpable(v: Any) -> Any:
     if isinstance(v, BaseModel):
-        return v.model_dump(mode="python", by_alias=True)
+        return v.model_dump(mode="python", by_alias=True, exclude_unset=True)
     if isinstance(v, list | tuple):
         return [_dumpable(x) for x in v]
     if isinstance(v, dict):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,16 +22,34 @@ FLEET_HELP = (
     "e.g. 2x1xH100-PCIe+4x2xRTX-4090@FRA (region default EU27).")
 
 
+SHOW_AFTER_S = 1.5
+
+
 @contextmanager
 def _progress(enabled: bool) -> Iterator[Callable[[float], None] | None]:
-    """A progress bar on stderr when asked for and stderr is a terminal; else nothing."""
+    """A progress bar on stderr, shown once a run has lasted ``SHOW_AFTER_S`` seconds, when
+    asked for and stderr is a terminal; else nothing."""
     if not enabled or not sys.stderr.isatty():
         yield None
         return
-    with Progress(TextColumn("simulating"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
-                  TimeElapsedColumn(), console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task("simulate", total=1.0)
-        yield lambda f: bar.update(task, completed=f)
+    t0 = time.monotonic()
+    bar = Progress(TextColumn("simulating"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+                   TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+    task = bar.add_task("simulate", total=1.0)
+    started = False
+
+    def update(f: float) -> None:
+        nonlocal started
+        if not started and time.monotonic() - t0 >= SHOW_AFTER_S:
+            bar.start()
+            started = True
+        bar.update(task, completed=f)
+
+    try:
+        yield update
+    finally:
+        if started:
+            bar.stop()
 
 
 def _print(res: SimulationResult) -> None:

@@ -165,7 +165,7 @@ def _num(x: float | None) -> float | None:
 def _class_dict(c: ClassResult) -> dict[str, Any]:
     d = asdict(c)
     d["ttft_p99_ci_ms"] = list(c.ttft_p99_ci_ms)
-    d["ttft_p99_reps_ms"] = list(c.ttft_p99_reps_ms)
+    d["ttft_p99_reps_ms"] = [_num(x) for x in c.ttft_p99_reps_ms]
     for k, v in d.items():
         if isinstance(v, float):
             d[k] = _num(v)
@@ -185,7 +185,8 @@ def p99_ci(reps: Sequence[float], batches: Sequence[float]) -> tuple[tuple[float
             half = float(stdtrit(v.size - 1, 0.975) * v.std(ddof=1) / math.sqrt(v.size))
             m = float(v.mean())
             return (m - half, m + half), how
-    return (None, None), "none: one replication too short for batch means"
+    return (None, None), ("none: one replication too short for batch means" if not reps
+                          else "none: fewer than 2 replications with requests")
 
 
 def _batch_p99(rep: Replication, mask: np.ndarray) -> list[float]:
@@ -232,7 +233,7 @@ def class_result(scenario: Scenario, c: int, reps: Sequence[Replication],
     mean = {k: float(np.mean(v)) if v else math.nan for k, v in per.items()}
     ci, how = p99_ci(per["t99"] if len(reps) > 1 else [], batches)
     met: bool | None = None
-    if slo is not None:
+    if slo is not None and total > 0:
         used = [p for p in range(len(pools)) if routed[p] > 0]
         met = total > 0 and unfinished == 0 and not any(pools_overloaded[p] for p in used)
         for target, value in ((slo.ttft_p99_ms, mean["t99"]), (slo.tpot_p99_ms, mean["p99"]),

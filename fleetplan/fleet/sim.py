@@ -83,7 +83,7 @@ def _predictor(engines: Sequence[ReplicaEngine], mean_prompt: float) -> Callable
         per_step = max(1, p.max_num_batched_tokens - running)
         tokens = e.queue_len * mean_prompt + input_tokens
         steps = math.ceil(tokens / per_step)
-        chunk = min(tokens, per_step)
+        chunk = int(min(tokens, per_step))
         wait = 0.0
         if running >= p.max_num_seqs:  # a slot must free first: about one decode lifetime
             wait = p.step_s(0, running, e.kv_tokens_used) * 32
@@ -106,7 +106,8 @@ def run_replication(pools: Sequence[PoolModel], traffic: Traffic, routing: Routi
     measured = (t_arr >= warmup_s) & (t_arr < duration_s)
     left = [int(measured.sum())]
     stop = env.event()
-    state = {"arrivals_done": False, "reason": "drained"}
+    arrivals_done = [False]
+    reason = ["drained"]
     backlog = [0] * len(pools)
     rep_of = [0] * n
     done = [0] * len(pools)  # completions per pool since t=0
@@ -122,7 +123,7 @@ def run_replication(pools: Sequence[PoolModel], traffic: Traffic, routing: Routi
             done[p] += 1
         if measured[i]:
             left[0] -= 1
-            if left[0] == 0 and state["arrivals_done"] and not stop.triggered:
+            if left[0] == 0 and arrivals_done[0] and not stop.triggered:
                 stop.succeed()
 
     engines: list[ReplicaEngine] = []
@@ -157,7 +158,7 @@ def run_replication(pools: Sequence[PoolModel], traffic: Traffic, routing: Routi
             busy_count[r] += 1
             rep_of[i] = r
             engines[r].submit(Request(i, t, a, int(outs[i]), c))
-        state["arrivals_done"] = True
+        arrivals_done[0] = True
         if left[0] == 0 and not stop.triggered:
             stop.succeed()
 
@@ -180,11 +181,11 @@ def run_replication(pools: Sequence[PoolModel], traffic: Traffic, routing: Routi
                 snap["backlog1"] = list(backlog)
                 took_end = True
             if any(b > cap for b, cap in zip(backlog, caps, strict=True)):
-                state["reason"] = "backlog cap"
+                reason[0] = "backlog cap"
                 stop.succeed()
                 return
             if now >= drain_end:
-                state["reason"] = "drain limit"
+                reason[0] = "drain limit"
                 stop.succeed()
                 return
             if progress is not None:
@@ -221,7 +222,8 @@ def run_replication(pools: Sequence[PoolModel], traffic: Traffic, routing: Routi
     for p, pm in enumerate(pools):
         grew = snap["backlog1"][p] - snap["backlog0"][p]
         limit = max(GROWTH_SHARE * routed[p], GROWTH_FLOOR * pm.count)
-        over.append(state["reason"] != "drained" and backlog[p] > 0 or grew > limit)
+        over.append(grew > limit or (reason[0] == "backlog cap" and backlog[p] > caps[p])
+                    or (reason[0] == "drain limit" and backlog[p] > 0))
     # censor: no first token / not finished by the stop
     ft = np.where(np.isnan(first), now, first)
     fe = np.where(np.isnan(fin), now, fin)
@@ -234,5 +236,5 @@ def run_replication(pools: Sequence[PoolModel], traffic: Traffic, routing: Routi
         utilization=tuple(util), pool_overloaded=tuple(bool(x) for x in over),
         pool_completed_rps=tuple((d - d0) / window for d, d0 in zip(done, snap["done0"],
                                                                      strict=True)),
-        stopped_at_s=now, stop_reason=state["reason"],
+        stopped_at_s=now, stop_reason=reason[0],
     )

@@ -101,6 +101,9 @@ def _notes(pools: Sequence[PoolModel], classes: Sequence[ClassResult], reps: Seq
         notes.append(f"overloaded: offered {offered:.3g} req/s, sustainable {sustainable:.3g} "
                      "req/s; latency figures include censored waits (lower bounds)")
     for c in classes:
+        if c.requests == 0:
+            notes.append(f"class {c.name}: no request arrived in the measured window; its SLO "
+                         "is not judged (slo_met: null)")
         if c.dropped:
             notes.append(f"class {c.name}: {c.dropped} request(s) longer than the context "
                          "window dropped (overlong: drop)")

@@ -180,3 +180,12 @@ def test_json_schema_lists_the_binding_fields() -> None:
 def test_examples_validate() -> None:
     for name in ("hybrid-chat-batch.yaml", "azure-trace.yaml"):
         load_scenario(ROOT / "examples" / name)
+
+
+def test_copies_keep_trace_classes_valid() -> None:
+    d = base_dict()
+    d["classes"][0] = {"name": "chat", "trace": {"file": "/data/t.csv", "scale_to_rps": 3}}
+    sc = scenario_from_dict(d)
+    again = sc.with_fleet(parse_fleet("1x1xH100-PCIe")).with_updates(routing="round-robin")
+    assert again.classes == sc.classes and again.routing == "round-robin"
+    assert again.sim == sc.sim

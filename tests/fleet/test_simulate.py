@@ -161,3 +161,16 @@ def test_to_frame_has_one_row_per_class() -> None:
     df = simulate(make()).to_frame()
     assert df["name"].tolist() == ["chat", "batch"]
     assert {"ttft_p99_ci_lo_ms", "ttft_p99_ci_hi_ms", "slo_met"} <= set(df.columns)
+
+
+def test_overload_names_the_pool_that_is_overloaded() -> None:
+    d = base_dict(routing="slo-aware", sim={"duration_s": 600, "warmup_s": 20, "seed": 1,
+                                             "replications": 1},
+                  fleet=[{"config": "1xH100-PCIe", "count": 1},
+                         {"config": "2xRTX-4090", "count": 1}])
+    d["classes"][0]["pin"] = ["1xH100-PCIe"]
+    d["classes"][1].update(pin=["2xRTX-4090"], rate_rps=40.0)
+    res = simulate(scenario_from_dict(d))
+    assert [p.overloaded for p in res.pools] == [False, True]
+    assert res.classes[1].slo_met is False
+    assert res.classes[0].pools == {"1xH100-PCIe@EU27": 1.0}
