@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from fleet_cases import base_dict, make
+from fleet_cases import MODEL, base_dict, make
 
 from fleetplan.errors import UnknownNameError
 from fleetplan.fleet import ROUTERS, Router, RoutingContext, get_router, register_router, simulate
+from fleetplan.fleet.pools import unloaded_ttft_s
+from fleetplan.replica.params import replica_params
 
 
 def _ctx(pools: list[int], ncls: int = 1, **kw) -> RoutingContext:
@@ -89,12 +91,15 @@ def test_planned_routing_follows_the_split() -> None:
 
 
 def test_slo_aware_routes_tiers_and_pins() -> None:
+    fast = unloaded_ttft_s(replica_params(MODEL, "1xH100-PCIe"), 100)
+    slow = unloaded_ttft_s(replica_params(MODEL, "2xRTX-4090"), 100)
+    assert fast < slow
     d = base_dict(routing="slo-aware")
-    d["classes"][0]["slo"]["ttft_p99_ms"] = 50
+    d["classes"][0]["slo"]["ttft_p99_ms"] = (fast + slow) / 2 * 1e3
     res = simulate(make(routing="slo-aware", classes=d["classes"]))
     chat, batch = res.classes
-    # idle, a 100-token prompt takes ~33 ms on the H100 and ~53 ms on 2xRTX-4090 (priors): chat
-    # (50 ms) prefers the H100, batch leaves it to chat
+    # idle, a 100-token prompt is faster on the H100 than on 2xRTX-4090; with an SLO between
+    # the two, chat prefers the H100 and batch leaves it to chat
     assert chat.pools.get("1xH100-PCIe@EU27", 0) > 0.9
     assert batch.pools.get("2xRTX-4090@EU27", 0) > 0.9
     d = base_dict(routing="slo-aware")

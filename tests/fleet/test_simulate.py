@@ -6,11 +6,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fleet_cases import base_dict, make
+from fleet_cases import MODEL, base_dict, make
 
 from fleetplan.cli._format import dumps
 from fleetplan.errors import InputError
 from fleetplan.fleet import SimStatus, simulate
+from fleetplan.replica.params import replica_params
 from fleetplan.scenario import scenario_from_dict
 
 BINDING_CLASS = ["name", "requests", "rate_rps", "ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms",
@@ -32,8 +33,12 @@ def test_json_shape_is_the_contract() -> None:
         assert k in d
     lo, hi = d["classes"][0]["ttft_p99_ci_ms"]
     assert lo <= d["classes"][0]["ttft_p99_ms"] <= hi
-    assert d["pools"][0]["calibrated"] is False
-    assert any("calibrated: false" in n for n in d["notes"])
+    for p in d["pools"]:
+        assert p["calibrated"] is replica_params(MODEL, p["config"]).calibrated
+    # a configuration without calibration runs on spec-based priors and says so
+    prior = simulate(make(), "1x1xH100-SXM+1x2xRTX-4090").to_dict()
+    assert prior["pools"][0]["calibrated"] is False and prior["calibrated"] is False
+    assert any(n.startswith("pool 1xH100-SXM@EU27: calibrated: false") for n in prior["notes"])
 
 
 def test_same_seed_same_bytes_other_seed_other_bytes() -> None:
