@@ -358,3 +358,4 @@ def ingest_paths(paths: Iterable[str | os.PathLike[str]], store: Any,
     report.added = store.add(found)
     report.duplicates = len(found) - len(report.added)
     return report
+from fleetplan.profiles import guidellm as _guidellm  # noqa: E402,F401  (registers "guidellm")

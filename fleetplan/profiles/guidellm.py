@@ -1,0 +1,204 @@
+"""GuideLLM run reports (the JSON that ``guidellm benchmark`` saves) as measured runs.
+
+Registers the ingest format ``guidellm`` (:func:`fleetplan.profiles.ingest.register_format`); main
+entry :func:`parse_report` (one report -> one store record per benchmark it holds). Reads the
+report of GuideLLM 0.4+ (``benchmarks[].config.strategy``, ``scheduler_metrics``, ``metrics``) and
+of 0.2/0.3 (``benchmarks[].args.strategy``, ``run_stats``, ``worker.backend_model``).
+
+How GuideLLM's figures map to the store (vLLM's definitions):
+
+- strategy ``poisson`` at rate r: ``request_rate`` r, burstiness 1. ``synchronous``: rate inf with
+  ``max_concurrency`` 1; ``concurrent`` (n streams): rate inf, ``max_concurrency`` n;
+  ``throughput``: rate inf (its ``max_concurrency`` if set). ``constant`` rates (evenly spaced
+  arrivals, a gamma shape of infinity) are refused: the store's burstiness must be finite.
+- counts: ``completed`` = successful, ``failed`` = errored, ``num_prompts`` = all requests of the
+  measured window (incomplete ones, cut at the end of the run, count there and nowhere else).
+- ``ttft``: ``time_to_first_token_ms``; ``e2e``: ``request_latency`` (s -> ms).
+- ``tpot`` (vLLM: per request, (latency - TTFT) / (tokens - 1)) is GuideLLM's per-request
+  ``inter_token_latency_ms``: its statistics come from the report's per-request records when it
+  holds them, else from ``metrics.inter_token_latency_ms`` (weighted by tokens, an approximation).
+- ``itl`` (vLLM: every gap between tokens): the mean is exact (GuideLLM's token-weighted mean of
+  per-request means is total decode time / gaps); its percentiles are those of the per-request
+  means, so the spread within a request is lost and tails are understated.
+- throughputs are recomputed as vLLM does (successful requests and their tokens / duration).
+
+GuideLLM does not know the hardware: give ``--gpu`` and ``--gpu-count`` (or ``extras.gpu`` /
+``extras.gpu_count`` in the report).
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+
+from fleetplan.catalog.gpus import normalize_gpu
+from fleetplan.catalog.models import normalize_model
+from fleetplan.errors import UnknownNameError
+from fleetplan.profiles.ingest import (
+    IngestFormat,
+    IngestOptions,
+    RecordError,
+    SourceRef,
+    _digest,
+    register_format,
+)
+from fleetplan.profiles.schema import LATENCY_METRICS
+
+_METRIC_KEYS = {"ttft": ("time_to_first_token_ms", 1.0), "e2e": ("request_latency", 1e3),
+                "itl": ("inter_token_latency_ms", 1.0), "tpot": ("inter_token_latency_ms", 1.0)}
+
+
+def _fail(src: SourceRef, where: str, msg: str) -> RecordError:
+    return RecordError(f"{src.path}: line {src.line}: {where}: {msg}")
+
+
+def is_guidellm(obj: dict[str, Any]) -> bool:
+    """A GuideLLM report: a ``benchmarks`` list of generative benchmarks with ``metrics``."""
+    benches = obj.get("benchmarks")
+    return (isinstance(benches, list) and bool(benches) and isinstance(benches[0], dict)
+            and "metrics" in benches[0]
+            and str(benches[0].get("type_", "generative_benchmark")).startswith("generative"))
+
+
+def _get(d: Any, *path: str) -> Any:
+    for key in path:
+        if not isinstance(d, dict) or key not in d:
+            return None
+        d = d[key]
+    return d
+
+
+def _num(v: Any, src: SourceRef, where: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
+        raise _fail(src, where, f"{v!r} is not a finite number >= 0")
+    return float(v)
+
+
+def _dist(bench: dict[str, Any], name: str, src: SourceRef, where: str) -> dict[str, Any]:
+    d = _get(bench, "metrics", name, "successful")
+    if not isinstance(d, dict):
+        raise _fail(src, f"{where}.metrics.{name}.successful", "missing")
+    return d
+
+
+def _stats(d: dict[str, Any], scale: float, src: SourceRef, where: str) -> dict[str, float]:
+    pct = d.get("percentiles") or {}
+    raw = {"mean": d.get("mean"), "std": d.get("std_dev"),
+           "p50": pct.get("p50", d.get("median")), "p90": pct.get("p90"),
+           "p95": pct.get("p95"), "p99": pct.get("p99"), "p100": d.get("max")}
+    return {k: _num(v, src, f"{where}.{k}") * scale for k, v in raw.items() if v is not None}
+
+
+def _sample_stats(values_ms: list[float]) -> dict[str, float]:
+    a = np.asarray(values_ms, dtype=float)
+    q = np.percentile(a, [50, 90, 95, 99, 100])
+    return {"mean": float(a.mean()), "std": float(a.std()), "p50": float(q[0]),
+            "p90": float(q[1]), "p95": float(q[2]), "p99": float(q[3]), "p100": float(q[4])}
+
+
+def _protocol(bench: dict[str, Any], src: SourceRef, where: str) -> dict[str, Any]:
+    strat = _get(bench, "config", "strategy") or _get(bench, "args", "strategy")
+    if not isinstance(strat, dict) or "type_" not in strat:
+        raise _fail(src, f"{where}.config.strategy", "missing (no scheduling strategy)")
+    kind = strat["type_"]
+    cap = strat.get("max_concurrency")
+    if kind == "poisson":
+        return {"request_rate": _num(strat.get("rate"), src, f"{where}.strategy.rate"),
+                "burstiness": 1.0, "max_concurrency": cap}
+    if kind == "synchronous":
+        return {"request_rate": math.inf, "burstiness": 1.0, "max_concurrency": 1}
+    if kind == "concurrent":
+        return {"request_rate": math.inf, "burstiness": 1.0,
+                "max_concurrency": strat.get("streams")}
+    if kind == "throughput":
+        return {"request_rate": math.inf, "burstiness": 1.0, "max_concurrency": cap}
+    if kind == "constant":
+        raise _fail(src, f"{where}.config.strategy", "constant-rate arrivals (evenly spaced, a "
+                    "gamma shape of infinity) cannot be stored: burstiness must be finite; "
+                    "run GuideLLM with --rate-type poisson")
+    raise _fail(src, f"{where}.config.strategy.type_", f"unknown strategy {kind!r}")
+
+
+def _duration(bench: dict[str, Any], src: SourceRef, where: str) -> float:
+    if isinstance(bench.get("duration"), int | float):
+        return _num(bench["duration"], src, f"{where}.duration")
+    for start, end in ((("scheduler_metrics", "measure_start_time"),
+                        ("scheduler_metrics", "measure_end_time")),
+                       (("start_time",), ("end_time",))):
+        a, b = _get(bench, *start), _get(bench, *end)
+        if isinstance(a, int | float) and isinstance(b, int | float) and b > a:
+            return float(b - a)
+    raise _fail(src, f"{where}.duration", "missing (no duration nor start/end times)")
+
+
+def _parse_one(report: dict[str, Any], bench: dict[str, Any], k: int, src: SourceRef,
+               opt: IngestOptions) -> dict[str, Any]:
+    where = f"benchmarks[{k}]"
+    model_id = (_get(report, "args", "model") or _get(bench, "config", "backend", "model")
+                or _get(bench, "worker", "backend_model"))
+    if not isinstance(model_id, str) or not model_id:
+        raise _fail(src, where, "no model name (args.model)")
+    extras = report.get("extras") or _get(report, "args", "extras") or {}
+    gpu_raw = opt.gpu or extras.get("gpu")
+    count_raw = opt.gpu_count or extras.get("gpu_count")
+    if not gpu_raw or count_raw is None:
+        raise _fail(src, where, "a GuideLLM report does not name the hardware: give --gpu and "
+                    "--gpu-count")
+    try:
+        gpu = normalize_gpu(str(gpu_raw))
+    except UnknownNameError as exc:
+        raise _fail(src, "gpu", str(exc)) from None
+    gpu_count = int(count_raw)
+    totals = _get(bench, "metrics", "request_totals") or bench.get("request_totals") or {}
+    ok = int(_num(totals.get("successful"), src, f"{where}.request_totals.successful"))
+    err = int(_num(totals.get("errored", 0), src, f"{where}.request_totals.errored"))
+    total = int(_num(totals.get("total", ok + err), src, f"{where}.request_totals.total"))
+    duration = _duration(bench, src, where)
+    n_in = _num(_dist(bench, "prompt_token_count", src, where).get("total_sum"), src,
+                f"{where}.metrics.prompt_token_count.successful.total_sum")
+    n_out = _num(_dist(bench, "output_token_count", src, where).get("total_sum"), src,
+                 f"{where}.metrics.output_token_count.successful.total_sum")
+    start = _get(bench, "scheduler_metrics", "start_time") or _get(bench, "start_time")
+    rec: dict[str, Any] = {
+        "run_id": _digest([src.digest, k]),
+        "model": normalize_model(model_id), "model_id": model_id,
+        "gpu": gpu, "gpu_count": gpu_count, "tp_size": gpu_count,
+        "config": f"{gpu_count}x{gpu}",
+        "engine": str(extras.get("engine") or "unknown"),
+        "engine_version": opt.engine_version or extras.get("engine_version"),
+        "date": (datetime.fromtimestamp(float(start), UTC).strftime("%Y%m%d-%H%M%S")
+                 if isinstance(start, int | float) and start > 0 else None),
+        "source_format": "guidellm", "source_file": src.path.name, "source_line": src.line,
+        "num_prompts": max(total, 1), "dataset": opt.dataset,
+        **_protocol(bench, src, where),
+        "duration_s": duration, "completed": ok, "failed": err,
+        "total_input_tokens": round(n_in), "total_output_tokens": round(n_out),
+        "request_throughput": ok / duration, "output_throughput": n_out / duration,
+        "total_token_throughput": (n_in + n_out) / duration,
+    }
+    per_request = _get(bench, "requests", "successful")
+    samples = [r.get("inter_token_latency_ms") for r in per_request or []
+               if isinstance(r, dict)]
+    samples = [float(v) for v in samples if isinstance(v, int | float) and math.isfinite(v)]
+    for metric in LATENCY_METRICS:
+        name, scale = _METRIC_KEYS[metric]
+        if metric == "tpot" and samples:
+            stats = _sample_stats(samples)
+        else:
+            stats = _stats(_dist(bench, name, src, where), scale, src,
+                           f"{where}.metrics.{name}.successful")
+        for stat, value in stats.items():
+            rec[f"{metric}_{stat}_ms"] = value
+    return rec
+
+
+def parse_report(obj: dict[str, Any], src: SourceRef, opt: IngestOptions) -> list[dict[str, Any]]:
+    """One store record per benchmark of a GuideLLM report (refusing the whole report if one
+    benchmark cannot be read: the error names it)."""
+    return [_parse_one(obj, b, k, src, opt) for k, b in enumerate(obj["benchmarks"])]
+
+
+register_format(IngestFormat("guidellm", is_guidellm, parse_report))
