@@ -180,9 +180,8 @@ def _parse_one(report: dict[str, Any], bench: dict[str, Any], k: int, src: Sourc
         "total_token_throughput": (n_in + n_out) / duration,
     }
     per_request = _get(bench, "requests", "successful")
-    samples = [r.get("inter_token_latency_ms") for r in per_request or []
-               if isinstance(r, dict)]
-    samples = [float(v) for v in samples if isinstance(v, int | float) and math.isfinite(v)]
+    raw = [r.get("inter_token_latency_ms") for r in per_request or [] if isinstance(r, dict)]
+    samples = [float(v) for v in raw if isinstance(v, int | float) and math.isfinite(v)]
     for metric in LATENCY_METRICS:
         name, scale = _METRIC_KEYS[metric]
         if metric == "tpot" and samples:
@@ -201,4 +200,5 @@ def parse_report(obj: dict[str, Any], src: SourceRef, opt: IngestOptions) -> lis
     return [_parse_one(obj, b, k, src, opt) for k, b in enumerate(obj["benchmarks"])]
 
 
-register_format(IngestFormat("guidellm", is_guidellm, parse_report))
+# ingest's reader accepts a list of records from one object (one per benchmark here)
+register_format(IngestFormat("guidellm", is_guidellm, parse_report))  # type: ignore[arg-type]
