@@ -25,7 +25,7 @@ from fleetplan.replica.runs import FLAG_RATIO, VLLM_BENCHMARK_SEED, MeasuredRun,
 from fleetplan.workload.lengths import LengthModel, protocol_length_model
 
 SCHEMA_VERSION = 1
-DEFAULT_MAX_NFEV = 45
+DEFAULT_MAX_NFEV = 40
 
 
 @dataclass

@@ -1,0 +1,65 @@
+"""Calibration recovers parameters from runs the model generated; inconsistent runs are flagged."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from fleetplan.catalog import HardwareConfig, get_model
+from fleetplan.profiles.store import load_profiles
+from fleetplan.replica.calibrate import FIT_SEEDS, fit_config
+from fleetplan.replica.priors import prior_params
+from fleetplan.replica.runs import MeasuredRun, flag_runs, predict_run, runs_from_frame
+
+MODEL, CONFIG = "DeepSeek-R1-Distill-Qwen-1.5B", "1xH100-PCIe"
+
+
+def _synthetic_runs(truth) -> list[MeasuredRun]:
+    runs = []
+    for i, rate in enumerate((1.0, 4.0, 16.0, 32.0)):
+        run = MeasuredRun(run_id=f"syn{i}", model=MODEL, config=CONFIG, gpu="H100-PCIe",
+                          gpu_count=1, request_rate=rate, num_prompts=80, burstiness=1.0,
+                          total_input_tokens=80 * 208, total_output_tokens=80 * 150,
+                          series_max_rate=32.0)
+        meas = predict_run(truth, run, seeds=FIT_SEEDS)
+        runs.append(MeasuredRun(**{**run.__dict__, "measured": meas}))
+    return runs
+
+
+def test_calibration_recovers_known_parameters() -> None:
+    prior = prior_params(get_model(MODEL), HardwareConfig.parse(CONFIG))
+    truth = prior.with_(c_step=prior.c_step * 1.4, overhead_s=0.008,
+                        c_prefill_tok=prior.c_prefill_tok * 0.8, calibrated=True)
+    fit = fit_config(_synthetic_runs(truth), prior=prior, max_nfev=60)
+    got = fit.params
+    assert math.isclose(got.c_step, truth.c_step, rel_tol=0.05)
+    assert math.isclose(got.overhead_s, truth.overhead_s, rel_tol=0.15)
+    # the runs are reproduced (the prior penalty alone keeps the loss above zero)
+    for r in fit.runs:
+        assert all(abs(e) < 10 for m, e in r["error_pct"].items() if m.startswith(("tt", "tp"))), r
+    assert got.calibrated and all(not r["flagged"] for r in fit.runs)
+
+
+def _frame(ttft_by_rate: dict[float, float]) -> pd.DataFrame:
+    return pd.DataFrame([{"run_id": f"r{rate:g}", "model": "m", "config": "1xRTX-4090",
+                          "request_rate": rate, "ttft_p50_ms": v}
+                         for rate, v in ttft_by_rate.items()])
+
+
+def test_ttft_falling_as_load_rises_is_flagged_with_the_reason() -> None:
+    flags = flag_runs(_frame({1.0: 1200.0, 4.0: 220.0, 16.0: 200.0, 32.0: 1600.0}))
+    assert set(flags) == {"r1"}
+    assert "1 req/s" in flags["r1"] and "work-conserving" in flags["r1"]
+
+
+def test_consistent_series_is_not_flagged() -> None:
+    assert flag_runs(_frame({1.0: 20.0, 4.0: 21.0, 16.0: 24.0, 32.0: 40.0})) == {}
+
+
+def test_bundled_store_flags_the_tensor_parallel_4090_low_rate_runs_only() -> None:
+    runs = runs_from_frame(load_profiles().frame)
+    flagged = {(r.config, r.request_rate) for r in runs if r.flagged}
+    assert ("2xRTX-4090", 1.0) in flagged and ("8xRTX-4090", 1.0) in flagged
+    assert not any(cfg.startswith("1x") for cfg, _ in flagged)
+    assert all(r.flag_reason for r in runs if r.flagged)

@@ -1,0 +1,56 @@
+"""Parameters: calibrated pairs, spec-based priors for unmeasured pairs, names, KV capacity."""
+
+from __future__ import annotations
+
+import pytest
+
+from fleetplan.catalog import HardwareConfig, get_model
+from fleetplan.errors import ModelError, UnknownNameError
+from fleetplan.replica import replica_params
+from fleetplan.replica.priors import kv_capacity_tokens, prior_params
+
+
+def test_measured_pair_is_calibrated_and_unmeasured_pair_is_not() -> None:
+    p = replica_params("DeepSeek-R1-Distill-Qwen-14B", "1xH100-PCIe")
+    assert p.calibrated and "calibrated" in p.source
+    q = replica_params("DeepSeek-R1-Distill-Qwen-14B", "2xH100-PCIe")
+    assert not q.calibrated and "H100-PCIe" in q.source
+    r = replica_params("DeepSeek-R1-Distill-Qwen-14B", "1xH100-SXM")
+    assert not r.calibrated and "pooled" in r.source
+
+
+def test_unknown_names_say_what_is_valid() -> None:
+    with pytest.raises(UnknownNameError, match="did you mean DeepSeek-R1-Distill-Qwen-14B"):
+        replica_params("DeepSeek-R1-Distill-Qwen-14", "1xH100-PCIe")
+    with pytest.raises(UnknownNameError, match="GPU"):
+        replica_params("DeepSeek-R1-Distill-Qwen-14B", "1xH900")
+
+
+def test_a_model_that_does_not_fit_is_refused() -> None:
+    with pytest.raises(ModelError, match="does not fit"):
+        replica_params("DeepSeek-R1-Distill-Llama-70B", "1xRTX-4090")
+
+
+def test_70b_fp16_on_two_h100_leaves_almost_no_kv_cache() -> None:
+    big = kv_capacity_tokens(get_model("DeepSeek-R1-Distill-Llama-70B"),
+                             HardwareConfig.parse("2xH100-PCIe"))
+    small = kv_capacity_tokens(get_model("DeepSeek-R1-Distill-Qwen-14B"),
+                               HardwareConfig.parse("1xH100-PCIe"))
+    assert big < 50_000 < 200_000 < small  # one burst of 200 requests needs ~80k tokens
+
+
+def test_priors_follow_the_hardware() -> None:
+    spec = get_model("DeepSeek-R1-Distill-Qwen-7B")
+    h100 = prior_params(spec, HardwareConfig.parse("1xH100-PCIe"))
+    rtx = prior_params(spec, HardwareConfig.parse("1xRTX-4090"))
+    assert h100.c_step < rtx.c_step  # twice the memory bandwidth
+    assert h100.kv_capacity_tokens > rtx.kv_capacity_tokens  # 80 GB vs 24 GB
+    assert not h100.calibrated
+
+
+def test_params_are_strict() -> None:
+    p = replica_params("DeepSeek-R1-Distill-Qwen-14B", "1xH100-PCIe")
+    with pytest.raises(ValueError):
+        p.with_(c_step=-1.0)
+    with pytest.raises(ValueError):
+        p.with_(unknown_field=1)
