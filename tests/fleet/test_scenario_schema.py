@@ -90,6 +90,7 @@ def test_issue_example_loads_with_defaults() -> None:
     (lambda d: d.update(prices_usd_per_gpu_hour={"H100-PCIe": 0}),
      "prices_usd_per_gpu_hour.H100-PCIe = 0: Input should be greater than 0"),
     (lambda d: d.update(classes=[]), "classes = []: List should have at least 1 item"),
+    (lambda d: d.update(fleet=[]), "fleet = []: List should have at least 1 item"),
 ])
 def test_bad_input_names_path_and_value(mutate, expected: str) -> None:
     d = base_dict()
