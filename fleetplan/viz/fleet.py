@@ -49,6 +49,11 @@ def _records(data: Any, keys: tuple[str, ...], required: tuple[str, ...], what: 
     return as_frame(data, required=required, what=what)
 
 
+def _n(count: object, noun: str) -> str:
+    n = int(count)  # type: ignore[call-overload]
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def _gpus(config: str) -> int:
     return HardwareConfig.parse(config).gpu_count
 
@@ -69,7 +74,7 @@ def plot_fleet_composition(fleet: Any, *, unit: str = "replicas", ax: Axes | Non
         df["region"] = ""
     df["gpus"] = [int(c) * _gpus(cfg) for cfg, c in zip(df["config"], df["count"], strict=True)]
     df = df.sort_values(["config", "region"], kind="mergesort").reset_index(drop=True)
-    ax = new_axes(ax, figsize=(7.0, 1.2 + 0.5 * len(df)))
+    ax = new_axes(ax, figsize=(7.0, max(2.5, 1.2 + 0.5 * len(df))))
     styles = style_map(df["config"])
     values = df["count"] if unit == "replicas" else df["gpus"]
     labels = [f"{c} @ {r}" if r else c for c, r in zip(df["config"], df["region"], strict=True)]
@@ -80,7 +85,7 @@ def plot_fleet_composition(fleet: Any, *, unit: str = "replicas", ax: Axes | Non
         label = rec["config"] if rec["config"] not in seen else None
         seen.add(rec["config"])
         ax.barh(y[i], values.iloc[i], color=color, label=label)
-        note = f"{int(rec['count'])} replicas, {int(rec['gpus'])} GPUs"
+        note = f"{_n(rec['count'], 'replica')}, {_n(rec['gpus'], 'GPU')}"
         util = rec.get("utilization")
         if util is not None and not (isinstance(util, float) and math.isnan(util)):
             note += f", {100 * float(util):.0f}% busy"
@@ -91,18 +96,20 @@ def plot_fleet_composition(fleet: Any, *, unit: str = "replicas", ax: Axes | Non
     ax.set_xlabel("replicas" if unit == "replicas" else "GPUs")
     ax.set_xlim(0, float(values.max()) * 1.6)
     total_r, total_g = int(df["count"].sum()), int(df["gpus"].sum())
-    ax.set_title(f"Fleet: {total_r} replicas, {total_g} GPUs", fontsize="medium")
+    ax.set_title(f"Fleet: {_n(total_r, 'replica')}, {_n(total_g, 'GPU')}", fontsize="medium")
     ax.grid(True, axis="x", alpha=0.3)
     return ax
 
 
 def plot_class_latency(classes: Any, *, metric: str = "ttft_p99_ms", ax: Axes | None = None,
-                       logy: bool = False) -> Axes:
+                       logy: bool | None = None) -> Axes:
     """Per class: simulated P99 (bar, with its 95% interval when given) against the SLO (tick).
 
     Bars of classes that met their SLO are green, missed ones vermillion and hatched (so the
     difference survives greyscale and colour-vision deficiencies). ``met`` (solve) or
-    ``slo_met`` (simulate) decides; without either, the bar is compared with the SLO.
+    ``slo_met`` (simulate) decides; without either, the bar is compared with the SLO. The
+    interval comes from ``<metric>_ci_ms`` ([lo, hi]) or ``<metric>_ci_lo_ms``/``_ci_hi_ms``.
+    ``logy=None`` picks a log axis when the values span more than a factor of 20.
     """
     slo_col = f"slo_{metric}"
     df = _records(classes, ("classes",), ("name", metric), "plot_class_latency")
@@ -122,20 +129,30 @@ def plot_class_latency(classes: Any, *, metric: str = "ttft_p99_ms", ax: Axes | 
         height = float(value) if value is not None and not pd.isna(value) else 0.0
         ax.bar(x[i], height, width=0.6, color=MET_COLOR if met else MISSED_COLOR,
                hatch=None if met else "//", edgecolor="white" if met else REFERENCE_COLOR)
-        ci = rec.get(f"{metric.removesuffix('_ms')}_ci_ms")  # ttft_p99_ci_ms: [lo, hi]
-        if isinstance(ci, list | tuple) and len(ci) == 2 and None not in ci:
+        stem = metric.removesuffix("_ms")
+        ci = rec.get(f"{stem}_ci_ms")  # ttft_p99_ci_ms: [lo, hi] (JSON); split in frames
+        if ci is None and f"{stem}_ci_lo_ms" in rec:
+            ci = [rec[f"{stem}_ci_lo_ms"], rec.get(f"{stem}_ci_hi_ms")]
+        if isinstance(ci, list | tuple) and any(v is None or pd.isna(v) for v in ci):
+            ci = None
+        if isinstance(ci, list | tuple) and len(ci) == 2:
             ax.errorbar(x[i], height, yerr=[[height - ci[0]], [ci[1] - height]],
                         color=REFERENCE_COLOR, capsize=4, linewidth=1)
         if target is not None and not pd.isna(target):
             ax.hlines(float(target), x[i] - 0.4, x[i] + 0.4, color=REFERENCE_COLOR,
                       linestyles="--", linewidth=2)
-            ax.annotate(f"SLO {float(target):g}", (x[i] + 0.4, float(target)), xytext=(2, 0),
-                        textcoords="offset points", ha="left", va="center", fontsize="small")
+            ax.annotate(f"SLO {float(target):g} ms", (x[i] + 0.4, float(target)),
+                        xytext=(0, 2), textcoords="offset points", ha="right", va="bottom",
+                        fontsize="small")
     ax.set_xticks(x, list(df["name"]))
     ax.set_xlabel("traffic class")
     ax.set_ylabel(f"simulated {label_for(metric)}")
+    shown = [float(v) for v in [*df[metric], *slo] if v is not None and not pd.isna(v) and v > 0]
+    if logy is None:
+        logy = bool(shown) and max(shown) / min(shown) > 20
     if logy:
         ax.set_yscale("log")
+        ax.set_ylim(bottom=min(shown) / 2)
     handles = [Patch(color=MET_COLOR, label="met"),
                Patch(facecolor=MISSED_COLOR, hatch="//", edgecolor=REFERENCE_COLOR,
                      label="missed"),

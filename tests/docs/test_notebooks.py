@@ -14,7 +14,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
-EXPECTED = {"01-reproduce-the-study.ipynb"}
+EXPECTED = {"01-reproduce-the-study.ipynb", "02-plan-a-hybrid-fleet.ipynb",
+            "03-replay-a-production-trace.ipynb"}
 
 
 def test_the_three_notebooks_exist() -> None:
@@ -30,6 +31,7 @@ def test_committed_notebook_has_no_outputs(path: Path) -> None:
     assert not dirty, f"{path.name}: cells {dirty} carry outputs; strip them before committing"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_notebook_runs(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from nbclient import NotebookClient

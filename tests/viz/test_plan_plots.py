@@ -59,6 +59,12 @@ def test_fleet_composition_bars_and_labels() -> None:
     assert "4 replicas, 8 GPUs, 83% busy" in notes
 
 
+def test_fleet_composition_singular() -> None:
+    ax = plot_fleet_composition([{"config": "1xH100-PCIe", "count": 1}])
+    assert [t.get_text() for t in ax.texts] == ["1 replica, 1 GPU"]
+    assert ax.get_title() == "Fleet: 1 replica, 1 GPU"
+
+
 def test_fleet_composition_in_gpus_from_a_plan_fleet() -> None:
     plan = {"status": "optimal", "fleet": [{"config": "4xRTX-4090", "count": 3,
                                             "region": "EU27"}]}
@@ -83,7 +89,26 @@ def test_class_latency_bars_slo_and_interval() -> None:
             for seg in c.get_segments() if seg[0][1] == seg[1][1]]
     assert {seg[0][1] for seg in segs} >= {100.0, 500.0}
     assert "ms" in ax.get_ylabel() and "TTFT" in ax.get_ylabel()
-    assert {t.get_text() for t in ax.texts} == {"SLO 100", "SLO 500"}
+    assert {t.get_text() for t in ax.texts} == {"SLO 100 ms", "SLO 500 ms"}
+    assert ax.get_yscale() == "linear"  # 80..620 ms: no need for a log axis
+
+
+def test_class_latency_from_a_frame_with_split_interval_and_wide_range() -> None:
+    import pandas as pd
+
+    frame = pd.DataFrame([  # the shape of SimulationResult.to_frame()
+        {"name": "chat", "ttft_p99_ms": 40.0, "ttft_p99_ci_lo_ms": 35.0,
+         "ttft_p99_ci_hi_ms": 46.0, "slo_ttft_p99_ms": 50.0, "slo_met": True},
+        {"name": "batch", "ttft_p99_ms": 3000.0, "ttft_p99_ci_lo_ms": None,
+         "ttft_p99_ci_hi_ms": None, "slo_ttft_p99_ms": 5000.0, "slo_met": True},
+    ])
+    ax = plot_class_latency(frame)
+    assert ax.get_yscale() == "log"  # 40 ms beside 5 s
+    from matplotlib.container import ErrorbarContainer
+
+    (bars,) = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]  # one interval
+    _, caps, _ = bars.lines
+    assert sorted(float(c.get_ydata()[0]) for c in caps) == [35.0, 46.0]
 
 
 def test_class_latency_uses_met_from_a_plan_and_compares_without_it() -> None:
