@@ -1,0 +1,50 @@
+"""Generate docs/validation.md from the validation of the bundled store.
+
+Usage:
+  python scripts/gen_validation_doc.py                  # runs `fleetplan validate --cv` itself
+  python scripts/gen_validation_doc.py --from-json F    # renders a saved
+                                                        # `fleetplan validate --cv --format json`
+The Markdown is the same as `fleetplan validate --cv --format markdown`; the file is written
+atomically. docs/validation.md must only ever be produced this way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from fleetplan._io import atomic_write_text
+from fleetplan.profiles.store import load_profiles
+from fleetplan.replica.params import load_calibration
+from fleetplan.validate.core import load_runs, validate
+from fleetplan.validate.cv import leave_one_config_out, leave_one_rate_out
+from fleetplan.validate.markdown import validation_markdown
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--from-json", type=Path, default=None)
+    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "validation.md")
+    ap.add_argument("--jobs", type=int, default=None)
+    args = ap.parse_args()
+    if args.from_json is not None:
+        result = json.loads(args.from_json.read_text(encoding="utf-8"))
+    else:
+        store, cal = load_profiles(), load_calibration()
+        runs = load_runs(store)
+        result = validate(runs, calibration=cal)
+        keys = {(e["model"], e["config"]) for e in cal["configs"]}
+        mine = [r for r in runs if r.key in keys]
+        result["cv"] = {"leave_one_rate_out": leave_one_rate_out(mine, jobs=args.jobs),
+                        "leave_one_config_out": leave_one_config_out(mine, cal["configs"])}
+    text = validation_markdown(result, command="fleetplan validate --cv --format markdown "
+                                                "(via scripts/gen_validation_doc.py)")
+    atomic_write_text(args.out, text + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,50 @@
+"""`fleetplan predict` and `fleetplan calibrate` from the command line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def test_predict_json_says_whether_the_figures_are_calibrated(cli) -> None:
+    res = cli("predict", "--model", "DeepSeek-R1-Distill-Qwen-1.5B", "--config", "1xH100-PCIe",
+              "--rate", "8", "--num-prompts", "40", "--seeds", "2", "--format", "json")
+    assert res.exit_code == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["calibrated"] is True and out["mode"] == "burst"
+    assert out["metrics"]["ttft_p99_ms"]["mean"] > 0 and "burst" in out["note"]
+    spec = json.loads(cli("predict", "--model", "DeepSeek-R1-Distill-Qwen-1.5B", "--config",
+                          "1xL40S", "--rate", "8", "--num-prompts", "40", "--seeds", "1",
+                          "--format", "json").stdout)
+    assert spec["calibrated"] is False and "pooled" in spec["params_source"]
+
+
+def test_predict_steady_reports_stability(cli) -> None:
+    res = cli("predict", "--model", "DeepSeek-R1-Distill-Qwen-1.5B", "--config", "1xH100-PCIe",
+              "--rate", "2", "--steady", "--format", "json")
+    out = json.loads(res.stdout)
+    assert out["mode"] == "steady" and out["stable"] is True and out["status"] == "stable"
+
+
+def test_predict_unknown_model_is_one_line_exit_2(cli) -> None:
+    res = cli("predict", "--model", "DeepSeek-R1-Distill-Qwen-14", "--config", "1xH100-PCIe",
+              "--rate", "1")
+    assert res.exit_code == 2
+    assert "did you mean DeepSeek-R1-Distill-Qwen-14B" in res.stderr
+    assert res.stderr.count("\n") == 1
+
+
+def test_calibrate_one_configuration_writes_a_deterministic_file(cli, tmp_path: Path) -> None:
+    out = tmp_path / "cal.json"
+    args = ("calibrate", "--model", "DeepSeek-R1-Distill-Qwen-1.5B", "--config", "1xH100-PCIe",
+            "--out", str(out), "--max-nfev", "6", "--jobs", "1", "--format", "json")
+    res = cli(*args)
+    assert res.exit_code == 0, res.stderr
+    first = out.read_bytes()
+    data = json.loads(first)
+    (entry,) = data["configs"]
+    assert entry["calibrated"] is True and entry["params"]["calibrated"] is True
+    assert {r["request_rate"] for r in entry["runs"]} == {1.0, 4.0, 16.0, 32.0}
+    out.unlink()
+    cli(*args)
+    assert out.read_bytes() == first  # same store, seeds and code -> same bytes
