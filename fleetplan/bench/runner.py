@@ -9,9 +9,13 @@ state; ``max_concurrency`` makes requests wait for a free slot (their wait is ``
 the run lasts until every request sent has finished. Two schedules:
 
 - ``first-at-zero`` (default): :func:`fleetplan.workload.arrivals.benchmark_arrivals`, request 0
-  at t=0 then ``n-1`` gamma gaps: the vLLM 0.8 client that measured fleetplan's bundled profiles.
+  at t=0 then ``n-1`` gamma gaps: the vLLM 0.8 client that measured fleetplan's bundled profiles
+  (and that the replica model's replay reproduces).
 - ``normalized``: current vLLM (0.32): ``n`` gamma gaps, request 0 after the first, all rescaled so
   the last request is sent at ``n / rate``.
+
+Both draw the gaps as vLLM does, from numpy's legacy generator seeded with ``seed`` (a private
+``RandomState``), so the same seed gives vLLM's send times exactly (:func:`send_schedule`).
 
 Never hangs: each request has ``request_timeout_s`` for everything; ``deadline_s`` bounds the run;
 on the deadline or a stop (Ctrl-C) the requests in flight are cancelled and recorded as failed,
@@ -42,7 +46,7 @@ from fleetplan.bench.requests import BenchRequest
 from fleetplan.bench.result import result_dict
 from fleetplan.bench.stream import RequestOutcome, payload_for, stream_request
 from fleetplan.errors import FleetplanError, InputError
-from fleetplan.workload.arrivals import benchmark_arrivals, gamma_gaps
+from fleetplan.workload.arrivals import benchmark_arrivals
 
 Progress = Callable[[int, int, int], None]  # (finished, failed, total)
 
@@ -101,14 +105,22 @@ class BenchConfig(BaseModel):
         return f"{p.scheme}://{p.netloc}"
 
 
-def send_schedule(cfg: BenchConfig, rng: np.random.Generator) -> np.ndarray:
-    """Send offsets (s from the run's start) of the ``num_prompts`` requests."""
+def send_schedule(cfg: BenchConfig) -> np.ndarray:
+    """Send offsets (s from the run's start) of the ``num_prompts`` requests.
+
+    vLLM seeds numpy's legacy global generator with ``--seed`` and draws its gamma gaps from it;
+    a private ``RandomState(seed)`` gives the same stream without touching global state, so
+    ``fleetplan bench --seed S`` sends at the times ``vllm bench serve --seed S`` sends (with the
+    same schedule; vLLM's dataset sampling must not draw from numpy first, which holds for its
+    ShareGPT, custom and random-file datasets).
+    """
     n = cfg.num_prompts
     if math.isinf(cfg.rate):
         return np.zeros(n)
+    legacy = np.random.RandomState(cfg.seed)
     if cfg.arrival_schedule == "first-at-zero":
-        return benchmark_arrivals(n, cfg.rate, cfg.burstiness, rng)
-    t = np.cumsum(gamma_gaps(n, cfg.rate, cfg.burstiness, rng))
+        return benchmark_arrivals(n, cfg.rate, cfg.burstiness, legacy)  # type: ignore[arg-type]
+    t = np.cumsum(legacy.gamma(cfg.burstiness, 1.0 / (cfg.rate * cfg.burstiness), size=n))
     return t * (n / cfg.rate) / t[-1] if t[-1] > 0 else t
 
 
@@ -177,7 +189,7 @@ async def run_benchmark(cfg: BenchConfig, requests: Sequence[BenchRequest],
     """
     if len(requests) != cfg.num_prompts:
         raise InputError(f"{len(requests)} requests given for num_prompts={cfg.num_prompts}")
-    offsets = send_schedule(cfg, np.random.default_rng(cfg.seed))
+    offsets = send_schedule(cfg)
     headers = {"Authorization": f"Bearer {cfg.api_key}"} if cfg.api_key else {}
     limits = httpx.Limits(max_connections=cfg.max_concurrency,
                           max_keepalive_connections=cfg.max_concurrency)

@@ -19,6 +19,7 @@ from scipy import stats
 from fleetplan.bench import BenchConfig, BenchError, run, run_benchmark, synthetic_requests
 from fleetplan.bench.runner import send_schedule
 from fleetplan.bench.stream import payload_for, stream_request
+from fleetplan.replica.protocol import vllm_arrivals
 from fleetplan.workload.lengths import FixedLengths, LengthModel
 
 GUARD_S = 20.0  # a run that takes longer than this has hung: the test fails, it does not wait
@@ -95,7 +96,7 @@ def test_arrival_rate_is_within_sampling_error(fake_server: Any) -> None:
     assert abs(np.diff(arrivals).mean() - 1.0 / rate) < 4 * se
     # the client's send times follow the seeded schedule within a few ms ...
     sched = send_schedule(BenchConfig(endpoint=srv.url, model="m", num_prompts=n, rate=rate,
-                                      seed=7), np.random.default_rng(7))
+                                      seed=7))
     lag = np.array(res["start_times"]) - sched
     assert np.all(lag > -0.001) and np.median(lag) < 0.010 and np.percentile(lag, 95) < 0.050
     # ... so their gaps are exponential with the asked mean
@@ -106,18 +107,27 @@ def test_arrival_rate_is_within_sampling_error(fake_server: Any) -> None:
 def test_normalized_schedule_sends_the_last_request_at_n_over_rate() -> None:
     cfg = BenchConfig(endpoint="http://127.0.0.1:1", model="m", num_prompts=50, rate=10.0,
                       arrival_schedule="normalized", burstiness=0.5)
-    t = send_schedule(cfg, np.random.default_rng(1))
+    t = send_schedule(cfg)
     assert t[0] > 0 and math.isclose(t[-1], 5.0) and np.all(np.diff(t) >= 0)
-    first = send_schedule(cfg.model_copy(update={"arrival_schedule": "first-at-zero"}),
-                          np.random.default_rng(1))
+    first = send_schedule(cfg.model_copy(update={"arrival_schedule": "first-at-zero"}))
     assert first[0] == 0.0
+
+
+def test_schedule_is_vllms_for_the_same_seed() -> None:
+    """vLLM 0.8's client (which the replica model replays) and 0.32's, same seed, same times."""
+    cfg = BenchConfig(endpoint="http://127.0.0.1:1", model="m", num_prompts=200, rate=4.0,
+                      seed=42, burstiness=1.0)
+    times, _ = vllm_arrivals(200, 4.0, 1.0, 42)
+    assert np.array_equal(send_schedule(cfg), times)
+    legacy = np.random.RandomState(42)  # vLLM 0.32: np.random.seed(42); n sequential draws
+    delays = np.cumsum([legacy.gamma(1.0, 1 / 4.0) for _ in range(200)])
+    norm = send_schedule(cfg.model_copy(update={"arrival_schedule": "normalized"}))
+    assert np.allclose(norm, delays * (200 / 4.0) / delays[-1])
 
 
 def test_same_seed_same_requests_and_schedule() -> None:
     cfg = BenchConfig(endpoint="http://127.0.0.1:1", model="m", num_prompts=20, rate=3.0)
-    a = send_schedule(cfg, np.random.default_rng(cfg.seed))
-    b = send_schedule(cfg, np.random.default_rng(cfg.seed))
-    assert np.array_equal(a, b)
+    assert np.array_equal(send_schedule(cfg), send_schedule(cfg))
     assert requests(5, 30, 7, seed=3) == requests(5, 30, 7, seed=3)
 
 
