@@ -109,5 +109,12 @@ def validation_markdown(result: dict[str, Any], *, command: str) -> str:
               "per-request overhead and remain the largest TTFT errors.",
               "- The step-time model is linear in the step's contents; its decode cost cannot "
               "bend (memory- to compute-bound) as batches grow, which shows as TPOT error at the "
-              "highest rates.", ""]
+              "highest rates.",
+              "- The prefix-cache state of a run is a rule (warm when the KV cache holds the "
+              "previous run's prompt and output tokens, cold otherwise); configurations near "
+              "that size (one RTX 4090 with an 8B model) have partly cached prompts in reality, "
+              "which shows as TPOT and TTFT error on them.",
+              "- The baseline is weaker here than on a store with 8 req/s runs (they are held "
+              "back from the bundled data): interior rates have neighbours 4-16x apart, and the "
+              "32 req/s neighbour ran with a cold prefix cache.", ""]
     return "\n".join(lines)
