@@ -305,6 +305,54 @@ def burst_table() -> str:
             "\n\n" + "\n".join(lines) + "\n")
 
 
+# --------------------------------------------------------------------------- plots
+
+
+def plots_reference() -> str:
+    """The plotting functions of :mod:`fleetplan.viz`: signature, inputs (columns), output."""
+    import inspect
+
+    from fleetplan import viz
+
+    lines = ["# Plots", "", GEN_NOTE.format(src="the docstrings of `fleetplan.viz`"), "",
+             _rst_roles(inspect.cleandoc(viz.__doc__ or "")), "",
+             "In a notebook: `from fleetplan import viz`, then e.g. `viz.plot_scaling("
+             "fleetplan.load_profiles(), model=\"DeepSeek-R1-Distill-Qwen-14B\")`. From the "
+             "command line: `fleetplan profiles --model M --plot FILE.png` (or `.svg`).", ""]
+    for name in viz.__all__:
+        obj = getattr(viz, name)
+        if not callable(obj):
+            continue
+        lines += [f"## `{name}`", "", "```python", f"{name}{_signature(obj)}", "```", "",
+                  _rst_roles(inspect.cleandoc(obj.__doc__ or "(no description)")), ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _signature(fn: Any) -> str:
+    """``(a: T, *, b: U = 1) -> R`` with the annotations as written in the source."""
+    import inspect
+
+    sig = inspect.signature(fn)
+    parts, star = [], False
+    for p in sig.parameters.values():
+        if p.kind is p.KEYWORD_ONLY and not star:
+            parts.append("*")
+            star = True
+        text = p.name
+        if p.annotation is not p.empty:
+            text += f": {p.annotation}"
+        if p.default is not p.empty:
+            text += f" = {p.default!r}"
+        parts.append(text)
+    ret = f" -> {sig.return_annotation}" if sig.return_annotation is not sig.empty else ""
+    return f"({', '.join(parts)}){ret}"
+
+
+def _rst_roles(text: str) -> str:
+    """Sphinx roles (``:func:`x```) as plain code spans for Markdown."""
+    return re.sub(r":\w+:`~?([^`]+)`", r"`\1`", text)
+
+
 # --------------------------------------------------------------------------- registry
 
 
@@ -312,6 +360,7 @@ PAGES: dict[str, Callable[[], str]] = {
     "cli-reference.md": cli_reference,
     "scenario-reference.md": scenario_reference,
     "data-sources.md": data_sources,
+    "plots.md": plots_reference,
 }
 
 REGIONS: dict[str, Callable[[], str]] = {
