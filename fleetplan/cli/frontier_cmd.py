@@ -7,7 +7,6 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from fleetplan._io import write_bytes_atomic
 from fleetplan.cli._format import OutputFormat, emit_csv, emit_json, emit_table
 from fleetplan.errors import InputError
 from fleetplan.optimize.frontier import Sweep, frontier
@@ -40,19 +39,9 @@ def frontier_cmd(
     sc = load_scenario(scenario)
     result = frontier(sc, sweep, points, scheduler, solver=solver, lo=lo, hi=hi)
     if plot is not None:
-        import io
+        from fleetplan.viz.style import offscreen_axes, save_figure
 
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        ax = result.plot()
-        buf = io.BytesIO()
-        ax.figure.savefig(buf, format="png", dpi=120, bbox_inches="tight",
-                          metadata={"Software": None})
-        plt.close(ax.figure)
-        write_bytes_atomic(plot, buf.getvalue())
+        save_figure(result.plot(offscreen_axes()), plot)
     if fmt is OutputFormat.json:
         emit_json(result.to_dict(timing=timing))
         return

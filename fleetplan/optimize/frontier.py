@@ -84,48 +84,33 @@ class Frontier:
                 "points": [p.to_dict(timing=timing) for p in self.points]}
 
     def to_frame(self) -> pd.DataFrame:
+        """One row per point: the swept value, status, cost, carbon, the strictest TTFT SLO,
+        the total rate, whether it is on the frontier, and the fleet (as ``label``)."""
         rows = []
         for pt in self.points:
             d = pt.to_dict()
+            slos = [c["slo_ttft_p99_ms"] for c in d["classes"] if c["slo_ttft_p99_ms"]]
             rows.append({
                 "value": d["value"], "status": d["status"], "verified": d["verified"],
                 "cost_per_hour_usd": d["cost_per_hour_usd"],
                 "cost_per_mtok_usd": d["cost_per_mtok_usd"], "g_co2_per_mtok": d["g_co2_per_mtok"],
-                "pareto": d["pareto"],
-                "fleet": " + ".join(f"{e['count']}x{e['config']}@{e['region']}"
-                                    for e in d["fleet"]) or "-",
+                "slo_ttft_p99_ms": min(slos) if slos else None,
+                "rate_rps": sum(c["rate_rps"] or 0.0 for c in d["classes"]) or None,
+                "pareto": bool(d["pareto"]),
+                "label": " + ".join(f"{e['count']}x{e['config']}" for e in d["fleet"]) or "-",
             })
         return pd.DataFrame(rows)
 
-    def plot(self, ax: Any = None) -> Any:
-        """Cost ($/h) against the swept quantity; Pareto points joined. Returns the Axes."""
-        import matplotlib.pyplot as plt
+    def plot(self, ax: Any = None, *, annotate: bool = False) -> Any:
+        """Cost ($/h) against carbon (or the strictest SLO, or the total rate); the frontier
+        joined (:func:`fleetplan.viz.plans.plot_frontier`). Returns the matplotlib Axes."""
+        from fleetplan.viz.plans import plot_frontier
 
-        if ax is None:
-            _fig, ax = plt.subplots(figsize=(6.4, 4.2))
         df = self.to_frame()
-        ok = df[df["status"] != PlanStatus.infeasible.value]
-        x_col = "g_co2_per_mtok" if self.sweep is Sweep.carbon else "value"
-        xlabel = ("simulated carbon, g CO2e per million tokens" if self.sweep is Sweep.carbon
-                  else f"{self.parameter} ({self.unit})")
-        good = ok[ok["verified"]]
-        bad = ok[~ok["verified"]]
-        ax.scatter(good[x_col], good["cost_per_hour_usd"], color="tab:blue", zorder=3,
-                   label="verified plan")
-        if len(bad):
-            ax.scatter(bad[x_col], bad["cost_per_hour_usd"], color="tab:orange", marker="x",
-                       zorder=3, label="not verified")
-        front = good[good["pareto"] == True].sort_values(x_col)  # noqa: E712 - may be None
-        if len(front) > 1:
-            ax.plot(front[x_col], front["cost_per_hour_usd"], color="tab:blue", lw=1)
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel("cost, USD per hour")
-        infeasible = len(df) - len(ok)
-        ax.set_title(f"fleetplan frontier: cost vs {self.sweep.value}"
-                     + (f" ({infeasible} infeasible point(s))" if infeasible else ""))
-        ax.grid(True, alpha=0.3)
-        ax.legend(loc="best")
-        return ax
+        df.loc[~df["verified"], "status"] = PlanStatus.infeasible.value  # not drawn as plans
+        x = {Sweep.carbon: "g_co2_per_mtok", Sweep.slo: "slo_ttft_p99_ms",
+             Sweep.rate: "rate_rps"}[self.sweep]
+        return plot_frontier(df, x=x, ax=ax, annotate=annotate)
 
 
 def _run_point(job: tuple[Scenario, Inputs, SolverSettings, int]) -> Plan:
@@ -161,8 +146,10 @@ def _scale_rate(scenario: Scenario, f: float) -> Scenario:
 
 
 def _pareto(points: list[tuple[float, Plan]], sweep: Sweep) -> list[bool | None]:
+    """Not dominated in (swept quantity, cost); every verified point for a rate sweep (the rate
+    is the demand, not an objective: the points trace the cost curve)."""
     if sweep is Sweep.rate:
-        return [None] * len(points)
+        return [p.status is not PlanStatus.infeasible and p.verified for _v, p in points]
     xy = []
     for value, plan in points:
         if plan.status is PlanStatus.infeasible or not plan.verified:

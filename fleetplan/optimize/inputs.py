@@ -17,7 +17,6 @@ the classes a configuration may serve) and the slope per req/s of each class. Fo
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +26,6 @@ from fleetplan.catalog.grid import DEFAULT_REGION, grid_intensity
 from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.catalog.prices import price_for
 from fleetplan.errors import FleetplanError, InputError
-from fleetplan.fleet.accounting import embodied_g_per_gpu_hour, power_model
 from fleetplan.optimize.cache import default_cache_dir
 from fleetplan.optimize.capacity import (
     CapacityJob,
@@ -131,6 +129,7 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
 
     ``cache_dir``: ``True`` for the default cache folder, a path, or ``False`` for no disk cache.
     """
+    from fleetplan.fleet.accounting import embodied_g_per_gpu_hour, power_model
     from fleetplan.replica.params import replica_params
 
     settings = settings or getattr(scenario, "capacity", None) or CapacitySettings()
@@ -240,7 +239,3 @@ def _chord(res: CapacityResult) -> tuple[float, float]:
     b = max(hi.utilization - lo.utilization, 0.0) / (hi.rate_rps - lo.rate_rps)
     a = min(max(hi.utilization - b * hi.rate_rps, 0.0), 1.0)
     return a, b
-
-
-def tiers_of(problem: PlanProblem) -> Sequence[Tier]:
-    return problem.tiers

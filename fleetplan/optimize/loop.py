@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from fleetplan.optimize.executors import Executor, SerialExecutor
-from fleetplan.optimize.milp import MilpSolution, build_model, solve_model
+from fleetplan.optimize.milp import MilpSolution, solve_problem
 from fleetplan.optimize.problem import PlanProblem, Tier
 from fleetplan.optimize.solvers import SolverSettings
 from fleetplan.optimize.verify import HourCheck
@@ -62,7 +62,7 @@ def derated(problem: PlanProblem, derate: dict[tuple[str, Tier], float],
 
 def _utilization(problem: PlanProblem, sol: MilpSolution, pool_key: str, hour: int) -> float:
     """Planned load of a pool in replicas at its tier, over the replicas that carry load."""
-    tier = sol.tiers.get(pool_key)
+    tier = sol.tiers.get((pool_key, hour))
     n = sol.counts.get((pool_key, hour), 0) - problem.limits.redundancy
     if tier is None or n <= 0:
         return 1.0
@@ -91,7 +91,7 @@ def _tighten(problem: PlanProblem, sol: MilpSolution, checks: Sequence[HourCheck
             for (cls, key, h), share in sol.shares.items():
                 if cls != name or h != chk.hour or share <= 0:
                     continue
-                tier = sol.tiers[key]
+                tier = sol.tiers[(key, h)]
                 config = key.partition("@")[0]
                 u = _utilization(problem, sol, key, h)
                 f = max(u * (0.8 if severe else 0.93), 0.3)
@@ -134,7 +134,7 @@ def closed_loop(problem: PlanProblem, settings: SolverSettings, verify: Verifier
     last: tuple[MilpSolution, tuple[HourCheck, ...], PlanProblem] | None = None
     for rnd in range(1, max_rounds + 1):
         current = derated(problem, derate, scale)
-        sol = solve_model(build_model(current), settings)
+        sol = solve_problem(current, settings)
         seconds += sol.seconds
         first = first or sol
         if not sol.has_plan:

@@ -56,12 +56,13 @@ class MilpModel:
     prob: pulp.LpProblem
     n: dict[tuple[int, int, int], pulp.LpAffineExpression]   # (pool, tier, hour) -> replicas
     x: dict[tuple[int, int, int, int], pulp.LpVariable]      # (class, pool, tier, hour)
-    z: dict[tuple[int, int], pulp.LpVariable]
+    z: dict[tuple[int, int, int], pulp.LpVariable]                 # (pool, tier, hour)
     base: dict[tuple[int, int], pulp.LpVariable] = field(default_factory=dict)
     cost_h: list[pulp.LpAffineExpression] = field(default_factory=list)
     carbon_h: list[pulp.LpAffineExpression] = field(default_factory=list)
     unservable: list[tuple[str, int]] = field(default_factory=list)  # (class, hour) no capacity
     slacks: list[Slack] = field(default_factory=list)
+    fleet: dict[tuple[int, int], pulp.LpAffineExpression] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ class MilpSolution:
     gap: float
     gap_achieved: float | None
     counts: dict[tuple[str, int], int]
-    tiers: dict[str, Tier]
+    tiers: dict[tuple[str, int], Tier]     # (pool key, hour) -> the tier the pool runs at
     shares: dict[tuple[str, str, int], float]
     base_counts: dict[str, int]
     cost_per_day_usd: float
@@ -99,17 +100,16 @@ class MilpSolution:
         return self.status in (MilpStatus.optimal, MilpStatus.feasible)
 
 
-def _upper_bound(problem: PlanProblem, k: int, t: Tier) -> int:
+def _upper_bounds(problem: PlanProblem, k: int, t: Tier, red: int) -> list[int]:
+    """Per hour, the most replicas pool ``k`` at tier ``t`` could need (all traffic on it)."""
     pool = problem.pools[k]
-    worst = 0.0
+    out = []
     for h in range(problem.hours):
         load = sum(d.rates_rps[h] / c for d in problem.demands
                    if (c := problem.cap(d, pool, t)) > 0)
-        worst = max(worst, load)
-    ub = math.ceil(worst * (1 + 1e-9)) + problem.limits.redundancy + 1
-    if pool.max_replicas is not None:
-        ub = min(ub, pool.max_replicas)
-    return ub
+        ub = math.ceil(load * (1 + 1e-9)) + red + 1
+        out.append(ub if pool.max_replicas is None else min(ub, pool.max_replicas))
+    return out
 
 
 def build_model(problem: PlanProblem, *, objective: str = "cost",
@@ -125,7 +125,7 @@ def build_model(problem: PlanProblem, *, objective: str = "cost",
     def limit(family: str, label: str, expr: pulp.LpAffineExpression, bound: float,
               name: str) -> None:
         if family in elastic:
-            s = pulp.LpVariable(f"slack_{name}", 0)
+            s = prob.add_variable(f"slack_{name}", 0)
             slacks.append(Slack(family, label, s, bound))
             prob.__iadd__((expr - s <= bound, name))
         else:
@@ -139,46 +139,77 @@ def build_model(problem: PlanProblem, *, objective: str = "cost",
     prob = pulp.LpProblem("fleetplan", pulp.LpMinimize)
 
     # admissible (pool, tier) pairs: some class has capacity there
-    pt: dict[tuple[int, int], int] = {}
+    pt: dict[tuple[int, int], list[int]] = {}
+    fixed = problem.fixed_counts
     for k, pool in enumerate(problem.pools):
+        if fixed is not None and fixed.get(pool.key, 0) <= 0:
+            continue
         for ti, t in enumerate(tiers):
             if any(problem.cap(d, pool, t) > 0 for d in problem.demands):
-                pt[(k, ti)] = _upper_bound(problem, k, t)
+                ubs = _upper_bounds(problem, k, t, red)
+                # a fleet shared by the hours may hold its peak in any hour
+                if fixed is not None:
+                    ubs = [fixed[pool.key]] * H
+                pt[(k, ti)] = ubs if mode is CommitmentMode.per_hour else [max(ubs)] * H
     tiers_of: dict[int, list[int]] = {}
     for k, ti in pt:
         tiers_of.setdefault(k, []).append(ti)
 
     n: dict[tuple[int, int, int], pulp.LpAffineExpression] = {}
     base: dict[tuple[int, int], pulp.LpVariable] = {}
-    z: dict[tuple[int, int], pulp.LpVariable] = {}
+    z: dict[tuple[int, int, int], pulp.LpVariable] = {}
     on_demand: dict[tuple[int, int, int], pulp.LpVariable] = {}
-    for (k, ti), ub in pt.items():
-        tag = f"{k}_{ti}_{_name(problem.pools[k].config)}"
-        if len(tiers_of[k]) > 1 or red > 0:
-            z[(k, ti)] = pulp.LpVariable(f"z_{tag}", cat=pulp.LpBinary)
-        if mode is CommitmentMode.per_hour:
+    fleet: dict[tuple[int, int], pulp.LpAffineExpression] = {}  # replicas of pool k in hour h
+    hourly_tiers = mode is CommitmentMode.per_hour
+    shared = fixed is not None or mode is not CommitmentMode.per_hour  # one fleet for all hours
+    for k in tiers_of:
+        pool = problem.pools[k]
+        tag = f"{k}_{_name(pool.config)}"
+        ub = max(max(pt[(k, ti)]) for ti in tiers_of[k])
+        if fixed is not None:
+            ub = fixed[pool.key]
+            v = prob.add_variable(f"n_{tag}", ub, ub, cat=pulp.LpInteger)
+            base[(k, 0)] = v
             for h in range(H):
-                v = pulp.LpVariable(f"n_{tag}_h{h}", 0, ub, cat=pulp.LpInteger)
-                n[(k, ti, h)] = pulp.LpAffineExpression([(v, 1.0)])
+                fleet[(k, h)] = pulp.LpAffineExpression([(v, 1.0)])
         elif mode is CommitmentMode.fixed_peak:
-            v = pulp.LpVariable(f"n_{tag}", 0, ub, cat=pulp.LpInteger)
-            base[(k, ti)] = v
+            v = prob.add_variable(f"n_{tag}", 0, ub, cat=pulp.LpInteger)
+            base[(k, 0)] = v
             for h in range(H):
-                n[(k, ti, h)] = pulp.LpAffineExpression([(v, 1.0)])
-        else:
-            b = pulp.LpVariable(f"b_{tag}", 0, ub, cat=pulp.LpInteger)
-            base[(k, ti)] = b
+                fleet[(k, h)] = pulp.LpAffineExpression([(v, 1.0)])
+        elif mode is CommitmentMode.base_plus_on_demand:
+            b = prob.add_variable(f"b_{tag}", 0, ub, cat=pulp.LpInteger)
+            base[(k, 0)] = b
             for h in range(H):
-                o = pulp.LpVariable(f"o_{tag}_h{h}", 0, ub, cat=pulp.LpInteger)
-                on_demand[(k, ti, h)] = o
-                n[(k, ti, h)] = pulp.LpAffineExpression([(b, 1.0), (o, 1.0)])
-        if (k, ti) in z:
-            for h in range(H):
-                prob += n[(k, ti, h)] - ub * z[(k, ti)] <= 0, f"link_{tag}_h{h}"
-    for k, tis in tiers_of.items():
-        zs = [z[(k, ti)] for ti in tis if (k, ti) in z]
-        if len(zs) > 1:
-            prob += pulp.lpSum(zs) <= 1, f"one_tier_{k}"
+                o = prob.add_variable(f"o_{tag}_h{h}", 0, ub, cat=pulp.LpInteger)
+                on_demand[(k, 0, h)] = o
+                fleet[(k, h)] = pulp.LpAffineExpression([(b, 1.0), (o, 1.0)])
+        for h in range(H):
+            tis = tiers_of[k]
+            single = len(tis) == 1 and red == 0
+            for ti in tis:
+                ttag = f"{tag}_{ti}_h{h}"
+                if not shared or not single:
+                    v = prob.add_variable(f"n_{ttag}", 0, pt[(k, ti)][h],
+                                          cat=pulp.LpContinuous if shared else pulp.LpInteger)
+                    n[(k, ti, h)] = pulp.LpAffineExpression([(v, 1.0)])
+                else:
+                    n[(k, ti, h)] = fleet[(k, h)]
+                if not single:
+                    # per-hour plans may change a pool's tier hour to hour; a fleet shared by
+                    # the hours keeps one tier (one role) for the day
+                    zv = (z[(k, ti, 0)] if h and not hourly_tiers else
+                          prob.add_variable(f"z_{ttag}", cat=pulp.LpBinary))
+                    z[(k, ti, h)] = zv
+                    prob += n[(k, ti, h)] - pt[(k, ti)][h] * zv <= 0, f"link_{ttag}"
+            if len(tis) > 1 and (hourly_tiers or h == 0):
+                prob += pulp.lpSum(z[(k, ti, h)] for ti in tis) <= 1, f"one_tier_{tag}_h{h}"
+            if not shared:
+                fleet[(k, h)] = pulp.lpSum(n[(k, ti, h)] for ti in tis)
+            elif not single:
+                # the pool's replicas all serve the hour's one tier
+                prob += (pulp.lpSum(n[(k, ti, h)] for ti in tis) - fleet[(k, h)] == 0,
+                         f"fleet_{tag}_h{h}")
 
     x: dict[tuple[int, int, int, int], pulp.LpVariable] = {}
     load: dict[tuple[int, int, int], list[tuple[pulp.LpVariable, float]]] = {}
@@ -195,7 +226,7 @@ def build_model(problem: PlanProblem, *, objective: str = "cost",
                 cap = problem.cap(d, pool, tiers[ti])
                 if cap <= 0:
                     continue
-                v = pulp.LpVariable(f"x_{c}_{k}_{ti}_h{h}", 0, 1)
+                v = prob.add_variable(f"x_{c}_{k}_{ti}_h{h}", 0, 1)
                 x[(c, k, ti, h)] = v
                 shares.append(v)
                 load.setdefault((k, ti, h), []).append((v, rate / cap))
@@ -207,29 +238,25 @@ def build_model(problem: PlanProblem, *, objective: str = "cost",
                 continue
             prob += pulp.lpSum(shares) == 1, f"serve_{c}_h{h}"
     for (k, ti, h), terms in load.items():
-        rhs = n[(k, ti, h)] - (red * z[(k, ti)] if red and (k, ti) in z else 0)
+        rhs = n[(k, ti, h)] - (red * z[(k, ti, h)] if red and (k, ti, h) in z else 0)
         prob += pulp.LpAffineExpression(terms) - rhs <= 0, f"cap_{k}_{ti}_h{h}"
 
     # per-hour totals: replicas per pool, cost, carbon
-    per_pool: dict[tuple[int, int], list[pulp.LpAffineExpression]] = {}
-    for (k, _ti, h), expr in n.items():
-        per_pool.setdefault((k, h), []).append(expr)
+    per_pool = {key: [expr] for key, expr in fleet.items()}
     cost_h: list[pulp.LpAffineExpression] = []
     carbon_h: list[pulp.LpAffineExpression] = []
     factor = lim.on_demand_price_factor
     for h in range(H):
-        cost_terms: list[tuple[pulp.LpVariable, float]] = []
+        cost = pulp.LpAffineExpression()
         carbon = pulp.LpAffineExpression(dyn_g[h])
-        for (k, ti), _ub in pt.items():
+        for k in tiers_of:
             pool = problem.pools[k]
-            if mode is CommitmentMode.base_plus_on_demand:
-                cost_terms.append((base[(k, ti)], pool.price_usd_per_hour))
-                cost_terms.append((on_demand[(k, ti, h)], pool.price_usd_per_hour * factor))
-            carbon += pool.idle_g_per_hour * n[(k, ti, h)]
-        cost = pulp.LpAffineExpression(cost_terms)
-        if mode is not CommitmentMode.base_plus_on_demand:
-            cost = pulp.lpSum(problem.pools[k].price_usd_per_hour * n[(k, ti, h)]
-                              for (k, ti) in pt)
+            if mode is CommitmentMode.base_plus_on_demand and fixed is None:
+                cost += pool.price_usd_per_hour * base[(k, 0)]
+                cost += pool.price_usd_per_hour * factor * on_demand[(k, 0, h)]
+            else:
+                cost += pool.price_usd_per_hour * fleet[(k, h)]
+            carbon += pool.idle_g_per_hour * fleet[(k, h)]
         cost_h.append(cost)
         carbon_h.append(carbon)
         if "max_replicas" not in drop:
@@ -266,7 +293,7 @@ def build_model(problem: PlanProblem, *, objective: str = "cost",
         prob += pulp.lpSum(carbon_h) + TIE_G_PER_USD * pulp.lpSum(cost_h)
     else:
         raise ValueError(f"objective {objective!r} must be 'cost', 'carbon' or 'slack'")
-    return MilpModel(problem, prob, n, x, z, base, cost_h, carbon_h, unservable, slacks)
+    return MilpModel(problem, prob, n, x, z, base, cost_h, carbon_h, unservable, slacks, fleet)
 
 
 def _status(prob: pulp.LpProblem) -> MilpStatus:
@@ -292,23 +319,21 @@ def solve_model(model: MilpModel, settings: SolverSettings) -> MilpSolution:
     seconds = time.perf_counter() - t0
     H = problem.hours
     counts: dict[tuple[str, int], int] = {}
-    tiers: dict[str, Tier] = {}
+    tiers: dict[tuple[str, int], Tier] = {}
     shares: dict[tuple[str, str, int], float] = {}
     base_counts: dict[str, int] = {}
     slack: dict[str, tuple[float, float]] = {}
     cost = carbon = 0.0
     if status in (MilpStatus.optimal, MilpStatus.feasible):
+        for (k, h), expr in model.fleet.items():
+            counts[(problem.pools[k].key, h)] = int(round(pulp.value(expr) or 0.0))
         for (k, ti, h), expr in model.n.items():
-            v = int(round(pulp.value(expr) or 0.0))
-            pool = problem.pools[k]
-            counts[(pool.key, h)] = counts.get((pool.key, h), 0) + v
-            if v > 0:
-                tiers[pool.key] = problem.tiers[ti]
-        for (k, _ti), b in model.base.items():
+            if (pulp.value(expr) or 0.0) > 0.5:
+                tiers[(problem.pools[k].key, h)] = problem.tiers[ti]
+        for (k, _zero), b in model.base.items():
             v = int(round(b.value() or 0.0))
             if v:
-                key = problem.pools[k].key
-                base_counts[key] = base_counts.get(key, 0) + v
+                base_counts[problem.pools[k].key] = v
         for (c, k, _ti, h), var in model.x.items():
             s = float(var.value() or 0.0)
             if s > 1e-9:
@@ -341,9 +366,11 @@ def _normalized(shares: dict[tuple[str, str, int], float]) -> dict[tuple[str, st
 
 def solve_problem(problem: PlanProblem, settings: SolverSettings | None = None, *,
                   objective: str = "cost", drop: Collection[str] = ()) -> MilpSolution:
-    """Build and solve the MILP for ``problem``."""
-    return solve_model(build_model(problem, objective=objective, drop=drop),
-                       settings or SolverSettings())
+    """Solve the MILP for ``problem``: one model, or by hours where that is exact
+    (:mod:`fleetplan.optimize.decompose`)."""
+    from fleetplan.optimize.decompose import solve_plan
+
+    return solve_plan(problem, settings or SolverSettings(), objective=objective, drop=drop)
 
 
 def pool_by_key(problem: PlanProblem) -> dict[str, Pool]:

@@ -137,6 +137,10 @@ class PlanProblem:
     limits: Limits = field(default_factory=Limits)
     probes: Mapping[tuple[str, str], Probe] = field(default_factory=dict)
     slo_margin: float = 0.0
+    # set by the decomposition (fleetplan.optimize.decompose), not by users: a fleet to check
+    # (pool key -> replicas, every hour) and the tier each of its pools runs at
+    fixed_counts: Mapping[str, int] | None = None
+    fixed_tiers: Mapping[str, Tier] | None = None
 
     def __post_init__(self) -> None:
         if not self.demands:
@@ -150,7 +154,7 @@ class PlanProblem:
         if len(set(keys)) != len(keys):
             raise InputError(f"candidate (config, region) pairs must be unique, got {keys}")
         hours = {len(d.rates_rps) for d in self.demands}
-        if len(hours) != 1 or hours.pop() not in (1, HOURS_PER_DAY):
+        if len(hours) != 1:
             raise InputError(
                 "every class needs one rate, or all need 24 hourly rates (rate_profile_rps); "
                 f"got {[len(d.rates_rps) for d in self.demands]}"
@@ -171,7 +175,24 @@ class PlanProblem:
         """Capacity of one replica for ``demand`` at ``tier`` (0 when not admissible)."""
         if not tier.serves(demand.ttft_p99_ms, demand.tpot_p99_ms):
             return 0.0
+        if self.fixed_tiers is not None and self.fixed_tiers.get(pool.key) != tier:
+            return 0.0
         return float(self.capacity.get((demand.name, pool.config, tier), 0.0))
+
+    def hour(self, h: int) -> PlanProblem:
+        """The one-hour problem of hour ``h`` (rates of that hour only)."""
+        from dataclasses import replace
+
+        demands = tuple(replace(d, rates_rps=(d.rates_rps[h],)) for d in self.demands)
+        return replace(self, demands=demands)
+
+    def hours_subset(self, hours: tuple[int, ...]) -> PlanProblem:
+        """The problem restricted to some hours (a relaxation of the whole day)."""
+        from dataclasses import replace
+
+        demands = tuple(replace(d, rates_rps=tuple(d.rates_rps[h] for h in hours))
+                        for d in self.demands)
+        return replace(self, demands=demands)
 
     def mtok_per_hour(self, hour: int) -> float:
         """Millions of tokens served in ``hour`` (all traffic is served in a feasible plan)."""

@@ -180,11 +180,11 @@ def _report(scenario: Scenario, inputs: Inputs, settings: SolverSettings,
 
 def _capacity_notes(inputs: Inputs, out: LoopOutcome) -> tuple[CapacityNote, ...]:
     sol, problem = out.solution, inputs.problem
-    used = sorted({(name, key) for (name, key, _h), s in sol.shares.items() if s > 0})
+    used = sorted({(name, key, sol.tiers[(key, h)]) for (name, key, h), s in sol.shares.items()
+                   if s > 0})
     notes = []
-    for name, key in used:
+    for name, key, tier in used:
         config = key.partition("@")[0]
-        tier = sol.tiers[key]
         base = problem.capacity.get((name, config, tier), 0.0)
         f = out.derate.get((config, tier), 1.0)
         res = inputs.results.get((name, config, tier))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from dataclasses import dataclass
 from functools import cache
 
@@ -108,7 +109,11 @@ def make_solver(settings: SolverSettings, *, mip: bool = True) -> pulp.LpSolver:
         kwargs["timeMode"] = "elapsed"
     if pulp_name == "HiGHS":
         _silence_highs_banner()
-    return pulp.getSolver(pulp_name, **kwargs)
+    with warnings.catch_warnings():
+        # PuLP 3.3 announces that its bundled CBC leaves in PuLP 4; fleetplan pins PuLP 3.x
+        warnings.filterwarnings("ignore", message="PULP_CBC_CMD is deprecated",
+                                category=DeprecationWarning)
+        return pulp.getSolver(pulp_name, **kwargs)
 
 
 def achieved_gap(prob: pulp.LpProblem) -> float | None:

@@ -1,0 +1,71 @@
+"""Infeasible scenarios: the binding constraint, its numbers, and the cheapest relaxation."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from optimize_helpers import synth_problem
+
+from fleetplan.optimize.explain import explain_infeasible
+from fleetplan.optimize.milp import solve_problem
+from fleetplan.optimize.problem import Limits, Probe
+from fleetplan.optimize.solvers import SolverSettings
+
+S = SolverSettings("cbc", time_limit_s=30, gap=0.0)
+BASE = synth_problem([("chat", 8.0, 55.0, 1.0), ("batch", 16.0, 1000.0, 1.0)])
+
+
+def _feasible(problem) -> bool:
+    return solve_problem(problem, S).has_plan
+
+
+def test_unreachable_slo_names_the_class_the_best_candidate_and_the_relaxation():
+    p = synth_problem([("chat", 8.0, 20.0, 1.0)])
+    p = replace(p, probes={("chat", "1xH100-PCIe"): Probe(0.25, 27.0),
+                           ("chat", "2xRTX-4090"): Probe(0.25, 240.0)}, slo_margin=0.05)
+    why = explain_infeasible(p, S)
+    assert why.binding == "classes[0].slo.ttft_p99_ms"
+    assert why.reason == ("class chat: ttft_p99_ms 20 is below the best any candidate reaches, "
+                          "27 ms on 1xH100-PCIe at 0.25 req/s")
+    assert "ttft_p99_ms >= 28.5" in why.relaxation
+
+
+def test_impossible_carbon_cap_reports_the_lowest_reachable_carbon():
+    p = replace(BASE, limits=Limits(max_g_per_mtok=0.5))
+    assert not _feasible(p)
+    why = explain_infeasible(p, S)
+    assert why.binding == "carbon.max_g_per_mtok"
+    need = float(why.relaxation.split(">= ")[1].split(" ")[0])
+    assert need > 0.5
+    # the relaxation is enough, and (nearly) no more than enough
+    assert _feasible(replace(p, limits=Limits(max_g_per_mtok=need)))
+    assert not _feasible(replace(p, limits=Limits(max_g_per_mtok=need * 0.97)))
+
+
+def test_budget_below_the_cheapest_plan():
+    cheapest = solve_problem(BASE, S).cost_per_day_usd / 24
+    why = explain_infeasible(replace(BASE, limits=Limits(budget_usd_per_hour=1.0)), S)
+    assert why.binding == "budget_usd_per_hour"
+    assert f"${cheapest:g}/h" in why.reason
+
+
+@pytest.mark.parametrize("limits, binding", [
+    (Limits(availability={"H100-PCIe": 1}), "availability H100-PCIe"),
+    (Limits(redundancy=3, availability={"H100-PCIe": 9}), "redundancy"),
+])
+def test_availability_and_redundancy(limits, binding):
+    p = replace(BASE, limits=limits)
+    assert not _feasible(p)
+    why = explain_infeasible(p, S)
+    assert why.binding == binding
+    assert "cheapest such plan" in why.relaxation
+
+
+def test_cheapest_relaxation_wins_among_several():
+    # either more H100s or a looser budget would do; the explanation names the cheaper way
+    free = solve_problem(BASE, S).cost_per_day_usd / 24
+    p = replace(BASE, limits=Limits(availability={"H100-PCIe": 2},
+                                    budget_usd_per_hour=free * 2))
+    why = explain_infeasible(p, S)
+    assert why.binding == "availability H100-PCIe"
