@@ -1,0 +1,263 @@
+"""Live validation: calibrate the replica model from measured rates, predict a held-out one.
+
+Main entries: :func:`catalog_overlay` (a data folder = the bundled catalog + the served model's
+spec from its ``config.json`` + a device row, for hardware the catalog lacks, e.g. a CPU),
+:func:`analyze` (result files of repeated rate series -> run-to-run spread, the fit, the held-out
+prediction and its errors against :data:`BOUNDS`), :func:`compare_clients` (fleetplan bench vs
+``vllm bench serve`` on one server), :func:`report_markdown`.
+
+The loop (``scripts/live-validate`` drives it; ``tests/live`` runs it against a vLLM CPU server):
+each series sends the same seeded prompts at every rate, highest first, after the server's
+prefix cache is reset, as the bundled profiles were measured; the results are ingested with
+``fleetplan ingest``'s reader into a store and fitted by :func:`fleetplan.replica.calibrate.
+fit_config` exactly as the GPU profiles are; :func:`fleetplan.replica.runs.predict_run` replays
+the held-out run's protocol. Nothing here prints.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fleetplan.catalog._tables import data_dir
+from fleetplan.errors import InputError
+from fleetplan.profiles.ingest import IngestOptions, read_runs
+from fleetplan.profiles.store import ProfileStore
+from fleetplan.workload.lengths import LengthModel
+
+# Bounds on |predicted - measured| / measured at the held-out rate (the metrics asserted).
+# Chosen from the run-to-run spread measured on the 2-core CPU server (docs/live-validation.md).
+# TTFT p90 is reported, not bounded: its spread between repeats is of the order of the value.
+BOUNDS: dict[str, float] = {
+    "request_throughput": 0.15,
+    "output_throughput": 0.15,
+    "ttft_p50_ms": 0.60,
+    "tpot_p50_ms": 0.40,
+    "itl_p50_ms": 0.40,
+}
+# fleetplan bench vs vllm bench serve: |difference of the clients' means| must stay within
+# CLIENT_K x the larger within-client spread, or CLIENT_FLOOR of the mean (CPU runs are noisy).
+CLIENT_METRICS = ("request_throughput", "output_throughput", "median_ttft_ms", "p90_ttft_ms",
+                  "p99_ttft_ms", "median_itl_ms", "p90_itl_ms", "p99_itl_ms")
+CLIENT_K = 2.0
+CLIENT_FLOOR = 0.10
+
+_STORE_METRICS = {"request_throughput": "request_throughput",
+                  "output_throughput": "output_throughput", "ttft_p50_ms": "ttft_p50_ms",
+                  "ttft_p90_ms": "ttft_p90_ms", "tpot_p50_ms": "tpot_p50_ms",
+                  "itl_p50_ms": "itl_p50_ms"}
+
+
+def model_row(config_json: str | os.PathLike[str], name: str) -> dict[str, Any]:
+    """A ``models.csv`` row from a Hugging Face ``config.json`` (Llama-style architecture)."""
+    cfg = json.loads(Path(config_json).read_text())
+    h, inter, layers = cfg["hidden_size"], cfg["intermediate_size"], cfg["num_hidden_layers"]
+    heads = cfg["num_attention_heads"]
+    kv = cfg.get("num_key_value_heads", heads)
+    hd = cfg.get("head_dim") or h // heads
+    vocab = cfg["vocab_size"]
+    per_layer = h * heads * hd * 2 + 2 * h * kv * hd + 3 * h * inter + 2 * h
+    params = vocab * h * (1 if cfg.get("tie_word_embeddings") else 2) + layers * per_layer + h
+    dtype = str(cfg.get("dtype") or cfg.get("torch_dtype") or "float16")
+    return {"model": name, "hf_id": name, "architecture": cfg["architectures"][0],
+            "params_b": params / 1e9, "layers": layers, "hidden_size": h,
+            "intermediate_size": inter, "attention_heads": heads, "kv_heads": kv,
+            "head_dim": hd, "vocab_size": vocab,
+            "context_length": cfg.get("max_position_embeddings", 2048),
+            "served_dtype": dtype, "weight_bytes_per_param": 4 if "32" in dtype else 2,
+            "source": f"config.json of the served model ({Path(config_json).resolve()})"}
+
+
+def catalog_overlay(out: str | os.PathLike[str], *, model: dict[str, Any] | None = None,
+                    device: dict[str, Any] | None = None) -> Path:
+    """Copy the bundled catalog to ``out`` and add a model and/or a device row (point
+    ``FLEETPLAN_DATA_DIR`` at the result before fleetplan loads a catalog)."""
+    dst = Path(out)
+    src = data_dir()
+    if dst.exists():
+        shutil.rmtree(dst)
+    shutil.copytree(src, dst)
+    for name, row in (("models.csv", model), ("gpus.csv", device)):
+        if row is None:
+            continue
+        path = dst / name
+        with path.open(newline="") as fh:
+            reader = csv.DictReader(fh)
+            fields = list(reader.fieldnames or [])
+            rows = [r for r in reader if r[fields[0]] != row[fields[0]]]
+        missing = set(fields) - set(row)
+        if missing:
+            raise InputError(f"{name} row for {row[fields[0]]!r} lacks {sorted(missing)}")
+        rows.append({k: row[k] for k in fields})
+        with path.open("w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=fields, lineterminator="\n")
+            w.writeheader()
+            w.writerows(rows)
+    return dst
+
+
+def _rel(a: float, b: float) -> float:
+    return (a - b) / b if b else math.nan
+
+
+def _spread(values: Sequence[float]) -> float:
+    """(max - min) / mean of repeated measurements."""
+    a = np.asarray(values, dtype=float)
+    return float((a.max() - a.min()) / a.mean()) if a.size > 1 and a.mean() else 0.0
+
+
+def load_store(paths: Sequence[str | os.PathLike[str]], gpu: str,
+               gpu_count: int) -> ProfileStore:
+    """Result files -> a store, through ``fleetplan ingest``'s reader (refused records fail)."""
+    store = ProfileStore()
+    for p in paths:
+        runs, errors = read_runs(p, IngestOptions(gpu=gpu, gpu_count=gpu_count))
+        if errors:
+            raise InputError("; ".join(errors))
+        store.add(runs)
+    return store
+
+
+def analyze(series: Sequence[str | os.PathLike[str]], *, holdout_rate: float, gpu: str,
+            gpu_count: int, lengths: LengthModel, max_nfev: int = 40,
+            seeds: Sequence[int] = (0, 1, 2)) -> dict[str, Any]:
+    """Spread, calibration and held-out prediction from one result file per series."""
+    from fleetplan.replica.calibrate import fit_config
+    from fleetplan.replica.runs import predict_run, runs_from_frame
+
+    store = load_store(series, gpu, gpu_count)
+    frame = store.frame
+    rates = sorted({float(r) for r in frame["request_rate"]}, reverse=True)
+    if holdout_rate not in rates:
+        raise InputError(f"held-out rate {holdout_rate:g} not among the measured {rates}")
+    spread: dict[str, dict[str, float]] = {}
+    for rate in rates:
+        rows = frame[frame["request_rate"] == rate]
+        spread[f"{rate:g}"] = {m: _spread(rows[c].astype(float).tolist())
+                               for m, c in _STORE_METRICS.items()}
+    max_spread = {m: max(s[m] for s in spread.values()) for m in _STORE_METRICS}
+    runs = runs_from_frame(frame)
+    fit_runs = [r for r in runs if r.request_rate != holdout_rate]
+    held = [r for r in runs if r.request_rate == holdout_rate]
+    fit = fit_config(fit_runs, lengths=lengths, max_nfev=max_nfev)
+    preds = [predict_run(fit.params, r, lengths=lengths, seeds=seeds) for r in held]
+    predicted = {m: float(np.mean([p[m] for p in preds])) for m in _STORE_METRICS}
+    measured = {m: float(np.mean([r.measured[m] for r in held])) for m in _STORE_METRICS}
+    errors = {m: _rel(predicted[m], measured[m]) for m in _STORE_METRICS}
+    checks = {m: {"error": errors[m], "bound": BOUNDS[m],
+                  "ok": bool(abs(errors[m]) <= BOUNDS[m])} for m in BOUNDS}
+    per_rate = []
+    for rate in rates:
+        rows = frame[frame["request_rate"] == rate]
+        per_rate.append({"request_rate": rate, "held_out": rate == holdout_rate,
+                         "runs": len(rows),
+                         **{f"measured_{m}": float(rows[c].astype(float).mean())
+                            for m, c in _STORE_METRICS.items()},
+                         **({f"predicted_{m}": predicted[m] for m in _STORE_METRICS}
+                            if rate == holdout_rate else {})})
+    return {
+        "model": str(frame["model"].iloc[0]), "config": str(frame["config"].iloc[0]),
+        "rates": rates, "holdout_rate": holdout_rate,
+        "series": len(series), "runs": len(frame),
+        "spread_by_rate": spread, "max_spread": max_spread,
+        "params": fit.params.model_dump(), "prior": fit.prior.model_dump(),
+        "fit_loss": fit.loss, "fit_evaluations": fit.nfev, "fitted": list(fit.fitted),
+        "fit_runs": fit.runs, "flagged": [r.run_id for r in runs if r.flagged],
+        "measured": measured, "predicted": predicted, "errors": errors, "checks": checks,
+        "per_rate": per_rate, "ok": all(c["ok"] for c in checks.values()),
+    }
+
+
+def _client_value(result: dict[str, Any], metric: str) -> float:
+    v = result.get(metric)
+    if v is None:
+        raise InputError(f"a result lacks {metric!r} (run vllm bench serve with "
+                         "--percentile-metrics ttft,tpot,itl,e2el --metric-percentiles 50,90,99)")
+    return float(v)
+
+
+def compare_clients(fleetplan_runs: Sequence[dict[str, Any]],
+                    vllm_runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """fleetplan bench vs vllm bench serve at one rate: per metric, each client's mean and
+    spread, their relative difference, and whether it is within the run-to-run spread."""
+    out: dict[str, Any] = {"runs_per_client": [len(fleetplan_runs), len(vllm_runs)],
+                           "metrics": {}, "k": CLIENT_K, "floor": CLIENT_FLOOR}
+    ok = True
+    for m in CLIENT_METRICS:
+        a = [_client_value(r, m) for r in fleetplan_runs]
+        b = [_client_value(r, m) for r in vllm_runs]
+        mean_a, mean_b = float(np.mean(a)), float(np.mean(b))
+        diff = abs(mean_a - mean_b) / ((mean_a + mean_b) / 2)
+        bound = max(CLIENT_K * max(_spread(a), _spread(b)), CLIENT_FLOOR)
+        within = bool(diff <= bound)
+        ok &= within
+        out["metrics"][m] = {"fleetplan": a, "vllm": b, "fleetplan_mean": mean_a,
+                             "vllm_mean": mean_b, "rel_diff": diff,
+                             "fleetplan_spread": _spread(a), "vllm_spread": _spread(b),
+                             "bound": bound, "ok": within}
+    out["ok"] = ok
+    return out
+
+
+def _pct(x: float) -> str:
+    return "n/a" if x is None or not math.isfinite(x) else f"{100 * x:+.1f}%"
+
+
+def report_markdown(report: dict[str, Any]) -> str:
+    """The live validation report as Markdown tables (docs show it)."""
+    a = report["analysis"]
+    lines = [f"# Live validation report: {a['model']} on {a['config']}", "",
+             f"Server: {report['server']}. Measured {report['date']} by `scripts/live-validate` "
+             f"({a['series']} series of {len(a['rates'])} rates, {report['num_prompts']} "
+             f"requests each, rates run highest first after a prefix-cache reset). "
+             f"Calibrated on {', '.join(f'{r:g}' for r in a['rates'] if r != a['holdout_rate'])}"
+             f" req/s; {a['holdout_rate']:g} req/s held out.", "",
+             "## Held-out rate: predicted vs measured", "",
+             "| metric | measured | predicted | error | bound | run-to-run spread (max) | ok |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for m, c in a["checks"].items():
+        lines.append(f"| {m} | {a['measured'][m]:.4g} | {a['predicted'][m]:.4g} | "
+                     f"{_pct(c['error'])} | ±{100 * c['bound']:.0f}% | "
+                     f"{100 * a['max_spread'][m]:.1f}% | {'yes' if c['ok'] else 'NO'} |")
+    lines += ["", "## Measured runs (mean over series)", "",
+              "| rate req/s | runs | req/s done | output tok/s | TTFT p50 ms | TTFT p90 ms | "
+              "TPOT p50 ms | ITL p50 ms |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in a["per_rate"]:
+        tag = " (held out)" if r["held_out"] else ""
+        lines.append(f"| {r['request_rate']:g}{tag} | {r['runs']} | "
+                     f"{r['measured_request_throughput']:.3f} | "
+                     f"{r['measured_output_throughput']:.1f} | {r['measured_ttft_p50_ms']:.1f} | "
+                     f"{r['measured_ttft_p90_ms']:.1f} | {r['measured_tpot_p50_ms']:.2f} | "
+                     f"{r['measured_itl_p50_ms']:.2f} |")
+    p = a["params"]
+    lines += ["", "## Fitted replica parameters", "",
+              f"c_step {1e3 * p['c_step']:.3f} ms, c_prefill_tok {1e6 * p['c_prefill_tok']:.2f} "
+              f"µs, c_seq {1e6 * p['c_seq']:.1f} µs, c_kv_tok {1e9 * p['c_kv_tok']:.2f} ns, "
+              f"overhead {1e3 * p['overhead_s']:.2f} ms, KV capacity {p['kv_capacity_tokens']} "
+              f"tokens; fitted {', '.join(a['fitted'])} in {a['fit_evaluations']} evaluations.",
+              ""]
+    cc = report.get("crosscheck")
+    if cc:
+        lines += [f"## Measurement cross-check at {report['crosscheck_rate']:g} req/s: "
+                  "fleetplan bench vs vllm bench serve", "",
+                  "| metric | fleetplan | vllm | difference | bound | ok |",
+                  "| --- | --- | --- | --- | --- | --- |"]
+        for m, c in cc["metrics"].items():
+            lines.append(f"| {m} | {c['fleetplan_mean']:.4g} | {c['vllm_mean']:.4g} | "
+                         f"{100 * c['rel_diff']:.1f}% | {100 * c['bound']:.0f}% | "
+                         f"{'yes' if c['ok'] else 'NO'} |")
+        lines.append("")
+    t = report.get("timings_s") or {}
+    if t:
+        lines += ["## Timings", "", "| step | seconds |", "| --- | --- |"]
+        lines += [f"| {k} | {v:.0f} |" for k, v in t.items()]
+        lines.append("")
+    return "\n".join(lines)

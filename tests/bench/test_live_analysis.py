@@ -1,0 +1,128 @@
+"""The live-validation loop's analysis, without a server: catalog overlay, client comparison,
+and calibration + held-out prediction on runs produced by a known replica model."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fleetplan.bench.live import (
+    BOUNDS,
+    CLIENT_FLOOR,
+    catalog_overlay,
+    compare_clients,
+    model_row,
+    report_markdown,
+)
+from fleetplan.catalog.gpus import load_gpus
+
+TINY = {"architectures": ["LlamaForCausalLM"], "hidden_size": 128, "intermediate_size": 256,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "head_dim": 32, "vocab_size": 3761, "max_position_embeddings": 1024,
+        "tie_word_embeddings": False, "dtype": "float32"}
+
+
+def test_model_row_counts_llama_parameters(tmp_path: Path) -> None:
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(TINY))
+    row = model_row(p, "tiny-llama")
+    # what transformers counts for this config (make_tiny_model.py printed 1258368)
+    assert row["params_b"] * 1e9 == pytest.approx(1258368)
+    assert row["weight_bytes_per_param"] == 4 and row["kv_heads"] == 2
+    assert row["context_length"] == 1024
+
+
+def test_overlay_adds_rows_and_leaves_the_bundled_catalog_alone(tmp_path: Path) -> None:
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(TINY))
+    device = json.loads((Path(__file__).parents[1] / "live" / "cpu-device.json").read_text())
+    out = catalog_overlay(tmp_path / "cat", model=model_row(p, "tiny-llama"), device=device)
+    assert "CPU-vLLM-2vCPU" not in load_gpus()
+    code = ("from fleetplan.catalog.gpus import get_gpu; from fleetplan.catalog.models import "
+            "get_model; from fleetplan.replica.priors import prior_params; "
+            "from fleetplan.catalog.hardware import HardwareConfig; "
+            "p = prior_params(get_model('tiny-llama'), HardwareConfig.parse('1xCPU-vLLM-2vCPU')); "
+            "print(get_gpu('CPU-vLLM-2vCPU').vram_gb, p.kv_capacity_tokens)")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**os.environ, "FLEETPLAN_DATA_DIR": str(out)}, check=True)
+    vram, kv = res.stdout.split()
+    assert float(vram) == 1.93 and int(kv) > 1_000_000
+    with pytest.raises(Exception, match="lacks"):
+        catalog_overlay(tmp_path / "bad", device={"gpu": "X"})
+
+
+def _client_run(**kw: float) -> dict[str, Any]:
+    base = {"request_throughput": 10.0, "output_throughput": 640.0, "median_ttft_ms": 60.0,
+            "p90_ttft_ms": 200.0, "p99_ttft_ms": 400.0, "median_itl_ms": 15.0,
+            "p90_itl_ms": 30.0, "p99_itl_ms": 50.0}
+    base.update(kw)
+    return base
+
+
+def test_clients_agree_within_the_spread_or_not() -> None:
+    fp = [_client_run(), _client_run(median_ttft_ms=66.0)]
+    vl = [_client_run(median_ttft_ms=63.0), _client_run(median_ttft_ms=70.0)]
+    res = compare_clients(fp, vl)
+    assert res["ok"] and res["metrics"]["request_throughput"]["bound"] == CLIENT_FLOOR
+    ttft = res["metrics"]["median_ttft_ms"]
+    assert ttft["bound"] == pytest.approx(2 * 7 / 66.5)
+    bad = compare_clients(fp, [_client_run(request_throughput=8.0)] * 2)
+    assert not bad["ok"] and not bad["metrics"]["request_throughput"]["ok"]
+    with pytest.raises(Exception, match="percentile-metrics"):
+        compare_clients([{"request_throughput": 1.0}], vl)
+
+
+def _replayed_result(params: Any, rate: float, n: int, series: int) -> dict[str, Any]:
+    """A vLLM-shaped result whose metrics are the replica model's own (a server that behaves
+    exactly like the model), for ``fleetplan ingest``'s reader."""
+    from fleetplan.replica.protocol import replay
+    from fleetplan.workload.lengths import FixedLengths, LengthModel
+
+    lm = LengthModel(input=FixedLengths(value=100), output=FixedLengths(value=50))
+    r = replay(params, rate=rate, num_prompts=n, lengths=lm, seeds=(series,),
+               arrival_seed=42, totals=(100 * n, 50 * n),
+               warm_prefix_cache=rate < 32.0)  # the replica's rule: after the first rate
+    m = {k: v.mean for k, v in r.metrics.items()}
+    out = {"model_id": params.model, "num_prompts": n, "request_rate": rate, "burstiness": 1.0,
+           "duration": m["duration_s"], "completed": n, "failed": 0,
+           "total_input_tokens": 100 * n, "total_output_tokens": 50 * n,
+           "request_throughput": m["request_throughput"],
+           "output_throughput": m["output_throughput"],
+           "total_token_throughput": m["output_throughput"] * 3, "series": series}
+    for k in ("ttft", "tpot", "itl"):
+        out[f"mean_{k}_ms"] = m[f"{k}_mean_ms"]
+        out[f"median_{k}_ms"] = m[f"{k}_p50_ms"]
+        out[f"p99_{k}_ms"] = m[f"{k}_p99_ms"]
+    out["p90_ttft_ms"] = m["ttft_p90_ms"]
+    return out
+
+
+def test_a_server_that_behaves_like_the_model_is_predicted(tmp_path: Path) -> None:
+    from fleetplan.bench.live import analyze
+    from fleetplan.replica.params import replica_params
+    from fleetplan.workload.lengths import FixedLengths, LengthModel
+
+    truth = replica_params("DeepSeek-R1-Distill-Qwen-7B", "1xH100-SXM")
+    files = []
+    for s in range(2):
+        p = tmp_path / f"series-{s}.jsonl"
+        p.write_text("".join(json.dumps(_replayed_result(truth, r, 60, s)) + "\n"
+                             for r in (32.0, 16.0, 8.0, 4.0)))
+        files.append(p)
+    lm = LengthModel(input=FixedLengths(value=100), output=FixedLengths(value=50))
+    a = analyze(files, holdout_rate=16.0, gpu="H100-SXM", gpu_count=1, lengths=lm, max_nfev=12,
+                seeds=(0,))
+    assert a["runs"] == 8 and a["holdout_rate"] == 16.0 and set(a["checks"]) == set(BOUNDS)
+    assert abs(a["errors"]["request_throughput"]) < 0.05
+    assert abs(a["errors"]["tpot_p50_ms"]) < 0.15
+    md = report_markdown({"analysis": a, "server": "replayed", "date": "today",
+                          "num_prompts": 60, "crosscheck": None, "timings_s": {"x": 1.0}})
+    assert "| request_throughput |" in md and "16 (held out)" in md
+    assert all(math.isfinite(v) for v in a["max_spread"].values())

@@ -1,0 +1,81 @@
+"""A real vLLM server (CPU build, tiny random Llama) measured with ``fleetplan bench``.
+
+``scripts/live-validate`` runs the whole loop: three series of four rates (highest first, the
+prefix cache reset before each series), calibration of the replica model on three rates through
+the path the GPU profiles take (ingest -> store -> ``fit_config``), a prediction of the held-out
+rate, and a cross-check of the measurement against ``vllm bench serve`` at one rate. This test
+asserts what the report says against the bounds of :data:`fleetplan.bench.live.BOUNDS` (chosen
+from the measured run-to-run spread, see docs/live-validation.md) and writes the report to
+``$FLEETPLAN_LIVE_REPORT_DIR`` (default: a temporary folder; docs/ holds a committed one).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fleetplan._io import atomic_write_text
+from fleetplan.bench.live import BOUNDS, report_markdown
+
+ROOT = Path(__file__).resolve().parents[2]
+RATES = "24,12,6,3"
+HOLDOUT = "12"
+CROSSCHECK_RATE = "12"
+NUM_PROMPTS = "100"
+REPEATS = "3"
+
+
+@pytest.mark.live
+def test_live_vllm_calibrate_predict_and_crosscheck(vllm_env: Any, vllm_server: Any,
+                                                    tmp_path: Path) -> None:
+    out_dir = Path(os.environ.get("FLEETPLAN_LIVE_REPORT_DIR", tmp_path / "report"))
+    cmd = [sys.executable, str(ROOT / "scripts" / "live-validate"),
+           "--endpoint", vllm_server.url, "--model", vllm_server.model,
+           "--gpu", "CPU-vLLM-2vCPU", "--gpu-count", "1",
+           "--model-config", str(vllm_server.model_dir / "config.json"),
+           "--device-spec", str(Path(__file__).with_name("cpu-device.json")),
+           "--rates", RATES, "--holdout", HOLDOUT, "--num-prompts", NUM_PROMPTS,
+           "--repeats", REPEATS, "--power", "none",
+           "--crosscheck-rate", CROSSCHECK_RATE, "--vllm-python", str(vllm_env.python),
+           "--tokenizer", str(vllm_server.model_dir),
+           "--out-dir", str(out_dir), "--work-dir", str(tmp_path / "work"), "--no-fail"]
+    t = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1500)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    report = json.loads((out_dir / "live-validation-report.json").read_text())
+    # the environment's own figures go into the report the docs show
+    report["timings_s"] = {
+        **({"vLLM env install (cold)": vllm_env.info["install_s"]}
+           if vllm_env.info.get("cache") == "cold" else {}),
+        "tiny model build": vllm_env.info.get("model_build_s"),
+        "vLLM server start (to /health)": vllm_server.start_s,
+        **report["timings_s"],
+        "live-validate script": round(time.perf_counter() - t, 1),
+    }
+    report["environment"] = {"vllm_env": vllm_env.info, "python": sys.version.split()[0]}
+    atomic_write_text(out_dir / "live-validation-report.json", json.dumps(report, indent=1)
+                      + "\n")
+    atomic_write_text(out_dir / "live-validation-report.md", report_markdown(report))
+
+    a = report["analysis"]
+    for row in a["per_rate"]:
+        assert row["runs"] == int(REPEATS)
+    assert a["flagged"] == [], "a measured run was flagged as inconsistent"
+    missed = {m: f"error {100 * c['error']:+.1f}% > ±{100 * c['bound']:.0f}% (run-to-run "
+                 f"spread {100 * a['max_spread'][m]:.1f}%)"
+              for m, c in a["checks"].items() if not c["ok"]}
+    assert not missed, f"held-out {HOLDOUT} req/s mispredicted: {missed}"
+    assert set(a["checks"]) == set(BOUNDS)
+    cc = report["crosscheck"]
+    assert cc is not None
+    differ = {m: f"fleetplan {c['fleetplan_mean']:.4g} vs vllm {c['vllm_mean']:.4g}: "
+                 f"{100 * c['rel_diff']:.1f}% > {100 * c['bound']:.0f}%"
+              for m, c in cc["metrics"].items() if not c["ok"]}
+    assert not differ, f"fleetplan bench and vllm bench serve disagree: {differ}"
