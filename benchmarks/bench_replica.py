@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import tempfile
 import time
 
@@ -83,8 +84,14 @@ def main() -> None:
         out.update(fleet_hour(p))
     if args.calibrate:
         t = time.perf_counter()
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         cal = calibrate_store(load_profiles(), jobs=2)
         out["calibrate_store_2_processes_s"] = time.perf_counter() - t
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        # CPU the two workers used: on an otherwise idle 2-core machine the wall time is about
+        # half of it (the other sessions on a shared machine stretch the wall time)
+        out["calibrate_store_worker_cpu_s"] = (after.ru_utime + after.ru_stime
+                                               - before.ru_utime - before.ru_stime)
         with tempfile.TemporaryDirectory() as d:
             write_calibration(cal, os.path.join(d, "calibration.json"), merge=False)
         out["calibrated_configs"] = len(cal.fits)

@@ -100,7 +100,7 @@ def fit_config(runs: Sequence[MeasuredRun], *, lengths: LengthModel | None = Non
         names.append("kv_capacity_tokens")
     source = (f"calibrated to {len(good)} measured run(s) of {model} on {config} "
               f"(fleetplan calibrate)")
-    warm = {r.run_id: r.warm_cache(prior) for r in good}
+    warm = {r.run_id: r.warm_cache() for r in good}
     x0 = np.zeros(len(names))
     nfev = 0
     if good:
@@ -167,11 +167,11 @@ def fit_config(runs: Sequence[MeasuredRun], *, lengths: LengthModel | None = Non
     report = []
     for r in runs:
         pred = predict_run(params, r, lengths=lengths, seeds=seeds,
-                           warm=warm.get(r.run_id, r.warm_cache(prior)))
+                           warm=warm.get(r.run_id, r.warm_cache()))
         report.append({
             "run_id": r.run_id, "request_rate": r.request_rate, "flagged": r.flagged,
             "flag_reason": r.flag_reason, "used_in_fit": not r.flagged,
-            "warm_prefix_cache": warm.get(r.run_id, r.warm_cache(prior)),
+            "warm_prefix_cache": warm.get(r.run_id, r.warm_cache()),
             "error_pct": _errors(pred, r),
         })
     return FitResult(params, prior, ratios, loss, nfev, tuple(names), report)

@@ -75,7 +75,7 @@ def fit_length_spread(runs: Sequence[MeasuredRun], params: dict[tuple[str, str],
     cold = []
     for r in good:
         p = params[r.key]
-        warm = r.warm_cache(p)
+        warm = r.warm_cache()
         rates = sorted({q.request_rate for q in good if q.key == r.key})
         if rates and rates[0] < r.request_rate < rates[-1]:
             tput.append((p, r, warm))

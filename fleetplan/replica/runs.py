@@ -20,10 +20,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cache
 
 import pandas as pd
 
+from fleetplan.catalog.hardware import HardwareConfig
+from fleetplan.catalog.models import get_model
 from fleetplan.replica.params import ReplicaParams
+from fleetplan.replica.priors import kv_capacity_tokens
 from fleetplan.replica.protocol import replay
 from fleetplan.workload.lengths import LengthModel
 
@@ -59,11 +63,19 @@ class MeasuredRun:
     def key(self) -> tuple[str, str]:
         return (self.model, self.config)
 
-    def warm_cache(self, params: ReplicaParams) -> bool:
-        """Whether this run's prompts are in the prefix cache (see module docstring)."""
+    def warm_cache(self) -> bool:
+        """Whether this run's prompts are in the prefix cache (see module docstring). The
+        server's cache size is vLLM's memory arithmetic for the configuration (a fact of the
+        real server, not the fitted effective capacity, so the rule cannot flip during a fit)."""
         working_set = self.total_input_tokens + self.total_output_tokens
         return self.request_rate < self.series_max_rate and (
-            params.kv_capacity_tokens >= working_set)
+            server_kv_tokens(self.model, self.config) >= working_set)
+
+
+@cache
+def server_kv_tokens(model: str, config: str) -> int:
+    """KV-cache tokens vLLM allocates for ``model`` on ``config`` (first principles)."""
+    return kv_capacity_tokens(get_model(model), HardwareConfig.parse(config))
 
 
 def flag_runs(frame: pd.DataFrame, ratio: float = FLAG_RATIO) -> dict[str, str]:
@@ -121,5 +133,5 @@ def predict_run(params: ReplicaParams, run: MeasuredRun, *, lengths: LengthModel
                  burstiness=run.burstiness, lengths=lengths, seeds=seeds,
                  arrival_seed=VLLM_BENCHMARK_SEED,
                  totals=(run.total_input_tokens, run.total_output_tokens),
-                 warm_prefix_cache=run.warm_cache(params) if warm is None else warm)
+                 warm_prefix_cache=run.warm_cache() if warm is None else warm)
     return {k: v.mean for k, v in res.metrics.items()}
