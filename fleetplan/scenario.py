@@ -322,6 +322,30 @@ class SolverSettings(_Strict):
         return v
 
 
+class CapacitySettings(_Strict):
+    """How the optimizer measures capacities at SLO on the replica model (noise + safety).
+
+    Read by :mod:`fleetplan.optimize.capacity`; every field is part of the capacity cache key.
+    """
+
+    duration_s: float = Field(default=300.0, gt=0, le=86400,
+                              description="simulated seconds per run, before the request floor")
+    warmup_s: float = Field(default=60.0, ge=0, le=3600, description="excluded from statistics")
+    min_requests: int = Field(default=600, ge=50, le=10**6,
+                              description="runs last long enough to see this many requests")
+    seeds: int = Field(default=2, ge=1, le=32, description="independent runs per rate")
+    seed: int = Field(default=0, ge=0, le=2**31, description="first seed")
+    slo_margin: float = Field(default=0.05, ge=0, lt=0.5,
+                              description="P99 must stay within (1 - margin) x SLO")
+    start_rps: float = Field(default=1.0, gt=0, le=1e4, description="first rate of the ladder")
+    step: float = Field(default=math.sqrt(2.0), gt=1.05, le=4.0,
+                        description="ratio between ladder rates")
+    min_rps: float = Field(default=1.0 / 32, gt=0, le=1e4, description="lowest rate tried")
+    max_rps: float = Field(default=1024.0, gt=0, le=1e6, description="highest rate tried")
+    refine_steps: int = Field(default=3, ge=0, le=10,
+                              description="bisections between the last pass and first fail")
+
+
 class SimSettings(_Strict):
     duration_s: float = Field(default=600.0, gt=0, le=8 * 86400)
     warmup_s: float = Field(default=60.0, ge=0)
@@ -370,6 +394,7 @@ class Scenario(_Strict):
     carbon: CarbonCap | None = None
     commitment: Commitment = Field(default_factory=Commitment)
     solver: SolverSettings = Field(default_factory=SolverSettings)
+    capacity: CapacitySettings = Field(default_factory=CapacitySettings)
 
     @field_validator("model")
     @classmethod

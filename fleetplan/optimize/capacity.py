@@ -18,7 +18,8 @@ random numbers), so the P99-vs-rate curve is a fixed function and the search is 
 SLO: a looser SLO never yields a lower capacity. Each simulated point is cached on disk apart
 from the SLO, so searches for other SLOs (tiers, the ``slo`` frontier) reuse the ladder.
 
-Main entries: :class:`CapacitySettings`, :class:`CapacityJob`, :func:`find_capacity`,
+Settings: the scenario's ``capacity:`` block (:class:`fleetplan.scenario.CapacitySettings`).
+Main entries: :class:`CapacityJob`, :func:`find_capacity`,
 :func:`run_capacity_job` (picklable, for executors).
 """
 
@@ -29,33 +30,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from fleetplan.optimize.cache import DiskCache
+from fleetplan.scenario import CapacitySettings
 from fleetplan.workload.lengths import LengthModel
 
 METHOD_VERSION = 1
-
-
-class CapacitySettings(BaseModel):
-    """How capacities at SLO are measured on the replica model (noise control + safety)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    duration_s: float = Field(default=300.0, gt=0, le=86400,
-                              description="simulated time per run, before the request floor")
-    warmup_s: float = Field(default=30.0, ge=0, le=3600, description="excluded from statistics")
-    min_requests: int = Field(default=600, ge=50, le=10**6,
-                              description="runs last long enough to see this many requests")
-    seeds: int = Field(default=2, ge=1, le=32, description="independent runs per rate")
-    seed: int = Field(default=0, ge=0, le=2**31, description="first seed")
-    slo_margin: float = Field(default=0.05, ge=0, lt=0.5,
-                              description="P99 must stay within (1 - margin) x SLO")
-    start_rps: float = Field(default=1.0, gt=0, le=1e4)
-    step: float = Field(default=math.sqrt(2.0), gt=1.05, le=4.0)
-    min_rps: float = Field(default=1.0 / 32, gt=0, le=1e4)
-    max_rps: float = Field(default=1024.0, gt=0, le=1e6)
-    refine_steps: int = Field(default=3, ge=0, le=10)
 
 
 @dataclass(frozen=True)
