@@ -67,7 +67,7 @@ def solve_cmd(
     executor: str | None = typer.Option(
         None, "--executor", help="Where capacity searches and simulations run: local[:N] "
         "(default), serial, or a Dask scheduler address."),
-    max_rounds: int = typer.Option(5, "--max-rounds", min=1, max=50,
+    max_rounds: int = typer.Option(8, "--max-rounds", min=1, max=50,
                                    help="Bound on solve + simulate rounds."),
     timing: bool = typer.Option(True, "--timing/--no-timing",
                                 help="Report solver seconds (--no-timing: byte-identical JSON)."),

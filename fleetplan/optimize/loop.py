@@ -7,8 +7,12 @@ longer fits: the new capacity is the pool's planned utilization x ``0.93`` (x ``
 simulated P99 is more than 1.5x the SLO) of the old one, so the next answer must add replicas or
 move load; integer slack alone cannot absorb it. When the simulated carbon exceeds the cap (the
 MILP's power model is linear, the simulator's is not), the cap handed to the MILP is scaled by
-the ratio. At most ``max_rounds`` rounds; an answer that never passed is returned with
-``verified=False`` and its failing classes marked as not met, never as met.
+the ratio. Once a plan passes, up to ``max_trims`` rounds try one replica fewer in the dearest
+pool (capacities measured on one replica are conservative for a pool of several, where the
+router spreads requests); a trial is kept only if its simulation passes with the capacities'
+safety margin (every P99 within ``(1 - slo_margin) x`` its SLO). At most
+``max_rounds`` rounds in all; an answer that never passed is returned with ``verified=False``
+and its failing classes marked as not met, never as met.
 
 Main entry: :func:`closed_loop` (returns a :class:`LoopOutcome`).
 """
@@ -24,7 +28,8 @@ from fleetplan.optimize.problem import PlanProblem, Tier
 from fleetplan.optimize.solvers import SolverSettings
 from fleetplan.optimize.verify import HourCheck
 
-DEFAULT_MAX_ROUNDS = 5
+DEFAULT_MAX_ROUNDS = 8
+DEFAULT_MAX_TRIMS = 3
 MIN_DERATE = 0.05
 
 # verify(solution) -> one HourCheck per hour of the plan
@@ -118,10 +123,51 @@ def _carbon_ratio(problem: PlanProblem, checks: Sequence[HourCheck]) -> float:
     return max(ratios)
 
 
+def _with_margin(problem: PlanProblem, checks: Sequence[HourCheck]) -> bool:
+    """Every class's simulated P99s within ``(1 - slo_margin) x`` its SLO: a trimmed plan must
+    pass with the same safety margin as the capacities, not by the luck of one short run."""
+    keep = 1.0 - problem.slo_margin
+    slo = {d.name: d for d in problem.demands}
+    for chk in checks:
+        for c in chk.classes:
+            d = slo[c.name]
+            for target, seen in ((d.ttft_p99_ms, c.ttft_p99_ms), (d.tpot_p99_ms, c.tpot_p99_ms),
+                                 (d.e2e_p99_ms, c.e2e_p99_ms)):
+                if target is not None and target != float("inf") and (
+                        seen is None or seen > keep * target):
+                    return False
+    return True
+
+
+def _trim_candidate(problem: PlanProblem, sol: MilpSolution,
+                    tried: set[tuple[str, Tier]]) -> tuple[tuple[str, Tier], float, str] | None:
+    """The dearest pool (with 2+ replicas) whose load might fit one replica fewer, and the
+    capacity uplift that lets the MILP try it: ``load / (n - 1)`` replicas' worth."""
+    prices = {p.key: p.price_usd_per_hour for p in problem.pools}
+    best = None
+    for (key, h), n in sol.counts.items():
+        tier = sol.tiers.get((key, h))
+        spare = n - problem.limits.redundancy
+        if tier is None or spare < 2:
+            continue
+        config = key.partition("@")[0]
+        if (config, tier) in tried:
+            continue
+        load = _utilization(problem, sol, key, h) * spare
+        f = max(load / (spare - 1), 1.0) * (1 + 1e-6)
+        rank = (prices[key], n, key)
+        if best is None or rank > best[0]:
+            best = (rank, (config, tier), f, f"{n}x{key} (hour {h})")
+    return None if best is None else best[1:]
+
+
 def closed_loop(problem: PlanProblem, settings: SolverSettings, verify: Verifier, *,
-                executor: Executor | None = None,
-                max_rounds: int = DEFAULT_MAX_ROUNDS) -> LoopOutcome:
-    """Solve and verify until every class meets its SLO in simulation (see module docstring).
+                executor: Executor | None = None, max_rounds: int = DEFAULT_MAX_ROUNDS,
+                max_trims: int = DEFAULT_MAX_TRIMS) -> LoopOutcome:
+    """Solve and verify until every class meets its SLO in simulation (see module docstring);
+    then try, at most ``max_trims`` times, a plan with one replica fewer in the dearest pool
+    (single-replica capacities are conservative for pools: requests spread over replicas), kept
+    only when its simulation passes too.
 
     Returns after the first round whose MILP has no plan (``solution.has_plan`` is false).
     """
@@ -132,29 +178,69 @@ def closed_loop(problem: PlanProblem, settings: SolverSettings, verify: Verifier
     seconds = 0.0
     first: MilpSolution | None = None
     last: tuple[MilpSolution, tuple[HourCheck, ...], PlanProblem] | None = None
+    best: LoopOutcome | None = None
+    tried: set[tuple[str, Tier]] = set()
+    trial: tuple[tuple[str, Tier], float | None, str] | None = None  # key, old derate, label
+    trims = 0
+    rnd = 0
     for rnd in range(1, max_rounds + 1):
         current = derated(problem, derate, scale)
         sol = solve_problem(current, settings)
         seconds += sol.seconds
         first = first or sol
-        if not sol.has_plan:
+        if not sol.has_plan and trial is None:
             if last is None:
                 return LoopOutcome(sol, (), rnd, False, current, dict(derate), scale, seconds,
                                    history, first)
             history.append(f"round {rnd}: tightened model has no plan ({sol.status.value})")
             break
-        checks = tuple(verify(sol, executor))
-        last = (sol, checks, current)
+        checks = tuple(verify(sol, executor)) if sol.has_plan else ()
         ratio = _carbon_ratio(problem, checks)
-        carbon_ok = ratio <= 1.0 + 1e-9
-        if all(c.met for c in checks) and carbon_ok:
-            return LoopOutcome(sol, checks, rnd, True, current, dict(derate), scale, seconds,
-                               history, first)
-        notes = _tighten(current, sol, checks, derate)
-        if not carbon_ok:
-            scale *= 0.99 / ratio
-            notes.append(f"simulated carbon {ratio:.3f}x the cap")
-        history.append(f"round {rnd}: " + "; ".join(notes))
+        ok = sol.has_plan and all(c.met for c in checks) and ratio <= 1.0 + 1e-9
+        if trial is not None:
+            key, old, label = trial
+            trial = None
+            assert best is not None
+            if (ok and _with_margin(problem, checks)
+                    and sol.cost_per_day_usd < best.solution.cost_per_day_usd - 1e-9):
+                history.append(f"round {rnd}: one replica fewer than {label} passed "
+                               "simulation too; kept")
+                best = LoopOutcome(sol, checks, rnd, True, current, dict(derate), scale,
+                                   seconds, list(history), first)
+            else:
+                why = ("saved nothing" if not sol.has_plan or sol.cost_per_day_usd
+                       >= best.solution.cost_per_day_usd - 1e-9 else
+                       "missed an SLO in simulation" if not ok else
+                       "came within the safety margin of an SLO")
+                history.append(f"round {rnd}: one replica fewer than {label} {why}; kept the "
+                               "verified plan")
+                tried.add(key)
+                if old is None:
+                    derate.pop(key, None)
+                else:
+                    derate[key] = old
+        elif ok:
+            best = LoopOutcome(sol, checks, rnd, True, current, dict(derate), scale, seconds,
+                               list(history), first)
+        else:
+            last = (sol, checks, current)
+            notes = _tighten(current, sol, checks, derate)
+            if ratio > 1.0 + 1e-9:
+                scale *= 0.99 / ratio
+                notes.append(f"simulated carbon {ratio:.3f}x the cap")
+            history.append(f"round {rnd}: " + "; ".join(notes))
+            continue
+        cand = (_trim_candidate(best.problem, best.solution, tried)
+                if trims < max_trims and rnd < max_rounds else None)
+        if cand is None:
+            break
+        key, f, label = cand
+        trims += 1
+        trial = (key, derate.get(key), label)
+        derate[key] = derate.get(key, 1.0) * f
+    if best is not None:
+        best.rounds, best.solve_seconds, best.history = rnd, seconds, history
+        return best
     assert last is not None
     sol, checks, current = last
     return LoopOutcome(sol, checks, rnd, False, current, dict(derate), scale, seconds, history,

@@ -33,6 +33,10 @@ from fleetplan.optimize.solvers import SolverSettings, achieved_gap, make_solver
 # any carbon price, so it only decides between plans of (near-)equal cost.
 TIE_USD_PER_G = 1e-6
 TIE_G_PER_USD = 1e-3
+# Second tie-break: a class's traffic on a pool run at a stricter tier than its own SLO costs
+# $0.0001 per unit share, so loose traffic mixes into a strict pool only when that saves money
+# (mixing is where the linear capacity model is least exact).
+TIE_USD_PER_MIXED_SHARE = 1e-4
 
 CONSTRAINT_FAMILIES = ("carbon", "budget", "availability", "max_replicas", "redundancy")
 
@@ -215,6 +219,7 @@ def build_model(problem: PlanProblem, *, objective: str = "cost",
     load: dict[tuple[int, int, int], list[tuple[pulp.LpVariable, float]]] = {}
     dyn_g: list[list[tuple[pulp.LpVariable, float]]] = [[] for _ in range(H)]
     unservable: list[tuple[str, int]] = []
+    mixed: list[pulp.LpVariable] = []
     for c, d in enumerate(problem.demands):
         for h in range(H):
             rate = d.rates_rps[h]
@@ -228,6 +233,8 @@ def build_model(problem: PlanProblem, *, objective: str = "cost",
                     continue
                 v = prob.add_variable(f"x_{c}_{k}_{ti}_h{h}", 0, 1)
                 x[(c, k, ti, h)] = v
+                if tiers[ti] != d.tier:
+                    mixed.append(v)
                 shares.append(v)
                 load.setdefault((k, ti, h), []).append((v, rate / cap))
                 w = problem.dyn_w_per_rps.get((d.name, pool.config), 0.0)
@@ -288,9 +295,11 @@ def build_model(problem: PlanProblem, *, objective: str = "cost",
     if objective == "slack":
         prob += pulp.lpSum(s.var * (1.0 / max(s.limit, 1.0)) for s in slacks)
     elif objective == "cost":
-        prob += pulp.lpSum(cost_h) + TIE_USD_PER_G * pulp.lpSum(carbon_h)
+        prob += (pulp.lpSum(cost_h) + TIE_USD_PER_G * pulp.lpSum(carbon_h)
+                 + TIE_USD_PER_MIXED_SHARE * pulp.lpSum(mixed))
     elif objective == "carbon":
-        prob += pulp.lpSum(carbon_h) + TIE_G_PER_USD * pulp.lpSum(cost_h)
+        prob += (pulp.lpSum(carbon_h) + TIE_G_PER_USD * pulp.lpSum(cost_h)
+                 + TIE_USD_PER_MIXED_SHARE * TIE_G_PER_USD * pulp.lpSum(mixed))
     else:
         raise ValueError(f"objective {objective!r} must be 'cost', 'carbon' or 'slack'")
     return MilpModel(problem, prob, n, x, z, base, cost_h, carbon_h, unservable, slacks, fleet)

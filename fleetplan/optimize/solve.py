@@ -21,7 +21,12 @@ from fleetplan.optimize.capacity import CapacitySettings
 from fleetplan.optimize.executors import Executor, get_executor
 from fleetplan.optimize.explain import explain_infeasible
 from fleetplan.optimize.inputs import Inputs, build_problem
-from fleetplan.optimize.loop import DEFAULT_MAX_ROUNDS, LoopOutcome, closed_loop
+from fleetplan.optimize.loop import (
+    DEFAULT_MAX_ROUNDS,
+    DEFAULT_MAX_TRIMS,
+    LoopOutcome,
+    closed_loop,
+)
 from fleetplan.optimize.milp import MilpStatus, build_model
 from fleetplan.optimize.plan import (
     CapacityNote,
@@ -37,10 +42,11 @@ from fleetplan.optimize.solvers import SolverSettings
 from fleetplan.optimize.verify import hour_scenarios, run_verification, split_key
 from fleetplan.scenario import Scenario
 
-BURST_NOTE = ("capacities are sustained per-replica rates from the replica model in steady "
-              "state; the measured runs' request rates are bursts of 200 requests that the "
-              "server drains afterwards, not sustained load, so sustainable rates are far below "
-              "the nominal ones")
+BURST_NOTE = ("capacities are sustained per-replica rates of the replica model in steady state "
+              "(fresh prompts, warm-up excluded), not the measured runs' nominal rates: those "
+              "are bursts of 200 requests that the server drains afterwards (one H100 with the "
+              "14B model 'at 16 req/s' completed 7.2 req/s), and their low TTFTs partly come "
+              "from prompts already in the prefix cache")
 
 
 def solver_settings(scenario: Scenario, solver: str | None = None) -> SolverSettings:
@@ -55,24 +61,28 @@ def _r(v: float | None, digits: int = 6) -> float | None:
 
 def solve(scenario: Scenario, *, solver: str | None = None, executor: Any = None,
           capacity: CapacitySettings | None = None, cache_dir: str | bool | None = True,
-          max_rounds: int = DEFAULT_MAX_ROUNDS) -> Plan:
+          max_rounds: int = DEFAULT_MAX_ROUNDS, max_trims: int = DEFAULT_MAX_TRIMS) -> Plan:
     """The cheapest fleet meeting every class's SLO (and the scenario's constraints), verified.
 
     ``solver``: a solver name (``cbc``, ``highs`` ...) overriding ``scenario.solver.name``.
     ``executor``: where capacity searches and verification runs go (``None``: local processes;
     ``"serial"``; a Dask scheduler address or client; see :func:`get_executor`).
-    ``capacity``: how capacities are measured (default: ``CapacitySettings()``).
+    ``capacity``: how capacities are measured (default: the scenario's ``capacity:`` block).
     ``cache_dir``: ``True`` (default folder), a folder, or ``False`` (no disk cache).
+    ``max_rounds``: bound on solve + simulate rounds; ``max_trims``: of those, how many may try
+    one replica fewer in the dearest pool once a plan passed.
     """
     settings = solver_settings(scenario, solver)
     settings.pulp_name  # noqa: B018 - fail early on an unknown or unavailable solver
     ex = get_executor(executor)
     inputs = build_problem(scenario, executor=ex, settings=capacity, cache_dir=cache_dir)
-    return solve_inputs(scenario, inputs, settings, executor=ex, max_rounds=max_rounds)
+    return solve_inputs(scenario, inputs, settings, executor=ex, max_rounds=max_rounds,
+                        max_trims=max_trims)
 
 
 def solve_inputs(scenario: Scenario, inputs: Inputs, settings: SolverSettings, *,
-                 executor: Executor, max_rounds: int = DEFAULT_MAX_ROUNDS) -> Plan:
+                 executor: Executor, max_rounds: int = DEFAULT_MAX_ROUNDS,
+                 max_trims: int = DEFAULT_MAX_TRIMS) -> Plan:
     """Closed loop and report for a scenario whose MILP inputs are already built."""
     problem = inputs.problem
 
@@ -80,7 +90,8 @@ def solve_inputs(scenario: Scenario, inputs: Inputs, settings: SolverSettings, *
         return ex.map(run_verification,
                       hour_scenarios(scenario, problem, sol, inputs.region_keys))
 
-    out = closed_loop(problem, settings, verify, executor=executor, max_rounds=max_rounds)
+    out = closed_loop(problem, settings, verify, executor=executor, max_rounds=max_rounds,
+                      max_trims=max_trims)
     if not out.solution.has_plan:
         return _infeasible(problem, settings, out, inputs)
     return _report(scenario, inputs, settings, out)

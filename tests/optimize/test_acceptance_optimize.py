@@ -1,0 +1,125 @@
+"""Acceptance of issue 7 on the calibrated 14B model: the plans the tool finds, and why.
+
+Every plan is the full pipeline: capacities at SLO on the calibrated replica model (short runs,
+cached for the session), the MILP, and the closed loop's fleet simulation. Figures the tests
+print (``-s``) are the ones docs/optimizer.md discusses.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from fleetplan.optimize import PlanStatus, solve
+from fleetplan.scenario import scenario_from_dict
+
+MODEL = "DeepSeek-R1-Distill-Qwen-14B"
+H100 = "1xH100-PCIe"
+RTX = ("2xRTX-4090", "4xRTX-4090", "8xRTX-4090")
+FAST = {
+    "sim": {"duration_s": 240, "warmup_s": 60, "seed": 7, "replications": 2},
+    "capacity": {"duration_s": 120, "warmup_s": 30, "min_requests": 300, "seeds": 2},
+}
+
+
+def scenario(classes, **extra):
+    return scenario_from_dict({"model": MODEL, "classes": classes, **FAST, **extra})
+
+
+def one(slo_ms: float, rate: float = 16.0):
+    return [{"name": "chat", "rate_rps": rate, "slo": {"ttft_p99_ms": slo_ms}}]
+
+
+@pytest.fixture(scope="session")
+def plan_of(capacity_cache_dir):
+    """Solve once per scenario for the whole session (capacities shared through the cache)."""
+    memo = {}
+
+    def get(key, sc):
+        if key not in memo:
+            memo[key] = solve(sc, executor="local:2", cache_dir=capacity_cache_dir)
+        return memo[key]
+
+    return get
+
+
+def configs(plan):
+    return {e.config for e in plan.fleet}
+
+
+def test_tight_slo_needs_h100_capacity_or_is_explained(plan_of):
+    """P99 TTFT <= 55 ms at 16 req/s. No RTX 4090 configuration comes near (measured: none gets
+    under 55 ms at any rate). On fresh prompts the calibrated H100 model's unloaded P99 is
+    itself above 55 ms (the measured 45-56 ms came with prompts in the prefix cache), so the
+    tool may answer infeasible, naming the SLO, the best candidate and the relaxation; if it
+    finds a plan, it must be H100-only and verified."""
+    plan = plan_of("tight55", scenario(one(55)))
+    if plan.status is PlanStatus.infeasible:
+        assert plan.binding == "classes[0].slo.ttft_p99_ms"
+        assert "ttft_p99_ms 55 is below the best any candidate reaches" in plan.reason
+        assert f"on {H100} at" in plan.reason
+        assert plan.relaxation.startswith("classes[0].slo.ttft_p99_ms >= ")
+        print("55 ms:", plan.reason, "|", plan.relaxation)
+    else:
+        assert configs(plan) == {H100} and plan.verified
+
+
+def test_tight_but_reachable_slo_uses_several_h100s_only(plan_of):
+    plan = plan_of("tight100", scenario(one(100)))
+    assert plan.status is not PlanStatus.infeasible and plan.verified
+    assert configs(plan) == {H100}
+    (entry,) = plan.fleet
+    cap = next(c.capacity_rps for c in plan.capacities if c.config == H100)
+    # a replica sustains far less than the 16 req/s the measured burst was sent at
+    assert cap < 16.0 / 3 and entry.count >= 3
+    chat = plan.classes[0]
+    assert chat.met and chat.ttft_p99_ms <= 100 and chat.split == {H100: 1.0}
+    print(f"100 ms: {entry.count} x {H100}, ${plan.cost_per_hour_usd}/h, "
+          f"{cap:.2f} req/s per replica, simulated P99 {chat.ttft_p99_ms:.1f} ms")
+
+
+def test_loose_slo_uses_rtx_4090_and_beats_the_cheapest_h100_fleet(plan_of):
+    plan = plan_of("loose", scenario(one(1000)))
+    h100 = plan_of("loose-h100", scenario(one(1000), candidates=[{"config": H100}]))
+    assert plan.verified and h100.verified
+    assert configs(plan) & set(RTX)
+    assert plan.cost_per_hour_usd < h100.cost_per_hour_usd
+    ratio = plan.cost_per_hour_usd / h100.cost_per_hour_usd
+    print(f"1000 ms: {[(e.count, e.config) for e in plan.fleet]} ${plan.cost_per_hour_usd}/h vs "
+          f"H100-only {[(e.count, e.config) for e in h100.fleet]} "
+          f"${h100.cost_per_hour_usd}/h: ratio {ratio:.2f}")
+
+
+def test_chat_plus_batch_beats_every_single_tier_fleet(plan_of):
+    classes = [{"name": "chat", "rate_rps": 8, "slo": {"ttft_p99_ms": 100}},
+               {"name": "batch", "rate_rps": 8, "slo": {"ttft_p99_ms": 1000}}]
+    mix = plan_of("mix", scenario(classes))
+    assert mix.verified
+    chat, batch = mix.classes
+    assert chat.split == {H100: 1.0}
+    assert set(batch.split) <= set(RTX) and sum(batch.split.values()) == pytest.approx(1.0)
+    # single tier: one configuration for both classes (only H100 reaches the chat SLO)
+    single = plan_of("mix-h100", scenario(classes, candidates=[{"config": H100}]))
+    assert single.verified and mix.cost_per_hour_usd < single.cost_per_hour_usd
+    print(f"chat+batch: {[(e.count, e.config) for e in mix.fleet]} ${mix.cost_per_hour_usd}/h "
+          f"vs single tier ${single.cost_per_hour_usd}/h")
+
+
+def test_carbon_cap_changes_the_plan_and_is_met(plan_of):
+    cheapest = plan_of("loose", scenario(one(1000)))
+    cap = round(cheapest.g_co2_per_mtok * 0.8, 3)
+    green = plan_of("green", scenario(one(1000), carbon={"max_g_per_mtok": cap}))
+    assert green.status is not PlanStatus.infeasible and green.verified
+    assert green.g_co2_per_mtok <= cap
+    assert configs(green) != configs(cheapest) or green.fleet != cheapest.fleet
+    assert green.cost_per_hour_usd >= cheapest.cost_per_hour_usd
+    print(f"carbon: cheapest {cheapest.g_co2_per_mtok:.1f} g/Mtok; cap {cap} -> "
+          f"{[(e.count, e.config) for e in green.fleet]} {green.g_co2_per_mtok:.1f} g/Mtok "
+          f"${green.cost_per_hour_usd}/h")
+
+
+def test_impossible_carbon_cap_is_infeasible_with_the_reason(plan_of):
+    plan = plan_of("no-carbon", scenario(one(1000), carbon={"max_g_per_mtok": 0.5}))
+    assert plan.status is PlanStatus.infeasible and not plan.verified and not plan.fleet
+    assert plan.binding == "carbon.max_g_per_mtok"
+    assert plan.reason.startswith("carbon.max_g_per_mtok 0.5 is below the lowest carbon")
+    assert "carbon.max_g_per_mtok >= " in plan.relaxation
