@@ -45,6 +45,7 @@ WEIGHTS: dict[str, float] = {
 FIT_SEEDS = (0, 1)
 PRIOR_SIGMA = 1.5  # weak: a factor e^1.5 ~ 4.5 away from the prior costs one unit of residual
 KV_FIT_BELOW = 150_000
+ROBUST_SCALE = 0.25  # log-error above which the loss grows linearly (~28 %)
 KV_START_GRID: tuple[float, ...] = ()  # a grid start did not help on 70B (local optima)
 BOUND = 3.0  # log-space bound around the prior (a factor of ~20 either way)
 RATIO_KEYS = ("c_step", "c_prefill_tok", "c_seq", "c_kv_tok", "overhead_s",
@@ -141,7 +142,11 @@ def fit_config(runs: Sequence[MeasuredRun], *, lengths: LengthModel | None = Non
         # which misleads finite-difference Jacobians
         def objective(x: np.ndarray) -> float:
             xc = np.clip(x, -BOUND, BOUND)
-            return float(np.sum(residuals(xc) ** 2) + 10.0 * np.sum((x - xc) ** 2))
+            r = residuals(xc)
+            # soft-L1: quadratic for small log-errors, linear for gross ones (a bimodal TTFT
+            # or a stalled server must not dominate the whole configuration's fit)
+            robust = 2.0 * ROBUST_SCALE**2 * (np.sqrt(1.0 + (r / ROBUST_SCALE) ** 2) - 1.0)
+            return float(np.sum(robust) + 10.0 * np.sum((x - xc) ** 2))
 
         if "kv_capacity_tokens" in names and KV_START_GRID:
             # the KV capacity moves the queueing regime wholesale: start from the best of a grid

@@ -9,9 +9,9 @@ fixed, it replays runs over a grid of lognormal coefficients of variation and sc
   first, highest-rate run of a series, and configurations whose KV cache cannot keep the
   prompts), where long prompts make the slow first tokens.
 
-Only well-fitted configurations take part (calibration loss below ``max_loss``): a
-configuration the step model cannot describe would bias the spread. The output spread is fitted
-first (at the current input spread), then the input spread.
+Only well-fitted configurations take part (calibration loss below ``max_loss``, no flagged
+run): a configuration the step model cannot describe would bias the spread. The output spread
+is fitted first (at the current input spread), then the input spread.
 """
 
 from __future__ import annotations
@@ -69,7 +69,8 @@ def fit_length_spread(runs: Sequence[MeasuredRun], params: dict[tuple[str, str],
                       grid: Sequence[float] = CV_GRID,
                       seeds: Sequence[int] = (0, 1, 2, 3, 4)) -> SpreadFit:
     """Grid-fit (cv_output, then cv_input) with the given per-configuration parameters."""
-    good = [r for r in runs if not r.flagged and r.key in params
+    stalled = {r.key for r in runs if r.flagged}  # a server with flagged runs misleads
+    good = [r for r in runs if not r.flagged and r.key in params and r.key not in stalled
             and losses.get(r.key, math.inf) < max_loss]
     tput = []
     cold = []
