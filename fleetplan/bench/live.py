@@ -33,16 +33,20 @@ from fleetplan.profiles.ingest import IngestOptions, read_runs
 from fleetplan.profiles.store import ProfileStore
 from fleetplan.workload.lengths import LengthModel
 
-# Bounds on |predicted - measured| / measured at the held-out rate (the metrics asserted).
-# Chosen from the run-to-run spread measured on the 2-core CPU server (docs/live-validation.md).
-# TTFT p90 is reported, not bounded: its spread between repeats is of the order of the value.
+# Bounds on |predicted - measured| / measured at the held-out rate (the metrics asserted): the
+# larger of a floor and SPREAD_K x the largest run-to-run spread of that metric measured in the
+# same session, so a quiet machine is held to the floors and a busy one (CPU runs are noisy) to
+# its own repeatability. Floors from the spread seen on the 2-core CPU server
+# (docs/live-validation.md). TTFT p90 is reported, not bounded: its spread is of the order of
+# the value.
 BOUNDS: dict[str, float] = {
     "request_throughput": 0.15,
     "output_throughput": 0.15,
-    "ttft_p50_ms": 0.60,
+    "ttft_p50_ms": 0.50,
     "tpot_p50_ms": 0.40,
     "itl_p50_ms": 0.40,
 }
+SPREAD_K = 1.5
 # fleetplan bench vs vllm bench serve: |difference of the clients' means| must stay within
 # CLIENT_K x the larger within-client spread, or CLIENT_FLOOR of the mean (CPU runs are noisy).
 CLIENT_METRICS = ("request_throughput", "output_throughput", "median_ttft_ms", "p90_ttft_ms",
@@ -152,8 +156,11 @@ def analyze(series: Sequence[str | os.PathLike[str]], *, holdout_rate: float, gp
     predicted = {m: float(np.mean([p[m] for p in preds])) for m in _STORE_METRICS}
     measured = {m: float(np.mean([r.measured[m] for r in held])) for m in _STORE_METRICS}
     errors = {m: _rel(predicted[m], measured[m]) for m in _STORE_METRICS}
-    checks = {m: {"error": errors[m], "bound": BOUNDS[m],
-                  "ok": bool(abs(errors[m]) <= BOUNDS[m])} for m in BOUNDS}
+    checks = {}
+    for m, floor in BOUNDS.items():
+        bound = max(floor, SPREAD_K * max_spread[m])
+        checks[m] = {"error": errors[m], "floor": floor, "bound": bound,
+                     "ok": bool(abs(errors[m]) <= bound)}
     per_rate = []
     for rate in rates:
         rows = frame[frame["request_rate"] == rate]
@@ -221,11 +228,15 @@ def report_markdown(report: dict[str, Any]) -> str:
              f"Calibrated on {', '.join(f'{r:g}' for r in a['rates'] if r != a['holdout_rate'])}"
              f" req/s; {a['holdout_rate']:g} req/s held out.", "",
              "## Held-out rate: predicted vs measured", "",
-             "| metric | measured | predicted | error | bound | run-to-run spread (max) | ok |",
+             f"Bound = max(floor, {SPREAD_K:g} x the largest run-to-run spread of the metric "
+             "over the rates); spread = (max - min) / mean of the repeats of one rate.", "",
+             "| metric | measured | predicted | error | bound (floor) | run-to-run spread (max) "
+             "| ok |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for m, c in a["checks"].items():
         lines.append(f"| {m} | {a['measured'][m]:.4g} | {a['predicted'][m]:.4g} | "
-                     f"{_pct(c['error'])} | ±{100 * c['bound']:.0f}% | "
+                     f"{_pct(c['error'])} | ±{100 * c['bound']:.0f}% "
+                     f"({100 * c.get('floor', c['bound']):.0f}%) | "
                      f"{100 * a['max_spread'][m]:.1f}% | {'yes' if c['ok'] else 'NO'} |")
     lines += ["", "## Measured runs (mean over series)", "",
               "| rate req/s | runs | req/s done | output tok/s | TTFT p50 ms | TTFT p90 ms | "
