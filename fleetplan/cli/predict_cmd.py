@@ -57,15 +57,15 @@ def predict(
         "params_source": params.source,
     }
     if steady:
-        res = steady_state(params, rate=rate, burstiness=burstiness)
-        out = {**head, "mode": "steady", **res.to_dict()}
+        sres = steady_state(params, rate=rate, burstiness=burstiness)
+        out = {**head, "mode": "steady", **sres.to_dict()}
         if fmt is OutputFormat.json:
             emit_json(out)
             return
         df = pd.DataFrame(
             [
                 {"metric": k, "value": v}
-                for k, v in res.to_dict().items()
+                for k, v in sres.to_dict().items()
                 if k not in ("model", "config")
             ]
         )

@@ -16,7 +16,7 @@ the last send before the client gathers the responses).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -133,11 +133,11 @@ def simulate_requests(params: ReplicaParams, arrivals: np.ndarray, ins: np.ndarr
     if max_concurrency is None:
         engine = ReplicaEngine(env, params)
 
-        def send(ev: simpy.Event) -> None:
-            engine.submit(ev.value)
+        def sender(r: Request) -> Callable[[simpy.Event], None]:
+            return lambda _ev: engine.submit(r)
 
         for r in reqs:
-            env.timeout(r.arrival_s, value=r).callbacks.append(send)
+            env.timeout(r.arrival_s).callbacks.append(sender(r))
         env.run()
         return reqs, engine
     # client-side cap: a request is sent at max(its time, a slot freeing up)
@@ -154,15 +154,18 @@ def simulate_requests(params: ReplicaParams, arrivals: np.ndarray, ins: np.ndarr
 
     engine = ReplicaEngine(env, params, on_finish=release)
 
-    def send_capped(ev: simpy.Event) -> None:
+    def send_capped(r: Request) -> None:
         if slots[0] > 0:
             slots[0] -= 1
-            engine.submit(ev.value)
+            engine.submit(r)
         else:
-            queue.append(ev.value)
+            queue.append(r)
+
+    def capped_sender(r: Request) -> Callable[[simpy.Event], None]:
+        return lambda _ev: send_capped(r)
 
     for r in reqs:
-        env.timeout(r.arrival_s, value=r).callbacks.append(send_capped)
+        env.timeout(r.arrival_s).callbacks.append(capped_sender(r))
     env.run()
     return reqs, engine
 
