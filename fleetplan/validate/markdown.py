@@ -68,6 +68,20 @@ def validation_markdown(result: dict[str, Any], *, command: str) -> str:
             lines += _table(["metric", "target %", "model %", "baseline %", "meets target",
                              "beats baseline", "n"], _cv_rows(summ, True))
             lines.append("")
+        lines += ["### Per run (model / baseline error, %)", ""]
+        short = ("request_throughput", "ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms",
+                 "tpot_p50_ms")
+        rows = []
+        for r in loro["runs"]:
+            cells = [r["model"], r["config"], f"{r['request_rate']:g}"]
+            for m in short:
+                row = r["metrics"][m]
+                cells.append(f"{_f(row['error_pct'], 0)} / {_f(row.get('baseline_error_pct'), 0)}")
+            cells.append("flagged" if r["flagged"] else "")
+            rows.append(cells)
+        lines += _table(["model", "config", "rate", "throughput", "TTFT p50", "TTFT p90",
+                         "TTFT p99", "TPOT p50", ""], rows)
+        lines.append("")
         loco = cv["leave_one_config_out"]
         lines += ["## Leave-one-config-out (spec-based path of unmeasured pairs)", "",
                   "Each calibrated configuration predicted from model and GPU specs with the "
