@@ -150,13 +150,14 @@ def _pareto(points: list[tuple[float, Plan]], sweep: Sweep) -> list[bool | None]
     is the demand, not an objective: the points trace the cost curve)."""
     if sweep is Sweep.rate:
         return [p.status is not PlanStatus.infeasible and p.verified for _v, p in points]
-    xy = []
+    xy: list[tuple[float, float] | None] = []
     for value, plan in points:
-        if plan.status is PlanStatus.infeasible or not plan.verified:
+        x = plan.g_co2_per_mtok if sweep is Sweep.carbon else value
+        y = plan.cost_per_hour_usd
+        if plan.status is PlanStatus.infeasible or not plan.verified or x is None or y is None:
             xy.append(None)
         else:
-            x = plan.g_co2_per_mtok if sweep is Sweep.carbon else value
-            xy.append((x, plan.cost_per_hour_usd))
+            xy.append((x, y))
     out: list[bool | None] = []
     for i, a in enumerate(xy):
         if a is None:

@@ -104,8 +104,8 @@ def _tighten(problem: PlanProblem, sol: MilpSolution, checks: Sequence[HourCheck
             seen = "no result" if c.ttft_p99_ms is None else f"{c.ttft_p99_ms:.0f} ms"
             notes.append(f"hour {chk.hour}: class {name} simulated P99 TTFT {seen} "
                          f"vs SLO {d.ttft_p99_ms:g} ms")
-    for key, f in sorted(changes.items()):
-        derate[key] = max(derate.get(key, 1.0) * f, MIN_DERATE)
+    for pool_tier, f in sorted(changes.items()):
+        derate[pool_tier] = max(derate.get(pool_tier, 1.0) * f, MIN_DERATE)
     return notes
 
 

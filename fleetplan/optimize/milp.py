@@ -351,9 +351,9 @@ def solve_model(model: MilpModel, settings: SolverSettings) -> MilpSolution:
         cost = float(sum(pulp.value(e) or 0.0 for e in model.cost_h))
         carbon = float(sum(pulp.value(e) or 0.0 for e in model.carbon_h))
         for sl in model.slacks:
-            v = float(sl.var.value() or 0.0)
+            moved = float(sl.var.value() or 0.0)
             old = slack.get(sl.label, (sl.limit, 0.0))
-            slack[sl.label] = (sl.limit, max(old[1], v))
+            slack[sl.label] = (sl.limit, max(old[1], moved))
     scale = 24.0 / H
     return MilpSolution(
         status=status, solver=settings.name, seconds=seconds, time_limit_s=settings.time_limit_s,

@@ -168,11 +168,12 @@ def _report(scenario: Scenario, inputs: Inputs, settings: SolverSettings,
             extra = {k: n - sol.base_counts.get(k, 0) for k, n in counts.items()} if od else {}
             cost = sum(pools[k].price_usd_per_hour * (n + (factor - 1) * extra.get(k, 0))
                        for k, n in counts.items())
-            chk = checks[h] if h < len(checks) else None
+            hour_check = checks[h] if h < len(checks) else None
             hours.append(HourPlan(
                 h, _r(sum(d.rates_rps[h] for d in problem.demands)) or 0.0, _entries(counts),
-                _r(cost) or 0.0, _r(chk.g_co2_per_hour if chk else None) or 0.0,
-                bool(chk and chk.met), _entries(extra)))
+                _r(cost) or 0.0,
+                _r(hour_check.g_co2_per_hour if hour_check else None) or 0.0,
+                bool(hour_check and hour_check.met), _entries(extra)))
         if od:
             base = _entries(sol.base_counts)
     status = PlanStatus.optimal if sol.status is MilpStatus.optimal else PlanStatus.feasible

@@ -99,12 +99,14 @@ def _silence_highs_banner() -> None:
 
 
 def make_solver(settings: SolverSettings, *, mip: bool = True) -> pulp.LpSolver:
-    """The PuLP solver for ``settings``: quiet, single-threaded (deterministic), limits set."""
+    """The PuLP solver for ``settings``: quiet, deterministic, time limit and gap set."""
     kwargs: dict[str, object] = {"msg": False, "timeLimit": settings.time_limit_s,
                                  "gapRel": settings.gap, "mip": mip}
     pulp_name = settings.pulp_name
-    if pulp_name in ("PULP_CBC_CMD", "COIN_CMD", "HiGHS", "HiGHS_CMD"):
+    if pulp_name in ("PULP_CBC_CMD", "COIN_CMD"):
         kwargs["threads"] = 1
+    # not for HiGHS: its thread pool is global to the process, and asking for another size once
+    # any HiGHS instance has run makes every later solve fail ("Not Solved")
     if pulp_name in ("PULP_CBC_CMD", "COIN_CMD"):
         kwargs["timeMode"] = "elapsed"
     if pulp_name == "HiGHS":

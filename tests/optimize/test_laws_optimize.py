@@ -24,7 +24,7 @@ classes = st.lists(
     st.tuples(st.floats(0.5, 30.0), st.floats(30.0, 2000.0), st.sampled_from([0.5, 1.0, 2.0])),
     min_size=1, max_size=3)
 pools = st.sampled_from([(H100, R2, R4), (H100, R4), (R2, R4), (H100,)])
-law = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+law = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def _problem(cls, pool_set, limits=None):

@@ -191,3 +191,12 @@ def test_inputs_are_not_mutated(solver_name):
     before = (dict(p.capacity), p.limits, p.pools)
     _solve(replace(p, limits=Limits(max_g_per_mtok=1.0)), solver_name)
     assert (dict(p.capacity), p.limits, p.pools) == before
+
+
+def test_highs_solves_after_another_highs_instance_ran():
+    highspy = pytest.importorskip("highspy")
+    other = highspy.Highs()
+    other.setOptionValue("output_flag", False)
+    other.run()  # starts HiGHS's process-wide thread pool at its default size
+    sol = _solve(synth_problem([("chat", 8.0, 55.0, 1.0)]), "highs")
+    assert sol.status is MilpStatus.optimal

@@ -1,0 +1,110 @@
+"""``fleetplan solve`` / ``fleetplan frontier``: the JSON contract, exit codes, saved models."""
+
+from __future__ import annotations
+
+import json
+
+import pulp
+import pytest
+import yaml
+
+from fleetplan.optimize.solvers import SolverSettings, make_solver
+
+FAST = {
+    "model": "DeepSeek-R1-Distill-Qwen-14B",
+    "sim": {"duration_s": 240, "warmup_s": 60, "seed": 7, "replications": 2},
+    "capacity": {"duration_s": 120, "warmup_s": 30, "min_requests": 300, "seeds": 2},
+}
+
+
+@pytest.fixture
+def write(tmp_path, monkeypatch, capacity_cache_dir):
+    monkeypatch.setenv("FLEETPLAN_CACHE_DIR", capacity_cache_dir)
+
+    def make(classes, name="s.yaml", **extra):
+        path = tmp_path / name
+        path.write_text(yaml.safe_dump({**FAST, "classes": classes, **extra}))
+        return str(path)
+
+    return make
+
+
+LOOSE = [{"name": "chat", "rate_rps": 16, "slo": {"ttft_p99_ms": 1000}}]
+
+
+def test_solve_json_contract_and_determinism(cli, write):
+    path = write(LOOSE)
+    first = cli("solve", path, "--format", "json", "--no-timing")
+    assert first.exit_code == 0, first.stderr
+    out = json.loads(first.stdout)
+    assert list(out)[:7] == ["status", "fleet", "cost_per_hour_usd", "cost_per_mtok_usd",
+                             "g_co2_per_mtok", "classes", "solver"]
+    assert out["status"] in ("optimal", "feasible") and out["verified"] is True
+    assert all(set(e) == {"config", "count", "region"} for e in out["fleet"])
+    (c,) = out["classes"]
+    assert {"name", "rate_rps", "slo_ttft_p99_ms", "ttft_p99_ms", "met", "split"} <= set(c)
+    assert c["met"] is True and c["ttft_p99_ms"] <= c["slo_ttft_p99_ms"]
+    assert sum(c["split"].values()) == pytest.approx(1.0)
+    assert {"name", "status", "seconds", "gap", "rounds"} <= set(out["solver"])
+    assert out["solver"]["seconds"] is None and out["solver"]["gap"] == 0.01
+    assert out["solver"]["time_limit_s"] == 10.0 and out["solver"]["rounds"] >= 1
+    assert "hours" not in out
+    timed = json.loads(cli("solve", path, "--format", "json").stdout)
+    assert timed["solver"]["seconds"] >= 0
+    timed["solver"]["seconds"] = None  # the one field that varies: wall time
+    assert json.dumps(timed, indent=2) + "\n" == first.stdout
+
+
+def test_save_lp_is_resolvable_by_other_solvers(cli, write, tmp_path):
+    lp = tmp_path / "plan.lp"
+    res = cli("solve", write(LOOSE), "--format", "json", "--save-lp", str(lp))
+    assert res.exit_code == 0, res.stderr
+    cost = json.loads(res.stdout)["cost_per_hour_usd"]
+    _vars, again = pulp.LpProblem.fromDict(json.loads((tmp_path / "plan.lp.json").read_text()))
+    again.solve(make_solver(SolverSettings("cbc", gap=0.0)))
+    assert pulp.value(again.objective) == pytest.approx(cost, rel=1e-3)
+    highspy = pytest.importorskip("highspy")
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.readModel(str(lp))
+    h.run()
+    assert h.getInfo().objective_function_value == pytest.approx(cost, rel=1e-3)
+
+
+def test_infeasible_exits_3_with_one_line_reason(cli, write):
+    res = cli("solve", write([{"name": "chat", "rate_rps": 4, "slo": {"ttft_p99_ms": 20}}]),
+              "--format", "json", "--no-timing")
+    assert res.exit_code == 3
+    line = res.stderr.strip()
+    assert "\n" not in line
+    assert line.startswith("fleetplan: error: infeasible: class chat: ttft_p99_ms 20 is below "
+                           "the best any candidate reaches")
+    assert "cheapest relaxation: classes[0].slo.ttft_p99_ms >= " in line
+    out = json.loads(res.stdout)
+    assert out["status"] == "infeasible" and out["fleet"] == [] and out["verified"] is False
+    assert out["binding"] == "classes[0].slo.ttft_p99_ms"
+
+
+def test_table_output_and_bad_solver(cli, write):
+    path = write(LOOSE)
+    res = cli("solve", path)
+    assert res.exit_code == 0, res.stderr
+    assert "verified by simulation: yes" in res.stdout and "sustained capacity" in res.stdout
+    bad = cli("solve", path, "--solver", "gurobee")
+    assert bad.exit_code == 2 and "unknown solver gurobee" in bad.stderr
+    assert "cbc" in bad.stderr
+
+
+def test_frontier_cli_json_and_plot(cli, write, tmp_path):
+    png = tmp_path / "f.png"
+    res = cli("frontier", write(LOOSE), "--sweep", "carbon", "--points", "2", "--plot",
+              str(png), "--format", "json", "--no-timing")
+    assert res.exit_code == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["sweep"] == "carbon" and len(out["points"]) == 2
+    lo, hi = out["points"]
+    assert lo["value"] < hi["value"]
+    assert lo["cost_per_hour_usd"] >= hi["cost_per_hour_usd"]
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    bad = cli("frontier", write(LOOSE), "--sweep", "carbon", "--plot", str(tmp_path / "f.jpg"))
+    assert bad.exit_code == 2

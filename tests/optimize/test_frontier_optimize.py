@@ -1,0 +1,90 @@
+"""Frontiers (library), executors (serial, local processes, Dask) and a diurnal plan."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fleetplan.errors import InputError, UnknownNameError
+from fleetplan.optimize import PlanStatus, frontier, solve
+from fleetplan.optimize.executors import LocalExecutor, SerialExecutor, get_executor
+from fleetplan.scenario import scenario_from_dict
+
+BASE = {
+    "model": "DeepSeek-R1-Distill-Qwen-14B",
+    "sim": {"duration_s": 240, "warmup_s": 60, "seed": 7, "replications": 2},
+    "capacity": {"duration_s": 120, "warmup_s": 30, "min_requests": 300, "seeds": 2},
+}
+LOOSE = scenario_from_dict({**BASE, "classes": [
+    {"name": "chat", "rate_rps": 16, "slo": {"ttft_p99_ms": 1000}}]})
+
+
+def _square(x: int) -> int:
+    return x * x
+
+
+def test_executors_keep_input_order():
+    items = list(range(7))
+    assert SerialExecutor().map(_square, items) == LocalExecutor(2).map(_square, items) \
+        == [x * x for x in items]
+    assert isinstance(get_executor("local:3"), LocalExecutor)
+    with pytest.raises(UnknownNameError, match="valid: .*serial"):
+        get_executor("cloud")
+    with pytest.raises(InputError):
+        get_executor("local:x")
+
+
+def test_frontier_sweeps(capacity_cache_dir):
+    kw = dict(points=3, scheduler="serial", cache_dir=capacity_cache_dir, max_rounds=1)
+    carbon = frontier(LOOSE, "carbon", **kw)
+    assert [p.value for p in carbon.points] == sorted(p.value for p in carbon.points)
+    costs = [p.plan.cost_per_hour_usd for p in carbon.points
+             if p.plan.status is not PlanStatus.infeasible]
+    assert costs == sorted(costs, reverse=True)  # a looser cap never costs more
+    for p in carbon.points:
+        if p.plan.verified:
+            assert p.plan.g_co2_per_mtok <= p.value * 1.000001
+    df = carbon.to_frame()
+    assert list(df.columns)[:6] == ["value", "status", "verified", "cost_per_hour_usd",
+                                    "cost_per_mtok_usd", "g_co2_per_mtok"]
+    assert df["pareto"].any()
+    ax = carbon.plot()
+    assert ax.get_xlabel() and ax.get_ylabel()
+    rate = frontier(LOOSE, "rate", lo=0.5, hi=1.0, **{**kw, "points": 2})
+    low, high = (p.plan.cost_per_hour_usd for p in rate.points)
+    assert low <= high  # more traffic never costs less
+    with pytest.raises(InputError, match="valid sweeps"):
+        frontier(LOOSE, "latency")
+
+
+def test_frontier_on_a_local_dask_cluster_matches_local_processes(capacity_cache_dir):
+    distributed = pytest.importorskip("distributed")
+    kw = dict(points=2, cache_dir=capacity_cache_dir, max_rounds=1)
+    local = frontier(LOOSE, "carbon", scheduler=None, **kw)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster:
+        by_address = frontier(LOOSE, "carbon", scheduler=cluster.scheduler_address, **kw)
+        with distributed.Client(cluster) as client:
+            assert get_executor(client).map(_square, [3, 4]) == [9, 16]
+    assert json.dumps(by_address.to_dict(timing=False)) == json.dumps(
+        local.to_dict(timing=False))
+
+
+def test_diurnal_per_hour_plan(capacity_cache_dir):
+    profile = [1.0 + 5.0 * (1 if 9 <= h < 18 else 0) for h in range(24)]
+    sc = scenario_from_dict({**BASE, "sim": {**BASE["sim"], "duration_s": 180, "warmup_s": 40},
+                             "classes": [
+        {"name": "chat", "rate_profile_rps": profile, "slo": {"ttft_p99_ms": 1000}}]})
+    plan = solve(sc, executor="local:2", cache_dir=capacity_cache_dir, max_rounds=3,
+                 max_trims=0)
+    assert plan.verified and plan.hours is not None and len(plan.hours) == 24
+    night, day = plan.hours[0], plan.hours[12]
+    assert sum(e.count for e in night.fleet) <= sum(e.count for e in day.fleet)
+    assert night.cost_per_hour_usd < day.cost_per_hour_usd
+    assert plan.cost_per_hour_usd == pytest.approx(
+        sum(h.cost_per_hour_usd for h in plan.hours) / 24, rel=1e-6)
+    assert all(h.met for h in plan.hours)
+    out = plan.to_dict()
+    assert len(out["hours"]) == 24 and {"hour", "fleet", "cost_per_hour_usd"} <= set(
+        out["hours"][0])
