@@ -46,6 +46,8 @@ class Calibration:
                     "source": r.source} for r in self.runs if r.flagged]
         eff = efficiency_from_entries(configs)
         pooled = efficiency_from_entries([{**e, "gpu": "all"} for e in configs]).get("all", {})
+        by_count = efficiency_from_entries(
+            [{**e, "gpu": f"{e['gpu_count']}x{e['gpu']}"} for e in configs])
         return _rounded({
             "schema_version": SCHEMA_VERSION,
             "generator": "fleetplan calibrate",
@@ -61,6 +63,9 @@ class Calibration:
             "fit": {"method": "Nelder-Mead on log-parameters, simulation in the loop",
                     "seeds": list(FIT_SEEDS), "max_nfev": self.max_nfev,
                     "weights": dict(WEIGHTS)},
+            "efficiency_note": "ratios fitted/ideal; an unmeasured pair uses its GPU and count's "
+                               "row, else its GPU's, else the pooled one",
+            "efficiency_by_config": by_count,
             "efficiency": eff,
             "efficiency_pooled": pooled,
             "configs": configs,

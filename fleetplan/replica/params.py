@@ -121,14 +121,41 @@ def replica_params(model: str, config: str, *,
     for i, entry in enumerate(cal.get("configs", [])):
         if entry.get("model") == spec.model and entry.get("config") == hw.name:
             return _params_from_entry(entry, f"calibration configs[{i}]")
-    eff = (cal.get("efficiency") or {}).get(hw.gpu)
-    if eff is None and cal.get("efficiency_pooled"):
-        pooled = cal["efficiency_pooled"]
-        return prior_params(spec, hw, efficiency=pooled, source=(
-            f"spec-based prior (model card + GPU datasheet); no calibrated {hw.gpu} "
-            f"configuration: efficiency pooled over {int(pooled.get('n_configs', 0))} calibrated "
-            f"configurations of other GPU types"))
-    return prior_params(spec, hw, efficiency=eff)
+    eff, how = learned_efficiency(cal.get("configs", []), hw.gpu, hw.gpu_count)
+    if eff is None:
+        return prior_params(spec, hw)
+    return prior_params(spec, hw, efficiency=eff, source=(
+        f"spec-based prior (model card + GPU datasheet) x efficiency ratios {how}"))
+
+
+def _geomean_rows(rows: list[dict[str, float]]) -> dict[str, float]:
+    out = {k: math.exp(sum(math.log(r[k]) for r in rows) / len(rows)) for k in rows[0]}
+    out["n_configs"] = len(rows)
+    return out
+
+
+def learned_efficiency(entries: list[dict[str, Any]], gpu: str, gpu_count: int, *,
+                       exclude: tuple[str, str] | None = None
+                       ) -> tuple[dict[str, float] | None, str]:
+    """Efficiency ratios (fitted / ideal, geometric means) for an unmeasured pair on
+    ``gpu_count`` x ``gpu``: from calibrated configurations with the same GPU and count when
+    there are any, else the same GPU type, else all calibrated configurations without flagged
+    runs (a stalled server's ratios describe its own GPU type, not others). Returns the
+    ratios (None without any calibrated configuration) and where they come from."""
+    cal = [e for e in entries if e.get("calibrated") and e.get("ratios_to_ideal")
+           and not (exclude and (e["model"], e["config"]) == exclude)]
+    tiers = [
+        ([e for e in cal if e["gpu"] == gpu and e["gpu_count"] == gpu_count],
+         f"learned from {{n}} calibrated {gpu_count}x{gpu} configuration(s)"),
+        ([e for e in cal if e["gpu"] == gpu],
+         f"learned from {{n}} calibrated {gpu} configuration(s) of other GPU counts"),
+        ([e for e in cal if not any(r.get("flagged") for r in e.get("runs", []))],
+         f"pooled over {{n}} calibrated configuration(s) without flagged runs (none on {gpu})"),
+    ]
+    for rows, how in tiers:
+        if rows:
+            return _geomean_rows([e["ratios_to_ideal"] for e in rows]), how.format(n=len(rows))
+    return None, "default efficiency assumptions (no calibrated configuration)"
 
 
 def known_configs(calibration: str | Path | dict[str, Any] | None = None) -> list[tuple[str, str]]:

@@ -17,7 +17,7 @@ from typing import Any
 from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.catalog.models import get_model
 from fleetplan.replica.calibrate import fit_many, group_runs
-from fleetplan.replica.calibration import efficiency_from_entries
+from fleetplan.replica.params import learned_efficiency
 from fleetplan.replica.priors import prior_params
 from fleetplan.replica.runs import VALIDATED_METRICS, MeasuredRun, predict_run
 from fleetplan.validate.baseline import interpolate, is_interior, rate_table
@@ -89,8 +89,9 @@ def leave_one_rate_out(runs: Sequence[MeasuredRun], *, jobs: int | None = None,
 
 def leave_one_config_out(runs: Sequence[MeasuredRun], entries: Sequence[dict[str, Any]], *,
                          seeds: Sequence[int] = VALIDATE_SEEDS) -> dict[str, Any]:
-    """Predict each calibrated configuration's runs from specs + the other configurations'
-    efficiency ratios (same GPU type); configurations alone of their GPU type are listed in
+    """Predict each calibrated configuration's runs from specs + the efficiency ratios of the
+    other calibrated configurations (same GPU and count when there are any, else same GPU type,
+    as :func:`replica_params` does); configurations alone of their GPU type are listed in
     ``not_covered``."""
     calibrated = {(e["model"], e["config"]) for e in entries if e.get("calibrated")}
     records, not_covered = [], []
@@ -98,8 +99,9 @@ def leave_one_config_out(runs: Sequence[MeasuredRun], entries: Sequence[dict[str
         if key not in calibrated:
             continue
         hw = HardwareConfig.parse(key[1])
-        eff = efficiency_from_entries(list(entries), exclude=key).get(hw.gpu)
-        if eff is None:
+        eff, _how = learned_efficiency(list(entries), hw.gpu, hw.gpu_count, exclude=key)
+        if eff is None or not any(e["gpu"] == hw.gpu and (e["model"], e["config"]) != key
+                                  for e in entries if e.get("calibrated")):
             not_covered.append({"model": key[0], "config": key[1]})
             continue
         params = prior_params(get_model(key[0]), hw, efficiency=eff)

@@ -14,9 +14,11 @@ def test_measured_pair_is_calibrated_and_unmeasured_pair_is_not() -> None:
     p = replica_params("DeepSeek-R1-Distill-Qwen-14B", "1xH100-PCIe")
     assert p.calibrated and "calibrated" in p.source
     q = replica_params("DeepSeek-R1-Distill-Qwen-14B", "2xH100-PCIe")
-    assert not q.calibrated and "H100-PCIe" in q.source
+    assert not q.calibrated and "2xH100-PCIe configuration" in q.source
+    t = replica_params("DeepSeek-R1-Distill-Qwen-14B", "3xRTX-4090")
+    assert not t.calibrated and "RTX-4090 configuration(s) of other GPU counts" in t.source
     r = replica_params("DeepSeek-R1-Distill-Qwen-14B", "1xH100-SXM")
-    assert not r.calibrated and "pooled" in r.source
+    assert not r.calibrated and "pooled" in r.source and "without flagged runs" in r.source
 
 
 def test_unknown_names_say_what_is_valid() -> None:
