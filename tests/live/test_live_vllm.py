@@ -23,6 +23,7 @@ import pytest
 
 from fleetplan._io import atomic_write_text
 from fleetplan.bench.live import BOUNDS, report_markdown
+from fleetplan.profiles.ingest import IngestOptions, read_runs
 
 ROOT = Path(__file__).resolve().parents[2]
 RATES = "24,12,6,3"
@@ -79,3 +80,8 @@ def test_live_vllm_calibrate_predict_and_crosscheck(vllm_env: Any, vllm_server: 
                  f"{100 * c['rel_diff']:.1f}% > {100 * c['bound']:.0f}%"
               for m, c in cc["metrics"].items() if not c["ok"]}
     assert not differ, f"fleetplan bench and vllm bench serve disagree: {differ}"
+    # vLLM's own result file is a measured run for fleetplan ingest too
+    runs, errors = read_runs(tmp_path / "work" / "crosscheck-vllm-0.json",
+                             IngestOptions(gpu="H100-SXM", gpu_count=1))
+    assert errors == [] and runs[0].completed == int(NUM_PROMPTS)
+    assert runs[0].request_rate == float(CROSSCHECK_RATE)
