@@ -13,6 +13,12 @@ IONET = SHARED / "data" / "ionet-vllm-0.8.5"
 AZURE = SHARED / "data" / "azure-llm-inference-2023"
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    # Registered here (the root conftest) so that `pytest --skip-live` works from the repo root.
+    parser.addoption("--skip-live", action="store_true",
+                     help="skip the live vLLM test (also: FLEETPLAN_SKIP_LIVE=1)")
+
+
 @pytest.fixture(scope="session")
 def ionet_dir() -> Path:
     if not IONET.is_dir():

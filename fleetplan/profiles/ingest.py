@@ -170,6 +170,18 @@ def _per_request_samples(obj: dict[str, Any], src: SourceRef) -> dict[str, np.nd
     return out
 
 
+# vLLM's `backend` names the client's API flavour ("vllm", "openai", "openai-chat"), which
+# vLLM's own server speaks; other values name another server (e.g. "tgi", "sglang").
+_VLLM_BACKENDS = {"vllm", "openai", "openai-chat", "openai-audio"}
+
+
+def _engine(obj: dict[str, Any]) -> str:
+    if obj.get("engine"):
+        return str(obj["engine"])
+    backend = str(obj.get("backend") or "vllm")
+    return "vllm" if backend in _VLLM_BACKENDS else backend
+
+
 def _parse_vllm(obj: dict[str, Any], src: SourceRef, opt: IngestOptions) -> dict[str, Any]:
     model_id = obj.get("model_id") or obj.get("model")
     if not isinstance(model_id, str) or not model_id:
@@ -200,7 +212,7 @@ def _parse_vllm(obj: dict[str, Any], src: SourceRef, opt: IngestOptions) -> dict
         "gpu_count": gpu_count,
         "tp_size": int(tp),
         "config": f"{gpu_count}x{gpu}",
-        "engine": str(obj.get("engine") or obj.get("backend") or "vllm"),
+        "engine": _engine(obj),
         "engine_version": (opt.engine_version or obj.get("engine_version")
                            or obj.get("vllm_version")),
         "date": str(obj["date"]) if obj.get("date") else None,

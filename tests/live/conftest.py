@@ -11,8 +11,8 @@
   offline, 1 GiB of KV cache, waited for on ``/health``; stopped (its process group) at the end.
 
 Any failure to install or start fails the test loudly with the log's tail. To skip the live test
-deliberately: ``FLEETPLAN_SKIP_LIVE=1 pytest``, or ``pytest -m "not live"``, or, when this folder
-is named on the command line, ``pytest tests/live --skip-live``.
+deliberately: ``pytest --skip-live`` (the option lives in the root conftest),
+``FLEETPLAN_SKIP_LIVE=1 pytest`` or ``pytest -m "not live"``.
 """
 
 from __future__ import annotations
@@ -40,11 +40,6 @@ REMOVE_PACKAGES = ["torchvision", "torchaudio", "torchcodec"]
 SERVED_NAME = "tiny-llama"
 HEALTH_TIMEOUT_S = 600
 HERE = Path(__file__).resolve().parent
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--skip-live", action="store_true",
-                     help="skip the live vLLM test (also: FLEETPLAN_SKIP_LIVE=1)")
 
 
 def pytest_configure(config: pytest.Config) -> None:

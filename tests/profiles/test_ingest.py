@@ -152,7 +152,7 @@ def test_current_vllm_bench_serve_format_with_per_request_arrays(tmp_path: Path)
     ttfts = [0.010, 0.020, 0.030, 0.040]
     itls = [[0.005, 0.005], [0.010], [0.002, 0.004, 0.006], []]
     obj = {
-        "date": "20260101-120000", "endpoint_type": "openai", "backend": "vllm",
+        "date": "20260101-120000", "endpoint_type": "openai", "backend": "openai",
         "model_id": "org/Tiny-Llama", "tokenizer_id": "org/Tiny-Llama", "num_prompts": 5,
         "request_rate": 2.0, "burstiness": 1.0, "max_concurrency": 8, "duration": 3.0,
         "completed": 4, "failed": 1, "total_input_tokens": 40, "total_output_tokens": 10,
@@ -170,6 +170,7 @@ def test_current_vllm_bench_serve_format_with_per_request_arrays(tmp_path: Path)
     assert errors == []
     (r,) = runs
     assert r.failed == 1 and r.max_concurrency == 8 and r.config == "1xRTX-4090"
+    assert r.engine == "vllm"  # the client's "openai" backend is vLLM's OpenAI-compatible API
     assert r.ttft_p99_ms == 39.7  # summary key wins
     assert math.isclose(r.ttft_p90_ms, float(pd.Series([10, 20, 30, 40]).quantile(0.9)))
     assert r.e2e_p99_ms == 50.0
