@@ -15,7 +15,9 @@ from fleetplan.replica.steady import steady_state
 
 BURST_NOTE = (
     "the rate is a burst of num_prompts requests that the server then drains, not "
-    "sustained load; use --steady for the sustained behaviour used in planning"
+    "sustained load; use --steady for the sustained behaviour used in planning. The bundled "
+    "runs after the first of each series found their prompts in vLLM's prefix cache: "
+    "--arrival-seed 42 --warm-prefix-cache replays them as measured"
 )
 
 
@@ -35,6 +37,14 @@ def predict(
         None, "--max-concurrency", min=1, help="Client-side cap on requests in flight."
     ),
     seeds: int = typer.Option(5, "--seeds", min=1, max=100, help="Length seeds to average over."),
+    arrival_seed: int | None = typer.Option(
+        None, "--arrival-seed",
+        help="Reproduce the send times of vLLM's benchmark with --seed N (bundled runs: 42).",
+    ),
+    warm_prefix_cache: bool = typer.Option(
+        False, "--warm-prefix-cache",
+        help="Prompts are already in vLLM's prefix cache (a repeated run of the same prompts).",
+    ),
     steady: bool = typer.Option(
         False, "--steady", help="Sustained load (600 s) instead of a burst."
     ),
@@ -82,6 +92,8 @@ def predict(
         burstiness=burstiness,
         max_concurrency=max_concurrency,
         seeds=tuple(range(seeds)),
+        arrival_seed=arrival_seed,
+        warm_prefix_cache=warm_prefix_cache,
     )
     if fmt is OutputFormat.json:
         emit_json({**head, "mode": "burst", **res.to_dict(), "note": BURST_NOTE})
