@@ -131,25 +131,27 @@ def _targets(solvers: list[str]) -> None:
 
 
 def scaling_table(solvers: list[str]) -> str:
-    sizes = [(10, 4), (25, 8), (50, 8), (100, 8), (200, 8), (400, 8)]
-    head = ("| classes | configs | hours | variables (integer) | rows | "
+    rows = [(c, k, 1, CommitmentMode.per_hour) for c, k in
+            [(10, 4), (25, 8), (50, 8), (100, 8), (200, 8), (400, 8)]]
+    rows += [(c, 8, 24, CommitmentMode.per_hour) for c in (10, 25, 50, 100)]
+    rows += [(100, 8, 24, CommitmentMode.fixed_peak),
+             (100, 8, 24, CommitmentMode.base_plus_on_demand)]
+    head = ("| classes | configs | hours | mode | variables (integer) | rows | "
             + " | ".join(f"{s} s" for s in solvers) + " |")
-    lines = [head, "|" + "---|" * (5 + len(solvers))]
-    for hours in (1, 24):
-        for c, k in sizes:
-            if hours == 24 and c > 200:
-                continue
-            p = instance(c, k, total_rps=3.0 * c, hours=hours)
-            cells = []
-            meta = None
-            for s in solvers:
-                r = timed(p, s)
-                meta = r
-                cells.append(f"{r['total_s']:.2f}" + ("" if r["status"] == "optimal"
-                                                      else f" ({r['status']})"))
-            assert meta is not None
-            lines.append(f"| {c} | {k} | {hours} | {meta['variables']} ({meta['integers']}) | "
-                         f"{meta['constraints']} | " + " | ".join(cells) + " |")
+    lines = [head, "|" + "---|" * (6 + len(solvers))]
+    for c, k, hours, mode in rows:
+        p = instance(c, k, total_rps=3.0 * c, hours=hours, mode=mode)
+        cells = []
+        meta = None
+        for s in solvers:
+            r = timed(p, s)
+            meta = r
+            cells.append(f"{r['total_s']:.2f}" + ("" if r["status"] == "optimal"
+                                                  else f" ({r['status']})"))
+        assert meta is not None
+        label = "steady" if hours == 1 else mode.value
+        lines.append(f"| {c} | {k} | {hours} | {label} | {meta['variables']} "
+                     f"({meta['integers']}) | {meta['constraints']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
