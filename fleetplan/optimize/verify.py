@@ -20,7 +20,7 @@ from fleetplan.optimize.milp import MilpSolution
 from fleetplan.optimize.problem import PlanProblem
 from fleetplan.scenario import Scenario
 
-MIN_REPLICATIONS = 2
+MIN_REPLICATIONS = 3
 
 
 @dataclass(frozen=True)
