@@ -1,12 +1,37 @@
 """fleetplan: plan LLM serving fleets mixing enterprise and consumer GPUs.
 
-Public API (more arrives with the replica model, fleet simulator and optimizer):
-:func:`load_profiles` (the measured-run store).
+The public API, for notebooks and other code (each result has ``to_dict()``, ``to_frame()``,
+``plot()`` where it makes sense, and an HTML view in Jupyter):
+
+- :func:`load_profiles`: the measured-run store (:class:`ProfileStore`).
+- :func:`predict`: one replica's behaviour at a rate (a benchmark burst, or ``steady=True``);
+  :func:`replica_params`, :func:`replay`, :func:`steady_state` are its building blocks.
+- :class:`Scenario`, :func:`load_scenario`: traffic classes, SLOs, fleet, prices, carbon.
+- :func:`simulate`: a fleet under a scenario's traffic (:class:`SimulationResult`).
+- :func:`solve`: the cheapest verified fleet (:class:`Plan`); :func:`frontier`: cost vs carbon,
+  SLO or rate (:class:`Frontier`).
+- :func:`read_trace`, :func:`fit_trace`: production traces (Azure LLM trace format).
+
+Plots live in :mod:`fleetplan.viz` (imported on demand, so ``import fleetplan`` does not load
+matplotlib).
 """
 
 from fleetplan.errors import FleetplanError
+from fleetplan.fleet import SimulationResult, simulate
+from fleetplan.optimize import Frontier, Plan, frontier, solve
 from fleetplan.profiles.store import ProfileStore, load_profiles
+from fleetplan.replica.params import replica_params
+from fleetplan.replica.predict import predict
+from fleetplan.replica.protocol import replay
+from fleetplan.replica.steady import steady_state
+from fleetplan.scenario import Scenario, load_scenario, scenario_from_dict
+from fleetplan.workload.trace import fit_trace, read_trace
 
 __version__ = "0.1.0"
 
-__all__ = ["FleetplanError", "ProfileStore", "__version__", "load_profiles"]
+__all__ = [
+    "FleetplanError", "Frontier", "Plan", "ProfileStore", "Scenario", "SimulationResult",
+    "__version__", "fit_trace", "frontier", "load_profiles", "load_scenario", "predict",
+    "read_trace", "replay", "replica_params", "scenario_from_dict", "simulate", "solve",
+    "steady_state",
+]

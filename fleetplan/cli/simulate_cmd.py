@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from fleetplan.cli._format import OutputFormat, emit_csv, emit_json, emit_table
+from fleetplan.cli._plot import PLOT_HELP, save_result_plot
 from fleetplan.fleet import SimulationResult, simulate
 from fleetplan.scenario import load_scenario, parse_fleet
 
@@ -102,6 +103,9 @@ def simulate_cmd(
     replications: int | None = typer.Option(None, "--replications", min=1, max=1000,
                                             help="Override sim.replications."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    plot: Path | None = typer.Option(None, "--plot", help=PLOT_HELP),
+    plot_kind: str = typer.Option("latency", "--plot-kind",
+                                  help="latency (P99 TTFT vs SLO per class) or fleet."),
 ) -> None:
     """Simulate the scenario's fleet: per-class TTFT/TPOT percentiles with 95% CIs, pool
     utilization, overload, cost, energy and carbon.
@@ -121,6 +125,8 @@ def simulate_cmd(
     pools = parse_fleet(fleet) if fleet is not None else None
     with _progress(not quiet) as cb:
         res = simulate(sc, pools, progress=cb)
+    if plot is not None:
+        save_result_plot(res, plot, kind=plot_kind)
     if fmt is OutputFormat.json:
         emit_json(res.to_dict())
     elif fmt is OutputFormat.csv:

@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 
 from fleetplan.cli._format import OutputFormat, emit_json, emit_table
+from fleetplan.cli._plot import PLOT_HELP, save_result_plot
 from fleetplan.errors import InfeasibleError, InputError
 from fleetplan.optimize.plan import Plan, PlanStatus
 from fleetplan.optimize.solve import save_model, solve
@@ -71,10 +72,13 @@ def solve_cmd(
                                    help="Bound on solve + simulate rounds."),
     timing: bool = typer.Option(True, "--timing/--no-timing",
                                 help="Report solver seconds (--no-timing: byte-identical JSON)."),
+    plot: Path | None = typer.Option(None, "--plot", help=PLOT_HELP),
+    plot_kind: str | None = typer.Option(
+        None, "--plot-kind", help="latency (default), fleet, or hours (diurnal plans)."),
 ) -> None:
     """The cheapest fleet meeting every class's SLO, checked by simulation.
 
-    Example: fleetplan solve examples/hybrid.yaml --format json --save-lp plan.lp
+    Example: fleetplan solve examples/hybrid-chat-batch.yaml --format json --save-lp plan.lp
     """
     if fmt is OutputFormat.csv:
         raise InputError("--format: solve prints table or json")
@@ -86,6 +90,8 @@ def solve_cmd(
             _err().print(f"saved the MILP to {lp} and {side}")
     if fmt is OutputFormat.json:
         emit_json(plan.to_dict(timing=timing))
+    if plot is not None and plan.status is not PlanStatus.infeasible:
+        save_result_plot(plan, plot, kind=plot_kind)
     if plan.status is PlanStatus.infeasible:
         raise InfeasibleError(f"infeasible: {plan.reason}; cheapest relaxation: "
                               f"{plan.relaxation}")

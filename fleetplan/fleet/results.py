@@ -20,6 +20,8 @@ import numpy as np
 import pandas as pd
 from scipy.special import stdtrit
 
+from fleetplan._notebook import NotebookRepr
+from fleetplan.errors import InputError
 from fleetplan.fleet.accounting import Account
 from fleetplan.fleet.pools import PoolModel
 from fleetplan.fleet.sim import Replication
@@ -93,7 +95,7 @@ class PoolResult:
 
 
 @dataclass(frozen=True)
-class SimulationResult:
+class SimulationResult(NotebookRepr):
     """A simulated scenario; :meth:`to_dict` gives the binding JSON shape."""
 
     status: SimStatus
@@ -156,6 +158,25 @@ class SimulationResult:
     def pools_frame(self) -> pd.DataFrame:
         """One row per pool."""
         return pd.DataFrame([asdict(p) for p in self.pools])
+
+    def plot(self, ax: Any = None, *, kind: str = "latency") -> Any:
+        """``latency``: each class's simulated P99 TTFT (95% interval) against its SLO;
+        ``fleet``: the fleet's composition. Returns the matplotlib Axes."""
+        from fleetplan.viz import plot_class_latency, plot_fleet_composition
+
+        if kind == "latency":
+            return plot_class_latency(self.to_frame(), ax=ax)
+        if kind == "fleet":
+            return plot_fleet_composition(self.pools_frame(), ax=ax)
+        raise InputError(f"plot kind {kind!r}: expected latency or fleet")
+
+    def _summary(self) -> str:
+        a = self.account
+        met = all(c.slo_met is not False for c in self.classes)
+        return (f"{self.model}: {self.status.value}, "
+                f"{'every SLO met' if met else 'SLO missed'}; ${a.cost_per_hour_usd:.2f}/h, "
+                f"{_num(a.g_co2_per_mtok) or float('nan'):.1f} g CO2e/1M tokens "
+                f"(seed {self.seed}, {self.replications} replication(s))")
 
 
 def _num(x: float | None) -> float | None:

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fleetplan._notebook import NotebookRepr
 from fleetplan.errors import InputError
 from fleetplan.optimize.capacity import CapacitySettings
 from fleetplan.optimize.executors import SerialExecutor, get_executor
@@ -71,7 +72,7 @@ class FrontierPoint:
 
 
 @dataclass(frozen=True)
-class Frontier:
+class Frontier(NotebookRepr):
     """The points of a sweep, in sweep order."""
 
     sweep: Sweep
@@ -100,6 +101,9 @@ class Frontier:
                 "label": " + ".join(f"{e['count']}x{e['config']}" for e in d["fleet"]) or "-",
             })
         return pd.DataFrame(rows)
+
+    def _summary(self) -> str:
+        return f"frontier over {self.sweep.value}: {len(self.points)} point(s)"
 
     def plot(self, ax: Any = None, *, annotate: bool = False) -> Any:
         """Cost ($/h) against carbon (or the strictest SLO, or the total rate); the frontier
@@ -208,7 +212,8 @@ def frontier(scenario: Scenario, sweep: str | Sweep = Sweep.carbon, points: int 
             for f in values:
                 variant = _scale_rate(scenario, f)
                 demands = tuple(Demand(d.name, tuple(r * f for r in d.rates_rps), d.ttft_p99_ms,
-                                       d.tpot_p99_ms, d.e2e_p99_ms, d.tokens_per_request)
+                                       d.tpot_p99_ms, d.e2e_p99_ms, d.tokens_per_request,
+                                       d.prefix_cache_hit)
                                 for d in inputs.problem.demands)
                 jobs.append((variant, replace(inputs, problem=replace(inputs.problem,
                                                                       demands=demands)),

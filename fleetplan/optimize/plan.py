@@ -15,6 +15,11 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+import pandas as pd
+
+from fleetplan._notebook import NotebookRepr
+from fleetplan.errors import InputError
+
 
 class PlanStatus(StrEnum):
     optimal = "optimal"
@@ -121,7 +126,7 @@ class CapacityNote:
 
 
 @dataclass(frozen=True)
-class Plan:
+class Plan(NotebookRepr):
     """The answer of :func:`fleetplan.optimize.solve`."""
 
     status: PlanStatus
@@ -141,6 +146,41 @@ class Plan:
     capacities: tuple[CapacityNote, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
     problem: Any = field(default=None, compare=False, repr=False)  # the final MILP's inputs
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per class: rate, SLO, simulated P99 TTFT, met, and the share per config."""
+        rows = []
+        for c in self.classes:
+            d = c.to_dict()
+            split = d.pop("split")
+            ci = d.pop("ttft_p99_ci_ms", None)
+            if ci is not None:
+                d["ttft_p99_ci_lo_ms"], d["ttft_p99_ci_hi_ms"] = ci
+            d.update({f"share_{k}": v for k, v in split.items()})
+            rows.append(d)
+        return pd.DataFrame(rows)
+
+    def plot(self, ax: Any = None, *, kind: str | None = None) -> Any:
+        """``latency`` (default): simulated P99 TTFT per class against its SLO; ``fleet``:
+        the fleet's composition; ``hours`` (default for diurnal plans): the hourly plan.
+        Returns the matplotlib Axes."""
+        from fleetplan.viz import plot_class_latency, plot_fleet_composition, plot_hourly_plan
+
+        kind = kind or ("hours" if self.hours else "latency")
+        if kind == "latency":
+            return plot_class_latency(self.to_frame(), ax=ax)
+        if kind == "fleet":
+            return plot_fleet_composition([e.to_dict() for e in self.fleet], ax=ax)
+        if kind == "hours" and self.hours:
+            return plot_hourly_plan([h.to_dict() for h in self.hours], ax=ax)
+        raise InputError(f"plot kind {kind!r}: expected latency, fleet or hours (diurnal plans)")
+
+    def _summary(self) -> str:
+        if self.status is PlanStatus.infeasible:
+            return f"infeasible: {self.reason}"
+        fleet = " + ".join(f"{e.count}x{e.config}@{e.region}" for e in self.fleet)
+        verdict = "verified by simulation" if self.verified else "NOT verified"
+        return f"{self.status.value}, {verdict}: {fleet}; ${self.cost_per_hour_usd:.2f}/h"
 
     @property
     def met(self) -> bool:

@@ -21,8 +21,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import simpy
 
+from fleetplan._notebook import NotebookRepr
 from fleetplan.errors import InputError
 from fleetplan.replica.engine import ReplicaEngine, Request
 from fleetplan.replica.params import ReplicaParams
@@ -49,7 +51,7 @@ class MetricStat:
 
 
 @dataclass(frozen=True)
-class ReplayResult:
+class ReplayResult(NotebookRepr):
     """A replayed benchmark run: metric name -> :class:`MetricStat`, with its inputs."""
 
     model: str
@@ -65,6 +67,16 @@ class ReplayResult:
 
     def __getitem__(self, name: str) -> float:
         return self.metrics[name].mean
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per metric: mean and standard deviation over the seeds."""
+        return pd.DataFrame([{"metric": k, "mean": v.mean, "std": v.std}
+                             for k, v in self.metrics.items()])
+
+    def _summary(self) -> str:
+        cal = "calibrated" if self.calibrated else "spec-based (calibrated: false)"
+        return (f"{self.model} on {self.config} ({cal}): {self.num_prompts} prompts at "
+                f"{self.rate:g} req/s, a burst that the server then drains")
 
     def to_dict(self) -> dict[str, Any]:
         return {
