@@ -18,6 +18,7 @@ Main entries: :func:`frontier` -> :class:`Frontier` (``to_dict``, ``to_frame``, 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
@@ -229,7 +230,8 @@ def frontier(scenario: Scenario, sweep: str | Sweep = Sweep.carbon, points: int 
 def _factors(lo: float, hi: float, n: int, *, geometric: bool) -> list[float]:
     if not 0 < lo <= hi:
         raise InputError(f"sweep range: need 0 < lo(={lo:g}) <= hi(={hi:g})")
-    if n == 1:
+    if n == 1 or math.isclose(lo, hi, rel_tol=1e-9):
+        # a one-point range (e.g. the cheapest plan is already the lowest-carbon one): one solve
         return [lo]
     grid = np.geomspace(lo, hi, n) if geometric else np.linspace(lo, hi, n)
     return [float(x) for x in grid]

@@ -88,3 +88,10 @@ def test_diurnal_per_hour_plan(capacity_cache_dir):
     out = plan.to_dict()
     assert len(out["hours"]) == 24 and {"hour", "fleet", "cost_per_hour_usd"} <= set(
         out["hours"][0])
+
+
+def test_a_one_point_carbon_range_is_one_solve_not_repeated_points():
+    from fleetplan.optimize.frontier import _factors
+
+    assert _factors(37.9, 37.9, 4, geometric=False) == [37.9]
+    assert len(_factors(10.0, 40.0, 4, geometric=False)) == 4
