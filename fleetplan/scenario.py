@@ -138,6 +138,13 @@ class TrafficClass(_Strict):
     max_total_tokens: int | None = Field(default=None, ge=2,
                                          description="prompt + output cap of drawn requests")
     slo: SLO | None = None
+    prefix_cache_hit: float = Field(
+        default=0.0, ge=0, le=1, allow_inf_nan=False,
+        description="assumption you state: the share of each request's prompt tokens already in "
+                    "vLLM's prefix cache when it arrives (shared system prompts, chat history); "
+                    "0 = fresh prompts, 1.0 = the measured benchmark's repeated prompts. Cached "
+                    "tokens skip prefill (whole KV blocks; the last prompt token is always "
+                    "recomputed)")
     overlong: Literal["error", "drop"] = Field(
         default="error", description="requests longer than the context window: error or drop")
     pin: list[str] | None = Field(

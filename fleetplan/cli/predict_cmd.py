@@ -11,7 +11,7 @@ from fleetplan.cli._format import OutputFormat, emit_json, emit_table
 from fleetplan.errors import InputError
 from fleetplan.replica.params import replica_params
 from fleetplan.replica.protocol import METRICS, replay
-from fleetplan.replica.steady import steady_state
+from fleetplan.replica.steady import check_prefix_cache_hit, steady_state
 
 BURST_NOTE = (
     "the rate is a burst of num_prompts requests that the server then drains, not "
@@ -48,6 +48,11 @@ def predict(
     steady: bool = typer.Option(
         False, "--steady", help="Sustained load (600 s) instead of a burst."
     ),
+    prefix_cache_hit: float | None = typer.Option(
+        None, "--prefix-cache-hit",
+        help="With --steady: the share (0-1) of each prompt already in vLLM's prefix cache, an "
+        "assumption you state (default 0: fresh prompts; 1: the benchmark's repeated prompts).",
+    ),
     calibration: Path | None = typer.Option(
         None, "--calibration", help="Calibration file (default: bundled)."
     ),
@@ -59,6 +64,11 @@ def predict(
     """
     if not burstiness > 0:
         raise InputError(f"--burstiness {burstiness!r} must be > 0")
+    if prefix_cache_hit is not None:
+        check_prefix_cache_hit(prefix_cache_hit, "--prefix-cache-hit")
+        if not steady:
+            raise InputError("--prefix-cache-hit applies to --steady; a burst replay takes "
+                             "--warm-prefix-cache (the whole prompt cached)")
     params = replica_params(model, config, calibration=calibration)
     head = {
         "model": params.model,
@@ -67,7 +77,8 @@ def predict(
         "params_source": params.source,
     }
     if steady:
-        sres = steady_state(params, rate=rate, burstiness=burstiness)
+        sres = steady_state(params, rate=rate, burstiness=burstiness,
+                            prefix_cache_hit=prefix_cache_hit or 0.0)
         out = {**head, "mode": "steady", **sres.to_dict()}
         if fmt is OutputFormat.json:
             emit_json(out)

@@ -19,6 +19,7 @@ from fleetplan.errors import FleetplanError, InputError
 from fleetplan.fleet.accounting import PoolEconomics, embodied_g_per_gpu_hour, power_model
 from fleetplan.profiles.store import ProfileStore, load_profiles
 from fleetplan.replica.params import ReplicaParams, replica_params
+from fleetplan.replica.steady import cached_prompt_tokens, prefill_tokens
 from fleetplan.scenario import Pool, Scenario, match_pools
 
 
@@ -132,11 +133,13 @@ def split_weights(scenario: Scenario, pools: Sequence[PoolModel]) -> list[list[f
 
 
 def p99_prompt_tokens(scenario: Scenario, class_index: int, sample: np.ndarray | None) -> int:
-    """The class's 99th-percentile prompt length (from its requests when given, else drawn)."""
+    """The class's 99th-percentile prompt tokens to prefill (from ``sample`` when given, else
+    drawn; tokens in the prefix cache per the class's ``prefix_cache_hit`` do not count)."""
     if sample is not None and sample.size:
         return int(math.ceil(float(np.quantile(sample, 0.99))))
-    lm = scenario.classes[class_index].length_model()
-    ins, _ = lm.sample(4000, np.random.default_rng(12345))
+    c = scenario.classes[class_index]
+    ins, _ = c.length_model().sample(4000, np.random.default_rng(12345))
+    ins = prefill_tokens(ins, cached_prompt_tokens(ins, c.prefix_cache_hit))
     return int(math.ceil(float(np.quantile(ins, 0.99))))
 
 

@@ -100,6 +100,7 @@ def run_replication(pools: Sequence[PoolModel], traffic: Traffic, routing: Routi
     n = len(traffic)
     t_arr = traffic.arrival_s
     ins, outs, cls_of = traffic.input_tokens, traffic.output_tokens, traffic.cls
+    cached = traffic.cached_tokens
     first = np.full(n, np.nan)
     fin = np.full(n, np.nan)
     routed_to = np.full(n, -1, dtype=np.int64)
@@ -151,13 +152,14 @@ def run_replication(pools: Sequence[PoolModel], traffic: Traffic, routing: Routi
                 yield env.timeout(t - env.now)
             c = int(cls_of[i])
             a = int(ins[i])
-            r = router.route(c, a)
+            k = int(cached[i]) if cached is not None else 0
+            r = router.route(c, a - min(k, a - 1) if k else a)  # tokens it must prefill
             p = replica_pool[r]
             routed_to[i] = p
             backlog[p] += 1
             busy_count[r] += 1
             rep_of[i] = r
-            engines[r].submit(Request(i, t, a, int(outs[i]), c))
+            engines[r].submit(Request(i, t, a, int(outs[i]), c, cached_tokens=k))
         arrivals_done[0] = True
         if left[0] == 0 and not stop.triggered:
             stop.succeed()

@@ -32,6 +32,7 @@ from fleetplan.fleet.results import (
 from fleetplan.fleet.sim import Replication, RoutingInputs, run_replication
 from fleetplan.fleet.traffic import Traffic, build_traffic, load_traces
 from fleetplan.profiles.store import ProfileStore
+from fleetplan.replica.steady import prefill_tokens
 from fleetplan.scenario import Pool, Scenario, parse_fleet
 
 Progress = Callable[[float], None]
@@ -47,11 +48,12 @@ def _windows(pools: Sequence[PoolModel], allowed: Sequence[Sequence[int]]) -> li
 
 def _routing_inputs(scenario: Scenario, pools: Sequence[PoolModel],
                     allowed: Sequence[Sequence[int]], traffic: Traffic) -> RoutingInputs:
-    p99 = [p99_prompt_tokens(scenario, c, traffic.input_tokens[traffic.cls == c])
+    prefill = prefill_tokens(traffic.input_tokens, traffic.cached_tokens)
+    p99 = [p99_prompt_tokens(scenario, c, prefill[traffic.cls == c])
            for c in range(len(scenario.classes))]
     slo = [c.slo.ttft_p99_ms / 1e3 if c.slo is not None and c.slo.ttft_p99_ms is not None
            else None for c in scenario.classes]
-    mean_prompt = float(traffic.input_tokens.mean()) if len(traffic) else 0.0
+    mean_prompt = float(prefill.mean()) if len(traffic) else 0.0
     return RoutingInputs(scenario.routing, allowed, split_weights(scenario, pools), slo, p99,
                          mean_prompt)
 

@@ -5,7 +5,9 @@ times, one for lengths), spawned from the replication's seed, so changing the fl
 class never changes a class's requests (common random numbers across what-if runs), and doubling
 a rate only halves the gaps of the same draws. Requests longer than the class's context window
 (prompt + output) are an error naming the class and the count, or are dropped and counted when
-the class says ``overlong: drop``.
+the class says ``overlong: drop``. A class's ``prefix_cache_hit`` (a stated assumption, no random
+draw) sets each request's prompt tokens already in the prefix cache
+(:func:`fleetplan.replica.steady.cached_prompt_tokens`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fleetplan.errors import InputError
+from fleetplan.replica.steady import cached_prompt_tokens
 from fleetplan.scenario import Scenario
 from fleetplan.workload.arrivals import arrivals_until
 from fleetplan.workload.profile import profile_arrivals
@@ -32,6 +35,7 @@ class Traffic:
     output_tokens: np.ndarray
     cls: np.ndarray
     dropped: tuple[int, ...]            # per class: requests dropped as too long
+    cached_tokens: np.ndarray | None = None  # prompt tokens in the prefix cache (None: none)
 
     def __len__(self) -> int:
         return int(self.arrival_s.size)
@@ -100,13 +104,18 @@ def build_traffic(scenario: Scenario, seed: np.random.SeedSequence,
             keep = ~too_long
             t, ins, outs = t[keep], ins[keep], outs[keep]
         dropped.append(k)
-        parts.append((t, ins, outs, np.full(t.size, i, dtype=np.int64)))
+        cached = cached_prompt_tokens(ins, c.prefix_cache_hit)
+        parts.append((t, ins, outs, np.full(t.size, i, dtype=np.int64),
+                      cached if cached is not None else np.zeros(t.size, dtype=np.int64)))
     times = np.concatenate([p[0] for p in parts])
     cls = np.concatenate([p[3] for p in parts])
     order = np.lexsort((np.arange(times.size), cls, times))
+    any_cached = any(c.prefix_cache_hit > 0 for c in scenario.classes)
     return Traffic(
         arrival_s=times[order],
         input_tokens=np.concatenate([p[1] for p in parts])[order].astype(np.int64),
         output_tokens=np.concatenate([p[2] for p in parts])[order].astype(np.int64),
         cls=cls[order], dropped=tuple(dropped),
+        cached_tokens=(np.concatenate([p[4] for p in parts])[order].astype(np.int64)
+                       if any_cached else None),
     )

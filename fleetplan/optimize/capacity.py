@@ -5,7 +5,9 @@ excluded; :func:`fleetplan.replica.protocol.steady_state`), never the benchmark 
 measured "rates" are bursts of 200 requests the server drains afterwards, so sustainable rates
 come out far below the nominal ones (one H100 with the 14B model "at 16 req/s" completed 7.2).
 
-Search, for one (replica parameters, length model, burstiness, SLO):
+Search, for one (replica parameters, length model, burstiness, prefix-cache hit, SLO); the
+class's stated ``prefix_cache_hit`` (share of each prompt already in vLLM's prefix cache) is part
+of every cache key, since it changes the prefill work per request:
 
 1. A fixed geometric ladder of rates, ``start_rps * step**i``, climbed from ``start_rps`` until a
    rate fails (or walked down until one passes, to ``min_rps``; none passing means capacity 0 and
@@ -67,18 +69,20 @@ class CapacityJob:
     e2e_p99_ms: float | None
     settings: CapacitySettings
     cache_root: str | None = None
+    prefix_cache_hit: float = 0.0  # stated share of each prompt already in the prefix cache
 
     def point_key(self, rate: float) -> dict[str, Any]:
         s = self.settings
         return {"v": METHOD_VERSION, "params": self.params, "lengths": self.lengths,
-                "burstiness": self.burstiness, "rate": rate,
+                "burstiness": self.burstiness, "prefix_cache_hit": self.prefix_cache_hit,
+                "rate": rate,
                 "run": {"duration_s": s.duration_s, "warmup_s": s.warmup_s,
                         "min_requests": s.min_requests, "seeds": s.seeds, "seed": s.seed}}
 
     def key(self) -> dict[str, Any]:
         return {"v": METHOD_VERSION, "params": self.params, "lengths": self.lengths,
-                "burstiness": self.burstiness, "slo": [self.ttft_p99_ms, self.tpot_p99_ms,
-                                                       self.e2e_p99_ms],
+                "burstiness": self.burstiness, "prefix_cache_hit": self.prefix_cache_hit,
+                "slo": [self.ttft_p99_ms, self.tpot_p99_ms, self.e2e_p99_ms],
                 "settings": self.settings}
 
 
@@ -124,7 +128,8 @@ def simulate_point(job: CapacityJob, rate: float) -> PointStats:
     stable = True
     for i in range(s.seeds):
         r = steady_state(job.params, rate=rate, lengths=job.lengths, burstiness=job.burstiness,
-                         duration_s=duration, warmup_s=s.warmup_s, seed=s.seed + i)
+                         duration_s=duration, warmup_s=s.warmup_s, seed=s.seed + i,
+                         prefix_cache_hit=job.prefix_cache_hit)
         stable = stable and bool(r.stable)
         ttft = max(ttft, _finite(getattr(r, "ttft_p99_ms", math.inf)))
         tpot = max(tpot, _finite(getattr(r, "tpot_p99_ms", 0.0)))

@@ -5,7 +5,9 @@ Order of diagnosis:
 1. A class whose SLO no candidate configuration meets even at the lowest rate the capacity search
    tried: the SLO itself binds ("class chat: ttft_p99_ms 20 is below the best any candidate
    reaches, 27 ms on 1xH100-PCIe at 0.25 req/s"); the relaxation is the smallest SLO some
-   candidate meets, safety margin included.
+   candidate meets, safety margin included. When TTFT binds and the class assumes prompts not
+   (fully) in vLLM's prefix cache, the reason adds that a stated ``prefix_cache_hit`` changes
+   the prefill work (the measured benchmark's low TTFTs came with cached prompts).
 2. Otherwise each optional constraint family (carbon, budget, availability, max_replicas) is made
    elastic in turn: phase 1 finds the smallest relative relaxation of that family that admits a
    plan, phase 2 the cheapest plan at that relaxation. Of the families that restore feasibility on
@@ -94,10 +96,16 @@ def _slo_explanation(problem: PlanProblem, index: int, d: Demand) -> Explanation
     need = _up(seen / keep)
     margin = (f" ({_ms(seen)} ms + {problem.slo_margin:.0%} safety margin)"
               if problem.slo_margin else "")
+    note = ""
+    if metric == "ttft_p99_ms" and d.prefix_cache_hit < 1.0:
+        note = (f" with prefix_cache_hit {d.prefix_cache_hit:g} (prefill of "
+                f"{'fresh' if d.prefix_cache_hit == 0 else 'partly cached'} prompts); if the "
+                f"prompts share cached prefixes, stating classes[{index}].prefix_cache_hit "
+                "lowers prefill time")
     return Explanation(
         f"{field}.{metric}",
         f"class {d.name}: {metric} {target:g} is below the best any candidate reaches, "
-        f"{_ms(seen)} ms on {config} at {rate:g} req/s",
+        f"{_ms(seen)} ms on {config} at {rate:g} req/s{note}",
         f"{field}.{metric} >= {need:g}{margin}")
 
 

@@ -57,6 +57,7 @@ class ClassWorkload:
     burstiness: float
     rates_rps: tuple[float, ...]
     tokens_per_request: float
+    prefix_cache_hit: float = 0.0  # stated share of each prompt already in the prefix cache
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,8 @@ def class_workload(scenario: Scenario, index: int) -> ClassWorkload:
         rates = ((float(c.rate_rps),) if c.rate_rps is not None
                  else tuple(float(r) for r in c.rate_profile_rps or ()))
     ins, outs = lengths.sample(20000, np.random.default_rng(20250610))
-    return ClassWorkload(lengths, float(burst), rates, float(ins.mean() + outs.mean()))
+    return ClassWorkload(lengths, float(burst), rates, float(ins.mean() + outs.mean()),
+                         float(c.prefix_cache_hit))
 
 
 def _slo(scenario: Scenario, index: int) -> tuple[float, float | None, float | None]:
@@ -139,7 +141,7 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
     work = [class_workload(scenario, i) for i in range(len(scenario.classes))]
     slos = [_slo(scenario, i) for i in range(len(scenario.classes))]
     demands = tuple(
-        Demand(c.name, w.rates_rps, s[0], s[1], s[2], w.tokens_per_request)
+        Demand(c.name, w.rates_rps, s[0], s[1], s[2], w.tokens_per_request, w.prefix_cache_hit)
         for c, w, s in zip(scenario.classes, work, slos, strict=True))
     tiers = sorted({d.tier for d in demands})
 
@@ -160,7 +162,7 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
                 jobs[(d.name, config, t)] = CapacityJob(
                     scenario.model, config, params[config], w.lengths, w.burstiness,
                     None if math.isinf(t.ttft_p99_ms) else t.ttft_p99_ms, t.tpot_p99_ms,
-                    d.e2e_p99_ms, settings, root)
+                    d.e2e_p99_ms, settings, root, w.prefix_cache_hit)
     unique: dict[str, CapacityJob] = {}
     from fleetplan.optimize.cache import input_hash
 

@@ -54,6 +54,7 @@ class Demand:
     tpot_p99_ms: float | None = None
     e2e_p99_ms: float | None = None
     tokens_per_request: float = 416.0     # mean input + output tokens (for $/Mtok, g/Mtok)
+    prefix_cache_hit: float = 0.0         # stated share of each prompt in the prefix cache
 
     def __post_init__(self) -> None:
         if not self.rates_rps or any(not (math.isfinite(r) and r >= 0) for r in self.rates_rps):

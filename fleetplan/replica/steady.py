@@ -5,6 +5,11 @@ renewal process for ``duration_s`` (plus a tail that keeps the load on while the
 requests finish); statistics cover requests arriving in ``[warmup_s, duration_s)``. Overload is
 detected early: when the waiting queue exceeds ``overload_queue_s`` seconds of arrivals the run
 stops and the result says ``OVERLOADED`` instead of simulating an ever-growing queue.
+
+``prefix_cache_hit`` is an assumption the caller states: the share of each prompt already in
+vLLM's prefix cache on arrival (:func:`cached_prompt_tokens`; the engine's ``cached_tokens``, the
+same mechanism as :func:`fleetplan.replica.protocol.replay`'s ``warm_prefix_cache``, which is
+``prefix_cache_hit=1.0``). 0 (default) means fresh prompts.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ class SteadyResult:
     utilization: float
     simulated_s: float
     reason: str
+    prefix_cache_hit: float = 0.0  # the stated assumption the run used
 
     @property
     def stable(self) -> bool:
@@ -65,19 +71,52 @@ class SteadyResult:
         return d
 
 
+def check_prefix_cache_hit(hit: float, what: str = "prefix_cache_hit") -> float:
+    """``hit`` as a float, or :class:`InputError` unless it is a number in [0, 1]."""
+    if isinstance(hit, bool) or not isinstance(hit, int | float) or not 0.0 <= hit <= 1.0:
+        raise InputError(f"{what}(={hit!r}) must be a number within [0, 1]")
+    return float(hit)
+
+
+def cached_prompt_tokens(input_tokens: np.ndarray, hit: float) -> np.ndarray | None:
+    """Prompt tokens found in the prefix cache per request: ``floor(hit x input_tokens)``.
+
+    ``None`` when ``hit`` is 0 (fresh prompts). The engine (:class:`ReplicaEngine`) then reuses
+    only whole KV blocks of them and always recomputes the prompt's last token, as vLLM does, so
+    ``hit=1.0`` still prefills at least one token per request.
+    """
+    hit = check_prefix_cache_hit(hit)
+    if hit == 0.0:
+        return None
+    ins = np.asarray(input_tokens, dtype=np.int64)
+    return np.floor(hit * ins + 1e-9).astype(np.int64)
+
+
+def prefill_tokens(input_tokens: np.ndarray, cached: np.ndarray | None) -> np.ndarray:
+    """Prompt tokens each request must prefill (at least one), ignoring block rounding: an
+    estimate for routing and planning, not the engine's exact count."""
+    ins = np.asarray(input_tokens, dtype=np.int64)
+    if cached is None:
+        return ins
+    return ins - np.minimum(np.asarray(cached, dtype=np.int64), np.maximum(ins - 1, 0))
+
+
 def _pct(a: np.ndarray, q: float) -> float:
     return float(np.percentile(a, q)) if a.size else math.nan
 
 
 def steady_state(params: ReplicaParams, *, rate: float, lengths: LengthModel | None = None,
                  burstiness: float = 1.0, duration_s: float = 600, warmup_s: float = 60,
-                 seed: int = 0, overload_queue_s: float = 30.0) -> SteadyResult:
+                 seed: int = 0, overload_queue_s: float = 30.0,
+                 prefix_cache_hit: float = 0.0) -> SteadyResult:
     """Sustained behaviour of ``params``' replica under ``rate`` requests/s.
 
     ``stable`` is False (status ``OVERLOADED``) when the waiting queue grew past
     ``overload_queue_s`` seconds of arrivals (at least 64 requests): the replica cannot sustain
-    the rate. Deterministic for a given ``seed``.
+    the rate. Deterministic for a given ``seed``. ``prefix_cache_hit``: the stated share of each
+    prompt already in the prefix cache (module docstring); it changes no random draw.
     """
+    hit = check_prefix_cache_hit(prefix_cache_hit)
     if not (rate > 0 and math.isfinite(rate)):
         raise InputError(f"rate(={rate!r}) must be a finite number > 0")
     if not duration_s > warmup_s >= 0:
@@ -87,6 +126,7 @@ def steady_state(params: ReplicaParams, *, rate: float, lengths: LengthModel | N
     tail = max(30.0, 0.1 * duration_s)
     arr = arrivals_until(duration_s + tail, rate, burstiness, rng)
     ins, outs = lm.sample(arr.size, rng)
+    cached = cached_prompt_tokens(ins, hit)
     env = simpy.Environment()
     measured = [(warmup_s <= t < duration_s) for t in arr]
     left = [sum(measured)]
@@ -99,7 +139,8 @@ def steady_state(params: ReplicaParams, *, rate: float, lengths: LengthModel | N
                 done_ev.succeed()
 
     engine = ReplicaEngine(env, params, on_finish, record_itl=False)
-    reqs = [Request(i, float(t), int(a), int(b))
+    reqs = [Request(i, float(t), int(a), int(b),
+                    cached_tokens=int(cached[i]) if cached is not None else 0)
             for i, (t, a, b) in enumerate(zip(arr, ins, outs, strict=True))]
     limit = max(64, int(rate * overload_queue_s))
     overload = env.event()
@@ -141,5 +182,5 @@ def steady_state(params: ReplicaParams, *, rate: float, lengths: LengthModel | N
         e2e_p50_ms=_pct(e2e, 50), e2e_p99_ms=_pct(e2e, 99),
         queue_mean_ms=float(queue.mean()) if queue.size else math.nan,
         utilization=min(1.0, engine.busy_s / sim_s) if sim_s > 0 else 0.0,
-        simulated_s=sim_s, reason=reason,
+        simulated_s=sim_s, reason=reason, prefix_cache_hit=hit,
     )

@@ -25,8 +25,8 @@ def scenario(classes, **extra):
     return scenario_from_dict({"model": MODEL, "classes": classes, **FAST, **extra})
 
 
-def one(slo_ms: float, rate: float = 16.0):
-    return [{"name": "chat", "rate_rps": rate, "slo": {"ttft_p99_ms": slo_ms}}]
+def one(slo_ms: float, rate: float = 16.0, **extra):
+    return [{"name": "chat", "rate_rps": rate, "slo": {"ttft_p99_ms": slo_ms}, **extra}]
 
 
 @pytest.fixture(scope="session")
@@ -58,9 +58,28 @@ def test_tight_slo_needs_h100_capacity_or_is_explained(plan_of):
         assert "ttft_p99_ms 55 is below the best any candidate reaches" in plan.reason
         assert f"on {H100} at" in plan.reason
         assert plan.relaxation.startswith("classes[0].slo.ttft_p99_ms >= ")
+        assert "stating classes[0].prefix_cache_hit lowers prefill time" in plan.reason
         print("55 ms:", plan.reason, "|", plan.relaxation)
     else:
         assert configs(plan) == {H100} and plan.verified
+
+
+def test_tight_slo_with_cached_prompts_uses_several_h100s_only(plan_of):
+    """The same 55 ms at 16 req/s with the prompts stated to be in the prefix cache
+    (prefix_cache_hit 1.0, as in the measured repeated runs): only prefill of the last block
+    remains, so P99 TTFT falls to the measured 45-50 ms and H100 replicas meet it. Decode then
+    binds: a replica holds the SLO up to ~10 req/s with the bundled calibration."""
+    plan = plan_of("tight55-cached", scenario(one(55, prefix_cache_hit=1.0)))
+    cap = next(c.capacity_rps for c in plan.capacities if c.config == H100)
+    assert plan.status is not PlanStatus.infeasible, (plan.reason, plan.relaxation)
+    assert plan.verified and configs(plan) == {H100}
+    (entry,) = plan.fleet
+    chat = plan.classes[0]
+    msg = (f"55 ms cached: {entry.count} x {H100}, {cap:.2f} req/s per replica, "
+           f"${plan.cost_per_hour_usd}/h, simulated P99 {chat.ttft_p99_ms:.1f} ms")
+    assert cap < 16.0 and entry.count >= 2 and entry.count * cap >= 16.0, msg
+    assert chat.met and chat.ttft_p99_ms <= 55, msg
+    print(msg)
 
 
 def test_tight_but_reachable_slo_uses_several_h100s_only(plan_of):

@@ -113,3 +113,24 @@ def test_cache_folder_from_environment_and_nothing_written_at_import(tmp_path, m
     subprocess.run([sys.executable, "-c", "import fleetplan.optimize, fleetplan.cli.app"],
                    check=True, env=env)
     assert list(home.iterdir()) == []
+
+
+def test_prefix_cache_hit_is_part_of_every_cache_key_and_reaches_the_point_runs():
+    fresh = job(100.0)
+    cached = CapacityJob("m", "1xH100-PCIe", {"c_step": 0.01}, protocol_length_model(), 1.0,
+                         100.0, None, None, SETTINGS, None, prefix_cache_hit=1.0)
+    assert input_hash(fresh.key()) != input_hash(cached.key())
+    assert input_hash(fresh.point_key(2.0)) != input_hash(cached.point_key(2.0))
+    seen = set()
+
+    def faster_when_cached(j: CapacityJob, rate: float) -> PointStats:
+        seen.add(j.prefix_cache_hit)
+        p = curve(j, rate)
+        f = 0.5 if j.prefix_cache_hit else 1.0
+        return PointStats(rate, p.ttft_p99_ms * f, p.tpot_p99_ms, p.e2e_p99_ms, p.stable,
+                          p.utilization, p.throughput_rps)
+
+    cache = DiskCache(None)  # shared: a stale hit across hit rates would give equal capacities
+    a = find_capacity(fresh, cache=cache, point_fn=faster_when_cached).capacity_rps
+    b = find_capacity(cached, cache=cache, point_fn=faster_when_cached).capacity_rps
+    assert seen == {0.0, 1.0} and b > a

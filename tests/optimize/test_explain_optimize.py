@@ -27,8 +27,15 @@ def test_unreachable_slo_names_the_class_the_best_candidate_and_the_relaxation()
     why = explain_infeasible(p, S)
     assert why.binding == "classes[0].slo.ttft_p99_ms"
     assert why.reason == ("class chat: ttft_p99_ms 20 is below the best any candidate reaches, "
-                          "27 ms on 1xH100-PCIe at 0.25 req/s")
+                          "27 ms on 1xH100-PCIe at 0.25 req/s with prefix_cache_hit 0 (prefill "
+                          "of fresh prompts); if the prompts share cached prefixes, stating "
+                          "classes[0].prefix_cache_hit lowers prefill time")
     assert "ttft_p99_ms >= 28.5" in why.relaxation
+    # prompts already stated fully cached: nothing left to suggest
+    cached = replace(p, demands=(replace(p.demands[0], prefix_cache_hit=1.0),))
+    why = explain_infeasible(cached, S)
+    assert why.reason == ("class chat: ttft_p99_ms 20 is below the best any candidate reaches, "
+                          "27 ms on 1xH100-PCIe at 0.25 req/s")
 
 
 def test_impossible_carbon_cap_reports_the_lowest_reachable_carbon():

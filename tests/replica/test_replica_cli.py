@@ -26,6 +26,21 @@ def test_predict_steady_reports_stability(cli) -> None:
     assert out["mode"] == "steady" and out["stable"] is True and out["status"] == "stable"
 
 
+def test_predict_steady_takes_a_stated_prefix_cache_hit(cli) -> None:
+    args = ("predict", "--model", "DeepSeek-R1-Distill-Qwen-14B", "--config", "1xH100-PCIe",
+            "--rate", "2", "--steady", "--format", "json")
+    fresh = json.loads(cli(*args).stdout)
+    cached = json.loads(cli(*args, "--prefix-cache-hit", "1").stdout)
+    assert (fresh["prefix_cache_hit"], cached["prefix_cache_hit"]) == (0.0, 1.0)
+    assert cached["ttft_p99_ms"] < fresh["ttft_p99_ms"]
+    bad = cli(*args, "--prefix-cache-hit", "1.5")
+    assert bad.exit_code == 2 and "--prefix-cache-hit(=1.5) must be a number within [0, 1]" in (
+        bad.stderr)
+    burst = cli("predict", "--model", "DeepSeek-R1-Distill-Qwen-14B", "--config", "1xH100-PCIe",
+                "--rate", "2", "--prefix-cache-hit", "0.5")
+    assert burst.exit_code == 2 and "--warm-prefix-cache" in burst.stderr
+
+
 def test_predict_unknown_model_is_one_line_exit_2(cli) -> None:
     res = cli("predict", "--model", "DeepSeek-R1-Distill-Qwen-14", "--config", "1xH100-PCIe",
               "--rate", "1")
