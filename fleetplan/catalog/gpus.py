@@ -46,7 +46,7 @@ def load_gpus() -> dict[str, GPUSpec]:
     """All catalogued GPUs by canonical name."""
     path = bundled("gpus.csv")
     df = read_checked_csv(path, required=list(GPUSpec.model_fields), numeric=_NUMERIC)
-    return {r["gpu"]: GPUSpec(**r) for r in df.to_dict("records")}
+    return {r["gpu"]: GPUSpec.model_validate(r) for r in df.to_dict("records")}
 
 
 @cache

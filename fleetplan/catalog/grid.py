@@ -31,7 +31,7 @@ class GridIntensity(BaseModel):
 def load_grid() -> dict[str, GridIntensity]:
     df = read_checked_csv(bundled("grid_intensity.csv"), required=list(GridIntensity.model_fields),
                           numeric=["g_co2_per_kwh"])
-    return {r["region"]: GridIntensity(**r) for r in df.to_dict("records")}
+    return {r["region"]: GridIntensity.model_validate(r) for r in df.to_dict("records")}
 
 
 def grid_intensity(region: str, overrides: Mapping[str, float] | None = None) -> GridIntensity:

@@ -63,7 +63,7 @@ def load_models() -> dict[str, ModelSpec]:
         for k in _NUMERIC:
             if k != "params_b" and k != "weight_bytes_per_param":
                 r[k] = int(r[k])
-        out[r["model"]] = ModelSpec(**r)
+        out[r["model"]] = ModelSpec.model_validate(r)
     return out
 
 

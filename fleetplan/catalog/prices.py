@@ -32,7 +32,8 @@ def load_prices() -> tuple[Price, ...]:
     """Every catalogued price."""
     df = read_checked_csv(bundled("prices.csv"), required=list(Price.model_fields),
                           numeric=["price_usd_per_gpu_hour"], positive=["price_usd_per_gpu_hour"])
-    return tuple(Price(**{**r, "price_date": str(r["price_date"])}) for r in df.to_dict("records"))
+    return tuple(Price.model_validate({**r, "price_date": str(r["price_date"])})
+                 for r in df.to_dict("records"))
 
 
 def markets() -> list[str]:

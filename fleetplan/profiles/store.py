@@ -165,7 +165,7 @@ def load_profiles(path: str | os.PathLike[str] | None = None) -> ProfileStore:
         for k, v in rec.items():
             if v == "":
                 continue
-            kind = BY_NAME[k].kind
+            kind = BY_NAME[str(k)].kind
             if kind in ("int", "float"):
                 try:
                     num = float(v)

@@ -88,7 +88,7 @@ def flag_runs(frame: pd.DataFrame, ratio: float = FLAG_RATIO) -> dict[str, str]:
             higher = by_rate.iloc[i + 1:]
             if higher.empty:
                 continue
-            lo_rate = float(higher.idxmin())
+            lo_rate = float(higher.index.to_numpy(dtype=float)[higher.to_numpy().argmin()])
             lo = float(higher.min())
             here = float(by_rate.iloc[i])
             if here > ratio * lo:

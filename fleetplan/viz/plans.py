@@ -138,8 +138,9 @@ def plot_hourly_plan(hours: Any, *, ax: Axes | None = None) -> Axes:
                 continue
             counts = part.groupby("hour")["count"].sum().reindex(hrs, fill_value=0)
             on_demand = kind == "on_demand"
-            ax.bar(hrs, counts.values, bottom=bottom.values, color=color, width=0.8,
-                   hatch="//" if on_demand else None, edgecolor="white", linewidth=0.5)
+            ax.bar(hrs, counts.to_numpy(dtype=float), bottom=bottom.to_numpy(dtype=float),
+                   color=color, width=0.8, hatch="//" if on_demand else None,
+                   edgecolor="white", linewidth=0.5)
             bottom += counts.values
             handles.append(Patch(facecolor=color, hatch="//" if on_demand else None,
                                  edgecolor="white",
@@ -151,7 +152,7 @@ def plot_hourly_plan(hours: Any, *, ax: Axes | None = None) -> Axes:
     if "rate_rps" in df.columns and df["rate_rps"].notna().any():
         rate = df.groupby("hour")["rate_rps"].first().reindex(hrs)
         twin = ax.twinx()
-        (line,) = twin.plot(hrs, rate.values, color=REFERENCE_COLOR, marker=".",
+        (line,) = twin.plot(hrs, rate.to_numpy(dtype=float), color=REFERENCE_COLOR, marker=".",
                             label="offered rate")
         twin.set_ylabel(label_for("rate_rps"))
         twin.set_ylim(bottom=0)

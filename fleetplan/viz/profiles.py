@@ -69,7 +69,8 @@ def plot_scaling(data: Any, *, model: str | None = None, ax: Axes | None = None)
     for config, (color, marker) in styles.items():
         runs = df[df["config"] == config]
         mean = runs.groupby("request_rate")["request_throughput"].mean().sort_index()
-        ax.plot(mean.index, mean.values, color=color, marker=marker, label=config)
+        ax.plot(mean.index.to_numpy(dtype=float), mean.to_numpy(dtype=float), color=color,
+                marker=marker, label=config)
         if runs["request_rate"].duplicated().any():  # repeated runs: show each one
             ax.scatter(runs["request_rate"], runs["request_throughput"], color=color,
                        marker=marker, s=14, alpha=0.5, zorder=3)
