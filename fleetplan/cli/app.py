@@ -32,7 +32,7 @@ app = typer.Typer(
     name="fleetplan",
     help=(
         "Plan LLM serving fleets that mix enterprise and consumer GPUs, for cost, latency "
-        "and carbon.\n\nExample: fleetplan profiles --model DeepSeek-R1-Distill-Qwen-14B"
+        "and carbon.\n\nExample: fleetplan solve examples/hybrid-chat-batch.yaml"
     ),
     no_args_is_help=True,
     add_completion=False,
