@@ -41,3 +41,15 @@ def synth_problem(classes: list[tuple[str, float, float, float]], pools=(H100, R
                 if t.serves(d.ttft_p99_ms, d.tpot_p99_ms):
                     cap[(name, p.config, t)] = synth_capacity(p.config, scale, t.ttft_p99_ms)
     return PlanProblem(demands, tuple(pools), cap, dyn, limits or Limits())
+
+
+def highs_objective(lp_path: object) -> float:
+    """Objective value of an LP file re-solved by HiGHS (skips when highspy is missing)."""
+    import pytest
+
+    highspy = pytest.importorskip("highspy")
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.readModel(str(lp_path))
+    h.run()
+    return float(h.getInfo().objective_function_value)

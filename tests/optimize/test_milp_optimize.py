@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pulp
 import pytest
-from optimize_helpers import H100, R2, R4, synth_problem
+from optimize_helpers import H100, R2, R4, highs_objective, synth_problem
 
 from fleetplan.errors import InputError, UnknownNameError
 from fleetplan.optimize.milp import MilpStatus, build_model, solve_problem
@@ -178,12 +178,7 @@ def test_model_round_trips_through_dict_and_lp(tmp_path, solver_name):
     assert pulp.value(again.objective) == pytest.approx(cost, rel=1e-3)
     lp = tmp_path / "m.lp"
     model.prob.writeLP(str(lp))
-    highspy = pytest.importorskip("highspy")
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
-    h.readModel(str(lp))
-    h.run()
-    assert h.getInfo().objective_function_value == pytest.approx(cost, rel=1e-3)
+    assert highs_objective(lp) == pytest.approx(cost, rel=1e-3)
 
 
 def test_inputs_are_not_mutated(solver_name):
