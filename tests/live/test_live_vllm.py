@@ -74,7 +74,8 @@ def test_live_vllm_calibrate_predict_and_crosscheck(vllm_env: Any, vllm_server: 
     for run in a["fit_runs"]:
         assert run["used_in_fit"] is not run["flagged"], run
         assert (run["flag_reason"] is not None) is run["flagged"], run
-    assert {r["run_id"] for r in a["fit_runs"] if r["flagged"]} == set(a["flagged"])
+    # (a flagged held-out run is in a["flagged"] too; the fit never saw it)
+    assert {r["run_id"] for r in a["fit_runs"] if r["flagged"]} <= set(a["flagged"])
     assert sum(r["used_in_fit"] for r in a["fit_runs"]) >= 3, "too few usable runs to fit"
     missed = {m: f"error {100 * c['error']:+.1f}% > ±{100 * c['bound']:.0f}% (run-to-run "
                  f"spread {100 * a['max_spread'][m]:.1f}%)"
