@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterable
-from functools import cache
 from pathlib import Path
 
 import pandas as pd
@@ -72,7 +71,6 @@ def read_checked_csv(
     return df
 
 
-@cache
 def bundled(name: str) -> Path:
     """Path of a bundled table by file name (e.g. ``gpus.csv``)."""
     return data_dir() / name
