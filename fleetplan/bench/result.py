@@ -11,8 +11,9 @@ and the same for ``tpot``, ``itl``, ``e2el``) and its per-request arrays (``inpu
 seconds; one entry per request sent, failed ones with an error and zero output), then
 fleetplan's: ``gpu``, ``gpu_count``, power (``gpu_energy_j``, ``gpu_avg_power_w``,
 ``gpu_energy_per_output_token_j``, ``power_status`` ...), ``partial`` and ``partial_reason``, and
-the protocol facts (``seed``, ``arrival_schedule``). A statistic over no sample is ``null``, never
-0. ``start_times`` count from the run's start.
+the protocol facts (``seed``, ``arrival_schedule``) and how late the client sent against its
+schedule (``send_lag_p50_ms``, ``send_lag_p99_ms``, ``send_lag_max_ms``). A statistic over no
+sample is ``null``, never 0. ``start_times`` count from the run's start.
 """
 
 from __future__ import annotations
@@ -153,6 +154,8 @@ def summary_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
         ("GPU average power (W)", f("gpu_avg_power_w", 1)),
         ("GPU energy per output token (J)", f("gpu_energy_per_output_token_j", 4)),
         ("Power source", str(result.get("power_source"))),
+        ("Send lag p50 / p99 / max (ms)", f"{f('send_lag_p50_ms', 1)} / "
+                                          f"{f('send_lag_p99_ms', 1)} / {f('send_lag_max_ms', 1)}"),
     ]
     if result.get("partial"):
         rows.append(("PARTIAL RESULT", str(result.get("partial_reason"))))

@@ -36,7 +36,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-import httpx
+import aiohttp
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -135,7 +135,7 @@ class _Run:
     t0: float = 0.0
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
-    async def _one(self, client: httpx.AsyncClient, i: int, sem: asyncio.Semaphore | None,
+    async def _one(self, client: aiohttp.ClientSession, i: int, sem: asyncio.Semaphore | None,
                    headers: dict[str, str]) -> None:
         body = payload_for(self.cfg.api, self.cfg.model, self.requests[i], self.cfg.ignore_eos)
         arrived = time.perf_counter()
@@ -155,7 +155,7 @@ class _Run:
         if self.on_progress is not None:
             self.on_progress(len(self.outcomes), self.failed, len(self.requests))
 
-    async def drive(self, client: httpx.AsyncClient, offsets: np.ndarray,
+    async def drive(self, client: aiohttp.ClientSession, offsets: np.ndarray,
                     headers: dict[str, str]) -> None:
         sem = asyncio.Semaphore(self.cfg.max_concurrency) if self.cfg.max_concurrency else None
         try:
@@ -171,12 +171,13 @@ class _Run:
             await asyncio.gather(*self.tasks, return_exceptions=True)
 
 
-async def _engine_version(client: httpx.AsyncClient, base: str) -> str | None:
+async def _engine_version(client: aiohttp.ClientSession, base: str) -> str | None:
     try:
-        r = await client.get(base + "/version", timeout=5.0)
-        v = r.json().get("version") if r.status_code == 200 else None
+        async with client.get(base + "/version",
+                              timeout=aiohttp.ClientTimeout(total=5.0)) as r:
+            v = (await r.json(content_type=None)).get("version") if r.status == 200 else None
         return str(v) if v else None
-    except (httpx.HTTPError, ValueError, AttributeError):
+    except (aiohttp.ClientError, TimeoutError, ValueError, AttributeError):
         return None
 
 
@@ -191,13 +192,16 @@ async def run_benchmark(cfg: BenchConfig, requests: Sequence[BenchRequest],
         raise InputError(f"{len(requests)} requests given for num_prompts={cfg.num_prompts}")
     offsets = send_schedule(cfg)
     headers = {"Authorization": f"Bearer {cfg.api_key}"} if cfg.api_key else {}
-    limits = httpx.Limits(max_connections=cfg.max_concurrency,
-                          max_keepalive_connections=cfg.max_concurrency)
+    # no connection limit unless --max-concurrency (then the semaphore already bounds it);
+    # requests are bounded by their own asyncio.timeout in stream_request
+    connector = aiohttp.TCPConnector(limit=cfg.max_concurrency or 0,
+                                     limit_per_host=cfg.max_concurrency or 0,
+                                     keepalive_timeout=60, force_close=False)
     stop = stop if stop is not None else asyncio.Event()
     run = _Run(cfg, requests, on_progress)
     partial_reason: str | None = None
-    async with httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(cfg.request_timeout_s),
-                                 trust_env=False) as client:
+    async with aiohttp.ClientSession(connector=connector, trust_env=False,
+                                     timeout=aiohttp.ClientTimeout(total=None)) as client:
         version = await _engine_version(client, cfg.base_url)
         if cfg.test_request:
             body = payload_for(cfg.api, cfg.model, requests[0], cfg.ignore_eos)
@@ -225,12 +229,13 @@ async def run_benchmark(cfg: BenchConfig, requests: Sequence[BenchRequest],
     sent = sorted(run.outcomes)
     if partial_reason is not None:
         partial_reason += f"; {len(sent)} of {cfg.num_prompts} requests sent"
-    return _assemble(cfg, requests, run, sent, duration, report, version, partial_reason)
+    return _assemble(cfg, requests, run, sent, duration, report, version, partial_reason,
+                     offsets)
 
 
 def _assemble(cfg: BenchConfig, requests: Sequence[BenchRequest], run: _Run, sent: list[int],
               duration: float, power: PowerReport, version: str | None,
-              partial_reason: str | None) -> dict[str, Any]:
+              partial_reason: str | None, offsets: np.ndarray) -> dict[str, Any]:
     header = {
         "date": datetime.now(UTC).strftime("%Y%m%d-%H%M%S"),
         "endpoint_type": "openai" if cfg.api == "completions" else "openai-chat",
@@ -261,12 +266,33 @@ def _assemble(cfg: BenchConfig, requests: Sequence[BenchRequest], run: _Run, sen
         "request_timeout_s": cfg.request_timeout_s,
         "endpoint": cfg.url,
         "client": f"fleetplan {__version__} bench",
+        **send_lag_fields([run.outcomes[i].start_s - run.t0 - float(offsets[i]) for i in sent]),
     }
     fallback = [requests[i].prompt_tokens or len(requests[i].prompt.split()) for i in sent]
     return result_dict([run.outcomes[i] for i in sent], t0=run.t0, duration_s=duration,
                        header=header, extra=extra, queue_times=[run.queue.get(i, 0.0)
                                                                 for i in sent],
                        fallback_prompt_tokens=fallback)
+
+
+# The client kept its schedule when the 99th percentile of its send lag is within this many ms;
+# beyond it the arrival process the server saw was not the one asked for (see send_lag_fields).
+SEND_LAG_WARN_MS = 50.0
+
+
+def send_lag_fields(lags_s: Sequence[float]) -> dict[str, Any]:
+    """How late the client sent requests against its schedule (ms; p50, p99, max).
+
+    A late send means the client itself was starved of CPU (it shares cores with the server, or
+    it is overloaded): the server then saw a burstier, later arrival process than the one asked
+    for, and TTFT/ITL measured by a starved client include the client's own delay.
+    """
+    if not lags_s:
+        return {"send_lag_p50_ms": None, "send_lag_p99_ms": None, "send_lag_max_ms": None}
+    ms = np.maximum(np.asarray(lags_s, dtype=float), 0.0) * 1000.0
+    return {"send_lag_p50_ms": round(float(np.percentile(ms, 50)), 3),
+            "send_lag_p99_ms": round(float(np.percentile(ms, 99)), 3),
+            "send_lag_max_ms": round(float(ms.max()), 3)}
 
 
 def _with_sigint(coro_fn: Callable[[asyncio.Event], Any]) -> Any:

@@ -1,6 +1,6 @@
 """One streamed request to an OpenAI-compatible server, timed as vLLM's benchmark client times it.
 
-Main entry: :func:`stream_request` (an ``httpx.AsyncClient``, the URL, the request) -> a
+Main entry: :func:`stream_request` (an ``aiohttp.ClientSession``, the URL, the request) -> a
 :class:`RequestOutcome` with TTFT, the inter-token gaps, end-to-end latency, token counts and an
 error string ("" on success). It never raises for a server's or the network's fault: timeouts,
 HTTP errors, malformed SSE lines and dropped connections become a failed outcome with the reason.
@@ -11,6 +11,12 @@ before the request is sent; every SSE event with a non-empty ``choices`` list is
 latency ends at the last token event (the trailing usage event carries no token). Token counts
 come from the server's ``usage`` (requested with ``stream_options.include_usage``); a server that
 sends none gets its output counted as token events, and the outcome says so.
+
+The client is aiohttp, as in vLLM's and SGLang's benchmark clients: its C HTTP parser keeps the
+client's own CPU cost per token event small. That matters where client and server share a few
+cores: with httpx, on a 2-core machine beside a CPU vLLM server, the client fell up to 2.5 s
+behind its send schedule at 12 req/s and its TTFTs and ITLs were 40-1500% above those of
+``vllm bench serve`` measuring the same server alternately.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import httpx
+import aiohttp
 
 from fleetplan.bench.requests import BenchRequest
 
@@ -86,17 +92,22 @@ def _event_data(line: str) -> str | None:
     return value[1:] if value.startswith(" ") else value
 
 
-async def _consume(resp: httpx.Response, out: RequestOutcome, t0: float) -> None:
-    last = t0
-    got_token = False
-    usage: dict[str, Any] | None = None
-    async for raw in resp.aiter_lines():
+class _Events:
+    """The token events of one SSE stream, timed as they are parsed."""
+
+    def __init__(self, out: RequestOutcome, t0: float) -> None:
+        self.out, self.last, self.got_token = out, t0, False
+        self.usage: dict[str, Any] | None = None
+        self.t0 = t0
+
+    def line(self, raw: str) -> bool:
+        """Take one line; True once ``[DONE]`` is seen."""
         data = _event_data(raw.rstrip("\r"))
         if data is None:
-            continue
+            return False
         data = data.strip()
         if data == "[DONE]":
-            break
+            return True
         try:
             event = json.loads(data)
         except json.JSONDecodeError:
@@ -107,17 +118,36 @@ async def _consume(resp: httpx.Response, out: RequestOutcome, t0: float) -> None
             raise StreamError(f"error event from server: {str(event['error'])[:200]}")
         if event.get("choices"):
             now = time.perf_counter()
-            if not got_token:
-                got_token = True
-                out.ttft_s = now - t0
+            if not self.got_token:
+                self.got_token = True
+                self.out.ttft_s = now - self.t0
             else:
-                out.itl_s.append(now - last)
-            last = now
+                self.out.itl_s.append(now - self.last)
+            self.last = now
         elif isinstance(event.get("usage"), dict):
-            usage = event["usage"]
-    if not got_token:
+            self.usage = event["usage"]
+        return False
+
+
+async def _consume(resp: aiohttp.ClientResponse, out: RequestOutcome, t0: float) -> None:
+    ev = _Events(out, t0)
+    buf = b""
+    done = False
+    async for chunk in resp.content.iter_any():
+        buf += chunk
+        *lines, buf = buf.split(b"\n")  # a line is complete at its LF (CRLF included)
+        for raw in lines:
+            if ev.line(raw.decode("utf-8")):
+                done = True
+                break
+        if done:
+            break
+    if not done and buf:
+        ev.line(buf.decode("utf-8"))  # a last line without its newline
+    if not ev.got_token:
         raise StreamError("no token received (stream ended before the first token)")
-    out.latency_s = last - t0
+    out.latency_s = ev.last - t0
+    usage = ev.usage
     if usage is not None and isinstance(usage.get("completion_tokens"), int):
         out.output_tokens = int(usage["completion_tokens"])
         out.tokens_from_usage = True
@@ -127,7 +157,7 @@ async def _consume(resp: httpx.Response, out: RequestOutcome, t0: float) -> None
         out.output_tokens = 1 + len(out.itl_s)
 
 
-async def stream_request(client: httpx.AsyncClient, url: str, body: dict[str, Any], index: int,
+async def stream_request(client: aiohttp.ClientSession, url: str, body: dict[str, Any], index: int,
                          timeout_s: float, headers: dict[str, str] | None = None,
                          ) -> RequestOutcome:
     """Send one streaming request and time it; failures become ``success=False`` + ``error``.
@@ -140,10 +170,10 @@ async def stream_request(client: httpx.AsyncClient, url: str, body: dict[str, An
     out.start_s = t0
     try:
         async with asyncio.timeout(timeout_s):
-            async with client.stream("POST", url, json=body, headers=headers) as resp:
-                if resp.status_code != 200:
-                    text = (await resp.aread()).decode("utf-8", "replace")
-                    raise StreamError(f"HTTP {resp.status_code} {resp.reason_phrase}: "
+            async with client.post(url, json=body, headers=headers) as resp:
+                if resp.status != 200:
+                    text = (await resp.read()).decode("utf-8", "replace")
+                    raise StreamError(f"HTTP {resp.status} {resp.reason}: "
                                       f"{' '.join(text.split())[:_MAX_ERROR_BODY]}")
                 await _consume(resp, out, t0)
         out.success = True
@@ -151,7 +181,7 @@ async def stream_request(client: httpx.AsyncClient, url: str, body: dict[str, An
         out.error = f"timeout: no complete response within {timeout_s:g} s"
     except StreamError as exc:
         out.error = str(exc)
-    except httpx.HTTPError as exc:
+    except aiohttp.ClientError as exc:
         out.error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
     except (OSError, UnicodeDecodeError) as exc:
         out.error = f"{type(exc).__name__}: {exc}"

@@ -24,6 +24,7 @@ from fleetplan.bench import (
     write_results,
 )
 from fleetplan.bench.requests import parse_length_dist
+from fleetplan.bench.runner import SEND_LAG_WARN_MS
 from fleetplan.cli._format import dumps
 from fleetplan.errors import InputError
 from fleetplan.profiles.ingest import IngestOptions, ingest_paths
@@ -175,6 +176,14 @@ def bench(
         Console(width=max(100, Console().width)).print(_table(results))
     if out is not None:
         err.print(f"{len(results)} result(s) written to {out}")
+    for r in results:
+        lag = r.get("send_lag_p99_ms")
+        if lag is not None and lag > SEND_LAG_WARN_MS:
+            err.print(f"fleetplan: warning: at {r['request_rate']:g} req/s the client sent 1% of "
+                      f"requests {lag:.0f} ms or more behind schedule (max "
+                      f"{r['send_lag_max_ms']:.0f} ms): it was short of CPU, so the load was "
+                      "burstier than asked and its latencies include its own delay",
+                      highlight=False)
     if ingest:
         _ingest(results, out, store, gpu, gpu_count, err)
     if any(r.get("partial") for r in results) or len(results) < len(rates):

@@ -109,3 +109,28 @@ def test_ctrl_c_in_the_cli_writes_the_partial_result(fake_server: Any, tmp_path:
     assert result["partial"] is True and "interrupted" in result["partial_reason"]
     assert 2 <= result["completed"] < 100
     assert "partial" in stderr
+
+
+def test_bench_warns_when_the_client_fell_behind_its_schedule(fake_server: Any, cli: Any,
+                                                              monkeypatch: pytest.MonkeyPatch
+                                                              ) -> None:
+    import fleetplan.cli.bench_cmd as bench_cmd
+
+    srv = fake_server(lambda i, b: Plan(tokens=2))
+    real = bench_cmd.run_sweep
+
+    def starved(cfg: Any, rates: Any, reqs: Any, on_start: Any, on_progress: Any) -> Any:
+        def hog(done: int, failed: int, total: int) -> None:
+            on_progress(done, failed, total)
+            if done == 3:
+                time.sleep(0.3)  # the event loop blocked, as by a CPU-starved client
+        return real(cfg, rates, reqs, on_start, hog)
+
+    args = ("bench", "--endpoint", srv.url, "--model", "m", "--rate", "40", "--num-prompts",
+            "30", "--input-len", "8", "--output-len", "2", "--power", "none", "--no-progress",
+            "--format", "json")
+    monkeypatch.setattr(bench_cmd, "run_sweep", starved)
+    res = cli(*args)
+    assert res.exit_code == 0, res.stderr
+    assert json.loads(res.stdout)["send_lag_max_ms"] >= 200.0
+    assert "behind schedule" in res.stderr and "short of CPU" in res.stderr

@@ -10,7 +10,7 @@ import threading
 import time
 from typing import Any
 
-import httpx
+import aiohttp
 import numpy as np
 import pytest
 from bench_fake_server import Plan
@@ -46,7 +46,7 @@ def test_token_times_match_the_servers_clock(fake_server: Any) -> None:
     body = payload_for("completions", "m", requests(1)[0], ignore_eos=False)
 
     async def go() -> list[Any]:
-        async with httpx.AsyncClient() as client:
+        async with aiohttp.ClientSession() as client:
             return [await stream_request(client, srv.url + "/v1/completions", body, k, 10)
                     for k in range(4)]
 
@@ -99,6 +99,9 @@ def test_arrival_rate_is_within_sampling_error(fake_server: Any) -> None:
                                       seed=7))
     lag = np.array(res["start_times"]) - sched
     assert np.all(lag > -0.001) and np.median(lag) < 0.010 and np.percentile(lag, 95) < 0.050
+    # and the result reports that lag itself
+    assert res["send_lag_max_ms"] == pytest.approx(1000 * max(lag.max(), 0.0), abs=0.01)
+    assert res["send_lag_p50_ms"] == pytest.approx(1000 * max(np.median(lag), 0.0), abs=0.01)
     # ... so their gaps are exponential with the asked mean
     gaps = np.diff(res["start_times"])
     assert stats.kstest(gaps, "expon", args=(0, 1.0 / rate)).pvalue > 1e-3
@@ -228,3 +231,26 @@ def test_ctrl_c_returns_the_partial_result(fake_server: Any) -> None:
         timer.cancel()
     assert res["partial"] is True and "interrupted" in res["partial_reason"]
     assert 3 <= res["num_sent"] < 40 and res["completed"] >= 3
+
+
+def test_a_starved_client_reports_its_send_lag(fake_server: Any) -> None:
+    """A client whose event loop is blocked sends late; the result says how late."""
+    srv = fake_server(lambda i, b: Plan(tokens=2))
+    n, rate = 40, 40.0
+    cfg = BenchConfig(endpoint=srv.url, model="m", num_prompts=n, rate=rate, seed=3,
+                      power="none", arrival_schedule="normalized")
+    blocked: list[int] = []
+
+    def hog(done: int, failed: int, total: int) -> None:
+        if done == 5 and not blocked:  # early in a 1-s schedule: the next sends wait
+            blocked.append(done)
+            time.sleep(0.3)
+
+    async def go() -> dict[str, Any]:
+        return await asyncio.wait_for(run_benchmark(cfg, requests(n), on_progress=hog), GUARD_S)
+
+    res = asyncio.run(go())
+    assert blocked
+    assert res["send_lag_max_ms"] >= 200.0
+    assert res["send_lag_p99_ms"] >= 150.0
+    assert res["send_lag_p50_ms"] <= res["send_lag_p99_ms"] <= res["send_lag_max_ms"]
