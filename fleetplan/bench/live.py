@@ -55,10 +55,10 @@ CLIENT_METRICS = ("request_throughput", "output_throughput", "mean_itl_ms", "mea
 # median ITL flips between the two modes from run to run for either client (seen both ways:
 # 0.01 vs 5.2 ms and 10.1 vs 0.06 ms); TTFT and ITL tails follow the OS scheduler of the shared
 # cores. Means are invariant to such coalescing (a request's gaps sum to its decode time).
-# TTFT is reported, not asserted, for the same machine-level reason: with the server, its API
-# process and the client sharing two cores, a series' TTFT median swung up to 3x between
-# repeats in CI (e.g. 79 ms at 12 req/s, 210 ms at 6 req/s), beyond what two runs per client can
-# bound; the model-vs-measurement checks above still bound TTFT p50 by the measured spread.
+# TTFT is reported, not asserted, for a machine-level reason: the server's API process and
+# scheduler share a core with the client, so a series' TTFT median swung up to 3x between
+# repeats in CI (e.g. 79 ms at 12 req/s, 210 ms at 6 req/s); the model-vs-measurement checks
+# above still bound TTFT p50 by the measured spread.
 CLIENT_REPORTED = ("mean_ttft_ms", "median_ttft_ms", "p90_ttft_ms", "p99_ttft_ms",
                    "median_itl_ms", "p90_itl_ms", "p99_itl_ms")
 CLIENT_K = 2.0

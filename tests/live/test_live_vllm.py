@@ -31,6 +31,7 @@ HOLDOUT = "12"
 CROSSCHECK_RATE = "12"
 NUM_PROMPTS = "100"
 REPEATS = "3"
+CROSSCHECK_REPEATS = "3"  # per client, alternating: a drift of the shared machine hits both
 
 
 @pytest.mark.live
@@ -44,8 +45,8 @@ def test_live_vllm_calibrate_predict_and_crosscheck(vllm_env: Any, vllm_server: 
            "--device-spec", str(Path(__file__).with_name("cpu-device.json")),
            "--rates", RATES, "--holdout", HOLDOUT, "--num-prompts", NUM_PROMPTS,
            "--repeats", REPEATS, "--power", "none",
-           "--crosscheck-rate", CROSSCHECK_RATE, "--vllm-python", str(vllm_env.python),
-           "--tokenizer", str(vllm_server.model_dir),
+           "--crosscheck-rate", CROSSCHECK_RATE, "--crosscheck-repeats", CROSSCHECK_REPEATS,
+           "--vllm-python", str(vllm_env.python), "--tokenizer", str(vllm_server.model_dir),
            "--out-dir", str(out_dir), "--work-dir", str(tmp_path / "work"), "--no-fail"]
     t = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1500)
@@ -88,6 +89,7 @@ def test_live_vllm_calibrate_predict_and_crosscheck(vllm_env: Any, vllm_server: 
                  f"{100 * c['rel_diff']:.1f}% > {100 * c['bound']:.0f}%"
               for m, c in cc["metrics"].items() if c["asserted"] and not c["ok"]}
     assert not differ, f"fleetplan bench and vllm bench serve disagree: {differ}"
+    assert cc["runs_per_client"] == [int(CROSSCHECK_REPEATS)] * 2
     # vLLM's own result file is a measured run for fleetplan ingest too
     runs, errors = read_runs(tmp_path / "work" / "crosscheck-vllm-0.json",
                              IngestOptions(gpu="H100-SXM", gpu_count=1))
