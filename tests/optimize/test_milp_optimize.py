@@ -195,3 +195,32 @@ def test_highs_solves_after_another_highs_instance_ran():
     other.run()  # starts HiGHS's process-wide thread pool at its default size
     sol = _solve(synth_problem([("chat", 8.0, 55.0, 1.0)]), "highs")
     assert sol.status is MilpStatus.optimal
+
+
+def test_commitment_plan_is_never_dearer_than_fixed_peak_and_its_gap_is_proven(solver_name):
+    """base-plus-on-demand with eight classes over four tiers: the plan costs no more than the
+    fixed-peak fleet (one of its solutions), no less than the per-hour plan (a relaxation), and
+    the gap it reports is what those bounds prove (benchmarks/bench_optimize.py times the
+    100-class day, where the monolithic model cannot close the gap)."""
+    classes = [(f"c{i}", tuple(r * (0.5 + 0.1 * i) for r in PROFILE), slo, 0.6 + 0.15 * i)
+               for i, slo in enumerate((55.0, 100.0, 300.0, 1000.0, 100.0, 300.0, 1000.0, 55.0))]
+    settings = SolverSettings(solver_name, time_limit_s=2, gap=0.01)
+    cost = {}
+    sols = {}
+    for mode in CommitmentMode:
+        p = synth_problem(classes, limits=Limits(commitment=mode, on_demand_price_factor=1.5))
+        sols[mode] = solve_problem(p, settings)
+        assert sols[mode].has_plan, mode
+        cost[mode] = sols[mode].cost_per_day_usd
+    sol = sols[CommitmentMode.base_plus_on_demand]
+    assert cost[CommitmentMode.base_plus_on_demand] <= cost[CommitmentMode.fixed_peak] + 1e-6
+    lower = cost[CommitmentMode.per_hour] * (1 - (sols[CommitmentMode.per_hour].gap_achieved
+                                                  or 0.01))
+    assert cost[CommitmentMode.base_plus_on_demand] >= lower - 1e-6
+    assert sol.gap_achieved is not None
+    # the bound behind the reported gap is at least the per-hour one
+    assert sol.cost_per_day_usd * (1 - sol.gap_achieved) >= lower - 1e-6
+    if sol.status is MilpStatus.feasible:
+        assert sol.gap_achieved > 0.01
+    for (k, h), n in sol.counts.items():
+        assert n >= sol.base_counts.get(k, 0), (k, h)
