@@ -147,7 +147,8 @@ def scaling_table(solvers: list[str]) -> str:
             r = timed(p, s)
             meta = r
             cells.append(f"{r['total_s']:.2f}" + ("" if r["status"] == "optimal"
-                                                  else f" ({r['status']})"))
+                                                  else f" ({r['status']}, gap "
+                                                  f"{r['gap_achieved']})"))
         assert meta is not None
         label = "steady" if hours == 1 else mode.value
         lines.append(f"| {c} | {k} | {hours} | {label} | {meta['variables']} "
