@@ -80,15 +80,15 @@ def test_clients_agree_within_the_spread_or_not() -> None:
         compare_clients([{"request_throughput": 1.0}], vl)
 
 
-def test_median_itl_is_reported_not_asserted() -> None:
-    # coalesced token writes: one client sees median ITL ~0, the other one engine step
+def test_a_client_that_coalesces_token_events_fails_the_crosscheck() -> None:
+    # a CPU-starved client reads several token events per socket read: its per-token gaps are
+    # ~0 while the other client sees one engine step; the means agree, the medians do not
     fp = [_client_run(median_itl_ms=0.05), _client_run(median_itl_ms=0.06)]
     vl = [_client_run(median_itl_ms=10.1), _client_run(median_itl_ms=10.0)]
     res = compare_clients(fp, vl)
-    itl = res["metrics"]["median_itl_ms"]
-    assert not itl["ok"] and not itl["asserted"]
-    assert res["ok"]  # the asserted metrics (throughput, ITL and TPOT means) agree
-    assert res["metrics"]["mean_itl_ms"]["asserted"]
+    assert not res["metrics"]["median_itl_ms"]["ok"]
+    assert res["metrics"]["mean_itl_ms"]["ok"]
+    assert not res["ok"]
 
 
 def _replayed_result(params: Any, rate: float, n: int, series: int) -> dict[str, Any]:

@@ -87,7 +87,7 @@ def test_live_vllm_calibrate_predict_and_crosscheck(vllm_env: Any, vllm_server: 
     assert cc is not None
     differ = {m: f"fleetplan {c['fleetplan_mean']:.4g} vs vllm {c['vllm_mean']:.4g}: "
                  f"{100 * c['rel_diff']:.1f}% > {100 * c['bound']:.0f}%"
-              for m, c in cc["metrics"].items() if c["asserted"] and not c["ok"]}
+              for m, c in cc["metrics"].items() if not c["ok"]}
     assert not differ, f"fleetplan bench and vllm bench serve disagree: {differ}"
     assert cc["runs_per_client"] == [int(CROSSCHECK_REPEATS)] * 2
     # vLLM's own result file is a measured run for fleetplan ingest too
