@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from fleetplan._io import atomic_write_text
+from fleetplan._io import atomic_write_text, json_safe
 from fleetplan.bench.stream import RequestOutcome
 
 PERCENTILES = (50, 90, 95, 99)
@@ -163,16 +163,7 @@ def summary_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def _encode(result: dict[str, Any]) -> str:
-    def clean(v: Any) -> Any:
-        if isinstance(v, float) and not math.isfinite(v):
-            return None if math.isnan(v) else ("inf" if v > 0 else "-inf")
-        if isinstance(v, dict):
-            return {k: clean(x) for k, x in v.items()}
-        if isinstance(v, list | tuple):
-            return [clean(x) for x in v]
-        return v
-
-    return json.dumps(clean(result), allow_nan=False)
+    return json.dumps(json_safe(result), allow_nan=False)
 
 
 def write_results(path: str | os.PathLike[str], results: Sequence[dict[str, Any]]) -> None:

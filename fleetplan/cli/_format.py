@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import sys
 from collections.abc import Sequence
 from enum import StrEnum
@@ -13,6 +12,8 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
+from fleetplan._io import json_safe
+
 
 class OutputFormat(StrEnum):
     table = "table"
@@ -20,26 +21,9 @@ class OutputFormat(StrEnum):
     json = "json"
 
 
-def _clean(v: Any) -> Any:
-    if v is None or v is pd.NA:
-        return None
-    if hasattr(v, "item"):
-        v = v.item()
-    if isinstance(v, float):
-        if math.isnan(v):
-            return None
-        if math.isinf(v):
-            return "inf" if v > 0 else "-inf"
-    if isinstance(v, dict):
-        return {k: _clean(x) for k, x in v.items()}
-    if isinstance(v, list | tuple):
-        return [_clean(x) for x in v]
-    return v
-
-
 def dumps(obj: Any) -> str:
     """Deterministic JSON (sorted keys are not imposed: field order is the contract's order)."""
-    return json.dumps(_clean(obj), indent=2, allow_nan=False) + "\n"
+    return json.dumps(json_safe(obj), indent=2, allow_nan=False) + "\n"
 
 
 def emit_json(obj: Any) -> None:
@@ -51,7 +35,7 @@ def emit_csv(df: pd.DataFrame) -> None:
 
 
 def _fmt_cell(v: Any, digits: int) -> str:
-    v = _clean(v)
+    v = json_safe(v)
     if v is None:
         return "-"
     if isinstance(v, float):
