@@ -70,7 +70,14 @@ def test_replay_as_is_and_scaled(tmp_path: Path) -> None:
     assert t3.size == 14 and t3[5] == pytest.approx(11.25)
 
 
-def test_scaled_real_trace_has_the_target_rate(azure_dir: Path) -> None:
+def test_scaled_real_trace_has_the_target_rate(azure_sample: Path) -> None:
+    tr = read_trace(azure_sample)
+    assert len(tr) == 2867  # the first 600 s of the conversation trace
+    t, _, _ = trace_requests(tr, 120.0, scale_to_rps=20.0)
+    assert t.size / 120.0 == pytest.approx(20.0, rel=0.15)
+
+
+def test_scaled_full_trace_has_the_target_rate(azure_dir: Path) -> None:
     tr = read_trace(azure_dir / "AzureLLMInferenceTrace_conv.csv")
     assert len(tr) == 19366
     t, _, _ = trace_requests(tr, 600.0, scale_to_rps=20.0)
@@ -94,7 +101,14 @@ def test_fit_recovers_burstiness_and_lengths(tmp_path: Path) -> None:
     assert set(fields) == {"rate_rps", "burstiness", "input_tokens", "output_tokens"}
 
 
-def test_real_conversation_trace_is_burstier_than_poisson(azure_dir: Path) -> None:
+def test_real_conversation_trace_is_burstier_than_poisson(azure_sample: Path) -> None:
+    fit = fit_trace(read_trace(azure_sample))
+    assert fit.burstiness < 1.0  # gamma shape < 1: gaps more variable than Poisson's
+    assert fit.rate_rps == pytest.approx(2867 / 600, rel=0.02)
+    assert 1000 < fit.input_tokens.max <= 14050
+
+
+def test_full_conversation_trace_is_burstier_than_poisson(azure_dir: Path) -> None:
     fit = fit_trace(read_trace(azure_dir / "AzureLLMInferenceTrace_conv.csv"))
     assert fit.burstiness < 1.0
     assert 1000 < fit.input_tokens.max <= 14050

@@ -25,9 +25,7 @@ def _sample(ionet_dir: Path) -> dict:
     return json.loads(f.read_text().splitlines()[0])
 
 
-def test_every_measured_file_ingests_completely(ionet_dir: Path) -> None:
-    files = sorted(ionet_dir.glob("*.json"))
-    assert len(files) >= 80
+def _check_ingests_completely(files: list[Path]) -> None:
     for f in files:
         runs, errors = read_runs(f)
         assert errors == [], errors
@@ -42,8 +40,20 @@ def test_every_measured_file_ingests_completely(ionet_dir: Path) -> None:
             assert r.dataset == "sharegpt"
 
 
-def test_multi_run_files_give_one_row_per_line(ionet_dir: Path) -> None:
-    f = ionet_dir / f"vllm_200prompts32qps_{QWEN14_H100}.json"
+def test_every_shipped_measured_file_ingests_completely(measured_dir: Path) -> None:
+    files = sorted(measured_dir.glob("*.json"))
+    assert len(files) == 11
+    _check_ingests_completely(files)
+
+
+def test_every_file_of_the_full_collection_ingests_completely(ionet_dir: Path) -> None:
+    files = sorted(ionet_dir.glob("*.json"))
+    assert len(files) >= 80
+    _check_ingests_completely(files)
+
+
+def test_multi_run_files_give_one_row_per_line(measured_dir: Path) -> None:
+    f = measured_dir / f"vllm_200prompts32qps_{QWEN14_H100}.json"
     runs, errors = read_runs(f)
     assert not errors and len(runs) == 2
     assert [r.source_line for r in runs] == [1, 2]
@@ -51,7 +61,19 @@ def test_multi_run_files_give_one_row_per_line(ionet_dir: Path) -> None:
     assert {round(r.duration_s, 1) for r in runs} == {26.7, 26.9}
 
 
-def test_bundled_store_is_exactly_the_measured_folder(ionet_dir: Path) -> None:
+def test_bundled_store_rows_are_exactly_what_ingest_makes_of_the_files(measured_dir: Path) -> None:
+    """The bundled store is derived data: re-ingesting the raw files reproduces its rows."""
+    store = ProfileStore()
+    report = ingest_paths([measured_dir], store, IngestOptions(engine_version="0.8.5"))
+    assert report.errors == []
+    ours = store.frame.set_index("run_id").sort_index()
+    bundled = load_profiles().frame.set_index("run_id")
+    assert len(ours) == sum(_lines(f) for f in measured_dir.glob("*.json")) == 15
+    assert set(ours.index) <= set(bundled.index)
+    pd.testing.assert_frame_equal(ours, bundled.loc[ours.index, ours.columns])
+
+
+def test_bundled_store_is_exactly_the_full_measured_folder(ionet_dir: Path) -> None:
     store = ProfileStore()
     report = ingest_paths([ionet_dir], store, IngestOptions(engine_version="0.8.5"))
     bundled = load_profiles()
@@ -60,12 +82,12 @@ def test_bundled_store_is_exactly_the_measured_folder(ionet_dir: Path) -> None:
     assert len(bundled) == sum(_lines(f) for f in ionet_dir.glob("*.json"))
 
 
-def test_reingest_adds_nothing(ionet_dir: Path, tmp_path: Path, cli) -> None:
+def test_reingest_adds_nothing(measured_dir: Path, tmp_path: Path, cli) -> None:
     store = tmp_path / "s.csv"
-    first = cli("ingest", str(ionet_dir), "--store", str(store))
+    first = cli("ingest", str(measured_dir), "--store", str(store))
     assert first.exit_code == 0, first.stderr
     before = store.read_bytes()
-    second = cli("ingest", str(ionet_dir), "--store", str(store))
+    second = cli("ingest", str(measured_dir), "--store", str(store))
     assert second.exit_code == 0
     assert "0 run(s) added" in second.stdout
     assert store.read_bytes() == before
@@ -88,15 +110,15 @@ def _write(path: Path, obj: object) -> Path:
     ],
 )
 def test_bad_record_is_refused_with_file_line_and_field(
-    ionet_dir: Path, tmp_path: Path, cli, mutate, expect: str
+    measured_dir: Path, tmp_path: Path, cli, mutate, expect: str
 ) -> None:
-    bad = _sample(ionet_dir)
+    bad = _sample(measured_dir)
     mutate(bad)
-    good = _sample(ionet_dir)
+    good = _sample(measured_dir)
     good["date"] = "20990101-000000"  # another run
     bad_file = tmp_path / "bad.json"
     bad_file.write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\n")
-    other = _write(tmp_path / "other.json", _sample(ionet_dir))
+    other = _write(tmp_path / "other.json", _sample(measured_dir))
     store = tmp_path / "store.csv"
     res = cli("ingest", str(bad_file), str(other), "--store", str(store))
     assert res.exit_code == 2
@@ -111,10 +133,10 @@ def test_bad_record_is_refused_with_file_line_and_field(
 @pytest.mark.parametrize(
     "content", ['{"date": "2025", "backend": "vllm", "num_pro', "not json at all", ""]
 )
-def test_truncated_or_non_json_file(tmp_path: Path, ionet_dir: Path, cli, content: str) -> None:
+def test_truncated_or_non_json_file(tmp_path: Path, measured_dir: Path, cli, content: str) -> None:
     broken = _write(tmp_path / "broken.json", content)
     store = tmp_path / "store.csv"
-    cli("ingest", str(ionet_dir), "--store", str(store))
+    cli("ingest", str(measured_dir), "--store", str(store))
     before = store.read_bytes()
     res = cli("ingest", str(broken), "--store", str(store))
     assert res.exit_code == 2
@@ -122,8 +144,8 @@ def test_truncated_or_non_json_file(tmp_path: Path, ionet_dir: Path, cli, conten
     assert store.read_bytes() == before
 
 
-def test_refused_records_never_touch_the_store(tmp_path: Path, ionet_dir: Path, cli) -> None:
-    bad = _sample(ionet_dir)
+def test_refused_records_never_touch_the_store(tmp_path: Path, measured_dir: Path, cli) -> None:
+    bad = _sample(measured_dir)
     bad["duration"] = -1
     f = _write(tmp_path / "bad.json", bad)
     store = tmp_path / "store.csv"
@@ -132,9 +154,9 @@ def test_refused_records_never_touch_the_store(tmp_path: Path, ionet_dir: Path, 
     assert not store.exists()
 
 
-def test_store_write_is_atomic(tmp_path: Path, ionet_dir: Path, cli, monkeypatch) -> None:
+def test_store_write_is_atomic(tmp_path: Path, measured_dir: Path, cli, monkeypatch) -> None:
     store = tmp_path / "store.csv"
-    one = ionet_dir / "vllm_200prompts1qps_gemma-2-9b-it_sharegpt_1xNVIDIA-H100-PCIe.json"
+    one = measured_dir / "vllm_200prompts1qps_gemma-2-9b-it_sharegpt_1xNVIDIA-H100-PCIe.json"
     cli("ingest", str(one), "--store", str(store))
     before = store.read_bytes()
 
@@ -143,7 +165,7 @@ def test_store_write_is_atomic(tmp_path: Path, ionet_dir: Path, cli, monkeypatch
 
     monkeypatch.setattr(os, "replace", boom)
     with pytest.raises(OSError):
-        cli("ingest", str(ionet_dir), "--store", str(store))
+        cli("ingest", str(measured_dir), "--store", str(store))
     assert store.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["store.csv"]  # no temp file left
 

@@ -17,8 +17,8 @@ RUN_KEYS = ["model", "config", "gpu", "gpu_count", "request_rate", "calibrated",
             "flag_reason", "metrics"]
 
 
-def test_validate_json_contract_on_result_files(cli, ionet_dir: Path) -> None:
-    files = sorted(ionet_dir.glob("vllm_200prompts16qps_DeepSeek-R1-Distill-Qwen-14B_*H100*"))
+def test_validate_json_contract_on_result_files(cli, measured_dir: Path) -> None:
+    files = sorted(measured_dir.glob("vllm_200prompts16qps_DeepSeek-R1-Distill-Qwen-14B_*H100*"))
     res = cli("validate", *map(str, files), "--format", "json")
     assert res.exit_code == 0, res.stderr
     out = json.loads(res.stdout)
@@ -38,8 +38,8 @@ def test_validate_json_contract_on_result_files(cli, ionet_dir: Path) -> None:
     assert out["noise_floor"]["settings_with_repeats"] == 1
 
 
-def test_flagged_runs_are_reported_and_left_out_of_the_summary(cli, ionet_dir: Path) -> None:
-    f = ionet_dir / ("vllm_200prompts1qps_DeepSeek-R1-Distill-Qwen-14B_sharegpt_"
+def test_flagged_runs_are_reported_and_left_out_of_the_summary(cli, measured_dir: Path) -> None:
+    f = measured_dir / ("vllm_200prompts1qps_DeepSeek-R1-Distill-Qwen-14B_sharegpt_"
                      "8xNVIDIA-GeForce-RTX-4090.json")
     out = json.loads(cli("validate", str(f), "--format", "json").stdout)
     (run,) = out["runs"]
