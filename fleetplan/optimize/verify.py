@@ -6,7 +6,8 @@ MILP chose, ``routing: planned`` with each class's split. Every class must meet 
 fleet simulator (:func:`fleetplan.fleet.simulate`, ``sim.replications`` seeds, at least
 :data:`MIN_REPLICATIONS`), and the fleet must not be overloaded.
 
-Main entries: :func:`hour_scenarios` and :func:`run_verification` (picklable, for executors),
+Main entries: :func:`hour_scenarios` and :func:`run_verification` (picklable, for executors;
+it reads the typed :class:`fleetplan.fleet.results.SimulationResult`, not its JSON dict),
 returning :class:`HourCheck` records.
 """
 
@@ -91,12 +92,8 @@ def hour_scenarios(scenario: Scenario, problem: PlanProblem, sol: MilpSolution,
     return out
 
 
-def _get(d: dict[str, Any], key: str) -> float | None:
-    v = d.get(key)
-    if v is None or isinstance(v, str):
-        return None
-    v = float(v)
-    return v if math.isfinite(v) else None
+def _finite(v: float | None) -> float | None:
+    return float(v) if v is not None and math.isfinite(v) else None
 
 
 def run_verification(item: tuple[int, Scenario]) -> HourCheck:
@@ -104,17 +101,16 @@ def run_verification(item: tuple[int, Scenario]) -> HourCheck:
     from fleetplan.fleet import simulate
 
     hour, scenario = item
-    res = simulate(scenario).to_dict()
+    res = simulate(scenario)
     classes = []
-    for c in res["classes"]:
-        lo_hi = c.get("ttft_p99_ci_ms")
-        ci = (float(lo_hi[0]), float(lo_hi[1])) if lo_hi and None not in lo_hi else None
+    for c in res.classes:
+        lo, hi = c.ttft_p99_ci_ms
+        ci = (float(lo), float(hi)) if lo is not None and hi is not None else None
         classes.append(ClassCheck(
-            name=c["name"], ttft_p99_ms=_get(c, "ttft_p99_ms"), tpot_p99_ms=_get(c, "tpot_p99_ms"),
-            e2e_p99_ms=_get(c, "e2e_p99_ms"), met=bool(c.get("slo_met")), ttft_p99_ci_ms=ci))
-    g_h = _get(res, "g_co2_per_hour") or 0.0
-    g_mtok = _get(res, "g_co2_per_mtok")
+            name=c.name, ttft_p99_ms=_finite(c.ttft_p99_ms), tpot_p99_ms=_finite(c.tpot_p99_ms),
+            e2e_p99_ms=_finite(c.e2e_p99_ms), met=bool(c.slo_met), ttft_p99_ci_ms=ci))
+    g_h = _finite(res.account.g_co2_per_hour) or 0.0
+    g_mtok = _finite(res.account.g_co2_per_mtok)
     tokens = g_h / g_mtok * 1e6 if g_mtok else 0.0
-    util = {f"{p['config']}@{p['region']}": float(p.get("utilization") or 0.0)
-            for p in res.get("pools", [])}
-    return HourCheck(hour, tuple(classes), bool(res.get("overloaded")), g_h, tokens, util)
+    util = {f"{p.config}@{p.region}": float(p.utilization or 0.0) for p in res.pools}
+    return HourCheck(hour, tuple(classes), res.overloaded, g_h, tokens, util)
