@@ -12,22 +12,51 @@ The public API, for notebooks and other code (each result has ``to_dict()``, ``t
   SLO or rate (:class:`Frontier`).
 - :func:`read_trace`, :func:`fit_trace`: production traces (Azure LLM trace format).
 
-Plots live in :mod:`fleetplan.viz` (imported on demand, so ``import fleetplan`` does not load
-matplotlib).
+Every name is imported on first use (PEP 562), so ``import fleetplan`` (and the CLI's
+``--help``) loads none of pandas, scipy, simpy, pulp or matplotlib; ``from fleetplan import
+solve`` works as usual. Plots live in :mod:`fleetplan.viz` (imported on demand too).
 """
 
-from fleetplan.errors import FleetplanError
-from fleetplan.fleet import SimulationResult, simulate
-from fleetplan.optimize import Frontier, Plan, frontier, solve
-from fleetplan.profiles.store import ProfileStore, load_profiles
-from fleetplan.replica.params import replica_params
-from fleetplan.replica.predict import predict
-from fleetplan.replica.protocol import replay
-from fleetplan.replica.steady import steady_state
-from fleetplan.scenario import Scenario, load_scenario, scenario_from_dict
-from fleetplan.workload.trace import fit_trace, read_trace
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+# public name -> module defining it (imported when the name is first used)
+_LAZY = {
+    "FleetplanError": "fleetplan.errors",
+    "SimulationResult": "fleetplan.fleet",
+    "simulate": "fleetplan.fleet",
+    "Frontier": "fleetplan.optimize",
+    "Plan": "fleetplan.optimize",
+    "frontier": "fleetplan.optimize",
+    "solve": "fleetplan.optimize",
+    "ProfileStore": "fleetplan.profiles.store",
+    "load_profiles": "fleetplan.profiles.store",
+    "replica_params": "fleetplan.replica.params",
+    "predict": "fleetplan.replica.predict",
+    "replay": "fleetplan.replica.protocol",
+    "steady_state": "fleetplan.replica.steady",
+    "Scenario": "fleetplan.scenario",
+    "load_scenario": "fleetplan.scenario",
+    "scenario_from_dict": "fleetplan.scenario",
+    "fit_trace": "fleetplan.workload.trace",
+    "read_trace": "fleetplan.workload.trace",
+}
+
+if TYPE_CHECKING:
+    from fleetplan.errors import FleetplanError
+    from fleetplan.fleet import SimulationResult, simulate
+    from fleetplan.optimize import Frontier, Plan, frontier, solve
+    from fleetplan.profiles.store import ProfileStore, load_profiles
+    from fleetplan.replica.params import replica_params
+    from fleetplan.replica.predict import predict
+    from fleetplan.replica.protocol import replay
+    from fleetplan.replica.steady import steady_state
+    from fleetplan.scenario import Scenario, load_scenario, scenario_from_dict
+    from fleetplan.workload.trace import fit_trace, read_trace
 
 __all__ = [
     "FleetplanError", "Frontier", "Plan", "ProfileStore", "Scenario", "SimulationResult",
@@ -35,3 +64,16 @@ __all__ = [
     "read_trace", "replay", "replica_params", "scenario_from_dict", "simulate", "solve",
     "steady_state",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'fleetplan' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

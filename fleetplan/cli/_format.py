@@ -6,13 +6,12 @@ import json
 import sys
 from collections.abc import Sequence
 from enum import StrEnum
-from typing import Any
-
-import pandas as pd
-from rich.console import Console
-from rich.table import Table
+from typing import TYPE_CHECKING, Any
 
 from fleetplan._io import json_safe
+
+if TYPE_CHECKING:  # pandas and rich are imported by the functions that use them
+    import pandas as pd
 
 
 class OutputFormat(StrEnum):
@@ -45,6 +44,10 @@ def _fmt_cell(v: Any, digits: int) -> str:
 
 def emit_table(df: pd.DataFrame, title: str | None = None, digits: int = 3,
                columns: Sequence[str] | None = None, caption: str | None = None) -> None:
+    import pandas as pd
+    from rich.console import Console
+    from rich.table import Table
+
     cols = list(columns) if columns is not None else list(df.columns)
     table = Table(title=title, caption=caption, caption_justify="left")
     for c in cols:

@@ -1,35 +1,83 @@
 """The ``fleetplan`` command line: parse, call the library, format. Nothing else lives here.
 
-Each command is one module of this package exposing ``register(app)``; :data:`COMMANDS` lists
-them in help order. :func:`main` turns any :class:`~fleetplan.errors.FleetplanError` into one line
-on stderr and its exit code (2, or 3 for an infeasible plan), never a traceback.
+Each command is one module of this package, ``fleetplan.cli.<name>_cmd``, exposing
+``register(app)``; :data:`COMMANDS` lists them in help order with the one-line summary the root
+``--help`` shows. A command's module is imported only when that command runs (or its own
+``--help`` is asked for), so ``fleetplan --help`` loads no numerical library. :func:`main` turns
+any :class:`~fleetplan.errors.FleetplanError` into one line on stderr and its exit code (2, or 3
+for an infeasible plan), never a traceback.
 """
 
 from __future__ import annotations
 
 import importlib
 import sys
+from typing import Any
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 
 from fleetplan import __version__
 from fleetplan.errors import FleetplanError
 
-COMMANDS = [
-    "profiles",
-    "ingest",
-    "calibrate",
-    "predict",
-    "validate",
-    "simulate",
-    "solve",
-    "frontier",
-    "schema",
-    "bench",
-]
+# name -> summary in the root --help (the first sentence of the command's own help; a test
+# keeps the two equal). Adding a command: its module, then one line here.
+COMMANDS: dict[str, str] = {
+    "profiles": "Measured runs with cost per run, cost per 1M tokens, tokens per kWh and g CO2 "
+                "per 1M tokens.",
+    "ingest": "Read vLLM (and other) benchmark results into the profile store; re-ingesting "
+              "adds nothing.",
+    "calibrate": "Fit each configuration's step-time parameters to its unflagged runs; flag and "
+                 "report the runs no work-conserving server can produce.",
+    "predict": "Predict what vLLM's benchmark would measure for MODEL on CONFIG at RATE.",
+    "validate": "Predicted vs measured for each run, with percent errors; parameters come from "
+                "the store's calibration only, never from RUNS.",
+    "simulate": "Simulate the scenario's fleet: per-class TTFT/TPOT percentiles with 95% CIs, "
+                "pool utilization, overload, cost, energy and carbon.",
+    "solve": "The cheapest fleet meeting every class's SLO, checked by simulation.",
+    "frontier": "The cost frontier of a scenario: each point is a full solve checked by "
+                "simulation.",
+    "schema": "Print the JSON Schema of scenario files (YAML or JSON), for editors and "
+              "validators.",
+    "bench": "Benchmark a running server as vllm bench serve does; write vLLM-shaped results.",
+    "cache": "The on-disk cache of simulated capacities: where it is, how big, and clearing it.",
+}
+
+
+def load_command(name: str) -> Any:
+    """The click command of ``fleetplan NAME``, built by importing its module."""
+    sub = typer.Typer(rich_markup_mode=None, pretty_exceptions_enable=False,
+                      add_completion=False)
+    importlib.import_module(f"fleetplan.cli.{name}_cmd").register(sub)
+    return typer.main.get_group(sub).commands[name]
+
+
+class _LazyGroup(TyperGroup):
+    """Commands imported on first use; the root listing comes from :data:`COMMANDS`."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return [*COMMANDS, *(n for n in self.commands if n not in COMMANDS)]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            self.commands[cmd_name] = load_command(cmd_name)
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(len(n) for n in names)
+        rows = []
+        for n in names:
+            cmd = self.commands.get(n) or TyperCommand(n, help=COMMANDS[n])
+            if not cmd.hidden:
+                rows.append((n, cmd.get_short_help_str(limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
 
 app = typer.Typer(
     name="fleetplan",
+    cls=_LazyGroup,
     help=(
         "Plan LLM serving fleets that mix enterprise and consumer GPUs, for cost, latency "
         "and carbon.\n\nExample: fleetplan solve examples/hybrid-chat-batch.yaml"
@@ -53,10 +101,6 @@ def _root(
                                  help="Print the version and exit."),
 ) -> None:
     """fleetplan: which GPUs to rent for your LLM traffic."""
-
-
-for _name in COMMANDS:
-    importlib.import_module(f"fleetplan.cli.{_name}_cmd").register(app)
 
 
 def main(argv: list[str] | None = None) -> int:
