@@ -1,22 +1,25 @@
 """Atomic file writes (a reader sees the old file or the new one, never half of either) and the
-JSON-safe form of values every JSON writer shares."""
+JSON-safe form of values every JSON writer shares.
+
+An atomic write keeps the mode of the file it replaces; a new file gets ``0o666 & ~umask``, as
+``open(path, "w")`` would (not the 0600 of the temporary file)."""
 
 from __future__ import annotations
 
 import contextlib
 import math
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
-
-import pandas as pd
 
 
 def json_safe(v: Any) -> Any:
     """``v`` with numpy scalars unwrapped, NaN/NA as None and infinities as "inf"/"-inf"
     (strict JSON has neither), through dicts, lists and tuples."""
-    if v is None or v is pd.NA:
+    pd = sys.modules.get("pandas")  # pd.NA exists only once pandas is loaded
+    if v is None or (pd is not None and v is pd.NA):
         return None
     if hasattr(v, "item"):
         v = v.item()
@@ -37,11 +40,35 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     write_bytes_atomic(path, text.encode("utf-8"))
 
 
+def _umask() -> int:
+    try:  # Linux: read it without changing it
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _mode_for(target: Path) -> int:
+    try:
+        return target.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        return 0o666 & ~_umask()
+
+
 def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (temporary file beside it, then ``os.replace``),
+    keeping an existing file's mode (see the module docstring)."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
+    mode = _mode_for(target)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
+        os.chmod(tmp, mode)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
