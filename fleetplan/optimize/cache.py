@@ -2,21 +2,25 @@
 
 Entries are JSON files named by the SHA-256 of a canonical JSON of *every* input that decides
 the value (model, configuration, replica parameters, length model, burstiness, SLO, method
-settings and a method version), so a recalibration or a changed setting never reads a stale
-value. The folder is ``$FLEETPLAN_CACHE_DIR`` or ``~/.cache/fleetplan``; it is created on the
-first write, never at import. Writes are atomic, so parallel workers (local processes, Dask) can
-share one folder. A file that cannot be parsed is ignored and recomputed (it is a cache).
+settings and :func:`code_key`: the package version and a hash of the model code), so a
+recalibration, a changed setting or an edited replica model never reads a stale value. The
+folder is ``$FLEETPLAN_CACHE_DIR`` or ``~/.cache/fleetplan``; it is created on the first write,
+never at import. Writes are atomic, so parallel workers (local processes, Dask) can share one
+folder. A file that cannot be parsed is ignored and recomputed (it is a cache).
 
-Main entries: :class:`DiskCache`, :func:`default_cache`, :func:`input_hash`.
+Main entries: :class:`DiskCache`, :func:`default_cache`, :func:`input_hash`, :func:`code_key`;
+``fleetplan cache info`` / ``fleetplan cache clear`` inspect and empty the folder.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
 import os
-from collections.abc import Mapping
+import re
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +29,34 @@ from pydantic import BaseModel
 from fleetplan._io import atomic_write_text
 
 ENV_VAR = "FLEETPLAN_CACHE_DIR"
+
+# The code whose behaviour decides a simulated capacity, relative to the package folder: every
+# module of these subpackages, and these single modules.
+MODEL_CODE = ("replica", "workload", "optimize/capacity.py")
+_PACKAGE = Path(__file__).resolve().parent.parent
+_ENTRY = re.compile(r"[0-9a-f]{64}\.json")
+
+
+def _model_files() -> list[Path]:
+    files: list[Path] = []
+    for rel in MODEL_CODE:
+        p = _PACKAGE / rel
+        files += sorted(p.rglob("*.py")) if p.is_dir() else [p]
+    return files
+
+
+@functools.cache
+def code_key() -> str:
+    """``<version>+<hash>``: the package version and a SHA-256 (first 16 hex digits) of the
+    source of :data:`MODEL_CODE`; part of every cache key, computed once per process. Any edit
+    of the replica model, the workload code or the capacity search makes new keys."""
+    from fleetplan import __version__
+
+    h = hashlib.sha256()
+    for f in _model_files():
+        h.update(f.relative_to(_PACKAGE).as_posix().encode("utf-8") + b"\0")
+        h.update(f.read_bytes() + b"\0")
+    return f"{__version__}+{h.hexdigest()[:16]}"
 
 
 def _canonical(obj: Any) -> Any:
@@ -98,6 +130,31 @@ class DiskCache:
             return
         record = {"key": key, "inputs": _canonical(inputs), "value": value}
         atomic_write_text(self._path(namespace, key), json.dumps(record, sort_keys=True) + "\n")
+
+    def entry_files(self) -> Iterator[Path]:
+        """Every entry file under ``root`` (``<namespace>/<xx>/<sha256>.json``), nothing else."""
+        if self.root is None or not self.root.is_dir():
+            return
+        for ns in sorted(p for p in self.root.iterdir() if p.is_dir()):
+            for sub in sorted(p for p in ns.iterdir() if p.is_dir() and len(p.name) == 2):
+                for f in sorted(sub.iterdir()):
+                    if f.is_file() and _ENTRY.fullmatch(f.name) and f.name[:2] == sub.name:
+                        yield f
+
+    def clear(self) -> int:
+        """Remove every entry file (and the folders left empty); other files stay. Returns how
+        many entries were removed."""
+        n = 0
+        for f in list(self.entry_files()):
+            f.unlink(missing_ok=True)
+            n += 1
+            for d in (f.parent, f.parent.parent):
+                try:
+                    d.rmdir()
+                except OSError:  # not empty
+                    break
+        self._memory.clear()
+        return n
 
     def __getstate__(self) -> dict[str, Any]:  # workers start with an empty memory layer
         return {"root": self.root, "_memory": {}}

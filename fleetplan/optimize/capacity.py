@@ -32,11 +32,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from fleetplan.optimize.cache import DiskCache
+from fleetplan.optimize.cache import DiskCache, code_key
 from fleetplan.scenario import CapacitySettings
 from fleetplan.workload.lengths import LengthModel
-
-METHOD_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -73,14 +71,14 @@ class CapacityJob:
 
     def point_key(self, rate: float) -> dict[str, Any]:
         s = self.settings
-        return {"v": METHOD_VERSION, "params": self.params, "lengths": self.lengths,
+        return {"v": code_key(), "params": self.params, "lengths": self.lengths,
                 "burstiness": self.burstiness, "prefix_cache_hit": self.prefix_cache_hit,
                 "rate": rate,
                 "run": {"duration_s": s.duration_s, "warmup_s": s.warmup_s,
                         "min_requests": s.min_requests, "seeds": s.seeds, "seed": s.seed}}
 
     def key(self) -> dict[str, Any]:
-        return {"v": METHOD_VERSION, "params": self.params, "lengths": self.lengths,
+        return {"v": code_key(), "params": self.params, "lengths": self.lengths,
                 "burstiness": self.burstiness, "prefix_cache_hit": self.prefix_cache_hit,
                 "slo": [self.ttft_p99_ms, self.tpot_p99_ms, self.e2e_p99_ms],
                 "settings": self.settings}

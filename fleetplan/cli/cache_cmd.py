@@ -1,0 +1,52 @@
+"""``fleetplan cache``: the on-disk cache of simulated capacities (``info``, ``clear``)."""
+
+from __future__ import annotations
+
+import typer
+
+from fleetplan.cli._format import OutputFormat, emit_json
+from fleetplan.errors import InputError
+
+cache_app = typer.Typer(
+    help="The on-disk cache of simulated capacities: where it is, how big, and clearing it.\n\n"
+    "The folder is $FLEETPLAN_CACHE_DIR, else ~/.cache/fleetplan. Every entry's key holds all "
+    "inputs of the value and the code key (package version + a hash of the replica, workload "
+    "and capacity-search code), so entries of older code are never read; clearing only frees "
+    "space.\n\nExample: fleetplan cache info",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+
+
+@cache_app.command("info")
+def info(
+    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="table or json."),
+) -> None:
+    """The cache folder, its entries and bytes, and the current code key."""
+    from fleetplan.optimize.cache import code_key, default_cache
+
+    cache = default_cache()
+    files = list(cache.entry_files())
+    d = {"folder": str(cache.root), "entries": len(files),
+         "bytes": sum(f.stat().st_size for f in files), "code_key": code_key()}
+    if fmt is OutputFormat.csv:
+        raise InputError("--format: cache info prints table or json")
+    if fmt is OutputFormat.json:
+        emit_json(d)
+        return
+    for k, v in d.items():
+        typer.echo(f"{k}: {v}")
+
+
+@cache_app.command("clear")
+def clear() -> None:
+    """Remove fleetplan's cache entries (other files in the folder stay); says how many."""
+    from fleetplan.optimize.cache import default_cache
+
+    cache = default_cache()
+    n = cache.clear()
+    typer.echo(f"removed {n} cache entr{'y' if n == 1 else 'ies'} from {cache.root}")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(cache_app, name="cache")

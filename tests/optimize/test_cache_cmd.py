@@ -1,0 +1,90 @@
+"""Cache keys follow the model code, and ``fleetplan cache info`` / ``clear``."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from fleetplan import __version__
+from fleetplan.optimize import cache as cache_mod
+from fleetplan.optimize import capacity as capacity_mod
+from fleetplan.optimize.cache import DiskCache, code_key
+
+
+@pytest.fixture
+def fresh_code_key():
+    code_key.cache_clear()
+    yield
+    code_key.cache_clear()
+
+
+def test_code_key_names_the_version_and_changes_with_the_model_code(tmp_path, monkeypatch,
+                                                                     fresh_code_key) -> None:
+    pkg = tmp_path / "fleetplan"
+    for rel in ("replica", "workload"):
+        shutil.copytree(cache_mod._PACKAGE / rel, pkg / rel)
+    (pkg / "optimize").mkdir()
+    shutil.copy(cache_mod._PACKAGE / "optimize" / "capacity.py", pkg / "optimize")
+    monkeypatch.setattr(cache_mod, "_PACKAGE", pkg)
+    before = code_key()
+    assert before.startswith(__version__ + "+")
+    code_key.cache_clear()
+    assert code_key() == before  # same code, same key
+    steady = pkg / "replica" / "steady.py"
+    steady.write_text(steady.read_text() + "\n# an edit\n")
+    code_key.cache_clear()
+    assert code_key() != before
+    (pkg / "unrelated.py").write_text("x = 1\n")  # outside MODEL_CODE: no effect
+    after = code_key()
+    code_key.cache_clear()
+    assert code_key() == after
+
+
+def test_an_entry_of_other_code_is_not_read(tmp_path, monkeypatch) -> None:
+    from test_capacity_optimize import curve, job
+
+    calls = []
+
+    def counting(j, rate):
+        calls.append(rate)
+        return curve(j, rate)
+
+    capacity_mod.find_capacity(job(100.0), cache=DiskCache(tmp_path), point_fn=counting)
+    n = len(calls)
+    assert n > 0
+    capacity_mod.find_capacity(job(100.0), cache=DiskCache(tmp_path), point_fn=counting)
+    assert len(calls) == n  # same code: every value from the cache
+    monkeypatch.setattr(capacity_mod, "code_key", lambda: "9.9.9+other")
+    capacity_mod.find_capacity(job(100.0), cache=DiskCache(tmp_path), point_fn=counting)
+    assert len(calls) == 2 * n  # edited code: recomputed
+
+
+def test_cache_info_and_clear(cli, tmp_path, monkeypatch) -> None:
+    root = tmp_path / "c"
+    monkeypatch.setenv("FLEETPLAN_CACHE_DIR", str(root))
+    c = DiskCache(root)
+    c.put("point", {"a": 1}, {"x": 1})
+    c.put("capacity", {"a": 2}, {"x": 2})
+    (root / "notes.txt").write_text("mine\n")  # not fleetplan's: stays
+    (root / "point" / "README").write_text("mine too\n")
+    r = cli("cache", "info", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    d = json.loads(r.stdout)
+    entries = sorted(root.rglob("*.json"))
+    assert d == {"folder": str(root), "entries": 2,
+                 "bytes": sum(p.stat().st_size for p in entries), "code_key": code_key()}
+    r = cli("cache", "clear")
+    assert r.exit_code == 0 and "removed 2 cache entries" in r.stdout
+    assert sorted(p.relative_to(root).as_posix() for p in root.rglob("*")) == [
+        "notes.txt", "point", "point/README"]
+    assert json.loads(cli("cache", "info", "--format", "json").stdout)["entries"] == 0
+    assert "removed 0 cache entries" in cli("cache", "clear").stdout
+
+
+def test_cache_info_of_a_missing_folder_creates_nothing(cli, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("FLEETPLAN_CACHE_DIR", str(tmp_path / "none"))
+    r = cli("cache", "info")
+    assert r.exit_code == 0 and "entries: 0" in r.stdout and "code_key: " in r.stdout
+    assert not (tmp_path / "none").exists()
