@@ -39,7 +39,12 @@ from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.catalog.models import get_model
 from fleetplan.catalog.prices import DEFAULT_MARKET, markets
 from fleetplan.errors import FleetplanError, InputError
-from fleetplan.workload.lengths import LengthDist, LengthModel, protocol_length_model
+from fleetplan.workload.lengths import (
+    LengthDist,
+    LengthModel,
+    check_max_total,
+    protocol_length_model,
+)
 
 _NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 
@@ -170,6 +175,12 @@ class TrafficClass(_Strict):
             raise ValueError("at least one hourly rate must be > 0")
         return v
 
+    @field_validator("max_total_tokens")
+    @classmethod
+    def _cap(cls, v: int | None, info: Any) -> int | None:
+        check_max_total(info.data.get("input_tokens"), info.data.get("output_tokens"), v)
+        return v
+
     @field_validator("split")
     @classmethod
     def _split(cls, v: dict[str, float] | None) -> dict[str, float] | None:
@@ -208,7 +219,7 @@ class TrafficClass(_Strict):
         if self.input_tokens is None and self.output_tokens is None:
             if self.max_total_tokens is None:
                 return proto
-            return proto.model_copy(update={"max_total": self.max_total_tokens})
+            return proto.with_max_total(self.max_total_tokens)
         return LengthModel(
             input=self.input_tokens or proto.input, output=self.output_tokens or proto.output,
             max_total=self.max_total_tokens,

@@ -112,7 +112,9 @@ def bench(
                                    "result (default: NVML's name)."),
     gpu_count: int | None = typer.Option(None, "--gpu-count", min=1, help="GPUs of one "
                                          "replica (default: GPUs NVML measured)."),
-    seed: int = typer.Option(0, "--seed", min=0, help="Seed of prompts and arrival times."),
+    seed: int = typer.Option(0, "--seed", min=0, max=2**32 - 1,
+                             help="Seed of prompts and arrival times, 0 to 2**32-1 (numpy's "
+                             "legacy generator, as vllm bench serve seeds it)."),
     arrival_schedule: str = typer.Option("first-at-zero", "--arrival-schedule",
                                          help="first-at-zero (vLLM 0.8, the bundled "
                                          "profiles) or normalized (vLLM 0.32)."),

@@ -38,8 +38,9 @@ def predict(
     ),
     seeds: int = typer.Option(5, "--seeds", min=1, max=100, help="Length seeds to average over."),
     arrival_seed: int | None = typer.Option(
-        None, "--arrival-seed",
-        help="Reproduce the send times of vLLM's benchmark with --seed N (bundled runs: 42).",
+        None, "--arrival-seed", min=0, max=2**32 - 1,
+        help="Reproduce the send times of vLLM's benchmark with --seed N (bundled runs: 42; "
+        "0 to 2**32-1, numpy's legacy generator as vLLM seeds it).",
     ),
     warm_prefix_cache: bool = typer.Option(
         False, "--warm-prefix-cache",

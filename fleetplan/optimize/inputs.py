@@ -88,7 +88,10 @@ def class_workload(scenario: Scenario, index: int) -> ClassWorkload:
         lengths, burst = c.length_model(), c.burstiness
         rates = ((float(c.rate_rps),) if c.rate_rps is not None
                  else tuple(float(r) for r in c.rate_profile_rps or ()))
-    ins, outs = lengths.sample(20000, np.random.default_rng(20250610))
+    try:
+        ins, outs = lengths.sample(20000, np.random.default_rng(20250610))
+    except ValueError as exc:  # a length model that validates but cannot be drawn from
+        raise InputError(f"classes[{index}] ({c.name}): {exc}") from None
     return ClassWorkload(lengths, float(burst), rates, float(ins.mean() + outs.mean()),
                          float(c.prefix_cache_hit))
 

@@ -77,6 +77,24 @@ def _num(v: Any, src: SourceRef, where: str) -> float:
     return float(v)
 
 
+def _count(v: Any, src: SourceRef, where: str) -> int:
+    """A whole number of GPUs >= 1 (an int, or a string of one: JSON written by hand)."""
+    if isinstance(v, str) and v.strip().isdigit():
+        v = int(v)
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise _fail(src, where, f"{v!r} is not a whole number of GPUs >= 1")
+    return v
+
+
+def _mapping(v: Any, src: SourceRef, where: str) -> dict[str, Any]:
+    """An optional JSON object (absent: empty); anything else is refused, naming the field."""
+    if v is None:
+        return {}
+    if not isinstance(v, dict):
+        raise _fail(src, where, f"expected an object, found {type(v).__name__}")
+    return v
+
+
 def _dist(bench: dict[str, Any], name: str, src: SourceRef, where: str) -> dict[str, Any]:
     d = _get(bench, "metrics", name, "successful")
     if not isinstance(d, dict):
@@ -86,6 +104,8 @@ def _dist(bench: dict[str, Any], name: str, src: SourceRef, where: str) -> dict[
 
 def _stats(d: dict[str, Any], scale: float, src: SourceRef, where: str) -> dict[str, float]:
     pct = d.get("percentiles") or {}
+    if not isinstance(pct, dict):
+        raise _fail(src, f"{where}.percentiles", f"expected an object, found {type(pct).__name__}")
     raw = {"mean": d.get("mean"), "std": d.get("std_dev"),
            "p50": pct.get("p50", d.get("median")), "p90": pct.get("p90"),
            "p95": pct.get("p95"), "p99": pct.get("p99"), "p100": d.get("max")}
@@ -124,7 +144,10 @@ def _protocol(bench: dict[str, Any], src: SourceRef, where: str) -> dict[str, An
 
 def _duration(bench: dict[str, Any], src: SourceRef, where: str) -> float:
     if isinstance(bench.get("duration"), int | float):
-        return _num(bench["duration"], src, f"{where}.duration")
+        d = _num(bench["duration"], src, f"{where}.duration")
+        if d <= 0:
+            raise _fail(src, f"{where}.duration", f"{d!r} must be > 0 seconds")
+        return d
     for start, end in ((("scheduler_metrics", "measure_start_time"),
                         ("scheduler_metrics", "measure_end_time")),
                        (("start_time",), ("end_time",))):
@@ -134,14 +157,28 @@ def _duration(bench: dict[str, Any], src: SourceRef, where: str) -> float:
     raise _fail(src, f"{where}.duration", "missing (no duration nor start/end times)")
 
 
+def _date(start: Any, src: SourceRef, where: str) -> str | None:
+    """``YYYYMMDD-HHMMSS`` of a Unix start time (``None`` when absent); nonsense is refused."""
+    if isinstance(start, bool) or not isinstance(start, int | float) or not start > 0:
+        return None
+    try:
+        return datetime.fromtimestamp(float(start), UTC).strftime("%Y%m%d-%H%M%S")
+    except (OverflowError, OSError, ValueError):
+        raise _fail(src, where, f"{start!r} is not a Unix time") from None
+
+
 def _parse_one(report: dict[str, Any], bench: dict[str, Any], k: int, src: SourceRef,
                opt: IngestOptions) -> dict[str, Any]:
     where = f"benchmarks[{k}]"
+    if not isinstance(bench, dict):
+        raise _fail(src, where, f"expected an object, found {type(bench).__name__}")
     model_id = (_get(report, "args", "model") or _get(bench, "config", "backend", "model")
                 or _get(bench, "worker", "backend_model"))
     if not isinstance(model_id, str) or not model_id:
         raise _fail(src, where, "no model name (args.model)")
-    extras = report.get("extras") or _get(report, "args", "extras") or {}
+    in_args = "extras" not in report and _get(report, "args", "extras") is not None
+    ex_where = "args.extras" if in_args else "extras"
+    extras = _mapping(report.get("extras") or _get(report, "args", "extras"), src, ex_where)
     gpu_raw = opt.gpu or extras.get("gpu")
     count_raw = opt.gpu_count or extras.get("gpu_count")
     if not gpu_raw or count_raw is None:
@@ -150,9 +187,11 @@ def _parse_one(report: dict[str, Any], bench: dict[str, Any], k: int, src: Sourc
     try:
         gpu = normalize_gpu(str(gpu_raw))
     except UnknownNameError as exc:
-        raise _fail(src, "gpu", str(exc)) from None
-    gpu_count = int(count_raw)
-    totals = _get(bench, "metrics", "request_totals") or bench.get("request_totals") or {}
+        raise _fail(src, "gpu" if opt.gpu else f"{ex_where}.gpu", str(exc)) from None
+    gpu_count = _count(count_raw, src,
+                       "--gpu-count" if opt.gpu_count else f"{ex_where}.gpu_count")
+    totals = _mapping(_get(bench, "metrics", "request_totals") or bench.get("request_totals"),
+                      src, f"{where}.metrics.request_totals")
     ok = int(_num(totals.get("successful"), src, f"{where}.request_totals.successful"))
     err = int(_num(totals.get("errored", 0), src, f"{where}.request_totals.errored"))
     total = int(_num(totals.get("total", ok + err), src, f"{where}.request_totals.total"))
@@ -169,8 +208,7 @@ def _parse_one(report: dict[str, Any], bench: dict[str, Any], k: int, src: Sourc
         "config": f"{gpu_count}x{gpu}",
         "engine": str(extras.get("engine") or "unknown"),
         "engine_version": opt.engine_version or extras.get("engine_version"),
-        "date": (datetime.fromtimestamp(float(start), UTC).strftime("%Y%m%d-%H%M%S")
-                 if isinstance(start, int | float) and start > 0 else None),
+        "date": _date(start, src, f"{where}.start_time"),
         "source_format": "guidellm", "source_file": src.path.name, "source_line": src.line,
         "num_prompts": max(total, 1), "dataset": opt.dataset,
         **_protocol(bench, src, where),
@@ -180,7 +218,9 @@ def _parse_one(report: dict[str, Any], bench: dict[str, Any], k: int, src: Sourc
         "total_token_throughput": (n_in + n_out) / duration,
     }
     per_request = _get(bench, "requests", "successful")
-    raw = [r.get("inter_token_latency_ms") for r in per_request or [] if isinstance(r, dict)]
+    if not isinstance(per_request, list):
+        per_request = []  # no per-request records: the summary statistics are used
+    raw = [r.get("inter_token_latency_ms") for r in per_request if isinstance(r, dict)]
     samples = [float(v) for v in raw if isinstance(v, int | float) and math.isfinite(v)]
     for metric in LATENCY_METRICS:
         name, scale = _METRIC_KEYS[metric]

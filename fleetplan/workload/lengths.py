@@ -17,7 +17,11 @@ from functools import cache
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+
+# A distribution whose [min, max] holds a smaller share of its draws than this is refused (the
+# sampler redraws out-of-range values and would give up, or crawl, on such a range).
+MIN_IN_RANGE_SHARE = 1e-3
 
 
 class _Dist(BaseModel):
@@ -46,7 +50,9 @@ class _Dist(BaseModel):
             x = x[(x >= self.min) & (x <= self.max)]
             out = np.concatenate([out, x[:need]])
         if out.size < n:
-            raise ValueError(f"{self!r}: cannot draw values within [{self.min}, {self.max}]")
+            kind = getattr(self, "dist", "these")
+            raise ValueError(f"{kind} lengths: cannot draw {n} values within "
+                             f"[min {self.min}, max {self.max}]")
         return out
 
     @property
@@ -58,10 +64,33 @@ class LognormalLengths(_Dist):
     """Lognormal with the given mean and coefficient of variation (before truncation)."""
 
     dist: Literal["lognormal"] = "lognormal"
-    mean_: float = Field(alias="mean", gt=0)
-    cv: float = Field(gt=0, le=10)
+    mean_: float = Field(alias="mean", gt=0, allow_inf_nan=False)
+    cv: float = Field(gt=0, le=10, allow_inf_nan=False)
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @field_validator("cv")
+    @classmethod
+    def _reachable(cls, cv: float, info: ValidationInfo) -> float:
+        # Draws round to integers and those outside [min, max] are redrawn: refuse a bound range
+        # that holds almost none of the distribution instead of failing later, mid-sample.
+        # (A field validator, not a model one, so that errors name a field of the input.)
+        mean, lo, hi = info.data.get("mean_"), info.data.get("min"), info.data.get("max")
+        if mean is None or lo is None or hi is None:
+            return cv  # another field failed; that error is reported
+        s = math.sqrt(math.log1p(cv**2))
+        mu = math.log(mean) - s * s / 2
+
+        def cdf(x: float) -> float:
+            return 0.5 * math.erfc(-(math.log(x) - mu) / (s * math.sqrt(2)))
+
+        share = cdf(hi + 0.5) - cdf(lo - 0.5)
+        if share < MIN_IN_RANGE_SHARE:
+            raise ValueError(
+                f"mean {mean:g} with cv {cv:g} puts {share:.2g} of the draws within "
+                f"[min {lo}, max {hi}] (need at least {MIN_IN_RANGE_SHARE:g}): move the mean "
+                "inside the bounds or widen them")
+        return cv
 
     def _draw(self, n: int, rng: np.random.Generator) -> np.ndarray:
         sigma2 = math.log1p(self.cv**2)
@@ -77,6 +106,14 @@ class FixedLengths(_Dist):
     dist: Literal["fixed"] = "fixed"
     value: int = Field(ge=1)
 
+    @field_validator("value")
+    @classmethod
+    def _within(cls, v: int, info: ValidationInfo) -> int:
+        lo, hi = info.data.get("min"), info.data.get("max")
+        if lo is not None and hi is not None and not lo <= v <= hi:
+            raise ValueError(f"value(={v}) must be within [min {lo}, max {hi}]")
+        return v
+
     def _draw(self, n: int, rng: np.random.Generator) -> np.ndarray:
         return np.full(n, self.value)
 
@@ -89,6 +126,18 @@ class UniformLengths(_Dist):
     dist: Literal["uniform"] = "uniform"
     low: int = Field(ge=1)
     high: int = Field(ge=1)
+
+    @field_validator("high")
+    @classmethod
+    def _range(cls, high: int, info: ValidationInfo) -> int:
+        low, lo, hi = info.data.get("low"), info.data.get("min"), info.data.get("max")
+        if low is None or lo is None or hi is None:
+            return high  # another field failed; that error is reported
+        if high < low:
+            raise ValueError(f"high(={high}) must be >= low(={low})")
+        if high < lo or low > hi:
+            raise ValueError(f"[low {low}, high {high}] must overlap [min {lo}, max {hi}]")
+        return high
 
     def _draw(self, n: int, rng: np.random.Generator) -> np.ndarray:
         return rng.integers(self.low, self.high + 1, size=n)
@@ -104,12 +153,32 @@ class EmpiricalLengths(_Dist):
     dist: Literal["empirical"] = "empirical"
     values: tuple[int, ...] = Field(min_length=1)
 
+    @field_validator("values")
+    @classmethod
+    def _some_within(cls, values: tuple[int, ...], info: ValidationInfo) -> tuple[int, ...]:
+        lo, hi = info.data.get("min"), info.data.get("max")
+        if lo is not None and hi is not None and not any(lo <= v <= hi for v in values):
+            raise ValueError(f"no value is within [min {lo}, max {hi}] "
+                             f"(values {min(values)}-{max(values)})")
+        return values
+
     def _draw(self, n: int, rng: np.random.Generator) -> np.ndarray:
         return rng.choice(np.asarray(self.values), size=n, replace=True)
 
     @property
     def mean(self) -> float:
         return float(np.mean(self.values))
+
+
+def check_max_total(input: _Dist | None, output: _Dist | None, max_total: int | None) -> None:
+    """Refuse a joint cap below the shortest possible request (``None`` side: the protocol's)."""
+    if max_total is None:
+        return
+    lo_in = PROTOCOL_MIN_TOKENS if input is None else input.min
+    lo_out = PROTOCOL_MIN_TOKENS if output is None else output.min
+    if max_total < lo_in + lo_out:
+        raise ValueError(f"max_total_tokens(={max_total}) is below the shortest request: input "
+                         f"min {lo_in} + output min {lo_out} = {lo_in + lo_out} tokens")
 
 
 LengthDist = Annotated[
@@ -128,6 +197,16 @@ class LengthModel(BaseModel):
     max_total: int | None = Field(default=None, ge=2)
     source: str = Field(default="user-given", description="where the figures come from")
 
+    @model_validator(mode="after")
+    def _cap(self) -> LengthModel:
+        check_max_total(self.input, self.output, self.max_total)
+        return self
+
+    def with_max_total(self, max_total: int | None) -> LengthModel:
+        """A copy with another joint cap, validated (``model_copy`` would skip the check)."""
+        return LengthModel(input=self.input, output=self.output, max_total=max_total,
+                           source=self.source)
+
     def sample(self, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """``n`` (input, output) token counts."""
         ins = np.empty(0, dtype=np.int64)
@@ -143,7 +222,10 @@ class LengthModel(BaseModel):
                 a, b = a[keep], b[keep]
             ins, outs = np.concatenate([ins, a]), np.concatenate([outs, b])
         if ins.size < n:
-            raise ValueError("length model cannot produce requests within max_total")
+            raise ValueError(
+                f"max_total_tokens(={self.max_total}): almost no drawn prompt + output pair fits "
+                f"(input mean {self.input.mean:g}, output mean {self.output.mean:g} tokens); "
+                "raise the cap or shorten the lengths")
         return ins[:n], outs[:n]
 
 
