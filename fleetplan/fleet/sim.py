@@ -11,14 +11,14 @@ enter the latency statistics as censored values (time waited so far: a lower bou
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import simpy
 
 from fleetplan.fleet.pools import PoolModel, unloaded_ttft_s
-from fleetplan.fleet.routing import RoutingContext, get_router
+from fleetplan.fleet.routing import Router, RoutingContext, get_router
 from fleetplan.fleet.traffic import Traffic
 from fleetplan.replica.engine import ReplicaEngine, Request
 
@@ -65,14 +65,6 @@ class Replication:
     stop_reason: str
 
 
-def _busy_at(engine: ReplicaEngine, now: float) -> float:
-    """Busy seconds up to ``now``, counting the part of a step plan already elapsed."""
-    busy = engine.busy_s
-    if getattr(engine, "_busy", False):
-        busy += max(0.0, now - getattr(engine, "_plan_t0", now))
-    return busy
-
-
 def _predictor(engines: Sequence[ReplicaEngine], mean_prompt: float) -> Callable[[int, int], float]:
     """TTFT a new request would see on replica ``r``: overhead plus the prefill of the queue
     ahead (mean prompt each) and its own prompt, in chunks beside the running decodes."""
@@ -96,147 +88,194 @@ def run_replication(pools: Sequence[PoolModel], traffic: Traffic, routing: Routi
                     warmup_s: float, duration_s: float,
                     progress: Callable[[float], None] | None = None) -> Replication:
     """Simulate ``traffic`` on ``pools`` with the routing policy; see the module docstring."""
-    env = simpy.Environment()
-    n = len(traffic)
-    t_arr = traffic.arrival_s
-    ins, outs, cls_of = traffic.input_tokens, traffic.output_tokens, traffic.cls
-    cached = traffic.cached_tokens
-    first = np.full(n, np.nan)
-    fin = np.full(n, np.nan)
-    routed_to = np.full(n, -1, dtype=np.int64)
-    measured = (t_arr >= warmup_s) & (t_arr < duration_s)
-    left = [int(measured.sum())]
-    stop = env.event()
-    arrivals_done = [False]
-    reason = ["drained"]
-    backlog = [0] * len(pools)
-    rep_of = [0] * n
-    done = [0] * len(pools)  # completions per pool since t=0
+    run = _Run(pools, traffic, routing, warmup_s, duration_s)
+    env = run.env
+    env.process(run.arrivals())
+    env.process(run.monitor(progress))
+    env.run(until=run.stop)
+    return _outcome(run)
 
-    def on_finish(req: Request) -> None:
+
+class _Run:
+    """One replication's world: the engines, the router and what each request went through."""
+
+    def __init__(self, pools: Sequence[PoolModel], traffic: Traffic, routing: RoutingInputs,
+                 warmup_s: float, duration_s: float) -> None:
+        self.env = env = simpy.Environment()
+        self.pools = pools
+        self.traffic = traffic
+        self.warmup_s = warmup_s
+        self.duration_s = duration_s
+        n = len(traffic)
+        t_arr = traffic.arrival_s
+        self.first = np.full(n, np.nan)
+        self.fin = np.full(n, np.nan)
+        self.routed_to = np.full(n, -1, dtype=np.int64)
+        self.measured = (t_arr >= warmup_s) & (t_arr < duration_s)
+        self.left = int(self.measured.sum())  # measured requests not finished
+        self.stop = env.event()
+        self.arrivals_done = False
+        self.reason = "drained"
+        self.backlog = [0] * len(pools)
+        self.rep_of = [0] * n
+        self.done = [0] * len(pools)  # completions per pool since t=0
+        self.engines: list[ReplicaEngine] = []
+        self.replica_pool: list[int] = []
+        for pm in pools:
+            for _ in range(pm.count):
+                self.engines.append(ReplicaEngine(env, pm.params, self.on_finish,
+                                                  record_itl=False))
+                self.replica_pool.append(pm.index)
+        # outstanding requests per replica (routed, not finished)
+        self.busy_count = [0] * len(self.engines)
+        self.router = self._router(routing)
+        self.caps = [pm.count * pm.params.max_num_seqs * BACKLOG_CAP_SEQS for pm in pools]
+        self.snap: dict[str, list[float]] = {}
+
+    def _router(self, routing: RoutingInputs) -> Router:
+        replica_pool, pools = self.replica_pool, self.pools
+        eligible = [[r for r, p in enumerate(replica_pool) if p in set(cp)]
+                    for cp in routing.class_pools]
+        unloaded = [[unloaded_ttft_s(pm.params, routing.p99_prompt[c]) for pm in pools]
+                    for c in range(len(routing.class_pools))]
+        ctx = RoutingContext(
+            replica_pool=replica_pool, eligible=eligible,
+            outstanding=self.busy_count,
+            split=routing.split, slo_ttft_s=routing.slo_ttft_s, unloaded_ttft_s=unloaded,
+            predict_ttft_s=_predictor(self.engines, routing.mean_prompt))
+        return get_router(routing.policy)(ctx)
+
+    def on_finish(self, req: Request) -> None:
         i = req.rid
-        first[i] = req.first_token_s
-        fin[i] = req.finish_s
-        p = routed_to[i]
-        backlog[p] -= 1
-        busy_count[rep_of[i]] -= 1
-        if env.now < duration_s:
-            done[p] += 1
-        if measured[i]:
-            left[0] -= 1
-            if left[0] == 0 and arrivals_done[0] and not stop.triggered:
-                stop.succeed()
+        self.first[i] = req.first_token_s
+        self.fin[i] = req.finish_s
+        p = self.routed_to[i]
+        self.backlog[p] -= 1
+        self.busy_count[self.rep_of[i]] -= 1
+        if self.env.now < self.duration_s:
+            self.done[p] += 1
+        if self.measured[i]:
+            self.left -= 1
+            if self.left == 0 and self.arrivals_done and not self.stop.triggered:
+                self.stop.succeed()
 
-    engines: list[ReplicaEngine] = []
-    replica_pool: list[int] = []
-    for pm in pools:
-        for _ in range(pm.count):
-            engines.append(ReplicaEngine(env, pm.params, on_finish, record_itl=False))
-            replica_pool.append(pm.index)
-    busy_count = [0] * len(engines)  # outstanding requests per replica (routed, not finished)
-    eligible = [[r for r, p in enumerate(replica_pool) if p in set(cp)]
-                for cp in routing.class_pools]
-    unloaded = [[unloaded_ttft_s(pm.params, routing.p99_prompt[c]) for pm in pools]
-                for c in range(len(routing.class_pools))]
-    ctx = RoutingContext(
-        replica_pool=replica_pool, eligible=eligible,
-        outstanding=busy_count,
-        split=routing.split, slo_ttft_s=routing.slo_ttft_s, unloaded_ttft_s=unloaded,
-        predict_ttft_s=_predictor(engines, routing.mean_prompt))
-    router = get_router(routing.policy)(ctx)
-
-    def arrivals():  # type: ignore[no-untyped-def]
-        for i in range(n):
+    def arrivals(self) -> Generator[simpy.Event, object, None]:
+        """The traffic, routed and submitted at each request's arrival."""
+        env, tr = self.env, self.traffic
+        t_arr, ins, outs, cls_of = tr.arrival_s, tr.input_tokens, tr.output_tokens, tr.cls
+        cached = tr.cached_tokens
+        route, replica_pool, engines = self.router.route, self.replica_pool, self.engines
+        routed_to, backlog, busy_count, rep_of = (self.routed_to, self.backlog,
+                                                  self.busy_count, self.rep_of)
+        for i in range(len(tr)):
             t = float(t_arr[i])
             if t > env.now:
                 yield env.timeout(t - env.now)
             c = int(cls_of[i])
             a = int(ins[i])
             k = int(cached[i]) if cached is not None else 0
-            r = router.route(c, a - min(k, a - 1) if k else a)  # tokens it must prefill
+            r = route(c, a - min(k, a - 1) if k else a)  # tokens it must prefill
             p = replica_pool[r]
             routed_to[i] = p
             backlog[p] += 1
             busy_count[r] += 1
             rep_of[i] = r
             engines[r].submit(Request(i, t, a, int(outs[i]), c, cached_tokens=k))
-        arrivals_done[0] = True
-        if left[0] == 0 and not stop.triggered:
-            stop.succeed()
+        self.arrivals_done = True
+        if self.left == 0 and not self.stop.triggered:
+            self.stop.succeed()
 
-    caps = [pm.count * pm.params.max_num_seqs * BACKLOG_CAP_SEQS for pm in pools]
-    snap: dict[str, list[float]] = {}
-    check_s = max(0.5, (duration_s - warmup_s) / 100.0)
-    drain_end = duration_s + max(DRAIN_MIN_S, DRAIN_SHARE * duration_s)
-
-    def monitor():  # type: ignore[no-untyped-def]
+    def monitor(self, progress: Callable[[float], None] | None
+                ) -> Generator[simpy.Event, object, None]:
+        """Snapshots at the window's ends; stops the run at the backlog cap or drain limit."""
+        env, snap, backlog, engines = self.env, self.snap, self.backlog, self.engines
+        warmup_s, duration_s = self.warmup_s, self.duration_s
+        check_s = max(0.5, (duration_s - warmup_s) / 100.0)
+        drain_end = duration_s + max(DRAIN_MIN_S, DRAIN_SHARE * duration_s)
         took_warm = took_end = False
-        while not stop.triggered:
+        while not self.stop.triggered:
             now = env.now
             if not took_warm and now >= warmup_s:
-                snap["busy0"] = [_busy_at(e, warmup_s) for e in engines]
+                snap["busy0"] = [e.busy_s_at(warmup_s) for e in engines]
                 snap["backlog0"] = list(backlog)
-                snap["done0"] = list(done)
+                snap["done0"] = list(self.done)
                 took_warm = True
             if not took_end and now >= duration_s:
-                snap["busy1"] = [_busy_at(e, duration_s) for e in engines]
+                snap["busy1"] = [e.busy_s_at(duration_s) for e in engines]
                 snap["backlog1"] = list(backlog)
                 took_end = True
-            if any(b > cap for b, cap in zip(backlog, caps, strict=True)):
-                reason[0] = "backlog cap"
-                stop.succeed()
+            if any(b > cap for b, cap in zip(backlog, self.caps, strict=True)):
+                self.reason = "backlog cap"
+                self.stop.succeed()
                 return
             if now >= drain_end:
-                reason[0] = "drain limit"
-                stop.succeed()
+                self.reason = "drain limit"
+                self.stop.succeed()
                 return
             if progress is not None:
                 progress(min(1.0, now / duration_s))
             nxt = min(x for x in (now + check_s, warmup_s, duration_s, drain_end) if x > now)
             yield env.timeout(nxt - now)
 
-    env.process(arrivals())
-    env.process(monitor())
-    env.run(until=stop)
-    now = env.now
+
+def _outcome(run: _Run) -> Replication:
+    """The measured requests' latencies (censored at the stop) and each pool's statistics."""
+    pools, snap, warmup_s, duration_s = run.pools, run.snap, run.warmup_s, run.duration_s
+    t_arr, outs = run.traffic.arrival_s, run.traffic.output_tokens
+    now = run.env.now
     end = min(now, duration_s)
     w0 = warmup_s
+    measured = run.measured
     if "busy0" not in snap or end - warmup_s < max(1.0, 0.1 * (duration_s - warmup_s)):
         # stopped (overloaded) during or just after warm-up: measure from t=0
         w0 = 0.0
-        snap["busy0"] = [0.0] * len(engines)
+        snap["busy0"] = [0.0] * len(run.engines)
         snap["backlog0"] = [0] * len(pools)
         snap["done0"] = [0] * len(pools)
         measured = (t_arr < end)
     if "busy1" not in snap:
-        snap["busy1"] = [_busy_at(e, end) for e in engines]
-        snap["backlog1"] = list(backlog)
+        snap["busy1"] = [e.busy_s_at(end) for e in run.engines]
+        snap["backlog1"] = list(run.backlog)
     window = max(end - w0, 1e-9)
-    util = []
-    r0 = 0
-    for pm in pools:
-        b = sum(snap["busy1"][r] - snap["busy0"][r] for r in range(r0, r0 + pm.count))
-        util.append(min(1.0, max(0.0, b / (window * pm.count))))
-        r0 += pm.count
+    routed_to, first, fin = run.routed_to, run.first, run.fin
     m = measured & (routed_to >= 0)
-    routed = np.bincount(routed_to[m & (routed_to >= 0)], minlength=len(pools))
-    over = []
-    for p, pm in enumerate(pools):
-        grew = snap["backlog1"][p] - snap["backlog0"][p]
-        limit = max(GROWTH_SHARE * routed[p], GROWTH_FLOOR * pm.count)
-        over.append(grew > limit or (reason[0] == "backlog cap" and backlog[p] > caps[p])
-                    or (reason[0] == "drain limit" and backlog[p] > 0))
     # censor: no first token / not finished by the stop
     ft = np.where(np.isnan(first), now, first)
     fe = np.where(np.isnan(fin), now, fin)
     o = outs.astype(float)
     tpot = np.where((~np.isnan(fin)) & (o > 1), (fin - first) / np.maximum(o - 1, 1), np.nan)
     return Replication(
-        cls=cls_of[m], input_tokens=ins[m], output_tokens=outs[m],
+        cls=run.traffic.cls[m], input_tokens=run.traffic.input_tokens[m], output_tokens=outs[m],
         ttft_s=(ft - t_arr)[m], e2e_s=(fe - t_arr)[m], tpot_s=tpot[m],
         finished=~np.isnan(fin[m]), pool=routed_to[m], window_s=window,
-        utilization=tuple(util), pool_overloaded=tuple(bool(x) for x in over),
-        pool_completed_rps=tuple((d - d0) / window for d, d0 in zip(done, snap["done0"],
+        utilization=_utilization(run, window),
+        pool_overloaded=_overloaded(run, m),
+        pool_completed_rps=tuple((d - d0) / window for d, d0 in zip(run.done, snap["done0"],
                                                                      strict=True)),
-        stopped_at_s=now, stop_reason=reason[0],
+        stopped_at_s=now, stop_reason=run.reason,
     )
+
+
+def _utilization(run: _Run, window: float) -> tuple[float, ...]:
+    """Per pool, the share of the window its replicas spent stepping."""
+    snap = run.snap
+    util = []
+    r0 = 0
+    for pm in run.pools:
+        b = sum(snap["busy1"][r] - snap["busy0"][r] for r in range(r0, r0 + pm.count))
+        util.append(min(1.0, max(0.0, b / (window * pm.count))))
+        r0 += pm.count
+    return tuple(util)
+
+
+def _overloaded(run: _Run, m: np.ndarray) -> tuple[bool, ...]:
+    """Per pool: its backlog grew past normal fluctuation, or it was why the run stopped."""
+    snap, backlog, routed_to, reason = run.snap, run.backlog, run.routed_to, run.reason
+    routed = np.bincount(routed_to[m & (routed_to >= 0)], minlength=len(run.pools))
+    over = []
+    for p, pm in enumerate(run.pools):
+        grew = snap["backlog1"][p] - snap["backlog0"][p]
+        limit = max(GROWTH_SHARE * routed[p], GROWTH_FLOOR * pm.count)
+        over.append(grew > limit or (reason == "backlog cap" and backlog[p] > run.caps[p])
+                    or (reason == "drain limit" and backlog[p] > 0))
+    return tuple(bool(x) for x in over)

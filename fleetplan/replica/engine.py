@@ -150,6 +150,14 @@ class ReplicaEngine:
         """Engine time spent stepping so far (completed steps)."""
         return self.stats.busy_s
 
+    def busy_s_at(self, now: float) -> float:
+        """Engine time spent stepping up to ``now``: :attr:`busy_s` plus the part of the step
+        (or jump of steps) in progress already elapsed."""
+        busy = self.stats.busy_s
+        if self._busy:
+            busy += max(0.0, now - self._plan_t0)
+        return busy
+
     @property
     def queue_len(self) -> int:
         """Requests waiting for admission (including those still in the overhead stage)."""
