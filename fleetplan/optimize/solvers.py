@@ -1,9 +1,12 @@
 """MILP solver registry: fleetplan names -> PuLP solvers, always with a time limit and a gap.
 
-``cbc`` (PuLP's bundled CBC, the default) and ``highs`` (HiGHS through ``highspy``, when that is
-installed) are registered; any solver PuLP itself lists as available is accepted by its PuLP name
-too. Unknown or unavailable names fail with the list of valid ones. Main entries:
-:func:`make_solver`, :func:`solver_names`.
+The one registry of solvers (:func:`register_solver`): ``cbc`` (PuLP's bundled CBC, the
+default), ``highs`` (HiGHS through ``highspy``, when that is installed) and ``glpk`` (GLPK's
+``glpsol``, when that is on the PATH); any solver PuLP itself lists as available is accepted by
+its PuLP name too. Unknown or unavailable names fail with the names valid on this machine, both
+when a scenario is loaded (``solver.name``) and here. The settings record is
+:class:`fleetplan.scenario.SolverSettings` (one record for the scenario and the optimizer). Main
+entries: :func:`make_solver`, :func:`solver_names`, :func:`resolve_solver`.
 """
 
 from __future__ import annotations
@@ -11,29 +14,44 @@ from __future__ import annotations
 import os
 import sys
 import warnings
-from dataclasses import dataclass
 from functools import cache
 
 import pulp
 
 from fleetplan.errors import InputError, UnknownNameError
+from fleetplan.scenario.settings import (
+    DEFAULT_GAP,
+    DEFAULT_SOLVER,
+    DEFAULT_TIME_LIMIT_S,
+    SolverSettings,
+)
 
-DEFAULT_SOLVER = "cbc"
-DEFAULT_TIME_LIMIT_S = 60.0
-DEFAULT_GAP = 1e-4
+__all__ = [
+    "DEFAULT_GAP", "DEFAULT_SOLVER", "DEFAULT_TIME_LIMIT_S", "SOLVERS", "SolverSettings",
+    "achieved_gap", "make_solver", "register_solver", "resolve_solver", "solver_names",
+]
 
-_REGISTRY: dict[str, str] = {}
+SOLVERS: dict[str, str] = {}
+"""fleetplan solver name -> PuLP solver name (the registry; lower-case names)."""
+_INSTALL_HINTS: dict[str, str] = {}
 
 
-def register_solver(name: str, pulp_name: str) -> None:
-    """Register ``name`` for the PuLP solver class named ``pulp_name``; duplicates are refused."""
-    if name in _REGISTRY:
+def register_solver(name: str, pulp_name: str, install_hint: str = "") -> None:
+    """Register ``name`` for the PuLP solver class named ``pulp_name``; duplicates are refused.
+
+    ``install_hint`` is shown when the solver is not available on the machine.
+    """
+    key = name.lower()
+    if key in SOLVERS:
         raise ValueError(f"solver {name!r} is already registered")
-    _REGISTRY[name] = pulp_name
+    SOLVERS[key] = pulp_name
+    if install_hint:
+        _INSTALL_HINTS[key] = install_hint
 
 
 register_solver("cbc", "PULP_CBC_CMD")
-register_solver("highs", "HiGHS")
+register_solver("highs", "HiGHS", "pip install highspy")
+register_solver("glpk", "GLPK_CMD", "install GLPK's glpsol, e.g. apt-get install glpk-utils")
 
 
 def _available() -> set[str]:
@@ -43,36 +61,18 @@ def _available() -> set[str]:
 def solver_names() -> list[str]:
     """Names accepted by ``--solver`` on this machine."""
     avail = _available()
-    ours = [n for n, p in _REGISTRY.items() if p in avail]
-    return sorted(ours) + sorted(avail - set(_REGISTRY.values()))
-
-
-@dataclass(frozen=True)
-class SolverSettings:
-    """Which solver, and the stop criteria that are always set and always reported."""
-
-    name: str = DEFAULT_SOLVER
-    time_limit_s: float = DEFAULT_TIME_LIMIT_S
-    gap: float = DEFAULT_GAP
-
-    def __post_init__(self) -> None:
-        if not self.time_limit_s > 0:
-            raise InputError(f"solver.time_limit_s(={self.time_limit_s}) must be > 0")
-        if not 0 <= self.gap < 1:
-            raise InputError(f"solver.gap(={self.gap}) must be in [0, 1)")
-
-    @property
-    def pulp_name(self) -> str:
-        return resolve_solver(self.name)
+    ours = [n for n, p in SOLVERS.items() if p in avail]
+    return sorted(ours) + sorted(avail - set(SOLVERS.values()))
 
 
 def resolve_solver(name: str) -> str:
     """PuLP's name for ``name`` (a registered fleetplan name or an available PuLP name)."""
     avail = _available()
-    pulp_name = _REGISTRY.get(name.lower(), name)
+    pulp_name = SOLVERS.get(name.lower(), name)
     if pulp_name not in avail:
-        if name.lower() in _REGISTRY:
-            hint = " (pip install highspy)" if pulp_name == "HiGHS" else ""
+        if name.lower() in SOLVERS:
+            how = _INSTALL_HINTS.get(name.lower())
+            hint = f" ({how})" if how else ""
             raise InputError(f"solver {name} is not available on this machine{hint}; "
                              f"available: {', '.join(solver_names())}")
         raise UnknownNameError("solver", name, solver_names())

@@ -1,0 +1,84 @@
+"""The fleet a scenario simulates: pools of replicas, the ``--fleet`` spec, pool matching.
+
+Main entries: :class:`Pool` (``count`` replicas of one configuration in one region),
+:func:`parse_fleet` (``2x1xH100-PCIe+4x2xRTX-4090@FRA``) and :func:`match_pools` (the pools a
+split or pin key names).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from pydantic import Field, ValidationError, field_validator
+
+from fleetplan.catalog.grid import DEFAULT_REGION
+from fleetplan.catalog.hardware import HardwareConfig
+from fleetplan.errors import FleetplanError, InputError
+from fleetplan.scenario.base import Strict, canon_config, check_region
+
+
+class Pool(Strict):
+    """``count`` replicas of one hardware configuration in one grid region."""
+
+    config: str = Field(
+        description="hardware configuration of every replica: `<GPUs>x<GPU type>` (tensor "
+                    "parallel over that many GPUs); names are canonicalised",
+        examples=["1xH100-PCIe", "2xRTX-4090"])
+    count: int = Field(ge=1, le=100_000, description="replicas in the pool", examples=[2])
+    region: str = Field(
+        default=DEFAULT_REGION,
+        description="grid region of the pool (its carbon intensity; see the region table)",
+        examples=["FRA"])
+
+    _c = field_validator("config")(classmethod(lambda cls, v: canon_config(v)))
+    _r = field_validator("region")(classmethod(lambda cls, v: check_region(v)))
+
+    @property
+    def label(self) -> str:
+        """``config@region``: how pools are named in outputs, splits and pins."""
+        return f"{self.config}@{self.region}"
+
+    @property
+    def hardware(self) -> HardwareConfig:
+        return HardwareConfig.parse(self.config)
+
+
+_FLEET_RE = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+\s*[xX].+?)\s*(?:@\s*([A-Za-z0-9_-]+))?\s*$")
+
+
+def parse_fleet(text: str) -> list[Pool]:
+    """Parse a fleet spec: pools joined by ``+``, each ``<replicas>x<config>[@<region>]``.
+
+    ``2x1xH100-PCIe+4x2xRTX-4090@FRA``: two 1xH100-PCIe replicas (region EU27) and four
+    2xRTX-4090 replicas in FRA.
+    """
+    pools = []
+    for part in text.split("+"):
+        m = _FLEET_RE.match(part)
+        if not m:
+            raise InputError(f"--fleet {part.strip()!r}: expected <replicas>x<config>[@REGION], "
+                             "e.g. 2x1xH100-PCIe or 4x2xRTX-4090@FRA, joined by +")
+        data = {"config": m.group(2), "count": int(m.group(1)),
+                "region": m.group(3) or DEFAULT_REGION}
+        try:
+            pools.append(Pool.model_validate(data))
+        except ValidationError as exc:
+            msg = exc.errors()[0]["msg"].removeprefix("Value error, ")
+            raise InputError(f"--fleet {part.strip()!r}: {msg}") from None
+    return pools
+
+
+def match_pools(key: str, fleet: Sequence[Pool]) -> list[int]:
+    """Indices of the pools a split/pin key names: ``config`` (any region) or ``config@region``."""
+    config, _, region = key.partition("@")
+    try:
+        canon = HardwareConfig.parse(config).name
+    except (FleetplanError, ValidationError):
+        canon = config
+    hits = [i for i, p in enumerate(fleet)
+            if p.config == canon and (not region or p.region == region)]
+    if not hits:
+        labels = ", ".join(p.label for p in fleet)
+        raise InputError(f"{key} names no pool of the fleet (pools: {labels})")
+    return hits

@@ -1,0 +1,73 @@
+"""Reading a scenario: file or parsed dict -> :class:`~fleetplan.scenario.model.Scenario`.
+
+Main entries: :func:`load_scenario` (YAML or JSON file; trace paths relative to its folder),
+:func:`scenario_from_dict` and :func:`scenario_json_schema` (``fleetplan schema``). Every error is
+one :class:`~fleetplan.errors.InputError` line naming the file, the field path and the value.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from fleetplan.errors import InputError
+from fleetplan.scenario.messages import format_validation_error
+from fleetplan.scenario.model import Scenario
+
+
+def _resolve_traces(data: Any, base: Path) -> Any:
+    """Trace paths relative to the scenario file's folder (a path operation, no disk access)."""
+    if not isinstance(data, dict) or not isinstance(data.get("classes"), list):
+        return data
+    for c in data["classes"]:
+        if not isinstance(c, dict):
+            continue
+        t = c.get("trace")
+        if isinstance(t, str) and not os.path.isabs(t):
+            c["trace"] = str(base / t)
+        f = t.get("file") if isinstance(t, dict) else None
+        if isinstance(t, dict) and isinstance(f, str) and not os.path.isabs(f):
+            t["file"] = str(base / f)
+    return data
+
+
+def scenario_from_dict(data: Any, source: str = "scenario",
+                       base_dir: str | os.PathLike[str] | None = None) -> Scenario:
+    """Validate a parsed scenario; errors become one-line :class:`InputError` messages."""
+    if base_dir is not None:
+        data = _resolve_traces(copy.deepcopy(data), Path(base_dir))
+    if not isinstance(data, dict):
+        raise InputError(f"{source}: a scenario is a mapping of fields, not {type(data).__name__}")
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as exc:
+        raise InputError(format_validation_error(exc, data, source)) from None
+
+
+def load_scenario(path: str | os.PathLike[str]) -> Scenario:
+    """Read and validate a YAML or JSON scenario file (trace paths relative to its folder)."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{p}: scenario file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{p}: cannot read scenario ({exc})") from None
+    try:
+        data = json.loads(text) if p.suffix.lower() == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        first = " ".join(str(exc).split())
+        raise InputError(f"{p}: not valid {'JSON' if p.suffix == '.json' else 'YAML'}: "
+                         f"{first[:200]}") from None
+    return scenario_from_dict(data, str(p), base_dir=p.parent.resolve())
+
+
+def scenario_json_schema() -> dict[str, Any]:
+    """The JSON Schema of a scenario file (``fleetplan schema``)."""
+    return Scenario.model_json_schema(by_alias=True)

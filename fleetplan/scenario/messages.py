@@ -1,0 +1,65 @@
+"""One-line validation errors: ``SOURCE: PATH = VALUE: MESSAGE``.
+
+:func:`format_validation_error` renders pydantic's first error with the full field path walked
+in the input (``classes[1].slo.ttft_p99_ms``), the value found there, and a count of the rest.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import ValidationError
+
+
+def _path(loc: tuple[Any, ...], data: Any) -> tuple[str, Any, bool]:
+    """Render a pydantic ``loc`` as ``classes[1].slo.ttft_p99_ms``; also the value found there.
+
+    Union tags pydantic inserts (``lognormal``, ``function-after[...]``) are not keys of the
+    input: walking the input alongside the loc drops them (a missing last key is kept).
+    """
+    out, cur, found = "", data, True
+    for i, part in enumerate(loc):
+        last = i == len(loc) - 1
+        if isinstance(part, int) and isinstance(cur, list | tuple) and 0 <= part < len(cur):
+            out += f"[{part}]"
+            cur = cur[part]
+        elif isinstance(cur, dict) and part in cur:
+            out += f".{part}" if out else str(part)
+            cur = cur[part]
+        elif last and isinstance(cur, dict):
+            out += f".{part}" if out else str(part)
+            found = False
+    return out or "(top level)", cur, found
+
+
+def _show(v: Any) -> str:
+    text = json.dumps(v, default=str) if isinstance(v, dict | list) else repr(v)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def format_validation_error(exc: ValidationError, data: Any, source: str) -> str:
+    """One line: ``SOURCE: PATH = VALUE: MESSAGE`` for the first error (and a count of the rest)."""
+    errs = exc.errors(include_url=False)
+    e = errs[0]
+    loc = tuple(e["loc"])
+    ctx = e.get("ctx") or {}
+    if e["type"] == "unknown_field":
+        loc = (*loc, ctx["field"])
+    path, value, found = _path(loc, data)
+    msg = e["msg"]
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, "):]
+    if e["type"] == "extra_forbidden":
+        msg = "unknown field"
+    if e["type"] == "missing":
+        text = f"{source}: {path}: required field is missing"
+    elif path == "(top level)":
+        text = f"{source}: {msg}"
+    elif found and not isinstance(value, dict):
+        text = f"{source}: {path} = {_show(value)}: {msg}"
+    else:
+        text = f"{source}: {path}: {msg}"
+    if len(errs) > 1:
+        text += f" (and {len(errs) - 1} more error(s))"
+    return text
