@@ -1,6 +1,9 @@
 """Atomic file writes (a reader sees the old file or the new one, never half of either) and the
 JSON-safe form of values every JSON writer shares.
 
+:func:`user_data_dir` is where commands write the user's own store and calibration by default
+(never into the bundled ``data/``).
+
 An atomic write keeps the mode of the file it replaces; a new file gets ``0o666 & ~umask``, as
 ``open(path, "w")`` would (not the 0600 of the temporary file)."""
 
@@ -13,6 +16,16 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+
+def user_data_dir() -> Path:
+    """fleetplan's folder of user data: ``$XDG_DATA_HOME/fleetplan``, else (Windows)
+    ``%LOCALAPPDATA%/fleetplan``, else ``~/.local/share/fleetplan``. Read at call time; never
+    created here."""
+    base = os.environ.get("XDG_DATA_HOME") or (os.environ.get("LOCALAPPDATA")
+                                               if os.name == "nt" else None)
+    root = Path(base).expanduser() if base else Path.home() / ".local" / "share"
+    return root / "fleetplan"
 
 
 def json_safe(v: Any) -> Any:

@@ -6,30 +6,16 @@ import math
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import typer
-from pydantic import ValidationError
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
-from fleetplan.bench import (
-    BenchConfig,
-    load_dataset,
-    run_sweep,
-    summary_rows,
-    synthetic_requests,
-    write_results,
-)
-from fleetplan.bench.requests import parse_length_dist
-from fleetplan.bench.runner import SEND_LAG_WARN_MS
 from fleetplan.cli._format import dumps
 from fleetplan.errors import InputError
-from fleetplan.profiles.ingest import IngestOptions, ingest_paths
-from fleetplan.profiles.store import default_store_path, load_profiles
-from fleetplan.workload.lengths import LengthModel, protocol_length_model
+
+if TYPE_CHECKING:  # the client, numpy and rich are imported by the command when it runs
+    from rich.console import Console
+    from rich.table import Table
 
 
 def _rates(rate: float | None, sweep: str | None) -> list[float]:
@@ -51,6 +37,12 @@ def _rates(rate: float | None, sweep: str | None) -> list[float]:
 
 def _requests(n: int, seed: int, dataset: Path | None, input_len: str | None,
               output_len: str | None) -> tuple[list[Any], str]:
+    import numpy as np
+
+    from fleetplan.bench import load_dataset, synthetic_requests
+    from fleetplan.bench.requests import parse_length_dist
+    from fleetplan.workload.lengths import LengthModel, protocol_length_model
+
     rng = np.random.default_rng(seed)
     out_dist = parse_length_dist(output_len, "--output-len") if output_len else None
     if dataset is not None:
@@ -68,6 +60,10 @@ def _requests(n: int, seed: int, dataset: Path | None, input_len: str | None,
 
 
 def _table(results: list[dict[str, Any]]) -> Table:
+    from rich.table import Table
+
+    from fleetplan.bench import summary_rows
+
     table = Table(title="fleetplan bench", caption="Latencies are client-side (as vllm bench "
                   "serve measures them); power: " + str(results[0].get("power_source")),
                   caption_justify="left")
@@ -126,7 +122,8 @@ def bench(
                                     "one object per line)."),
     ingest: bool = typer.Option(False, "--ingest", help="Add the results to the profile store."),
     store: Path | None = typer.Option(None, "--store", help="Store for --ingest (default: "
-                                      "bundled)."),
+                                      "your store, $XDG_DATA_HOME/fleetplan/profiles.csv, "
+                                      "started from the bundled runs)."),
     fmt: str = typer.Option("table", "--format", help="table (summary) or json (the results)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar on "
                                   "stderr."),
@@ -140,6 +137,19 @@ def bench(
     """
     if fmt not in ("table", "json"):
         raise InputError(f"--format {fmt!r}: expected table or json")
+    from pydantic import ValidationError
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    from fleetplan.bench import BenchConfig, run_sweep, write_results
+    from fleetplan.bench.runner import SEND_LAG_WARN_MS
+
     rates = _rates(rate, sweep)
     reqs, dataset_name = _requests(num_prompts, seed, dataset, input_len, output_len)
     try:
@@ -195,8 +205,12 @@ def bench(
 
 def _ingest(results: list[dict[str, Any]], out: Path | None, store: Path | None,
             gpu: str | None, gpu_count: int | None, err: Console) -> None:
-    target = store if store is not None else default_store_path()
-    st = load_profiles(target)
+    from fleetplan.bench import write_results
+    from fleetplan.profiles.ingest import IngestOptions, ingest_paths
+    from fleetplan.profiles.store import load_profiles, user_store_path
+
+    target = store if store is not None else user_store_path()
+    st = load_profiles(store)  # default: your store if it exists, else the bundled one
     opts = IngestOptions(gpu=gpu, gpu_count=gpu_count)
     with tempfile.TemporaryDirectory() as tmp:
         src = out if out is not None else Path(tmp) / "fleetplan-bench.jsonl"

@@ -2,24 +2,25 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
-import pandas as pd
 import typer
 
 from fleetplan.cli._format import OutputFormat, emit_json, emit_table
-from fleetplan.profiles.store import load_profiles
-from fleetplan.replica.calibration import DEFAULT_MAX_NFEV, calibrate_store, write_calibration
-from fleetplan.replica.params import default_calibration_path
+from fleetplan.replica.calibration import DEFAULT_MAX_NFEV
 
 
 def calibrate(
     model: str | None = typer.Option(None, "--model", "-m", help="Only this model."),
     config: str | None = typer.Option(None, "--config", "-c", help="Only this configuration."),
     out: Path | None = typer.Option(
-        None, "--out", help="Result file (default: data/calibration.json)."
+        None, "--out", help="Result file. Default: your calibration, "
+        "$XDG_DATA_HOME/fleetplan/calibration.json (~/.local/share/fleetplan/), started from "
+        "the one read so far; every command then reads it. The bundled data/ is never written."
     ),
-    store: Path | None = typer.Option(None, "--store", help="Profile store (default: bundled)."),
+    store: Path | None = typer.Option(None, "--store", help="Profile store (default: yours if "
+                                      "you have one, else the bundled runs)."),
     jobs: int | None = typer.Option(None, "--jobs", min=1, help="Processes (default: all cores)."),
     max_nfev: int = typer.Option(
         DEFAULT_MAX_NFEV, "--max-nfev", min=5, max=1000, help="Simulations per configuration fit."
@@ -32,10 +33,22 @@ def calibrate(
 
     Example: fleetplan calibrate --config 1xH100-PCIe --out my-calibration.json
     """
+    import pandas as pd
+
+    from fleetplan._io import write_bytes_atomic
+    from fleetplan.profiles.store import load_profiles
+    from fleetplan.replica.calibration import calibrate_store, write_calibration
+    from fleetplan.replica.params import default_calibration_path, user_calibration_path
+
     st = load_profiles(store)
     cal = calibrate_store(st, model=model, config=config, jobs=jobs, max_nfev=max_nfev)
-    target = out if out is not None else default_calibration_path()
+    target = out if out is not None else user_calibration_path()
+    start = default_calibration_path()
+    if out is None and not target.exists() and start.is_file():  # start from the bundled one
+        write_bytes_atomic(target, start.read_bytes())
     write_calibration(cal, target)
+    if out is None:
+        print(f"fleetplan: your calibration: {target}", file=sys.stderr)
     rows = []
     for f in cal.fits:
         p = f.params

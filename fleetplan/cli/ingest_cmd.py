@@ -7,13 +7,14 @@ from pathlib import Path
 
 import typer
 
-from fleetplan.profiles.ingest import IngestOptions, ingest_paths
-from fleetplan.profiles.store import default_store_path, load_profiles
+STORE_HELP = ("Store file. Default: your store, $XDG_DATA_HOME/fleetplan/profiles.csv "
+              "(~/.local/share/fleetplan/), started from the bundled runs; the bundled data/ is "
+              "never written.")
 
 
 def ingest(
     paths: list[Path] = typer.Argument(..., help="Result files or folders (walked for *.json)."),
-    store: Path | None = typer.Option(None, "--store", help="Store file (default: bundled)."),
+    store: Path | None = typer.Option(None, "--store", help=STORE_HELP),
     gpu: str | None = typer.Option(None, "--gpu", help="GPU, for files that do not name it."),
     gpu_count: int | None = typer.Option(None, "--gpu-count", min=1,
                                          help="GPUs per replica, for files that do not say."),
@@ -28,13 +29,18 @@ def ingest(
     Refused records are reported one line each on stderr (file, line, field); the rest are
     ingested and the command exits 2. The store is written atomically.
     """
-    target = store if store is not None else default_store_path()
-    st = load_profiles(target)
+    from fleetplan.profiles.ingest import IngestOptions, ingest_paths
+    from fleetplan.profiles.store import load_profiles, user_store_path
+
+    target = store if store is not None else user_store_path()
+    st = load_profiles(store)  # default: your store if it exists, else the bundled one
     opts = IngestOptions(gpu=gpu, gpu_count=gpu_count, engine_version=engine_version,
                          dataset=dataset)
     report = ingest_paths(paths, st, opts)
     if report.added:
         st.save(target)
+        if store is None:
+            print(f"fleetplan: your profile store: {target}", file=sys.stderr)
     for err in report.errors:
         print(f"fleetplan: error: {err}", file=sys.stderr)
     typer.echo(f"{len(report.added)} run(s) added, {report.duplicates} already present, "

@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 from pydantic import ValidationError
 
-from fleetplan._io import atomic_write_text
+from fleetplan._io import atomic_write_text, user_data_dir
 from fleetplan.catalog._tables import data_dir
 from fleetplan.errors import DataError, UnknownNameError
 from fleetplan.profiles.record import BenchmarkRun
@@ -28,8 +28,16 @@ _PANDAS_DTYPES = {"str": "string", "int": "Int64", "float": "float64", "bool": "
 
 
 def default_store_path() -> Path:
-    """The bundled store (``data/profiles.csv``)."""
-    return data_dir() / DEFAULT_STORE_NAME
+    """The store read by default: the user's (:func:`user_store_path`) when it exists, else the
+    bundled ``data/profiles.csv``."""
+    user = user_store_path()
+    return user if user.is_file() else data_dir() / DEFAULT_STORE_NAME
+
+
+def user_store_path() -> Path:
+    """The user's store, ``<user data dir>/profiles.csv`` (:func:`fleetplan._io.user_data_dir`):
+    where ``fleetplan ingest`` and ``bench --ingest`` write without ``--store``."""
+    return user_data_dir() / DEFAULT_STORE_NAME
 
 
 def empty_frame() -> pd.DataFrame:

@@ -23,6 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from fleetplan._io import user_data_dir
 from fleetplan.catalog._tables import data_dir
 from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.catalog.models import get_model
@@ -70,8 +71,16 @@ class ReplicaParams(BaseModel):
 
 
 def default_calibration_path() -> Path:
-    """The bundled calibration result (``data/calibration.json``)."""
-    return data_dir() / DEFAULT_CALIBRATION_NAME
+    """The calibration read by default: the user's (:func:`user_calibration_path`) when it
+    exists, else the bundled ``data/calibration.json``."""
+    user = user_calibration_path()
+    return user if user.is_file() else data_dir() / DEFAULT_CALIBRATION_NAME
+
+
+def user_calibration_path() -> Path:
+    """``<user data dir>/calibration.json``: where ``fleetplan calibrate`` writes without
+    ``--out``."""
+    return user_data_dir() / DEFAULT_CALIBRATION_NAME
 
 
 @cache
