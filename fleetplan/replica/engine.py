@@ -1,7 +1,8 @@
 """A vLLM-like serving engine (one replica) as an exact, event-skipping SimPy model.
 
-Main entries: :class:`Request` (one request, filled in by the engine) and :class:`ReplicaEngine`
-(``submit(req)`` at the request's arrival; ``on_finish`` is called when its last token is out).
+Main entries: :class:`ReplicaEngine` (``submit(req)`` at the request's arrival; ``on_finish`` is
+called when its last token is out) and :class:`Request` (one request, filled in by the engine;
+defined with the engine's counters in :mod:`fleetplan.replica.records`).
 
 Scheduling follows vLLM V1 (0.8.x) iteration by iteration: a FCFS waiting queue; each step first
 serves running requests in admission order (one token per decoding sequence, the rest of a
@@ -25,76 +26,25 @@ import heapq
 import math
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import simpy
 
 from fleetplan.errors import ModelError
 from fleetplan.replica.params import ReplicaParams
+from fleetplan.replica.records import (
+    DECODE,
+    DONE,
+    PENDING,
+    PREFILL,
+    WAITING,
+    EngineStats,
+    Request,
+)
 
-_NAN = math.nan
 _EPS = 1e-12
-PENDING, WAITING, PREFILL, DECODE, DONE = range(5)
 
-
-@dataclass(slots=True, eq=False)
-class Request:
-    """One request. The caller fills the first fields; the engine fills the rest."""
-
-    rid: int
-    arrival_s: float
-    input_tokens: int
-    output_tokens: int
-    cls: int = 0
-    cached_tokens: int = 0  # prompt tokens already in the prefix cache when it arrives
-    scheduled_s: float = _NAN  # first admission into a step
-    first_token_s: float = _NAN
-    finish_s: float = _NAN
-    last_token_s: float = _NAN
-    generated: int = 0  # tokens out so far (exact once finished or preempted)
-    preemptions: int = 0
-    state: int = PENDING
-    # engine bookkeeping
-    _visible: float = 0.0
-    _computed: int = 0  # tokens whose KV is computed (prefill progress)
-    _target: int = 0  # tokens to prefill before the next token comes out
-    _slots: int = 0  # KV slots held while prefilling
-    _off: int = 0  # while decoding: context at global step k is _off + k
-    _fin: int = 0  # while decoding: global step of the last token
-    _gen0: int = 0  # tokens out when decoding started
-
-    @property
-    def ttft_s(self) -> float:
-        return self.first_token_s - self.arrival_s
-
-    @property
-    def e2e_s(self) -> float:
-        return self.finish_s - self.arrival_s
-
-    @property
-    def tpot_s(self) -> float:
-        """Mean time per output token after the first (NaN for one-token replies)."""
-        if self.output_tokens <= 1:
-            return _NAN
-        return (self.finish_s - self.first_token_s) / (self.output_tokens - 1)
-
-    @property
-    def queue_s(self) -> float:
-        """Time from submission to first admission into a step (overhead included)."""
-        return self.scheduled_s - self.arrival_s
-
-
-@dataclass(slots=True)
-class EngineStats:
-    """Counters of one engine (exposed for utilization and diagnostics)."""
-
-    steps: int = 0
-    busy_s: float = 0.0
-    preemptions: int = 0
-    finished: int = 0
-    # token-gap record: (first step duration, growth per step, steps, sequences) per jump
-    itl_segments: list[tuple[float, float, int, int]] = field(default_factory=list)
-    itl_single: list[float] = field(default_factory=list)  # gaps across a preemption
+__all__ = ["DECODE", "DONE", "PENDING", "PREFILL", "WAITING", "EngineStats", "ReplicaEngine",
+           "Request"]
 
 
 class ReplicaEngine:
@@ -123,8 +73,8 @@ class ReplicaEngine:
         self._running: dict[int, Request] = {}  # admission order
         self._heap: list[tuple[int, int, Request]] = []  # (fin step, seq, req) of decoders
         self._n_dec = 0
-        self._s_off = 0  # sum of _off over decoding requests
-        self._phase = [0] * self._bs  # decoding requests by _off mod block size
+        self._s_off = 0  # sum of step_off over decoding requests
+        self._phase = [0] * self._bs  # decoding requests by step_off mod block size
         self._pf_reqs: dict[int, Request] = {}  # running requests still prefilling
         self._pf_slots = 0  # KV slots held by prefilling requests
         self._G = 0  # global step counter (steps completed)
@@ -184,17 +134,17 @@ class ReplicaEngine:
         if -(-total // self._bs) > self._blocks:
             raise ModelError(f"request {req.rid}: needs more KV blocks than the cache holds")
         now = self.env.now
-        req._visible = now + self.params.overhead_s
-        req._target = req.input_tokens
+        req.visible_s = now + self.params.overhead_s
+        req.target = req.input_tokens
         req.state = PENDING
         self._pending.append(req)
         if not self._busy:
-            if self._plan_end > req._visible + _EPS:
-                self._arm(req._visible, 0)
+            if self._plan_end > req.visible_s + _EPS:
+                self._arm(req.visible_s, 0)
             return
         # mid-plan: can the new request join at an earlier step boundary?
         if self._plan_n > 1 and not self._waiting and len(self._running) < self._max_seqs:
-            m = self._steps_until(req._visible - self._plan_t0)
+            m = self._steps_until(req.visible_s - self._plan_t0)
             if m < self._plan_n:
                 self._plan_n = m
                 self._arm(self._plan_t0 + self._cum(m), m)
@@ -236,7 +186,7 @@ class ReplicaEngine:
         self._plan_end = math.inf
         self._busy = False
         pend = self._pending
-        while pend and pend[0]._visible <= now + _EPS:
+        while pend and pend[0].visible_s <= now + _EPS:
             r = pend.popleft()
             r.state = WAITING
             self._wait_cached_blocks += self._cached(r) // self._bs
@@ -259,11 +209,11 @@ class ReplicaEngine:
         heap = self._heap
         while heap and heap[0][0] <= last:
             _, _, r = heapq.heappop(heap)
-            if r.state != DECODE or r._fin > last:
+            if r.state != DECODE or r.last_step > last:
                 continue  # stale entry (preempted and re-queued)
             self._n_dec -= 1
-            self._s_off -= r._off
-            self._phase[r._off % self._bs] -= 1
+            self._s_off -= r.step_off
+            self._phase[r.step_off % self._bs] -= 1
             r.generated = r.output_tokens
             self._finish(r, now)
         pf = self._plan_pf
@@ -272,11 +222,11 @@ class ReplicaEngine:
             for r, chunk in pf:
                 if r.state != PREFILL:
                     continue
-                r._computed += chunk
-                if r._computed < r._target:
+                r.computed += chunk
+                if r.computed < r.target:
                     continue
-                self._pf_slots -= r._slots
-                r._slots = 0
+                self._pf_slots -= r.kv_slots
+                r.kv_slots = 0
                 del self._pf_reqs[r.rid]
                 if r.generated == 0:
                     r.first_token_s = now
@@ -289,14 +239,14 @@ class ReplicaEngine:
                     continue
                 s = last  # the step that produced this token
                 r.state = DECODE
-                r._off = r._target - s
-                r._gen0 = r.generated
-                r._fin = s + r.output_tokens - r.generated
+                r.step_off = r.target - s
+                r.gen0 = r.generated
+                r.last_step = s + r.output_tokens - r.generated
                 self._n_dec += 1
-                self._s_off += r._off
-                self._phase[r._off % self._bs] += 1
+                self._s_off += r.step_off
+                self._phase[r.step_off % self._bs] += 1
                 self._seq += 1
-                heapq.heappush(heap, (r._fin, self._seq, r))
+                heapq.heappush(heap, (r.last_step, self._seq, r))
 
     def _finish(self, r: Request, now: float) -> None:
         r.state = DONE
@@ -320,7 +270,7 @@ class ReplicaEngine:
     def _held_blocks(self) -> int:
         """KV blocks held now (before the next step allocates)."""
         bs = self._bs
-        return self._dec_blocks(self._G - 1) + sum(-(-r._slots // bs)
+        return self._dec_blocks(self._G - 1) + sum(-(-r.kv_slots // bs)
                                                     for r in self._pf_reqs.values())
 
     def _preempt_last(self, now: float) -> tuple[Request, int]:
@@ -328,19 +278,19 @@ class ReplicaEngine:
         _, r = self._running.popitem()
         bs = self._bs
         if r.state == DECODE:
-            freed = -(-(r._off + self._G - 1) // bs)
+            freed = -(-(r.step_off + self._G - 1) // bs)
             self._n_dec -= 1
-            self._s_off -= r._off
-            self._phase[r._off % bs] -= 1
-            r.generated = r._gen0 + (self._G - 1 - (r._fin - (r.output_tokens - r._gen0)))
+            self._s_off -= r.step_off
+            self._phase[r.step_off % bs] -= 1
+            r.generated = r.gen0 + (self._G - 1 - (r.last_step - (r.output_tokens - r.gen0)))
             r.last_token_s = now
         else:
-            freed = -(-r._slots // bs)
-            self._pf_slots -= r._slots
+            freed = -(-r.kv_slots // bs)
+            self._pf_slots -= r.kv_slots
             del self._pf_reqs[r.rid]
-        r._slots = 0
-        r._computed = 0
-        r._target = r.input_tokens + r.generated
+        r.kv_slots = 0
+        r.computed = 0
+        r.target = r.input_tokens + r.generated
         r.cached_tokens = 0
         r.state = WAITING
         r.preemptions += 1
@@ -352,7 +302,7 @@ class ReplicaEngine:
         """Decide the next step (or jump of decode steps) at a step boundary ``now``."""
         if not self._running and not self._waiting:
             if self._pending:
-                self._arm(self._pending[0]._visible, 0)
+                self._arm(self._pending[0].visible_s, 0)
             return
         G = self._G
         n_dec = self._n_dec
@@ -382,7 +332,7 @@ class ReplicaEngine:
         if budget <= 0:
             return False
         cached = self._cached(r)
-        new = min(r._target - cached, budget)
+        new = min(r.target - cached, budget)
         need = -(-(cached + new) // self._bs)
         if self._held_upper() + need <= self._blocks:
             return True
@@ -392,13 +342,13 @@ class ReplicaEngine:
         if r.cached_tokens <= 0 or r.generated:
             return 0
         bs = self._bs
-        return min(r.cached_tokens, (r._target - 1) // bs * bs)
+        return min(r.cached_tokens, (r.target - 1) // bs * bs)
 
     def _jump_len(self, now: float) -> int:
         """Decode steps that can run before the next state change (0: preemption needed)."""
         G = self._G
         heap = self._heap
-        while heap[0][2].state != DECODE or heap[0][2]._fin != heap[0][0]:
+        while heap[0][2].state != DECODE or heap[0][2].last_step != heap[0][0]:
             heapq.heappop(heap)  # stale entries of preempted requests
         n = heap[0][0] - G + 1
         bs, D = self._bs, self._n_dec
@@ -420,12 +370,22 @@ class ReplicaEngine:
             c_step, _, c_seq, c_kv = self._c
             self._plan_A = c_step + c_seq * D + c_kv * (self._s_off + D * G)
             self._plan_B = c_kv * D
-            n = min(n, self._steps_until(self._pending[0]._visible - now))
+            n = min(n, self._steps_until(self._pending[0].visible_s - now))
         return n
 
     def _single_step(self, now: float) -> None:
         """One step by vLLM V1's rules: running first (preempting on KV shortage), then
         waiting admissions."""
+        tight, free = self._kv_room()
+        chunks, budget, free, n_dec, kv_read, preempted = self._schedule_running(now, tight,
+                                                                                 free)
+        if not preempted:
+            kv_read += self._admit_waiting(now, chunks, budget, free)
+        self._start_step(now, chunks, n_dec, kv_read)
+
+    def _kv_room(self) -> tuple[bool, int]:
+        """Whether the step may run out of KV blocks (``tight``), and the free blocks: after
+        the decoders' allocation of this step when not tight, before it when tight."""
         bs, G = self._bs, self._G
         budget = self._budget
         held = self._held_upper()
@@ -437,31 +397,35 @@ class ReplicaEngine:
             demand = dec_demand
             room = budget - self._n_dec
             for r in self._pf_reqs.values():
-                new_tokens = min(r._target - r._computed, room)
+                new_tokens = min(r.target - r.computed, room)
                 if new_tokens <= 0:
                     break
                 room -= new_tokens
-                demand += -(-(r._computed + new_tokens) // bs) - (-(-r._slots // bs))
+                demand += -(-(r.computed + new_tokens) // bs) - (-(-r.kv_slots // bs))
             tight = demand > self._blocks - held
             if not tight:
                 held += dec_demand  # the decoders' new blocks of this step
-        free = self._blocks - held
+        return tight, self._blocks - held
+
+    def _schedule_running(self, now: float, tight: bool, free: int
+                          ) -> tuple[list[tuple[Request, int]], int, int, int, int, bool]:
+        """Running requests in admission order: a token per decoder, a chunk per prefill,
+        preempting the most recently admitted on a KV shortage. Returns the prefill chunks,
+        the budget and free blocks left, decoders scheduled, KV tokens read and whether a
+        request was preempted."""
+        bs, G = self._bs, self._G
+        budget = self._budget
         chunks: list[tuple[Request, int]] = []
         n_dec = 0
         kv_read = 0
         preempted = False
-        if not tight and self._pf_reqs:
+        if not tight:
             # no allocation can fail: decoders (which precede prefilling requests in admission
             # order) take one token each, then the prefilling requests their chunks
             n_dec = self._n_dec
             budget -= n_dec
             kv_read = self._s_off + n_dec * G
             order = list(self._pf_reqs.values())
-        elif not tight:
-            n_dec = self._n_dec
-            budget -= n_dec
-            kv_read = self._s_off + n_dec * G
-            order = []
         else:
             order = list(self._running.values())
         for r in order:
@@ -470,13 +434,13 @@ class ReplicaEngine:
             if r.rid not in self._running:
                 continue  # preempted earlier in this loop
             if r.state == DECODE:
-                have = -(-(r._off + G - 1) // bs)
-                want = -(-(r._off + G) // bs)
+                have = -(-(r.step_off + G - 1) // bs)
+                want = -(-(r.step_off + G) // bs)
                 new_tokens = 1
             else:
-                new_tokens = min(r._target - r._computed, budget)
-                have = -(-r._slots // bs)
-                want = -(-(r._computed + new_tokens) // bs)
+                new_tokens = min(r.target - r.computed, budget)
+                have = -(-r.kv_slots // bs)
+                want = -(-(r.computed + new_tokens) // bs)
             victim_self = False
             while want - have > free:
                 victim, freed = self._preempt_last(now)
@@ -491,39 +455,51 @@ class ReplicaEngine:
             budget -= new_tokens
             if r.state == DECODE:
                 n_dec += 1
-                kv_read += r._off + G
+                kv_read += r.step_off + G
             else:
-                self._pf_slots += (r._computed + new_tokens) - r._slots
-                r._slots = r._computed + new_tokens
-                kv_read += r._computed
+                self._pf_slots += (r.computed + new_tokens) - r.kv_slots
+                r.kv_slots = r.computed + new_tokens
+                kv_read += r.computed
                 chunks.append((r, new_tokens))
-        if not preempted:
-            while self._waiting and budget > 0 and len(self._running) < self._max_seqs:
-                r = self._waiting[0]
-                cached = self._cached(r)
-                new_tokens = min(r._target - cached, budget)
-                need = -(-(cached + new_tokens) // bs)
-                if need > free:
-                    break
-                self._waiting.popleft()
-                self._wait_cached_blocks -= cached // bs
-                free -= need
-                budget -= new_tokens
-                r._computed = cached
-                r._slots = cached + new_tokens
-                self._pf_slots += r._slots
-                kv_read += cached
-                r.state = PREFILL
-                self._pf_reqs[r.rid] = r
-                if r.scheduled_s != r.scheduled_s:  # NaN: first admission
-                    r.scheduled_s = now
-                self._running[r.rid] = r
-                chunks.append((r, new_tokens))
+        return chunks, budget, free, n_dec, kv_read, preempted
+
+    def _admit_waiting(self, now: float, chunks: list[tuple[Request, int]], budget: int,
+                       free: int) -> int:
+        """Admit waiting requests (FCFS) while budget, running cap and free blocks allow;
+        appends their first chunks and returns the KV tokens they read (cached prefixes)."""
+        bs = self._bs
+        kv_read = 0
+        while self._waiting and budget > 0 and len(self._running) < self._max_seqs:
+            r = self._waiting[0]
+            cached = self._cached(r)
+            new_tokens = min(r.target - cached, budget)
+            need = -(-(cached + new_tokens) // bs)
+            if need > free:
+                break
+            self._waiting.popleft()
+            self._wait_cached_blocks -= cached // bs
+            free -= need
+            budget -= new_tokens
+            r.computed = cached
+            r.kv_slots = cached + new_tokens
+            self._pf_slots += r.kv_slots
+            kv_read += cached
+            r.state = PREFILL
+            self._pf_reqs[r.rid] = r
+            if r.scheduled_s != r.scheduled_s:  # NaN: first admission
+                r.scheduled_s = now
+            self._running[r.rid] = r
+            chunks.append((r, new_tokens))
+        return kv_read
+
+    def _start_step(self, now: float, chunks: list[tuple[Request, int]], n_dec: int,
+                    kv_read: int) -> None:
+        """Plan the one step just scheduled (its duration from the cost model) and arm it."""
         prefill = sum(c for _, c in chunks)
         if not chunks and not n_dec:
             # nothing schedulable (cannot happen with a consistent cache); wait for arrivals
             if self._pending:
-                self._arm(self._pending[0]._visible, 0)
+                self._arm(self._pending[0].visible_s, 0)
             return
         c_step, c_pf, c_seq, c_kv = self._c
         dur = c_step + c_pf * prefill + c_seq * n_dec + c_kv * kv_read
