@@ -40,9 +40,19 @@ def bench(url: str, n: int, **kw: Any) -> dict[str, Any]:
     return asyncio.run(go())
 
 
+# Timing laws below hold on any machine, however busy: each client timestamp is compared with the
+# server's own record on the same clock (``time.perf_counter``; the fake server runs in-process).
+# A client time is never before the server event it reports, and is attributed to the right
+# event: its error stays a fraction of the gap between events, where a client that coalesced
+# or mis-timed events would be a whole gap off. The absolute figures (a few ms of send path and
+# read latency on an idle machine) are measured by ``benchmarks/bench_client.py``, not asserted.
+EPS = 1e-6
+
+
 def test_token_times_match_the_servers_clock(fake_server: Any) -> None:
     """Truth is when the server wrote each token event (same clock, same process)."""
-    srv = fake_server(lambda i, b: Plan(ttft_s=0.05, itl_s=0.02, tokens=6))
+    itl = 0.05
+    srv = fake_server(lambda i, b: Plan(ttft_s=0.05, itl_s=itl, tokens=6))
     body = payload_for("completions", "m", requests(1)[0], ignore_eos=False)
 
     async def go() -> list[Any]:
@@ -51,58 +61,63 @@ def test_token_times_match_the_servers_clock(fake_server: Any) -> None:
                     for k in range(4)]
 
     outs = asyncio.run(asyncio.wait_for(go(), GUARD_S))
-    # medians: one scheduling hiccup of a busy 2-core machine must not fail the test
-    seen_err, send_path = [], []
+    late = []
     for out, rec in zip(outs[1:], srv.records[1:], strict=True):  # [0] opened the connection
-        seen = out.start_s + out.ttft_s + np.concatenate([[0.0], np.cumsum(out.itl_s)])
-        seen_err.extend(np.abs(seen - np.array(rec.t_tokens)))
-        # the client's own send path (request built, written, parsed by the server)
-        send_path.append(out.ttft_s - (rec.t_tokens[0] - rec.t_recv))
         assert out.output_tokens == 6 and out.prompt_tokens == 8
-    assert np.median(seen_err) < 0.002 and np.max(seen_err) < 0.025
-    # the send path is a few ms on an idle machine; a busy one adds scheduling delays
-    assert min(send_path) >= 0 and np.median(send_path) < 0.050
+        seen = out.start_s + out.ttft_s + np.concatenate([[0.0], np.cumsum(out.itl_s)])
+        written = np.array(rec.t_tokens)
+        # causality: sent before the server received it; each token seen after it was written
+        assert out.start_s <= rec.t_recv + EPS
+        assert np.all(seen >= written - EPS)
+        late.extend(seen - written)
+        # so the client's TTFT covers the server's (plus the client's own send path)
+        assert out.ttft_s >= rec.t_tokens[0] - rec.t_recv - EPS
+    # each event is timed as itself: a coalescing client would be ~one gap late
+    assert np.median(late) < 0.25 * itl
 
 
-def test_ttft_and_itl_are_measured_within_a_few_ms(fake_server: Any) -> None:
-    srv = fake_server(lambda i, b: Plan(ttft_s=0.08, itl_s=0.02, tokens=10))
+def test_ttft_and_itl_are_measured_against_the_servers_clock(fake_server: Any) -> None:
+    itl = 0.03
+    srv = fake_server(lambda i, b: Plan(ttft_s=0.08, itl_s=itl, tokens=10))
     res = bench(srv.url, 6, rate=10.0)
     assert res["completed"] == 6 and res["failed"] == 0
     assert res["output_lens"] == [10] * 6 and res["input_lens"] == [8] * 6
     assert res["output_tokens_source"] == "server usage"
     by_prompt = {r.body["prompt"]: r for r in srv.records[1:]}
     sent = requests(6)
-    delta, itl_err = [], []
+    itl_err, tpot_true = [], []
     for i, req in enumerate(sent):
         rec = by_prompt[req.prompt]
-        # client TTFT = the server's + the client's send path (a few ms, more on a busy machine)
-        delta.append(res["ttfts"][i] - (rec.t_tokens[0] - rec.t_recv))
+        # client TTFT = the server's + the client's send path, which is never negative
+        assert res["ttfts"][i] >= rec.t_tokens[0] - rec.t_recv - EPS
         itl_err.extend(np.abs(np.array(res["itls"][i]) - np.diff(rec.t_tokens)))
-    assert min(delta) >= 0 and np.median(delta) < 0.050
-    assert np.median(itl_err) < 0.002
-    # the server's own delays overshoot the nominal ones on a busy machine: loose checks only
+        tpot_true.append((rec.t_tokens[-1] - rec.t_tokens[0]) / (len(rec.t_tokens) - 1))
+    assert np.median(itl_err) < 0.25 * itl
     itls = np.concatenate([np.array(x) for x in res["itls"]])
-    assert itls.size == 6 * 9 and 0.02 <= np.median(itls) < 0.03
-    assert 20.0 <= res["mean_tpot_ms"] < 30.0
+    assert itls.size == 6 * 9
+    assert np.median(itls) >= itl - 0.25 * itl  # the server never writes sooner than asked
+    # TPOT is the server's true inter-token time, whatever the machine added to the nominal one
+    assert res["mean_tpot_ms"] == pytest.approx(1000 * np.mean(tpot_true), abs=250 * itl)
 
 
 def test_arrival_rate_is_within_sampling_error(fake_server: Any) -> None:
     srv = fake_server(lambda i, b: Plan(tokens=1))
     n, rate = 160, 40.0
     res = bench(srv.url, n, rate=rate, burstiness=1.0, seed=7)
-    arrivals = np.sort([r.t_recv for r in srv.records[1:]])
-    # rate seen by the server: mean of n-1 exponential gaps, standard error 1/(rate*sqrt(n-1))
-    se = 1.0 / (rate * math.sqrt(n - 1))
-    assert abs(np.diff(arrivals).mean() - 1.0 / rate) < 4 * se
-    # the client's send times follow the seeded schedule within a few ms ...
     sched = send_schedule(BenchConfig(endpoint=srv.url, model="m", num_prompts=n, rate=rate,
                                       seed=7))
     lag = np.array(res["start_times"]) - sched
-    assert np.all(lag > -0.001) and np.median(lag) < 0.010 and np.percentile(lag, 95) < 0.050
-    # and the result reports that lag itself
+    # never early; and the result reports the lag it had (however busy the machine was)
+    assert np.all(lag > -0.001)
     assert res["send_lag_max_ms"] == pytest.approx(1000 * max(lag.max(), 0.0), abs=0.01)
     assert res["send_lag_p50_ms"] == pytest.approx(1000 * max(np.median(lag), 0.0), abs=0.01)
-    # ... so their gaps are exponential with the asked mean
+    # the schedule is kept: typical lag a small part of the mean gap ...
+    assert np.median(lag) < 0.25 / rate
+    # ... so the rate the server sees is the asked one within sampling error (n-1 exponential
+    # gaps: standard error 1/(rate*sqrt(n-1))), and the client's gaps are exponential
+    arrivals = np.sort([r.t_recv for r in srv.records[1:]])
+    se = 1.0 / (rate * math.sqrt(n - 1))
+    assert abs(np.diff(arrivals).mean() - 1.0 / rate) < 4 * se
     gaps = np.diff(res["start_times"])
     assert stats.kstest(gaps, "expon", args=(0, 1.0 / rate)).pvalue > 1e-3
 
