@@ -157,7 +157,8 @@ def _trim_candidate(problem: PlanProblem, sol: MilpSolution,
         f = max(load / (spare - 1), 1.0) * (1 + 1e-6)
         rank = (prices[key], n, key)
         if best is None or rank > best[0]:
-            best = (rank, (config, tier), f, f"{n}x{key} (hour {h})")
+            hour = f" (hour {h})" if problem.hours > 1 else ""  # no hour in a one-rate plan
+            best = (rank, (config, tier), f, f"{n}x{key}{hour}")
     return None if best is None else best[1:]
 
 
