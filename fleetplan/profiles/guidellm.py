@@ -42,7 +42,7 @@ from fleetplan.profiles.ingest import (
     IngestOptions,
     RecordError,
     SourceRef,
-    _digest,
+    record_digest,
     register_format,
 )
 from fleetplan.profiles.schema import LATENCY_METRICS
@@ -202,7 +202,7 @@ def _parse_one(report: dict[str, Any], bench: dict[str, Any], k: int, src: Sourc
                  f"{where}.metrics.output_token_count.successful.total_sum")
     start = _get(bench, "scheduler_metrics", "start_time") or _get(bench, "start_time")
     rec: dict[str, Any] = {
-        "run_id": _digest([src.digest, k]),
+        "run_id": record_digest([src.digest, k]),
         "model": normalize_model(model_id), "model_id": model_id,
         "gpu": gpu, "gpu_count": gpu_count, "tp_size": gpu_count,
         "config": f"{gpu_count}x{gpu}",

@@ -285,7 +285,8 @@ def _objects(path: Path) -> Iterator[tuple[int, str, Any]]:
             yield i, line.strip(), exc
 
 
-def _digest(obj: Any) -> str:
+def record_digest(obj: Any) -> str:
+    """A short SHA-256 of the canonical JSON of ``obj`` (names a record by its content)."""
     canon = json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=True)
     return hashlib.sha256(canon.encode()).hexdigest()[:16]
 
@@ -308,7 +309,7 @@ def read_runs(path: str | os.PathLike[str],
             continue
         objs = obj if isinstance(obj, list) else [obj]
         for sub in objs:
-            src = SourceRef(p, line, _digest(sub))
+            src = SourceRef(p, line, record_digest(sub))
             try:
                 runs.extend(_parse_object(sub, src, opt))
             except FleetplanError as exc:
