@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from fleetplan._io import atomic_write_text
@@ -20,6 +21,7 @@ from fleetplan.replica.params import load_calibration
 from fleetplan.validate.core import load_runs, validate
 from fleetplan.validate.cv import leave_one_config_out, leave_one_rate_out
 from fleetplan.validate.markdown import validation_markdown
+from fleetplan.validate.records import CrossValidation, ValidationResult
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,15 +33,16 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=None)
     args = ap.parse_args()
     if args.from_json is not None:
-        result = json.loads(args.from_json.read_text(encoding="utf-8"))
+        result = ValidationResult.from_dict(
+            json.loads(args.from_json.read_text(encoding="utf-8")), str(args.from_json))
     else:
         store, cal = load_profiles(), load_calibration()
         runs = load_runs(store)
         result = validate(runs, calibration=cal)
         keys = {(e["model"], e["config"]) for e in cal["configs"]}
         mine = [r for r in runs if r.key in keys]
-        result["cv"] = {"leave_one_rate_out": leave_one_rate_out(mine, jobs=args.jobs),
-                        "leave_one_config_out": leave_one_config_out(mine, cal["configs"])}
+        result = replace(result, cv=CrossValidation(
+            leave_one_rate_out(mine, jobs=args.jobs), leave_one_config_out(mine, cal["configs"])))
     text = validation_markdown(result, command="fleetplan validate --cv --format markdown "
                                                 "(via scripts/gen_validation_doc.py)")
     atomic_write_text(args.out, text + "\n")

@@ -58,7 +58,7 @@ def calibrate(
                 "config": p.config,
                 "calibrated": p.calibrated,
                 "runs": len(f.runs),
-                "flagged": sum(r["flagged"] for r in f.runs),
+                "flagged": sum(r.flagged for r in f.runs),
                 "loss": f.loss,
                 "c_step_ms": p.c_step * 1e3,
                 "c_prefill_tok_us": p.c_prefill_tok * 1e6,

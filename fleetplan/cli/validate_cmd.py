@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -11,11 +12,12 @@ import typer
 
 from fleetplan.cli._format import dumps, emit_table
 from fleetplan.profiles.store import load_profiles
-from fleetplan.replica.params import load_calibration
+from fleetplan.replica.calibration_file import load_calibration_file
 from fleetplan.replica.runs import VALIDATED_METRICS
 from fleetplan.validate.core import load_runs, validate
 from fleetplan.validate.cv import leave_one_config_out, leave_one_rate_out
 from fleetplan.validate.markdown import validation_markdown
+from fleetplan.validate.records import CrossValidation
 
 
 class ValidateFormat(enum.StrEnum):
@@ -46,19 +48,22 @@ def validate_cmd(
     Example: fleetplan validate --cv --format markdown > docs/validation.md
     """
     st = load_profiles(store)
-    cal = load_calibration(calibration)
+    cal = load_calibration_file(calibration)
     todo = load_runs(st, runs or [])
     result = validate(todo, calibration=cal)
     if cv:
         store_runs = load_runs(st)
-        cal_keys = {(e["model"], e["config"]) for e in cal.get("configs", [])}
+        cal_keys = {e.key for e in cal.configs}
         store_runs = [r for r in store_runs if r.key in cal_keys]
-        result["cv"] = {
-            "leave_one_rate_out": leave_one_rate_out(store_runs, jobs=jobs),
-            "leave_one_config_out": leave_one_config_out(store_runs, cal.get("configs", [])),
-        }
+        result = replace(
+            result,
+            cv=CrossValidation(
+                leave_one_rate_out=leave_one_rate_out(store_runs, jobs=jobs),
+                leave_one_config_out=leave_one_config_out(store_runs, cal.configs),
+            ),
+        )
     if fmt is ValidateFormat.json:
-        sys.stdout.write(dumps(result))
+        sys.stdout.write(dumps(result.to_dict()))
         return
     if fmt is ValidateFormat.markdown:
         args = " ".join(
@@ -72,31 +77,33 @@ def validate_cmd(
         sys.stdout.write(validation_markdown(result, command=args) + "\n")
         return
     rows = []
-    for r in result["runs"]:
-        row = {
-            "model": r["model"],
-            "config": r["config"],
-            "rate": r["request_rate"],
-            "calibrated": r["calibrated"],
-            "flagged": r["flagged"],
+    for r in result.runs:
+        row: dict[str, object] = {
+            "model": r.model,
+            "config": r.config,
+            "rate": r.request_rate,
+            "calibrated": r.calibrated,
+            "flagged": r.flagged,
         }
         for m in VALIDATED_METRICS:
-            row[f"{m} err%"] = r["metrics"][m]["error_pct"]
+            row[f"{m} err%"] = r.metrics[m].error_pct
         rows.append(row)
     summ = "; ".join(
-        f"{m} {v['median_abs_error_pct']:.1f}%"
-        for m, v in result["summary"].items()
-        if v["median_abs_error_pct"] is not None
+        f"{m} {v.median_abs_error_pct:.1f}%"
+        for m, v in result.summary.items()
+        if v.median_abs_error_pct is not None
     )
     emit_table(
         pd.DataFrame(rows),
         title="Predicted vs measured (percent error)",
         caption=f"median |error| over unflagged runs: {summ}",
     )
-    if cv:
-        for name in ("leave_one_rate_out", "leave_one_config_out"):
-            s = result["cv"][name]["summary"]
-            df = pd.DataFrame([{"metric": m, **v} for m, v in s.items()])
+    if result.cv is not None:
+        for name, part in (
+            ("leave_one_rate_out", result.cv.leave_one_rate_out),
+            ("leave_one_config_out", result.cv.leave_one_config_out),
+        ):
+            df = pd.DataFrame([{"metric": m, **v.to_dict()} for m, v in part.summary.items()])
             emit_table(df, title=name.replace("_", "-"))
 
 

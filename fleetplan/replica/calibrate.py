@@ -24,7 +24,7 @@ import multiprocessing as mp
 import os
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -33,6 +33,7 @@ from scipy.optimize import minimize
 from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.catalog.models import get_model
 from fleetplan.errors import ModelError
+from fleetplan.replica.calibration_file import FitRunReport
 from fleetplan.replica.params import ReplicaParams
 from fleetplan.replica.priors import ideal_coefficients, prior_params
 from fleetplan.replica.runs import MeasuredRun, predict_run
@@ -62,7 +63,7 @@ class FitResult:
     loss: float
     nfev: int
     fitted: tuple[str, ...]
-    runs: list[dict[str, Any]] = field(default_factory=list)
+    runs: tuple[FitRunReport, ...] = ()
 
 
 def _apply(prior: ReplicaParams, names: Sequence[str], x: np.ndarray, source: str,
@@ -173,13 +174,12 @@ def fit_config(runs: Sequence[MeasuredRun], *, lengths: LengthModel | None = Non
     for r in runs:
         pred = predict_run(params, r, lengths=lengths, seeds=seeds,
                            warm=warm.get(r.run_id, r.warm_cache()))
-        report.append({
-            "run_id": r.run_id, "request_rate": r.request_rate, "flagged": r.flagged,
-            "flag_reason": r.flag_reason, "used_in_fit": not r.flagged,
-            "warm_prefix_cache": warm.get(r.run_id, r.warm_cache()),
-            "error_pct": _errors(pred, r),
-        })
-    return FitResult(params, prior, ratios, loss, nfev, tuple(names), report)
+        report.append(FitRunReport(
+            run_id=r.run_id, request_rate=r.request_rate, flagged=r.flagged,
+            flag_reason=r.flag_reason, used_in_fit=not r.flagged,
+            warm_prefix_cache=warm.get(r.run_id, r.warm_cache()),
+            error_pct=_errors(pred, r)))
+    return FitResult(params, prior, ratios, loss, nfev, tuple(names), tuple(report))
 
 
 def _fit_job(args: tuple[list[MeasuredRun], LengthModel | None, int]) -> FitResult:

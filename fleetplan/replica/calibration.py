@@ -1,8 +1,9 @@
 """The calibration of a whole profile store, and its file (``data/calibration.json``).
 
 Main entries: :func:`calibrate_store` (flag the runs, fit every selected configuration, learn the
-per-GPU efficiency ratios) -> :class:`Calibration`; :meth:`Calibration.to_dict` (the file's
-content: deterministic for a given store, seed list and code) and :func:`write_calibration`
+per-GPU efficiency ratios) -> :class:`Calibration`; :meth:`Calibration.to_file` (the file's
+typed record, :class:`~fleetplan.replica.calibration_file.CalibrationFile`; its ``to_dict()`` is
+the content: deterministic for a given store, seed list and code) and :func:`write_calibration`
 (atomic write; when only some configurations were refitted, the file's other entries are kept).
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,12 +22,24 @@ from fleetplan.catalog.models import get_model, normalize_model
 from fleetplan.errors import UnknownNameError
 from fleetplan.profiles.store import ProfileStore
 from fleetplan.replica.calibrate import FIT_SEEDS, WEIGHTS, FitResult, fit_many, group_runs
-from fleetplan.replica.params import load_calibration
+from fleetplan.replica.calibration_file import (
+    CalibrationEntry,
+    CalibrationFile,
+    CalibrationProtocol,
+    FitSettings,
+    FlaggedRun,
+    load_calibration_file,
+)
 from fleetplan.replica.runs import FLAG_RATIO, VLLM_BENCHMARK_SEED, MeasuredRun, runs_from_frame
 from fleetplan.workload.lengths import LengthModel, protocol_length_model
 
-SCHEMA_VERSION = 1
 DEFAULT_MAX_NFEV = 40
+WARM_PREFIX_CACHE_RULE = ("a run below its series' highest rate finds its prompts cached when "
+                          "the KV cache holds the run's prompt + output tokens (rates ran from "
+                          "highest to lowest on one server)")
+FIT_METHOD = "Nelder-Mead on log-parameters, simulation in the loop"
+EFFICIENCY_NOTE = ("ratios fitted/ideal; an unmeasured pair uses its GPU and count's row, else "
+                   "its GPU's, else the pooled one")
 
 
 @dataclass
@@ -37,63 +51,61 @@ class Calibration:
     lengths: LengthModel
     store_sha256: str
     max_nfev: int
-    entries: list[dict[str, Any]] = field(default_factory=list)
+    entries: list[CalibrationEntry] = field(default_factory=list)
+
+    def to_file(self) -> CalibrationFile:
+        """The file's record (``entries`` when set, else this calibration's fits)."""
+        configs = tuple(self.entries) or tuple(fit_entry(f) for f in self.fits)
+        flagged = tuple(FlaggedRun(run_id=r.run_id, model=r.model, config=r.config,
+                                   request_rate=r.request_rate, flag_reason=r.flag_reason,
+                                   source=r.source) for r in self.runs if r.flagged)
+        return CalibrationFile(
+            configs=configs, store_runs=len(self.runs), store_sha256=self.store_sha256,
+            protocol=CalibrationProtocol(
+                arrival_seed=VLLM_BENCHMARK_SEED, warm_prefix_cache=WARM_PREFIX_CACHE_RULE,
+                flag_ratio=FLAG_RATIO,
+                length_model=self.lengths.model_dump(mode="json", by_alias=True)),
+            fit=FitSettings(method=FIT_METHOD, seeds=tuple(FIT_SEEDS), max_nfev=self.max_nfev,
+                            weights=dict(WEIGHTS)),
+            efficiency_note=EFFICIENCY_NOTE,
+            efficiency_by_config=efficiency_from_entries(
+                configs, group=lambda e: f"{e.gpu_count}x{e.gpu}"),
+            efficiency=efficiency_from_entries(configs),
+            efficiency_pooled=efficiency_from_entries(configs, group=lambda e: "all").get(
+                "all", {}),
+            flagged=flagged)
 
     def to_dict(self) -> dict[str, Any]:
-        configs = self.entries or [fit_entry(f) for f in self.fits]
-        flagged = [{"run_id": r.run_id, "model": r.model, "config": r.config,
-                    "request_rate": r.request_rate, "flag_reason": r.flag_reason,
-                    "source": r.source} for r in self.runs if r.flagged]
-        eff = efficiency_from_entries(configs)
-        pooled = efficiency_from_entries([{**e, "gpu": "all"} for e in configs]).get("all", {})
-        by_count = efficiency_from_entries(
-            [{**e, "gpu": f"{e['gpu_count']}x{e['gpu']}"} for e in configs])
-        return _rounded({
-            "schema_version": SCHEMA_VERSION,
-            "generator": "fleetplan calibrate",
-            "store": {"runs": len(self.runs), "sha256": self.store_sha256},
-            "protocol": {
-                "arrival_seed": VLLM_BENCHMARK_SEED,
-                "warm_prefix_cache": "a run below its series' highest rate finds its prompts "
-                                     "cached when the KV cache holds the run's prompt + output "
-                                     "tokens (rates ran from highest to lowest on one server)",
-                "flag_ratio": FLAG_RATIO,
-                "length_model": self.lengths.model_dump(mode="json", by_alias=True),
-            },
-            "fit": {"method": "Nelder-Mead on log-parameters, simulation in the loop",
-                    "seeds": list(FIT_SEEDS), "max_nfev": self.max_nfev,
-                    "weights": dict(WEIGHTS)},
-            "efficiency_note": "ratios fitted/ideal; an unmeasured pair uses its GPU and count's "
-                               "row, else its GPU's, else the pooled one",
-            "efficiency_by_config": by_count,
-            "efficiency": eff,
-            "efficiency_pooled": pooled,
-            "configs": configs,
-            "flagged": flagged,
-        })
+        """The file's content: deterministic for a given store, seed list and code."""
+        return self.to_file().to_dict()
 
 
-def fit_entry(f: FitResult) -> dict[str, Any]:
+def fit_entry(f: FitResult) -> CalibrationEntry:
     """The file entry of one fitted configuration."""
     hw = HardwareConfig.parse(f.params.config)
-    return {
-        "model": f.params.model, "config": f.params.config, "gpu": hw.gpu,
-        "gpu_count": hw.gpu_count, "calibrated": f.params.calibrated,
-        "params": f.params.model_dump(), "prior": f.prior.model_dump(),
-        "ratios_to_ideal": f.ratios, "fitted": list(f.fitted),
-        "loss": f.loss if math.isfinite(f.loss) else None, "nfev": f.nfev, "runs": f.runs,
-    }
+    return CalibrationEntry(
+        model=f.params.model, config=f.params.config, gpu=hw.gpu, gpu_count=hw.gpu_count,
+        calibrated=f.params.calibrated, params=f.params, prior=f.prior,
+        ratios_to_ideal=dict(f.ratios), fitted=tuple(f.fitted),
+        loss=f.loss if math.isfinite(f.loss) else None, nfev=f.nfev, runs=tuple(f.runs))
 
 
-def efficiency_from_entries(entries: list[dict[str, Any]], *,
-                            exclude: tuple[str, str] | None = None) -> dict[str, dict[str, float]]:
-    """Per-GPU efficiency ratios (geometric means) from file entries, optionally leaving one
-    (model, config) out (leave-one-config-out validation of the spec-based path)."""
+def _by_gpu(e: CalibrationEntry) -> str:
+    return e.gpu
+
+
+def efficiency_from_entries(entries: Sequence[CalibrationEntry], *,
+                            exclude: tuple[str, str] | None = None,
+                            group: Callable[[CalibrationEntry], str] = _by_gpu
+                            ) -> dict[str, dict[str, float]]:
+    """Efficiency ratios (geometric means) per ``group`` (default: GPU type) from file entries,
+    optionally leaving one (model, config) out (leave-one-config-out validation of the
+    spec-based path)."""
     by_gpu: dict[str, list[dict[str, float]]] = {}
     for e in entries:
-        if not e.get("calibrated") or (exclude and (e["model"], e["config"]) == exclude):
+        if not e.calibrated or (exclude and e.key == exclude):
             continue
-        by_gpu.setdefault(e["gpu"], []).append(e["ratios_to_ideal"])
+        by_gpu.setdefault(group(e), []).append(e.ratios_to_ideal)
     out: dict[str, dict[str, float]] = {}
     for gpu in sorted(by_gpu):
         rows = by_gpu[gpu]
@@ -101,16 +113,6 @@ def efficiency_from_entries(entries: list[dict[str, Any]], *,
         row["n_configs"] = len(rows)
         out[gpu] = row
     return out
-
-
-def _rounded(obj: Any) -> Any:
-    if isinstance(obj, float):
-        return float(f"{obj:.8g}") if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: _rounded(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_rounded(v) for v in obj]
-    return obj
 
 
 def store_digest(store: ProfileStore) -> str:
@@ -146,13 +148,13 @@ def calibrate_store(store: ProfileStore, *, model: str | None = None, config: st
     return Calibration(fits, runs, lm, store_digest(store), max_nfev)
 
 
-def merged_entries(cal: Calibration, path: str | Path | None) -> list[dict[str, Any]]:
+def merged_entries(cal: Calibration, path: str | Path | None) -> list[CalibrationEntry]:
     """The file's existing entries with ``cal``'s configurations replaced or added."""
-    new = {(e["model"], e["config"]): e for e in (fit_entry(f) for f in cal.fits)}
-    old: list[dict[str, Any]] = []
+    new = {e.key: e for e in (fit_entry(f) for f in cal.fits)}
+    old: tuple[CalibrationEntry, ...] = ()
     if path is None or Path(path).exists():
-        old = list(load_calibration(path).get("configs", []))
-    out = {(e["model"], e["config"]): e for e in old}
+        old = load_calibration_file(path).configs
+    out = {e.key: e for e in old}
     out.update(new)
     return [out[k] for k in sorted(out)]
 

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -28,6 +29,9 @@ from fleetplan.catalog._tables import data_dir
 from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.catalog.models import get_model
 from fleetplan.errors import DataError, ModelError, UnknownNameError
+
+if TYPE_CHECKING:
+    from fleetplan.replica.calibration_file import CalibrationEntry, CalibrationSource
 
 DEFAULT_CALIBRATION_NAME = "calibration.json"
 STEP_COEFFS = ("c_step", "c_prefill_tok", "c_seq", "c_kv_tok", "overhead_s")
@@ -105,32 +109,27 @@ def load_calibration(path: str | Path | None = None) -> dict[str, Any]:
     return _load_calibration_cached(str(p.resolve()), p.stat().st_mtime)
 
 
-def _params_from_entry(entry: dict[str, Any], where: str) -> ReplicaParams:
-    try:
-        return ReplicaParams.model_validate(entry["params"])
-    except (KeyError, ValidationError) as exc:
-        raise DataError(f"{where}: invalid replica parameters ({exc})") from None
-
-
 def replica_params(model: str, config: str, *,
-                   calibration: str | Path | dict[str, Any] | None = None) -> ReplicaParams:
+                   calibration: CalibrationSource = None) -> ReplicaParams:
     """Parameters of ``model`` served on ``config``.
 
-    Calibrated figures when the calibration (file path, loaded dict, or the bundled
+    Calibrated figures when the calibration (file path, loaded dict or
+    :class:`~fleetplan.replica.calibration_file.CalibrationFile`, or the bundled
     ``data/calibration.json``) holds this pair; otherwise first-principles priors scaled by the
     efficiency factors learned from calibrated configurations of the same GPU type, with
     ``calibrated=False``. Unknown names raise :class:`UnknownNameError` (with did-you-mean);
     a model that does not fit the configuration's memory raises :class:`ModelError`.
     """
+    from fleetplan.replica.calibration_file import load_calibration_file
     from fleetplan.replica.priors import prior_params
 
     spec = get_model(model)
     hw = HardwareConfig.parse(config)
-    cal = calibration if isinstance(calibration, dict) else load_calibration(calibration)
-    for i, entry in enumerate(cal.get("configs", [])):
-        if entry.get("model") == spec.model and entry.get("config") == hw.name:
-            return _params_from_entry(entry, f"calibration configs[{i}]")
-    eff, how = learned_efficiency(cal.get("configs", []), hw.gpu, hw.gpu_count)
+    cal = load_calibration_file(calibration)
+    entry = cal.entry(spec.model, hw.name)
+    if entry is not None:
+        return entry.params
+    eff, how = learned_efficiency(cal.configs, hw.gpu, hw.gpu_count)
     if eff is None:
         return prior_params(spec, hw)
     return prior_params(spec, hw, efficiency=eff, source=(
@@ -143,7 +142,7 @@ def _geomean_rows(rows: list[dict[str, float]]) -> dict[str, float]:
     return out
 
 
-def learned_efficiency(entries: list[dict[str, Any]], gpu: str, gpu_count: int, *,
+def learned_efficiency(entries: Sequence[CalibrationEntry], gpu: str, gpu_count: int, *,
                        exclude: tuple[str, str] | None = None
                        ) -> tuple[dict[str, float] | None, str]:
     """Efficiency ratios (fitted / ideal, geometric means) for an unmeasured pair on
@@ -151,26 +150,27 @@ def learned_efficiency(entries: list[dict[str, Any]], gpu: str, gpu_count: int, 
     there are any, else the same GPU type, else all calibrated configurations without flagged
     runs (a stalled server's ratios describe its own GPU type, not others). Returns the
     ratios (None without any calibrated configuration) and where they come from."""
-    cal = [e for e in entries if e.get("calibrated") and e.get("ratios_to_ideal")
-           and not (exclude and (e["model"], e["config"]) == exclude)]
+    cal = [e for e in entries if e.calibrated and e.ratios_to_ideal
+           and not (exclude and e.key == exclude)]
     tiers = [
-        ([e for e in cal if e["gpu"] == gpu and e["gpu_count"] == gpu_count],
+        ([e for e in cal if e.gpu == gpu and e.gpu_count == gpu_count],
          f"learned from {{n}} calibrated {gpu_count}x{gpu} configuration(s)"),
-        ([e for e in cal if e["gpu"] == gpu],
+        ([e for e in cal if e.gpu == gpu],
          f"learned from {{n}} calibrated {gpu} configuration(s) of other GPU counts"),
-        ([e for e in cal if not any(r.get("flagged") for r in e.get("runs", []))],
+        ([e for e in cal if not e.has_flagged_runs],
          f"pooled over {{n}} calibrated configuration(s) without flagged runs (none on {gpu})"),
     ]
     for rows, how in tiers:
         if rows:
-            return _geomean_rows([e["ratios_to_ideal"] for e in rows]), how.format(n=len(rows))
+            return _geomean_rows([e.ratios_to_ideal for e in rows]), how.format(n=len(rows))
     return None, "default efficiency assumptions (no calibrated configuration)"
 
 
-def known_configs(calibration: str | Path | dict[str, Any] | None = None) -> list[tuple[str, str]]:
+def known_configs(calibration: CalibrationSource = None) -> list[tuple[str, str]]:
     """The calibrated (model, config) pairs."""
-    cal = calibration if isinstance(calibration, dict) else load_calibration(calibration)
-    return [(e["model"], e["config"]) for e in cal.get("configs", [])]
+    from fleetplan.replica.calibration_file import load_calibration_file
+
+    return [e.key for e in load_calibration_file(calibration).configs]
 
 
 def check_name_pair(model: str, config: str) -> None:

@@ -2,7 +2,7 @@
 
 Main entries: :func:`load_runs` (the store's runs, or result files / folders judged against the
 store), :func:`validate` (predict each run with parameters calibrated from the store only) ->
-a dict ``{"runs": [...], "summary": {...}, "noise_floor": {...}}`` whose field names are a
+a :class:`~fleetplan.validate.records.ValidationResult` whose ``to_dict()`` field names are a
 contract (see issue 3), and :func:`noise_floor` (run-to-run spread of repeated runs).
 """
 
@@ -12,15 +12,23 @@ import math
 import statistics
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
 from fleetplan.errors import InputError
 from fleetplan.profiles.ingest import IngestOptions, ingest_paths
 from fleetplan.profiles.store import ProfileStore, empty_frame
+from fleetplan.replica.calibration_file import CalibrationSource
 from fleetplan.replica.params import replica_params
 from fleetplan.replica.runs import VALIDATED_METRICS, MeasuredRun, predict_run, runs_from_frame
+from fleetplan.validate.records import (
+    MetricRow,
+    MetricSummary,
+    NoiseFloor,
+    NoiseMetric,
+    RunRecord,
+    ValidationResult,
+)
 
 VALIDATE_SEEDS = (0, 1, 2, 3, 4)
 
@@ -43,48 +51,49 @@ def load_runs(store: ProfileStore, paths: Iterable[str | Path] = ()) -> list[Mea
     return runs_from_frame(given.frame, series=both)
 
 
-def metric_row(measured: float | None, predicted: float | None) -> dict[str, float | None]:
-    """``{"measured", "predicted", "error_pct"}`` (error relative to measured)."""
-    err = None
+def metric_row(measured: float | None, predicted: float | None) -> MetricRow:
+    """Measured, predicted and the error relative to measured (percent)."""
+    return MetricRow(measured, predicted, error_pct(measured, predicted))
+
+
+def error_pct(measured: float | None, predicted: float | None) -> float | None:
+    """100 x (predicted - measured) / measured, None where undefined."""
     if measured is not None and predicted is not None and measured > 0 and math.isfinite(
             predicted):
-        err = 100.0 * (predicted - measured) / measured
-    return {"measured": measured, "predicted": predicted, "error_pct": err}
+        return 100.0 * (predicted - measured) / measured
+    return None
 
 
 def run_record(run: MeasuredRun, calibrated: bool, pred: dict[str, float],
-               metrics: Sequence[str] = VALIDATED_METRICS) -> dict[str, Any]:
+               metrics: Sequence[str] = VALIDATED_METRICS) -> RunRecord:
     """One entry of ``runs`` in the JSON contract."""
-    return {
-        "model": run.model, "config": run.config, "gpu": run.gpu, "gpu_count": run.gpu_count,
-        "request_rate": run.request_rate, "calibrated": calibrated, "flagged": run.flagged,
-        "flag_reason": run.flag_reason,
-        "metrics": {m: metric_row(run.measured.get(m), pred.get(m)) for m in metrics},
-    }
+    return RunRecord(
+        model=run.model, config=run.config, gpu=run.gpu, gpu_count=run.gpu_count,
+        request_rate=run.request_rate, calibrated=calibrated, flagged=run.flagged,
+        flag_reason=run.flag_reason,
+        metrics={m: metric_row(run.measured.get(m), pred.get(m)) for m in metrics})
 
 
-def summarize(records: Sequence[dict[str, Any]],
-              metrics: Sequence[str] = VALIDATED_METRICS,
-              key: str = "error_pct") -> dict[str, dict[str, float | int | None]]:
+def summarize(records: Sequence[RunRecord],
+              metrics: Sequence[str] = VALIDATED_METRICS) -> dict[str, MetricSummary]:
     """Median absolute error per metric over the unflagged records."""
-    out: dict[str, dict[str, float | int | None]] = {}
+    out: dict[str, MetricSummary] = {}
     for m in metrics:
-        errs = [abs(r["metrics"][m][key]) for r in records
-                if not r["flagged"] and r["metrics"][m].get(key) is not None]
-        out[m] = {"median_abs_error_pct": statistics.median(errs) if errs else None,
-                  "n": len(errs)}
+        errs = [abs(e) for r in records
+                if not r.flagged and (e := r.metrics[m].error_pct) is not None]
+        out[m] = MetricSummary(statistics.median(errs) if errs else None, len(errs))
     return out
 
 
 def noise_floor(runs: Sequence[MeasuredRun],
-                metrics: Sequence[str] = VALIDATED_METRICS) -> dict[str, Any]:
+                metrics: Sequence[str] = VALIDATED_METRICS) -> NoiseFloor:
     """Run-to-run spread where the data hold repeated runs of one setting: per metric, the
     median and max of |a - b| / mean(a, b) in percent over repeated pairs."""
     groups: dict[tuple[str, str, float], list[MeasuredRun]] = {}
     for r in runs:
         groups.setdefault((r.model, r.config, r.request_rate), []).append(r)
     reps = [g for g in groups.values() if len(g) >= 2]
-    out: dict[str, Any] = {"settings_with_repeats": len(reps), "metrics": {}}
+    out: dict[str, NoiseMetric] = {}
     for m in metrics:
         diffs = []
         for g in reps:
@@ -94,19 +103,18 @@ def noise_floor(runs: Sequence[MeasuredRun],
                     mean = (vals[i] + vals[j]) / 2
                     if mean > 0:
                         diffs.append(100.0 * abs(vals[i] - vals[j]) / mean)
-        out["metrics"][m] = {
-            "median_abs_diff_pct": statistics.median(diffs) if diffs else None,
-            "max_abs_diff_pct": max(diffs) if diffs else None, "n_pairs": len(diffs)}
-    return out
+        out[m] = NoiseMetric(statistics.median(diffs) if diffs else None,
+                             max(diffs) if diffs else None, len(diffs))
+    return NoiseFloor(len(reps), out)
 
 
-def validate(runs: Sequence[MeasuredRun], *, calibration: dict[str, Any],
-             seeds: Sequence[int] = VALIDATE_SEEDS) -> dict[str, Any]:
+def validate(runs: Sequence[MeasuredRun], *, calibration: CalibrationSource,
+             seeds: Sequence[int] = VALIDATE_SEEDS) -> ValidationResult:
     """Predict every run with the store's calibration (never fitted to ``runs`` themselves
-    unless they are the store's own runs) and compare; the binding JSON shape."""
+    unless they are the store's own runs) and compare; ``to_dict()`` is the binding JSON."""
     records = []
     for run in sorted(runs, key=lambda r: (r.model, r.config, r.request_rate, r.run_id)):
         params = replica_params(run.model, run.config, calibration=calibration)
         pred = predict_run(params, run, seeds=seeds)
         records.append(run_record(run, params.calibrated, pred))
-    return {"runs": records, "summary": summarize(records), "noise_floor": noise_floor(runs)}
+    return ValidationResult(tuple(records), summarize(records), noise_floor(runs))

@@ -11,51 +11,70 @@ Summaries are medians of absolute percent errors over unflagged runs, overall an
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
 
 from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.catalog.models import get_model
 from fleetplan.replica.calibrate import fit_many, group_runs
+from fleetplan.replica.calibration_file import (
+    CalibrationEntry,
+    CalibrationFile,
+    CalibrationSource,
+    load_calibration_file,
+)
 from fleetplan.replica.params import learned_efficiency
 from fleetplan.replica.priors import prior_params
 from fleetplan.replica.runs import VALIDATED_METRICS, MeasuredRun, predict_run
 from fleetplan.validate.baseline import interpolate, is_interior, rate_table
 from fleetplan.validate.core import VALIDATE_SEEDS, run_record
+from fleetplan.validate.records import (
+    BaselineCvMetricSummary,
+    BaselineMetricRow,
+    CvMetricSummary,
+    CvResult,
+    MetricRow,
+    RunRecord,
+)
 
 TARGETS_PCT = {"request_throughput": 3.0, "output_throughput": 3.0, "ttft_p50_ms": 8.0,
                "ttft_p90_ms": 10.0, "ttft_p99_ms": 15.0, "tpot_p50_ms": 5.0}
 
 
-def _summary(records: Sequence[dict[str, Any]], with_baseline: bool) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _summary(records: Sequence[RunRecord], with_baseline: bool) -> dict[str, CvMetricSummary]:
+    out: dict[str, CvMetricSummary] = {}
     for m in VALIDATED_METRICS:
-        rows = [r["metrics"][m] for r in records if not r["flagged"]]
-        errs = [abs(x["error_pct"]) for x in rows if x["error_pct"] is not None]
-        entry: dict[str, Any] = {
-            "median_abs_error_pct": statistics.median(errs) if errs else None, "n": len(errs),
-            "target_pct": TARGETS_PCT.get(m)}
+        rows = [r.metrics[m] for r in records if not r.flagged]
+        errs = [abs(x.error_pct) for x in rows if x.error_pct is not None]
+        median = statistics.median(errs) if errs else None
         if with_baseline:
-            b = [abs(x["baseline_error_pct"]) for x in rows
-                 if x.get("baseline_error_pct") is not None]
-            entry["baseline_median_abs_error_pct"] = statistics.median(b) if b else None
-            entry["baseline_n"] = len(b)
-        out[m] = entry
+            b = [abs(x.baseline_error_pct) for x in rows
+                 if isinstance(x, BaselineMetricRow) and x.baseline_error_pct is not None]
+            out[m] = BaselineCvMetricSummary(
+                median, len(errs), TARGETS_PCT.get(m),
+                baseline_median_abs_error_pct=statistics.median(b) if b else None,
+                baseline_n=len(b))
+        else:
+            out[m] = CvMetricSummary(median, len(errs), TARGETS_PCT.get(m))
     return out
 
 
-def summaries(records: Sequence[dict[str, Any]], with_baseline: bool) -> dict[str, Any]:
+def summaries(records: Sequence[RunRecord], with_baseline: bool, *,
+              not_covered: Sequence[tuple[str, str]] | None = None) -> CvResult:
     """Overall and per-GPU-type summaries."""
-    by_gpu: dict[str, list[dict[str, Any]]] = {}
+    by_gpu: dict[str, list[RunRecord]] = {}
     for r in records:
-        by_gpu.setdefault(r["gpu"], []).append(r)
-    return {"summary": _summary(records, with_baseline),
-            "by_gpu": {g: _summary(rs, with_baseline) for g, rs in sorted(by_gpu.items())}}
+        by_gpu.setdefault(r.gpu, []).append(r)
+    return CvResult(
+        runs=tuple(records), summary=_summary(records, with_baseline),
+        by_gpu={g: _summary(rs, with_baseline) for g, rs in sorted(by_gpu.items())},
+        not_covered=None if not_covered is None else tuple(not_covered))
 
 
 def leave_one_rate_out(runs: Sequence[MeasuredRun], *, jobs: int | None = None,
                        max_nfev: int = 40, seeds: Sequence[int] = VALIDATE_SEEDS
-                       ) -> dict[str, Any]:
+                       ) -> CvResult:
     """Refit without each interior rate, predict it; baseline beside the model."""
     table = rate_table(runs)
     groups = group_runs(runs)
@@ -77,34 +96,43 @@ def leave_one_rate_out(runs: Sequence[MeasuredRun], *, jobs: int | None = None,
             others = {rate: vals for rate, vals in table[run.key].items()
                       if rate != run.request_rate}
             others[run.request_rate] = {}
-            for m, row in rec["metrics"].items():
+            rows: dict[str, MetricRow] = {}
+            for m, row in rec.metrics.items():
                 base = interpolate(others, run.request_rate, m)
-                row["baseline_predicted"] = base
-                meas = row["measured"]
-                row["baseline_error_pct"] = (100.0 * (base - meas) / meas
-                                             if base is not None and meas else None)
-            records.append(rec)
-    return {"runs": records, **summaries(records, True)}
+                meas = row.measured
+                rows[m] = BaselineMetricRow(
+                    row.measured, row.predicted, row.error_pct, baseline_predicted=base,
+                    baseline_error_pct=(100.0 * (base - meas) / meas
+                                        if base is not None and meas else None))
+            records.append(replace(rec, metrics=rows))
+    return summaries(records, True)
 
 
-def leave_one_config_out(runs: Sequence[MeasuredRun], entries: Sequence[dict[str, Any]], *,
-                         seeds: Sequence[int] = VALIDATE_SEEDS) -> dict[str, Any]:
+def leave_one_config_out(runs: Sequence[MeasuredRun],
+                         entries: Sequence[CalibrationEntry] | CalibrationSource, *,
+                         seeds: Sequence[int] = VALIDATE_SEEDS) -> CvResult:
     """Predict each calibrated configuration's runs from specs + the efficiency ratios of the
     other calibrated configurations (same GPU and count when there are any, else same GPU type,
     as :func:`replica_params` does); configurations alone of their GPU type are listed in
-    ``not_covered``."""
-    calibrated = {(e["model"], e["config"]) for e in entries if e.get("calibrated")}
-    records, not_covered = [], []
+    ``not_covered``. ``entries``: the calibration's entries (or the calibration itself)."""
+    if entries is None or isinstance(entries, str | Path | Mapping | CalibrationFile):
+        entries = load_calibration_file(entries).configs
+    entries = [e if isinstance(e, CalibrationEntry)
+               else CalibrationEntry.from_dict(e, f"calibration configs[{i}]")
+               for i, e in enumerate(entries)]
+    calibrated = {e.key for e in entries if e.calibrated}
+    records: list[RunRecord] = []
+    not_covered: list[tuple[str, str]] = []
     for key, rs in group_runs(runs).items():
         if key not in calibrated:
             continue
         hw = HardwareConfig.parse(key[1])
-        eff, _how = learned_efficiency(list(entries), hw.gpu, hw.gpu_count, exclude=key)
-        if eff is None or not any(e["gpu"] == hw.gpu and (e["model"], e["config"]) != key
-                                  for e in entries if e.get("calibrated")):
-            not_covered.append({"model": key[0], "config": key[1]})
+        eff, _how = learned_efficiency(entries, hw.gpu, hw.gpu_count, exclude=key)
+        if eff is None or not any(e.gpu == hw.gpu and e.key != key
+                                  for e in entries if e.calibrated):
+            not_covered.append(key)
             continue
         params = prior_params(get_model(key[0]), hw, efficiency=eff)
         for run in rs:
             records.append(run_record(run, False, predict_run(params, run, seeds=seeds)))
-    return {"runs": records, **summaries(records, False), "not_covered": not_covered}
+    return summaries(records, False, not_covered=not_covered)

@@ -37,8 +37,8 @@ def test_calibration_recovers_known_parameters() -> None:
     assert math.isclose(got.overhead_s, truth.overhead_s, rel_tol=0.15)
     # the runs are reproduced (the prior penalty alone keeps the loss above zero)
     for r in fit.runs:
-        assert all(abs(e) < 10 for m, e in r["error_pct"].items() if m.startswith(("tt", "tp"))), r
-    assert got.calibrated and all(not r["flagged"] for r in fit.runs)
+        assert all(abs(e) < 10 for m, e in r.error_pct.items() if m.startswith(("tt", "tp"))), r
+    assert got.calibrated and all(not r.flagged for r in fit.runs)
 
 
 def _frame(ttft_by_rate: dict[float, float]) -> pd.DataFrame:

@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 
 from fleetplan.profiles.store import load_profiles
-from fleetplan.replica.params import load_calibration
+from fleetplan.replica.calibration_file import load_calibration_file
 from fleetplan.replica.runs import VALIDATED_METRICS
 from fleetplan.validate.baseline import interpolate
 from fleetplan.validate.core import load_runs, noise_floor
@@ -60,19 +60,24 @@ def test_geometric_interpolation_baseline() -> None:
 
 def test_noise_floor_of_the_bundled_store() -> None:
     nf = noise_floor(load_runs(load_profiles()))
-    assert nf["settings_with_repeats"] >= 8
-    assert nf["metrics"]["ttft_p50_ms"]["median_abs_diff_pct"] < 5
+    assert nf.settings_with_repeats >= 8
+    assert nf.metrics["ttft_p50_ms"].median_abs_diff_pct < 5
 
 
 def test_cross_validation_shapes_on_one_configuration() -> None:
     runs = [r for r in load_runs(load_profiles())
             if r.key == ("DeepSeek-R1-Distill-Qwen-1.5B", "1xH100-PCIe")]
     loro = leave_one_rate_out(runs, jobs=1, max_nfev=8, seeds=(0,))
-    assert sorted(r["request_rate"] for r in loro["runs"]) == [4.0, 16.0]
-    row = loro["runs"][0]["metrics"]["ttft_p50_ms"]
-    assert {"measured", "predicted", "error_pct", "baseline_predicted",
-            "baseline_error_pct"} <= set(row)
-    assert loro["summary"]["ttft_p50_ms"]["baseline_n"] == 2
-    assert "H100-PCIe" in loro["by_gpu"]
-    loco = leave_one_config_out(runs, load_calibration()["configs"], seeds=(0,))
+    out = loro.to_dict()
+    assert sorted(r["request_rate"] for r in out["runs"]) == [4.0, 16.0]
+    row = out["runs"][0]["metrics"]["ttft_p50_ms"]
+    assert list(row) == ["measured", "predicted", "error_pct", "baseline_predicted",
+                         "baseline_error_pct"]
+    assert list(out["summary"]["ttft_p50_ms"]) == [
+        "median_abs_error_pct", "n", "target_pct", "baseline_median_abs_error_pct", "baseline_n"]
+    assert out["summary"]["ttft_p50_ms"]["baseline_n"] == 2
+    assert "H100-PCIe" in out["by_gpu"]
+    loco = leave_one_config_out(runs, load_calibration_file().configs, seeds=(0,)).to_dict()
+    assert list(loco) == ["runs", "summary", "by_gpu", "not_covered"]
     assert loco["runs"] and all(r["calibrated"] is False for r in loco["runs"])
+    assert list(loco["summary"]["ttft_p50_ms"]) == ["median_abs_error_pct", "n", "target_pct"]
