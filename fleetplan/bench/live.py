@@ -182,7 +182,8 @@ def analyze(series: Sequence[str | os.PathLike[str]], *, holdout_rate: float, gp
         "spread_by_rate": spread, "max_spread": max_spread,
         "params": fit.params.model_dump(), "prior": fit.prior.model_dump(),
         "fit_loss": fit.loss, "fit_evaluations": fit.nfev, "fitted": list(fit.fitted),
-        "fit_runs": fit.runs, "flagged": [r.run_id for r in runs if r.flagged],
+        "fit_runs": [r.to_dict() for r in fit.runs],
+        "flagged": [r.run_id for r in runs if r.flagged],
         "measured": measured, "predicted": predicted, "errors": errors, "checks": checks,
         "per_rate": per_rate, "ok": all(c["ok"] for c in checks.values()),
     }
