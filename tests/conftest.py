@@ -1,4 +1,4 @@
-"""Shared fixtures: the measured data the repository ships, the optional full collections, a CLI runner.
+"""Shared fixtures: shipped measured data, the optional full collections, a CLI runner, live prep.
 
 The suite runs on a fresh clone with nothing beside it: what a test needs ships under
 ``tests/data/`` (see its README) or ``examples/``. The full collections (``../shared/data`` in the
@@ -8,7 +8,13 @@ are skipped with a reason when the folder is absent.
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 import os
+import shutil
+import signal
+import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -19,12 +25,62 @@ IONET = SHARED / "data" / "ionet-vllm-0.8.5"
 AZURE = SHARED / "data" / "azure-llm-inference-2023"
 MEASURED = ROOT / "tests" / "data" / "ionet-vllm-0.8.5"  # shipped subset of IONET
 AZURE_SAMPLE = ROOT / "examples" / "azure-conv-10min.csv"  # shipped first 10 min of AZURE
+LIVE_STATE_ENV = "FLEETPLAN_LIVE_STATE_DIR"  # read by tests/live/conftest.py
+_LIVE_PREP = pytest.StashKey[tuple[Path, subprocess.Popen[bytes]]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     # Registered here (the root conftest) so that `pytest --skip-live` works from the repo root.
     parser.addoption("--skip-live", action="store_true",
                      help="skip the live vLLM test (also: FLEETPLAN_SKIP_LIVE=1)")
+
+
+def _skip_live_requested(config: pytest.Config) -> bool:
+    return bool(config.getoption("--skip-live")) or \
+        os.environ.get("FLEETPLAN_SKIP_LIVE", "") not in ("", "0")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    live = [item for item in items if "live" in item.keywords]
+    if _skip_live_requested(config):
+        mark = pytest.mark.skip(reason="live vLLM test skipped on request (FLEETPLAN_SKIP_LIVE / "
+                                "--skip-live)")
+        for item in live:
+            item.add_marker(mark)
+        return
+    # live tests last: nothing else in this run competes with their measurement
+    items[:] = [item for item in items if "live" not in item.keywords] + live
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start preparing the live test's server now, so it overlaps the unit tests."""
+    config = session.config
+    if hasattr(config, "workerinput") or _skip_live_requested(config) \
+            or config.option.collectonly or LIVE_STATE_ENV in os.environ \
+            or not any("live" in item.keywords for item in session.items):
+        return  # (an xdist worker's live_setup fixture starts it itself)
+    spec = importlib.util.spec_from_file_location("fleetplan_live_prepare",
+                                                  ROOT / "tests" / "live" / "prepare.py")
+    assert spec is not None and spec.loader is not None
+    prepare = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(prepare)
+    state_dir = Path(tempfile.mkdtemp(prefix="fleetplan-live-"))
+    os.environ[LIVE_STATE_ENV] = str(state_dir)
+    config.stash[_LIVE_PREP] = (state_dir, prepare.start_detached(state_dir))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    started = config.stash.get(_LIVE_PREP, None)
+    if started is None:
+        return
+    state_dir, proc = started
+    (state_dir / "stop").touch()  # the preparation stops the server and exits
+    try:
+        proc.wait(60)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    shutil.rmtree(state_dir, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
