@@ -1,8 +1,9 @@
 """A benchmark run's result: ``vllm bench serve``'s result JSON plus fleetplan's fields.
 
-Main entries: :func:`result_dict` (outcomes + run facts -> the JSON object), :func:`summary_rows`
-(the figures the CLI shows as a table) and :func:`write_results` (one object, or one per line for
-a sweep; atomic).
+Main entries: :func:`bench_result` (outcomes + :class:`RunHeader` + :class:`RunFacts` ->
+:class:`BenchResult`, whose ``to_dict()`` is the JSON object), :func:`summary_rows` (the figures
+the CLI shows as a table) and :func:`write_results` (one object, or one per line for a sweep;
+atomic).
 
 Shape: the summary keys of vLLM 0.32 (``duration``, ``completed``, ``failed``,
 ``total_input_tokens`` ... ``mean_ttft_ms``, ``median_ttft_ms``, ``std_ttft_ms``, ``p99_ttft_ms``
@@ -22,25 +23,191 @@ import json
 import math
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from fleetplan._io import atomic_write_text, json_safe
+from fleetplan.bench.power import PowerReport
 from fleetplan.bench.stream import RequestOutcome
 
 PERCENTILES = (50, 90, 95, 99)
 _METRICS = ("ttft", "tpot", "itl", "e2el")
 
 
-def _stats(name: str, samples_s: Sequence[float]) -> dict[str, float | None]:
-    arr = np.asarray(samples_s, dtype=float) * 1e3
-    keys = [f"mean_{name}_ms", f"median_{name}_ms", f"std_{name}_ms",
-            *(f"p{p}_{name}_ms" for p in PERCENTILES)]
-    if arr.size == 0:
-        return dict.fromkeys(keys, None)
-    vals = [arr.mean(), np.median(arr), arr.std(), *np.percentile(arr, PERCENTILES)]
-    return {k: float(v) for k, v in zip(keys, vals, strict=True)}
+@dataclass(frozen=True)
+class RunHeader:
+    """The run's setup: vLLM's leading keys."""
+
+    date: str
+    endpoint_type: str
+    backend: str
+    label: str | None
+    model_id: str
+    tokenizer_id: str | None
+    num_prompts: int
+    request_rate: float
+    burstiness: float
+    max_concurrency: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"date": self.date, "endpoint_type": self.endpoint_type, "backend": self.backend,
+                "label": self.label, "model_id": self.model_id,
+                "tokenizer_id": self.tokenizer_id, "num_prompts": self.num_prompts,
+                "request_rate": self.request_rate, "burstiness": self.burstiness,
+                "max_concurrency": self.max_concurrency}
+
+
+@dataclass(frozen=True)
+class LatencyStats:
+    """One latency's statistics in ms (vLLM's ``mean_<name>_ms`` ... ``p99_<name>_ms``); None
+    over no sample."""
+
+    mean_ms: float | None = None
+    median_ms: float | None = None
+    std_ms: float | None = None
+    p50_ms: float | None = None
+    p90_ms: float | None = None
+    p95_ms: float | None = None
+    p99_ms: float | None = None
+
+    @classmethod
+    def of(cls, samples_s: Sequence[float]) -> LatencyStats:
+        arr = np.asarray(samples_s, dtype=float) * 1e3
+        if arr.size == 0:
+            return cls()
+        p50, p90, p95, p99 = (float(v) for v in np.percentile(arr, PERCENTILES))
+        return cls(float(arr.mean()), float(np.median(arr)), float(arr.std()), p50, p90, p95,
+                   p99)
+
+    def fields(self, name: str) -> dict[str, float | None]:
+        return {f"mean_{name}_ms": self.mean_ms, f"median_{name}_ms": self.median_ms,
+                f"std_{name}_ms": self.std_ms, f"p50_{name}_ms": self.p50_ms,
+                f"p90_{name}_ms": self.p90_ms, f"p95_{name}_ms": self.p95_ms,
+                f"p99_{name}_ms": self.p99_ms}
+
+
+@dataclass(frozen=True)
+class SendLag:
+    """How late the client sent against its schedule, ms (None without a request sent)."""
+
+    p50_ms: float | None = None
+    p99_ms: float | None = None
+    max_ms: float | None = None
+
+    def fields(self) -> dict[str, float | None]:
+        return {"send_lag_p50_ms": self.p50_ms, "send_lag_p99_ms": self.p99_ms,
+                "send_lag_max_ms": self.max_ms}
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """fleetplan's trailing fields: engine, GPUs and power, partial, protocol, send lag."""
+
+    engine: str
+    engine_version: str | None
+    dataset_name: str | None
+    gpu: str | None
+    gpu_count: int | None
+    power: PowerReport
+    partial: bool
+    partial_reason: str | None
+    num_sent: int
+    seed: int
+    arrival_schedule: str
+    ignore_eos: bool
+    request_timeout_s: float
+    endpoint: str
+    client: str
+    send_lag: SendLag
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"engine": self.engine, "engine_version": self.engine_version,
+                "dataset_name": self.dataset_name, "gpu": self.gpu, "gpu_count": self.gpu_count,
+                **self.power.fields(), "partial": self.partial,
+                "partial_reason": self.partial_reason, "num_sent": self.num_sent,
+                "seed": self.seed, "arrival_schedule": self.arrival_schedule,
+                "ignore_eos": self.ignore_eos, "request_timeout_s": self.request_timeout_s,
+                "endpoint": self.endpoint, "client": self.client, **self.send_lag.fields()}
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    """One benchmark run (one rate); :meth:`to_dict` is the result file's JSON object."""
+
+    header: RunHeader
+    duration: float
+    completed: int
+    failed: int
+    total_input_tokens: int
+    total_output_tokens: int
+    request_throughput: float
+    output_throughput: float
+    total_token_throughput: float
+    input_lens: tuple[int, ...]
+    output_lens: tuple[int, ...]
+    ttfts: tuple[float, ...]
+    itls: tuple[tuple[float, ...], ...]
+    latencies: tuple[float, ...]
+    start_times: tuple[float, ...]
+    queue_times: tuple[float, ...]
+    errors: tuple[str, ...]
+    max_output_tokens_per_s: float
+    max_concurrent_requests: int
+    ttft: LatencyStats
+    tpot: LatencyStats
+    itl: LatencyStats
+    e2el: LatencyStats
+    output_tokens_source: str
+    input_tokens_source: str
+    facts: RunFacts
+    request_goodput: float | None = None
+
+    @property
+    def request_rate(self) -> float:
+        return self.header.request_rate
+
+    @property
+    def partial(self) -> bool:
+        return self.facts.partial
+
+    @property
+    def gpu_energy_per_output_token_j(self) -> float | None:
+        energy = self.facts.power.gpu_energy_j
+        return (energy / self.total_output_tokens if energy is not None
+                and self.total_output_tokens > 0 else None)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = self.header.to_dict()
+        out.update({
+            "duration": self.duration,
+            "completed": self.completed,
+            "failed": self.failed,
+            "total_input_tokens": self.total_input_tokens,
+            "total_output_tokens": self.total_output_tokens,
+            "request_throughput": self.request_throughput,
+            "request_goodput": self.request_goodput,
+            "output_throughput": self.output_throughput,
+            "total_token_throughput": self.total_token_throughput,
+            "input_lens": list(self.input_lens),
+            "output_lens": list(self.output_lens),
+            "ttfts": list(self.ttfts),
+            "itls": [list(x) for x in self.itls],
+            "latencies": list(self.latencies),
+            "start_times": list(self.start_times),
+            "queue_times": list(self.queue_times),
+            "errors": list(self.errors),
+            "max_output_tokens_per_s": self.max_output_tokens_per_s,
+            "max_concurrent_requests": self.max_concurrent_requests,
+        })
+        for name in _METRICS:
+            out.update(getattr(self, name).fields(name))
+        out["output_tokens_source"] = self.output_tokens_source
+        out["input_tokens_source"] = self.input_tokens_source
+        out.update(self.facts.to_dict())
+        out["gpu_energy_per_output_token_j"] = self.gpu_energy_per_output_token_j
+        return out
 
 
 def _peaks(ok: list[RequestOutcome], t0: float) -> tuple[float, int]:
@@ -62,16 +229,14 @@ def _peaks(ok: list[RequestOutcome], t0: float) -> tuple[float, int]:
     return float(tokens.max()), int(conc.max())
 
 
-def result_dict(outcomes: Sequence[RequestOutcome], *, t0: float, duration_s: float,
-                header: dict[str, Any], extra: dict[str, Any],
-                queue_times: Sequence[float] | None = None,
-                fallback_prompt_tokens: Sequence[int] | None = None) -> dict[str, Any]:
-    """The result JSON object.
+def bench_result(outcomes: Sequence[RequestOutcome], *, t0: float, duration_s: float,
+                 header: RunHeader, facts: RunFacts,
+                 queue_times: Sequence[float] | None = None,
+                 fallback_prompt_tokens: Sequence[int] | None = None) -> BenchResult:
+    """The result of one run.
 
-    ``header`` holds the run's setup (vLLM's leading keys: ``date``, ``backend``, ``model_id``,
-    ``num_prompts``, ``request_rate`` ...), ``extra`` fleetplan's trailing fields. Outcomes are in
-    request order; ``fallback_prompt_tokens[i]`` is used when the server sent no usage for
-    request ``i`` (and ``input_tokens_source`` says so).
+    Outcomes are in request order; ``fallback_prompt_tokens[i]`` is used when the server sent no
+    usage for request ``i`` (and ``input_tokens_source`` says so).
     """
     ok = [o for o in outcomes if o.success]
     input_lens = []
@@ -88,85 +253,84 @@ def result_dict(outcomes: Sequence[RequestOutcome], *, t0: float, duration_s: fl
     dur = duration_s if duration_s > 0 else float("nan")
     tpots = [t for o in ok if (t := o.tpot_s) is not None]
     max_tok_s, max_conc = _peaks(ok, t0)
-    out: dict[str, Any] = dict(header)
-    out.update({
-        "duration": duration_s,
-        "completed": len(ok),
-        "failed": len(outcomes) - len(ok),
-        "total_input_tokens": total_in,
-        "total_output_tokens": total_out,
-        "request_throughput": len(ok) / dur,
-        "request_goodput": None,
-        "output_throughput": total_out / dur,
-        "total_token_throughput": (total_in + total_out) / dur,
-        "input_lens": input_lens,
-        "output_lens": output_lens,
-        "ttfts": [o.ttft_s if o.success else 0.0 for o in outcomes],
-        "itls": [list(o.itl_s) for o in outcomes],
-        "latencies": [o.latency_s if o.success else 0.0 for o in outcomes],
-        "start_times": [o.start_s - t0 for o in outcomes],
-        "queue_times": list(queue_times) if queue_times is not None else [0.0] * len(outcomes),
-        "errors": [o.error for o in outcomes],
-        "max_output_tokens_per_s": max_tok_s,
-        "max_concurrent_requests": max_conc,
-    })
-    samples = {"ttft": [o.ttft_s for o in ok], "tpot": tpots,
-               "itl": [x for o in ok for x in o.itl_s], "e2el": [o.latency_s for o in ok]}
-    for m in _METRICS:
-        out.update(_stats(m, samples[m]))
     n_ok_usage = sum(1 for o in ok if o.tokens_from_usage)
-    out["output_tokens_source"] = ("server usage" if n_ok_usage == len(ok) else
-                                   "token events (server sent no usage)" if n_ok_usage == 0
-                                   else f"server usage for {n_ok_usage} of {len(ok)} requests, "
-                                        "token events for the rest")
-    out["input_tokens_source"] = ("server usage" if from_usage == len(outcomes) else
-                                  f"server usage for {from_usage} of {len(outcomes)} requests; "
-                                  "the rest: the request's word count (assumption)")
-    out.update(extra)
-    energy = out.get("gpu_energy_j")
-    out["gpu_energy_per_output_token_j"] = (energy / total_out if energy is not None
-                                            and total_out > 0 else None)
-    return out
+    return BenchResult(
+        header=header,
+        duration=duration_s,
+        completed=len(ok),
+        failed=len(outcomes) - len(ok),
+        total_input_tokens=total_in,
+        total_output_tokens=total_out,
+        request_throughput=len(ok) / dur,
+        output_throughput=total_out / dur,
+        total_token_throughput=(total_in + total_out) / dur,
+        input_lens=tuple(input_lens),
+        output_lens=tuple(output_lens),
+        ttfts=tuple(o.ttft_s if o.success else 0.0 for o in outcomes),
+        itls=tuple(tuple(o.itl_s) for o in outcomes),
+        latencies=tuple(o.latency_s if o.success else 0.0 for o in outcomes),
+        start_times=tuple(o.start_s - t0 for o in outcomes),
+        queue_times=(tuple(queue_times) if queue_times is not None
+                     else (0.0,) * len(outcomes)),
+        errors=tuple(o.error for o in outcomes),
+        max_output_tokens_per_s=max_tok_s,
+        max_concurrent_requests=max_conc,
+        ttft=LatencyStats.of([o.ttft_s for o in ok]),
+        tpot=LatencyStats.of(tpots),
+        itl=LatencyStats.of([x for o in ok for x in o.itl_s]),
+        e2el=LatencyStats.of([o.latency_s for o in ok]),
+        output_tokens_source=(
+            "server usage" if n_ok_usage == len(ok) else
+            "token events (server sent no usage)" if n_ok_usage == 0
+            else f"server usage for {n_ok_usage} of {len(ok)} requests, token events for the "
+                 "rest"),
+        input_tokens_source=(
+            "server usage" if from_usage == len(outcomes) else
+            f"server usage for {from_usage} of {len(outcomes)} requests; the rest: the "
+            "request's word count (assumption)"),
+        facts=facts,
+    )
 
 
-def summary_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
+def summary_rows(result: BenchResult) -> list[tuple[str, str]]:
     """(label, value) pairs for the end-of-run table; missing figures show as 'unknown'."""
 
-    def f(key: str, digits: int = 2) -> str:
-        v = result.get(key)
+    def f(v: float | None, digits: int = 2) -> str:
         if v is None or (isinstance(v, float) and not math.isfinite(v)):
             return "unknown"
         return f"{v:.{digits}f}" if isinstance(v, float) else str(v)
 
+    power, lag = result.facts.power, result.facts.send_lag
     rows = [
-        ("Request rate (req/s, target)", str(result.get("request_rate"))),
-        ("Requests completed / failed", f"{result.get('completed')} / {result.get('failed')}"),
-        ("Duration (s)", f("duration")),
-        ("Request throughput (req/s)", f("request_throughput", 3)),
-        ("Output throughput (tok/s)", f("output_throughput", 1)),
-        ("Total token throughput (tok/s)", f("total_token_throughput", 1)),
+        ("Request rate (req/s, target)", str(result.request_rate)),
+        ("Requests completed / failed", f"{result.completed} / {result.failed}"),
+        ("Duration (s)", f(result.duration)),
+        ("Request throughput (req/s)", f(result.request_throughput, 3)),
+        ("Output throughput (tok/s)", f(result.output_throughput, 1)),
+        ("Total token throughput (tok/s)", f(result.total_token_throughput, 1)),
     ]
-    for m, label in (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2el", "E2E")):
+    for st, label in ((result.ttft, "TTFT"), (result.tpot, "TPOT"), (result.itl, "ITL"),
+                      (result.e2el, "E2E")):
         rows.append((f"{label} mean / p50 / p99 (ms)",
-                     f"{f(f'mean_{m}_ms', 1)} / {f(f'median_{m}_ms', 1)} / {f(f'p99_{m}_ms', 1)}"))
+                     f"{f(st.mean_ms, 1)} / {f(st.median_ms, 1)} / {f(st.p99_ms, 1)}"))
     rows += [
-        ("GPU energy (J)", f("gpu_energy_j", 1)),
-        ("GPU average power (W)", f("gpu_avg_power_w", 1)),
-        ("GPU energy per output token (J)", f("gpu_energy_per_output_token_j", 4)),
-        ("Power source", str(result.get("power_source"))),
-        ("Send lag p50 / p99 / max (ms)", f"{f('send_lag_p50_ms', 1)} / "
-                                          f"{f('send_lag_p99_ms', 1)} / {f('send_lag_max_ms', 1)}"),
+        ("GPU energy (J)", f(power.gpu_energy_j, 1)),
+        ("GPU average power (W)", f(power.gpu_avg_power_w, 1)),
+        ("GPU energy per output token (J)", f(result.gpu_energy_per_output_token_j, 4)),
+        ("Power source", str(power.source)),
+        ("Send lag p50 / p99 / max (ms)",
+         f"{f(lag.p50_ms, 1)} / {f(lag.p99_ms, 1)} / {f(lag.max_ms, 1)}"),
     ]
-    if result.get("partial"):
-        rows.append(("PARTIAL RESULT", str(result.get("partial_reason"))))
+    if result.partial:
+        rows.append(("PARTIAL RESULT", str(result.facts.partial_reason)))
     return rows
 
 
-def _encode(result: dict[str, Any]) -> str:
-    return json.dumps(json_safe(result), allow_nan=False)
+def _encode(result: BenchResult) -> str:
+    return json.dumps(json_safe(result.to_dict()), allow_nan=False)
 
 
-def write_results(path: str | os.PathLike[str], results: Sequence[dict[str, Any]]) -> None:
+def write_results(path: str | os.PathLike[str], results: Sequence[BenchResult]) -> None:
     """Write one result as a JSON object, several as JSON lines (vLLM's ``--append-result``)."""
     if len(results) == 1:
         atomic_write_text(path, _encode(results[0]) + "\n")

@@ -43,7 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from fleetplan import __version__
 from fleetplan.bench.power import PowerReport, open_power
 from fleetplan.bench.requests import BenchRequest
-from fleetplan.bench.result import result_dict
+from fleetplan.bench.result import BenchResult, RunFacts, RunHeader, SendLag, bench_result
 from fleetplan.bench.stream import RequestOutcome, payload_for, stream_request
 from fleetplan.errors import FleetplanError, InputError
 from fleetplan.workload.arrivals import benchmark_arrivals
@@ -183,8 +183,8 @@ async def _engine_version(client: aiohttp.ClientSession, base: str) -> str | Non
 
 async def run_benchmark(cfg: BenchConfig, requests: Sequence[BenchRequest],
                         on_progress: Progress | None = None,
-                        stop: asyncio.Event | None = None) -> dict[str, Any]:
-    """Run one benchmark and return its result object (see :mod:`fleetplan.bench.result`).
+                        stop: asyncio.Event | None = None) -> BenchResult:
+    """Run one benchmark and return its result (see :mod:`fleetplan.bench.result`).
 
     ``stop`` (set by Ctrl-C in :func:`run`) ends the run early with a partial result.
     """
@@ -235,52 +235,52 @@ async def run_benchmark(cfg: BenchConfig, requests: Sequence[BenchRequest],
 
 def _assemble(cfg: BenchConfig, requests: Sequence[BenchRequest], run: _Run, sent: list[int],
               duration: float, power: PowerReport, version: str | None,
-              partial_reason: str | None, offsets: np.ndarray) -> dict[str, Any]:
-    header = {
-        "date": datetime.now(UTC).strftime("%Y%m%d-%H%M%S"),
-        "endpoint_type": "openai" if cfg.api == "completions" else "openai-chat",
-        "backend": "openai" if cfg.api == "completions" else "openai-chat",
-        "label": cfg.label,
-        "model_id": cfg.model,
-        "tokenizer_id": None,
-        "num_prompts": cfg.num_prompts,
-        "request_rate": cfg.rate,
-        "burstiness": cfg.burstiness,
-        "max_concurrency": cfg.max_concurrency,
-    }
+              partial_reason: str | None, offsets: np.ndarray) -> BenchResult:
+    header = RunHeader(
+        date=datetime.now(UTC).strftime("%Y%m%d-%H%M%S"),
+        endpoint_type="openai" if cfg.api == "completions" else "openai-chat",
+        backend="openai" if cfg.api == "completions" else "openai-chat",
+        label=cfg.label,
+        model_id=cfg.model,
+        tokenizer_id=None,
+        num_prompts=cfg.num_prompts,
+        request_rate=cfg.rate,
+        burstiness=cfg.burstiness,
+        max_concurrency=cfg.max_concurrency,
+    )
     gpu_count = cfg.gpu_count or (len(power.gpu_names) if power.gpu_names else None)
     gpu = cfg.gpu or (power.gpu_names[0] if power.gpu_names else None)
-    extra = {
-        "engine": "vllm" if version else "unknown",
-        "engine_version": version,
-        "dataset_name": cfg.dataset_name,
-        "gpu": gpu,
-        "gpu_count": gpu_count,
-        **power.fields(),
-        "partial": partial_reason is not None,
-        "partial_reason": partial_reason,
-        "num_sent": len(sent),
-        "seed": cfg.seed,
-        "arrival_schedule": cfg.arrival_schedule,
-        "ignore_eos": cfg.ignore_eos,
-        "request_timeout_s": cfg.request_timeout_s,
-        "endpoint": cfg.url,
-        "client": f"fleetplan {__version__} bench",
-        **send_lag_fields([run.outcomes[i].start_s - run.t0 - float(offsets[i]) for i in sent]),
-    }
+    facts = RunFacts(
+        engine="vllm" if version else "unknown",
+        engine_version=version,
+        dataset_name=cfg.dataset_name,
+        gpu=gpu,
+        gpu_count=gpu_count,
+        power=power,
+        partial=partial_reason is not None,
+        partial_reason=partial_reason,
+        num_sent=len(sent),
+        seed=cfg.seed,
+        arrival_schedule=cfg.arrival_schedule,
+        ignore_eos=cfg.ignore_eos,
+        request_timeout_s=cfg.request_timeout_s,
+        endpoint=cfg.url,
+        client=f"fleetplan {__version__} bench",
+        send_lag=send_lag([run.outcomes[i].start_s - run.t0 - float(offsets[i]) for i in sent]),
+    )
     fallback = [requests[i].prompt_tokens or len(requests[i].prompt.split()) for i in sent]
-    return result_dict([run.outcomes[i] for i in sent], t0=run.t0, duration_s=duration,
-                       header=header, extra=extra, queue_times=[run.queue.get(i, 0.0)
-                                                                for i in sent],
-                       fallback_prompt_tokens=fallback)
+    return bench_result([run.outcomes[i] for i in sent], t0=run.t0, duration_s=duration,
+                        header=header, facts=facts,
+                        queue_times=[run.queue.get(i, 0.0) for i in sent],
+                        fallback_prompt_tokens=fallback)
 
 
 # The client kept its schedule when the 99th percentile of its send lag is within this many ms;
-# beyond it the arrival process the server saw was not the one asked for (see send_lag_fields).
+# beyond it the arrival process the server saw was not the one asked for (see send_lag).
 SEND_LAG_WARN_MS = 50.0
 
 
-def send_lag_fields(lags_s: Sequence[float]) -> dict[str, Any]:
+def send_lag(lags_s: Sequence[float]) -> SendLag:
     """How late the client sent requests against its schedule (ms; p50, p99, max).
 
     A late send means the client itself was starved of CPU (it shares cores with the server, or
@@ -288,11 +288,16 @@ def send_lag_fields(lags_s: Sequence[float]) -> dict[str, Any]:
     for, and TTFT/ITL measured by a starved client include the client's own delay.
     """
     if not lags_s:
-        return {"send_lag_p50_ms": None, "send_lag_p99_ms": None, "send_lag_max_ms": None}
+        return SendLag()
     ms = np.maximum(np.asarray(lags_s, dtype=float), 0.0) * 1000.0
-    return {"send_lag_p50_ms": round(float(np.percentile(ms, 50)), 3),
-            "send_lag_p99_ms": round(float(np.percentile(ms, 99)), 3),
-            "send_lag_max_ms": round(float(ms.max()), 3)}
+    return SendLag(p50_ms=round(float(np.percentile(ms, 50)), 3),
+                   p99_ms=round(float(np.percentile(ms, 99)), 3),
+                   max_ms=round(float(ms.max()), 3))
+
+
+def send_lag_fields(lags_s: Sequence[float]) -> dict[str, Any]:
+    """:func:`send_lag` as the result's ``send_lag_*_ms`` fields."""
+    return send_lag(lags_s).fields()
 
 
 def _with_sigint(coro_fn: Callable[[asyncio.Event], Any]) -> Any:
@@ -319,18 +324,18 @@ def _with_sigint(coro_fn: Callable[[asyncio.Event], Any]) -> Any:
 
 
 def run(cfg: BenchConfig, requests: Sequence[BenchRequest],
-        on_progress: Progress | None = None) -> dict[str, Any]:
+        on_progress: Progress | None = None) -> BenchResult:
     """Synchronous :func:`run_benchmark`; Ctrl-C returns the partial result."""
     return _with_sigint(lambda stop: run_benchmark(cfg, requests, on_progress, stop))  # type: ignore[no-any-return]
 
 
 def run_sweep(cfg: BenchConfig, rates: Sequence[float], requests: Sequence[BenchRequest],
               on_start: Callable[[float], None] | None = None,
-              on_progress: Progress | None = None) -> list[dict[str, Any]]:
+              on_progress: Progress | None = None) -> list[BenchResult]:
     """One run per rate, in the order given, same requests and seed; Ctrl-C ends the sweep
     after the partial result of the rate in progress."""
 
-    async def sweep(stop: asyncio.Event) -> list[dict[str, Any]]:
+    async def sweep(stop: asyncio.Event) -> list[BenchResult]:
         out = []
         for r in rates:
             if stop.is_set():

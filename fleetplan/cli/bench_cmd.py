@@ -17,6 +17,8 @@ if TYPE_CHECKING:  # the client, numpy and rich are imported by the command when
     from rich.console import Console
     from rich.table import Table
 
+    from fleetplan.bench.result import BenchResult
+
 
 def _rates(rate: float | None, sweep: str | None) -> list[float]:
     if rate is not None and sweep is not None:
@@ -59,17 +61,17 @@ def _requests(n: int, seed: int, dataset: Path | None, input_len: str | None,
     return synthetic_requests(n, lengths, rng), "random"
 
 
-def _table(results: list[dict[str, Any]]) -> Table:
+def _table(results: list[BenchResult]) -> Table:
     from rich.table import Table
 
     from fleetplan.bench import summary_rows
 
     table = Table(title="fleetplan bench", caption="Latencies are client-side (as vllm bench "
-                  "serve measures them); power: " + str(results[0].get("power_source")),
+                  "serve measures them); power: " + str(results[0].facts.power.source),
                   caption_justify="left")
     table.add_column("metric")
     for r in results:
-        table.add_column(f"{r['request_rate']} req/s", justify="right")
+        table.add_column(f"{r.request_rate} req/s", justify="right")
     rows = [summary_rows(r) for r in results]
     for k, (label, _) in enumerate(rows[0]):
         if label == "Power source":
@@ -183,27 +185,28 @@ def bench(
     if out is not None:
         write_results(out, results)
     if fmt == "json":
-        sys.stdout.write(dumps(results[0] if len(results) == 1 else results))
+        dicts = [r.to_dict() for r in results]
+        sys.stdout.write(dumps(dicts[0] if len(dicts) == 1 else dicts))
     else:
         Console(width=max(100, Console().width)).print(_table(results))
     if out is not None:
         err.print(f"{len(results)} result(s) written to {out}")
     for r in results:
-        lag = r.get("send_lag_p99_ms")
-        if lag is not None and lag > SEND_LAG_WARN_MS:
-            err.print(f"fleetplan: warning: at {r['request_rate']:g} req/s the client sent 1% of "
-                      f"requests {lag:.0f} ms or more behind schedule (max "
-                      f"{r['send_lag_max_ms']:.0f} ms): it was short of CPU, so the load was "
+        lag = r.facts.send_lag
+        if lag.p99_ms is not None and lag.p99_ms > SEND_LAG_WARN_MS:
+            err.print(f"fleetplan: warning: at {r.request_rate:g} req/s the client sent 1% of "
+                      f"requests {lag.p99_ms:.0f} ms or more behind schedule (max "
+                      f"{lag.max_ms or 0.0:.0f} ms): it was short of CPU, so the load was "
                       "burstier than asked and its latencies include its own delay",
                       highlight=False)
     if ingest:
         _ingest(results, out, store, gpu, gpu_count, err)
-    if any(r.get("partial") for r in results) or len(results) < len(rates):
+    if any(r.partial for r in results) or len(results) < len(rates):
         err.print("fleetplan: interrupted: the results are partial")
         raise typer.Exit(130)
 
 
-def _ingest(results: list[dict[str, Any]], out: Path | None, store: Path | None,
+def _ingest(results: list[BenchResult], out: Path | None, store: Path | None,
             gpu: str | None, gpu_count: int | None, err: Console) -> None:
     from fleetplan.bench import write_results
     from fleetplan.profiles.ingest import IngestOptions, ingest_paths

@@ -114,10 +114,10 @@ def test_ctrl_c_in_the_cli_writes_the_partial_result(fake_server: Any, tmp_path:
 def test_bench_warns_when_the_client_fell_behind_its_schedule(fake_server: Any, cli: Any,
                                                               monkeypatch: pytest.MonkeyPatch
                                                               ) -> None:
-    import fleetplan.cli.bench_cmd as bench_cmd
+    import fleetplan.bench as bench_pkg  # the command imports run_sweep from it when it runs
 
     srv = fake_server(lambda i, b: Plan(tokens=2))
-    real = bench_cmd.run_sweep
+    real = bench_pkg.run_sweep
 
     def starved(cfg: Any, rates: Any, reqs: Any, on_start: Any, on_progress: Any) -> Any:
         def hog(done: int, failed: int, total: int) -> None:
@@ -129,7 +129,7 @@ def test_bench_warns_when_the_client_fell_behind_its_schedule(fake_server: Any, 
     args = ("bench", "--endpoint", srv.url, "--model", "m", "--rate", "40", "--num-prompts",
             "30", "--input-len", "8", "--output-len", "2", "--power", "none", "--no-progress",
             "--format", "json")
-    monkeypatch.setattr(bench_cmd, "run_sweep", starved)
+    monkeypatch.setattr(bench_pkg, "run_sweep", starved)
     res = cli(*args)
     assert res.exit_code == 0, res.stderr
     assert json.loads(res.stdout)["send_lag_max_ms"] >= 200.0

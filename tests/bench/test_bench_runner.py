@@ -17,6 +17,7 @@ from bench_fake_server import Plan
 from scipy import stats
 
 from fleetplan.bench import BenchConfig, BenchError, run, run_benchmark, synthetic_requests
+from fleetplan.bench.result import BenchResult
 from fleetplan.bench.runner import send_schedule
 from fleetplan.bench.stream import payload_for, stream_request
 from fleetplan.replica.protocol import vllm_arrivals
@@ -31,13 +32,14 @@ def requests(n: int, prompt: int = 8, output: int = 4, seed: int = 0) -> list[An
 
 
 def bench(url: str, n: int, **kw: Any) -> dict[str, Any]:
-    """Run the benchmark under an outer deadline that fails the test if it is exceeded."""
+    """Run the benchmark under an outer deadline that fails the test if it is exceeded; the
+    result as its file's JSON object."""
     cfg = BenchConfig(endpoint=url, model="m", num_prompts=n, power="none", **kw)
 
-    async def go() -> dict[str, Any]:
+    async def go() -> BenchResult:
         return await asyncio.wait_for(run_benchmark(cfg, requests(n)), GUARD_S)
 
-    return asyncio.run(go())
+    return asyncio.run(go()).to_dict()
 
 
 # Timing laws below hold on any machine, however busy: each client timestamp is compared with the
@@ -241,7 +243,7 @@ def test_ctrl_c_returns_the_partial_result(fake_server: Any) -> None:
     timer = threading.Timer(1.0, os.kill, args=(os.getpid(), signal.SIGINT))
     timer.start()
     try:
-        res = run(cfg, requests(40))
+        res = run(cfg, requests(40)).to_dict()
     finally:
         timer.cancel()
     assert res["partial"] is True and "interrupted" in res["partial_reason"]
@@ -261,10 +263,10 @@ def test_a_starved_client_reports_its_send_lag(fake_server: Any) -> None:
             blocked.append(done)
             time.sleep(0.3)
 
-    async def go() -> dict[str, Any]:
+    async def go() -> BenchResult:
         return await asyncio.wait_for(run_benchmark(cfg, requests(n), on_progress=hog), GUARD_S)
 
-    res = asyncio.run(go())
+    res = asyncio.run(go()).to_dict()
     assert blocked
     assert res["send_lag_max_ms"] >= 200.0
     assert res["send_lag_p99_ms"] >= 150.0
