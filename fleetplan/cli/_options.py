@@ -1,8 +1,14 @@
-"""Parsing of repeated ``NAME=VALUE`` options (``--price H100-PCIe=2.0``)."""
+"""Options shared by commands: repeated ``NAME=VALUE`` pairs (``--price H100-PCIe=2.0``) and
+the progress bars of long commands (``--progress`` / ``--quiet``, :func:`progress_reporter`)."""
 
 from __future__ import annotations
 
+import contextlib
 import math
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
 
 from fleetplan.errors import InputError
 
@@ -21,3 +27,68 @@ def parse_pairs(values: list[str] | None, option: str) -> dict[str, float]:
             raise InputError(f"{option} {item!r}: {raw!r} must be a positive number")
         out[name.strip()] = value
     return out
+
+
+PROGRESS_HELP = ("Show progress bars on stderr even when it is not a terminal (e.g. CI logs: "
+                 "one line per step). Default: only on a terminal.")
+QUIET_HELP = "No progress bars."
+
+
+class RichProgress:
+    """:class:`fleetplan._progress.Progress` as rich bars on stderr when it is a terminal, else
+    (``--progress`` into a log) one line per finished step: name, count, seconds."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            SpinnerColumn,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        self.console = Console(stderr=True, highlight=False)
+        self.live = self.console.is_terminal
+        self.bar = Progress(SpinnerColumn(finished_text="-"), TextColumn("{task.description}"),
+                            BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                            console=self.console, disable=not self.live)
+        self.steps: dict[str, tuple[Any, int | None, float]] = {}  # task, total, start time
+        self.done: dict[str, int] = {}
+
+    def __enter__(self) -> RichProgress:
+        self.bar.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.stop()
+
+    def start(self, name: str, total: int | None = None) -> None:
+        self.steps[name] = (self.bar.add_task(name, total=total), total, time.monotonic())
+        self.done[name] = 0
+
+    def advance(self, name: str, amount: int = 1) -> None:
+        self.done[name] += amount
+        self.bar.advance(self.steps[name][0], amount)
+
+    def finish(self, name: str) -> None:
+        task, total, t0 = self.steps.pop(name)
+        done = self.done.pop(name)
+        self.bar.update(task, total=total if total is not None else 1,
+                        completed=done if total is not None else 1)
+        if not self.live:
+            count = f" {done}/{total}," if total is not None else ""
+            self.console.print(f"fleetplan: {name}:{count} {time.monotonic() - t0:.1f} s",
+                               soft_wrap=True)
+
+
+@contextlib.contextmanager
+def progress_reporter(quiet: bool, force: bool) -> Iterator[Any]:
+    """The reporter a command passes to the library: ``None`` (nothing shown) unless stderr is
+    a terminal or ``force``; ``quiet`` wins."""
+    if quiet or not (force or sys.stderr.isatty()):
+        yield None
+        return
+    with RichProgress() as reporter:
+        yield reporter

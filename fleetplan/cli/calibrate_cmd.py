@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from fleetplan.cli._format import OutputFormat, emit_json, emit_table
+from fleetplan.cli._options import PROGRESS_HELP, QUIET_HELP, progress_reporter
 from fleetplan.replica.calibration import DEFAULT_MAX_NFEV
 
 
@@ -26,6 +27,8 @@ def calibrate(
         DEFAULT_MAX_NFEV, "--max-nfev", min=5, max=1000, help="Simulations per configuration fit."
     ),
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="table or json."),
+    progress: bool = typer.Option(False, "--progress", help=PROGRESS_HELP),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
 ) -> None:
     """Fit each configuration's step-time parameters to its unflagged runs; flag and report the
     runs no work-conserving server can produce. The file is written atomically; configurations
@@ -41,7 +44,9 @@ def calibrate(
     from fleetplan.replica.params import default_calibration_path, user_calibration_path
 
     st = load_profiles(store)
-    cal = calibrate_store(st, model=model, config=config, jobs=jobs, max_nfev=max_nfev)
+    with progress_reporter(quiet, progress) as reporter:
+        cal = calibrate_store(st, model=model, config=config, jobs=jobs, max_nfev=max_nfev,
+                              progress=reporter)
     target = out if out is not None else user_calibration_path()
     start = default_calibration_path()
     if out is None and not target.exists() and start.is_file():  # start from the bundled one

@@ -8,6 +8,7 @@ import typer
 from rich.console import Console
 
 from fleetplan.cli._format import OutputFormat, emit_csv, emit_json, emit_table
+from fleetplan.cli._options import PROGRESS_HELP, QUIET_HELP, progress_reporter
 from fleetplan.errors import InputError
 from fleetplan.optimize.frontier import Sweep, frontier
 from fleetplan.scenario import load_scenario
@@ -29,6 +30,8 @@ def frontier_cmd(
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="table, csv or json."),
     timing: bool = typer.Option(True, "--timing/--no-timing",
                                 help="Report solver seconds (--no-timing: byte-identical JSON)."),
+    progress: bool = typer.Option(False, "--progress", help=PROGRESS_HELP),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
 ) -> None:
     """The cost frontier of a scenario: each point is a full solve checked by simulation.
 
@@ -37,7 +40,9 @@ def frontier_cmd(
     if plot is not None and plot.suffix.lower() != ".png":
         raise InputError(f"--plot {plot}: the plot is written as PNG; name it FILE.png")
     sc = load_scenario(scenario)
-    result = frontier(sc, sweep, points, scheduler, solver=solver, lo=lo, hi=hi)
+    with progress_reporter(quiet, progress) as reporter:
+        result = frontier(sc, sweep, points, scheduler, solver=solver, lo=lo, hi=hi,
+                          progress=reporter)
     if plot is not None:
         from fleetplan.viz.style import offscreen_axes, save_figure
 

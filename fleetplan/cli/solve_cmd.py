@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 
 from fleetplan.cli._format import OutputFormat, emit_json, emit_table
+from fleetplan.cli._options import PROGRESS_HELP, QUIET_HELP, progress_reporter
 from fleetplan.cli._plot import PLOT_HELP, save_result_plot
 from fleetplan.errors import InfeasibleError, InputError
 from fleetplan.optimize.plan import Plan, PlanStatus
@@ -75,6 +76,8 @@ def solve_cmd(
     plot: Path | None = typer.Option(None, "--plot", help=PLOT_HELP),
     plot_kind: str | None = typer.Option(
         None, "--plot-kind", help="latency (default), fleet, or hours (diurnal plans)."),
+    progress: bool = typer.Option(False, "--progress", help=PROGRESS_HELP),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
 ) -> None:
     """The cheapest fleet meeting every class's SLO, checked by simulation.
 
@@ -83,7 +86,9 @@ def solve_cmd(
     if fmt is OutputFormat.csv:
         raise InputError("--format: solve prints table or json")
     sc = load_scenario(scenario)
-    plan = solve(sc, solver=solver, executor=executor, max_rounds=max_rounds)
+    with progress_reporter(quiet, progress) as reporter:
+        plan = solve(sc, solver=solver, executor=executor, max_rounds=max_rounds,
+                     progress=reporter)
     if save_lp is not None and plan.problem is not None:
         lp, side = save_model(plan.problem, save_lp)
         if fmt is not OutputFormat.json:

@@ -7,17 +7,10 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-import pandas as pd
 import typer
 
 from fleetplan.cli._format import dumps, emit_table
-from fleetplan.profiles.store import load_profiles
-from fleetplan.replica.calibration_file import load_calibration_file
-from fleetplan.replica.runs import VALIDATED_METRICS
-from fleetplan.validate.core import load_runs, validate
-from fleetplan.validate.cv import leave_one_config_out, leave_one_rate_out
-from fleetplan.validate.markdown import validation_markdown
-from fleetplan.validate.records import CrossValidation
+from fleetplan.cli._options import PROGRESS_HELP, QUIET_HELP, progress_reporter
 
 
 class ValidateFormat(enum.StrEnum):
@@ -33,20 +26,35 @@ def validate_cmd(
     cv: bool = typer.Option(
         False, "--cv", help="Leave-one-rate-out and leave-one-config-out over the store."
     ),
-    store: Path | None = typer.Option(None, "--store", help="Profile store (default: bundled)."),
+    store: Path | None = typer.Option(None, "--store", help="Profile store (default: yours, "
+                                      "$XDG_DATA_HOME/fleetplan/profiles.csv, if you have one, "
+                                      "else the bundled runs)."),
     calibration: Path | None = typer.Option(
-        None, "--calibration", help="Calibration file (default: bundled)."
+        None, "--calibration", help="Calibration file (default: yours, "
+        "$XDG_DATA_HOME/fleetplan/calibration.json, if you have one, else the bundled one)."
     ),
     jobs: int | None = typer.Option(None, "--jobs", min=1, help="Processes for --cv refits."),
     fmt: ValidateFormat = typer.Option(
         ValidateFormat.table, "--format", help="table, json or markdown."
     ),
+    progress: bool = typer.Option(False, "--progress", help=PROGRESS_HELP),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
 ) -> None:
     """Predicted vs measured for each run, with percent errors; parameters come from the store's
     calibration only, never from RUNS.
 
     Example: fleetplan validate --cv --format markdown > docs/validation.md
     """
+    import pandas as pd
+
+    from fleetplan.profiles.store import load_profiles
+    from fleetplan.replica.calibration_file import load_calibration_file
+    from fleetplan.replica.runs import VALIDATED_METRICS
+    from fleetplan.validate.core import load_runs, validate
+    from fleetplan.validate.cv import leave_one_config_out, leave_one_rate_out
+    from fleetplan.validate.markdown import validation_markdown
+    from fleetplan.validate.records import CrossValidation
+
     st = load_profiles(store)
     cal = load_calibration_file(calibration)
     todo = load_runs(st, runs or [])
@@ -55,13 +63,16 @@ def validate_cmd(
         store_runs = load_runs(st)
         cal_keys = {e.key for e in cal.configs}
         store_runs = [r for r in store_runs if r.key in cal_keys]
-        result = replace(
-            result,
-            cv=CrossValidation(
-                leave_one_rate_out=leave_one_rate_out(store_runs, jobs=jobs),
-                leave_one_config_out=leave_one_config_out(store_runs, cal.configs),
-            ),
-        )
+        with progress_reporter(quiet, progress) as reporter:
+            result = replace(
+                result,
+                cv=CrossValidation(
+                    leave_one_rate_out=leave_one_rate_out(store_runs, jobs=jobs,
+                                                          progress=reporter),
+                    leave_one_config_out=leave_one_config_out(store_runs, cal.configs,
+                                                              progress=reporter),
+                ),
+            )
     if fmt is ValidateFormat.json:
         sys.stdout.write(dumps(result.to_dict()))
         return

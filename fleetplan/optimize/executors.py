@@ -1,7 +1,8 @@
 """Executors for independent jobs (capacity searches, verification runs, frontier points).
 
 An executor maps a picklable top-level function over a list of picklable items and returns the
-results in input order, so a parallel run gives the same bytes as a serial one. Three kinds, in
+results in input order, so a parallel run gives the same bytes as a serial one (``serial`` and
+``local`` also have ``imap``, the same results one by one, for progress reporting). Three kinds, in
 one registry: ``serial`` (in process), ``local`` (a process pool on this machine, the default)
 and ``dask`` (a Dask distributed cluster; ``pip install 'fleetplan[dask]'``).
 
@@ -13,7 +14,7 @@ Main entry: :func:`get_executor` (``None`` -> local processes; ``"serial"``; ``"
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
@@ -38,6 +39,10 @@ class SerialExecutor:
     def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
         return [fn(x) for x in items]
 
+    def imap(self, fn: Callable[[T], R], items: Sequence[T]) -> Iterator[R]:
+        """Results one by one, in input order (lets a progress bar advance)."""
+        return (fn(x) for x in items)
+
 
 class LocalExecutor:
     """A pool of local worker processes (``workers`` defaults to the CPU count)."""
@@ -50,12 +55,17 @@ class LocalExecutor:
         self.workers = workers or os.cpu_count() or 1
 
     def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+        return list(self.imap(fn, items))
+
+    def imap(self, fn: Callable[[T], R], items: Sequence[T]) -> Iterator[R]:
+        """Results in input order as they are done (lets a progress bar advance)."""
         items = list(items)
         n = min(self.workers, len(items))
         if n <= 1:
-            return [fn(x) for x in items]
+            yield from (fn(x) for x in items)
+            return
         with ProcessPoolExecutor(max_workers=n) as pool:
-            return list(pool.map(fn, items))
+            yield from pool.map(fn, items)
 
 
 class DaskExecutor:

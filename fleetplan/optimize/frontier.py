@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from fleetplan._notebook import NotebookRepr
+from fleetplan._progress import Progress, tracked_map
 from fleetplan.errors import InputError
 from fleetplan.optimize.capacity import CapacitySettings
 from fleetplan.optimize.executors import SerialExecutor, get_executor
@@ -178,9 +179,11 @@ def frontier(scenario: Scenario, sweep: str | Sweep = Sweep.carbon, points: int 
              scheduler: Any = None, *, solver: str | None = None, lo: float | None = None,
              hi: float | None = None, capacity: CapacitySettings | None = None,
              cache_dir: str | bool | None = True,
-             max_rounds: int = DEFAULT_MAX_ROUNDS) -> Frontier:
+             max_rounds: int = DEFAULT_MAX_ROUNDS,
+             progress: Progress | None = None) -> Frontier:
     """Sweep ``scenario`` (see the module docstring); ``scheduler``: a Dask address or client,
-    ``"serial"``, ``"local[:N]"``, or ``None`` for local processes."""
+    ``"serial"``, ``"local[:N]"``, or ``None`` for local processes. ``progress`` receives the
+    capacity searches and the points (:mod:`fleetplan._progress`)."""
     try:
         kind = Sweep(sweep)
     except ValueError:
@@ -195,11 +198,13 @@ def frontier(scenario: Scenario, sweep: str | Sweep = Sweep.carbon, points: int 
         values = _factors(lo or 0.5, hi or 2.0, points, geometric=True)
         for f in values:
             variant = _scale_slo(scenario, f)
-            inputs = build_problem(variant, executor=ex, settings=capacity, cache_dir=cache_dir)
+            inputs = build_problem(variant, executor=ex, settings=capacity, cache_dir=cache_dir,
+                                   progress=progress)
             jobs.append((variant, inputs, settings, max_rounds))
     else:
         base = scenario.with_updates(carbon=None) if kind is Sweep.carbon else scenario
-        inputs = build_problem(base, executor=ex, settings=capacity, cache_dir=cache_dir)
+        inputs = build_problem(base, executor=ex, settings=capacity, cache_dir=cache_dir,
+                               progress=progress)
         if kind is Sweep.carbon:
             values = _carbon_values(inputs, settings, points, lo, hi)
             for v in values:
@@ -219,7 +224,7 @@ def frontier(scenario: Scenario, sweep: str | Sweep = Sweep.carbon, points: int 
                 jobs.append((variant, replace(inputs, problem=replace(inputs.problem,
                                                                       demands=demands)),
                              settings, max_rounds))
-    plans = ex.map(_run_point, jobs)
+    plans = tracked_map(ex, _run_point, jobs, progress, "frontier points")
     pairs = list(zip(values, plans, strict=True))
     flags = _pareto(pairs, kind)
     param, unit = _PARAM[kind]

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from fleetplan._progress import Progress, tracked_map
 from fleetplan.catalog.grid import DEFAULT_REGION, grid_intensity
 from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.catalog.prices import price_for
@@ -129,10 +130,12 @@ def _availability(scenario: Scenario) -> dict[str, int]:
 
 def build_problem(scenario: Scenario, *, executor: Executor | None = None,
                   settings: CapacitySettings | None = None,
-                  cache_dir: str | None | bool = True) -> Inputs:
+                  cache_dir: str | None | bool = True,
+                  progress: Progress | None = None) -> Inputs:
     """Everything the MILP needs for ``scenario``; capacity searches run on ``executor``.
 
     ``cache_dir``: ``True`` for the default cache folder, a path, or ``False`` for no disk cache.
+    ``progress``: reports the capacity searches (one per candidate x class x tier).
     """
     from fleetplan.fleet.accounting import embodied_g_per_gpu_hour, power_model
     from fleetplan.replica.params import replica_params
@@ -173,7 +176,8 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
     for k, j in jobs.items():
         unique.setdefault(keys[k], j)
     order = sorted(unique)
-    done = executor.map(run_capacity_job, [unique[h] for h in order])
+    done = tracked_map(executor, run_capacity_job, [unique[h] for h in order], progress,
+                       "capacity searches (candidate x class)")
     by_hash = {h: CapacityResult.from_dict(r) for h, r in zip(order, done, strict=True)}
     results = {k: by_hash[keys[k]] for k in jobs}
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+from fleetplan._progress import Progress, step
 from fleetplan.optimize.executors import Executor, SerialExecutor
 from fleetplan.optimize.milp import MilpSolution, solve_problem
 from fleetplan.optimize.problem import PlanProblem, Tier
@@ -164,13 +165,16 @@ def _trim_candidate(problem: PlanProblem, sol: MilpSolution,
 
 def closed_loop(problem: PlanProblem, settings: SolverSettings, verify: Verifier, *,
                 executor: Executor | None = None, max_rounds: int = DEFAULT_MAX_ROUNDS,
-                max_trims: int = DEFAULT_MAX_TRIMS) -> LoopOutcome:
+                max_trims: int = DEFAULT_MAX_TRIMS,
+                progress: Progress | None = None) -> LoopOutcome:
     """Solve and verify until every class meets its SLO in simulation (see module docstring);
     then try, at most ``max_trims`` times, a plan with one replica fewer in the dearest pool
     (single-replica capacities are conservative for pools: requests spread over replicas), kept
     only when its simulation passes too.
 
     Returns after the first round whose MILP has no plan (``solution.has_plan`` is false).
+    ``progress`` receives each round's two steps, ``round N: MILP`` and ``round N: simulate the
+    plan``.
     """
     executor = executor or SerialExecutor()
     derate: dict[tuple[str, Tier], float] = {}
@@ -186,7 +190,8 @@ def closed_loop(problem: PlanProblem, settings: SolverSettings, verify: Verifier
     rnd = 0
     for rnd in range(1, max_rounds + 1):
         current = derated(problem, derate, scale)
-        sol = solve_problem(current, settings)
+        with step(progress, f"round {rnd}: MILP"):
+            sol = solve_problem(current, settings)
         seconds += sol.seconds
         first = first or sol
         if not sol.has_plan and trial is None:
@@ -195,7 +200,10 @@ def closed_loop(problem: PlanProblem, settings: SolverSettings, verify: Verifier
                                    history, first)
             history.append(f"round {rnd}: tightened model has no plan ({sol.status.value})")
             break
-        checks = tuple(verify(sol, executor)) if sol.has_plan else ()
+        checks: tuple[HourCheck, ...] = ()
+        if sol.has_plan:
+            with step(progress, f"round {rnd}: simulate the plan"):
+                checks = tuple(verify(sol, executor))
         ratio = _carbon_ratio(problem, checks)
         ok = sol.has_plan and all(c.met for c in checks) and ratio <= 1.0 + 1e-9
         if trial is not None:

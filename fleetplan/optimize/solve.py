@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetplan._io import atomic_write_text
+from fleetplan._progress import Progress
 from fleetplan.optimize.capacity import CapacitySettings
 from fleetplan.optimize.executors import Executor, get_executor
 from fleetplan.optimize.explain import explain_infeasible
@@ -61,7 +62,8 @@ def _r(v: float | None, digits: int = 6) -> float | None:
 
 def solve(scenario: Scenario, *, solver: str | None = None, executor: Any = None,
           capacity: CapacitySettings | None = None, cache_dir: str | bool | None = True,
-          max_rounds: int = DEFAULT_MAX_ROUNDS, max_trims: int = DEFAULT_MAX_TRIMS) -> Plan:
+          max_rounds: int = DEFAULT_MAX_ROUNDS, max_trims: int = DEFAULT_MAX_TRIMS,
+          progress: Progress | None = None) -> Plan:
     """The cheapest fleet meeting every class's SLO (and the scenario's constraints), verified.
 
     ``solver``: a solver name (``cbc``, ``highs`` ...) overriding ``scenario.solver.name``.
@@ -71,18 +73,21 @@ def solve(scenario: Scenario, *, solver: str | None = None, executor: Any = None
     ``cache_dir``: ``True`` (default folder), a folder, or ``False`` (no disk cache).
     ``max_rounds``: bound on solve + simulate rounds; ``max_trims``: of those, how many may try
     one replica fewer in the dearest pool once a plan passed.
+    ``progress``: receives the steps (capacity searches, each round's MILP and simulation; see
+    :mod:`fleetplan._progress`); the default reports nothing.
     """
     settings = solver_settings(scenario, solver)
     settings.pulp_name  # noqa: B018 - fail early on an unknown or unavailable solver
     ex = get_executor(executor)
-    inputs = build_problem(scenario, executor=ex, settings=capacity, cache_dir=cache_dir)
+    inputs = build_problem(scenario, executor=ex, settings=capacity, cache_dir=cache_dir,
+                           progress=progress)
     return solve_inputs(scenario, inputs, settings, executor=ex, max_rounds=max_rounds,
-                        max_trims=max_trims)
+                        max_trims=max_trims, progress=progress)
 
 
 def solve_inputs(scenario: Scenario, inputs: Inputs, settings: SolverSettings, *,
                  executor: Executor, max_rounds: int = DEFAULT_MAX_ROUNDS,
-                 max_trims: int = DEFAULT_MAX_TRIMS) -> Plan:
+                 max_trims: int = DEFAULT_MAX_TRIMS, progress: Progress | None = None) -> Plan:
     """Closed loop and report for a scenario whose MILP inputs are already built."""
     problem = inputs.problem
 
@@ -91,7 +96,7 @@ def solve_inputs(scenario: Scenario, inputs: Inputs, settings: SolverSettings, *
                       hour_scenarios(scenario, problem, sol, inputs.region_keys))
 
     out = closed_loop(problem, settings, verify, executor=executor, max_rounds=max_rounds,
-                      max_trims=max_trims)
+                      max_trims=max_trims, progress=progress)
     if not out.solution.has_plan:
         return _infeasible(problem, settings, out, inputs)
     return _report(scenario, inputs, settings, out)

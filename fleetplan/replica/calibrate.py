@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 from scipy.optimize import minimize
 
+from fleetplan._progress import Progress, step
 from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.catalog.models import get_model
 from fleetplan.errors import ModelError
@@ -196,17 +197,26 @@ def group_runs(runs: Sequence[MeasuredRun]) -> dict[tuple[str, str], list[Measur
 
 
 def fit_many(groups: Sequence[list[MeasuredRun]], *, lengths: LengthModel | None = None,
-             jobs: int | None = None, max_nfev: int = 40) -> list[FitResult]:
-    """Fit several configurations, in ``jobs`` processes (default: all cores)."""
+             jobs: int | None = None, max_nfev: int = 40, progress: Progress | None = None,
+             step_name: str = "configuration fits") -> list[FitResult]:
+    """Fit several configurations, in ``jobs`` processes (default: all cores); ``progress``
+    receives step ``step_name``, one unit per fitted group."""
     jobs = jobs or os.cpu_count() or 1
     args = [(list(g), lengths, max_nfev) for g in groups]
-    if jobs <= 1 or len(args) <= 1:
-        return [_fit_job(a) for a in args]
-    # biggest first keeps both cores busy to the end
-    order = sorted(range(len(args)), key=lambda i: -len(args[i][0]))
-    ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as ex:
-        results = list(ex.map(_fit_job, [args[i] for i in order]))
+    results: list[FitResult] = []
+    with step(progress, step_name, len(args)) as advance:
+        if jobs <= 1 or len(args) <= 1:
+            for a in args:
+                results.append(_fit_job(a))
+                advance(1)
+            return results
+        # biggest first keeps both cores busy to the end
+        order = sorted(range(len(args)), key=lambda i: -len(args[i][0]))
+        ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as ex:
+            for r in ex.map(_fit_job, [args[i] for i in order]):
+                results.append(r)
+                advance(1)
     out: list[FitResult | None] = [None] * len(args)
     for i, r in zip(order, results, strict=True):
         out[i] = r

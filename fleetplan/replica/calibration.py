@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetplan._io import atomic_write_text
+from fleetplan._progress import Progress
 from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.catalog.models import get_model, normalize_model
 from fleetplan.errors import UnknownNameError
@@ -139,12 +140,14 @@ def select_runs(store: ProfileStore, model: str | None = None,
 
 def calibrate_store(store: ProfileStore, *, model: str | None = None, config: str | None = None,
                     jobs: int | None = None, max_nfev: int = DEFAULT_MAX_NFEV,
-                    lengths: LengthModel | None = None) -> Calibration:
-    """Fit every (selected) configuration of ``store`` to its unflagged runs."""
+                    lengths: LengthModel | None = None,
+                    progress: Progress | None = None) -> Calibration:
+    """Fit every (selected) configuration of ``store`` to its unflagged runs; ``progress``
+    receives one unit per configuration (:mod:`fleetplan._progress`)."""
     runs = select_runs(store, model, config)
     lm = lengths or protocol_length_model()
     groups = list(group_runs(runs).values())
-    fits = fit_many(groups, lengths=lengths, jobs=jobs, max_nfev=max_nfev)
+    fits = fit_many(groups, lengths=lengths, jobs=jobs, max_nfev=max_nfev, progress=progress)
     return Calibration(fits, runs, lm, store_digest(store), max_nfev)
 
 

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from fleetplan._progress import Progress, step
 from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.catalog.models import get_model
 from fleetplan.replica.calibrate import fit_many, group_runs
@@ -73,9 +74,10 @@ def summaries(records: Sequence[RunRecord], with_baseline: bool, *,
 
 
 def leave_one_rate_out(runs: Sequence[MeasuredRun], *, jobs: int | None = None,
-                       max_nfev: int = 40, seeds: Sequence[int] = VALIDATE_SEEDS
-                       ) -> CvResult:
-    """Refit without each interior rate, predict it; baseline beside the model."""
+                       max_nfev: int = 40, seeds: Sequence[int] = VALIDATE_SEEDS,
+                       progress: Progress | None = None) -> CvResult:
+    """Refit without each interior rate, predict it; baseline beside the model. ``progress``
+    receives one unit per fold (refit)."""
     table = rate_table(runs)
     groups = group_runs(runs)
     tasks: list[tuple[list[MeasuredRun], list[MeasuredRun]]] = []
@@ -87,7 +89,8 @@ def leave_one_rate_out(runs: Sequence[MeasuredRun], *, jobs: int | None = None,
             rest = [r for r in rs if r.request_rate != rate]
             if any(not r.flagged for r in rest):
                 tasks.append((rest, held))
-    fits = fit_many([t[0] for t in tasks], jobs=jobs, max_nfev=max_nfev)
+    fits = fit_many([t[0] for t in tasks], jobs=jobs, max_nfev=max_nfev, progress=progress,
+                    step_name="leave-one-rate-out folds")
     records = []
     for (_rest, held), fit in zip(tasks, fits, strict=True):
         for run in held:
@@ -110,11 +113,13 @@ def leave_one_rate_out(runs: Sequence[MeasuredRun], *, jobs: int | None = None,
 
 def leave_one_config_out(runs: Sequence[MeasuredRun],
                          entries: Sequence[CalibrationEntry] | CalibrationSource, *,
-                         seeds: Sequence[int] = VALIDATE_SEEDS) -> CvResult:
+                         seeds: Sequence[int] = VALIDATE_SEEDS,
+                         progress: Progress | None = None) -> CvResult:
     """Predict each calibrated configuration's runs from specs + the efficiency ratios of the
     other calibrated configurations (same GPU and count when there are any, else same GPU type,
     as :func:`replica_params` does); configurations alone of their GPU type are listed in
-    ``not_covered``. ``entries``: the calibration's entries (or the calibration itself)."""
+    ``not_covered``. ``entries``: the calibration's entries (or the calibration itself).
+    ``progress`` receives one unit per configuration (fold)."""
     if entries is None or isinstance(entries, str | Path | Mapping | CalibrationFile):
         entries = load_calibration_file(entries).configs
     entries = [e if isinstance(e, CalibrationEntry)
@@ -123,16 +128,18 @@ def leave_one_config_out(runs: Sequence[MeasuredRun],
     calibrated = {e.key for e in entries if e.calibrated}
     records: list[RunRecord] = []
     not_covered: list[tuple[str, str]] = []
-    for key, rs in group_runs(runs).items():
-        if key not in calibrated:
-            continue
-        hw = HardwareConfig.parse(key[1])
-        eff, _how = learned_efficiency(entries, hw.gpu, hw.gpu_count, exclude=key)
-        if eff is None or not any(e.gpu == hw.gpu and e.key != key
-                                  for e in entries if e.calibrated):
-            not_covered.append(key)
-            continue
-        params = prior_params(get_model(key[0]), hw, efficiency=eff)
-        for run in rs:
-            records.append(run_record(run, False, predict_run(params, run, seeds=seeds)))
+    folds = [(key, rs) for key, rs in group_runs(runs).items() if key in calibrated]
+    with step(progress, "leave-one-config-out folds", len(folds)) as advance:
+        for key, rs in folds:
+            hw = HardwareConfig.parse(key[1])
+            eff, _how = learned_efficiency(entries, hw.gpu, hw.gpu_count, exclude=key)
+            if eff is None or not any(e.gpu == hw.gpu and e.key != key
+                                      for e in entries if e.calibrated):
+                not_covered.append(key)
+            else:
+                params = prior_params(get_model(key[0]), hw, efficiency=eff)
+                for run in rs:
+                    records.append(run_record(run, False, predict_run(params, run,
+                                                                      seeds=seeds)))
+            advance(1)
     return summaries(records, False, not_covered=not_covered)
