@@ -92,3 +92,26 @@ def progress_reporter(quiet: bool, force: bool) -> Iterator[Any]:
         return
     with RichProgress() as reporter:
         yield reporter
+
+
+STORE_DEFAULT = ("default: yours, $XDG_DATA_HOME/fleetplan/profiles.csv (~/.local/share/"
+                 "fleetplan/), when you have one, else the bundled runs")
+CALIBRATION_DEFAULT = ("default: yours, $XDG_DATA_HOME/fleetplan/calibration.json (~/.local/"
+                       "share/fleetplan/, written by fleetplan calibrate), when you have one, "
+                       "else the bundled one")
+
+
+def note_user_files(*, store: bool = False, calibration: bool = False,
+                    has_options: bool = True) -> None:
+    """Say on stderr that a command reads the user's own store / calibration by default
+    (``store=True``: it reads the default store; likewise ``calibration``); nothing when the
+    bundled files are read. ``has_options``: the command has ``--store`` / ``--calibration``."""
+    from fleetplan.profiles.store import user_store_path
+    from fleetplan.replica.params import user_calibration_path
+
+    for kind, wanted, path, flag in (
+            ("profile store", store, user_store_path(), "--store"),
+            ("calibration", calibration, user_calibration_path(), "--calibration")):
+        if wanted and path.is_file():
+            how = f" ({flag} FILE reads another)" if has_options else ""
+            print(f"fleetplan: reading your {kind} {path}{how}", file=sys.stderr)

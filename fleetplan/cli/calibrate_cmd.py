@@ -8,7 +8,13 @@ from pathlib import Path
 import typer
 
 from fleetplan.cli._format import OutputFormat, emit_json, emit_table
-from fleetplan.cli._options import PROGRESS_HELP, QUIET_HELP, progress_reporter
+from fleetplan.cli._options import (
+    PROGRESS_HELP,
+    QUIET_HELP,
+    STORE_DEFAULT,
+    note_user_files,
+    progress_reporter,
+)
 from fleetplan.replica.calibration import DEFAULT_MAX_NFEV
 
 
@@ -20,8 +26,7 @@ def calibrate(
         "$XDG_DATA_HOME/fleetplan/calibration.json (~/.local/share/fleetplan/), started from "
         "the one read so far; every command then reads it. The bundled data/ is never written."
     ),
-    store: Path | None = typer.Option(None, "--store", help="Profile store (default: yours if "
-                                      "you have one, else the bundled runs)."),
+    store: Path | None = typer.Option(None, "--store", help=f"Profile store ({STORE_DEFAULT})."),
     jobs: int | None = typer.Option(None, "--jobs", min=1, help="Processes (default: all cores)."),
     max_nfev: int = typer.Option(
         DEFAULT_MAX_NFEV, "--max-nfev", min=5, max=1000, help="Simulations per configuration fit."
@@ -43,6 +48,7 @@ def calibrate(
     from fleetplan.replica.calibration import calibrate_store, write_calibration
     from fleetplan.replica.params import default_calibration_path, user_calibration_path
 
+    note_user_files(store=store is None)
     st = load_profiles(store)
     with progress_reporter(quiet, progress) as reporter:
         cal = calibrate_store(st, model=model, config=config, jobs=jobs, max_nfev=max_nfev,

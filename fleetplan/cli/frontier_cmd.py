@@ -8,7 +8,12 @@ import typer
 from rich.console import Console
 
 from fleetplan.cli._format import OutputFormat, emit_csv, emit_json, emit_table
-from fleetplan.cli._options import PROGRESS_HELP, QUIET_HELP, progress_reporter
+from fleetplan.cli._options import (
+    PROGRESS_HELP,
+    QUIET_HELP,
+    note_user_files,
+    progress_reporter,
+)
 from fleetplan.errors import InputError
 from fleetplan.optimize.frontier import Sweep, frontier
 from fleetplan.scenario import load_scenario
@@ -40,6 +45,7 @@ def frontier_cmd(
     if plot is not None and plot.suffix.lower() != ".png":
         raise InputError(f"--plot {plot}: the plot is written as PNG; name it FILE.png")
     sc = load_scenario(scenario)
+    note_user_files(calibration=True, has_options=False)
     with progress_reporter(quiet, progress) as reporter:
         result = frontier(sc, sweep, points, scheduler, solver=solver, lo=lo, hi=hi,
                           progress=reporter)

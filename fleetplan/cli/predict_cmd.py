@@ -8,6 +8,7 @@ import pandas as pd
 import typer
 
 from fleetplan.cli._format import OutputFormat, emit_json, emit_table
+from fleetplan.cli._options import CALIBRATION_DEFAULT, note_user_files
 from fleetplan.errors import InputError
 from fleetplan.replica.params import replica_params
 from fleetplan.replica.protocol import METRICS, replay
@@ -55,7 +56,7 @@ def predict(
         "assumption you state (default 0: fresh prompts; 1: the benchmark's repeated prompts).",
     ),
     calibration: Path | None = typer.Option(
-        None, "--calibration", help="Calibration file (default: bundled)."
+        None, "--calibration", help=f"Calibration file ({CALIBRATION_DEFAULT})."
     ),
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="table or json."),
 ) -> None:
@@ -70,6 +71,7 @@ def predict(
         if not steady:
             raise InputError("--prefix-cache-hit applies to --steady; a burst replay takes "
                              "--warm-prefix-cache (the whole prompt cached)")
+    note_user_files(calibration=calibration is None)
     params = replica_params(model, config, calibration=calibration)
     head = {
         "model": params.model,

@@ -11,7 +11,7 @@ from fleetplan.catalog.grid import DEFAULT_REGION
 from fleetplan.catalog.models import normalize_model
 from fleetplan.catalog.prices import DEFAULT_MARKET
 from fleetplan.cli._format import OutputFormat, emit_csv, emit_json, emit_table
-from fleetplan.cli._options import parse_pairs
+from fleetplan.cli._options import STORE_DEFAULT, note_user_files, parse_pairs
 from fleetplan.errors import InputError
 from fleetplan.profiles.economics import run_economics
 from fleetplan.profiles.store import load_profiles
@@ -49,7 +49,7 @@ def profiles(
     region: str = typer.Option(DEFAULT_REGION, "--region", help="Grid region of the catalog."),
     price: list[str] = typer.Option(None, "--price", help="GPU=USD per GPU-hour override."),
     market: str = typer.Option(DEFAULT_MARKET, "--market", help="Price market of the catalog."),
-    store: Path | None = typer.Option(None, "--store", help="Profile store (default: bundled)."),
+    store: Path | None = typer.Option(None, "--store", help=f"Profile store ({STORE_DEFAULT})."),
     plot: Path | None = typer.Option(None, "--plot", help="Also draw the runs to FILE "
                                      "(.png or .svg)."),
     plot_kind: str = typer.Option("scaling", "--plot-kind", help="scaling (target vs completed "
@@ -61,6 +61,7 @@ def profiles(
 
     Example: fleetplan profiles --model DeepSeek-R1-Distill-Qwen-14B --plot scaling.png
     """
+    note_user_files(store=store is None)
     st = load_profiles(store)
     st = st.select(model=normalize_model(model) if model else None,
                    gpu=normalize_gpu(gpu) if gpu else None)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import typer
 
 from fleetplan.cli._format import emit_json
-from fleetplan.scenario import scenario_json_schema
 
 
 def schema_cmd() -> None:
@@ -13,6 +12,8 @@ def schema_cmd() -> None:
 
     Example: fleetplan schema > scenario.schema.json
     """
+    from fleetplan.scenario import scenario_json_schema
+
     emit_json(scenario_json_schema())
 
 

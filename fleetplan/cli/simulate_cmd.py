@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from fleetplan.cli._format import OutputFormat, emit_csv, emit_json, emit_table
+from fleetplan.cli._options import note_user_files
 from fleetplan.cli._plot import PLOT_HELP, save_result_plot
 from fleetplan.fleet import SimulationResult, simulate
 from fleetplan.scenario import load_scenario, parse_fleet
@@ -116,6 +117,7 @@ def simulate_cmd(
     The JSON (--format json) is a contract; same scenario and seed give byte-identical output.
     """
     sc = load_scenario(scenario)
+    note_user_files(calibration=True, has_options=False)
     if seed is not None or replications is not None:
         sim = sc.sim.model_dump()
         if seed is not None:

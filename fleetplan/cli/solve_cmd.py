@@ -9,7 +9,12 @@ import typer
 from rich.console import Console
 
 from fleetplan.cli._format import OutputFormat, emit_json, emit_table
-from fleetplan.cli._options import PROGRESS_HELP, QUIET_HELP, progress_reporter
+from fleetplan.cli._options import (
+    PROGRESS_HELP,
+    QUIET_HELP,
+    note_user_files,
+    progress_reporter,
+)
 from fleetplan.cli._plot import PLOT_HELP, save_result_plot
 from fleetplan.errors import InfeasibleError, InputError
 from fleetplan.optimize.plan import Plan, PlanStatus
@@ -86,6 +91,7 @@ def solve_cmd(
     if fmt is OutputFormat.csv:
         raise InputError("--format: solve prints table or json")
     sc = load_scenario(scenario)
+    note_user_files(calibration=True, has_options=False)
     with progress_reporter(quiet, progress) as reporter:
         plan = solve(sc, solver=solver, executor=executor, max_rounds=max_rounds,
                      progress=reporter)

@@ -10,7 +10,14 @@ from pathlib import Path
 import typer
 
 from fleetplan.cli._format import dumps, emit_table
-from fleetplan.cli._options import PROGRESS_HELP, QUIET_HELP, progress_reporter
+from fleetplan.cli._options import (
+    CALIBRATION_DEFAULT,
+    PROGRESS_HELP,
+    QUIET_HELP,
+    STORE_DEFAULT,
+    note_user_files,
+    progress_reporter,
+)
 
 
 class ValidateFormat(enum.StrEnum):
@@ -26,12 +33,9 @@ def validate_cmd(
     cv: bool = typer.Option(
         False, "--cv", help="Leave-one-rate-out and leave-one-config-out over the store."
     ),
-    store: Path | None = typer.Option(None, "--store", help="Profile store (default: yours, "
-                                      "$XDG_DATA_HOME/fleetplan/profiles.csv, if you have one, "
-                                      "else the bundled runs)."),
+    store: Path | None = typer.Option(None, "--store", help=f"Profile store ({STORE_DEFAULT})."),
     calibration: Path | None = typer.Option(
-        None, "--calibration", help="Calibration file (default: yours, "
-        "$XDG_DATA_HOME/fleetplan/calibration.json, if you have one, else the bundled one)."
+        None, "--calibration", help=f"Calibration file ({CALIBRATION_DEFAULT})."
     ),
     jobs: int | None = typer.Option(None, "--jobs", min=1, help="Processes for --cv refits."),
     fmt: ValidateFormat = typer.Option(
@@ -55,6 +59,7 @@ def validate_cmd(
     from fleetplan.validate.markdown import validation_markdown
     from fleetplan.validate.records import CrossValidation
 
+    note_user_files(store=store is None, calibration=calibration is None)
     st = load_profiles(store)
     cal = load_calibration_file(calibration)
     todo = load_runs(st, runs or [])

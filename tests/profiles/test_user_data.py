@@ -38,7 +38,9 @@ def test_ingest_without_store_writes_the_user_store_not_data(cli, user_dir: Path
                                                             measured_dir: Path,
                                                             tmp_path: Path) -> None:
     before = _digests()
-    bundled = json.loads(cli("profiles", "--format", "json").stdout)
+    first = cli("profiles", "--format", "json")
+    assert "reading your" not in first.stderr  # the bundled store: nothing to say
+    bundled = json.loads(first.stdout)
     res = cli("ingest", str(_new_run(measured_dir, tmp_path)))
     assert res.exit_code == 0, res.stderr
     assert _digests() == before
@@ -46,7 +48,9 @@ def test_ingest_without_store_writes_the_user_store_not_data(cli, user_dir: Path
     assert target.is_file() and str(target) in res.stderr
     assert "1 run(s) added" in res.stdout
     # the user's store is the bundled runs plus the new one, and is read by default from now on
-    mine = json.loads(cli("profiles", "--format", "json").stdout)
+    shown = cli("profiles", "--format", "json")
+    assert f"reading your profile store {target}" in shown.stderr  # says which store it read
+    mine = json.loads(shown.stdout)
     assert len(mine) == len(bundled) + 1
     assert {r["run_id"] for r in bundled} < {r["run_id"] for r in mine}
     again = cli("ingest", str(_new_run(measured_dir, tmp_path)))
@@ -70,3 +74,10 @@ def test_calibrate_without_out_writes_the_user_calibration_not_data(cli,
     from fleetplan.replica.params import default_calibration_path
 
     assert default_calibration_path() == target  # read by default from now on
+    pred = cli("predict", "--model", "DeepSeek-R1-Distill-Qwen-1.5B", "--config", "1xH100-PCIe",
+               "--rate", "1", "--steady", "--format", "json")
+    assert pred.exit_code == 0, pred.stderr
+    assert f"reading your calibration {target}" in pred.stderr
+    assert json.loads(pred.stdout)["params_source"] == next(
+        e["params"]["source"] for e in mine["configs"]
+        if (e["model"], e["config"]) == ("DeepSeek-R1-Distill-Qwen-1.5B", "1xH100-PCIe"))
