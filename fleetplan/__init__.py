@@ -49,7 +49,9 @@ _LAZY = {
 if TYPE_CHECKING:
     from fleetplan.errors import FleetplanError
     from fleetplan.fleet import SimulationResult, simulate
-    from fleetplan.optimize import Frontier, Plan, frontier, solve
+    from fleetplan.optimize.frontier import Frontier, frontier
+    from fleetplan.optimize.plan import Plan
+    from fleetplan.optimize.solve import solve
     from fleetplan.profiles.store import ProfileStore, load_profiles
     from fleetplan.replica.params import replica_params
     from fleetplan.replica.predict import predict

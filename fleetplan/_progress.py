@@ -55,9 +55,13 @@ def step(progress: Progress | None, name: str,
          total: int | None = None) -> Iterator[Callable[[int], None]]:
     """``with step(progress, "folds", 5) as advance: ... advance(1)``; finishes on exit."""
     p = progress if progress is not None else NO_PROGRESS
+
+    def advance(amount: int = 1) -> None:
+        p.advance(name, amount)
+
     p.start(name, total)
     try:
-        yield lambda amount=1: p.advance(name, amount)
+        yield advance
     finally:
         p.finish(name)
 
