@@ -3,8 +3,10 @@
 Main entries: :func:`catalog_overlay` (a data folder = the bundled catalog + the served model's
 spec from its ``config.json`` + a device row, for hardware the catalog lacks, e.g. a CPU),
 :func:`analyze` (result files of repeated rate series -> run-to-run spread, the fit, the held-out
-prediction and its errors against :data:`BOUNDS`), :func:`compare_clients` (fleetplan bench vs
-``vllm bench serve`` on one server), :func:`report_markdown`.
+prediction and its errors against :data:`BOUNDS`, a
+:class:`~fleetplan.bench.live_report.LiveAnalysis`), :func:`compare_clients` (fleetplan bench vs
+``vllm bench serve`` on one server, a :class:`~fleetplan.bench.live_report.ClientComparison`),
+:func:`report_markdown`.
 
 The loop (``scripts/live-validate`` drives it; ``tests/live`` runs it against a vLLM CPU server):
 each series sends the same seeded prompts at every rate, highest first, after the server's
@@ -21,12 +23,19 @@ import json
 import math
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from fleetplan.bench.live_report import (
+    ClientComparison,
+    ClientMetric,
+    HeldOutCheck,
+    LiveAnalysis,
+    RateSummary,
+)
 from fleetplan.catalog._tables import data_dir
 from fleetplan.errors import InputError
 from fleetplan.profiles.ingest import IngestOptions, read_runs
@@ -137,7 +146,7 @@ def load_store(paths: Sequence[str | os.PathLike[str]], gpu: str,
 
 def analyze(series: Sequence[str | os.PathLike[str]], *, holdout_rate: float, gpu: str,
             gpu_count: int, lengths: LengthModel, max_nfev: int = 40,
-            seeds: Sequence[int] = (0, 1, 2)) -> dict[str, Any]:
+            seeds: Sequence[int] = (0, 1, 2)) -> LiveAnalysis:
     """Spread, calibration and held-out prediction from one result file per series."""
     from fleetplan.replica.calibrate import fit_config
     from fleetplan.replica.runs import predict_run, runs_from_frame
@@ -164,29 +173,23 @@ def analyze(series: Sequence[str | os.PathLike[str]], *, holdout_rate: float, gp
     checks = {}
     for m, floor in BOUNDS.items():
         bound = max(floor, SPREAD_K * max_spread[m])
-        checks[m] = {"error": errors[m], "floor": floor, "bound": bound,
-                     "ok": bool(abs(errors[m]) <= bound)}
+        checks[m] = HeldOutCheck(error=errors[m], floor=floor, bound=bound,
+                                 ok=bool(abs(errors[m]) <= bound))
     per_rate = []
     for rate in rates:
         rows = frame[frame["request_rate"] == rate]
-        per_rate.append({"request_rate": rate, "held_out": rate == holdout_rate,
-                         "runs": len(rows),
-                         **{f"measured_{m}": float(rows[c].astype(float).mean())
-                            for m, c in _STORE_METRICS.items()},
-                         **({f"predicted_{m}": predicted[m] for m in _STORE_METRICS}
-                            if rate == holdout_rate else {})})
-    return {
-        "model": str(frame["model"].iloc[0]), "config": str(frame["config"].iloc[0]),
-        "rates": rates, "holdout_rate": holdout_rate,
-        "series": len(series), "runs": len(frame),
-        "spread_by_rate": spread, "max_spread": max_spread,
-        "params": fit.params.model_dump(), "prior": fit.prior.model_dump(),
-        "fit_loss": fit.loss, "fit_evaluations": fit.nfev, "fitted": list(fit.fitted),
-        "fit_runs": [r.to_dict() for r in fit.runs],
-        "flagged": [r.run_id for r in runs if r.flagged],
-        "measured": measured, "predicted": predicted, "errors": errors, "checks": checks,
-        "per_rate": per_rate, "ok": all(c["ok"] for c in checks.values()),
-    }
+        per_rate.append(RateSummary(
+            request_rate=rate, held_out=rate == holdout_rate, runs=len(rows),
+            measured={m: float(rows[c].astype(float).mean()) for m, c in _STORE_METRICS.items()},
+            predicted=dict(predicted) if rate == holdout_rate else None))
+    return LiveAnalysis(
+        model=str(frame["model"].iloc[0]), config=str(frame["config"].iloc[0]),
+        rates=tuple(rates), holdout_rate=holdout_rate, series=len(series), runs=len(frame),
+        spread_by_rate=spread, max_spread=max_spread, params=fit.params, prior=fit.prior,
+        fit_loss=fit.loss, fit_evaluations=fit.nfev, fitted=tuple(fit.fitted),
+        fit_runs=tuple(fit.runs), flagged=tuple(r.run_id for r in runs if r.flagged),
+        measured=measured, predicted=predicted, errors=errors, checks=checks,
+        per_rate=tuple(per_rate), ok=all(c.ok for c in checks.values()))
 
 
 def _client_value(result: dict[str, Any], metric: str) -> float:
@@ -198,11 +201,11 @@ def _client_value(result: dict[str, Any], metric: str) -> float:
 
 
 def compare_clients(fleetplan_runs: Sequence[dict[str, Any]],
-                    vllm_runs: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """fleetplan bench vs vllm bench serve at one rate: per metric, each client's mean and
-    spread, their relative difference, and whether it is within the run-to-run spread."""
-    out: dict[str, Any] = {"runs_per_client": [len(fleetplan_runs), len(vllm_runs)],
-                           "metrics": {}, "k": CLIENT_K, "floor": CLIENT_FLOOR}
+                    vllm_runs: Sequence[dict[str, Any]]) -> ClientComparison:
+    """fleetplan bench vs vllm bench serve at one rate (result files as read, either client's):
+    per metric, each client's mean and spread, their relative difference, and whether it is
+    within the run-to-run spread."""
+    metrics: dict[str, ClientMetric] = {}
     ok = True
     for m in CLIENT_METRICS:
         a = [_client_value(r, m) for r in fleetplan_runs]
@@ -212,67 +215,71 @@ def compare_clients(fleetplan_runs: Sequence[dict[str, Any]],
         bound = max(CLIENT_K * max(_spread(a), _spread(b)), CLIENT_FLOOR)
         within = bool(diff <= bound)
         ok &= within
-        out["metrics"][m] = {"fleetplan": a, "vllm": b, "fleetplan_mean": mean_a,
-                             "vllm_mean": mean_b, "rel_diff": diff,
-                             "fleetplan_spread": _spread(a), "vllm_spread": _spread(b),
-                             "bound": bound, "ok": within}
-    out["ok"] = ok
-    return out
+        metrics[m] = ClientMetric(fleetplan=tuple(a), vllm=tuple(b), fleetplan_mean=mean_a,
+                                  vllm_mean=mean_b, rel_diff=diff, fleetplan_spread=_spread(a),
+                                  vllm_spread=_spread(b), bound=bound, ok=within)
+    return ClientComparison(runs_per_client=(len(fleetplan_runs), len(vllm_runs)),
+                            metrics=metrics, k=CLIENT_K, floor=CLIENT_FLOOR, ok=ok)
 
 
 def _pct(x: float) -> str:
     return "n/a" if x is None or not math.isfinite(x) else f"{100 * x:+.1f}%"
 
 
-def report_markdown(report: dict[str, Any]) -> str:
-    """The live validation report as Markdown tables (docs show it)."""
+def report_markdown(report: Mapping[str, Any]) -> str:
+    """The live validation report as Markdown tables (docs show it). ``report`` is the document
+    ``scripts/live-validate`` writes (its ``analysis`` and ``crosscheck`` sections as records or
+    as read back from the JSON)."""
     a = report["analysis"]
-    lines = [f"# Live validation report: {a['model']} on {a['config']}", "",
+    if not isinstance(a, LiveAnalysis):
+        a = LiveAnalysis.from_dict(a)
+    cc = report.get("crosscheck") or None
+    if cc is not None and not isinstance(cc, ClientComparison):
+        cc = ClientComparison.from_dict(cc)
+    lines = [f"# Live validation report: {a.model} on {a.config}", "",
              f"Server: {report['server']}. Measured {report['date']} by `scripts/live-validate` "
-             f"({a['series']} series of {len(a['rates'])} rates, {report['num_prompts']} "
+             f"({a.series} series of {len(a.rates)} rates, {report['num_prompts']} "
              f"requests each, rates run highest first after a prefix-cache reset). "
-             f"Calibrated on {', '.join(f'{r:g}' for r in a['rates'] if r != a['holdout_rate'])}"
-             f" req/s; {a['holdout_rate']:g} req/s held out.", "",
+             f"Calibrated on {', '.join(f'{r:g}' for r in a.rates if r != a.holdout_rate)}"
+             f" req/s; {a.holdout_rate:g} req/s held out.", "",
              "## Held-out rate: predicted vs measured", "",
              f"Bound = max(floor, {SPREAD_K:g} x the largest run-to-run spread of the metric "
              "over the rates); spread = (max - min) / mean of the repeats of one rate.", "",
              "| metric | measured | predicted | error | bound (floor) | run-to-run spread (max) "
              "| ok |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
-    for m, c in a["checks"].items():
-        lines.append(f"| {m} | {a['measured'][m]:.4g} | {a['predicted'][m]:.4g} | "
-                     f"{_pct(c['error'])} | ±{100 * c['bound']:.0f}% "
-                     f"({100 * c.get('floor', c['bound']):.0f}%) | "
-                     f"{100 * a['max_spread'][m]:.1f}% | {'yes' if c['ok'] else 'NO'} |")
+    for m, c in a.checks.items():
+        lines.append(f"| {m} | {a.measured[m]:.4g} | {a.predicted[m]:.4g} | "
+                     f"{_pct(c.error)} | ±{100 * c.bound:.0f}% ({100 * c.floor:.0f}%) | "
+                     f"{100 * a.max_spread[m]:.1f}% | {'yes' if c.ok else 'NO'} |")
     lines += ["", "## Measured runs (mean over series)", "",
               "| rate req/s | runs | req/s done | output tok/s | TTFT p50 ms | TTFT p90 ms | "
               "TPOT p50 ms | ITL p50 ms |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for r in a["per_rate"]:
-        tag = " (held out)" if r["held_out"] else ""
-        lines.append(f"| {r['request_rate']:g}{tag} | {r['runs']} | "
-                     f"{r['measured_request_throughput']:.3f} | "
-                     f"{r['measured_output_throughput']:.1f} | {r['measured_ttft_p50_ms']:.1f} | "
-                     f"{r['measured_ttft_p90_ms']:.1f} | {r['measured_tpot_p50_ms']:.2f} | "
-                     f"{r['measured_itl_p50_ms']:.2f} |")
-    p = a["params"]
+    for r in a.per_rate:
+        tag = " (held out)" if r.held_out else ""
+        v = r.measured
+        lines.append(f"| {r.request_rate:g}{tag} | {r.runs} | "
+                     f"{v['request_throughput']:.3f} | {v['output_throughput']:.1f} | "
+                     f"{v['ttft_p50_ms']:.1f} | {v['ttft_p90_ms']:.1f} | "
+                     f"{v['tpot_p50_ms']:.2f} | {v['itl_p50_ms']:.2f} |")
+    p = a.params
     lines += ["", "## Fitted replica parameters", "",
-              f"c_step {1e3 * p['c_step']:.3f} ms, c_prefill_tok {1e6 * p['c_prefill_tok']:.2f} "
-              f"µs, c_seq {1e6 * p['c_seq']:.1f} µs, c_kv_tok {1e9 * p['c_kv_tok']:.2f} ns, "
-              f"overhead {1e3 * p['overhead_s']:.2f} ms, KV capacity {p['kv_capacity_tokens']} "
-              f"tokens; fitted {', '.join(a['fitted'])} in {a['fit_evaluations']} evaluations.",
+              f"c_step {1e3 * p.c_step:.3f} ms, c_prefill_tok {1e6 * p.c_prefill_tok:.2f} "
+              f"µs, c_seq {1e6 * p.c_seq:.1f} µs, c_kv_tok {1e9 * p.c_kv_tok:.2f} ns, "
+              f"overhead {1e3 * p.overhead_s:.2f} ms, KV capacity {p.kv_capacity_tokens} "
+              f"tokens; fitted {', '.join(a.fitted)} in {a.fit_evaluations} evaluations.",
               ""]
-    cc = report.get("crosscheck")
-    if cc:
+    if cc is not None:
         lines += [f"## Measurement cross-check at {report['crosscheck_rate']:g} req/s: "
                   "fleetplan bench vs vllm bench serve", "",
                   "| metric | fleetplan | vllm | difference | bound | ok |",
                   "| --- | --- | --- | --- | --- | --- |"]
-        for m, c in cc["metrics"].items():
-            verdict = "yes" if c["ok"] else "NO"
-            lines.append(f"| {m} | {c['fleetplan_mean']:.4g} | {c['vllm_mean']:.4g} | "
-                         f"{100 * c['rel_diff']:.1f}% | {100 * c['bound']:.0f}% | {verdict} |")
+        for m, x in cc.metrics.items():
+            verdict = "yes" if x.ok else "NO"
+            lines.append(f"| {m} | {x.fleetplan_mean:.4g} | {x.vllm_mean:.4g} | "
+                         f"{100 * x.rel_diff:.1f}% | {100 * x.bound:.0f}% | {verdict} |")
         lines += ["", "Bound = max(floor, 2 x the larger within-client spread of the metric); "
-                  f"every metric is asserted. {cc['runs_per_client'][0]} alternating runs per "
+                  f"every metric is asserted. {cc.runs_per_client[0]} alternating runs per "
                   "client after one pass that caches the prompts."]
         lines.append("")
     t = report.get("timings_s") or {}

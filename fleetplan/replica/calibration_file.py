@@ -47,6 +47,18 @@ class FitRunReport:
                 "used_in_fit": self.used_in_fit, "warm_prefix_cache": self.warm_prefix_cache,
                 "error_pct": dict(self.error_pct)}
 
+    @classmethod
+    def from_dict(cls, d: Any, where: str) -> FitRunReport:
+        if not isinstance(d, Mapping):
+            raise DataError(f"{where}: expected an object, got {type(d).__name__}")
+        return cls(
+            run_id=_get(d, "run_id", str, where),
+            request_rate=_get(d, "request_rate", float, where),
+            flagged=_get(d, "flagged", bool, where), flag_reason=d.get("flag_reason"),
+            used_in_fit=_get(d, "used_in_fit", bool, where),
+            warm_prefix_cache=_get(d, "warm_prefix_cache", bool, where),
+            error_pct=dict(_get(d, "error_pct", dict, where)))
+
 
 @dataclass(frozen=True)
 class CalibrationEntry:
@@ -98,7 +110,7 @@ class CalibrationEntry:
             fitted=tuple(_get(d, "fitted", list, where)),
             loss=None if d.get("loss") is None else float(d["loss"]),
             nfev=_get(d, "nfev", int, where),
-            runs=tuple(_run(r, f"{where}.runs[{i}]")
+            runs=tuple(FitRunReport.from_dict(r, f"{where}.runs[{i}]")
                        for i, r in enumerate(_get(d, "runs", list, where))))
 
 
@@ -263,14 +275,3 @@ def _params(d: Mapping[str, Any], key: str, where: str) -> ReplicaParams:
         return ReplicaParams.model_validate(d[key])
     except (KeyError, ValidationError) as exc:
         raise DataError(f"{where}: invalid replica parameters {key!r} ({exc})") from None
-
-
-def _run(d: Any, where: str) -> FitRunReport:
-    if not isinstance(d, Mapping):
-        raise DataError(f"{where}: expected an object, got {type(d).__name__}")
-    return FitRunReport(
-        run_id=_get(d, "run_id", str, where), request_rate=_get(d, "request_rate", float, where),
-        flagged=_get(d, "flagged", bool, where), flag_reason=d.get("flag_reason"),
-        used_in_fit=_get(d, "used_in_fit", bool, where),
-        warm_prefix_cache=_get(d, "warm_prefix_cache", bool, where),
-        error_pct=dict(_get(d, "error_pct", dict, where)))

@@ -21,6 +21,7 @@ from fleetplan.bench.live import (
     model_row,
     report_markdown,
 )
+from fleetplan.bench.live_report import ClientComparison, LiveAnalysis
 from fleetplan.catalog.gpus import load_gpus
 
 TINY = {"architectures": ["LlamaForCausalLM"], "hidden_size": 128, "intermediate_size": 256,
@@ -71,11 +72,14 @@ def test_clients_agree_within_the_spread_or_not() -> None:
     fp = [_client_run(), _client_run(median_ttft_ms=66.0)]
     vl = [_client_run(median_ttft_ms=63.0), _client_run(median_ttft_ms=70.0)]
     res = compare_clients(fp, vl)
-    assert res["ok"] and res["metrics"]["request_throughput"]["bound"] == CLIENT_FLOOR
-    ttft = res["metrics"]["median_ttft_ms"]
-    assert ttft["bound"] == pytest.approx(2 * 7 / 66.5)
+    assert res.ok and res.metrics["request_throughput"].bound == CLIENT_FLOOR
+    ttft = res.metrics["median_ttft_ms"]
+    assert ttft.bound == pytest.approx(2 * 7 / 66.5)
     bad = compare_clients(fp, [_client_run(request_throughput=8.0)] * 2)
-    assert not bad["ok"] and not bad["metrics"]["request_throughput"]["ok"]
+    assert not bad.ok and not bad.metrics["request_throughput"].ok
+    saved = json.loads(json.dumps(bad.to_dict()))
+    assert saved["runs_per_client"] == [2, 2] and saved["ok"] is False
+    assert ClientComparison.from_dict(saved) == bad
     with pytest.raises(Exception, match="percentile-metrics"):
         compare_clients([{"request_throughput": 1.0}], vl)
 
@@ -86,9 +90,9 @@ def test_a_client_that_coalesces_token_events_fails_the_crosscheck() -> None:
     fp = [_client_run(median_itl_ms=0.05), _client_run(median_itl_ms=0.06)]
     vl = [_client_run(median_itl_ms=10.1), _client_run(median_itl_ms=10.0)]
     res = compare_clients(fp, vl)
-    assert not res["metrics"]["median_itl_ms"]["ok"]
-    assert res["metrics"]["mean_itl_ms"]["ok"]
-    assert not res["ok"]
+    assert not res.metrics["median_itl_ms"].ok
+    assert res.metrics["mean_itl_ms"].ok
+    assert not res.ok
 
 
 def _replayed_result(params: Any, rate: float, n: int, series: int) -> dict[str, Any]:
@@ -131,10 +135,17 @@ def test_a_server_that_behaves_like_the_model_is_predicted(tmp_path: Path) -> No
     lm = LengthModel(input=FixedLengths(value=100), output=FixedLengths(value=50))
     a = analyze(files, holdout_rate=16.0, gpu="H100-SXM", gpu_count=1, lengths=lm, max_nfev=12,
                 seeds=(0,))
-    assert a["runs"] == 8 and a["holdout_rate"] == 16.0 and set(a["checks"]) == set(BOUNDS)
-    assert abs(a["errors"]["request_throughput"]) < 0.05
-    assert abs(a["errors"]["tpot_p50_ms"]) < 0.15
-    md = report_markdown({"analysis": a, "server": "replayed", "date": "today",
-                          "num_prompts": 60, "crosscheck": None, "timings_s": {"x": 1.0}})
+    assert a.runs == 8 and a.holdout_rate == 16.0 and set(a.checks) == set(BOUNDS)
+    assert abs(a.errors["request_throughput"]) < 0.05
+    assert abs(a.errors["tpot_p50_ms"]) < 0.15
+    report = {"analysis": a, "server": "replayed", "date": "today", "num_prompts": 60,
+              "crosscheck": None, "timings_s": {"x": 1.0}}
+    md = report_markdown(report)
     assert "| request_throughput |" in md and "16 (held out)" in md
-    assert all(math.isfinite(v) for v in a["max_spread"].values())
+    assert all(math.isfinite(v) for v in a.max_spread.values())
+    # the report file's analysis section reads back to the same record and the same Markdown
+    saved = json.loads(json.dumps({**report, "analysis": a.to_dict()}))
+    assert [r["held_out"] for r in saved["analysis"]["per_rate"]] == [False, True, False, False]
+    assert "predicted_ttft_p50_ms" in saved["analysis"]["per_rate"][1]
+    assert LiveAnalysis.from_dict(saved["analysis"]) == a
+    assert report_markdown(saved) == md
