@@ -13,7 +13,6 @@ from fleetplan.replica.calibration_file import CalibrationFile, load_calibration
 from fleetplan.replica.params import DEFAULT_CALIBRATION_NAME, replica_params
 
 
-
 def _bundled() -> Path:
     return data_dir() / DEFAULT_CALIBRATION_NAME
 
