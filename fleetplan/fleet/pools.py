@@ -93,7 +93,7 @@ def class_pools(scenario: Scenario, pools: Sequence[PoolModel]) -> list[list[int
     fleet = [p.spec for p in pools]
     out = []
     for i, c in enumerate(scenario.classes):
-        if scenario.routing == "planned":
+        if scenario.routing.policy == "planned":
             if c.split is None:
                 raise InputError(f"classes[{i}].split: routing planned needs a split per class")
             keys = [k for k, s in c.split.items() if s > 0]
@@ -107,7 +107,7 @@ def class_pools(scenario: Scenario, pools: Sequence[PoolModel]) -> list[list[int
             try:
                 idx.update(match_pools(k, fleet))
             except InputError as exc:
-                field = "split" if scenario.routing == "planned" else "pin"
+                field = "split" if scenario.routing.policy == "planned" else "pin"
                 raise InputError(f"classes[{i}].{field}: {exc}") from None
         out.append(sorted(idx))
     return out

@@ -1,7 +1,12 @@
 """Routing policies: which replica of the fleet serves an arriving request (one registry).
 
 Every policy is a :class:`Router` subclass registered under a name with :func:`register_router`
-(duplicates refused); :func:`get_router` fails with the valid names. Built in:
+(duplicates refused); :func:`get_router` fails with the valid names. That registration is the one
+step that adds a policy: the scenario's ``routing:`` field validates against :data:`ROUTERS` and
+``fleetplan schema`` lists its members. A policy's parameters are a :class:`RoutingPolicy` model
+(its ``Params``; none given: a model with the name only), written ``routing: {policy: NAME, ...}``
+or, with the defaults, ``routing: NAME``; the router receives them as ``self.params``
+(:func:`make_router`). Built in (none has parameters today):
 
 - ``round-robin``: each class cycles over its eligible replicas.
 - ``least-outstanding``: the eligible replica with the fewest outstanding requests (waiting +
@@ -21,9 +26,23 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from fleetplan.errors import InputError, UnknownNameError
+
+
+class RoutingPolicy(BaseModel):
+    """A routing policy a scenario selects (``policy``) and its parameters (none by default).
+
+    A policy with parameters subclasses this with ``policy: Literal[NAME] = NAME`` and its
+    fields, and names it as its router's ``Params``.
+    """
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    policy: str
 
 
 @dataclass
@@ -59,9 +78,11 @@ class Router:
     """Base of routing policies: ``route(cls, input_tokens) -> replica index``."""
 
     name: ClassVar[str] = ""
+    Params: ClassVar[type[RoutingPolicy]] = RoutingPolicy
 
-    def __init__(self, ctx: RoutingContext) -> None:
+    def __init__(self, ctx: RoutingContext, params: RoutingPolicy | None = None) -> None:
         self.ctx = ctx
+        self.params = params if params is not None else type(self).Params(policy=self.name)
         for c, elig in enumerate(ctx.eligible):
             if not elig:
                 raise InputError(f"class #{c} has no replica it may be routed to")
@@ -74,15 +95,42 @@ ROUTERS: dict[str, type[Router]] = {}
 
 
 def register_router(name: str) -> Callable[[type[Router]], type[Router]]:
-    """Class decorator adding a policy to the registry; a second policy of one name is refused."""
+    """Class decorator adding a policy to the registry; a second policy of one name is refused.
+
+    The class's own ``Params`` (a :class:`RoutingPolicy` whose ``policy`` is ``Literal[name]``)
+    are its parameters; without one it gets a parameter-free model named after the class.
+    """
     def deco(cls: type[Router]) -> type[Router]:
         if name in ROUTERS:
             raise ValueError(f"routing policy {name!r} is already registered")
+        if "Params" in cls.__dict__:
+            tag = cls.Params.model_fields["policy"]
+            if tag.default != name:
+                raise ValueError(f"routing policy {name!r}: {cls.Params.__name__}.policy must "
+                                 f"be Literal[{name!r}] = {name!r}")
+        else:
+            doc = (cls.__doc__ or f"The {name} routing policy.").strip()
+            cls.Params = create_model(
+                f"{cls.__name__}Policy", __base__=RoutingPolicy, __doc__=doc,
+                policy=(Literal[name],  # type: ignore[valid-type, arg-type]
+                        Field(default=name, description="the policy's name")))
         cls.name = name
         ROUTERS[name] = cls
         return cls
 
     return deco
+
+
+def routing_policies() -> dict[str, type[RoutingPolicy]]:
+    """Policy name -> its parameters model (what the scenario's ``routing:`` accepts)."""
+    return {n: r.Params for n, r in ROUTERS.items()}
+
+
+def make_router(policy: RoutingPolicy | str, ctx: RoutingContext) -> Router:
+    """The router of ``policy`` (a name: its defaults) for ``ctx``."""
+    if isinstance(policy, str):
+        policy = get_router(policy).Params(policy=policy)
+    return get_router(policy.policy)(ctx, policy)
 
 
 def get_router(name: str) -> type[Router]:
@@ -101,8 +149,10 @@ def _least(outstanding: list[int], replicas: Sequence[int], start: int) -> int:
 
 @register_router("round-robin")
 class RoundRobin(Router):
-    def __init__(self, ctx: RoutingContext) -> None:
-        super().__init__(ctx)
+    """Each class cycles over its eligible replicas in turn."""
+
+    def __init__(self, ctx: RoutingContext, params: RoutingPolicy | None = None) -> None:
+        super().__init__(ctx, params)
         self._next = [0] * len(ctx.eligible)
 
     def route(self, cls: int, input_tokens: int) -> int:
@@ -114,8 +164,11 @@ class RoundRobin(Router):
 
 @register_router("least-outstanding")
 class LeastOutstanding(Router):
-    def __init__(self, ctx: RoutingContext) -> None:
-        super().__init__(ctx)
+    """The eligible replica with the fewest outstanding requests (waiting + running); ties go
+    round-robin so no replica is favoured."""
+
+    def __init__(self, ctx: RoutingContext, params: RoutingPolicy | None = None) -> None:
+        super().__init__(ctx, params)
         self._start = [0] * len(ctx.eligible)
 
     def route(self, cls: int, input_tokens: int) -> int:
@@ -131,8 +184,8 @@ class SloAware(Router):
     TTFT breaks the class's SLO, the replica with the best prediction anywhere it may go (each
     pool represented by its least-outstanding replica: one prediction per pool)."""
 
-    def __init__(self, ctx: RoutingContext) -> None:
-        super().__init__(ctx)
+    def __init__(self, ctx: RoutingContext, params: RoutingPolicy | None = None) -> None:
+        super().__init__(ctx, params)
         if ctx.predict_ttft_s is None:
             raise InputError("slo-aware routing needs a TTFT predictor")
         self._predict = ctx.predict_ttft_s
@@ -190,8 +243,8 @@ class SloAware(Router):
 class Planned(Router):
     """Smooth weighted round-robin over pools by the class's split; least-outstanding inside."""
 
-    def __init__(self, ctx: RoutingContext) -> None:
-        super().__init__(ctx)
+    def __init__(self, ctx: RoutingContext, params: RoutingPolicy | None = None) -> None:
+        super().__init__(ctx, params)
         self._credit: list[list[float]] = []
         self._weights: list[list[float]] = []
         for c in range(len(ctx.eligible)):

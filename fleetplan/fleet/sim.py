@@ -18,7 +18,7 @@ import numpy as np
 import simpy
 
 from fleetplan.fleet.pools import PoolModel, unloaded_ttft_s
-from fleetplan.fleet.routing import Router, RoutingContext, get_router
+from fleetplan.fleet.routing import Router, RoutingContext, RoutingPolicy, make_router
 from fleetplan.fleet.traffic import Traffic
 from fleetplan.replica.engine import ReplicaEngine, Request
 
@@ -37,7 +37,7 @@ DRAIN_MIN_S, DRAIN_SHARE = 120.0, 0.5
 class RoutingInputs:
     """Fixed routing facts of a scenario (per class): pools allowed, split, SLO, P99 prompt."""
 
-    policy: str
+    policy: RoutingPolicy | str
     class_pools: Sequence[Sequence[int]]
     split: Sequence[Sequence[float] | None]
     slo_ttft_s: Sequence[float | None]
@@ -143,7 +143,7 @@ class _Run:
             outstanding=self.busy_count,
             split=routing.split, slo_ttft_s=routing.slo_ttft_s, unloaded_ttft_s=unloaded,
             predict_ttft_s=_predictor(self.engines, routing.mean_prompt))
-        return get_router(routing.policy)(ctx)
+        return make_router(routing.policy, ctx)
 
     def on_finish(self, req: Request) -> None:
         i = req.rid

@@ -169,7 +169,8 @@ def simulate(scenario: Scenario, fleet: Sequence[Pool] | str | None = None, *,
     if progress is not None:
         progress(1.0)
     return SimulationResult(
-        status=status, model=scenario.model, routing=scenario.routing, classes=tuple(classes),
+        status=status, model=scenario.model, routing=scenario.routing.policy,
+        classes=tuple(classes),
         pools=tuple(_pool_results(pools, reps, util, over, acct.pools)), account=acct,
         overloaded=overloaded, offered_rps=offered, sustainable_rps=sustainable,
         seed=sim.seed, replications=sim.replications, duration_s=sim.duration_s,

@@ -21,8 +21,6 @@ import numpy as np
 from fleetplan.errors import InputError
 from fleetplan.replica.steady import cached_prompt_tokens
 from fleetplan.scenario import Scenario
-from fleetplan.workload.arrivals import arrivals_until
-from fleetplan.workload.profile import profile_arrivals
 from fleetplan.workload.trace import Trace, read_trace, trace_requests
 
 
@@ -65,12 +63,7 @@ def _class_requests(scenario: Scenario, i: int, traces: Mapping[str, Trace],
                                   scale_to_rps=c.trace.scale_to_rps, loop=c.trace.loop)
         except InputError as exc:
             raise InputError(f"classes[{i}].trace: {exc}") from None
-    if c.rate_rps is not None:
-        t = arrivals_until(sim.duration_s, c.rate_rps, c.burstiness, rng_t)
-    else:
-        assert c.rate_profile_rps is not None
-        t = profile_arrivals(c.rate_profile_rps, sim.duration_s, c.burstiness, rng_t,
-                             start_hour=sim.start_hour)
+    t = c.process.times(sim.duration_s, rng_t, start_hour=sim.start_hour)
     try:
         ins, outs = c.length_model().sample(t.size, rng_l)
     except ValueError as exc:

@@ -19,7 +19,7 @@ from fleetplan.scenario.base import Strict, canon_config, check_region
 
 
 class Pool(Strict):
-    """``count`` replicas of one hardware configuration in one grid region."""
+    """`count` replicas of one hardware configuration in one grid region."""
 
     config: str = Field(
         description="hardware configuration of every replica: `<GPUs>x<GPU type>` (tensor "

@@ -31,9 +31,10 @@ def _resolve_traces(data: Any, base: Path) -> Any:
         t = c.get("trace")
         if isinstance(t, str) and not os.path.isabs(t):
             c["trace"] = str(base / t)
-        f = t.get("file") if isinstance(t, dict) else None
-        if isinstance(t, dict) and isinstance(f, str) and not os.path.isabs(f):
-            t["file"] = str(base / f)
+        for rec in (t, c.get("arrivals")):  # a trace record, or a process reading a file
+            f = rec.get("file") if isinstance(rec, dict) else None
+            if isinstance(rec, dict) and isinstance(f, str) and not os.path.isabs(f):
+                rec["file"] = str(base / f)
     return data
 
 

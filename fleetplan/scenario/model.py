@@ -6,8 +6,8 @@ what-if run never holds a scenario the schema would refuse.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Annotated, Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
@@ -28,38 +28,137 @@ from fleetplan.scenario.settings import (
     SolverSettings,
 )
 from fleetplan.scenario.traffic import TrafficClass
+from fleetplan.scenario.unions import RegistryUnion
+
+if TYPE_CHECKING:
+    from fleetplan.fleet.routing import RoutingPolicy
+else:  # fleet.routing's package imports this one: the registry is read when validating
+    RoutingPolicy = BaseModel
+
+
+def _routing_policies() -> Mapping[str, type[BaseModel]]:
+    from fleetplan.fleet.routing import routing_policies
+
+    return routing_policies()
+
+
+def _model_names() -> list[str]:
+    from fleetplan.catalog.models import load_models
+
+    return list(load_models())
+
+
+def _valid_values(names: Callable[[], Sequence[str]], *,
+                  enum: bool = False) -> Callable[[dict[str, Any]], None]:
+    """A ``json_schema_extra`` naming the valid values, read when the schema is generated."""
+    def extra(schema: dict[str, Any]) -> None:
+        valid = list(names())
+        if enum:
+            schema["enum"] = valid
+        else:
+            schema["description"] = f"{schema.get('description', '')} (valid: {', '.join(valid)})"
+
+    return extra
+
+
+def _names_too(schema: dict[str, Any]) -> None:
+    """``candidates`` items: a candidate record or a configuration name."""
+    name = {"type": "string", "description": "a configuration name: the candidate with defaults"}
+    for alt in schema.get("anyOf", [schema]):
+        if alt.get("type") == "array":
+            alt["items"] = {"anyOf": [alt["items"], name]}
+
+
+DEFAULT_ROUTING = "least-outstanding"
+_ROUTING = RegistryUnion(tag="policy", kind="routing policy", members=_routing_policies,
+                         shorthand=True)
 
 
 class Scenario(Strict):
-    """A complete scenario; see :mod:`fleetplan.scenario` and ``fleetplan schema``."""
+    """A complete scenario file: the model, the traffic classes to serve, the fleet to simulate,
+    catalog overrides, simulation settings and the optimizer's inputs."""
 
-    model: str
-    classes: list[TrafficClass] = Field(min_length=1)
-    fleet: list[Pool] | None = Field(default=None, min_length=1)
-    routing: str = "least-outstanding"
+    model: str = Field(
+        description="the served model: the short name or hub id (`deepseek-ai/...`) of a model "
+                    "in the catalog (`data/models.csv`)", examples=["DeepSeek-R1-Distill-Qwen-14B"],
+        json_schema_extra=_valid_values(_model_names))
+    classes: list[TrafficClass] = Field(
+        min_length=1, description="the traffic classes to serve (names unique)")
+    fleet: list[Pool] | None = Field(
+        default=None, min_length=1,
+        description="the fleet `fleetplan simulate` runs (`--fleet` replaces it); `solve` "
+                    "chooses its own fleet from `candidates`",
+        examples=[[{"config": "1xH100-PCIe", "count": 2}, {"config": "2xRTX-4090", "count": 4,
+                                                           "region": "FRA"}]])
+    routing: Annotated[RoutingPolicy, _ROUTING] = Field(
+        default=DEFAULT_ROUTING, validate_default=True,
+        description="which replica serves each request: a policy name, or `{policy: NAME, "
+                    "...its parameters}` (valid names: the routing registry, "
+                    "`fleetplan.fleet.ROUTERS`). `least-outstanding`: fewest outstanding "
+                    "requests; `round-robin`: each class cycles over its replicas; `slo-aware`: "
+                    "pools that meet the class's TTFT SLO first, spilling when a queue would "
+                    "break it (honours `pin`); `planned`: each class's `split` shares",
+        examples=["slo-aware", {"policy": "planned"}])
     context_window: int | None = Field(
-        default=None, ge=2, description="served max_model_len (default: the model's, capped by "
-        "what one replica's KV cache holds)")
-    market: str = DEFAULT_MARKET
+        default=None, ge=2, description="served max_model_len in tokens (default: the model's, "
+        "capped by what one replica's KV cache holds)", examples=[8192])
+    market: str = Field(
+        default=DEFAULT_MARKET,
+        description="price market of the catalog (`data/prices.csv`): `alternative`, the "
+                    "study's May-2025 alternative-provider prices; `hyperscaler`, the study's "
+                    "hyperscaler figures", examples=["hyperscaler"],
+        json_schema_extra=_valid_values(markets, enum=True))
     prices_usd_per_gpu_hour: dict[str, Annotated[float, Field(gt=0, le=1000)]] = Field(
-        default_factory=dict)
+        default_factory=dict, description="your prices in $ per GPU-hour by GPU type, "
+        "overriding the market's (default: none)", examples=[{"H100-PCIe": 2.5}])
     grid_g_per_kwh: dict[str, Annotated[float, Field(ge=0, le=5000)]] = Field(
-        default_factory=dict)
+        default_factory=dict, description="your grid carbon intensities in g CO2e per kWh by "
+        "region code, overriding the catalog's (see the region codes; default: none)",
+        examples=[{"EU27": 200}])
     power_w_per_gpu: dict[str, Annotated[float, Field(gt=0, le=5000)]] = Field(
-        default_factory=dict, description="busy power per GPU (W), e.g. {H100-PCIe: 350}; "
-        "default: measured in the profiles, else datasheet TDP")
-    embodied: Embodied = Field(default_factory=Embodied)
-    sim: SimSettings = Field(default_factory=SimSettings)
-    candidates: list[Candidate] | None = Field(default=None, min_length=1)
+        default_factory=dict, description="busy power per GPU (W); default: measured in the "
+        "profiles, else datasheet TDP", examples=[{"H100-PCIe": 350}])
+    embodied: Embodied = Field(default_factory=Embodied,
+                               description="embodied carbon of the GPUs (default: included, "
+                                           "over 4 years)")
+    sim: SimSettings = Field(default_factory=SimSettings,
+                             description="simulation settings (length, warm-up, seed, "
+                                         "replications, start hour)")
+    candidates: list[Candidate] | None = Field(
+        default=None, min_length=1,
+        description="configurations the optimizer may deploy: names, or candidate records "
+                    "(regions, replica cap). Absent: every configuration of `model` measured "
+                    "in the profile store, in EU27, without a cap",
+        examples=[["1xH100-PCIe", "2xRTX-4090"],
+                  [{"config": "1xH100-PCIe", "regions": ["EU27", "FRA"], "max_replicas": 8}]],
+        json_schema_extra=_names_too)
     availability: dict[str, Any] | None = Field(
-        default=None, description="max GPUs per GPU type ({H100-PCIe: 8}) or per region and "
-        "type ({EU27: {H100-PCIe: 8}})")
-    budget_usd_per_hour: float | None = Field(default=None, gt=0)
-    redundancy: int = Field(default=0, ge=0, le=100)
-    carbon: CarbonCap | None = None
-    commitment: Commitment = Field(default_factory=Commitment)
-    solver: SolverSettings = Field(default_factory=SolverSettings)
-    capacity: CapacitySettings = Field(default_factory=CapacitySettings)
+        default=None, description="most GPUs the optimizer may use, per GPU type ({H100-PCIe: "
+        "8}) or per region and GPU type ({EU27: {H100-PCIe: 8}}), in every hour (default: "
+        "unlimited)", examples=[{"H100-PCIe": 8, "FRA": {"RTX-4090": 16}}])
+    budget_usd_per_hour: float | None = Field(
+        default=None, gt=0, description="most the fleet may cost, $ per hour (every hour of a "
+        "diurnal plan; default: no budget)", examples=[40])
+    redundancy: int = Field(
+        default=0, ge=0, le=100, description="spare replicas every pool of the plan keeps "
+        "(N+k): its load must fit in its replica count minus this (default 0)", examples=[1])
+    carbon: CarbonCap | None = Field(default=None, description="a cap on the plan's carbon "
+                                     "(default: none)", examples=[{"max_g_per_mtok": 150}])
+    commitment: Commitment = Field(default_factory=Commitment,
+                                   description="how a diurnal plan commits replicas over the day")
+    solver: SolverSettings = Field(default_factory=SolverSettings,
+                                   description="MILP solver and its stop criteria (default: "
+                                               "CBC, 10 s, 1% gap)")
+    capacity: CapacitySettings = Field(default_factory=CapacitySettings,
+                                       description="how capacities at SLO are measured on the "
+                                                   "replica model")
+
+    @field_validator("candidates", mode="before")
+    @classmethod
+    def _candidate_names(cls, v: Any) -> Any:
+        if isinstance(v, list):
+            return [{"config": c} if isinstance(c, str) else c for c in v]
+        return v
 
     @field_validator("model")
     @classmethod
@@ -68,15 +167,6 @@ class Scenario(Strict):
             return get_model(v).model
         except FleetplanError as exc:
             raise ValueError(str(exc)) from None
-
-    @field_validator("routing")
-    @classmethod
-    def _routing(cls, v: str) -> str:
-        from fleetplan.fleet.routing import ROUTERS
-
-        if v not in ROUTERS:
-            raise ValueError(f"unknown routing policy {v} (valid: {', '.join(sorted(ROUTERS))})")
-        return v
 
     @field_validator("market")
     @classmethod
@@ -120,10 +210,11 @@ class Scenario(Strict):
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise ValueError(f"class names must be unique (repeated: {', '.join(dup)})")
+        planned = self.routing.policy == "planned"
         for i, c in enumerate(self.classes):
-            if self.routing == "planned" and self.fleet is not None and c.split is None:
+            if planned and self.fleet is not None and c.split is None:
                 raise ValueError(f"classes[{i}].split: routing planned needs a split per class")
-            if self.routing == "planned" and c.pin is not None:
+            if planned and c.pin is not None:
                 raise ValueError(f"classes[{i}].pin: planned routing follows split, not pins")
             if self.fleet is not None:
                 for key in (*(c.pin or ()), *(c.split or {})):

@@ -85,20 +85,25 @@ DEFAULT_TIME_LIMIT_S = 10.0
 DEFAULT_GAP = 0.01
 
 
-class SolverSettings(Strict):
-    """Which MILP solver, and the stop criteria that are always set and always reported.
+def _registered() -> list[str]:
+    from fleetplan.optimize.solvers import SOLVERS
 
-    The scenario's ``solver:`` block and the optimizer's record (one record). Built directly,
-    ``SolverSettings("cbc", time_limit_s=7)`` takes the name first; bad values raise
-    :class:`~fleetplan.errors.InputError`.
-    """
+    return sorted(SOLVERS)
+
+
+class SolverSettings(Strict):
+    """Which MILP solver, and the stop criteria that are always set and always reported (the
+    scenario's `solver:` block and the optimizer's settings: one record)."""
 
     name: str = Field(
         default=DEFAULT_SOLVER,
-        description="solver: `cbc` (PuLP's bundled CBC, the default), `highs` (HiGHS, "
-                    "`pip install 'fleetplan[highs]'`), `glpk` (GLPK's glpsol), or any PuLP "
-                    "solver name available on the machine; case does not matter. A name not "
-                    "available here fails at load with the ones that are", examples=["highs"])
+        description="solver: a name of the solver registry (`fleetplan.optimize.solvers`): "
+                    "`cbc` (PuLP's bundled CBC, the default), `highs` (HiGHS, `pip install "
+                    "'fleetplan[highs]'`), `glpk` (GLPK's glpsol), or any PuLP solver name "
+                    "available on the machine; case does not matter. A name not available "
+                    "here fails at load with the ones that are", examples=["highs"],
+        json_schema_extra=lambda s: s.update(description=f"{s['description']} (registered: "
+                                                         f"{', '.join(_registered())})"))
     time_limit_s: float = Field(default=DEFAULT_TIME_LIMIT_S, gt=0, le=86400,
                                 description="wall-clock limit of one MILP solve (s)",
                                 examples=[30])
@@ -107,6 +112,8 @@ class SolverSettings(Strict):
                                    "(0.01 = within 1% of the best bound)", examples=[0.001])
 
     def __init__(self, name: str | None = None, /, **data: Any) -> None:
+        """``SolverSettings("cbc", time_limit_s=7)``: the name may come first; bad values raise
+        :class:`~fleetplan.errors.InputError` naming ``solver.FIELD``."""
         if name is not None:
             data["name"] = name
         try:
@@ -139,10 +146,9 @@ class SolverSettings(Strict):
 
 
 class CapacitySettings(Strict):
-    """How the optimizer measures capacities at SLO on the replica model (noise + safety).
-
-    Read by :mod:`fleetplan.optimize.capacity`; every field is part of the capacity cache key.
-    """
+    """How the optimizer measures capacities at SLO on the replica model (noise + safety); every
+    field is part of the capacity cache key."""
+    # read by fleetplan.optimize.capacity
 
     duration_s: float = Field(default=300.0, gt=0, le=86400,
                               description="simulated seconds per run, before the request floor")

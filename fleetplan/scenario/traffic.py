@@ -10,11 +10,29 @@ latency objectives. :class:`TraceSpec`: an Azure-format trace replayed by a clas
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import (
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from fleetplan.scenario.base import NAME_RE, Strict
+from fleetplan.scenario.unions import RegistryUnion
+from fleetplan.workload.arrivals import (
+    ARRIVALS,
+    BURSTINESS_DOC,
+    PROFILE_DOC,
+    RATE_DOC,
+    ArrivalProcess,
+    GammaArrivals,
+    ProfileArrivals,
+    TraceArrivals,
+    check_profile,
+)
 from fleetplan.workload.lengths import (
     LengthDist,
     LengthModel,
@@ -48,7 +66,7 @@ class SLO(Strict):
 
 
 class TraceSpec(Strict):
-    """An Azure-format trace (``TIMESTAMP,ContextTokens,GeneratedTokens``) replayed by a class."""
+    """An Azure-format trace (`TIMESTAMP,ContextTokens,GeneratedTokens`) replayed by a class."""
 
     file: str = Field(min_length=1, description="CSV path, relative to the scenario file",
                       examples=["traces/azure-conv-1h.csv"])
@@ -59,25 +77,69 @@ class TraceSpec(Strict):
     loop: bool = Field(default=False, description="repeat the trace when the run is longer")
 
 
+_ARRIVALS = RegistryUnion(tag="process", kind="arrival process", members=lambda: ARRIVALS,
+                          shorthand=False)
+_SHORTHANDS = ("rate_rps", "rate_profile_rps", "trace")
+
+
+def _from_shorthand(c: TrafficClass) -> ArrivalProcess:
+    """The built-in process a class's ``rate_rps`` / ``rate_profile_rps`` / ``trace`` stands for."""
+    burst: dict[str, Any] = {"burstiness": c.burstiness} if "burstiness" in c.model_fields_set \
+        else {}
+    if c.rate_rps is not None:
+        return GammaArrivals(rate_rps=c.rate_rps, **burst)
+    if c.rate_profile_rps is not None:
+        return ProfileArrivals(rate_profile_rps=list(c.rate_profile_rps), **burst)
+    assert c.trace is not None
+    return TraceArrivals(**c.trace.model_dump(exclude_unset=True))
+
+
+def _to_shorthand(p: ArrivalProcess) -> dict[str, Any] | None:
+    """The shorthand fields of a built-in process (``None``: a process without a shorthand)."""
+    if isinstance(p, GammaArrivals | ProfileArrivals):
+        burst = {"burstiness": p.burstiness} if "burstiness" in p.model_fields_set else {}
+        if isinstance(p, GammaArrivals):
+            return {"rate_rps": p.rate_rps, **burst}
+        return {"rate_profile_rps": list(p.rate_profile_rps), **burst}
+    if isinstance(p, TraceArrivals):
+        return {"trace": TraceSpec(**p.model_dump(exclude_unset=True, exclude={"process"}))}
+    return None
+
+
 class TrafficClass(Strict):
-    """One class of requests: arrivals (exactly one kind), lengths, SLO, routing hints."""
+    """One class of requests: its arrivals, lengths, SLO and routing hints.
+
+    Arrivals: exactly one of `arrivals` (a process of the arrivals registry with its
+    parameters) or a shorthand for a built-in process: `rate_rps` (+ `burstiness`) for `gamma`,
+    `rate_profile_rps` (+ `burstiness`) for `profile`, `trace` for `trace`.
+    """
+    # Validated, a class holds both forms: ``arrivals`` always, and for a built-in process its
+    # shorthand fields too (the ones written back, so copies and dumps keep that spelling).
 
     name: str = Field(pattern=NAME_RE, max_length=64,
                       description="unique name of the class (letters, digits, `_.-`)",
                       examples=["chat"])
-    rate_rps: float | None = Field(
-        default=None, gt=0, le=1e5,
-        description="mean arrival rate (req/s) of a stationary gamma-renewal process "
-                    "(shape `burstiness`)", examples=[4.0])
+    arrivals: Annotated[ArrivalProcess, _ARRIVALS] | None = Field(
+        default=None,
+        description="the arrival process and its parameters: `{process: NAME, ...}` with NAME "
+                    "from the arrivals registry (`gamma`: `rate_rps`, `burstiness`; `profile`: "
+                    "`rate_profile_rps`, `burstiness`; `trace`: `file`, `scale_to_rps`, "
+                    "`loop`). Or write one shorthand instead: `rate_rps`, `rate_profile_rps` "
+                    "or `trace`", examples=[{"process": "gamma", "rate_rps": 4.0,
+                                               "burstiness": 0.5}])
+    rate_rps: float | None = Field(default=None, gt=0, le=1e5,
+                                   description=f"shorthand for a `gamma` process: {RATE_DOC}",
+                                   examples=[4.0])
     rate_profile_rps: list[float] | None = Field(
         default=None, min_length=24, max_length=24,
-        description="24 hourly mean rates (req/s), hour 0 first; non-homogeneous arrivals "
-                    "(the simulation starts at `sim.start_hour`)")
+        description=f"shorthand for a `profile` process: {PROFILE_DOC}")
     trace: TraceSpec | None = Field(
-        default=None, description="replay a trace: its file path, or a trace record; the "
-                                  "trace gives arrivals and lengths", examples=["trace.csv"])
+        default=None, description="shorthand for a `trace` process: the CSV path, or a trace "
+                                  "record; the trace gives arrivals and lengths",
+        examples=["trace.csv"])
     burstiness: float = Field(default=1.0, gt=0, le=100,
-                              description="gamma shape of the gaps; 1.0 = Poisson, < 1 burstier")
+                              description=f"with `rate_rps` or `rate_profile_rps`: "
+                                          f"{BURSTINESS_DOC}")
     input_tokens: LengthDist | None = Field(
         default=None, description="prompt length distribution (tokens); default: the measured "
                                   "benchmark protocol's")
@@ -114,13 +176,8 @@ class TrafficClass(Strict):
     @field_validator("rate_profile_rps")
     @classmethod
     def _profile(cls, v: list[float] | None) -> list[float] | None:
-        if v is None:
-            return v
-        for h, r in enumerate(v):
-            if not (math.isfinite(r) and r >= 0):
-                raise ValueError(f"hour {h}: {r!r} must be a finite rate >= 0")
-        if not any(r > 0 for r in v):
-            raise ValueError("at least one hourly rate must be > 0")
+        if v is not None:
+            check_profile(v)
         return v
 
     @field_validator("max_total_tokens")
@@ -144,22 +201,48 @@ class TrafficClass(Strict):
 
     @model_validator(mode="after")
     def _one_arrival_kind(self) -> TrafficClass:
-        kinds = ("rate_rps", "rate_profile_rps", "trace")
-        given = [k for k in kinds if getattr(self, k) is not None]
+        given = [k for k in (*_SHORTHANDS, "arrivals") if getattr(self, k) is not None]
         if len(given) != 1:
             got = " and ".join(given) if given else "none"
-            raise ValueError(f"give exactly one of rate_rps, rate_profile_rps or trace (got {got})")
-        if self.trace is not None:
+            raise ValueError("give exactly one of rate_rps, rate_profile_rps, trace or arrivals "
+                             f"(got {got})")
+        proc = self.arrivals
+        if proc is not None and "burstiness" in self.model_fields_set:
+            raise ValueError("burstiness: with arrivals, give it inside (arrivals.burstiness)")
+        proc = proc if proc is not None else _from_shorthand(self)
+        if proc.draws_lengths:
             for k in ("burstiness", "input_tokens", "output_tokens", "max_total_tokens"):
                 if k in self.model_fields_set:
-                    raise ValueError(f"{k} does not apply to a trace class (the trace gives it)")
+                    raise ValueError(f"{k} does not apply to a {proc.process} class (the "
+                                     f"{proc.process} gives it)")
+        # the class holds both forms: the process, and a built-in's shorthand fields (the ones
+        # written back, so copies and dumps keep the shorthand spelling)
+        object.__setattr__(self, "arrivals", proc)
+        short = _to_shorthand(proc)
+        if short is not None and "arrivals" in self.model_fields_set:
+            for k, v in short.items():
+                object.__setattr__(self, k, v)
+            object.__setattr__(self, "__pydantic_fields_set__",
+                               (self.model_fields_set - {"arrivals"}) | set(short))
         return self
 
+    @model_serializer(mode="wrap")
+    def _write_shorthand(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and _to_shorthand(self.process) is not None:
+            data.pop("arrivals", None)
+        return data
+
     @property
-    def arrival_kind(self) -> Literal["rate", "profile", "trace"]:
-        if self.rate_rps is not None:
-            return "rate"
-        return "profile" if self.rate_profile_rps is not None else "trace"
+    def process(self) -> ArrivalProcess:
+        """The class's arrival process (always set once validated)."""
+        assert self.arrivals is not None
+        return self.arrivals
+
+    @property
+    def arrival_kind(self) -> str:
+        """``rate``, ``profile`` or ``trace`` for the built-ins; else the process's name."""
+        return {"gamma": "rate"}.get(self.process.process, self.process.process)
 
     def length_model(self) -> LengthModel:
         """Lengths of drawn requests; a missing side takes the measured protocol's distribution."""
@@ -176,9 +259,4 @@ class TrafficClass(Strict):
 
     def mean_rate_rps(self) -> float | None:
         """Mean offered rate when the scenario states it (trace classes: ``None`` unless scaled)."""
-        if self.rate_rps is not None:
-            return self.rate_rps
-        if self.rate_profile_rps is not None:
-            return sum(self.rate_profile_rps) / 24.0
-        assert self.trace is not None
-        return self.trace.scale_to_rps
+        return self.process.mean_rate_rps()

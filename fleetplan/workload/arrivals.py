@@ -1,18 +1,29 @@
-"""Arrival processes: gamma-distributed gaps as vLLM's benchmark draws them.
+"""Arrival processes: gamma-distributed gaps as vLLM's benchmark draws them, and the registry of
+the processes a scenario's traffic class may name.
 
 Main entries: :func:`benchmark_arrivals` (N requests, the first at t=0, then gamma gaps: exactly
 vLLM's ``get_request``) and :func:`arrivals_until` (a stationary process over a time window).
 Burstiness is the gamma shape: 1.0 is Poisson, < 1 burstier, > 1 smoother. Every function takes a
 ``numpy.random.Generator``; none touches global random state.
+
+The registry (:data:`ARRIVALS`, :func:`register_arrivals`): each member is an
+:class:`ArrivalProcess` model named by its ``process`` tag, holding its parameters and drawing its
+arrival times (:meth:`ArrivalProcess.times`). Registering a member is the one step that makes it
+valid in a scenario (``arrivals: {process: NAME, ...}``) and lists it in ``fleetplan schema``.
+Built in: ``gamma`` (stationary, ``rate_rps`` + ``burstiness``), ``profile`` (24 hourly rates)
+and ``trace`` (an Azure-format CSV replayed as recorded, lengths included).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import ClassVar, Literal, TypeVar
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from fleetplan.errors import InputError
+from fleetplan.errors import InputError, UnknownNameError
 
 
 def _check(rate: float, burstiness: float) -> None:
@@ -57,3 +68,127 @@ def arrivals_until(duration_s: float, rate: float, burstiness: float,
         more = times[-1] + np.cumsum(gamma_gaps(chunk, rate, burstiness, rng))
         times = np.concatenate([times, more])
     return times[times < start_s + duration_s]
+
+
+# --- the registry of arrival processes ----------------------------------------------------------
+
+
+class ArrivalProcess(BaseModel):
+    """Base of the arrival processes a traffic class may name (``process``) with parameters."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    process: str
+    draws_lengths: ClassVar[bool] = False
+    """True when the process gives each request's lengths too (a trace): the class sets none."""
+
+    def times(self, duration_s: float, rng: np.random.Generator, *,
+              start_hour: int = 0) -> np.ndarray:
+        """Arrival times (s) in ``[0, duration_s)``; ``start_hour`` is the hour of day at t=0."""
+        raise NotImplementedError(f"arrival process {self.process} draws no times")
+
+    def mean_rate_rps(self) -> float | None:
+        """The mean offered rate (req/s) when the parameters state it."""
+        return None
+
+
+ARRIVALS: dict[str, type[ArrivalProcess]] = {}
+
+_P = TypeVar("_P", bound=type[ArrivalProcess])
+
+
+def register_arrivals(cls: _P) -> _P:
+    """Class decorator adding a process to the registry under its ``process`` tag's default
+    (``process: Literal["name"] = "name"``); a second process of one name is refused."""
+    spec: type[ArrivalProcess] = cls
+    name = spec.model_fields["process"].default
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"{cls.__name__}: give process a default, its registry name")
+    if name in ARRIVALS:
+        raise ValueError(f"arrival process {name!r} is already registered")
+    ARRIVALS[name] = cls
+    return cls
+
+
+def get_arrivals(name: str) -> type[ArrivalProcess]:
+    """The process registered as ``name``; unknown names fail with the valid ones."""
+    if name not in ARRIVALS:
+        raise UnknownNameError("arrival process", name, ARRIVALS)
+    return ARRIVALS[name]
+
+
+def check_profile(rates: Sequence[float]) -> None:
+    """24 hourly rates: each finite and >= 0, at least one > 0 (``ValueError`` naming the hour)."""
+    for h, r in enumerate(rates):
+        if not (math.isfinite(r) and r >= 0):
+            raise ValueError(f"hour {h}: {r!r} must be a finite rate >= 0")
+    if not any(r > 0 for r in rates):
+        raise ValueError("at least one hourly rate must be > 0")
+
+
+RATE_DOC = ("mean arrival rate (req/s) of a stationary gamma-renewal process (shape "
+            "`burstiness`)")
+PROFILE_DOC = "24 hourly mean rates (req/s), hour 0 first (the run starts at `sim.start_hour`)"
+_TAG_DOC = "the process's name in the arrivals registry"
+BURSTINESS_DOC = "gamma shape of the gaps; 1.0 = Poisson, < 1 burstier, > 1 smoother"
+
+
+@register_arrivals
+class GammaArrivals(ArrivalProcess):
+    """Stationary gamma-renewal arrivals (vLLM's benchmark process); Poisson at burstiness 1."""
+
+    process: Literal["gamma"] = Field(default="gamma", description=_TAG_DOC)
+    rate_rps: float = Field(gt=0, le=1e5, description=RATE_DOC, examples=[4.0])
+    burstiness: float = Field(default=1.0, gt=0, le=100, description=BURSTINESS_DOC,
+                              examples=[0.5])
+
+    def times(self, duration_s: float, rng: np.random.Generator, *,
+              start_hour: int = 0) -> np.ndarray:
+        return arrivals_until(duration_s, self.rate_rps, self.burstiness, rng)
+
+    def mean_rate_rps(self) -> float | None:
+        return self.rate_rps
+
+
+@register_arrivals
+class ProfileArrivals(ArrivalProcess):
+    """Non-homogeneous arrivals following 24 hourly mean rates (gamma gaps in operational time)."""
+
+    process: Literal["profile"] = Field(default="profile", description=_TAG_DOC)
+    rate_profile_rps: list[float] = Field(min_length=24, max_length=24, description=PROFILE_DOC)
+    burstiness: float = Field(default=1.0, gt=0, le=100, description=BURSTINESS_DOC)
+
+    @field_validator("rate_profile_rps")
+    @classmethod
+    def _profile(cls, v: list[float]) -> list[float]:
+        check_profile(v)
+        return v
+
+    def times(self, duration_s: float, rng: np.random.Generator, *,
+              start_hour: int = 0) -> np.ndarray:
+        from fleetplan.workload.profile import profile_arrivals
+
+        return profile_arrivals(self.rate_profile_rps, duration_s, self.burstiness, rng,
+                                start_hour=start_hour)
+
+    def mean_rate_rps(self) -> float | None:
+        return sum(self.rate_profile_rps) / 24.0
+
+
+@register_arrivals
+class TraceArrivals(ArrivalProcess):
+    """Replay an Azure-format trace (`TIMESTAMP,ContextTokens,GeneratedTokens`): arrivals and
+    lengths as recorded (the file is read when the scenario is simulated)."""
+
+    process: Literal["trace"] = Field(default="trace", description=_TAG_DOC)
+    draws_lengths: ClassVar[bool] = True
+    file: str = Field(min_length=1, description="CSV path, relative to the scenario file",
+                      examples=["traces/azure-conv-1h.csv"])
+    scale_to_rps: float | None = Field(
+        default=None, gt=0, le=1e5,
+        description="time-scale the trace to this mean rate (req/s); default: as recorded",
+        examples=[12.0])
+    loop: bool = Field(default=False, description="repeat the trace when the run is longer")
+
+    def mean_rate_rps(self) -> float | None:
+        return self.scale_to_rps

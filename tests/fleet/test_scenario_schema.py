@@ -61,8 +61,8 @@ def test_issue_example_loads_with_defaults() -> None:
     (lambda d: d["classes"][0].update(input_tokens={"dist": "lognormal", "mean": 10, "cv": -1}),
      "classes[0].input_tokens.cv = -1"),
     (lambda d: d["classes"][0].update(trace="t.csv"),
-     "classes[0]: give exactly one of rate_rps, rate_profile_rps or trace (got rate_rps and "
-     "trace)"),
+     "classes[0]: give exactly one of rate_rps, rate_profile_rps, trace or arrivals (got "
+     "rate_rps and trace)"),
     (lambda d: d["classes"][0].pop("rate_rps"), "(got none)"),
     (lambda d: d["classes"][0].update(rate_rps=None, rate_profile_rps=[1.0] * 23),
      "classes[0].rate_profile_rps"),
@@ -188,5 +188,5 @@ def test_copies_keep_trace_classes_valid() -> None:
     d["classes"][0] = {"name": "chat", "trace": {"file": "/data/t.csv", "scale_to_rps": 3}}
     sc = scenario_from_dict(d)
     again = sc.with_fleet(parse_fleet("1x1xH100-PCIe")).with_updates(routing="round-robin")
-    assert again.classes == sc.classes and again.routing == "round-robin"
+    assert again.classes == sc.classes and again.routing.policy == "round-robin"
     assert again.sim == sc.sim
