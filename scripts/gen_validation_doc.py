@@ -17,7 +17,7 @@ from pathlib import Path
 
 from fleetplan._io import atomic_write_text
 from fleetplan.profiles.store import load_profiles
-from fleetplan.replica.params import load_calibration
+from fleetplan.replica.calibration_file import load_calibration_file
 from fleetplan.validate.core import load_runs, validate
 from fleetplan.validate.cv import leave_one_config_out, leave_one_rate_out
 from fleetplan.validate.markdown import validation_markdown
@@ -36,13 +36,13 @@ def main() -> None:
         result = ValidationResult.from_dict(
             json.loads(args.from_json.read_text(encoding="utf-8")), str(args.from_json))
     else:
-        store, cal = load_profiles(), load_calibration()
+        store, cal = load_profiles(), load_calibration_file()
         runs = load_runs(store)
         result = validate(runs, calibration=cal)
-        keys = {(e["model"], e["config"]) for e in cal["configs"]}
+        keys = {e.key for e in cal.configs}
         mine = [r for r in runs if r.key in keys]
         result = replace(result, cv=CrossValidation(
-            leave_one_rate_out(mine, jobs=args.jobs), leave_one_config_out(mine, cal["configs"])))
+            leave_one_rate_out(mine, jobs=args.jobs), leave_one_config_out(mine, cal.configs)))
     text = validation_markdown(result, command="fleetplan validate --cv --format markdown "
                                                 "(via scripts/gen_validation_doc.py)")
     atomic_write_text(args.out, text + "\n")

@@ -122,6 +122,7 @@ def leave_one_config_out(runs: Sequence[MeasuredRun],
     ``progress`` receives one unit per configuration (fold)."""
     if entries is None or isinstance(entries, str | Path | Mapping | CalibrationFile):
         entries = load_calibration_file(entries).configs
+    # entries as read from the file's JSON (``load_calibration()["configs"]``) are typed here
     entries = [e if isinstance(e, CalibrationEntry)
                else CalibrationEntry.from_dict(e, f"calibration configs[{i}]")
                for i, e in enumerate(entries)]
