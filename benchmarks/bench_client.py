@@ -58,9 +58,9 @@ def main() -> None:
     send, read = [], []
     for i, req in enumerate(reqs):
         rec = by_prompt[req.prompt]
-        send.append(res["ttfts"][i] - (rec.t_tokens[0] - rec.t_recv))
-        read.extend(np.abs(np.array(res["itls"][i]) - np.diff(rec.t_tokens)))
-    lag = np.array(res["start_times"]) - send_schedule(cfg)
+        send.append(res.ttfts[i] - (rec.t_tokens[0] - rec.t_recv))
+        read.extend(np.abs(np.array(res.itls[i]) - np.diff(rec.t_tokens)))
+    lag = np.array(res.start_times) - send_schedule(cfg)
     print(f"{args.n} requests at {args.rate:g} req/s against the in-process fake server")
     print(f"send path:    {_ms(np.array(send))}")
     print(f"ITL error:    {_ms(np.array(read))}")
