@@ -24,6 +24,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 MIN_IN_RANGE_SHARE = 1e-3
 
 
+_DIST = "the distribution's name"
+
+
 class _Dist(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -63,9 +66,12 @@ class _Dist(BaseModel):
 class LognormalLengths(_Dist):
     """Lognormal with the given mean and coefficient of variation (before truncation)."""
 
-    dist: Literal["lognormal"] = "lognormal"
-    mean_: float = Field(alias="mean", gt=0, allow_inf_nan=False)
-    cv: float = Field(gt=0, le=10, allow_inf_nan=False)
+    dist: Literal["lognormal"] = Field(default="lognormal", description=_DIST)
+    mean_: float = Field(alias="mean", gt=0, allow_inf_nan=False,
+                         description="mean token count (before truncation)", examples=[800])
+    cv: float = Field(gt=0, le=10, allow_inf_nan=False,
+                      description="coefficient of variation: standard deviation / mean",
+                      examples=[0.6])
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -103,8 +109,8 @@ class LognormalLengths(_Dist):
 
 
 class FixedLengths(_Dist):
-    dist: Literal["fixed"] = "fixed"
-    value: int = Field(ge=1)
+    dist: Literal["fixed"] = Field(default="fixed", description=_DIST)
+    value: int = Field(ge=1, description="the token count of every request", examples=[128])
 
     @field_validator("value")
     @classmethod
@@ -123,9 +129,9 @@ class FixedLengths(_Dist):
 
 
 class UniformLengths(_Dist):
-    dist: Literal["uniform"] = "uniform"
-    low: int = Field(ge=1)
-    high: int = Field(ge=1)
+    dist: Literal["uniform"] = Field(default="uniform", description=_DIST)
+    low: int = Field(ge=1, description="smallest token count drawn", examples=[100])
+    high: int = Field(ge=1, description="largest token count drawn (>= low)", examples=[400])
 
     @field_validator("high")
     @classmethod
@@ -150,8 +156,9 @@ class UniformLengths(_Dist):
 class EmpiricalLengths(_Dist):
     """Resampling of observed token counts (e.g. from a trace)."""
 
-    dist: Literal["empirical"] = "empirical"
-    values: tuple[int, ...] = Field(min_length=1)
+    dist: Literal["empirical"] = Field(default="empirical", description=_DIST)
+    values: tuple[int, ...] = Field(min_length=1, description="observed token counts, "
+                                    "resampled uniformly", examples=[[120, 340, 800]])
 
     @field_validator("values")
     @classmethod
