@@ -190,7 +190,7 @@ def bench(
     else:
         Console(width=max(100, Console().width)).print(_table(results))
     if out is not None:
-        err.print(f"{len(results)} result(s) written to {out}")
+        err.print(f"{len(results)} result(s) written to {out}", soft_wrap=True, highlight=False)
     for r in results:
         lag = r.facts.send_lag
         if lag.p99_ms is not None and lag.p99_ms > SEND_LAG_WARN_MS:
@@ -225,7 +225,7 @@ def _ingest(results: list[BenchResult], out: Path | None, store: Path | None,
     if report.added:
         st.save(target)
     err.print(f"{len(report.added)} run(s) added to {target} "
-              f"({report.duplicates} already present)")
+              f"({report.duplicates} already present)", soft_wrap=True, highlight=False)
 
 
 def register(app: typer.Typer) -> None:

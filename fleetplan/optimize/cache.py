@@ -20,6 +20,7 @@ import json
 import math
 import os
 import re
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,8 @@ ENV_VAR = "FLEETPLAN_CACHE_DIR"
 MODEL_CODE = ("replica", "workload", "optimize/capacity.py")
 _PACKAGE = Path(__file__).resolve().parent.parent
 _ENTRY = re.compile(r"[0-9a-f]{64}\.json")
+_TEMP = re.compile(r"\.[0-9a-f]{64}\.json\..+\.tmp")  # left by a write that was killed
+STALE_TEMP_S = 3600.0  # clear removes temporary files older than this
 
 
 def _model_files() -> list[Path]:
@@ -131,26 +134,36 @@ class DiskCache:
         record = {"key": key, "inputs": _canonical(inputs), "value": value}
         atomic_write_text(self._path(namespace, key), json.dumps(record, sort_keys=True) + "\n")
 
+    def _entry_dirs(self) -> list[Path]:
+        if self.root is None or not self.root.is_dir():
+            return []
+        return [sub for ns in sorted(p for p in self.root.iterdir() if p.is_dir())
+                for sub in sorted(p for p in ns.iterdir()
+                                  if p.is_dir() and re.fullmatch(r"[0-9a-f]{2}", p.name))]
+
     def entry_files(self) -> Iterator[Path]:
         """Every entry file under ``root`` (``<namespace>/<xx>/<sha256>.json``), nothing else."""
-        if self.root is None or not self.root.is_dir():
-            return
-        for ns in sorted(p for p in self.root.iterdir() if p.is_dir()):
-            for sub in sorted(p for p in ns.iterdir() if p.is_dir() and len(p.name) == 2):
-                for f in sorted(sub.iterdir()):
-                    if f.is_file() and _ENTRY.fullmatch(f.name) and f.name[:2] == sub.name:
-                        yield f
+        for sub in self._entry_dirs():
+            for f in sorted(sub.iterdir()):
+                if f.is_file() and _ENTRY.fullmatch(f.name) and f.name[:2] == sub.name:
+                    yield f
 
     def clear(self) -> int:
-        """Remove every entry file (and the folders left empty); other files stay. Returns how
-        many entries were removed."""
+        """Remove every entry file, the temporary files of interrupted writes (older than
+        :data:`STALE_TEMP_S`), and the folders left empty; other files stay. Returns how many
+        entries were removed."""
         n = 0
-        for f in list(self.entry_files()):
-            f.unlink(missing_ok=True)
-            n += 1
-            for d in (f.parent, f.parent.parent):
+        for sub in self._entry_dirs():
+            for f in sorted(sub.iterdir()):
+                if f.is_file() and _ENTRY.fullmatch(f.name) and f.name[:2] == sub.name:
+                    f.unlink(missing_ok=True)
+                    n += 1
+                elif (f.is_file() and _TEMP.fullmatch(f.name)
+                      and f.stat().st_mtime < time.time() - STALE_TEMP_S):
+                    f.unlink(missing_ok=True)  # a write running now keeps its file
+            for folder in (sub, sub.parent):
                 try:
-                    d.rmdir()
+                    folder.rmdir()
                 except OSError:  # not empty
                     break
         self._memory.clear()

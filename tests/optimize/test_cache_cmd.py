@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 import pytest
@@ -69,6 +70,10 @@ def test_cache_info_and_clear(cli, tmp_path, monkeypatch) -> None:
     c.put("capacity", {"a": 2}, {"x": 2})
     (root / "notes.txt").write_text("mine\n")  # not fleetplan's: stays
     (root / "point" / "README").write_text("mine too\n")
+    (entry,) = (root / "point").rglob("*.json")
+    stale = entry.parent / f".{entry.name}.k2j3.tmp"  # an interrupted write, hours ago
+    stale.write_text("{")
+    os.utime(stale, (1e9, 1e9))
     r = cli("cache", "info", "--format", "json")
     assert r.exit_code == 0, r.stderr
     d = json.loads(r.stdout)
