@@ -40,12 +40,20 @@ def test_an_existing_file_keeps_its_mode(tmp_path, umask_027) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["f.csv"]  # no temporary file left
 
 
-def test_plots_store_and_cache_use_the_same_write(tmp_path, umask_027) -> None:
+def test_plots_store_and_cache_get_the_same_modes(tmp_path, umask_027) -> None:
     from fleetplan.optimize.cache import DiskCache
     from fleetplan.profiles.store import load_profiles
+    from fleetplan.viz.style import offscreen_axes, save_figure
 
     st = load_profiles()
     st.save(tmp_path / "profiles.csv")
     DiskCache(tmp_path / "cache").put("point", {"a": 1}, {"x": 1})
     (entry,) = (tmp_path / "cache").rglob("*.json")
-    assert _mode(tmp_path / "profiles.csv") == 0o640 and _mode(entry) == 0o640
+    ax = offscreen_axes()
+    ax.plot([0, 1], [1, 0])
+    save_figure(ax, tmp_path / "plot.svg")
+    for p in (tmp_path / "profiles.csv", entry, tmp_path / "plot.svg"):
+        assert _mode(p) == 0o640, p
+    os.chmod(tmp_path / "plot.svg", 0o644)
+    save_figure(ax, tmp_path / "plot.svg")  # redrawn over a file the user made readable
+    assert _mode(tmp_path / "plot.svg") == 0o644
