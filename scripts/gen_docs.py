@@ -200,8 +200,12 @@ def _record_section(name: str, s: dict[str, Any]) -> list[str]:
     lines += ["| field | type | default | bounds | description |",
               "| --- | --- | --- | --- | --- |"]
     for field, fs in props.items():
+        text = fs.get("description", "")
+        if fs.get("examples"):
+            shown = "; ".join(f"`{json.dumps(e)}`" for e in fs["examples"])
+            text = f"{text}. Example: {shown}" if text else f"Example: {shown}"
         lines.append(f"| `{field}` | {_cell(_type(fs))} | {_default(fs, field in required)} | "
-                     f"{_cell(_constraints(fs))} | {_cell(fs.get('description', ''))} |")
+                     f"{_cell(_constraints(fs))} | {_cell(text)} |")
     if s.get("additionalProperties") is False:
         lines += ["", "Unknown fields are refused (the error lists the valid ones)."]
     return [*lines, ""]
@@ -245,6 +249,7 @@ def scenario_reference() -> str:
     lines += _record_section(top, {k: v for k, v in schema.items() if k != "$defs"})
     for name in order:
         lines += _record_section(name, defs[name])
+    lines += region_table()
     examples = sorted((ROOT / "examples").glob("*.y*ml")) if (ROOT / "examples").is_dir() else []
     if examples:
         lines += ["## Examples", "", "The scenarios shipped under `examples/`.", ""]
@@ -252,6 +257,25 @@ def scenario_reference() -> str:
             lines += [f"### `examples/{ex.name}`", "", "```yaml",
                       ex.read_text(encoding="utf-8").rstrip(), "```", ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def region_table() -> list[str]:
+    """The region codes a pool, candidate or override may name, from the bundled grid catalog."""
+    from fleetplan.catalog.grid import DEFAULT_REGION, load_grid
+
+    grid = load_grid()
+    lines = ["## Region codes", "",
+             f"Every `region` (pools, `candidates[].regions`, `availability`, `grid_g_per_kwh`) "
+             f"is a code of the bundled grid-intensity catalog (`data/grid_intensity.csv`): "
+             f"`{DEFAULT_REGION}` (the default) and ISO-3166 alpha-3 country codes. "
+             f"`grid_g_per_kwh` overrides a figure.", "",
+             "| region | name | g CO2e/kWh | year | source |", "| --- | --- | --- | --- | --- |"]
+    codes = [DEFAULT_REGION] + sorted(r for r in grid if r != DEFAULT_REGION)
+    for code in codes:
+        g = grid[code]
+        lines.append(f"| `{code}` | {_cell(g.name)} | {g.g_co2_per_kwh:g} | {g.year} | "
+                     f"{_cell(g.source)} |")
+    return [*lines, ""]
 
 
 # --------------------------------------------------------------------------- data sources
