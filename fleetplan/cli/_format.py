@@ -14,9 +14,22 @@ if TYPE_CHECKING:  # pandas and rich are imported by the functions that use them
     import pandas as pd
 
 
+# Every per-token figure (cost, carbon) counts prompt and output tokens together: say so wherever
+# one is shown. JSON field names (``cost_per_mtok_usd``) are a contract and stay as they are.
+MTOK = "Mtok (in+out)"
+MTOK_NOTE = "Mtok: a million tokens, prompt (input) + output tokens together"
+
+
 class OutputFormat(StrEnum):
     table = "table"
     csv = "csv"
+    json = "json"
+
+
+class TableOrJson(StrEnum):
+    """``--format`` of a command without a CSV form: the choices offered are the ones it has."""
+
+    table = "table"
     json = "json"
 
 

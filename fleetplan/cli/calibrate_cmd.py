@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from fleetplan.cli._format import OutputFormat, emit_json, emit_table
+from fleetplan.cli._format import TableOrJson, emit_json, emit_table
 from fleetplan.cli._options import (
     PROGRESS_HELP,
     QUIET_HELP,
@@ -31,7 +31,7 @@ def calibrate(
     max_nfev: int = typer.Option(
         DEFAULT_MAX_NFEV, "--max-nfev", min=5, max=1000, help="Simulations per configuration fit."
     ),
-    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="table or json."),
+    fmt: TableOrJson = typer.Option(TableOrJson.table, "--format", help="table or json."),
     progress: bool = typer.Option(False, "--progress", help=PROGRESS_HELP),
     quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
 ) -> None:
@@ -89,7 +89,7 @@ def calibrate(
         for r in cal.runs
         if r.flagged
     ]
-    if fmt is OutputFormat.json:
+    if fmt is TableOrJson.json:
         emit_json({"out": str(target), "configs": rows, "flagged": flagged})
         return
     emit_table(

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from fleetplan.cli._format import OutputFormat, emit_csv, emit_json, emit_table
+from fleetplan.cli._format import MTOK, MTOK_NOTE, OutputFormat, emit_csv, emit_json, emit_table
 from fleetplan.cli._options import (
     PROGRESS_HELP,
     QUIET_HELP,
@@ -27,7 +27,8 @@ def frontier_cmd(
     scheduler: str | None = typer.Option(
         None, "--scheduler", help="Dask scheduler address (tcp://HOST:PORT); default: local "
         "processes."),
-    lo: float | None = typer.Option(None, "--lo", help="Sweep start (carbon: g/Mtok; slo and "
+    lo: float | None = typer.Option(None, "--lo", help="Sweep start (carbon: g CO2e per Mtok, "
+                                    "prompt + output tokens; slo and "
                                     "rate: scale factor, default 0.5)."),
     hi: float | None = typer.Option(None, "--hi", help="Sweep end (default: the cheapest plan's "
                                     "carbon, or scale 2.0)."),
@@ -40,12 +41,20 @@ def frontier_cmd(
 ) -> None:
     """The cost frontier of a scenario: each point is a full solve checked by simulation.
 
-    Example: fleetplan frontier examples/hybrid.yaml --sweep carbon --points 6 --plot f.png
+    Example: fleetplan frontier examples/hybrid-chat-batch.yaml --sweep carbon --points 6
+    --plot f.png
+
+    The scenario's fleet, if it names one, is not used: each point's solve chooses the fleet.
+    Costs and carbon per Mtok count prompt + output tokens.
     """
     if plot is not None and plot.suffix.lower() != ".png":
         raise InputError(f"--plot {plot}: the plot is written as PNG; name it FILE.png")
     sc = load_scenario(scenario)
     note_user_files(calibration=True, has_options=False)
+    if sc.fleet is not None:
+        given = " + ".join(f"{p.count}x{p.config}" for p in sc.fleet)
+        typer.echo(f"note: {scenario}: the scenario's fleet ({given}) is ignored: each point's "
+                   "solve chooses the fleet", err=True)
     with progress_reporter(quiet, progress) as reporter:
         result = frontier(sc, sweep, points, scheduler, solver=solver, lo=lo, hi=hi,
                           progress=reporter)
@@ -60,9 +69,11 @@ def frontier_cmd(
     if fmt is OutputFormat.csv:
         emit_csv(df)
         return
-    emit_table(df, title=f"Frontier: cost vs {result.parameter} ({result.unit})", digits=3,
+    shown = df.rename(columns={"cost_per_mtok_usd": f"usd_per_{MTOK}",
+                               "g_co2_per_mtok": f"g_co2_per_{MTOK}"})
+    emit_table(shown, title=f"Frontier: cost vs {result.parameter} ({result.unit})", digits=3,
                caption="each point: MILP + simulation of the plan; pareto: not dominated in "
-               "(swept quantity, cost)")
+               f"(swept quantity, cost); {MTOK_NOTE}")
     if plot is not None:
         Console(stderr=True).print(f"plot written to {plot}")
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import typer
 
-from fleetplan.cli._format import OutputFormat, emit_json, emit_table
+from fleetplan.cli._format import OutputFormat, emit_csv, emit_json, emit_table
 from fleetplan.cli._options import CALIBRATION_DEFAULT, note_user_files
 from fleetplan.errors import InputError
 from fleetplan.replica.params import replica_params
@@ -20,6 +20,9 @@ BURST_NOTE = (
     "runs after the first of each series found their prompts in vLLM's prefix cache: "
     "--arrival-seed 42 --warm-prefix-cache replays them as measured"
 )
+
+
+MAX_STEADY_RATE = 1e5  # req/s, the bound of a scenario class's rate_rps
 
 
 def predict(
@@ -58,7 +61,9 @@ def predict(
     calibration: Path | None = typer.Option(
         None, "--calibration", help=f"Calibration file ({CALIBRATION_DEFAULT})."
     ),
-    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="table or json."),
+    fmt: OutputFormat = typer.Option(
+        OutputFormat.table, "--format", help="table, csv (the table's rows: metric, mean, std; "
+        "--steady: metric, value) or json."),
 ) -> None:
     """Predict what vLLM's benchmark would measure for MODEL on CONFIG at RATE.
 
@@ -66,6 +71,9 @@ def predict(
     """
     if not burstiness > 0:
         raise InputError(f"--burstiness {burstiness!r} must be > 0")
+    if steady and rate > MAX_STEADY_RATE:
+        raise InputError(f"--rate {rate:g}: a sustained load is simulated request by request; "
+                         f"at most {MAX_STEADY_RATE:g} req/s (a scenario's rate_rps bound)")
     if prefix_cache_hit is not None:
         check_prefix_cache_hit(prefix_cache_hit, "--prefix-cache-hit")
         if not steady:
@@ -93,6 +101,9 @@ def predict(
                 if k not in ("model", "config")
             ]
         )
+        if fmt is OutputFormat.csv:
+            emit_csv(df)
+            return
         emit_table(
             df,
             title=f"{params.model} on {params.config}: sustained {rate:g} req/s",
@@ -115,6 +126,9 @@ def predict(
     df = pd.DataFrame(
         [{"metric": k, "mean": res.metrics[k].mean, "std": res.metrics[k].std} for k in METRICS]
     )
+    if fmt is OutputFormat.csv:
+        emit_csv(df)
+        return
     emit_table(
         df,
         title=f"{params.model} on {params.config}: {num_prompts} prompts at {rate:g} req/s",

@@ -31,8 +31,8 @@ TABLE_FIELDS = [
     ("request_throughput", "done\nreq/s"), ("duration_s", "duration\ns"),
     ("total_token_throughput", "tokens/s"), ("ttft_p50_ms", "TTFT p50\nms"),
     ("ttft_p99_ms", "TTFT p99\nms"), ("tpot_p50_ms", "TPOT p50\nms"),
-    ("cost_per_run_usd", "$/run"), ("cost_per_mtok_usd", "$/1M tok"),
-    ("mtok_per_kwh", "1M tok\n/kWh"), ("g_co2_per_mtok", "g CO2\n/1M tok"),
+    ("cost_per_run_usd", "$/run"), ("cost_per_mtok_usd", "$/1M tok\n(in+out)"),
+    ("mtok_per_kwh", "1M tok\n/kWh"), ("g_co2_per_mtok", "g CO2/1M\ntok (in+out)"),
 ]
 
 

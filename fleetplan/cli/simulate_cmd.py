@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from fleetplan.cli._format import OutputFormat, emit_csv, emit_json, emit_table
+from fleetplan.cli._format import MTOK, OutputFormat, emit_csv, emit_json, emit_table
 from fleetplan.cli._options import note_user_files
 from fleetplan.cli._plot import PLOT_HELP, save_result_plot
 from fleetplan.fleet import SimulationResult, simulate
@@ -68,23 +68,30 @@ def _print(res: SimulationResult) -> None:
     } for c in d["classes"]])
     emit_table(classes, title=f"Classes ({res.replications} replication(s), seed {res.seed}, "
                f"{res.routing} routing)", digits=1)
+    # the JSON's `utilization` is the share of time a replica's engine steps (any request in
+    # flight): ~1.0 for any loaded replica under continuous batching, so it is shown under that
+    # name, beside the load each replica carried (completed req/s per replica)
     pools = pd.DataFrame([{
-        "pool": p["label"], "count": p["count"], "utilization": p["utilization"],
+        "pool": p["label"], "count": p["count"],
+        "done_rps_per_replica": p["completed_rps"] / p["count"],
+        "engine_busy": p["utilization"],
         "requests": p["requests"], "overloaded": "YES" if p["overloaded"] else "no",
         "calibrated": "yes" if p["calibrated"] else "no", "usd_per_hour": p["cost_per_hour_usd"],
         "power_w": p["power_w"], "g_co2_per_hour": p["g_co2_operational_per_hour"]
         + p["g_co2_embodied_per_hour"],
     } for p in d["pools"]])
-    emit_table(pools, title="Pools", digits=2)
+    emit_table(pools, title="Pools", digits=2,
+               caption="engine_busy: share of time the engine is stepping (one request in "
+               "flight is enough), what the power model scales with; not a share of capacity")
     out = Console(width=160)
-    per = "-" if d["cost_per_mtok_usd"] is None else f"${d['cost_per_mtok_usd']:.3f}/Mtok"
+    per = "-" if d["cost_per_mtok_usd"] is None else f"${d['cost_per_mtok_usd']:.3f}/{MTOK}"
     out.print(f"cost: ${d['cost_per_hour_usd']:.2f}/h, {per}; energy "
               f"{d['energy_kwh_per_hour']:.2f} kWh/h")
     gm = d["g_co2_per_mtok"]
     out.print(f"carbon: {d['g_co2_per_hour']:.0f} g CO2e/h (operational "
               f"{d['g_co2_operational_per_hour']:.0f}, embodied "
               f"{d['g_co2_embodied_per_hour']:.0f})"
-              + ("" if gm is None else f", {gm:.1f} g/Mtok"))
+              + ("" if gm is None else f", {gm:.1f} g/{MTOK}"))
     if res.overloaded:
         out.print(f"OVERLOADED: offered {res.offered_rps:.2f} req/s, sustainable "
                   f"{res.sustainable_rps or 0:.2f} req/s")
@@ -113,6 +120,10 @@ def simulate_cmd(
     utilization, overload, cost, energy and carbon.
 
     Example: fleetplan simulate examples/hybrid-chat-batch.yaml --fleet 2x1xH100-PCIe+4x2xRTX-4090
+
+    Pool utilization is the share of time each replica's engine steps (near 1.0 for any loaded
+    replica); the table shows it beside each replica's completed req/s. Cost and carbon per Mtok
+    count prompt + output tokens.
 
     The JSON (--format json) is a contract; same scenario and seed give byte-identical output.
     """

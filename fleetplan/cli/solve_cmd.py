@@ -8,7 +8,7 @@ import pandas as pd
 import typer
 from rich.console import Console
 
-from fleetplan.cli._format import OutputFormat, emit_json, emit_table
+from fleetplan.cli._format import MTOK, OutputFormat, emit_csv, emit_json, emit_table
 from fleetplan.cli._options import (
     PROGRESS_HELP,
     QUIET_HELP,
@@ -16,7 +16,7 @@ from fleetplan.cli._options import (
     progress_reporter,
 )
 from fleetplan.cli._plot import PLOT_HELP, save_result_plot
-from fleetplan.errors import InfeasibleError, InputError
+from fleetplan.errors import InfeasibleError
 from fleetplan.optimize.plan import Plan, PlanStatus
 from fleetplan.optimize.solve import save_model, solve
 from fleetplan.scenario import load_scenario
@@ -49,8 +49,8 @@ def _print_plan(plan: Plan) -> None:
     s = plan.solver
     out.print(f"status: {plan.status.value}, verified by simulation: "
               f"{'yes' if plan.verified else 'NO'}")
-    out.print(f"cost: ${plan.cost_per_hour_usd:.2f}/h, ${plan.cost_per_mtok_usd:.3f}/Mtok; "
-              f"carbon (simulated): {plan.g_co2_per_mtok or float('nan'):.1f} g CO2e/Mtok")
+    out.print(f"cost: ${plan.cost_per_hour_usd:.2f}/h, ${plan.cost_per_mtok_usd:.3f}/{MTOK}; "
+              f"carbon (simulated): {plan.g_co2_per_mtok or float('nan'):.1f} g CO2e/{MTOK}")
     gap = "" if s.gap_achieved is None else f", proven gap {s.gap_achieved:.2%}"
     out.print(f"solver: {s.name} {s.status} in {s.seconds or 0:.2f} s (time limit "
               f"{s.time_limit_s:g} s, gap {s.gap:g}{gap}), {s.rounds} round(s) of "
@@ -65,7 +65,9 @@ def _print_plan(plan: Plan) -> None:
 
 def solve_cmd(
     scenario: Path = typer.Argument(..., help="Scenario file (YAML or JSON)."),
-    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="table or json."),
+    fmt: OutputFormat = typer.Option(
+        OutputFormat.table, "--format", help="table, csv (one row per class: rate, SLO, "
+        "simulated P99 TTFT, share per configuration) or json (the plan)."),
     solver: str | None = typer.Option(None, "--solver",
                                       help="MILP solver: cbc (default), highs, or a PuLP name."),
     save_lp: Path | None = typer.Option(
@@ -87,11 +89,16 @@ def solve_cmd(
     """The cheapest fleet meeting every class's SLO, checked by simulation.
 
     Example: fleetplan solve examples/hybrid-chat-batch.yaml --format json --save-lp plan.lp
+
+    The scenario's fleet, if it names one, is not used: solve chooses the fleet (fleetplan
+    simulate evaluates a given one). Costs and carbon per Mtok count prompt + output tokens.
     """
-    if fmt is OutputFormat.csv:
-        raise InputError("--format: solve prints table or json")
     sc = load_scenario(scenario)
     note_user_files(calibration=True, has_options=False)
+    if sc.fleet is not None:
+        given = " + ".join(f"{p.count}x{p.config}" for p in sc.fleet)
+        typer.echo(f"note: {scenario}: the scenario's fleet ({given}) is ignored: solve chooses "
+                   "the fleet; fleetplan simulate evaluates the given one", err=True)
     with progress_reporter(quiet, progress) as reporter:
         plan = solve(sc, solver=solver, executor=executor, max_rounds=max_rounds,
                      progress=reporter)
@@ -101,12 +108,14 @@ def solve_cmd(
             _err().print(f"saved the MILP to {lp} and {side}")
     if fmt is OutputFormat.json:
         emit_json(plan.to_dict(timing=timing))
+    elif fmt is OutputFormat.csv and plan.status is not PlanStatus.infeasible:
+        emit_csv(plan.to_frame())
     if plot is not None and plan.status is not PlanStatus.infeasible:
         save_result_plot(plan, plot, kind=plot_kind)
     if plan.status is PlanStatus.infeasible:
         raise InfeasibleError(f"infeasible: {plan.reason}; cheapest relaxation: "
                               f"{plan.relaxation}")
-    if fmt is not OutputFormat.json:
+    if fmt is OutputFormat.table:
         _print_plan(plan)
 
 
