@@ -57,3 +57,9 @@ def test_root_summaries_are_the_commands_own_first_sentence() -> None:
 
     for name, summary in COMMANDS.items():
         assert load_command(name).get_short_help_str(10_000) == summary, name
+
+
+def test_a_mistyped_command_gets_a_suggestion(cli) -> None:
+    r = cli("solv", "x.yaml")
+    assert r.exit_code == 2 and "Did you mean 'solve'?" in r.stderr
+    assert cli("cache", "info").exit_code == 0  # the real commands still load after it

@@ -63,6 +63,20 @@ class _LazyGroup(TyperGroup):
             self.commands[cmd_name] = load_command(cmd_name)
         return self.commands.get(cmd_name)
 
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        name = args[0] if args else None
+        if name is None or name in COMMANDS or name in self.commands:
+            return super().resolve_command(ctx, args)
+        # an unknown name: typer suggests close matches among self.commands, so list them all
+        stubs = [n for n in COMMANDS if n not in self.commands]
+        for n in stubs:
+            self.commands[n] = TyperCommand(n, help=COMMANDS[n])
+        try:
+            return super().resolve_command(ctx, args)
+        finally:
+            for n in stubs:
+                self.commands.pop(n, None)
+
     def format_commands(self, ctx: Any, formatter: Any) -> None:
         names = self.list_commands(ctx)
         limit = formatter.width - 6 - max(len(n) for n in names)
