@@ -153,8 +153,10 @@ class FakeServer:
                     await send(": ping\n\n")
                 choice = ({"index": 0, "delta": {"content": f" t{k}"}} if chat
                           else {"index": 0, "text": f" t{k}", "finish_reason": None})
-                await send("data: " + json.dumps({"choices": [choice]}) + "\n\n")
+                # stamped before the write: a client on another thread can read the event before
+                # this coroutine resumes from the drain
                 rec.t_tokens.append(time.perf_counter())
+                await send("data: " + json.dumps({"choices": [choice]}) + "\n\n")
             if plan.usage:
                 usage = {"prompt_tokens": len(prompt.split()), "completion_tokens": plan.tokens,
                          "total_tokens": len(prompt.split()) + plan.tokens}
