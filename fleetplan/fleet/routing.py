@@ -114,6 +114,9 @@ def register_router(name: str) -> Callable[[type[Router]], type[Router]]:
                 f"{cls.__name__}Policy", __base__=RoutingPolicy, __doc__=doc,
                 policy=(Literal[name],  # type: ignore[valid-type, arg-type]
                         Field(default=name, description="the policy's name")))
+            # found by pickle (scenarios travel to worker processes) as ``Router.Params``
+            cls.Params.__module__ = cls.__module__
+            cls.Params.__qualname__ = f"{cls.__qualname__}.Params"
         cls.name = name
         ROUTERS[name] = cls
         return cls

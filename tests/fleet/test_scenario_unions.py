@@ -244,3 +244,12 @@ def test_solver_settings_built_directly_fail_as_input_errors() -> None:
         SolverSettings("cbc", gap=1.5)
     with pytest.raises(InputError, match="unknown solver gurobee"):
         SolverSettings("gurobee")
+
+
+def test_scenarios_pickle_for_worker_processes() -> None:
+    import pickle
+
+    for sc in (make(), make(routing={"policy": "slo-aware"}),
+               scenario_from_dict(_with_arrivals(GAMMA))):
+        again = pickle.loads(pickle.dumps(sc))
+        assert again == sc and again.routing.policy == sc.routing.policy
