@@ -58,7 +58,16 @@ class RegistryUnion:
                 {"tag": self.tag, "valid": ", ".join(sorted(members))})
         if not isinstance(name, str) or name not in members:
             raise self._unknown(name)
-        return members[name].model_validate(value)
+        member = members[name]
+        fields = list(member.model_fields)
+        for key in value:
+            if key not in fields:
+                err = PydanticCustomError(
+                    "unknown_param", "unknown field of {name} (valid: {valid})",
+                    {"name": name, "valid": ", ".join(fields)})
+                raise ValidationError.from_exception_data(
+                    self.kind, [{"type": err, "loc": (key,), "input": value[key]}])
+        return member.model_validate(value)
 
     def serialize(self, value: BaseModel, info: core_schema.SerializationInfo) -> Any:
         data = value.model_dump(mode=info.mode, by_alias=True, exclude_unset=info.exclude_unset,

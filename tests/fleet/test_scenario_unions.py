@@ -81,7 +81,9 @@ def test_profile_and_trace_processes_take_their_parameters(tmp_path: Path) -> No
     ({"rate_rps": 2}, "classes[0].arrivals: give `process` (valid: gamma, profile, trace)"),
     ({"process": "gamma", "rate_rps": -1}, "classes[0].arrivals.rate_rps = -1: Input should be"),
     ({"process": "gamma", "rate_rps": "8"}, "classes[0].arrivals.rate_rps = '8'"),
-    ({"process": "gamma", "rate_rps": 2, "shape": 3}, "classes[0].arrivals.shape = 3: unknown"),
+    ({"process": "gamma", "rate_rps": 2, "shape": 3},
+     "classes[0].arrivals.shape = 3: unknown field of gamma (valid: process, rate_rps, "
+     "burstiness)"),
     ({"process": "profile", "rate_profile_rps": [1.0] * 23}, "arrivals.rate_profile_rps"),
     ("gamma", "classes[0].arrivals = 'gamma': an arrival process is a mapping with `process`"),
 ])
@@ -152,7 +154,8 @@ def test_routing_by_name_or_object_is_one_policy() -> None:
 @pytest.mark.parametrize(("routing", "expected"), [
     ({"policy": "random"}, "s.yaml: routing.policy = 'random': unknown routing policy random "
                            "(valid: least-outstanding, planned, round-robin, slo-aware)"),
-    ({"policy": "slo-aware", "headroom": 2}, "routing.headroom = 2: unknown field"),
+    ({"policy": "slo-aware", "headroom": 2},
+     "routing.headroom = 2: unknown field of slo-aware (valid: policy)"),
     ({}, "routing: give `policy` (valid: least-outstanding"),
     (3, "routing = 3: a routing policy is a name or a mapping with `policy`"),
 ])
