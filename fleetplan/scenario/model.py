@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from fleetplan.catalog.grid import load_grid
-from fleetplan.catalog.models import get_model
+from fleetplan.catalog.models import get_model, load_models
 from fleetplan.catalog.prices import DEFAULT_MARKET, markets
 from fleetplan.errors import FleetplanError, InputError, UnknownNameError
 from fleetplan.scenario.base import Strict, canon_gpu, check_region
@@ -43,8 +43,6 @@ def _routing_policies() -> Mapping[str, type[BaseModel]]:
 
 
 def _model_names() -> list[str]:
-    from fleetplan.catalog.models import load_models
-
     return list(load_models())
 
 
