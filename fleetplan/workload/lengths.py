@@ -3,7 +3,10 @@
 A :data:`LengthDist` is a pydantic discriminated union (``dist: lognormal | fixed | uniform |
 empirical``); each can ``sample(n, rng)`` integer token counts within ``[min, max]``.
 :class:`LengthModel` pairs an input and an output distribution and enforces a joint cap
-(``max_total``: prompt + output) the way vLLM's ShareGPT sampler filters requests.
+(``max_total``: prompt + output) the way vLLM's ShareGPT sampler filters requests. What cannot
+be drawn is refused when the object is built, naming the field (``high`` below ``low``, a fixed
+``value`` outside ``[min, max]``, a lognormal with almost no mass there, a cap below the shortest
+request), so a scenario fails when it loads rather than mid-simulation.
 
 :func:`protocol_length_model` is the default: the measured protocol's lengths (ShareGPT-like,
 means ~208/~208, prompt < 1024, prompt + output < 2048). Its spread is a named, documented
