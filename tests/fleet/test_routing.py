@@ -25,6 +25,18 @@ def test_registry_refuses_duplicates_and_lists_valid_names() -> None:
         get_router("random")
 
 
+def test_make_router_hands_the_policy_its_parameters() -> None:
+    from fleetplan.fleet.routing import make_router
+
+    spec = make(routing={"policy": "round-robin"}).routing
+    r = make_router(spec, _ctx([0, 1]))
+    assert type(r) is ROUTERS["round-robin"] and r.params == spec
+    by_name = make_router("least-outstanding", _ctx([0, 1]))
+    assert by_name.params.policy == "least-outstanding"
+    with pytest.raises(UnknownNameError, match="valid: least-outstanding"):
+        make_router("random", _ctx([0, 1]))
+
+
 def test_round_robin_cycles_per_class() -> None:
     r = get_router("round-robin")(_ctx([0, 0, 1], ncls=2, eligible=[[0, 1, 2], [2, 1]]))
     assert [r.route(0, 10) for _ in range(4)] == [0, 1, 2, 0]
