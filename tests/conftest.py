@@ -83,6 +83,14 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     shutil.rmtree(state_dir, ignore_errors=True)
 
 
+@pytest.fixture(autouse=True)
+def _own_user_data(tmp_path_factory: pytest.TempPathFactory,
+                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test gets an empty user data folder ($XDG_DATA_HOME): a developer's own store or
+    calibration under ~/.local/share/fleetplan must not change what the suite reads."""
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("xdg-data")))
+
+
 @pytest.fixture(scope="session")
 def measured_dir() -> Path:
     """The shipped subset of the study's measured vLLM result files (always present)."""

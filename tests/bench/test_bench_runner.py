@@ -162,10 +162,10 @@ def test_server_errors_are_counted_with_their_message(fake_server: Any) -> None:
 
 def test_timeouts_are_counted_and_do_not_hang(fake_server: Any) -> None:
     srv = fake_server(lambda i, b: Plan(hang=i % 2 == 0 and i > 0))
-    t = time.perf_counter()
+    # (a hang fails the test at GUARD_S instead of waiting: see bench())
     res = bench(srv.url, 6, rate=math.inf, request_timeout_s=0.5)
-    assert time.perf_counter() - t < 5
     assert res["failed"] == 3
+    assert res["duration"] >= 0.5  # the hanging requests were waited for their timeout
     assert all("timeout" in e for e in res["errors"] if e)
     assert res["partial"] is False
 
@@ -229,9 +229,9 @@ def test_unreachable_server_fails_fast() -> None:
 
 def test_deadline_ends_the_run_with_a_partial_result(fake_server: Any) -> None:
     srv = fake_server(lambda i, b: Plan(hang=i > 0))
-    t = time.perf_counter()
+    # every request after the test request hangs: only the deadline can end the run (a hang
+    # fails the test at GUARD_S instead of waiting: see bench())
     res = bench(srv.url, 10, rate=5.0, deadline_s=1.0)
-    assert time.perf_counter() - t < 4
     assert res["partial"] is True and "deadline" in res["partial_reason"]
     assert 0 < res["num_sent"] < 10 and res["failed"] == res["num_sent"]
     assert all(e.startswith("cancelled") for e in res["errors"])
