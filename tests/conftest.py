@@ -91,36 +91,40 @@ def _own_user_data(tmp_path_factory: pytest.TempPathFactory,
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("xdg-data")))
 
 
+def _shipped(path: Path) -> Path:
+    assert path.exists(), f"shipped test data missing: {path}"
+    return path
+
+
+def _optional(path: Path, what: str) -> Path:
+    if not path.is_dir():
+        pytest.skip(f"optional check on {what}: {path} not present (set FLEETPLAN_SHARED_DIR "
+                    "to run it)")
+    return path
+
+
 @pytest.fixture(scope="session")
 def measured_dir() -> Path:
     """The shipped subset of the study's measured vLLM result files (always present)."""
-    assert MEASURED.is_dir(), f"shipped fixture missing: {MEASURED}"
-    return MEASURED
+    return _shipped(MEASURED)
 
 
 @pytest.fixture(scope="session")
 def azure_sample() -> Path:
     """The shipped first ten minutes of the Azure conversation trace (always present)."""
-    assert AZURE_SAMPLE.is_file(), f"shipped example missing: {AZURE_SAMPLE}"
-    return AZURE_SAMPLE
+    return _shipped(AZURE_SAMPLE)
 
 
 @pytest.fixture(scope="session")
 def ionet_dir() -> Path:
     """The full measured collection: optional extra checks only, skipped when absent."""
-    if not IONET.is_dir():
-        pytest.skip(f"optional check on the full measured collection: {IONET} not present "
-                    "(set FLEETPLAN_SHARED_DIR to run it)")
-    return IONET
+    return _optional(IONET, "the full measured collection")
 
 
 @pytest.fixture(scope="session")
 def azure_dir() -> Path:
     """The full Azure trace: optional extra checks only, skipped when absent."""
-    if not AZURE.is_dir():
-        pytest.skip(f"optional check on the full Azure trace: {AZURE} not present "
-                    "(set FLEETPLAN_SHARED_DIR to run it)")
-    return AZURE
+    return _optional(AZURE, "the full Azure trace")
 
 
 class CliResult:
