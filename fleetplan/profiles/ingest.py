@@ -182,6 +182,19 @@ def _engine(obj: dict[str, Any]) -> str:
     return "vllm" if backend in _VLLM_BACKENDS else backend
 
 
+MAX_GPUS = 1024  # GPUs of one server: more is a typo, not a configuration
+
+
+def _whole(src: SourceRef, field: str, raw: Any, most: int) -> int:
+    """A whole number 1..most given as an int or its digits; anything else refuses the record."""
+    text = str(raw).strip()
+    if isinstance(raw, bool) or not isinstance(raw, (int, str)) or not text.isdigit():
+        raise _fail(src, field, f"{raw!r} is not a whole number")
+    if len(text) > 6 or not 1 <= int(text) <= most:
+        raise _fail(src, field, f"{raw!r} must be between 1 and {most}")
+    return int(text)
+
+
 def _parse_vllm(obj: dict[str, Any], src: SourceRef, opt: IngestOptions) -> dict[str, Any]:
     model_id = obj.get("model_id") or obj.get("model")
     if not isinstance(model_id, str) or not model_id:
@@ -196,13 +209,10 @@ def _parse_vllm(obj: dict[str, Any], src: SourceRef, opt: IngestOptions) -> dict
     count_raw = opt.gpu_count or obj.get("gpu_count")
     if count_raw is None:
         raise _fail(src, None, "missing required field 'gpu_count' (give it with --gpu-count)")
-    try:
-        gpu_count = int(str(count_raw))
-    except ValueError:
-        raise _fail(src, "gpu_count", f"{count_raw!r} is not an integer") from None
-    if gpu_count < 1:
-        raise _fail(src, "gpu_count", f"{count_raw!r} must be >= 1")
-    tp = obj.get("tensor_parallel_size") or obj.get("tp_size") or gpu_count
+    gpu_count = _whole(src, "gpu_count", count_raw, MAX_GPUS)
+    tp_field = "tensor_parallel_size" if "tensor_parallel_size" in obj else "tp_size"
+    tp_raw = obj.get(tp_field)
+    tp = gpu_count if tp_raw is None else _whole(src, tp_field, tp_raw, gpu_count)
 
     rec: dict[str, Any] = {
         "run_id": src.digest,
@@ -210,7 +220,7 @@ def _parse_vllm(obj: dict[str, Any], src: SourceRef, opt: IngestOptions) -> dict
         "model_id": model_id,
         "gpu": gpu,
         "gpu_count": gpu_count,
-        "tp_size": int(tp),
+        "tp_size": tp,
         "config": f"{gpu_count}x{gpu}",
         "engine": _engine(obj),
         "engine_version": (opt.engine_version or obj.get("engine_version")

@@ -107,6 +107,14 @@ def _write(path: Path, obj: object) -> Path:
         (lambda d: d.update(output_throughput=float("inf")), "field output_throughput: inf"),
         (lambda d: d.update(gpu_name="NVIDIA-GeForce-RTX-4091"), "field gpu_name: unknown GPU"),
         (lambda d: d.update(completed="many"), "field completed: 'many' is not a number"),
+        (lambda d: d.update(tensor_parallel_size="abc"),
+         "field tensor_parallel_size: 'abc' is not a whole number"),
+        (lambda d: d.update(tensor_parallel_size=[1, 2]),
+         "field tensor_parallel_size: [1, 2] is not a whole number"),
+        (lambda d: d.update(tensor_parallel_size=2),  # on one GPU
+         "field tensor_parallel_size: 2 must be between 1 and 1"),
+        (lambda d: d.update(gpu_count=10**30),
+         f"field gpu_count: {10**30} must be between 1 and 1024"),
     ],
 )
 def test_bad_record_is_refused_with_file_line_and_field(
