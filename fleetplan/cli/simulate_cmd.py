@@ -16,6 +16,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from fleetplan.cli._format import MTOK, OutputFormat, emit_csv, emit_json, emit_table
 from fleetplan.cli._options import note_user_files
 from fleetplan.cli._plot import PLOT_HELP, save_result_plot
+from fleetplan.errors import InputError
 from fleetplan.fleet import SimulationResult, simulate
 from fleetplan.scenario import load_scenario, parse_fleet
 
@@ -105,6 +106,12 @@ def _print(res: SimulationResult) -> None:
 def simulate_cmd(
     scenario: Path = typer.Argument(..., help="Scenario file (YAML or JSON)."),
     fleet: str | None = typer.Option(None, "--fleet", help=FLEET_HELP),
+    plan: Path | None = typer.Option(
+        None, "--plan", help="Replay a plan file (fleetplan solve --out): its pools, tiers and "
+        "split, routed 'planned' unless --routing says otherwise."),
+    routing: str | None = typer.Option(
+        None, "--routing", help="Override the routing policy (e.g. least-outstanding, "
+        "slo-aware) to stress-test a fleet or a --plan."),
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format",
                                      help="table, json, or csv (one row per class)."),
     seed: int | None = typer.Option(None, "--seed", min=0, max=2**63 - 1,
@@ -121,6 +128,9 @@ def simulate_cmd(
 
     Example: fleetplan simulate examples/hybrid-chat-batch.yaml --fleet 2x1xH100-PCIe+4x2xRTX-4090
 
+    Replay a solved plan: fleetplan solve S.yaml --out plan.json, then fleetplan simulate S.yaml
+    --plan plan.json --seed 11.
+
     Pool utilization is the share of time each replica's engine steps (near 1.0 for any loaded
     replica); the table shows it beside each replica's completed req/s. Cost and carbon per Mtok
     count prompt + output tokens.
@@ -136,9 +146,11 @@ def simulate_cmd(
         if replications is not None:
             sim["replications"] = replications
         sc = sc.with_updates(sim=sim)
+    if plan is not None and fleet is not None:
+        raise InputError("--plan and --fleet: give one (the plan carries its fleet)")
     pools = parse_fleet(fleet) if fleet is not None else None
     with _progress(not quiet) as cb:
-        res = simulate(sc, pools, progress=cb)
+        res = simulate(sc, pools, plan=plan, routing=routing, progress=cb)
     if plot is not None:
         save_result_plot(res, plot, kind=plot_kind)
     if fmt is OutputFormat.json:

@@ -8,7 +8,8 @@ import pandas as pd
 import typer
 from rich.console import Console
 
-from fleetplan.cli._format import MTOK, OutputFormat, emit_csv, emit_json, emit_table
+from fleetplan._io import atomic_write_text
+from fleetplan.cli._format import MTOK, OutputFormat, dumps, emit_csv, emit_json, emit_table
 from fleetplan.cli._options import (
     PROGRESS_HELP,
     QUIET_HELP,
@@ -30,7 +31,7 @@ def _print_plan(plan: Plan) -> None:
     out = Console(width=160)
     fleet = pd.DataFrame([e.to_dict() for e in plan.fleet])
     emit_table(fleet, title="Fleet" + (" (peak hour)" if plan.hours else ""),
-               columns=["config", "count", "region"])
+               columns=["pool", "config", "region", "tier_ttft_p99_ms", "count"])
     rows = []
     for c in plan.classes:
         rows.append({"class": c.name, "rate_rps": c.rate_rps, "slo_ttft_p99_ms": c.slo_ttft_p99_ms,
@@ -41,8 +42,8 @@ def _print_plan(plan: Plan) -> None:
     if plan.hours:
         hours = pd.DataFrame([{
             "hour": h.hour, "rate_rps": h.rate_rps,
-            "fleet": " + ".join(f"{e.count}x{e.config}" for e in h.fleet),
-            "on_demand": " + ".join(f"{e.count}x{e.config}" for e in h.on_demand) or "-",
+            "fleet": " + ".join(f"{e.count}x{e.pool}" for e in h.fleet),
+            "on_demand": " + ".join(f"{e.count}x{e.pool}" for e in h.on_demand) or "-",
             "cost_per_hour_usd": h.cost_per_hour_usd, "g_co2_per_hour": h.g_co2_per_hour,
             "met": "yes" if h.met else "NO"} for h in plan.hours])
         emit_table(hours, title="Hourly plan", digits=2)
@@ -55,7 +56,7 @@ def _print_plan(plan: Plan) -> None:
     out.print(f"solver: {s.name} {s.status} in {s.seconds or 0:.2f} s (time limit "
               f"{s.time_limit_s:g} s, gap {s.gap:g}{gap}), {s.rounds} round(s) of "
               "solve + simulate")
-    caps = "; ".join(f"{c.config} {c.capacity_rps:.2f} req/s for {c.class_name}"
+    caps = "; ".join(f"{c.pool or c.config} {c.capacity_rps:.2f} req/s for {c.class_name}"
                      for c in plan.capacities)
     if caps:
         out.print(f"sustained capacity per replica at the SLO tier: {caps}")
@@ -76,6 +77,9 @@ def solve_cmd(
     executor: str | None = typer.Option(
         None, "--executor", help="Where capacity searches and simulations run: local[:N] "
         "(default), serial, or a Dask scheduler address."),
+    out: Path | None = typer.Option(
+        None, "--out", help="Write the plan (the --format json content) to FILE, atomically; "
+        "fleetplan simulate SCENARIO --plan FILE replays it."),
     max_rounds: int = typer.Option(8, "--max-rounds", min=1, max=50,
                                    help="Bound on solve + simulate rounds."),
     timing: bool = typer.Option(True, "--timing/--no-timing",
@@ -88,7 +92,7 @@ def solve_cmd(
 ) -> None:
     """The cheapest fleet meeting every class's SLO, checked by simulation.
 
-    Example: fleetplan solve examples/hybrid-chat-batch.yaml --format json --save-lp plan.lp
+    Example: fleetplan solve examples/hybrid-chat-batch.yaml --out plan.json --save-lp plan.lp
 
     The scenario's fleet, if it names one, is not used: solve chooses the fleet (fleetplan
     simulate evaluates a given one). Costs and carbon per Mtok count prompt + output tokens.
@@ -106,6 +110,8 @@ def solve_cmd(
         lp, side = save_model(plan.problem, save_lp)
         if fmt is not OutputFormat.json:
             _err().print(f"saved the MILP to {lp} and {side}")
+    if out is not None:
+        atomic_write_text(out, dumps(plan.to_dict(timing=timing)))
     if fmt is OutputFormat.json:
         emit_json(plan.to_dict(timing=timing))
     elif fmt is OutputFormat.csv and plan.status is not PlanStatus.infeasible:

@@ -5,11 +5,18 @@ each replication's traffic from an independent seed (``SeedSequence(seed).spawn`
 replications one after another and aggregates them: per-class latency percentiles with 95%
 CIs, per-pool utilization, overload (offered vs sustainable rate) and the fleet's cost, energy
 and carbon. Same scenario and seed: identical result, byte for byte once serialized.
+
+``simulate(scenario, plan=...)`` replays an optimizer's plan (a :class:`fleetplan.optimize.Plan`
+or the file ``fleetplan solve --out`` wrote): exactly its pools (configuration, region, SLO
+tier), and its split per class under ``planned`` routing, or another router to stress-test it
+(:func:`planned_scenario` builds that scenario).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -112,15 +119,103 @@ def _notes(pools: Sequence[PoolModel], classes: Sequence[ClassResult], reps: Seq
     return notes
 
 
+def _normalized(split: Mapping[str, float]) -> dict[str, float]:
+    """Shares rounded to 12 digits and re-summed to exactly 1 (the largest takes the rest)."""
+    total = sum(split.values())
+    out = {k: round(v / total, 12) for k, v in split.items() if v > 0}
+    fix = 1.0 - sum(out.values())
+    if out and fix:
+        top = max(out, key=lambda k: out[k])
+        out[top] += fix
+    return out
+
+
+def planned_scenario(scenario: Scenario, fleet: Sequence[Mapping[str, Any]],
+                     splits: Mapping[str, Mapping[str, float]], *,
+                     rates: Mapping[str, float] | None = None, routing: Any = None,
+                     min_replications: int = 1, limits: bool = True) -> Scenario:
+    """``scenario`` with a plan's fleet (scenario pools, tiers included) and each class's split.
+
+    ``routing``: ``None`` for ``planned`` (the split), or another policy (pins kept, the split
+    carried but not followed). ``rates``: class name -> steady rate (one hour of a diurnal plan;
+    classes not named are left out). ``limits=False`` drops the carbon cap, budget and
+    availability (the plan already chose within them).
+    """
+    planned = routing is None
+    classes = []
+    for c in scenario.classes:
+        if rates is not None and c.name not in rates:
+            continue
+        data: dict[str, Any] = c.model_dump(mode="python", by_alias=True, exclude_unset=True)
+        if planned:
+            data.pop("pin", None)
+        split = splits.get(c.name)
+        if split:
+            data["split"] = _normalized(split)
+        if rates is not None and c.rate_profile_rps is not None:
+            data.pop("rate_profile_rps")
+            data["rate_rps"] = float(rates[c.name])
+        classes.append(data)
+    updates: dict[str, Any] = {"fleet": [dict(e) for e in fleet],
+                               "routing": "planned" if planned else routing, "classes": classes}
+    if scenario.sim.replications < min_replications:
+        sim = scenario.sim.model_dump()
+        sim["replications"] = min_replications
+        updates["sim"] = sim
+    if not limits:
+        updates.update(carbon=None, budget_usd_per_hour=None, availability=None)
+    return scenario.with_updates(**updates)
+
+
+def _plan_scenario(scenario: Scenario, plan: Any, routing: Any) -> Scenario:
+    """The scenario that replays ``plan`` (a Plan, or a plan file's path), checked against
+    ``scenario``: its classes and candidate configurations."""
+    from fleetplan.optimize.plan import load_plan
+
+    source = "plan"
+    if isinstance(plan, str | os.PathLike):
+        source = str(plan)
+        plan = load_plan(plan)
+    names = [c.name for c in scenario.classes]
+    for i, c in enumerate(plan.classes):
+        if c.name not in names:
+            raise InputError(f"{source}: classes[{i}].name: {c.name!r} is not a class of the "
+                             f"scenario (classes: {', '.join(names)})")
+    missing = [n for n in names if n not in {c.name for c in plan.classes}]
+    if missing:
+        raise InputError(f"{source}: classes: no split for the scenario's class "
+                         f"{missing[0]!r}")
+    known = [c.config for c in scenario.candidates or ()]
+    for i, e in enumerate(plan.fleet):
+        if known and e.config not in known:
+            raise InputError(f"{source}: fleet[{i}].config: {e.config} is not a candidate "
+                             f"configuration of the scenario (candidates: {', '.join(known)})")
+    fleet = [e.scenario_pool() for e in plan.fleet]
+    try:
+        return planned_scenario(scenario, fleet, {c.name: c.split for c in plan.classes},
+                                routing=routing)
+    except InputError as exc:
+        raise InputError(f"{source}: {exc}") from None
+
+
 def simulate(scenario: Scenario, fleet: Sequence[Pool] | str | None = None, *,
-             progress: Progress | None = None,
+             plan: Any = None, routing: Any = None, progress: Progress | None = None,
              store: ProfileStore | None = None) -> SimulationResult:
-    """Simulate ``scenario`` on ``fleet`` (default: the scenario's own fleet).
+    """Simulate ``scenario`` on ``fleet`` (default: the scenario's own fleet), or replay a plan.
 
     ``fleet`` may be a list of :class:`~fleetplan.scenario.Pool` or a spec string
-    (``"2x1xH100-PCIe+4x2xRTX-4090@FRA"``). ``progress`` is called with the fraction done (0..1).
-    ``store`` is the profile store whose measured power is used (default: bundled).
+    (``"2x1xH100-PCIe+4x2xRTX-4090@FRA"``). ``plan``: a :class:`fleetplan.optimize.Plan` or the
+    path of a plan file (``fleetplan solve --out``): its pools, tiers and split, routed
+    ``planned``, or by ``routing`` (a policy name or record) when given. ``progress`` is called
+    with the fraction done (0..1). ``store`` is the profile store whose measured power is used
+    (default: bundled).
     """
+    if plan is not None and fleet is not None:
+        raise InputError("simulate: give a fleet or a plan, not both")
+    if plan is not None:
+        scenario = _plan_scenario(scenario, plan, routing)
+    elif routing is not None:
+        scenario = scenario.with_updates(routing=routing)
     if isinstance(fleet, str):
         fleet = parse_fleet(fleet)
     if fleet is not None:

@@ -8,27 +8,27 @@ starts from a plan with pinned tiers and reports the gap it can prove:
 - ``per-hour``: hours share nothing (each hour has its own fleet and tiers), so the day is 24
   independent one-hour MILPs, solved in parallel threads; the day is within the gap when every
   hour is. A daily carbon cap couples the hours: then the monolithic model is solved.
-- ``fixed-peak``: one fleet (and one tier per pool) for every hour. Hour generation: solve the
+- ``fixed-peak``: one fleet (each pool, configuration x region x tier, one count) for every
+  hour. Hour generation: solve the
   model on a few hours (a relaxation: its optimum bounds the day's from below), check every
   other hour with the fleet fixed (an LP), add the busiest violated hour, repeat. The final fleet
   serves every hour at the relaxation's cost, so it is optimal for the day within the gap.
 - ``base-plus-on-demand``: a committed base all day plus hourly on-demand replicas. The
   monolithic model is hopeless here (on the 100-class x 8-configuration benchmark HiGHS stopped
   at its 30 s limit with $570.68/h, 53% above the fixed-peak plan, which is itself a feasible
-  base-plus-on-demand plan). What makes it hard is the tier binaries (one SLO tier per pool for
-  the day) tied to 24 hours of integer counts; with the tiers fixed it solves in seconds. So:
-  solve the fixed-peak plan (hour generation, exact), pin its pools to its tiers and solve the
-  base-plus-on-demand model on those pools (the fixed-peak fleet is one of its solutions, so
+  base-plus-on-demand plan). What makes it hard is the choice of pools (which tiers of which
+  candidates) tied to 24 hours of integer counts; with the pools fixed it solves in seconds. So:
+  solve the fixed-peak plan (hour generation, exact), keep only its pools (candidate x tier) and
+  solve the base-plus-on-demand model on those (the fixed-peak fleet is one of its solutions, so
   the result never costs more); bound the day from below by the per-hour plan at committed
-  prices (every replica-hour costs at least the committed price, and per-hour tiers relax the
-  one-tier rule). When that bound does not prove the plan within the gap, the monolithic model
-  gets the solver's time limit to find a cheaper plan or a better bound; the cheaper plan is
-  kept. The reported gap is (plan - best bound) / plan and the status is ``optimal`` only when
-  it is within the solver's gap (or the monolithic model proved its optimum). Pinning the tiers
-  is the heuristic part: a cheaper plan that needs other tiers or pools than the fixed-peak
-  plan's is found only by the monolithic model. Falls back to the monolithic model alone when
-  no fixed-peak plan exists (e.g. availability that the hours can share but a peak fleet
-  cannot).
+  prices (every replica-hour costs at least the committed price). When that bound does not
+  prove the plan within the gap, the monolithic model gets the solver's time limit to find a
+  cheaper plan or a better bound; the cheaper plan is kept. The reported gap is (plan - best
+  bound) / plan and the status is ``optimal`` only when it is within the solver's gap (or the
+  monolithic model proved its optimum). Keeping the fixed-peak plan's pools is the heuristic
+  part: a cheaper plan that needs other pools is found only by the monolithic model. Falls back
+  to the monolithic model alone when no fixed-peak plan exists (e.g. availability that the
+  hours can share but a peak fleet cannot).
 - Anything with a daily carbon cap: the monolithic model.
 
 Main entry: :func:`solve_plan` (what :func:`fleetplan.optimize.milp.solve_problem` calls).
@@ -51,8 +51,9 @@ _RANK = {MilpStatus.optimal: 0, MilpStatus.feasible: 1, MilpStatus.no_solution: 
 
 
 def _monolithic(problem: PlanProblem, settings: SolverSettings, objective: str,
-                drop: Collection[str]) -> MilpSolution:
-    return solve_model(build_model(problem, objective=objective, drop=drop), settings)
+                drop: Collection[str], ties: bool = True) -> MilpSolution:
+    model = build_model(problem, objective=objective, drop=drop)
+    return solve_model(model, settings, objective=objective, ties=ties and objective != "slack")
 
 
 def _coupled(problem: PlanProblem, drop: Collection[str]) -> bool:
@@ -62,19 +63,20 @@ def _coupled(problem: PlanProblem, drop: Collection[str]) -> bool:
 
 
 def solve_plan(problem: PlanProblem, settings: SolverSettings, *, objective: str = "cost",
-               drop: Collection[str] = ()) -> MilpSolution:
-    """Solve ``problem``, by hours where that is exact (see the module docstring)."""
+               drop: Collection[str] = (), ties: bool = True) -> MilpSolution:
+    """Solve ``problem``, by hours where that is exact (see the module docstring); ``ties``:
+    break ties lexicographically (:mod:`fleetplan.optimize.milp`) in every sub-solve."""
     if (problem.hours == 1 or objective == "slack" or problem.fixed_counts is not None
             or _coupled(problem, drop)):
-        return _monolithic(problem, settings, objective, drop)
+        return _monolithic(problem, settings, objective, drop, ties)
     mode = problem.limits.commitment
     if mode is CommitmentMode.per_hour:
-        return _by_hour(problem, settings, objective, drop)
+        return _by_hour(problem, settings, objective, drop, ties)
     if mode is CommitmentMode.fixed_peak:
-        return _hour_generation(problem, settings, objective, drop)
+        return _hour_generation(problem, settings, objective, drop, ties)
     if mode is CommitmentMode.base_plus_on_demand and objective == "cost":
-        return _pinned_tiers(problem, settings, drop)
-    return _monolithic(problem, settings, objective, drop)
+        return _pinned_tiers(problem, settings, drop, ties)
+    return _monolithic(problem, settings, objective, drop, ties)
 
 
 def _merge(problem: PlanProblem, parts: list[tuple[int, MilpSolution]], seconds: float,
@@ -85,12 +87,14 @@ def _merge(problem: PlanProblem, parts: list[tuple[int, MilpSolution]], seconds:
     counts: dict[tuple[str, int], int] = {}
     tiers = {}
     shares: dict[tuple[str, str, int], float] = {}
+    spares: dict[tuple[str, int], int] = {}
     slack: dict[str, tuple[float, float]] = {}
     cost = carbon = 0.0
     gaps = []
     if ok:
         for h, s in parts:
             counts.update({(k, h): n for (k, _0), n in s.counts.items()})
+            spares.update({(k, h): n for (k, _0), n in s.spares.items()})
             tiers.update({(k, h): t for (k, _0), t in s.tiers.items()})
             shares.update({(c, k, h): v for (c, k, _0), v in s.shares.items()})
             cost += s.cost_per_day_usd / 24.0
@@ -105,7 +109,8 @@ def _merge(problem: PlanProblem, parts: list[tuple[int, MilpSolution]], seconds:
         else max(g for g in gaps if g is not None), counts=counts, tiers=tiers, shares=shares,
         base_counts=dict(base or {}), cost_per_day_usd=cost * 24.0 / H,
         g_co2_per_day=carbon * 24.0 / H, hours=H,
-        pulp_status="+".join(sorted({s.pulp_status for _h, s in parts})), slack=slack)
+        pulp_status="+".join(sorted({s.pulp_status for _h, s in parts})), slack=slack,
+        spares=spares)
 
 
 def _map_hours(fn, hours: list[int]) -> list[MilpSolution]:  # type: ignore[no-untyped-def]
@@ -117,30 +122,32 @@ def _map_hours(fn, hours: list[int]) -> list[MilpSolution]:  # type: ignore[no-u
 
 
 def _by_hour(problem: PlanProblem, settings: SolverSettings, objective: str,
-             drop: Collection[str]) -> MilpSolution:
+             drop: Collection[str], ties: bool = True) -> MilpSolution:
     t0 = time.perf_counter()
     hours = list(range(problem.hours))
-    sols = _map_hours(lambda h: _monolithic(problem.hour(h), settings, objective, drop), hours)
+    sols = _map_hours(lambda h: _monolithic(problem.hour(h), settings, objective, drop, ties),
+                      hours)
     return _merge(problem, list(zip(hours, sols, strict=True)), time.perf_counter() - t0,
                   settings)
 
 
 def _hour_generation(problem: PlanProblem, settings: SolverSettings, objective: str,
-                     drop: Collection[str]) -> MilpSolution:
+                     drop: Collection[str], ties: bool = True) -> MilpSolution:
     t0 = time.perf_counter()
     H = problem.hours
     load = [sum(d.rates_rps[h] for d in problem.demands) for h in range(H)]
     chosen = [max(range(H), key=lambda h: (load[h], -h))]
     while True:
-        master = _monolithic(problem.hours_subset(tuple(chosen)), settings, objective, drop)
+        master = _monolithic(problem.hours_subset(tuple(chosen)), settings, objective, drop,
+                             ties)
         if not master.has_plan:
             return replace(master, hours=H, seconds=time.perf_counter() - t0)
         fleet = dict(master.base_counts)
-        tiers = {k: t for (k, _h), t in master.tiers.items()}
-        fixed = replace(problem, fixed_counts=fleet, fixed_tiers=tiers)
+        working = {k: n - master.spares.get((k, 0), 0) for k, n in fleet.items()}
+        fixed = replace(problem, fixed_counts={k: n for k, n in working.items() if n > 0})
 
         def check(h: int, fixed: PlanProblem = fixed) -> MilpSolution:
-            return _monolithic(fixed.hour(h), settings, objective, drop)
+            return _monolithic(fixed.hour(h), settings, objective, drop, ties)
 
         sols = _map_hours(check, list(range(H)))
         bad = [h for h, s in enumerate(sols) if not s.has_plan]
@@ -166,23 +173,27 @@ def _bound(sol: MilpSolution, settings: SolverSettings) -> float | None:
 
 
 def _pinned_tiers(problem: PlanProblem, settings: SolverSettings,
-                  drop: Collection[str]) -> MilpSolution:
-    """base-plus-on-demand: the fixed-peak plan's pools and tiers, then the monolithic model
-    only where the bound does not already prove the plan (see the module docstring)."""
+                  drop: Collection[str], ties: bool = True) -> MilpSolution:
+    """base-plus-on-demand: the fixed-peak plan's pools, then the monolithic model only where
+    the bound does not already prove the plan (see the module docstring)."""
     t0 = time.perf_counter()
     H = problem.hours
-    peak = _hour_generation(_as_mode(problem, CommitmentMode.fixed_peak), settings, "cost", drop)
+    peak = _hour_generation(_as_mode(problem, CommitmentMode.fixed_peak), settings, "cost", drop,
+                            ties)
     if not peak.has_plan:
-        return _monolithic(problem, settings, "cost", drop)
-    tiers = {key: t for (key, _h), t in peak.tiers.items()}
-    pools = tuple(p for p in problem.pools if p.key in tiers)
-    plan = _monolithic(problem.replace(pools=pools, fixed_tiers=tiers), settings, "cost", drop)
+        return _monolithic(problem, settings, "cost", drop, ties)
+    names = frozenset(name for (name, _h) in peak.tiers)
+    keys = {name.partition("/")[0] for name in names}
+    pools = tuple(p for p in problem.pools if p.key in keys)
+    plan = _monolithic(problem.replace(pools=pools, open_pools=names), settings, "cost", drop,
+                       ties)
     if not plan.has_plan:
-        return _monolithic(problem, settings, "cost", drop)
+        return _monolithic(problem, settings, "cost", drop, ties)
     bounds: list[float] = []
     if problem.limits.on_demand_price_factor >= 1.0:
         # every replica-hour costs at least the committed price; per-hour tiers relax the rest
-        lower = _by_hour(_as_mode(problem, CommitmentMode.per_hour), settings, "cost", drop)
+        lower = _by_hour(_as_mode(problem, CommitmentMode.per_hour), settings, "cost", drop,
+                         ties=False)
         if (b := _bound(lower, settings)) is not None:
             bounds.append(b)
 
@@ -192,7 +203,7 @@ def _pinned_tiers(problem: PlanProblem, settings: SolverSettings,
     proven = False
     gap = gap_of(plan.cost_per_day_usd)
     if gap is None or gap > settings.gap:
-        mono = _monolithic(problem, settings, "cost", drop)
+        mono = _monolithic(problem, settings, "cost", drop, ties)
         if (b := _bound(mono, settings)) is not None:
             bounds.append(b)
         proven = mono.status is MilpStatus.optimal

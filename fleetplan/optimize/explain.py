@@ -24,12 +24,7 @@ from dataclasses import dataclass
 
 import pulp
 
-from fleetplan.optimize.milp import (
-    TIE_USD_PER_G,
-    MilpSolution,
-    build_model,
-    solve_model,
-)
+from fleetplan.optimize.milp import MilpSolution, build_model, solve_model
 from fleetplan.optimize.problem import Demand, PlanProblem
 from fleetplan.optimize.solvers import SolverSettings
 
@@ -115,14 +110,14 @@ def _elastic(problem: PlanProblem, settings: SolverSettings, families: tuple[str
     model = build_model(problem, objective="slack", elastic=families, drop=drop)
     if model.unservable:
         return None
-    first = solve_model(model, settings)
+    first = solve_model(model, settings, objective="slack", ties=False)
     if not first.has_plan:
         return None
-    objective = model.prob.objective
+    objective = model.objectives["slack"]
     value = float(pulp.value(objective) or 0.0)
     model.prob += objective <= value * (1 + 1e-6) + 1e-7, "phase1_relaxation"
-    model.prob.setObjective(pulp.lpSum(model.cost_h) + TIE_USD_PER_G * pulp.lpSum(model.carbon_h))
-    second = solve_model(model, settings)
+    model.prob.setObjective(model.objectives["cost"])
+    second = solve_model(model, settings, objective="cost")
     return second if second.has_plan else first
 
 

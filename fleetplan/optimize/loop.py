@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 
 from fleetplan._progress import Progress, step
 from fleetplan.optimize.executors import Executor, SerialExecutor
-from fleetplan.optimize.milp import MilpSolution, solve_problem
+from fleetplan.optimize.milp import MilpSolution, candidate_key, solve_problem
 from fleetplan.optimize.problem import PlanProblem, Tier
 from fleetplan.optimize.solvers import SolverSettings
 from fleetplan.optimize.verify import HourCheck
@@ -67,12 +67,13 @@ def derated(problem: PlanProblem, derate: dict[tuple[str, Tier], float],
 
 
 def _utilization(problem: PlanProblem, sol: MilpSolution, pool_key: str, hour: int) -> float:
-    """Planned load of a pool in replicas at its tier, over the replicas that carry load."""
+    """Planned load of a pool (``config@region/tier``) in replicas at its tier, over the
+    replicas that carry load (spares not counted)."""
     tier = sol.tiers.get((pool_key, hour))
-    n = sol.counts.get((pool_key, hour), 0) - problem.limits.redundancy
+    n = sol.working(pool_key, hour)
     if tier is None or n <= 0:
         return 1.0
-    pool = next(p for p in problem.pools if p.key == pool_key)
+    pool = next(p for p in problem.pools if p.key == candidate_key(pool_key))
     load = 0.0
     for d in problem.demands:
         share = sol.shares.get((d.name, pool_key, hour), 0.0)
@@ -148,7 +149,7 @@ def _trim_candidate(problem: PlanProblem, sol: MilpSolution,
     best = None
     for (key, h), n in sol.counts.items():
         tier = sol.tiers.get((key, h))
-        spare = n - problem.limits.redundancy
+        spare = sol.working(key, h)
         if tier is None or spare < 2:
             continue
         config = key.partition("@")[0]
@@ -156,7 +157,7 @@ def _trim_candidate(problem: PlanProblem, sol: MilpSolution,
             continue
         load = _utilization(problem, sol, key, h) * spare
         f = max(load / (spare - 1), 1.0) * (1 + 1e-6)
-        rank = (prices[key], n, key)
+        rank = (prices[candidate_key(key)], n, key)
         if best is None or rank > best[0]:
             hour = f" (hour {h})" if problem.hours > 1 else ""  # no hour in a one-rate plan
             best = (rank, (config, tier), f, f"{n}x{key}{hour}")

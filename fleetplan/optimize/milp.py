@@ -1,8 +1,15 @@
 """The fleet-mix MILP (PuLP): solving it and reading the plan out of it.
 
-The model itself (variables, constraint families, objective) is built by
-:mod:`fleetplan.optimize.milp_model`; its names are re-exported here. Integer replicas per pool,
-continuous traffic shares per class; a solve gives a :class:`MilpSolution` with an enum status.
+The model itself (variables, constraint families, objectives) is built by
+:mod:`fleetplan.optimize.milp_model`; its names are re-exported here. Integer replicas per pool
+(configuration x region x SLO tier), continuous traffic shares per class; a solve gives a
+:class:`MilpSolution` with an enum status.
+
+Ties are broken lexicographically (:data:`TIE_BREAKS`): after the primary objective (cost) is
+solved, a second solve keeps cost ``<=`` the first answer's and minimizes carbon, and a third
+keeps both and minimizes replicas (then traffic on stricter tiers than its class's). Each stage
+starts from the previous stage's plan (CBC warm start), and a stage that finds nothing leaves the
+previous stage's plan; so the answer is never dearer than the cost solve's.
 
 Main entries: :func:`build_model` and :func:`solve_problem` (returns a :class:`MilpSolution`).
 """
@@ -18,9 +25,7 @@ import pulp
 
 from fleetplan.optimize.milp_model import (
     CONSTRAINT_FAMILIES,
-    TIE_G_PER_USD,
-    TIE_USD_PER_G,
-    TIE_USD_PER_MIXED_SHARE,
+    OBJECTIVES,
     MilpModel,
     Slack,
     build_model,
@@ -29,10 +34,17 @@ from fleetplan.optimize.problem import PlanProblem, Pool, Tier
 from fleetplan.optimize.solvers import SolverSettings, achieved_gap, make_solver
 
 __all__ = [
-    "CONSTRAINT_FAMILIES", "TIE_G_PER_USD", "TIE_USD_PER_G", "TIE_USD_PER_MIXED_SHARE",
-    "MilpModel", "MilpSolution", "MilpStatus", "Slack", "build_model", "pool_by_key",
-    "solve_model", "solve_problem",
+    "CONSTRAINT_FAMILIES", "OBJECTIVES", "TIE_BREAKS", "MilpModel", "MilpSolution", "MilpStatus",
+    "Slack", "build_model", "pool_by_key", "solve_model", "solve_problem",
 ]
+
+# primary objective -> the objectives that break its ties, in order
+TIE_BREAKS: dict[str, tuple[str, ...]] = {
+    "cost": ("carbon", "replicas"), "carbon": ("cost", "replicas"), "replicas": (), "slack": (),
+}
+# a stage keeps the previous objective within this (relative, absolute) of its value: solver
+# round-off, far below a price or a gram
+_KEEP_REL, _KEEP_ABS = 1e-9, 1e-7
 
 
 class MilpStatus(StrEnum):
@@ -44,7 +56,13 @@ class MilpStatus(StrEnum):
 
 @dataclass(frozen=True)
 class MilpSolution:
-    """What one MILP solve found. ``counts[(pool_key, hour)]`` are replicas (all tiers)."""
+    """What one MILP solve found, keyed by pool name (``config@region/200ms``).
+
+    ``counts[(pool, hour)]`` are the pool's replicas, spares included (a candidate's
+    ``redundancy`` spares sit in its strictest open tier; ``spares`` says how many);
+    ``tiers[(pool, hour)]`` its tier; ``shares[(class, pool, hour)]`` the class's share;
+    ``base_counts[pool]`` the fleet held all day (fixed-peak) or the committed base.
+    """
 
     status: MilpStatus
     solver: str
@@ -53,7 +71,7 @@ class MilpSolution:
     gap: float
     gap_achieved: float | None
     counts: dict[tuple[str, int], int]
-    tiers: dict[tuple[str, int], Tier]     # (pool key, hour) -> the tier the pool runs at
+    tiers: dict[tuple[str, int], Tier]
     shares: dict[tuple[str, str, int], float]
     base_counts: dict[str, int]
     cost_per_day_usd: float
@@ -61,10 +79,20 @@ class MilpSolution:
     hours: int
     pulp_status: str = ""
     slack: dict[str, tuple[float, float]] = field(default_factory=dict)  # label: (limit, slack)
+    spares: dict[tuple[str, int], int] = field(default_factory=dict)
 
     @property
     def has_plan(self) -> bool:
         return self.status in (MilpStatus.optimal, MilpStatus.feasible)
+
+    def working(self, pool: str, hour: int) -> int:
+        """Replicas of ``pool`` that carry load in ``hour`` (its count less its spares)."""
+        return self.counts.get((pool, hour), 0) - self.spares.get((pool, hour), 0)
+
+
+def candidate_key(pool_name: str) -> str:
+    """``config@region`` of a pool name ``config@region/tier``."""
+    return pool_name.partition("/")[0]
 
 
 def _status(prob: pulp.LpProblem) -> MilpStatus:
@@ -77,53 +105,104 @@ def _status(prob: pulp.LpProblem) -> MilpStatus:
     return MilpStatus.no_solution
 
 
-def solve_model(model: MilpModel, settings: SolverSettings) -> MilpSolution:
-    """Solve a built model and read the plan out of it."""
+def _read(model: MilpModel, status: MilpStatus) -> tuple:  # type: ignore[type-arg]
+    """The plan in the model's variables: counts, tiers, shares, base, spares, cost, carbon."""
     problem = model.problem
-    solver = make_solver(settings)
-    t0 = time.perf_counter()
-    if model.unservable:  # a class no pool can serve at its SLO: infeasible without a solve
-        status = MilpStatus.infeasible
-    else:
-        model.prob.solve(solver)
-        status = _status(model.prob)
-    seconds = time.perf_counter() - t0
-    H = problem.hours
+    tiers_all = problem.tiers
     counts: dict[tuple[str, int], int] = {}
     tiers: dict[tuple[str, int], Tier] = {}
     shares: dict[tuple[str, str, int], float] = {}
     base_counts: dict[str, int] = {}
+    spares: dict[tuple[str, int], int] = {}
     slack: dict[str, tuple[float, float]] = {}
     cost = carbon = 0.0
-    if status in (MilpStatus.optimal, MilpStatus.feasible):
-        for (k, h), expr in model.fleet.items():
-            counts[(problem.pools[k].key, h)] = int(round(pulp.value(expr) or 0.0))
-        for (k, ti, h), expr in model.n.items():
-            if (pulp.value(expr) or 0.0) > 0.5:
-                tiers[(problem.pools[k].key, h)] = problem.tiers[ti]
-        for (k, _zero), b in model.base.items():
-            v = int(round(b.value() or 0.0))
-            if v:
-                base_counts[problem.pools[k].key] = v
-        for (c, k, _ti, h), var in model.x.items():
-            s = float(var.value() or 0.0)
-            if s > 1e-9:
-                key = (problem.demands[c].name, problem.pools[k].key, h)
-                shares[key] = shares.get(key, 0.0) + s
-        cost = float(sum(pulp.value(e) or 0.0 for e in model.cost_h))
-        carbon = float(sum(pulp.value(e) or 0.0 for e in model.carbon_h))
-        for sl in model.slacks:
-            moved = float(sl.var.value() or 0.0)
-            old = slack.get(sl.label, (sl.limit, 0.0))
-            slack[sl.label] = (sl.limit, max(old[1], moved))
+    if status not in (MilpStatus.optimal, MilpStatus.feasible):
+        return counts, tiers, shares, base_counts, spares, cost, carbon, slack
+    held: dict[tuple[int, int], list[tuple[int, int]]] = {}  # (cand, hour) -> [(tier, n)]
+    for (k, ti, h), expr in sorted(model.n.items()):
+        v = int(round(pulp.value(expr) or 0.0))
+        if v > 0:
+            held.setdefault((k, h), []).append((ti, v))
+    for (k, h), rows in held.items():
+        pool = problem.pools[k]
+        opened = model.opened.get((k, h))
+        spare = model.spares if opened is not None and (opened.value() or 0) > 0.5 else 0
+        for j, (ti, v) in enumerate(rows):  # tiers are strictest first: spares go to rows[0]
+            name = pool.name(tiers_all[ti])
+            counts[(name, h)] = v + (spare if j == 0 else 0)
+            tiers[(name, h)] = tiers_all[ti]
+            if j == 0 and spare:
+                spares[(name, h)] = spare
+    for (k, ti), b in model.base.items():
+        v = int(round(b.value() or 0.0))
+        name = problem.pools[k].name(tiers_all[ti])
+        v += spares.get((name, 0), 0)
+        if v:
+            base_counts[name] = v
+    for (c, k, ti, h), var in model.x.items():
+        s = float(var.value() or 0.0)
+        if s > 1e-9:
+            key = (problem.demands[c].name, problem.pools[k].name(tiers_all[ti]), h)
+            shares[key] = shares.get(key, 0.0) + s
+    cost = float(sum(pulp.value(e) or 0.0 for e in model.cost_h))
+    carbon = float(sum(pulp.value(e) or 0.0 for e in model.carbon_h))
+    for sl in model.slacks:
+        moved = float(sl.var.value() or 0.0)
+        old = slack.get(sl.label, (sl.limit, 0.0))
+        slack[sl.label] = (sl.limit, max(old[1], moved))
+    return counts, tiers, _normalized(shares), base_counts, spares, cost, carbon, slack
+
+
+def _solve_once(model: MilpModel, settings: SolverSettings, warm: bool) -> MilpStatus:
+    solver = make_solver(settings)
+    if warm and isinstance(solver, pulp.COIN_CMD):
+        solver.optionsDict["warmStart"] = True
+    model.prob.solve(solver)
+    return _status(model.prob)
+
+
+def solve_model(model: MilpModel, settings: SolverSettings, *, objective: str = "cost",
+                ties: bool = True) -> MilpSolution:
+    """Solve a built model (whose objective is ``objective``) and read the plan out of it.
+
+    With ``ties``, the objectives of :data:`TIE_BREAKS` follow lexicographically (see the
+    module docstring); status and gap are the primary solve's.
+    """
+    problem = model.problem
+    t0 = time.perf_counter()
+    if model.unservable:  # a class no pool can serve at its SLO: infeasible without a solve
+        status = MilpStatus.infeasible
+        read = _read(model, status)
+        pulp_status = "Infeasible"
+        gap = None
+    else:
+        status = _solve_once(model, settings, warm=False)
+        pulp_status = pulp.LpStatus[model.prob.status]
+        gap = achieved_gap(model.prob) if status in (MilpStatus.optimal,
+                                                      MilpStatus.feasible) else None
+        read = _read(model, status)
+        if ties and status in (MilpStatus.optimal, MilpStatus.feasible):
+            prev = objective
+            for i, tie in enumerate(TIE_BREAKS.get(objective, ())):
+                expr = model.objectives[prev]
+                value = float(pulp.value(expr) or 0.0)
+                model.prob += (expr <= value + abs(value) * _KEEP_REL + _KEEP_ABS,
+                               f"tie_keep_{i}_{prev}")
+                model.prob.setObjective(model.objectives[tie])
+                if _solve_once(model, settings, warm=True) not in (MilpStatus.optimal,
+                                                                    MilpStatus.feasible):
+                    break  # keep the previous stage's plan (already read)
+                read = _read(model, MilpStatus.optimal)
+                prev = tie
+    seconds = time.perf_counter() - t0
+    counts, tiers, shares, base_counts, spares, cost, carbon, slack = read
+    H = problem.hours
     scale = 24.0 / H
     return MilpSolution(
         status=status, solver=settings.name, seconds=seconds, time_limit_s=settings.time_limit_s,
-        gap=settings.gap, gap_achieved=achieved_gap(model.prob) if status.value in
-        ("optimal", "feasible") else None, counts=counts, tiers=tiers,
-        shares=_normalized(shares), base_counts=base_counts, cost_per_day_usd=cost * scale,
-        g_co2_per_day=carbon * scale, hours=H, pulp_status=pulp.LpStatus[model.prob.status],
-        slack=slack,
+        gap=settings.gap, gap_achieved=gap, counts=counts, tiers=tiers, shares=shares,
+        base_counts=base_counts, cost_per_day_usd=cost * scale, g_co2_per_day=carbon * scale,
+        hours=H, pulp_status=pulp_status, slack=slack, spares=spares,
     )
 
 
@@ -136,13 +215,17 @@ def _normalized(shares: dict[tuple[str, str, int], float]) -> dict[tuple[str, st
 
 
 def solve_problem(problem: PlanProblem, settings: SolverSettings | None = None, *,
-                  objective: str = "cost", drop: Collection[str] = ()) -> MilpSolution:
+                  objective: str = "cost", drop: Collection[str] = (),
+                  ties: bool = True) -> MilpSolution:
     """Solve the MILP for ``problem``: one model, or by hours where that is exact
-    (:mod:`fleetplan.optimize.decompose`)."""
+    (:mod:`fleetplan.optimize.decompose`); ties broken lexicographically unless ``ties`` is
+    false."""
     from fleetplan.optimize.decompose import solve_plan
 
-    return solve_plan(problem, settings or SolverSettings(), objective=objective, drop=drop)
+    return solve_plan(problem, settings or SolverSettings(), objective=objective, drop=drop,
+                      ties=ties)
 
 
 def pool_by_key(problem: PlanProblem) -> dict[str, Pool]:
     return {p.key: p for p in problem.pools}
+

@@ -1,16 +1,23 @@
 """Building the fleet-mix MILP (PuLP), one constraint family at a time.
 
-Variables, for pools ``k`` (configuration x region), SLO tiers ``t`` and hours ``h``:
-``n[k,t,h]`` integer replicas (one value for every hour in ``fixed-peak``; a committed base
-``b[k,t]`` plus hourly on-demand ``o[k,t,h]`` in ``base-plus-on-demand``), ``z[k,t]`` binary "pool
-``k`` runs at tier ``t``" (created only where a pool could run at several tiers or redundancy is
-asked), and ``x[c,k,t,h]`` in [0, 1], the share of class ``c``'s traffic sent to the pool.
+A pool of the plan is (candidate ``k`` = configuration x region, SLO tier ``t``); the admissible
+pairs, dominated tiers pruned, come from :meth:`PlanProblem.tier_pairs`. Variables, for hours
+``h``: ``n[k,t,h]`` integer replicas of the pool (one value for every hour in ``fixed-peak``; a
+committed base ``b[k,t]`` plus hourly on-demand ``o[k,t,h]`` in ``base-plus-on-demand``);
+``x[c,k,t,h]`` in [0, 1], the share of class ``c``'s traffic sent to the pool; with redundancy,
+``u[k,h]`` binary "candidate ``k`` is open" (one for the day in the modes whose fleet is shared
+by the hours), which brings ``redundancy`` spare replicas for all its tiers together.
 
-Constraints: every class's traffic is fully assigned; capacity at SLO (``sum_c rate*x/cap <= n -
-redundancy*z``); one tier per pool; per-candidate replica caps; GPU availability per type (and
-region); budget per hour; carbon (g/Mtok or kg/day). Carbon is linear: idle power and embodied
-carbon per replica plus dynamic power per req/s of assigned load. Objective: minimum cost, ties
-broken by carbon at $1 per tonne CO2 (or the reverse for ``objective="carbon"``).
+Constraints: every class's traffic is fully assigned; capacity at SLO per pool (``sum_c
+rate*x/cap <= n``); spares (``n <= ub*u``); per-candidate replica caps, GPU availability per type
+(and region), the budget per hour and carbon (g/Mtok or kg/day) all count every tier of a
+candidate together, spares included. Carbon is linear: idle power and embodied carbon per replica
+plus dynamic power per req/s of assigned load.
+
+Objectives (:data:`OBJECTIVES`): ``cost`` ($), ``carbon`` (g), ``replicas`` (replica-hours, with
+traffic on a stricter tier than its class's as a tie-break worth less than one replica in all),
+``slack`` (the smallest relative relaxation of the elastic families). Tie-breaks are not weights
+here: :func:`fleetplan.optimize.milp.solve_model` solves them lexicographically.
 
 Each family is one method of :class:`_Builder`, named as :data:`CONSTRAINT_FAMILIES` and
 :mod:`fleetplan.optimize.explain` name them; the order in which they run fixes the order of rows
@@ -29,18 +36,10 @@ from dataclasses import dataclass, field
 
 import pulp
 
-from fleetplan.optimize.problem import CommitmentMode, PlanProblem, Tier
-
-# Tie-break weight: one gram of CO2 is worth a millionth of a dollar ($1 per tonne), far below
-# any carbon price, so it only decides between plans of (near-)equal cost.
-TIE_USD_PER_G = 1e-6
-TIE_G_PER_USD = 1e-3
-# Second tie-break: a class's traffic on a pool run at a stricter tier than its own SLO costs
-# $0.0001 per unit share, so loose traffic mixes into a strict pool only when that saves money
-# (mixing is where the linear capacity model is least exact).
-TIE_USD_PER_MIXED_SHARE = 1e-4
+from fleetplan.optimize.problem import CommitmentMode, PlanProblem
 
 CONSTRAINT_FAMILIES = ("carbon", "budget", "availability", "max_replicas", "redundancy")
+OBJECTIVES = ("cost", "carbon", "replicas", "slack")
 
 
 def _name(text: str) -> str:
@@ -49,19 +48,21 @@ def _name(text: str) -> str:
 
 @dataclass
 class MilpModel:
-    """A built PuLP problem with handles on its variables."""
+    """A built PuLP problem with handles on its variables and objective expressions."""
 
     problem: PlanProblem
     prob: pulp.LpProblem
-    n: dict[tuple[int, int, int], pulp.LpAffineExpression]   # (pool, tier, hour) -> replicas
-    x: dict[tuple[int, int, int, int], pulp.LpVariable]      # (class, pool, tier, hour)
-    z: dict[tuple[int, int, int], pulp.LpVariable]                 # (pool, tier, hour)
-    base: dict[tuple[int, int], pulp.LpVariable] = field(default_factory=dict)
+    n: dict[tuple[int, int, int], pulp.LpAffineExpression]   # (cand, tier, hour) -> replicas
+    x: dict[tuple[int, int, int, int], pulp.LpVariable]      # (class, cand, tier, hour)
+    opened: dict[tuple[int, int], pulp.LpVariable] = field(default_factory=dict)  # (cand, hour)
+    base: dict[tuple[int, int], pulp.LpVariable] = field(default_factory=dict)    # (cand, tier)
     cost_h: list[pulp.LpAffineExpression] = field(default_factory=list)
     carbon_h: list[pulp.LpAffineExpression] = field(default_factory=list)
     unservable: list[tuple[str, int]] = field(default_factory=list)  # (class, hour) no capacity
     slacks: list[Slack] = field(default_factory=list)
     fleet: dict[tuple[int, int], pulp.LpAffineExpression] = field(default_factory=dict)
+    spares: int = 0
+    objectives: dict[str, pulp.LpAffineExpression] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -74,14 +75,15 @@ class Slack:
     limit: float
 
 
-def _upper_bounds(problem: PlanProblem, k: int, t: Tier, red: int) -> list[int]:
-    """Per hour, the most replicas pool ``k`` at tier ``t`` could need (all traffic on it)."""
+def _upper_bounds(problem: PlanProblem, k: int, t_index: int) -> list[int]:
+    """Per hour, the most replicas pool (``k``, tier) could need (all traffic on it)."""
     pool = problem.pools[k]
+    t = problem.tiers[t_index]
     out = []
     for h in range(problem.hours):
         load = sum(d.rates_rps[h] / c for d in problem.demands
                    if (c := problem.cap(d, pool, t)) > 0)
-        ub = math.ceil(load * (1 + 1e-9)) + red + 1
+        ub = math.ceil(load * (1 + 1e-9)) + 1
         out.append(ub if pool.max_replicas is None else min(ub, pool.max_replicas))
     return out
 
@@ -91,15 +93,16 @@ def build_model(problem: PlanProblem, *, objective: str = "cost",
     """Build the MILP.
 
     ``drop`` removes constraint families (see :data:`CONSTRAINT_FAMILIES`); ``elastic`` makes
-    their limits elastic (``expr <= limit + slack``). ``objective`` is ``cost`` (carbon breaks
-    ties), ``carbon`` (cost breaks ties) or ``slack`` (the smallest relative relaxation).
+    their limits elastic (``expr <= limit + slack``). ``objective`` is one of
+    :data:`OBJECTIVES`; the others stay available in ``MilpModel.objectives`` for the
+    lexicographic tie-breaks.
     """
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective {objective!r} must be one of {', '.join(OBJECTIVES)}")
     b = _Builder(problem, drop, elastic)
     b.admissible_pairs()
     for k in b.tiers_of:
-        b.pool_fleet(k)
-        for h in range(b.H):
-            b.pool_tiers(k, h)
+        b.pool_replicas(k)
     b.coverage()
     b.capacity()
     for h in range(b.H):
@@ -109,8 +112,8 @@ def build_model(problem: PlanProblem, *, objective: str = "cost",
         b.budget(h)
     b.carbon()
     b.objective(objective)
-    return MilpModel(problem, b.prob, b.n, b.x, b.z, b.base, b.cost_h, b.carbon_h,
-                     b.unservable, b.slacks, b.fleet)
+    return MilpModel(problem, b.prob, b.n, b.x, b.opened, b.base, b.cost_h, b.carbon_h,
+                     b.unservable, b.slacks, b.fleet, b.red, b.objectives)
 
 
 class _Builder:
@@ -125,21 +128,20 @@ class _Builder:
         self.H = H = problem.hours
         self.tiers = problem.tiers
         self.red = 0 if "redundancy" in drop else lim.redundancy
-        self.mode = mode = lim.commitment if H > 1 else CommitmentMode.per_hour
+        self.mode = lim.commitment if H > 1 else CommitmentMode.per_hour
         self.fixed = problem.fixed_counts
-        self.hourly_tiers = mode is CommitmentMode.per_hour
-        # one fleet for all hours
-        self.shared = self.fixed is not None or mode is not CommitmentMode.per_hour
+        # one fleet for all hours (fixed, fixed-peak, base-plus-on-demand)
+        self.shared = self.fixed is not None or self.mode is not CommitmentMode.per_hour
         self.prob = pulp.LpProblem("fleetplan", pulp.LpMinimize)
         self.slacks: list[Slack] = []
-        # (pool, tier) -> per-hour upper bound of its replicas, where some class has capacity
+        # (cand, tier) -> per-hour upper bound of its replicas
         self.pt: dict[tuple[int, int], list[int]] = {}
         self.tiers_of: dict[int, list[int]] = {}
         self.n: dict[tuple[int, int, int], pulp.LpAffineExpression] = {}
         self.base: dict[tuple[int, int], pulp.LpVariable] = {}
-        self.z: dict[tuple[int, int, int], pulp.LpVariable] = {}
         self.on_demand: dict[tuple[int, int, int], pulp.LpVariable] = {}
-        self.fleet: dict[tuple[int, int], pulp.LpAffineExpression] = {}  # pool k in hour h
+        self.opened: dict[tuple[int, int], pulp.LpVariable] = {}
+        self.fleet: dict[tuple[int, int], pulp.LpAffineExpression] = {}  # cand k in hour h
         self.x: dict[tuple[int, int, int, int], pulp.LpVariable] = {}
         self.load: dict[tuple[int, int, int], list[tuple[pulp.LpVariable, float]]] = {}
         self.dyn_g: list[list[tuple[pulp.LpVariable, float]]] = [[] for _ in range(H)]
@@ -147,6 +149,7 @@ class _Builder:
         self.mixed: list[pulp.LpVariable] = []
         self.cost_h: list[pulp.LpAffineExpression] = []
         self.carbon_h: list[pulp.LpAffineExpression] = []
+        self.objectives: dict[str, pulp.LpAffineExpression] = {}
 
     def limit(self, family: str, label: str, expr: pulp.LpAffineExpression, bound: float,
               name: str) -> None:
@@ -160,81 +163,62 @@ class _Builder:
 
     # ---------------------------------------------------------------- variables
     def admissible_pairs(self) -> None:
-        """The (pool, tier) pairs where some class has capacity, with their upper bounds."""
+        """The (candidate, tier) pairs of the plan's possible pools, with upper bounds."""
         problem, fixed, H = self.problem, self.fixed, self.H
-        for k, pool in enumerate(problem.pools):
-            if fixed is not None and fixed.get(pool.key, 0) <= 0:
-                continue
-            for ti, t in enumerate(self.tiers):
-                if any(problem.cap(d, pool, t) > 0 for d in problem.demands):
-                    ubs = _upper_bounds(problem, k, t, self.red)
-                    # a fleet shared by the hours may hold its peak in any hour
-                    if fixed is not None:
-                        ubs = [fixed[pool.key]] * H
-                    self.pt[(k, ti)] = (ubs if self.mode is CommitmentMode.per_hour
-                                        else [max(ubs)] * H)
-        for k, ti in self.pt:
-            self.tiers_of.setdefault(k, []).append(ti)
+        for k, tis in problem.tier_pairs().items():
+            for ti in tis:
+                if fixed is not None:
+                    ubs = [fixed[problem.pools[k].name(self.tiers[ti])]] * H
+                else:
+                    ubs = _upper_bounds(problem, k, ti)
+                    if self.mode is not CommitmentMode.per_hour:
+                        ubs = [max(ubs)] * H  # a shared fleet may hold its peak in any hour
+                self.pt[(k, ti)] = ubs
+            self.tiers_of[k] = list(tis)
 
-    def _tag(self, k: int) -> str:
-        return f"{k}_{_name(self.problem.pools[k].config)}"
+    def _tag(self, k: int, ti: int) -> str:
+        return f"{k}_{_name(self.problem.pools[k].config)}_{ti}"
 
-    def pool_fleet(self, k: int) -> None:
-        """Pool ``k``'s fleet shared by the hours: fixed, one peak count, or base + on-demand
-        (per-hour plans get their fleet from the tiers, in :meth:`pool_tiers`)."""
-        prob, fixed, H = self.prob, self.fixed, self.H
-        pool = self.problem.pools[k]
-        tag = self._tag(k)
-        ub = max(max(self.pt[(k, ti)]) for ti in self.tiers_of[k])
-        if fixed is not None:
-            ub = fixed[pool.key]
-            v = prob.add_variable(f"n_{tag}", ub, ub, cat=pulp.LpInteger)
-            self.base[(k, 0)] = v
-            for h in range(H):
-                self.fleet[(k, h)] = pulp.LpAffineExpression([(v, 1.0)])
-        elif self.mode is CommitmentMode.fixed_peak:
-            v = prob.add_variable(f"n_{tag}", 0, ub, cat=pulp.LpInteger)
-            self.base[(k, 0)] = v
-            for h in range(H):
-                self.fleet[(k, h)] = pulp.LpAffineExpression([(v, 1.0)])
-        elif self.mode is CommitmentMode.base_plus_on_demand:
-            b = prob.add_variable(f"b_{tag}", 0, ub, cat=pulp.LpInteger)
-            self.base[(k, 0)] = b
-            for h in range(H):
-                o = prob.add_variable(f"o_{tag}_h{h}", 0, ub, cat=pulp.LpInteger)
-                self.on_demand[(k, 0, h)] = o
-                self.fleet[(k, h)] = pulp.LpAffineExpression([(b, 1.0), (o, 1.0)])
-
-    def pool_tiers(self, k: int, h: int) -> None:
-        """Pool ``k``'s replicas per tier in hour ``h``, the tier binaries and one tier per
-        pool; ties the tiers' replicas to the pool's fleet."""
-        prob, n, z, shared = self.prob, self.n, self.z, self.shared
-        tag = self._tag(k)
-        tis = self.tiers_of[k]
-        single = len(tis) == 1 and self.red == 0
-        for ti in tis:
-            ttag = f"{tag}_{ti}_h{h}"
-            if not shared or not single:
-                v = prob.add_variable(f"n_{ttag}", 0, self.pt[(k, ti)][h],
-                                      cat=pulp.LpContinuous if shared else pulp.LpInteger)
-                n[(k, ti, h)] = pulp.LpAffineExpression([(v, 1.0)])
+    def pool_replicas(self, k: int) -> None:
+        """Replicas of candidate ``k``'s pools (one per tier), its spares and its fleet."""
+        prob, H, fixed = self.prob, self.H, self.fixed
+        committed = self.mode is CommitmentMode.base_plus_on_demand and fixed is None
+        for ti in self.tiers_of[k]:
+            tag = self._tag(k, ti)
+            ub = self.pt[(k, ti)]
+            if fixed is not None or self.mode is CommitmentMode.fixed_peak:
+                lo = ub[0] if fixed is not None else 0
+                v = prob.add_variable(f"n_{tag}", lo, ub[0], cat=pulp.LpInteger)
+                self.base[(k, ti)] = v
+                for h in range(H):
+                    self.n[(k, ti, h)] = pulp.LpAffineExpression([(v, 1.0)])
+            elif committed:
+                bv = prob.add_variable(f"b_{tag}", 0, ub[0], cat=pulp.LpInteger)
+                self.base[(k, ti)] = bv
+                for h in range(H):
+                    o = prob.add_variable(f"o_{tag}_h{h}", 0, ub[h], cat=pulp.LpInteger)
+                    self.on_demand[(k, ti, h)] = o
+                    self.n[(k, ti, h)] = pulp.LpAffineExpression([(bv, 1.0), (o, 1.0)])
             else:
-                n[(k, ti, h)] = self.fleet[(k, h)]
-            if not single:
-                # per-hour plans may change a pool's tier hour to hour; a fleet shared by
-                # the hours keeps one tier (one role) for the day
-                zv = (z[(k, ti, 0)] if h and not self.hourly_tiers else
-                      prob.add_variable(f"z_{ttag}", cat=pulp.LpBinary))
-                z[(k, ti, h)] = zv
-                prob += n[(k, ti, h)] - self.pt[(k, ti)][h] * zv <= 0, f"link_{ttag}"
-        if len(tis) > 1 and (self.hourly_tiers or h == 0):
-            prob += pulp.lpSum(z[(k, ti, h)] for ti in tis) <= 1, f"one_tier_{tag}_h{h}"
-        if not shared:
-            self.fleet[(k, h)] = pulp.lpSum(n[(k, ti, h)] for ti in tis)
-        elif not single:
-            # the pool's replicas all serve the hour's one tier
-            prob += (pulp.lpSum(n[(k, ti, h)] for ti in tis) - self.fleet[(k, h)] == 0,
-                     f"fleet_{tag}_h{h}")
+                for h in range(H):
+                    v = prob.add_variable(f"n_{tag}_h{h}", 0, ub[h], cat=pulp.LpInteger)
+                    self.n[(k, ti, h)] = pulp.LpAffineExpression([(v, 1.0)])
+        for h in range(H):
+            terms = pulp.lpSum(self.n[(k, ti, h)] for ti in self.tiers_of[k])
+            if self.red:
+                # the candidate's spares, shared by its tiers: one open flag for the day when
+                # the fleet is shared by the hours
+                if self.shared and h:
+                    u = self.opened[(k, 0)]
+                else:
+                    u = prob.add_variable(f"u_{k}_{_name(self.problem.pools[k].config)}_h{h}",
+                                          cat=pulp.LpBinary)
+                self.opened[(k, h)] = u
+                for ti in self.tiers_of[k]:
+                    prob += (self.n[(k, ti, h)] - self.pt[(k, ti)][h] * u <= 0,
+                             f"open_{self._tag(k, ti)}_h{h}")
+                terms = terms + self.red * u
+            self.fleet[(k, h)] = pulp.LpAffineExpression(terms)
 
     # ---------------------------------------------------------------- per-class coverage
     def coverage(self) -> None:
@@ -268,32 +252,30 @@ class _Builder:
 
     # ---------------------------------------------------------------- per-pool capacity
     def capacity(self) -> None:
-        """Capacity at SLO: each (pool, tier, hour)'s load fits its replicas less the spares."""
-        red, z = self.red, self.z
+        """Capacity at SLO: each pool's load of the hour fits its (working) replicas."""
         for (k, ti, h), terms in self.load.items():
-            rhs = self.n[(k, ti, h)] - (red * z[(k, ti, h)] if red and (k, ti, h) in z else 0)
-            self.prob += pulp.LpAffineExpression(terms) - rhs <= 0, f"cap_{k}_{ti}_h{h}"
+            self.prob += (pulp.LpAffineExpression(terms) - self.n[(k, ti, h)] <= 0,
+                          f"cap_{k}_{ti}_h{h}")
 
     # ---------------------------------------------------------------- hourly limits
     def hour_totals(self, h: int) -> None:
-        """Hour ``h``'s cost and carbon expressions."""
+        """Hour ``h``'s cost and carbon expressions (every tier and the spares of each
+        candidate together)."""
         factor = self.lim.on_demand_price_factor
-        committed = self.mode is CommitmentMode.base_plus_on_demand and self.fixed is None
         cost = pulp.LpAffineExpression()
         carbon = pulp.LpAffineExpression(self.dyn_g[h])
         for k in self.tiers_of:
             pool = self.problem.pools[k]
-            if committed:
-                cost += pool.price_usd_per_hour * self.base[(k, 0)]
-                cost += pool.price_usd_per_hour * factor * self.on_demand[(k, 0, h)]
-            else:
-                cost += pool.price_usd_per_hour * self.fleet[(k, h)]
+            cost += pool.price_usd_per_hour * self.fleet[(k, h)]
+            if self.on_demand:
+                extra = pulp.lpSum(self.on_demand[(k, ti, h)] for ti in self.tiers_of[k])
+                cost += pool.price_usd_per_hour * (factor - 1.0) * extra
             carbon += pool.idle_g_per_hour * self.fleet[(k, h)]
         self.cost_h.append(cost)
         self.carbon_h.append(carbon)
 
     def max_replicas(self, h: int) -> None:
-        """Per-candidate replica caps in hour ``h``."""
+        """Per-candidate replica caps in hour ``h`` (all its tiers and spares)."""
         if "max_replicas" in self.drop:
             return
         for k, pool in enumerate(self.problem.pools):
@@ -338,15 +320,16 @@ class _Builder:
                        lim.max_kg_per_day, "carbon_kg_per_day")
 
     def objective(self, objective: str) -> None:
-        """Cost with carbon and mixing as tie-breaks, the reverse, or the relative slack."""
-        prob, cost_h, carbon_h, mixed = self.prob, self.cost_h, self.carbon_h, self.mixed
-        if objective == "slack":
-            prob += pulp.lpSum(s.var * (1.0 / max(s.limit, 1.0)) for s in self.slacks)
-        elif objective == "cost":
-            prob += (pulp.lpSum(cost_h) + TIE_USD_PER_G * pulp.lpSum(carbon_h)
-                     + TIE_USD_PER_MIXED_SHARE * pulp.lpSum(mixed))
-        elif objective == "carbon":
-            prob += (pulp.lpSum(carbon_h) + TIE_G_PER_USD * pulp.lpSum(cost_h)
-                     + TIE_USD_PER_MIXED_SHARE * TIE_G_PER_USD * pulp.lpSum(mixed))
-        else:
-            raise ValueError(f"objective {objective!r} must be 'cost', 'carbon' or 'slack'")
+        """The objective asked for; every objective's expression kept for the tie-breaks."""
+        replicas = pulp.lpSum(self.fleet.values())
+        # traffic on a stricter tier than its class's (where the linear capacity model is least
+        # exact) breaks ties between fleets of equal replicas; all of it weighs less than one
+        # replica, since each class-hour's shares sum to 1
+        w = 0.5 / max(1, len(self.problem.demands) * self.H)
+        self.objectives = {
+            "cost": pulp.lpSum(self.cost_h),
+            "carbon": pulp.lpSum(self.carbon_h),
+            "replicas": replicas + w * pulp.lpSum(self.mixed),
+            "slack": pulp.lpSum(s.var * (1.0 / max(s.limit, 1.0)) for s in self.slacks),
+        }
+        self.prob += self.objectives[objective]

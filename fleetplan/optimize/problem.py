@@ -4,11 +4,17 @@ A :class:`PlanProblem` is everything the MILP needs and nothing else: plain froz
 scenario objects, no simulation. :mod:`fleetplan.optimize.inputs` builds one from a scenario;
 tests and benchmarks build them directly with a fixed capacity table.
 
-SLO tiers (the soundness of mixed-class pools): each pool (configuration x region) is run at one
-*tier*, the (TTFT, TPOT) target of the strictest class it serves. A class may use a pool only
-when the pool's tier is at least as strict as its own SLO, and every class's load on that pool is
-counted in replicas at the tier's SLO: ``rate / capacity(class lengths, config, tier SLO)``. The
-strictest class on a pool therefore bounds the whole pool.
+Pools per SLO tier: a *pool* of a plan is (configuration, region, tier), named
+``1xH100-PCIe@EU27/200ms`` (:meth:`Pool.name`). A tier is the (TTFT, TPOT) target of a class;
+a class may use a pool only when the pool's tier is at least as strict as its own SLO, and every
+class's load on that pool is counted in replicas at the tier's SLO: ``rate / capacity(class
+lengths, config, tier SLO)``. One configuration in one region may run several tiers at once (a
+:class:`Pool` here is the candidate, configuration x region; its tiers are pools of the plan).
+:meth:`PlanProblem.tier_pairs` lists the (candidate, tier) pairs the MILP needs, with dominated
+tiers pruned (see ``docs/optimizer.md`` for why pruning never removes the optimum).
+
+The capacity table, ``capacity[(class, config, tier)]``, is keyed by configuration only (the
+region does not change a replica's speed).
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from fleetplan.errors import InputError
+from fleetplan.scenario.fleet import pool_label
 
 HOURS_PER_DAY = 24
 
@@ -42,6 +49,11 @@ class Tier:
     def label(self) -> str:
         tpot = "" if self.tpot_p99_ms is None else f"/tpot{self.tpot_p99_ms:g}"
         return f"ttft{self.ttft_p99_ms:g}{tpot}"
+
+    @property
+    def ttft_ms(self) -> float | None:
+        """The tier's TTFT target, ``None`` when it has none (infinite)."""
+        return None if math.isinf(self.ttft_p99_ms) else self.ttft_p99_ms
 
 
 @dataclass(frozen=True)
@@ -84,6 +96,10 @@ class Pool:
     @property
     def key(self) -> str:
         return f"{self.config}@{self.region}"
+
+    def name(self, tier: Tier) -> str:
+        """The name of this candidate's pool at ``tier``: ``config@region/200ms``."""
+        return pool_label(self.config, self.region, tier.ttft_ms, tier.tpot_p99_ms)
 
     @property
     def idle_g_per_hour(self) -> float:
@@ -139,9 +155,10 @@ class PlanProblem:
     probes: Mapping[tuple[str, str], Probe] = field(default_factory=dict)
     slo_margin: float = 0.0
     # set by the decomposition (fleetplan.optimize.decompose), not by users: a fleet to check
-    # (pool key -> replicas, every hour) and the tier each of its pools runs at
+    # (pool name ``config@region/tier`` -> working replicas, every hour, spares not included)
+    # and the pools of the plan allowed at all (pool names)
     fixed_counts: Mapping[str, int] | None = None
-    fixed_tiers: Mapping[str, Tier] | None = None
+    open_pools: frozenset[str] | None = None
 
     def __post_init__(self) -> None:
         if not self.demands:
@@ -176,9 +193,38 @@ class PlanProblem:
         """Capacity of one replica for ``demand`` at ``tier`` (0 when not admissible)."""
         if not tier.serves(demand.ttft_p99_ms, demand.tpot_p99_ms):
             return 0.0
-        if self.fixed_tiers is not None and self.fixed_tiers.get(pool.key) != tier:
-            return 0.0
+        if self.open_pools is not None or self.fixed_counts is not None:
+            name = pool.name(tier)
+            if self.open_pools is not None and name not in self.open_pools:
+                return 0.0
+            if self.fixed_counts is not None and self.fixed_counts.get(name, 0) <= 0:
+                return 0.0
         return float(self.capacity.get((demand.name, pool.config, tier), 0.0))
+
+    def tier_pairs(self) -> dict[int, list[int]]:
+        """Candidate index -> the indices (into :attr:`tiers`) of the tiers it may run, with
+        dominated tiers pruned.
+
+        A tier is left out when no class has capacity there, or when a strictly stricter tier
+        of the same candidate serves every class the tier serves with at least the same
+        capacity (its load fits there in no more replicas, at the same price and carbon: see
+        ``docs/optimizer.md``). A fixed fleet (``fixed_counts``) is never pruned.
+        """
+        tiers = self.tiers
+        out: dict[int, list[int]] = {}
+        for k, pool in enumerate(self.pools):
+            caps = {ti: {d.name: c for d in self.demands if (c := self.cap(d, pool, t)) > 0}
+                    for ti, t in enumerate(tiers)}
+            live = [ti for ti, c in caps.items() if c]
+            if self.fixed_counts is None:
+                live = [ti for ti in live if not any(
+                    other != ti and tiers[other].serves(tiers[ti].ttft_p99_ms,
+                                                         tiers[ti].tpot_p99_ms)
+                    and all(caps[other].get(n, 0.0) >= c for n, c in caps[ti].items())
+                    for other in live)]
+            if live:
+                out[k] = live
+        return out
 
     def hour(self, h: int) -> PlanProblem:
         """The one-hour problem of hour ``h`` (rates of that hour only)."""

@@ -38,9 +38,9 @@ from fleetplan.optimize.plan import (
     PlanStatus,
     SolverReport,
 )
-from fleetplan.optimize.problem import CommitmentMode, PlanProblem
+from fleetplan.optimize.problem import CommitmentMode, PlanProblem, Tier
 from fleetplan.optimize.solvers import SolverSettings
-from fleetplan.optimize.verify import hour_scenarios, run_verification, split_key
+from fleetplan.optimize.verify import hour_scenarios, run_verification
 from fleetplan.scenario import Scenario
 
 BURST_NOTE = ("capacities are sustained per-replica rates of the replica model in steady state "
@@ -92,8 +92,7 @@ def solve_inputs(scenario: Scenario, inputs: Inputs, settings: SolverSettings, *
     problem = inputs.problem
 
     def verify(sol, ex):  # type: ignore[no-untyped-def]
-        return ex.map(run_verification,
-                      hour_scenarios(scenario, problem, sol, inputs.region_keys))
+        return ex.map(run_verification, hour_scenarios(scenario, problem, sol))
 
     out = closed_loop(problem, settings, verify, executor=executor, max_rounds=max_rounds,
                       max_trims=max_trims, progress=progress)
@@ -112,15 +111,40 @@ def _infeasible(problem: PlanProblem, settings: SolverSettings, out: LoopOutcome
                   "(not proven infeasible)")
         return Plan(PlanStatus.infeasible, (), None, None, None, (), report, False, reason,
                     "solver.time_limit_s", "raise solver.time_limit_s", problem=problem,
-                    notes=inputs.notes)
+                    capacities=_candidate_capacities(inputs), notes=inputs.notes)
     why = explain_infeasible(problem, settings)
     return Plan(PlanStatus.infeasible, (), None, None, None, (), report, False, why.reason,
-                why.binding, why.relaxation, problem=problem, notes=inputs.notes)
+                why.binding, why.relaxation, problem=problem,
+                capacities=_candidate_capacities(inputs), notes=inputs.notes)
 
 
-def _entries(counts: dict[str, int]) -> tuple[FleetEntry, ...]:
-    return tuple(FleetEntry(k.partition("@")[0], n, k.partition("@")[2])
-                 for k, n in sorted(counts.items()) if n > 0)
+def _candidate_capacities(inputs: Inputs) -> tuple[CapacityNote, ...]:
+    """Every candidate pool's capacity for every class at the class's own SLO (what an
+    infeasible plan reports, so the user sees how far each candidate is)."""
+    problem = inputs.problem
+    notes = []
+    for d in problem.demands:
+        for pool in problem.pools:
+            res = inputs.results.get((d.name, pool.config, d.tier))
+            cap = float(problem.capacity.get((d.name, pool.config, d.tier), 0.0))
+            at = res.at_capacity if res is not None else None
+            notes.append(CapacityNote(
+                d.name, pool.config, d.tier.ttft_ms, round(cap, 4), 1.0,
+                "replica model, steady state", pool=pool.name(d.tier), region=pool.region,
+                ttft_p99_ms_at_capacity=_r(at.ttft_p99_ms, 3) if at is not None and cap > 0
+                else None))
+    return tuple(notes)
+
+
+def _entries(counts: dict[str, int], tiers: dict[str, Tier]) -> tuple[FleetEntry, ...]:
+    out = []
+    for name, n in sorted(counts.items()):
+        if n <= 0:
+            continue
+        config, _, rest = name.partition("@")
+        t = tiers[name]
+        out.append(FleetEntry(config, n, rest.partition("/")[0], t.ttft_ms, t.tpot_p99_ms))
+    return tuple(out)
 
 
 def _report(scenario: Scenario, inputs: Inputs, settings: SolverSettings,
@@ -128,8 +152,9 @@ def _report(scenario: Scenario, inputs: Inputs, settings: SolverSettings,
     problem, sol, checks = out.problem, out.solution, out.checks
     H = sol.hours
     pools = {p.key: p for p in problem.pools}
+    tiers = {name: t for (name, _h), t in sol.tiers.items()}
     per_hour = [{k: n for (k, hh), n in sol.counts.items() if hh == h} for h in range(H)]
-    peak = {k: max(c.get(k, 0) for c in per_hour) for k in pools}
+    peak = {k: max(c.get(k, 0) for c in per_hour) for k in tiers}
     mtok_day = sum(problem.mtok_per_hour(h) for h in range(H)) * 24 / H
     cost_h = sol.cost_per_day_usd / 24
     g_total = sum(c.g_co2_per_hour for c in checks)
@@ -147,8 +172,7 @@ def _report(scenario: Scenario, inputs: Inputs, settings: SolverSettings,
         split: dict[str, float] = {}
         for (name, key, h), s in sorted(sol.shares.items()):
             if name == d.name:
-                k = split_key(key, inputs.region_keys)
-                split[k] = split.get(k, 0.0) + s * d.rates_rps[h] / rate_day
+                split[key] = split.get(key, 0.0) + s * d.rates_rps[h] / rate_day
         slo = scenario.classes[i].slo
         assert slo is not None
         classes.append(ClassResult(
@@ -171,22 +195,22 @@ def _report(scenario: Scenario, inputs: Inputs, settings: SolverSettings,
         for h in range(H):
             counts = per_hour[h]
             extra = {k: n - sol.base_counts.get(k, 0) for k, n in counts.items()} if od else {}
-            cost = sum(pools[k].price_usd_per_hour * (n + (factor - 1) * extra.get(k, 0))
-                       for k, n in counts.items())
+            cost = sum(pools[k.partition("/")[0]].price_usd_per_hour
+                       * (n + (factor - 1) * extra.get(k, 0)) for k, n in counts.items())
             hour_check = checks[h] if h < len(checks) else None
             hours.append(HourPlan(
-                h, _r(sum(d.rates_rps[h] for d in problem.demands)) or 0.0, _entries(counts),
-                _r(cost) or 0.0,
+                h, _r(sum(d.rates_rps[h] for d in problem.demands)) or 0.0,
+                _entries(counts, tiers), _r(cost) or 0.0,
                 _r(hour_check.g_co2_per_hour if hour_check else None) or 0.0,
-                bool(hour_check and hour_check.met), _entries(extra)))
+                bool(hour_check and hour_check.met), _entries(extra, tiers)))
         if od:
-            base = _entries(sol.base_counts)
+            base = _entries(sol.base_counts, tiers)
     status = PlanStatus.optimal if sol.status is MilpStatus.optimal else PlanStatus.feasible
     report = SolverReport(settings.name, sol.status.value, _r(out.solve_seconds, 3),
                           settings.gap, out.rounds, settings.time_limit_s,
                           _r(sol.gap_achieved))
     return Plan(
-        status=status, fleet=_entries(peak), cost_per_hour_usd=_r(cost_h),
+        status=status, fleet=_entries(peak, tiers), cost_per_hour_usd=_r(cost_h),
         cost_per_mtok_usd=_r(sol.cost_per_day_usd / mtok_day) if mtok_day else None,
         g_co2_per_mtok=_r(g_total / tokens * 1e6) if tokens else None,
         classes=tuple(classes), solver=report, verified=out.verified,
@@ -201,15 +225,18 @@ def _capacity_notes(inputs: Inputs, out: LoopOutcome) -> tuple[CapacityNote, ...
                    if s > 0})
     notes = []
     for name, key, tier in used:
-        config = key.partition("@")[0]
+        config, _, rest = key.partition("@")
         base = problem.capacity.get((name, config, tier), 0.0)
         f = out.derate.get((config, tier), 1.0)
         res = inputs.results.get((name, config, tier))
         src = "replica model, steady state"
-        if res is not None and res.at_capacity is not None:
-            src += f" (P99 TTFT {res.at_capacity.ttft_p99_ms:.0f} ms at capacity)"
-        notes.append(CapacityNote(name, config, None if tier.ttft_p99_ms == float("inf")
-                                  else tier.ttft_p99_ms, round(base * f, 4), round(f, 4), src))
+        at = res.at_capacity if res is not None else None
+        if at is not None:
+            src += f" (P99 TTFT {at.ttft_p99_ms:.0f} ms at capacity)"
+        notes.append(CapacityNote(name, config, tier.ttft_ms, round(base * f, 4), round(f, 4),
+                                  src, pool=key, region=rest.partition("/")[0],
+                                  ttft_p99_ms_at_capacity=_r(at.ttft_p99_ms, 3)
+                                  if at is not None else None))
     return tuple(notes)
 
 

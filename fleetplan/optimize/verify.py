@@ -50,44 +50,41 @@ class HourCheck:
         return not self.overloaded and all(c.met for c in self.classes)
 
 
-def split_key(pool_key: str, region_keys: bool) -> str:
-    """How a pool is named in a split: ``config`` (one region) or ``config@region``."""
-    return pool_key if region_keys else pool_key.partition("@")[0]
+def plan_fleet(sol: MilpSolution, hour: int) -> list[dict[str, Any]]:
+    """The fleet of ``hour`` as scenario pools: one per (configuration, region, tier)."""
+    out = []
+    for (name, hh), n in sorted(sol.counts.items()):
+        if hh != hour or n <= 0:
+            continue
+        config, _, rest = name.partition("@")
+        tier = sol.tiers[(name, hh)]
+        entry: dict[str, Any] = {"config": config, "count": n, "region": rest.partition("/")[0]}
+        if tier.ttft_ms is not None:
+            entry["tier_ttft_p99_ms"] = tier.ttft_ms
+        if tier.tpot_p99_ms is not None:
+            entry["tier_tpot_p99_ms"] = tier.tpot_p99_ms
+        out.append(entry)
+    return out
 
 
-def hour_scenarios(scenario: Scenario, problem: PlanProblem, sol: MilpSolution,
-                   region_keys: bool) -> list[tuple[int, Scenario]]:
+def hour_scenarios(scenario: Scenario, problem: PlanProblem,
+                   sol: MilpSolution) -> list[tuple[int, Scenario]]:
     """One scenario per hour of the plan to simulate (the fleet and splits of that hour)."""
+    from fleetplan.fleet.simulate import planned_scenario
+
     out = []
     for h in range(sol.hours):
-        fleet = [{"config": k.partition("@")[0], "count": n, "region": k.partition("@")[2]}
-                 for (k, hh), n in sorted(sol.counts.items()) if hh == h and n > 0]
-        classes = []
+        splits: dict[str, dict[str, float]] = {}
+        rates: dict[str, float] = {}
         for i, c in enumerate(scenario.classes):
             rate = problem.demands[i].rates_rps[h]
             if rate <= 0:
                 continue
-            split = {split_key(k, region_keys): s for (name, k, hh), s in sol.shares.items()
-                     if name == c.name and hh == h and s > 0}
-            total = sum(split.values())
-            split = {k: round(v / total, 12) for k, v in split.items()}
-            fix = 1.0 - sum(split.values())
-            if split and fix:
-                top = max(split, key=lambda k: split[k])
-                split[top] = split[top] + fix
-            data: dict[str, Any] = c.model_dump(mode="python", by_alias=True,
-                                                exclude_unset=True)
-            data.pop("pin", None)
-            data["split"] = split
-            if c.rate_profile_rps is not None:
-                data.pop("rate_profile_rps")
-                data["rate_rps"] = float(rate)
-            classes.append(data)
-        sim = scenario.sim.model_dump()
-        sim["replications"] = max(sim["replications"], MIN_REPLICATIONS)
-        variant = scenario.with_updates(
-            fleet=fleet, routing="planned", classes=classes, sim=sim, carbon=None,
-            budget_usd_per_hour=None, availability=None)
+            rates[c.name] = float(rate)
+            splits[c.name] = {k: sh for (name, k, hh), sh in sol.shares.items()
+                              if name == c.name and hh == h and sh > 0}
+        variant = planned_scenario(scenario, plan_fleet(sol, h), splits, rates=rates,
+                                   min_replications=MIN_REPLICATIONS, limits=False)
         out.append((h, variant))
     return out
 

@@ -30,18 +30,39 @@ class Pool(Strict):
         default=DEFAULT_REGION,
         description="grid region of the pool (its carbon intensity; see the region table)",
         examples=["FRA"])
+    tier_ttft_p99_ms: float | None = Field(
+        default=None, gt=0,
+        description="the P99 TTFT the pool is run at, in ms (a plan's SLO tier; several tiers "
+                    "of one configuration and region are separate pools, named "
+                    "`config@region/200ms`; default: no tier)", examples=[200])
+    tier_tpot_p99_ms: float | None = Field(
+        default=None, gt=0, description="the P99 TPOT of the pool's tier, in ms (default: none)",
+        examples=[50])
 
     _c = field_validator("config")(classmethod(lambda cls, v: canon_config(v)))
     _r = field_validator("region")(classmethod(lambda cls, v: check_region(v)))
 
     @property
     def label(self) -> str:
-        """``config@region``: how pools are named in outputs, splits and pins."""
-        return f"{self.config}@{self.region}"
+        """``config@region`` (``config@region/200ms`` for a tier): how pools are named in
+        outputs, splits and pins."""
+        return pool_label(self.config, self.region, self.tier_ttft_p99_ms, self.tier_tpot_p99_ms)
 
     @property
     def hardware(self) -> HardwareConfig:
         return HardwareConfig.parse(self.config)
+
+
+def pool_label(config: str, region: str, ttft_p99_ms: float | None = None,
+               tpot_p99_ms: float | None = None) -> str:
+    """A pool's name: ``config@region``, with ``/200ms`` (``/200ms-tpot50ms``) for a tier."""
+    ttft = None if ttft_p99_ms is None or ttft_p99_ms == float("inf") else ttft_p99_ms
+    if ttft is None and tpot_p99_ms is None:
+        return f"{config}@{region}"
+    tier = "any" if ttft is None else f"{ttft:g}ms"
+    if tpot_p99_ms is not None:
+        tier += f"-tpot{tpot_p99_ms:g}ms"
+    return f"{config}@{region}/{tier}"
 
 
 _FLEET_RE = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+\s*[xX].+?)\s*(?:@\s*([A-Za-z0-9_-]+))?\s*$")
@@ -70,7 +91,12 @@ def parse_fleet(text: str) -> list[Pool]:
 
 
 def match_pools(key: str, fleet: Sequence[Pool]) -> list[int]:
-    """Indices of the pools a split/pin key names: ``config`` (any region) or ``config@region``."""
+    """Indices of the pools a split/pin key names: ``config`` (any region), ``config@region``
+    (every tier there) or a full pool name with its tier (``config@region/200ms``)."""
+    if "/" in key:
+        exact = [i for i, p in enumerate(fleet) if p.label == key]
+        if exact:
+            return exact
     config, _, region = key.partition("@")
     try:
         canon = HardwareConfig.parse(config).name

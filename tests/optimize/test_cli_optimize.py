@@ -41,11 +41,17 @@ def test_solve_json_contract_and_determinism(cli, write):
     assert list(out)[:7] == ["status", "fleet", "cost_per_hour_usd", "cost_per_mtok_usd",
                              "g_co2_per_mtok", "classes", "solver"]
     assert out["status"] in ("optimal", "feasible") and out["verified"] is True
-    assert all(set(e) == {"config", "count", "region"} for e in out["fleet"])
+    assert all(list(e) == ["pool", "config", "region", "tier_ttft_p99_ms", "count"]
+               for e in out["fleet"])
+    assert [e["pool"] for e in out["fleet"]] == [
+        f"{e['config']}@{e['region']}/1000ms" for e in out["fleet"]]
     (c,) = out["classes"]
     assert {"name", "rate_rps", "slo_ttft_p99_ms", "ttft_p99_ms", "met", "split"} <= set(c)
     assert c["met"] is True and c["ttft_p99_ms"] <= c["slo_ttft_p99_ms"]
     assert sum(c["split"].values()) == pytest.approx(1.0)
+    assert set(c["split"]) <= {e["pool"] for e in out["fleet"]}
+    assert {"class", "pool", "config", "region", "tier_ttft_p99_ms", "capacity_rps",
+            "ttft_p99_ms_at_capacity"} <= set(out["capacities"][0])
     assert {"name", "status", "seconds", "gap", "rounds"} <= set(out["solver"])
     assert out["solver"]["seconds"] is None and out["solver"]["gap"] == 0.01
     assert out["solver"]["time_limit_s"] == 10.0 and out["solver"]["rounds"] >= 1
@@ -79,6 +85,9 @@ def test_infeasible_exits_3_with_one_line_reason(cli, write):
     out = json.loads(res.stdout)
     assert out["status"] == "infeasible" and out["fleet"] == [] and out["verified"] is False
     assert out["binding"] == "classes[0].slo.ttft_p99_ms"
+    # the capacities are listed on every status: here every candidate's, at the class's SLO
+    assert out["capacities"] and {c["tier_ttft_p99_ms"] for c in out["capacities"]} == {20}
+    assert all(c["capacity_rps"] == 0 for c in out["capacities"])
 
 
 def test_table_output_and_bad_solver(cli, write):

@@ -22,7 +22,13 @@ def _solve(problem, solver_name, **kw):
 
 
 def _pools(sol):
-    return {k for (k, _h), n in sol.counts.items() if n > 0}
+    """The candidates (config@region) the plan opens, whatever their tiers."""
+    return {k.partition("/")[0] for (k, _h), n in sol.counts.items() if n > 0}
+
+
+def _count(sol, key, hour=0):
+    """Replicas of candidate ``key`` in ``hour``, all its tiers together."""
+    return sum(n for (k, h), n in sol.counts.items() if h == hour and k.partition("/")[0] == key)
 
 
 def test_tight_slo_uses_only_the_pool_that_can_meet_it(solver_name):
@@ -30,7 +36,7 @@ def test_tight_slo_uses_only_the_pool_that_can_meet_it(solver_name):
     assert sol.status is MilpStatus.optimal
     assert _pools(sol) == {"1xH100-PCIe@EU27"}
     cap = 7.0 * (1 - math.exp(-15 / 80))
-    assert sol.counts[("1xH100-PCIe@EU27", 0)] == math.ceil(16.0 / cap)
+    assert sol.counts[("1xH100-PCIe@EU27/55ms", 0)] == math.ceil(16.0 / cap)
 
 
 def test_loose_slo_prefers_cheaper_capacity(solver_name):
@@ -47,7 +53,7 @@ def test_mixed_classes_route_by_tier_and_beat_every_single_tier_fleet(solver_nam
         users = [d for d in p.demands if mix.shares.get((d.name, key, h), 0) > 0]
         assert tier.ttft_p99_ms == min(d.ttft_p99_ms for d in users)
     chat_pools = {k for (c, k, _h), s in mix.shares.items() if c == "chat" and s > 0}
-    assert chat_pools == {"1xH100-PCIe@EU27"}
+    assert chat_pools == {"1xH100-PCIe@EU27/55ms"}
     single = _solve(replace(p, pools=(H100,)), solver_name)
     assert mix.cost_per_day_usd < single.cost_per_day_usd
 
@@ -58,7 +64,8 @@ def test_shares_sum_to_one_and_capacity_holds(solver_name):
     for d in p.demands:
         assert sum(s for (c, _k, _h), s in sol.shares.items() if c == d.name) == pytest.approx(1)
     for (key, _h), tier in sol.tiers.items():
-        pool = next(q for q in p.pools if q.key == key)
+        pool = next(q for q in p.pools if q.key == key.partition("/")[0])
+        assert key == pool.name(tier)
         load = sum(d.rates_rps[0] * sol.shares.get((d.name, key, 0), 0) / p.cap(d, pool, tier)
                    for d in p.demands if sol.shares.get((d.name, key, 0), 0) > 0)
         assert load <= sol.counts[(key, 0)] + 1e-6
@@ -68,8 +75,9 @@ def test_redundancy_adds_spare_replicas(solver_name):
     base = synth_problem([("chat", 8.0, 55.0, 1.0)])
     plain = _solve(base, solver_name)
     spare = _solve(replace(base, limits=Limits(redundancy=1)), solver_name)
-    n0 = plain.counts[("1xH100-PCIe@EU27", 0)]
-    assert spare.counts[("1xH100-PCIe@EU27", 0)] == n0 + 1
+    n0 = _count(plain, "1xH100-PCIe@EU27")
+    assert _count(spare, "1xH100-PCIe@EU27") == n0 + 1
+    assert spare.spares == {("1xH100-PCIe@EU27/55ms", 0): 1}
 
 
 def test_availability_and_max_replicas_bind(solver_name):
@@ -173,8 +181,7 @@ def test_model_round_trips_through_dict_and_lp(tmp_path, solver_name):
     model = build_model(p)
     _vars, again = pulp.LpProblem.fromDict(model.prob.toDict())
     again.solve(make_solver(SolverSettings(solver_name, **EXACT)))
-    cost = sum(sol.counts[k] * q.price_usd_per_hour for q in p.pools
-               for k in [(q.key, 0)] if k in sol.counts)
+    cost = sum(_count(sol, q.key) * q.price_usd_per_hour for q in p.pools)
     assert pulp.value(again.objective) == pytest.approx(cost, rel=1e-3)
     lp = tmp_path / "m.lp"
     model.prob.writeLP(str(lp))
