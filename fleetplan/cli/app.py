@@ -37,6 +37,8 @@ COMMANDS: dict[str, str] = {
     "solve": "The cheapest fleet meeting every class's SLO, checked by simulation.",
     "frontier": "The cost frontier of a scenario: each point is a full solve checked by "
                 "simulation.",
+    "report": "A plan as one self-contained HTML page (no scripts, no network), or the diff "
+              "of two plans.",
     "schema": "Print the JSON Schema of scenario files (YAML or JSON), for editors and "
               "validators.",
     "bench": "Benchmark a running server as vllm bench serve does; write vLLM-shaped results.",

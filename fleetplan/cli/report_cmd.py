@@ -1,0 +1,73 @@
+"""``fleetplan report``: a plan as one self-contained HTML page, or the diff of two plans."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from fleetplan.errors import InputError
+
+
+def _out_path(out: Path | None, plans: list[Path]) -> Path:
+    if out is None:
+        if len(plans) == 1:
+            return plans[0].with_suffix(".html")
+        return plans[1].with_name(f"{plans[0].stem}-vs-{plans[1].stem}.html")
+    if out.suffix.lower() not in (".html", ".htm"):
+        raise InputError(f"--out {out}: the report is an HTML page; name it FILE.html")
+    return out
+
+
+def report_cmd(
+    plans: list[Path] = typer.Argument(
+        ..., help="A plan file (fleetplan solve --format json), or two (A then B) to diff.",
+        metavar="PLAN [PLAN_B]"),
+    out: Path | None = typer.Option(
+        None, "--out", "-o", help="Where to write the page (default: the plan's name with "
+        ".html; a diff: A-vs-B.html beside B)."),
+    scenario: Path | None = typer.Option(
+        None, "--scenario", "-s", help="The scenario the plan was solved from: states prices "
+        "(with dates), power, grid intensity and embodied carbon with their sources, splits "
+        "carbon into operational and embodied, and gives the model's accuracy per "
+        "configuration. A diff prices each pool's change with it."),
+    frontier: Path | None = typer.Option(
+        None, "--frontier", help="A frontier file (fleetplan frontier --format json) to show "
+        "beside the plan."),
+) -> None:
+    """A plan as one self-contained HTML page (no scripts, no network), or the diff of two plans.
+
+    Example: fleetplan report plan.json --scenario examples/hybrid-chat-batch.yaml -o plan.html
+
+    The page shows the fleet and its pools, cost per hour and per 1M tokens (input + output),
+    carbon (operational and embodied), each class's SLO against its simulated P99 with the 95%
+    interval, the split, the hourly plan and the frontier when there are ones, the replica
+    model's accuracy per configuration, and every assumption with its source. With two plans:
+    what changed from A to B and what it costs.
+    """
+    from fleetplan.report import load_frontier, load_plan
+    from fleetplan.report.render import write_diff, write_report
+
+    if len(plans) > 2:
+        raise InputError(f"report: {len(plans)} plan files given; give one (a report) or two "
+                         "(a diff of A and B)")
+    if len(plans) == 2 and frontier is not None:
+        raise InputError("--frontier: a diff of two plans shows no frontier; report one plan")
+    docs = [load_plan(p) for p in plans]
+    sc = None
+    if scenario is not None:
+        from fleetplan.scenario import load_scenario
+
+        sc = load_scenario(scenario)
+    target = _out_path(out, plans)
+    if len(docs) == 1:
+        fr = load_frontier(frontier) if frontier is not None else None
+        write_report(target, docs[0], scenario=sc, scenario_path=str(scenario or ""),
+                     frontier=fr)
+    else:
+        write_diff(target, docs[0], docs[1], scenario=sc, scenario_path=str(scenario or ""))
+    typer.echo(f"report written to {target}", err=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("report")(report_cmd)

@@ -1,0 +1,196 @@
+"""What changed between two plans (A, then B) and what it costs: pools added, removed or resized,
+cost and carbon per hour and per 1M tokens, each class's simulated P99 against its SLO, and the
+traffic split.
+
+Main entries: :func:`diff_plans` (two :class:`~fleetplan.report.plan_file.PlanDoc` -> a
+:class:`PlanDiff`) and :func:`diff_view` (what the diff template shows). Pools are matched by
+name (``config@region[/tier]``); a pool in one plan only counts as 0 replicas in the other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from fleetplan.report.context import ReportContext
+from fleetplan.report.plan_file import PlanDoc, PoolRow, fleet_label
+
+HOURS_PER_MONTH = 730.0  # 8760 h / 12
+
+
+@dataclass(frozen=True)
+class PoolChange:
+    pool: str
+    config: str
+    region: str
+    count_a: int
+    count_b: int
+    gpus_a: int
+    gpus_b: int
+    price_usd_per_gpu_hour: float | None  # from the context, when given
+
+    @property
+    def delta(self) -> int:
+        return self.count_b - self.count_a
+
+    @property
+    def cost_delta_per_hour(self) -> float | None:
+        p = self.price_usd_per_gpu_hour
+        return None if p is None else (self.gpus_b - self.gpus_a) * p
+
+    @property
+    def kind(self) -> str:
+        if self.count_a == 0 and self.count_b > 0:
+            return "added"
+        if self.count_b == 0 and self.count_a > 0:
+            return "removed"
+        return "unchanged" if self.delta == 0 else ("grown" if self.delta > 0 else "shrunk")
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    unit: str
+    a: float | None
+    b: float | None
+    digits: int = 2
+
+    @property
+    def delta(self) -> float | None:
+        return None if self.a is None or self.b is None else self.b - self.a
+
+    @property
+    def relative(self) -> float | None:
+        d = self.delta
+        return None if d is None or not self.a else d / self.a
+
+
+@dataclass(frozen=True)
+class ClassChange:
+    name: str
+    slo_a: float | None
+    slo_b: float | None
+    p99_a: float | None
+    p99_b: float | None
+    met_a: bool | None  # None: the class is not in that plan
+    met_b: bool | None
+
+
+@dataclass(frozen=True)
+class SplitChange:
+    class_name: str
+    key: str
+    share_a: float
+    share_b: float
+
+
+@dataclass(frozen=True)
+class PlanDiff:
+    a: PlanDoc
+    b: PlanDoc
+    pools: tuple[PoolChange, ...]
+    metrics: tuple[Metric, ...]
+    classes: tuple[ClassChange, ...]
+    splits: tuple[SplitChange, ...]
+
+    @property
+    def cost_delta_per_hour(self) -> float | None:
+        return self.metrics[0].delta
+
+    def summary(self) -> list[str]:
+        """The changes in a few sentences, most important first."""
+        out = []
+        if self.a.status != self.b.status:
+            out.append(f"Status: {self.a.status} \u2192 {self.b.status}.")
+        d = self.cost_delta_per_hour
+        if d is not None:
+            if abs(d) < 0.005:
+                out.append(f"Cost: unchanged at ${self.b.cost_per_hour_usd:,.2f}/h.")
+            else:
+                word = "more" if d > 0 else "less"
+                out.append(f"B costs ${abs(d):,.2f} {word} per hour than A "
+                           f"(${abs(d) * 24:,.2f} a day, ${abs(d) * HOURS_PER_MONTH:,.0f} a "
+                           f"month of {HOURS_PER_MONTH:g} h): ${self.a.cost_per_hour_usd:,.2f}"
+                           f" \u2192 ${self.b.cost_per_hour_usd:,.2f}/h.")
+        carbon = self.metrics[2]
+        if carbon.delta is not None and abs(carbon.delta) >= 0.05:
+            out.append(f"Carbon: {carbon.a:,.1f} \u2192 {carbon.b:,.1f} g CO2e per 1M tokens "
+                       f"(input + output).")
+        changed = [p for p in self.pools if p.delta]
+        for p in changed:
+            cost = p.cost_delta_per_hour
+            tail = "" if cost is None else f" ({'+' if cost > 0 else '-'}${abs(cost):,.2f}/h)"
+            out.append(f"{p.pool}: {p.count_a} \u2192 {p.count_b} replicas, {p.kind}{tail}.")
+        if not changed:
+            out.append("Fleet: unchanged.")
+        for c in self.classes:
+            if c.met_a is not c.met_b:
+                was = {True: "met", False: "missed", None: "absent"}
+                out.append(f"Class {c.name}: SLO {was[c.met_a]} \u2192 {was[c.met_b]}.")
+        return out
+
+
+def _by_pool(fleet: tuple[PoolRow, ...]) -> dict[str, PoolRow]:
+    return {p.pool: p for p in fleet}
+
+
+def diff_plans(a: PlanDoc, b: PlanDoc, ctx: ReportContext | None = None) -> PlanDiff:
+    """The changes from plan ``a`` to plan ``b``; ``ctx`` prices each pool's change."""
+    pa, pb = _by_pool(a.fleet), _by_pool(b.fleet)
+    names = sorted(set(pa) | set(pb))
+    pools = []
+    for n in names:
+        ref = pb.get(n) or pa[n]
+        ea, eb = pa.get(n), pb.get(n)
+        assumption = ctx.pool(ref) if ctx else None
+        pools.append(PoolChange(
+            pool=n, config=ref.config, region=ref.region,
+            count_a=ea.count if ea else 0, count_b=eb.count if eb else 0,
+            gpus_a=ea.gpus if ea else 0, gpus_b=eb.gpus if eb else 0,
+            price_usd_per_gpu_hour=assumption.price_usd_per_gpu_hour if assumption else None))
+    metrics = (
+        Metric("cost", "$ per hour", a.cost_per_hour_usd, b.cost_per_hour_usd),
+        Metric("cost", "$ per 1M tokens (input + output)", a.cost_per_mtok_usd,
+               b.cost_per_mtok_usd, 3),
+        Metric("carbon", "g CO2e per 1M tokens (input + output)", a.g_co2_per_mtok,
+               b.g_co2_per_mtok, 1),
+        Metric("carbon", "g CO2e per hour", a.g_co2_per_hour, b.g_co2_per_hour, 0),
+        Metric("replicas", "", float(a.replicas), float(b.replicas), 0),
+        Metric("GPUs", "", float(a.gpus), float(b.gpus), 0),
+    )
+    ca = {c.name: c for c in a.classes}
+    cb = {c.name: c for c in b.classes}
+    classes = []
+    splits = []
+    for name in [*ca, *(n for n in cb if n not in ca)]:
+        x, y = ca.get(name), cb.get(name)
+        classes.append(ClassChange(
+            name=name, slo_a=x.slo_ttft_p99_ms if x else None,
+            slo_b=y.slo_ttft_p99_ms if y else None, p99_a=x.ttft_p99_ms if x else None,
+            p99_b=y.ttft_p99_ms if y else None, met_a=x.met if x else None,
+            met_b=y.met if y else None))
+        sa, sb = (x.split if x else {}), (y.split if y else {})
+        for k in [*sa, *(k for k in sb if k not in sa)]:
+            if abs(sa.get(k, 0.0) - sb.get(k, 0.0)) > 1e-9:
+                splits.append(SplitChange(name, k, sa.get(k, 0.0), sb.get(k, 0.0)))
+    return PlanDiff(a, b, tuple(pools), metrics, tuple(classes), tuple(splits))
+
+
+def diff_view(diff: PlanDiff, ctx: ReportContext | None = None) -> dict[str, Any]:
+    """Everything the diff template shows."""
+    import os
+
+    from fleetplan import __version__
+
+    name_a = os.path.basename(diff.a.source) or diff.a.source
+    name_b = os.path.basename(diff.b.source) or diff.b.source
+    d = diff.cost_delta_per_hour
+    return {
+        "title": f"Plan diff: {name_a} \u2192 {name_b}", "version": __version__,
+        "name_a": name_a, "name_b": name_b, "diff": diff, "summary": diff.summary(),
+        "fleet_a": fleet_label(diff.a.fleet), "fleet_b": fleet_label(diff.b.fleet),
+        "cost_day": None if d is None else d * 24, "cost_month": None if d is None
+        else d * HOURS_PER_MONTH, "hours_per_month": HOURS_PER_MONTH,
+        "priced": ctx is not None, "scenario_file": os.path.basename(ctx.scenario) if ctx
+        else None,
+    }

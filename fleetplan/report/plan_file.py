@@ -1,0 +1,460 @@
+"""A saved plan (``fleetplan solve --format json``) and frontier (``fleetplan frontier --format
+json``) read back as typed records, checked field by field.
+
+Main entries: :func:`load_plan` / :func:`plan_from_dict` (a :class:`PlanDoc`) and
+:func:`load_frontier` / :func:`frontier_from_dict` (a :class:`FrontierDoc`).
+
+Two shapes of ``fleet[]`` are read: pools per SLO tier (``{pool, config, region,
+tier_ttft_p99_ms, count}``, with ``classes[].split`` keyed by pool name) and the older one pool
+per (configuration, region) (``{config, count, region}``, split keyed by configuration), whose
+pools are named ``config@region`` with no tier. Fields the report does not use are ignored, so a
+plan that gains fields still loads. A bad file is refused with one line naming the file, the
+field and its value (:class:`~fleetplan.errors.InputError`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fleetplan.errors import FleetplanError, InputError
+
+STATUSES = ("optimal", "feasible", "infeasible")
+SPLIT_TOLERANCE = 1e-3
+
+
+@dataclass(frozen=True)
+class PoolRow:
+    """One pool of a fleet: ``count`` replicas of ``config`` in ``region`` (at a SLO tier)."""
+
+    pool: str
+    config: str
+    region: str
+    count: int
+    tier_ttft_p99_ms: float | None = None
+
+    @property
+    def gpus_per_replica(self) -> int:
+        from fleetplan.catalog.hardware import HardwareConfig
+
+        return HardwareConfig.parse(self.config).gpu_count
+
+    @property
+    def gpus(self) -> int:
+        return self.count * self.gpus_per_replica
+
+
+@dataclass(frozen=True)
+class ClassRow:
+    """One traffic class: its SLO, the simulated P99 (with its 95% interval) and its split."""
+
+    name: str
+    rate_rps: float
+    slo_ttft_p99_ms: float | None
+    ttft_p99_ms: float | None
+    met: bool
+    split: dict[str, float]
+    ttft_p99_ci_ms: tuple[float, float] | None = None
+
+
+@dataclass(frozen=True)
+class HourRow:
+    hour: int
+    rate_rps: float
+    fleet: tuple[PoolRow, ...]
+    on_demand: tuple[PoolRow, ...]
+    cost_per_hour_usd: float
+    g_co2_per_hour: float
+    met: bool
+
+
+@dataclass(frozen=True)
+class CapacityRow:
+    """A per-replica capacity the plan relied on."""
+
+    class_name: str
+    config: str
+    capacity_rps: float
+    pool: str | None = None
+    region: str | None = None
+    tier_ttft_p99_ms: float | None = None
+    ttft_p99_ms_at_capacity: float | None = None
+    source: str | None = None
+
+
+@dataclass(frozen=True)
+class SolverRow:
+    name: str
+    status: str
+    seconds: float | None
+    gap: float | None
+    rounds: int | None
+    time_limit_s: float | None
+    gap_achieved: float | None
+
+
+@dataclass(frozen=True)
+class PlanDoc:
+    """A plan file as read: every field the report shows, typed."""
+
+    source: str  # the file's path, or "<dict>"
+    status: str
+    fleet: tuple[PoolRow, ...]
+    cost_per_hour_usd: float | None
+    cost_per_mtok_usd: float | None
+    g_co2_per_mtok: float | None
+    g_co2_per_hour: float | None
+    classes: tuple[ClassRow, ...]
+    solver: SolverRow
+    verified: bool
+    capacities: tuple[CapacityRow, ...]
+    notes: tuple[str, ...]
+    tiered: bool  # the pools-per-SLO-tier shape (issue 10)
+    reason: str | None = None
+    binding: str | None = None
+    relaxation: str | None = None
+    hours: tuple[HourRow, ...] | None = None
+    base_fleet: tuple[PoolRow, ...] | None = None
+
+    @property
+    def replicas(self) -> int:
+        return sum(p.count for p in self.fleet)
+
+    @property
+    def gpus(self) -> int:
+        return sum(p.gpus for p in self.fleet)
+
+    def fleet_label(self) -> str:
+        """``2x1xH100-PCIe + 4x2xRTX-4090`` (see :func:`fleet_label`; ``-`` when empty)."""
+        return fleet_label(self.fleet)
+
+
+def fleet_label(fleet: tuple[PoolRow, ...]) -> str:
+    """Replicas per configuration, tiers and regions added up: ``2x1xH100-PCIe + 4x2xRTX-4090``."""
+    counts: dict[str, int] = {}
+    for p in fleet:
+        if p.count:
+            counts[p.config] = counts.get(p.config, 0) + p.count
+    return " + ".join(f"{n}x{c}" for c, n in counts.items()) or "-"
+
+
+@dataclass(frozen=True)
+class FrontierPointRow:
+    value: float
+    status: str
+    verified: bool
+    cost_per_hour_usd: float | None
+    cost_per_mtok_usd: float | None
+    g_co2_per_mtok: float | None
+    pareto: bool
+    fleet: tuple[PoolRow, ...]
+    classes: tuple[ClassRow, ...]
+
+
+@dataclass(frozen=True)
+class FrontierDoc:
+    source: str
+    sweep: str
+    parameter: str
+    unit: str
+    points: tuple[FrontierPointRow, ...]
+
+
+class _Reader:
+    """Typed field access that names the file, the field path and the value on failure."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def fail(self, where: str, value: Any, expected: str) -> InputError:
+        shown = json.dumps(value)[:80] if _jsonable(value) else repr(value)[:80]
+        return InputError(f"{self.source}: {where} = {shown}: expected {expected}")
+
+    def obj(self, d: Any, where: str) -> Mapping[str, Any]:
+        if not isinstance(d, Mapping):
+            raise self.fail(where, d, "an object")
+        return d
+
+    def field(self, d: Mapping[str, Any], key: str, where: str) -> Any:
+        if key not in d:
+            raise InputError(f"{self.source}: {where}.{key}: missing (a plan file has it)")
+        return d[key]
+
+    def opt_num(self, d: Mapping[str, Any], key: str, where: str,
+                lo: float | None = 0.0) -> float | None:
+        """A number or null (absent reads as null)."""
+        v = d.get(key)
+        return None if v is None else self._num(v, f"{where}.{key}", lo, " or null")
+
+    def num(self, d: Mapping[str, Any], key: str, where: str, lo: float | None = 0.0) -> float:
+        return self._num(self.field(d, key, where), f"{where}.{key}", lo, "")
+
+    def _num(self, v: Any, where: str, lo: float | None, tail: str) -> float:
+        if v == "inf":  # how JSON writers spell infinity (fleetplan._io.json_safe)
+            v = math.inf
+        if isinstance(v, bool) or not isinstance(v, int | float) or math.isnan(v) \
+                or (lo is not None and v < lo):
+            raise self.fail(where, v, "a number" + (f" >= {lo:g}" if lo is not None else "")
+                            + tail)
+        return float(v)
+
+    def int_(self, d: Mapping[str, Any], key: str, where: str, lo: int = 0) -> int:
+        v = self.field(d, key, where)
+        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+            raise self.fail(f"{where}.{key}", v, f"a whole number >= {lo}")
+        return v
+
+    def str_(self, d: Mapping[str, Any], key: str, where: str) -> str:
+        v = self.field(d, key, where)
+        if not isinstance(v, str) or not v:
+            raise self.fail(f"{where}.{key}", v, "a non-empty string")
+        return v
+
+    def opt_str(self, d: Mapping[str, Any], key: str, where: str) -> str | None:
+        return None if d.get(key) is None else self.str_(d, key, where)
+
+    def bool_(self, d: Mapping[str, Any], key: str, where: str) -> bool:
+        v = self.field(d, key, where)
+        if not isinstance(v, bool):
+            raise self.fail(f"{where}.{key}", v, "true or false")
+        return v
+
+    def list_(self, d: Mapping[str, Any], key: str, where: str) -> list[Any]:
+        v = self.field(d, key, where)
+        if not isinstance(v, list):
+            raise self.fail(f"{where}.{key}", v, "a list")
+        return v
+
+    def opt_list(self, d: Mapping[str, Any], key: str, where: str) -> list[Any] | None:
+        return None if d.get(key) is None else self.list_(d, key, where)
+
+
+def _jsonable(v: Any) -> bool:
+    try:
+        json.dumps(v)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _pool(r: _Reader, d: Any, where: str) -> PoolRow:
+    from fleetplan.catalog.hardware import HardwareConfig
+
+    d = r.obj(d, where)
+    config = r.str_(d, "config", where)
+    try:
+        HardwareConfig.parse(config)
+    except (FleetplanError, ValueError):
+        raise r.fail(f"{where}.config", config, "a configuration such as 1xH100-PCIe") from None
+    region = r.opt_str(d, "region", where) or "EU27"
+    pool = r.opt_str(d, "pool", where) or f"{config}@{region}"
+    tier = r.opt_num(d, "tier_ttft_p99_ms", where)
+    return PoolRow(pool=pool, config=config, region=region,
+                   count=r.int_(d, "count", where), tier_ttft_p99_ms=tier)
+
+
+def _pools(r: _Reader, items: list[Any], where: str) -> tuple[PoolRow, ...]:
+    out = tuple(_pool(r, e, f"{where}[{i}]") for i, e in enumerate(items))
+    seen: dict[str, int] = {}
+    for i, p in enumerate(out):
+        if p.pool in seen:
+            raise r.fail(f"{where}[{i}].pool", p.pool,
+                         f"a name not used by {where}[{seen[p.pool]}]")
+        seen[p.pool] = i
+    return out
+
+
+def _class(r: _Reader, d: Any, where: str, *, split_required: bool) -> ClassRow:
+    d = r.obj(d, where)
+    name = r.str_(d, "name", where)
+    split: dict[str, float] = {}
+    raw = r.field(d, "split", where) if split_required else d.get("split") or {}
+    if not isinstance(raw, Mapping):
+        raise r.fail(f"{where}.split", raw, "an object of pool name -> share")
+    for k, v in raw.items():
+        if isinstance(v, bool) or not isinstance(v, int | float) or not 0.0 <= v <= 1.0 + 1e-9:
+            raise r.fail(f"{where}.split.{k}", v, "a share in [0, 1]")
+        split[str(k)] = float(v)
+    if split and abs(sum(split.values()) - 1.0) > SPLIT_TOLERANCE:
+        raise r.fail(f"{where}.split", dict(raw), "shares summing to 1")
+    ci = None
+    raw_ci = d.get("ttft_p99_ci_ms")
+    if raw_ci is not None:
+        if (not isinstance(raw_ci, list) or len(raw_ci) != 2
+                or not all(isinstance(x, int | float) and not isinstance(x, bool)
+                           for x in raw_ci) or raw_ci[0] > raw_ci[1]):
+            raise r.fail(f"{where}.ttft_p99_ci_ms", raw_ci, "[lo, hi] in ms with lo <= hi")
+        ci = (float(raw_ci[0]), float(raw_ci[1]))
+    return ClassRow(
+        name=name, rate_rps=r.num(d, "rate_rps", where),
+        slo_ttft_p99_ms=r.opt_num(d, "slo_ttft_p99_ms", where),
+        ttft_p99_ms=r.opt_num(d, "ttft_p99_ms", where),
+        met=r.bool_(d, "met", where), split=split, ttft_p99_ci_ms=ci)
+
+
+def _classes(r: _Reader, d: Mapping[str, Any], where: str, *, split_required: bool
+             ) -> tuple[ClassRow, ...]:
+    items = r.list_(d, "classes", where)
+    out = tuple(_class(r, c, f"classes[{i}]", split_required=split_required)
+                for i, c in enumerate(items))
+    if not out:
+        raise r.fail("classes", [], "at least one class")
+    return out
+
+
+def _solver(r: _Reader, d: Any) -> SolverRow:
+    d = r.obj(d, "solver")
+    rounds = d.get("rounds")
+    if rounds is not None and (isinstance(rounds, bool) or not isinstance(rounds, int)):
+        raise r.fail("solver.rounds", rounds, "a whole number")
+    return SolverRow(
+        name=r.str_(d, "name", "solver"), status=r.str_(d, "status", "solver"),
+        seconds=r.opt_num(d, "seconds", "solver"),
+        gap=r.opt_num(d, "gap", "solver"), rounds=rounds,
+        time_limit_s=r.opt_num(d, "time_limit_s", "solver"),
+        gap_achieved=r.opt_num(d, "gap_achieved", "solver"))
+
+
+def _capacity(r: _Reader, d: Any, where: str) -> CapacityRow:
+    d = r.obj(d, where)
+    pool = r.opt_str(d, "pool", where)
+    config = r.opt_str(d, "config", where)
+    if config is None:
+        if pool is None:
+            raise InputError(f"{r.source}: {where}: missing config (or pool)")
+        config = pool.split("@", 1)[0]
+    cls = r.str_(d, "class", where)
+    return CapacityRow(
+        class_name=cls, config=config, capacity_rps=r.num(d, "capacity_rps", where),
+        pool=pool, region=r.opt_str(d, "region", where),
+        tier_ttft_p99_ms=r.opt_num(d, "tier_ttft_p99_ms", where),
+        ttft_p99_ms_at_capacity=r.opt_num(d, "ttft_p99_ms_at_capacity", where),
+        source=r.opt_str(d, "source", where))
+
+
+def _hour(r: _Reader, d: Any, where: str) -> HourRow:
+    d = r.obj(d, where)
+    fleet = r.list_(d, "fleet", where) or []
+    on_demand = r.opt_list(d, "on_demand", where) or []
+    return HourRow(
+        hour=r.int_(d, "hour", where), rate_rps=r.num(d, "rate_rps", where),
+        fleet=_pools(r, fleet, f"{where}.fleet"),
+        on_demand=_pools(r, on_demand, f"{where}.on_demand"),
+        cost_per_hour_usd=r.num(d, "cost_per_hour_usd", where),
+        g_co2_per_hour=r.num(d, "g_co2_per_hour", where), met=r.bool_(d, "met", where))
+
+
+def plan_from_dict(data: Any, source: str = "<dict>") -> PlanDoc:
+    """A plan's JSON object as a :class:`PlanDoc` (``source`` names it in errors)."""
+    r = _Reader(source)
+    d = r.obj(data, "(top level)")
+    if "points" in d and "sweep" in d:
+        raise InputError(f"{source}: a frontier file (sweep {d.get('sweep')!r}), not a plan; "
+                         "give it with --frontier")
+    status = r.field(d, "status", "(top level)")
+    if status not in STATUSES:
+        raise r.fail("status", status, " | ".join(STATUSES))
+    fleet_items = r.list_(d, "fleet", "(top level)")
+    fleet = _pools(r, fleet_items, "fleet")
+    tiered = any(isinstance(e, Mapping) and "pool" in e for e in fleet_items)
+    feasible = status != "infeasible"
+    caps = r.opt_list(d, "capacities", "(top level)") or []
+    hours = r.opt_list(d, "hours", "(top level)")
+    base = r.opt_list(d, "base_fleet", "(top level)")
+    notes = r.opt_list(d, "notes", "(top level)") or []
+    if not all(isinstance(n, str) for n in notes):
+        raise r.fail("notes", notes, "a list of strings")
+    plan = PlanDoc(
+        source=source, status=status, fleet=fleet,
+        cost_per_hour_usd=r.opt_num(d, "cost_per_hour_usd", "(top level)"),
+        cost_per_mtok_usd=r.opt_num(d, "cost_per_mtok_usd", "(top level)"),
+        g_co2_per_mtok=r.opt_num(d, "g_co2_per_mtok", "(top level)"),
+        g_co2_per_hour=r.opt_num(d, "g_co2_per_hour", "(top level)"),
+        classes=_classes(r, d, "(top level)", split_required=feasible),
+        solver=_solver(r, r.field(d, "solver", "(top level)")),
+        verified=r.bool_(d, "verified", "(top level)"),
+        capacities=tuple(_capacity(r, c, f"capacities[{i}]") for i, c in enumerate(caps)),
+        notes=tuple(notes), tiered=tiered,
+        reason=r.opt_str(d, "reason", "(top level)"),
+        binding=r.opt_str(d, "binding", "(top level)"),
+        relaxation=r.opt_str(d, "relaxation", "(top level)"),
+        hours=None if hours is None else tuple(_hour(r, h, f"hours[{i}]")
+                                               for i, h in enumerate(hours)),
+        base_fleet=None if base is None else _pools(r, base, "base_fleet"))
+    if feasible and plan.cost_per_hour_usd is None:
+        raise r.fail("cost_per_hour_usd", None, f"a number (status is {status})")
+    _check_split_keys(r, plan)
+    return plan
+
+
+def _check_split_keys(r: _Reader, plan: PlanDoc) -> None:
+    """Every split key names a pool of the fleet (or, in the older shape, a configuration or a
+    ``config@region``): a share sent nowhere is a broken file."""
+    names = {p.pool for p in plan.fleet} | {p.config for p in plan.fleet} \
+        | {f"{p.config}@{p.region}" for p in plan.fleet}
+    if plan.hours:  # a diurnal plan's split may name pools open only in some hours
+        for h in plan.hours:
+            names |= {p.pool for p in (*h.fleet, *h.on_demand)}
+            names |= {p.config for p in (*h.fleet, *h.on_demand)}
+    for i, c in enumerate(plan.classes):
+        for k, share in c.split.items():
+            if share > 0 and k not in names:
+                raise r.fail(f"classes[{i}].split", k, f"a pool of the fleet (has: "
+                             f"{', '.join(sorted(p.pool for p in plan.fleet)) or 'none'})")
+
+
+def _read_json(path: str | Path) -> Any:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{p}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{p}: cannot read ({exc})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{p}: not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); "
+                         "write it with fleetplan solve --format json") from None
+
+
+def load_plan(path: str | Path) -> PlanDoc:
+    """Read and check a plan file written by ``fleetplan solve --format json``."""
+    return plan_from_dict(_read_json(path), str(path))
+
+
+def frontier_from_dict(data: Any, source: str = "<dict>") -> FrontierDoc:
+    """A frontier's JSON object as a :class:`FrontierDoc`."""
+    r = _Reader(source)
+    d = r.obj(data, "(top level)")
+    points = r.list_(d, "points", "(top level)")
+    rows = []
+    for i, raw in enumerate(points):
+        where = f"points[{i}]"
+        p = r.obj(raw, where)
+        status = r.field(p, "status", where)
+        if status not in STATUSES:
+            raise r.fail(f"{where}.status", status, " | ".join(STATUSES))
+        rows.append(FrontierPointRow(
+            value=r.num(p, "value", where, lo=None), status=status,
+            verified=r.bool_(p, "verified", where),
+            cost_per_hour_usd=r.opt_num(p, "cost_per_hour_usd", where),
+            cost_per_mtok_usd=r.opt_num(p, "cost_per_mtok_usd", where),
+            g_co2_per_mtok=r.opt_num(p, "g_co2_per_mtok", where),
+            pareto=p.get("pareto") is not None and r.bool_(p, "pareto", where),
+            fleet=_pools(r, r.list_(p, "fleet", where) or [], f"{where}.fleet"),
+            classes=tuple(_class(r, c, f"{where}.classes[{j}]", split_required=False)
+                          for j, c in enumerate(r.list_(p, "classes", where) or []))))
+    return FrontierDoc(source=source, sweep=r.str_(d, "sweep", "(top level)"),
+                       parameter=r.str_(d, "parameter", "(top level)"),
+                       unit=r.opt_str(d, "unit", "(top level)") or "",
+                       points=tuple(rows))
+
+
+def load_frontier(path: str | Path) -> FrontierDoc:
+    """Read and check a frontier file written by ``fleetplan frontier --format json``."""
+    return frontier_from_dict(_read_json(path), str(path))
