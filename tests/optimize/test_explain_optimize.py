@@ -76,3 +76,27 @@ def test_cheapest_relaxation_wins_among_several():
                                     budget_usd_per_hour=free * 2))
     why = explain_infeasible(p, S)
     assert why.binding == "availability H100-PCIe"
+
+
+def _relaxed_to(relaxation: str, field: str) -> float:
+    """The number a relaxation names for ``field`` (``field >= X``)."""
+    part = next(p for p in relaxation.split(", ") if p.startswith(f"{field} >= "))
+    return float(part.split(">= ")[1].split(" ")[0].lstrip("$").rstrip("/h"))
+
+
+def test_the_budget_relaxation_is_enough_and_barely():
+    p = replace(BASE, limits=Limits(budget_usd_per_hour=5.0))
+    assert not _feasible(p)
+    why = explain_infeasible(p, S)
+    need = _relaxed_to(why.relaxation, "budget_usd_per_hour")
+    assert _feasible(replace(p, limits=Limits(budget_usd_per_hour=need)))
+    assert not _feasible(replace(p, limits=Limits(budget_usd_per_hour=need * 0.99)))
+
+
+def test_the_availability_relaxation_is_enough_and_one_gpu_less_is_not():
+    p = replace(BASE, limits=Limits(availability={"H100-PCIe": 2}))
+    why = explain_infeasible(p, S)
+    need = _relaxed_to(why.relaxation, "availability H100-PCIe")
+    assert need == int(need) and need > 2
+    assert _feasible(replace(p, limits=Limits(availability={"H100-PCIe": int(need)})))
+    assert not _feasible(replace(p, limits=Limits(availability={"H100-PCIe": int(need) - 1})))
