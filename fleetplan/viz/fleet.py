@@ -20,6 +20,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.errors import InputError
@@ -28,6 +29,7 @@ from fleetplan.viz.style import (
     MISSED_COLOR,
     REFERENCE_COLOR,
     as_frame,
+    integer_axis,
     label_for,
     new_axes,
     style_map,
@@ -61,8 +63,10 @@ def _gpus(config: str) -> int:
 def plot_fleet_composition(fleet: Any, *, unit: str = "replicas", ax: Axes | None = None) -> Axes:
     """Horizontal bars: replicas (``unit="replicas"``) or GPUs (``unit="gpus"``) per pool.
 
-    One bar per (configuration, region), coloured by configuration; the label at the end of each
-    bar gives replicas, GPUs and, when the records carry it, utilization.
+    One bar per pool (its ``pool`` name when the records carry one, e.g. one per SLO tier, else
+    configuration @ region), coloured by configuration; the label at the end of each bar gives
+    replicas, GPUs and, when the records carry it, utilization. The count axis has whole-number
+    ticks only.
     """
     if unit not in ("replicas", "gpus"):
         raise InputError(f"unit {unit!r}: expected 'replicas' or 'gpus'")
@@ -73,11 +77,14 @@ def plot_fleet_composition(fleet: Any, *, unit: str = "replicas", ax: Axes | Non
     if "region" not in df.columns:
         df["region"] = ""
     df["gpus"] = [int(c) * _gpus(cfg) for cfg, c in zip(df["config"], df["count"], strict=True)]
-    df = df.sort_values(["config", "region"], kind="mergesort").reset_index(drop=True)
+    if "pool" not in df.columns:
+        df["pool"] = [f"{c} @ {r}" if r else c for c, r in
+                      zip(df["config"], df["region"], strict=True)]
+    df = df.sort_values(["config", "region", "pool"], kind="mergesort").reset_index(drop=True)
     ax = new_axes(ax, figsize=(7.0, max(2.5, 1.2 + 0.5 * len(df))))
     styles = style_map(df["config"])
     values = df["count"] if unit == "replicas" else df["gpus"]
-    labels = [f"{c} @ {r}" if r else c for c, r in zip(df["config"], df["region"], strict=True)]
+    labels = [str(p) for p in df["pool"]]
     y = np.arange(len(df))
     seen: set[str] = set()
     for i, rec in enumerate(df.to_dict("records")):
@@ -95,6 +102,7 @@ def plot_fleet_composition(fleet: Any, *, unit: str = "replicas", ax: Axes | Non
     ax.invert_yaxis()
     ax.set_xlabel("replicas" if unit == "replicas" else "GPUs")
     ax.set_xlim(0, float(values.max()) * 1.6)
+    integer_axis(ax.xaxis)
     total_r, total_g = int(df["count"].sum()), int(df["gpus"].sum())
     ax.set_title(f"Fleet: {_n(total_r, 'replica')}, {_n(total_g, 'GPU')}", fontsize="medium")
     ax.grid(True, axis="x", alpha=0.3)
@@ -109,7 +117,9 @@ def plot_class_latency(classes: Any, *, metric: str = "ttft_p99_ms", ax: Axes | 
     difference survives greyscale and colour-vision deficiencies). ``met`` (solve) or
     ``slo_met`` (simulate) decides; without either, the bar is compared with the SLO. The
     interval comes from ``<metric>_ci_ms`` ([lo, hi]) or ``<metric>_ci_lo_ms``/``_ci_hi_ms``.
-    ``logy=None`` picks a log axis when the values span more than a factor of 20.
+    ``logy=None`` picks a log axis when the values span more than a factor of 10 (a 100 ms bar
+    beside a 2 s SLO stays readable). Given a whole plan (a result or its ``to_dict()`` with
+    ``fleet`` and ``cost_per_hour_usd``), the title also names the fleet and its cost.
     """
     slo_col = f"slo_{metric}"
     df = _records(classes, ("classes",), ("name", metric), "plot_class_latency")
@@ -149,16 +159,38 @@ def plot_class_latency(classes: Any, *, metric: str = "ttft_p99_ms", ax: Axes | 
     ax.set_ylabel(f"simulated {label_for(metric)}")
     shown = [float(v) for v in [*df[metric], *slo] if v is not None and not pd.isna(v) and v > 0]
     if logy is None:
-        logy = bool(shown) and max(shown) / min(shown) > 20
-    if logy:
+        logy = bool(shown) and max(shown) / min(shown) > 10
+    if logy:  # plain numbers at 1-2-5 steps, not powers of ten: readers compare milliseconds
         ax.set_yscale("log")
         ax.set_ylim(bottom=min(shown) / 2)
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
     handles = [Patch(color=MET_COLOR, label="met"),
                Patch(facecolor=MISSED_COLOR, hatch="//", edgecolor=REFERENCE_COLOR,
                      label="missed"),
                Line2D([], [], color=REFERENCE_COLOR, linestyle="--", linewidth=2, label="SLO")]
     ax.legend(handles=handles, frameon=False, fontsize="small")
-    ax.set_title(f"{label_for(metric).split(' (')[0]} per class vs SLO", fontsize="medium")
+    title = f"{label_for(metric).split(' (')[0]} per class vs SLO"
+    caption = plan_caption(classes)
+    ax.set_title(title + (f"\n{caption}" if caption else ""), fontsize="medium")
     ax.grid(True, axis="y", alpha=0.3)
     return ax
+
+
+def plan_caption(plan: Any) -> str | None:
+    """``fleet 1x1xH100-PCIe + 4x2xRTX-4090: $4.00/h, 37.7 g CO2e/Mtok`` for a plan (a result
+    or its ``to_dict()``); None for anything without a fleet and a cost."""
+    d = plan.to_dict() if hasattr(plan, "to_dict") and not isinstance(plan, dict) else plan
+    if not isinstance(d, dict) or not d.get("fleet") or d.get("cost_per_hour_usd") is None:
+        return None
+    counts: dict[str, int] = {}  # replicas per configuration, over its regions and tiers
+    for e in d["fleet"]:
+        counts[e["config"]] = counts.get(e["config"], 0) + int(e.get("count") or 0)
+    fleet = " + ".join(f"{n}x{c}" for c, n in counts.items() if n)
+    out = f"fleet {fleet}: ${float(d['cost_per_hour_usd']):.2f}/h"
+    g = d.get("g_co2_per_mtok")
+    if isinstance(g, int | float) and not math.isnan(g):
+        out += f", {float(g):.1f} g CO2e/Mtok (in+out)"
+    return out
 

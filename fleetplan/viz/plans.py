@@ -3,9 +3,11 @@
 Main entries:
 
 * :func:`plot_frontier`: cost against carbon (or against the swept SLO or rate), one point per
-  solve, the Pareto-optimal ones joined by a step line. Input: records or a frame with the ``x``
-  and ``y`` columns, optionally ``status`` (``infeasible`` points are counted, not drawn) and
-  ``pareto`` (bool; computed when absent), or a result with ``to_frame()``.
+  solve, the Pareto-optimal ones joined by a step line and labelled with their fleet. Input:
+  records or a frame with the ``x`` and ``y`` columns, optionally ``status`` (``infeasible``
+  points are counted, not drawn), ``pareto`` (bool; computed when absent), ``label`` (the
+  fleet) and ``slo_class`` (the class whose SLO ``slo_ttft_p99_ms`` is), or a result with
+  ``to_frame()``. The cost axis starts at zero.
 * :func:`plot_hourly_plan`: replicas per configuration for each hour (stacked; on-demand replicas
   hatched) with the offered rate on a second axis. Input: the ``hours`` of a plan (records with
   ``hour``, ``rate_rps``, ``fleet`` and optionally ``on_demand``, each a list of ``{config,
@@ -28,6 +30,7 @@ from fleetplan.viz.style import (
     REFERENCE_COLOR,
     as_frame,
     color_for,
+    integer_axis,
     label_for,
     new_axes,
     style_map,
@@ -46,12 +49,15 @@ def pareto_mask(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def plot_frontier(points: Any, *, x: str | None = None, y: str = "cost_per_hour_usd",
-                  ax: Axes | None = None, annotate: bool = False) -> Axes:
+                  ax: Axes | None = None, annotate: bool | None = None,
+                  xlabel: str | None = None) -> Axes:
     """Cost vs carbon (or the swept quantity): every feasible solve, the frontier highlighted.
 
     ``x`` defaults to the first of ``g_co2_per_mtok``, ``kg_co2_per_day``, ``slo_ttft_p99_ms``,
-    ``rate_rps`` present in the data. With ``annotate``, each frontier point is labelled with the
-    ``label`` column (e.g. the fleet) when there is one.
+    ``rate_rps`` present in the data. Each frontier point is labelled with the ``label`` column
+    (the fleet) when there is one (``annotate=False``: not). The x axis of an SLO names its class
+    (from ``slo_class``, or give ``xlabel``). The y axis starts at zero, so plans that differ by
+    a few cents do not look a factor apart.
     """
     df = as_frame(points, required=(y,), what="plot_frontier")
     if x is None:
@@ -77,12 +83,15 @@ def plot_frontier(points: Any, *, x: str | None = None, y: str = "cost_per_hour_
     if (~front).any():
         ax.scatter(xs[~front], ys[~front], facecolors="none", edgecolors=color_for(1),
                    marker="s", label="dominated plans")
+    if annotate is None:
+        annotate = "label" in ok.columns
     if annotate and "label" in ok.columns:
         for lx, ly, text in zip(fx, fy, ok["label"].to_numpy()[front][order], strict=True):
             ax.annotate(str(text), (lx, ly), xytext=(4, 4), textcoords="offset points",
                         fontsize="x-small")
-    ax.set_xlabel(label_for(x))
+    ax.set_xlabel(xlabel or _x_label(x, ok))
     ax.set_ylabel(label_for(y))
+    ax.set_ylim(bottom=0, top=max(float(ys.max()) * 1.15, 1e-9))
     n_bad = int(infeasible.sum())
     title = f"{label_for(y).split(' (')[0]} vs {label_for(x).split(' (')[0]}"
     ax.set_title(title + (f" ({n_bad} infeasible point{'s' * (n_bad > 1)} not shown)"
@@ -90,6 +99,14 @@ def plot_frontier(points: Any, *, x: str | None = None, y: str = "cost_per_hour_
     ax.grid(True, alpha=0.3)
     ax.legend(frameon=False, fontsize="small")
     return ax
+
+
+def _x_label(x: str, df: pd.DataFrame) -> str:
+    if x == "slo_ttft_p99_ms" and "slo_class" in df.columns:
+        names = sorted(set(df["slo_class"].dropna().astype(str)))
+        if names:
+            return f"P99 TTFT objective of class {', '.join(names)} (ms)"
+    return label_for(x)
 
 
 def hours_frame(hours: Any) -> pd.DataFrame:
@@ -147,6 +164,7 @@ def plot_hourly_plan(hours: Any, *, ax: Axes | None = None) -> Axes:
                                  label=f"{config} on demand" if on_demand else config))
     ax.set_xlabel("hour of day")
     ax.set_ylabel("replicas")
+    integer_axis(ax.yaxis)
     ax.set_xticks(hrs)
     ax.set_xlim(min(hrs) - 0.6, max(hrs) + 0.6)
     if "rate_rps" in df.columns and df["rate_rps"].notna().any():

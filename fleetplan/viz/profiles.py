@@ -5,10 +5,12 @@ Main entries:
 * :func:`plot_scaling`: the study's "target QPS vs achieved req/s" figure, one line per
   configuration, from the profile store (columns ``config``, ``request_rate``,
   ``request_throughput``; ``model`` when several models are present). Repeated runs are drawn as
-  points around the line through their mean; the dashed diagonal is "achieved = target".
+  points around the line through their mean; the dashed diagonal is "achieved = target" (on a
+  log rate axis both axes are logarithmic, so the diagonal is a straight line).
 * :func:`plot_latency_vs_rate`: a latency metric (default ``ttft_p99_ms``) against request rate,
   measured runs as points and, when given, the model's curve with its band (columns ``config``,
-  ``request_rate``, the metric, and optionally ``<metric>_lo`` / ``<metric>_hi``).
+  ``request_rate``, the metric, and optionally ``<metric>_lo`` / ``<metric>_hi``); with
+  ``slo_ms``, the SLO as a horizontal reference line.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
+from matplotlib.ticker import FuncFormatter
 
 from fleetplan.errors import InputError
 from fleetplan.viz.style import REFERENCE_COLOR, as_frame, label_for, legend, new_axes, style_map
@@ -80,9 +83,15 @@ def plot_scaling(data: Any, *, model: str | None = None, ax: Axes | None = None)
     ax.plot(diag, diag, color=REFERENCE_COLOR, linestyle="--", linewidth=1,
             label="achieved = target")
     _rate_axis(ax, rates)
+    if ax.get_xscale() == "log":  # y = x is straight only when both axes are logarithmic
+        ax.set_yscale("log", base=2)
+        low = float(min(df["request_throughput"].astype(float).min(), rates[0]))
+        ax.set_ylim(low / 1.3, top)
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+    else:
+        ax.set_ylim(bottom=0)
     ax.set_xlabel(label_for("request_rate"))
     ax.set_ylabel(label_for("request_throughput"))
-    ax.set_ylim(bottom=0)
     n = df["num_prompts"].iloc[0] if "num_prompts" in df.columns and df["num_prompts"].nunique() \
         == 1 else None
     burst = f"bursts of {int(n)} requests" if n is not None else "bursts"
@@ -97,7 +106,7 @@ def plot_latency_vs_rate(measured: Any, predicted: Any | None = None, *,
                          metric: str = "ttft_p99_ms", model: str | None = None,
                          ax: Axes | None = None, logy: bool = True,
                          xlabel: str | None = None, band_label: str = "spread over seeds",
-                         ) -> Axes:
+                         slo_ms: float | None = None) -> Axes:
     """A latency metric vs request rate per configuration: measured points, model curve and band.
 
     ``measured``: store or frame with ``config``, ``request_rate`` and ``metric`` (and ``model``
@@ -105,6 +114,7 @@ def plot_latency_vs_rate(measured: Any, predicted: Any | None = None, *,
     ``metric`` and optionally ``<metric>_lo``/``<metric>_hi`` (the band, e.g. the spread over
     seeds); drawn as a line per configuration with a shaded band. A ``calibrated`` column, when
     present and false for a configuration, dashes its line and says "spec-based" in the legend.
+    ``slo_ms`` (the metric's objective, ms) draws the SLO as a dashed black line.
     """
     df = as_frame(measured, required=("config", "request_rate", metric),
                   what="plot_latency_vs_rate")
@@ -145,6 +155,9 @@ def plot_latency_vs_rate(measured: Any, predicted: Any | None = None, *,
     # ticks at the measured rates (the model's grid is finer than the labels need)
     rates = df["request_rate"] if len(df) else pred["request_rate"]  # type: ignore[index]
     _rate_axis(ax, rates.astype(float).to_numpy())
+    if slo_ms is not None:
+        ax.axhline(float(slo_ms), color=REFERENCE_COLOR, linestyle="--", linewidth=1.5,
+                   label=f"SLO {float(slo_ms):g} ms")
     if logy:
         ax.set_yscale("log")
     ax.set_xlabel(xlabel or label_for("request_rate"))

@@ -6,7 +6,8 @@ is given (or a new one) and returns that :class:`~matplotlib.axes.Axes`. Colours
 Okabe-Ito palette (distinguishable with the common colour-vision deficiencies); series also
 differ by marker, so a greyscale print still reads.
 
-Main entries: :func:`color_for`, :func:`label_for`, :func:`as_frame`, :func:`save_figure`.
+Main entries: :func:`color_for`, :func:`label_for`, :func:`as_frame`, :func:`save_figure`,
+:func:`figure_bytes`.
 """
 
 from __future__ import annotations
@@ -143,22 +144,39 @@ def legend(ax: Axes, **kwargs: Any) -> None:
 SAVE_FORMATS = ("png", "svg")
 
 
+def figure_bytes(target: Axes | Figure, fmt: str, *, dpi: int = 150,
+                 salt: str = "fleetplan") -> bytes:
+    """The figure of ``target`` as PNG or SVG bytes, deterministically (no creation date; SVG
+    ids hashed with ``salt``, so two figures of one page can be given different ids)."""
+    if fmt not in SAVE_FORMATS:
+        raise InputError(f"image type {fmt!r}: expected one of {', '.join(SAVE_FORMATS)}")
+    fig = target.get_figure(root=True) if isinstance(target, Axes) else target
+    if not isinstance(fig, Figure):  # pragma: no cover - an Axes always belongs to a figure
+        raise InputError("the plot has no figure to save")
+    metadata: dict[str, Any] = {"Date": None} if fmt == "svg" else {"Software": None}
+    buf = io.BytesIO()
+    with matplotlib.rc_context({"svg.hashsalt": salt, "svg.fonttype": "none"}):
+        fig.savefig(buf, format=fmt, dpi=dpi, metadata=metadata)
+    return buf.getvalue()
+
+
 def save_figure(target: Axes | Figure, path: str | os.PathLike[str], *, dpi: int = 150) -> Path:
     """Write the figure of ``target`` to ``path`` (PNG or SVG by suffix), atomically.
 
     Output is deterministic (no creation date, fixed SVG ids): the same plot gives the same bytes.
+    The file's mode follows the umask (or stays that of the file it replaces).
     """
     p = Path(path)
     fmt = p.suffix.lower().lstrip(".")
     if fmt not in SAVE_FORMATS:
         raise InputError(f"--plot {p}: unsupported image type {p.suffix or '(none)'!r} "
                          f"(valid: {', '.join('.' + f for f in SAVE_FORMATS)})")
-    fig = target.get_figure(root=True) if isinstance(target, Axes) else target
-    if not isinstance(fig, Figure):  # pragma: no cover - an Axes always belongs to a figure
-        raise InputError("the plot has no figure to save")
-    metadata: dict[str, Any] = {"Date": None} if fmt == "svg" else {"Software": None}
-    buf = io.BytesIO()
-    with matplotlib.rc_context({"svg.hashsalt": "fleetplan", "svg.fonttype": "none"}):
-        fig.savefig(buf, format=fmt, dpi=dpi, metadata=metadata)
-    write_bytes_atomic(p, buf.getvalue())
+    write_bytes_atomic(p, figure_bytes(target, fmt, dpi=dpi))
     return p
+
+
+def integer_axis(axis: Any) -> None:
+    """Ticks at whole numbers only (replica and GPU counts)."""
+    from matplotlib.ticker import MaxNLocator
+
+    axis.set_major_locator(MaxNLocator(integer=True))
