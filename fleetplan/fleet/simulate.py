@@ -231,17 +231,17 @@ def simulate(scenario: Scenario, fleet: Sequence[Pool] | str | None = None, *,
     seeds = np.random.SeedSequence(sim.seed).spawn(sim.replications)
     reps: list[Replication] = []
     dropped = np.zeros(len(scenario.classes), dtype=np.int64)
-    routing: RoutingInputs | None = None
+    inputs: RoutingInputs | None = None
     for k, ss in enumerate(seeds):
         traffic = build_traffic(scenario, ss, windows, traces)
         dropped += np.asarray(traffic.dropped, dtype=np.int64)
-        if routing is None:
-            routing = _routing_inputs(scenario, pools, allowed, traffic)
+        if inputs is None:
+            inputs = _routing_inputs(scenario, pools, allowed, traffic)
         cb = None
         if progress is not None:
             def cb(f: float, k: int = k) -> None:
                 progress((k + f) / sim.replications)
-        reps.append(run_replication(pools, traffic, routing, warmup_s=sim.warmup_s,
+        reps.append(run_replication(pools, traffic, inputs, warmup_s=sim.warmup_s,
                                     duration_s=sim.duration_s, progress=cb))
     over = [any(r.pool_overloaded[p] for r in reps) for p in range(len(pools))]
     util = [float(np.mean([r.utilization[p] for r in reps])) for p in range(len(pools))]
