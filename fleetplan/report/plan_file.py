@@ -24,6 +24,7 @@ from typing import Any
 from fleetplan.errors import FleetplanError, InputError
 
 STATUSES = ("optimal", "feasible", "infeasible")
+TOP = "(top level)"
 SPLIT_TOLERANCE = 1e-3
 
 
@@ -181,17 +182,17 @@ class _Reader:
 
     def field(self, d: Mapping[str, Any], key: str, where: str) -> Any:
         if key not in d:
-            raise InputError(f"{self.source}: {where}.{key}: missing (a plan file has it)")
+            raise InputError(f"{self.source}: {_at(where, key)}: missing")
         return d[key]
 
     def opt_num(self, d: Mapping[str, Any], key: str, where: str,
                 lo: float | None = 0.0) -> float | None:
         """A number or null (absent reads as null)."""
         v = d.get(key)
-        return None if v is None else self._num(v, f"{where}.{key}", lo, " or null")
+        return None if v is None else self._num(v, _at(where, key), lo, " or null")
 
     def num(self, d: Mapping[str, Any], key: str, where: str, lo: float | None = 0.0) -> float:
-        return self._num(self.field(d, key, where), f"{where}.{key}", lo, "")
+        return self._num(self.field(d, key, where), _at(where, key), lo, "")
 
     def _num(self, v: Any, where: str, lo: float | None, tail: str) -> float:
         if v == "inf":  # how JSON writers spell infinity (fleetplan._io.json_safe)
@@ -205,13 +206,13 @@ class _Reader:
     def int_(self, d: Mapping[str, Any], key: str, where: str, lo: int = 0) -> int:
         v = self.field(d, key, where)
         if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-            raise self.fail(f"{where}.{key}", v, f"a whole number >= {lo}")
+            raise self.fail(_at(where, key), v, f"a whole number >= {lo}")
         return v
 
     def str_(self, d: Mapping[str, Any], key: str, where: str) -> str:
         v = self.field(d, key, where)
         if not isinstance(v, str) or not v:
-            raise self.fail(f"{where}.{key}", v, "a non-empty string")
+            raise self.fail(_at(where, key), v, "a non-empty string")
         return v
 
     def opt_str(self, d: Mapping[str, Any], key: str, where: str) -> str | None:
@@ -220,17 +221,21 @@ class _Reader:
     def bool_(self, d: Mapping[str, Any], key: str, where: str) -> bool:
         v = self.field(d, key, where)
         if not isinstance(v, bool):
-            raise self.fail(f"{where}.{key}", v, "true or false")
+            raise self.fail(_at(where, key), v, "true or false")
         return v
 
     def list_(self, d: Mapping[str, Any], key: str, where: str) -> list[Any]:
         v = self.field(d, key, where)
         if not isinstance(v, list):
-            raise self.fail(f"{where}.{key}", v, "a list")
+            raise self.fail(_at(where, key), v, "a list")
         return v
 
     def opt_list(self, d: Mapping[str, Any], key: str, where: str) -> list[Any] | None:
         return None if d.get(key) is None else self.list_(d, key, where)
+
+
+def _at(where: str, key: str) -> str:
+    return key if where == TOP else f"{where}.{key}"
 
 
 def _jsonable(v: Any) -> bool:
@@ -431,6 +436,9 @@ def frontier_from_dict(data: Any, source: str = "<dict>") -> FrontierDoc:
     """A frontier's JSON object as a :class:`FrontierDoc`."""
     r = _Reader(source)
     d = r.obj(data, "(top level)")
+    if "points" not in d and "fleet" in d:
+        raise InputError(f"{source}: a plan file, not a frontier; write one with fleetplan "
+                         "frontier SCENARIO --sweep carbon --format json")
     points = r.list_(d, "points", "(top level)")
     rows = []
     for i, raw in enumerate(points):

@@ -1,0 +1,93 @@
+"""The diff of two plans says what changed and what it costs; and the command line of both."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+from conftest import EXAMPLE, EXAMPLE_PLAN, LEGACY_PLAN, Page, assert_valid_html, catalog_price
+
+from fleetplan.report import build_context, diff_plans, load_plan, plan_from_dict
+from fleetplan.scenario import load_scenario
+
+SC = load_scenario(EXAMPLE)
+
+
+def _bigger(d: dict) -> dict:
+    """The plan with two more 2xRTX-4090 replicas and a dearer hour."""
+    d = copy.deepcopy(d)
+    d["fleet"][1]["count"] += 2
+    d["cost_per_hour_usd"] += 1.0
+    return d
+
+
+def test_the_issue_10_answer_against_the_old_one() -> None:
+    old, new = load_plan(LEGACY_PLAN), load_plan(EXAMPLE_PLAN)
+    diff = diff_plans(old, new)
+    kinds = {p.pool: p.kind for p in diff.pools}
+    assert kinds["2xRTX-4090@EU27"] == "removed"
+    assert {k for k, v in kinds.items() if v == "added"} == {p.pool for p in new.fleet}
+    lines = diff.summary()
+    assert lines[0] == f"Cost: unchanged at ${new.cost_per_hour_usd:.2f}/h."  # $4.00 both
+    assert any(s.startswith(f"Carbon: {old.g_co2_per_mtok:,.1f} \u2192 "
+                            f"{new.g_co2_per_mtok:,.1f} g CO2e") for s in lines)
+    p99 = {c.name: (c.p99_a, c.p99_b) for c in diff.classes}
+    assert p99["batch"] == (old.classes[1].ttft_p99_ms, new.classes[1].ttft_p99_ms)
+
+
+def test_what_a_change_costs_per_pool_day_and_month(legacy_plan: dict) -> None:
+    a = plan_from_dict(legacy_plan, "a.json")
+    b = plan_from_dict(_bigger(legacy_plan), "b.json")
+    ctx = build_context(a, SC, str(EXAMPLE))
+    diff = diff_plans(a, b, ctx)
+    rtx = next(p for p in diff.pools if p.config == "2xRTX-4090")
+    price, _ = catalog_price("RTX-4090")
+    assert (rtx.count_a, rtx.count_b, rtx.kind) == (4, 6, "grown")
+    assert rtx.cost_delta_per_hour == pytest.approx(2 * 2 * price)  # 2 replicas x 2 GPUs
+    assert diff.cost_delta_per_hour == pytest.approx(1.0)
+    assert diff.summary()[0] == ("B costs $1.00 more per hour than A ($24.00 a day, $730 a "
+                                 "month of 730 h): $4.00 \u2192 $5.00/h.")
+    unchanged = next(p for p in diff.pools if p.config == "1xH100-PCIe")
+    assert unchanged.kind == "unchanged" and unchanged.cost_delta_per_hour == 0
+
+
+def test_diff_command_writes_a_valid_page(cli, tmp_path: Path, legacy_plan: dict) -> None:
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(legacy_plan), encoding="utf-8")
+    b.write_text(json.dumps(_bigger(legacy_plan)), encoding="utf-8")
+    res = cli("report", str(a), str(b), "--scenario", str(EXAMPLE))
+    out = tmp_path / "a-vs-b.html"
+    assert res.exit_code == 0, res.stderr
+    assert res.stderr.strip() == f"report written to {out}"
+    html = out.read_text(encoding="utf-8")
+    assert_valid_html(html)
+    page = Page(html)
+    assert page.title == "Plan diff: a.json \u2192 b.json"
+    rows = {r[0]: r for r in page.rows("fleet-table")}
+    assert rows["2xRTX-4090@EU27"][1:3] == ["4", "6"] and rows["2xRTX-4090@EU27"][5] == "grown"
+    assert rows["2xRTX-4090@EU27"][6] == f"+${4 * catalog_price('RTX-4090')[0]:.2f}"
+    totals = {r[0]: r for r in page.rows("totals-table")}
+    assert totals["cost ($ per hour)"][1:4] == ["4.00", "5.00", "+1.00"]
+    assert "over a month of 730 hours: +$730" in page.text
+
+
+def test_report_command_and_its_errors(cli, tmp_path: Path) -> None:
+    plan = tmp_path / "plan.json"
+    plan.write_text(EXAMPLE_PLAN.read_text(encoding="utf-8"), encoding="utf-8")
+    res = cli("report", str(plan))
+    assert res.exit_code == 0 and (tmp_path / "plan.html").is_file()
+    assert "pass the scenario" in Page((tmp_path / "plan.html").read_text("utf-8")).text
+    res = cli("report", str(plan), "-s", str(EXAMPLE), "-o", str(tmp_path / "x" / "r.html"))
+    assert res.exit_code == 0 and (tmp_path / "x" / "r.html").is_file()
+    for args, says in [
+        ((str(plan), "-o", str(tmp_path / "r.pdf")), "name it FILE.html"),
+        ((str(plan), str(plan), str(plan)), "3 plan files given"),
+        ((str(plan), str(plan), "--frontier", str(plan)), "shows no frontier"),
+        ((str(tmp_path / "none.json"),), "none.json: no such file"),
+        ((str(plan), "--frontier", str(plan)), "a plan file, not a frontier"),
+    ]:
+        res = cli("report", *args)
+        assert res.exit_code == 2, args
+        assert res.stderr.count("\n") == 1 and says in res.stderr, res.stderr
