@@ -27,6 +27,7 @@ from fleetplan.workload.arrivals import (
     BURSTINESS_DOC,
     PROFILE_DOC,
     RATE_DOC,
+    TRACE_FIELDS,
     ArrivalProcess,
     GammaArrivals,
     ProfileArrivals,
@@ -68,13 +69,9 @@ class SLO(Strict):
 class TraceSpec(Strict):
     """An Azure-format trace (`TIMESTAMP,ContextTokens,GeneratedTokens`) replayed by a class."""
 
-    file: str = Field(min_length=1, description="CSV path, relative to the scenario file",
-                      examples=["traces/azure-conv-1h.csv"])
-    scale_to_rps: float | None = Field(
-        default=None, gt=0, le=1e5,
-        description="time-scale the trace to this mean rate (req/s); default: as recorded",
-        examples=[12.0])
-    loop: bool = Field(default=False, description="repeat the trace when the run is longer")
+    file: str = TRACE_FIELDS["file"]
+    scale_to_rps: float | None = TRACE_FIELDS["scale_to_rps"]
+    loop: bool = TRACE_FIELDS["loop"]
 
 
 _ARRIVALS = RegistryUnion(tag="process", kind="arrival process", members=lambda: ARRIVALS,

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -175,6 +175,19 @@ class ProfileArrivals(ArrivalProcess):
         return sum(self.rate_profile_rps) / 24.0
 
 
+# A trace's fields, shared by the `trace` process and a class's `trace:` shorthand (the
+# scenario's TraceSpec), so both document and validate them alike.
+TRACE_FIELDS: dict[str, Any] = {
+    "file": Field(min_length=1, description="CSV path, relative to the scenario file",
+                  examples=["traces/azure-conv-1h.csv"]),
+    "scale_to_rps": Field(
+        default=None, gt=0, le=1e5,
+        description="time-scale the trace to this mean rate (req/s); default: as recorded",
+        examples=[12.0]),
+    "loop": Field(default=False, description="repeat the trace when the run is longer"),
+}
+
+
 @register_arrivals
 class TraceArrivals(ArrivalProcess):
     """Replay an Azure-format trace (`TIMESTAMP,ContextTokens,GeneratedTokens`): arrivals and
@@ -182,13 +195,9 @@ class TraceArrivals(ArrivalProcess):
 
     process: Literal["trace"] = Field(default="trace", description=_TAG_DOC)
     draws_lengths: ClassVar[bool] = True
-    file: str = Field(min_length=1, description="CSV path, relative to the scenario file",
-                      examples=["traces/azure-conv-1h.csv"])
-    scale_to_rps: float | None = Field(
-        default=None, gt=0, le=1e5,
-        description="time-scale the trace to this mean rate (req/s); default: as recorded",
-        examples=[12.0])
-    loop: bool = Field(default=False, description="repeat the trace when the run is longer")
+    file: str = TRACE_FIELDS["file"]
+    scale_to_rps: float | None = TRACE_FIELDS["scale_to_rps"]
+    loop: bool = TRACE_FIELDS["loop"]
 
     def mean_rate_rps(self) -> float | None:
         return self.scale_to_rps
