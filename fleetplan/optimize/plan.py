@@ -204,7 +204,7 @@ class Plan(NotebookRepr):
 
         kind = kind or ("hours" if self.hours else "latency")
         if kind == "latency":
-            return plot_class_latency(self.to_frame(), ax=ax)
+            return plot_class_latency(self, ax=ax)  # the whole plan: the title names fleet, cost
         if kind == "fleet":
             return plot_fleet_composition([e.to_dict() for e in self.fleet], ax=ax)
         if kind == "hours" and self.hours:

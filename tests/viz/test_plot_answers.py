@@ -113,3 +113,22 @@ def test_figure_bytes_are_deterministic_and_salted(fmt: str) -> None:
         a = figure_bytes(draw(), fmt, salt="a").decode()
         b = figure_bytes(draw(), fmt, salt="b").decode()
         assert a != b and "<dc:date>" not in a
+
+
+def test_solve_plot_of_a_plan_names_fleet_and_cost(tmp_path) -> None:
+    """What ``fleetplan solve --plot`` draws: ``Plan.plot()`` (latency, the default)."""
+    from fleetplan.cli._plot import save_result_plot
+    from fleetplan.optimize.plan import ClassResult, FleetEntry, Plan, PlanStatus, SolverReport
+
+    h100 = FleetEntry("1xH100-PCIe", 2, "EU27", 150.0)
+    plan = Plan(PlanStatus.optimal, (h100,), 4.0, 0.159, 6.7,
+                (ClassResult("chat", 4.0, 150.0, 100.9, True, {h100.pool: 1.0},
+                             ttft_p99_ci_ms=(84.1, 117.7)),
+                 ClassResult("batch", 6.0, 2000.0, 432.6, True, {h100.pool: 1.0})),
+                SolverReport("CBC", "optimal", None, 0.01, 1, 10.0), True)
+    ax = plan.plot()
+    assert "fleet 2x1xH100-PCIe: $4.00/h" in ax.get_title()
+    assert ax.get_yscale() == "log"
+    svg = tmp_path / "p.svg"
+    save_result_plot(plan, svg)
+    assert "fleet 2x1xH100-PCIe: $4.00/h" in svg.read_text(encoding="utf-8")
