@@ -87,17 +87,19 @@ class Frontier(NotebookRepr):
                 "points": [p.to_dict(timing=timing) for p in self.points]}
 
     def to_frame(self) -> pd.DataFrame:
-        """One row per point: the swept value, status, cost, carbon, the strictest TTFT SLO,
-        the total rate, whether it is on the frontier, and the fleet (as ``label``)."""
+        """One row per point: the swept value, status, cost, carbon, the strictest TTFT SLO and
+        its class, the total rate, whether it is on the frontier, and the fleet (as ``label``)."""
         rows = []
         for pt in self.points:
             d = pt.to_dict()
             slos = [c["slo_ttft_p99_ms"] for c in d["classes"] if c["slo_ttft_p99_ms"]]
+            strict = [c["name"] for c in d["classes"] if slos and c["slo_ttft_p99_ms"] == min(slos)]
             rows.append({
                 "value": d["value"], "status": d["status"], "verified": d["verified"],
                 "cost_per_hour_usd": d["cost_per_hour_usd"],
                 "cost_per_mtok_usd": d["cost_per_mtok_usd"], "g_co2_per_mtok": d["g_co2_per_mtok"],
                 "slo_ttft_p99_ms": min(slos) if slos else None,
+                "slo_class": ", ".join(strict) or None,  # whose SLO that is (the plot says so)
                 "rate_rps": sum(c["rate_rps"] or 0.0 for c in d["classes"]) or None,
                 "pareto": bool(d["pareto"]),
                 "label": " + ".join(f"{e['count']}x{e['config']}" for e in d["fleet"]) or "-",

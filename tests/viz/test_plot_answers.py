@@ -132,3 +132,23 @@ def test_solve_plot_of_a_plan_names_fleet_and_cost(tmp_path) -> None:
     svg = tmp_path / "p.svg"
     save_result_plot(plan, svg)
     assert "fleet 2x1xH100-PCIe: $4.00/h" in svg.read_text(encoding="utf-8")
+
+
+def test_frontier_result_plot_over_slo_names_the_class_and_fleets() -> None:
+    """What ``fleetplan frontier --sweep slo --plot`` draws: ``Frontier.plot()``."""
+    from fleetplan.optimize.frontier import Frontier, FrontierPoint, Sweep
+    from fleetplan.optimize.plan import ClassResult, FleetEntry, Plan, PlanStatus, SolverReport
+
+    def plan(scale: float, fleet: tuple[FleetEntry, ...], cost: float) -> Plan:
+        return Plan(PlanStatus.optimal, fleet, cost, 0.1, 10.0,
+                    (ClassResult("chat", 4.0, 150.0 * scale, 100.0, True, {}),
+                     ClassResult("batch", 6.0, 2000.0 * scale, 900.0, True, {})),
+                    SolverReport("CBC", "optimal", None, 0.01, 1, 10.0), True)
+
+    fr = Frontier(Sweep.slo, "SLO scale", "x", (
+        FrontierPoint(0.5, plan(0.5, (FleetEntry("1xH100-PCIe", 3, "EU27"),), 6.0), True),
+        FrontierPoint(1.0, plan(1.0, (FleetEntry("1xH100-PCIe", 2, "EU27"),), 4.0), True)))
+    ax = fr.plot()
+    assert ax.get_xlabel() == "P99 TTFT objective of class chat (ms)"
+    assert set(_texts(ax)) == {"3x1xH100-PCIe", "2x1xH100-PCIe"}
+    assert ax.get_ylim()[0] == 0
