@@ -109,9 +109,10 @@ class Frontier(NotebookRepr):
     def _summary(self) -> str:
         return f"frontier over {self.sweep.value}: {len(self.points)} point(s)"
 
-    def plot(self, ax: Any = None, *, annotate: bool = False) -> Any:
+    def plot(self, ax: Any = None, *, annotate: bool | None = None) -> Any:
         """Cost ($/h) against carbon (or the strictest SLO, or the total rate); the frontier
-        joined (:func:`fleetplan.viz.plans.plot_frontier`). Returns the matplotlib Axes."""
+        joined and labelled with their fleets (``annotate=False``: not; see
+        :func:`fleetplan.viz.plans.plot_frontier`). Returns the matplotlib Axes."""
         from fleetplan.viz.plans import plot_frontier
 
         df = self.to_frame()
