@@ -355,7 +355,7 @@ def test_tour_solve_line(run_json: Any) -> None:
     plan, _err = run_json(cmd)
     (line,) = cmd.output
     fleet, _, rest = line.strip().partition(": ")
-    assert fleet == " + ".join(f"{e['count']}x{e['config']}" for e in plan["fleet"])
+    assert fleet == " + ".join(f"{e['count']}x{e['pool']}" for e in plan["fleet"])
     classes = {c["name"]: c for c in plan["classes"]}
     shown = re.findall(r"(\w+) -> (\w+)[^(]*\(P99 ([\d.]+) ms\)", rest)
     assert {s[0] for s in shown} == set(classes), line
