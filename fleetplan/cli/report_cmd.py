@@ -3,10 +3,32 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
 from fleetplan.errors import InputError
+
+REPORT_HELP = ("Also write the plan as one self-contained HTML page (fleetplan report, with "
+               "the scenario's assumptions); infeasible plans too.")
+
+
+def check_html_path(path: Path, option: str = "--out") -> Path:
+    """``path``, when it names an HTML file (checked before any long computation)."""
+    if path.suffix.lower() not in (".html", ".htm"):
+        raise InputError(f"{option} {path}: the report is an HTML page; name it FILE.html")
+    return path
+
+
+def write_plan_page(plan: dict[str, Any], path: Path, scenario: Any, scenario_path: Path,
+                    plan_name: str) -> None:
+    """``fleetplan solve --report``: the page of a plan just solved (its JSON contract)."""
+    from fleetplan.report import plan_from_dict
+    from fleetplan.report.render import write_report
+
+    write_report(path, plan_from_dict(plan, plan_name), scenario=scenario,
+                 scenario_path=str(scenario_path))
+    typer.echo(f"report written to {path}", err=True)
 
 
 def _out_path(out: Path | None, plans: list[Path]) -> Path:
@@ -14,9 +36,7 @@ def _out_path(out: Path | None, plans: list[Path]) -> Path:
         if len(plans) == 1:
             return plans[0].with_suffix(".html")
         return plans[1].with_name(f"{plans[0].stem}-vs-{plans[1].stem}.html")
-    if out.suffix.lower() not in (".html", ".htm"):
-        raise InputError(f"--out {out}: the report is an HTML page; name it FILE.html")
-    return out
+    return check_html_path(out)
 
 
 def report_cmd(
@@ -37,7 +57,7 @@ def report_cmd(
 ) -> None:
     """A plan as one self-contained HTML page (no scripts, no network), or the diff of two plans.
 
-    Example: fleetplan report plan.json --scenario examples/hybrid-chat-batch.yaml -o plan.html
+    Example: fleetplan report plan.json -s examples/hybrid-chat-batch.yaml
 
     The page shows the fleet and its pools, cost per hour and per 1M tokens (input + output),
     carbon (operational and embodied), each class's SLO against its simulated P99 with the 95%

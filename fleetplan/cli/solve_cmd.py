@@ -17,6 +17,7 @@ from fleetplan.cli._options import (
     progress_reporter,
 )
 from fleetplan.cli._plot import PLOT_HELP, save_result_plot
+from fleetplan.cli.report_cmd import REPORT_HELP, check_html_path, write_plan_page
 from fleetplan.errors import InfeasibleError
 from fleetplan.optimize.plan import Plan, PlanStatus
 from fleetplan.optimize.solve import save_model, solve
@@ -80,6 +81,7 @@ def solve_cmd(
     out: Path | None = typer.Option(
         None, "--out", help="Write the plan (the --format json content) to FILE, atomically; "
         "fleetplan simulate SCENARIO --plan FILE replays it."),
+    report: Path | None = typer.Option(None, "--report", help=REPORT_HELP),
     max_rounds: int = typer.Option(8, "--max-rounds", min=1, max=50,
                                    help="Bound on solve + simulate rounds."),
     timing: bool = typer.Option(True, "--timing/--no-timing",
@@ -98,6 +100,8 @@ def solve_cmd(
     simulate evaluates a given one). Costs and carbon per Mtok count prompt + output tokens.
     """
     sc = load_scenario(scenario)
+    if report is not None:
+        check_html_path(report, "--report")
     note_user_files(calibration=True, has_options=False)
     if sc.fleet is not None:
         given = " + ".join(f"{p.count}x{p.config}" for p in sc.fleet)
@@ -112,6 +116,9 @@ def solve_cmd(
             _err().print(f"saved the MILP to {lp} and {side}")
     if out is not None:
         atomic_write_text(out, dumps(plan.to_dict(timing=timing)))
+    if report is not None:
+        write_plan_page(plan.to_dict(timing=timing), report, sc, scenario,
+                        str(out) if out is not None else f"fleetplan solve {scenario.name}")
     if fmt is OutputFormat.json:
         emit_json(plan.to_dict(timing=timing))
     elif fmt is OutputFormat.csv and plan.status is not PlanStatus.infeasible:

@@ -1,0 +1,45 @@
+"""``fleetplan solve --report``: the page of the plan just solved, beside its ``--out`` file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+from conftest import Page, assert_valid_html
+
+SCENARIO = {  # one candidate, short simulations: a cold solve in seconds
+    "model": "DeepSeek-R1-Distill-Qwen-14B",
+    "sim": {"duration_s": 240, "warmup_s": 60, "seed": 7, "replications": 2},
+    "capacity": {"duration_s": 120, "warmup_s": 30, "min_requests": 300, "seeds": 2},
+    "classes": [{"name": "chat", "rate_rps": 16, "slo": {"ttft_p99_ms": 1000}}],
+    "candidates": ["1xH100-PCIe"],
+}
+
+
+def test_solve_writes_the_report_of_its_plan(cli, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("FLEETPLAN_CACHE_DIR", str(tmp_path / "cache"))
+    sc = tmp_path / "s.yaml"
+    sc.write_text(yaml.safe_dump(SCENARIO), encoding="utf-8")
+    html, plan_file = tmp_path / "plan.html", tmp_path / "plan.json"
+    res = cli("solve", str(sc), "--quiet", "--out", str(plan_file), "--report", str(html))
+    assert res.exit_code == 0, res.stderr
+    assert f"report written to {html}" in res.stderr
+    plan = json.loads(plan_file.read_text(encoding="utf-8"))
+    page_html = html.read_text(encoding="utf-8")
+    assert_valid_html(page_html)
+    page = Page(page_html)
+    assert [(r[0], r[4]) for r in page.rows("fleet-table")] == [
+        (e["pool"], str(e["count"])) for e in plan["fleet"]]
+    assert [r[0] for r in page.rows("classes-table")] == ["chat"]
+    assert "plan.json" in page.text  # named by its --out file
+    assert [r[0] for r in page.rows("validation-table")] == ["1xH100-PCIe"]
+
+
+def test_solve_refuses_a_report_name_before_solving(cli, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("FLEETPLAN_CACHE_DIR", str(tmp_path / "cache"))
+    sc = tmp_path / "s.yaml"
+    sc.write_text(yaml.safe_dump(SCENARIO), encoding="utf-8")
+    res = cli("solve", str(sc), "--quiet", "--report", str(tmp_path / "plan.pdf"))
+    assert res.exit_code == 2 and "--report" in res.stderr and "FILE.html" in res.stderr
+    assert not (tmp_path / "cache").exists()  # nothing was searched or simulated
