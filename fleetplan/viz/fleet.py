@@ -160,6 +160,8 @@ def plot_class_latency(classes: Any, *, metric: str = "ttft_p99_ms", ax: Axes | 
     shown = [float(v) for v in [*df[metric], *slo] if v is not None and not pd.isna(v) and v > 0]
     if logy is None:
         logy = bool(shown) and max(shown) / min(shown) > 10
+    if not logy and shown:  # room above the tallest bar or SLO for the legend
+        ax.set_ylim(0, max(shown) * 1.3)
     if logy:  # plain numbers at 1-2-5 steps, not powers of ten: readers compare milliseconds
         ax.set_yscale("log")
         ax.set_ylim(bottom=min(shown) / 2)

@@ -86,8 +86,11 @@ def plot_frontier(points: Any, *, x: str | None = None, y: str = "cost_per_hour_
     if annotate is None:
         annotate = "label" in ok.columns
     if annotate and "label" in ok.columns:
+        mid = (float(xs.min()) + float(xs.max())) / 2
         for lx, ly, text in zip(fx, fy, ok["label"].to_numpy()[front][order], strict=True):
-            ax.annotate(str(text), (lx, ly), xytext=(4, 4), textcoords="offset points",
+            right = len(fx) > 1 and lx > mid  # labels of the right half point left: inside
+            ax.annotate(str(text), (lx, ly), xytext=(-4 if right else 4, 4),
+                        textcoords="offset points", ha="right" if right else "left",
                         fontsize="x-small")
     ax.set_xlabel(xlabel or _x_label(x, ok))
     ax.set_ylabel(label_for(y))
