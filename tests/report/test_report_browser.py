@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLE, EXAMPLE_PLAN, Page
+from report_helpers import EXAMPLE, EXAMPLE_PLAN, Page
 
 from fleetplan.report import load_plan
 from fleetplan.report.render import write_report

@@ -7,7 +7,14 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLE, EXAMPLE_PLAN, LEGACY_PLAN, Page, assert_valid_html, catalog_price
+from report_helpers import (
+    EXAMPLE,
+    EXAMPLE_PLAN,
+    LEGACY_PLAN,
+    Page,
+    assert_valid_html,
+    catalog_price,
+)
 
 from fleetplan.report import build_context, diff_plans, load_plan, plan_from_dict
 from fleetplan.scenario import load_scenario

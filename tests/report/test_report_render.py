@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import (
+from report_helpers import (
     EXAMPLE,
     EXAMPLE_PLAN,
     LEGACY_PLAN,

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import yaml
-from conftest import Page, assert_valid_html
+from report_helpers import Page, assert_valid_html
 
 SCENARIO = {  # one candidate, short simulations: a cold solve in seconds
     "model": "DeepSeek-R1-Distill-Qwen-14B",
