@@ -7,31 +7,45 @@ come out far below the nominal ones (one H100 with the 14B model "at 16 req/s" c
 
 Search, for one (replica parameters, length model, burstiness, prefix-cache hit, SLO); the
 class's stated ``prefix_cache_hit`` (share of each prompt already in vLLM's prefix cache) is part
-of every cache key, since it changes the prefill work per request:
+of every cache key, since it changes the prefill work per request. The rates form a fixed grid:
+the ladder ``start_rps * step**i`` within ``[min_rps, max_rps]`` and ``refine_steps`` levels of
+geometric midpoints between neighbours (a resolution of ``step ** (1 / 2**refine_steps)``, 4.4%
+by default). A capacity ``c`` is certified: the rate ``c`` passes and the next rate of the grid
+fails (or ``c`` is the top of the ladder); capacity 0 means the bottom rate fails, and its P99s
+are kept (``probe``) to explain the SLO no candidate meets.
 
-1. A fixed geometric ladder of rates, ``start_rps * step**i``, climbed from ``start_rps`` until a
-   rate fails (or walked down until one passes, to ``min_rps``; none passing means capacity 0 and
-   the lowest rate's P99s are kept to explain the SLO no candidate meets).
-2. ``refine_steps`` bisections (in log rate) between the last passing and first failing rate.
+1. Start where the analytic bracket (:mod:`fleetplan.optimize.bracket`: the engine's throughput
+   with perfect batching and its unloaded P99 TTFT) puts the SLO's crossing, rounded to a
+   multiple of :data:`STRIDE` grid steps (replica parameters that are not a ``ReplicaParams``:
+   at ``start_rps``, by whole ladder steps, as a plain ladder climb).
+2. Walk by that stride: up while rates pass, else down until one passes (to the bottom).
+3. Bisect between the last pass and the first fail, down to neighbouring grid rates.
 
 A rate *passes* when every seed's run is stable (no growing queue) and the largest P99 over the
-seeds is within ``(1 - slo_margin) x`` each SLO target. Seeds are the same at every rate (common
-random numbers), so the P99-vs-rate curve is a fixed function and the search is monotone in the
-SLO: a looser SLO never yields a lower capacity. Each simulated point is cached on disk apart
-from the SLO, so searches for other SLOs (tiers, the ``slo`` frontier) reuse the ladder.
+seeds is within ``(1 - slo_margin) x`` each SLO target; seeds run one by one and the first that
+fails decides a fail. Seeds are the same at every rate (common random numbers), so the
+P99-vs-rate curve is a fixed function; the start never decreases as the SLO loosens and the walk
+visits the same stride-aligned cells, so the search is monotone in the SLO: a looser SLO never
+yields a lower capacity. Where the curve is monotone in the rate (one crossing), the capacity is
+the crossing whatever the start: the plain ladder climb from ``start_rps`` finds the same one.
+Each seed's run at a rate is cached on disk apart from the SLO, and :func:`find_capacities`
+searches the SLOs of one workload (the tiers) on one shared set of runs, so other SLOs (tiers,
+the ``slo`` frontier) reuse them.
 
 Settings: the scenario's ``capacity:`` block (:class:`fleetplan.scenario.CapacitySettings`).
-Main entries: :class:`CapacityJob`, :func:`find_capacity`,
-:func:`run_capacity_job` (picklable, for executors).
+Main entries: :class:`CapacityJob`, :func:`find_capacity`, :func:`find_capacities` (the SLOs
+of one workload together), :func:`run_capacity_group` and :func:`run_capacity_job` (picklable,
+for executors).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from fleetplan.optimize.bracket import bracket
 from fleetplan.optimize.cache import DiskCache, code_key
 from fleetplan.scenario import CapacitySettings
 from fleetplan.workload.lengths import LengthModel
@@ -77,6 +91,12 @@ class CapacityJob:
                 "run": {"duration_s": s.duration_s, "warmup_s": s.warmup_s,
                         "min_requests": s.min_requests, "seeds": s.seeds, "seed": s.seed}}
 
+    def run_key(self, rate: float, index: int) -> dict[str, Any]:
+        """The key of seed ``index``'s run alone: a one-seed point (any seed count reuses it)."""
+        key = self.point_key(rate)
+        key["run"] = {**key["run"], "seeds": 1, "seed": self.settings.seed + index}
+        return key
+
     def key(self) -> dict[str, Any]:
         return {"v": code_key(), "params": self.params, "lengths": self.lengths,
                 "burstiness": self.burstiness, "prefix_cache_hit": self.prefix_cache_hit,
@@ -112,30 +132,47 @@ class CapacityResult:
                    probe, int(d["evaluations"]))
 
 
+STRIDE = 4  # grid steps per move of the walk from the bracket's start (then bisection)
+
 PointFn = Callable[[CapacityJob, float], PointStats]
+SeedFn = Callable[[CapacityJob, float, int], PointStats]
 
 
-def simulate_point(job: CapacityJob, rate: float) -> PointStats:
-    """Steady-state runs of the replica model at ``rate`` for every seed of the job."""
+def simulate_seed(job: CapacityJob, rate: float, index: int) -> PointStats:
+    """One steady-state run of the replica model at ``rate``: the job's seed number ``index``."""
     from fleetplan.replica.steady import steady_state
 
     s = job.settings
     duration = max(s.duration_s, s.warmup_s + s.min_requests / rate)
+    r = steady_state(job.params, rate=rate, lengths=job.lengths, burstiness=job.burstiness,
+                     duration_s=duration, warmup_s=s.warmup_s, seed=s.seed + index,
+                     prefix_cache_hit=job.prefix_cache_hit)
+    t = float(getattr(r, "throughput_rps", rate))
+    return PointStats(rate, _finite(getattr(r, "ttft_p99_ms", math.inf)),
+                      _finite(getattr(r, "tpot_p99_ms", 0.0)),
+                      _finite(getattr(r, "e2e_p99_ms", 0.0)), bool(r.stable),
+                      min(float(getattr(r, "utilization", 1.0)), 1.0),
+                      t if math.isfinite(t) else 0.0)
+
+
+def combine(rate: float, runs: Sequence[PointStats], seeds: int) -> PointStats:
+    """The point of ``seeds`` runs at one rate: worst P99s, stable only if every run is, busy
+    share and throughput averaged (over ``seeds``; pass every run for a complete point)."""
     ttft = tpot = e2e = 0.0
     util = thr = 0.0
     stable = True
-    for i in range(s.seeds):
-        r = steady_state(job.params, rate=rate, lengths=job.lengths, burstiness=job.burstiness,
-                         duration_s=duration, warmup_s=s.warmup_s, seed=s.seed + i,
-                         prefix_cache_hit=job.prefix_cache_hit)
-        stable = stable and bool(r.stable)
-        ttft = max(ttft, _finite(getattr(r, "ttft_p99_ms", math.inf)))
-        tpot = max(tpot, _finite(getattr(r, "tpot_p99_ms", 0.0)))
-        e2e = max(e2e, _finite(getattr(r, "e2e_p99_ms", 0.0)))
-        util += float(getattr(r, "utilization", 1.0)) / s.seeds
-        t = float(getattr(r, "throughput_rps", rate))
-        thr += (t if math.isfinite(t) else 0.0) / s.seeds
+    for r in runs:
+        stable = stable and r.stable
+        ttft, tpot, e2e = max(ttft, r.ttft_p99_ms), max(tpot, r.tpot_p99_ms), max(e2e, r.e2e_p99_ms)
+        util += r.utilization / seeds
+        thr += r.throughput_rps / seeds
     return PointStats(rate, ttft, tpot, e2e, stable, min(util, 1.0), thr)
+
+
+def simulate_point(job: CapacityJob, rate: float) -> PointStats:
+    """Steady-state runs of the replica model at ``rate`` for every seed of the job."""
+    n = job.settings.seeds
+    return combine(rate, [simulate_seed(job, rate, i) for i in range(n)], n)
 
 
 def _finite(v: Any) -> float:
@@ -154,69 +191,219 @@ def _passes(job: CapacityJob, p: PointStats) -> bool:
     return True
 
 
-def find_capacity(job: CapacityJob, *, cache: DiskCache | None = None,
-                  point_fn: PointFn = simulate_point) -> CapacityResult:
-    """The capacity at SLO of ``job`` (cached on disk by every input; see module docstring)."""
-    cache = cache if cache is not None else DiskCache(job.cache_root)
-    hit = cache.get("capacity", job.key())
-    if hit is not None:
-        return CapacityResult.from_dict(hit)
-    s = job.settings
-    evaluations = 0
+class _Grid:
+    """The search's rates: the ladder ``start_rps x step**i`` within ``[min_rps, max_rps]`` and,
+    between neighbours, ``refine_steps`` levels of geometric midpoints (each the midpoint of
+    its two neighbours one level up, rounded to 6 digits as every simulated rate is). Index
+    ``k = i * 2**refine_steps + j``."""
 
-    def point(rate: float) -> PointStats:
-        nonlocal evaluations
-        rate = float(f"{rate:.6g}")
-        got = cache.get("point", job.point_key(rate))
-        if got is not None:
-            return PointStats(**got)
-        evaluations += 1
-        p = point_fn(job, rate)
-        cache.put("point", job.point_key(rate), p.to_dict())
-        return p
-
-    def ladder(i: int) -> float:
-        return s.start_rps * s.step ** i
-
-    first = point(ladder(0))
-    lo_i = 0
-    lowest = first
-    if _passes(job, first):
+    def __init__(self, s: CapacitySettings) -> None:
+        self.s = s
+        self.n = 2 ** s.refine_steps
         i = 0
-        good, bad = first, None
-        while ladder(i + 1) <= s.max_rps:
+        while s.start_rps * s.step ** (i + 1) <= s.max_rps:
             i += 1
-            p = point(ladder(i))
-            if not _passes(job, p):
-                bad = p
-                break
-            good = p
-    else:
-        i, good, bad = 0, None, first
-        while ladder(i - 1) >= s.min_rps * (1 - 1e-9):
+        self.top = i * self.n
+        i = 0
+        while s.start_rps * s.step ** (i - 1) >= s.min_rps * (1 - 1e-9):
             i -= 1
-            lo_i = i
-            p = point(ladder(i))
-            lowest = p
-            if _passes(job, p):
-                good = p
+        self.bottom = i * self.n
+        self._rates: dict[int, float] = {}
+
+    def rate(self, k: int) -> float:
+        got = self._rates.get(k)
+        if got is None:
+            i, j = divmod(k, self.n)
+            if j == 0:
+                got = _round(self.s.start_rps * self.s.step ** i)
+            else:
+                d = j & -j
+                got = _round(math.sqrt(self.rate(k - d) * self.rate(k + d)))
+            self._rates[k] = got
+        return got
+
+    def index(self, rps: float) -> int:
+        """The grid index nearest ``rps`` (clamped to the grid; ``rps <= 0``: the bottom)."""
+        if rps <= 0:
+            return self.bottom
+        k = round(math.log(rps / self.s.start_rps) / math.log(self.s.step) * self.n)
+        return min(max(k, self.bottom), self.top)
+
+
+def _round(rate: float) -> float:
+    return float(f"{rate:.6g}")
+
+
+class _Points:
+    """Simulated points of one (replica, workload, run settings), shared by the searches of
+    several SLOs. With ``seed_fn`` each seed's run is cached on its own, and a point is judged
+    seed by seed: the first seed whose run fails the SLO decides a fail (the worst P99 over the
+    seeds can only be higher), so a failing rate usually costs one run; a pass needs them all.
+    With ``point_fn`` (synthetic curves in tests) whole points are cached."""
+
+    def __init__(self, job: CapacityJob, cache: DiskCache, point_fn: PointFn | None,
+                 seed_fn: SeedFn) -> None:
+        self.job, self.cache = job, cache
+        self.point_fn, self.seed_fn = point_fn, seed_fn
+        self._simulated: set[float] = set()  # rates with at least one run simulated here
+        self._runs: dict[tuple[float, int], PointStats] = {}
+        self._points: dict[float, PointStats] = {}
+
+    def _run(self, rate: float, i: int) -> tuple[PointStats, bool]:
+        got = self._runs.get((rate, i))
+        if got is not None:
+            return got, False
+        key = self.job.run_key(rate, i)
+        hit = self.cache.get("point", key)
+        if hit is not None:
+            got, new = PointStats(**hit), False
+        else:
+            got, new = self.seed_fn(self.job, rate, i), True
+            self.cache.put("point", key, got.to_dict())
+        self._runs[(rate, i)] = got
+        return got, new
+
+    @property
+    def simulations(self) -> int:
+        """Rates at which this object simulated at least one run."""
+        return len(self._simulated)
+
+    def judge(self, job: CapacityJob, rate: float, full: bool = False) -> tuple[bool, PointStats]:
+        """(passes ``job``'s SLO, the point's statistics over the seeds run). ``full``: run
+        every seed even after a failing one (the point's complete statistics)."""
+        got = self._points.get(rate)
+        if got is not None:
+            return _passes(job, got), got
+        if self.point_fn is not None:
+            hit = self.cache.get("point", self.job.point_key(rate))
+            if hit is not None:
+                got = PointStats(**hit)
+            else:
+                self._simulated.add(rate)
+                got = self.point_fn(self.job, rate)
+                self.cache.put("point", self.job.point_key(rate), got.to_dict())
+            self._points[rate] = got
+            return _passes(job, got), got
+        seeds = self.job.settings.seeds
+        runs: list[PointStats] = []
+        ok, simulated = True, False
+        for i in range(seeds):
+            run, new = self._run(rate, i)
+            simulated = simulated or new
+            runs.append(run)
+            if not _passes(job, run):
+                ok = False
+                if not full:
+                    break
+        if simulated:
+            self._simulated.add(rate)
+        point = combine(rate, runs, seeds)
+        if len(runs) == seeds:
+            self._points[rate] = point
+        return ok, point
+
+
+def _search(job: CapacityJob, pts: _Points, grid: _Grid, start: int,
+            stride: int) -> CapacityResult:
+    """Walk the grid from ``start`` by ``stride`` (up while rates pass, else down until one
+    passes), then bisect between the last pass and the first fail. ``start`` and the walk stay
+    on multiples of ``stride``, so two SLOs whose starts are ordered like the SLOs walk the same
+    cells of the grid: a looser SLO (more passes at every rate) never ends lower."""
+    before = pts.simulations
+    seen: dict[int, PointStats] = {}  # passing points of this search, by index
+
+    def passes(k: int) -> bool:
+        ok, p = pts.judge(job, grid.rate(k))
+        if ok:
+            seen[k] = p
+        return ok
+
+    k = min(max(stride * round(start / stride), grid.bottom), grid.top)
+    good: int | None
+    bad: int | None
+    if passes(k):
+        good, bad = k, None
+        while good + stride <= grid.top:
+            if not passes(good + stride):
+                bad = good + stride
                 break
-            bad = p
-    below = None
-    if good is not None and bad is not None:
+            good += stride
+    else:
+        good, bad = None, k
+        while bad - stride >= grid.bottom:
+            if passes(bad - stride):
+                good = bad - stride
+                break
+            bad -= stride
+    if good is None:
+        _ok, probe = pts.judge(job, grid.rate(grid.bottom), full=True)
+        return CapacityResult(0.0, None, None, probe, pts.simulations - before)
+    if bad is not None:
         lo, hi = good, bad
-        for _ in range(s.refine_steps):
-            mid = point(math.sqrt(lo.rate_rps * hi.rate_rps))
-            if _passes(job, mid):
-                below, lo = lo, mid
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if passes(mid):
+                lo = mid
             else:
                 hi = mid
         good = lo
-    if good is not None and below is None and good.rate_rps > ladder(lo_i):
-        below = point(good.rate_rps / s.step)
-    result = CapacityResult(good.rate_rps if good else 0.0, good, below, lowest, evaluations)
-    cache.put("capacity", job.key(), result.to_dict())
-    return result
+    lower = [i for i in seen if i < good]
+    below: PointStats | None = None
+    if lower:
+        below = seen[max(lower)]
+    elif good > grid.bottom:
+        below = pts.judge(job, grid.rate(max(good - grid.n, grid.bottom)), full=True)[1]
+    at = seen[good]
+    probe = seen[min(seen)] if seen else at
+    return CapacityResult(at.rate_rps, at, below, probe, pts.simulations - before)
+
+
+def find_capacities(jobs: Sequence[CapacityJob], *, cache: DiskCache | None = None,
+                    point_fn: PointFn | None = None,
+                    seed_fn: SeedFn = simulate_seed) -> list[CapacityResult]:
+    """The capacities at SLO of ``jobs``, which differ only in their SLOs (the tiers of one
+    class workload on one configuration): one grid, each simulated run shared by every SLO.
+    Results are cached on disk by every input (module docstring); the search of each SLO
+    starts at the analytic bracket (:mod:`fleetplan.optimize.bracket`)."""
+    if not jobs:
+        return []
+    first = jobs[0]
+    if any(j.point_key(1.0) != first.point_key(1.0) or j.settings != first.settings
+           for j in jobs):
+        raise ValueError("find_capacities: the jobs must differ only in their SLOs")
+    cache = cache if cache is not None else DiskCache(first.cache_root)
+    grid = _Grid(first.settings)
+    pts = _Points(first, cache, point_fn, seed_fn)
+    br = bracket(first.params, first.lengths, first.prefix_cache_hit)
+    keep = 1.0 - first.settings.slo_margin
+    out = []
+    for job in jobs:
+        hit = cache.get("capacity", job.key())
+        if hit is not None:
+            out.append(CapacityResult.from_dict(hit))
+            continue
+        if br is None:  # no replica parameters: the ladder from its first rate
+            res = _search(job, pts, grid, 0, grid.n)
+        else:
+            start = grid.index(br.start_rps(job.ttft_p99_ms, keep))
+            res = _search(job, pts, grid, start, min(STRIDE, grid.n))
+        cache.put("capacity", job.key(), res.to_dict())
+        out.append(res)
+    return out
+
+
+def find_capacity(job: CapacityJob, *, cache: DiskCache | None = None,
+                  point_fn: PointFn | None = None,
+                  seed_fn: SeedFn = simulate_seed) -> CapacityResult:
+    """The capacity at SLO of ``job`` (cached on disk by every input; see module docstring).
+    ``point_fn(job, rate)`` replaces the simulation of a whole point (all seeds), ``seed_fn(job,
+    rate, i)`` that of one seed's run."""
+    return find_capacities([job], cache=cache, point_fn=point_fn, seed_fn=seed_fn)[0]
+
+
+def run_capacity_group(jobs: Sequence[CapacityJob]) -> list[dict[str, Any]]:
+    """Executor entry (top level, picklable): :func:`find_capacities`, results as dicts."""
+    return [r.to_dict() for r in find_capacities(jobs)]
 
 
 def run_capacity_job(job: CapacityJob) -> dict[str, Any]:

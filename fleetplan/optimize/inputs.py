@@ -17,8 +17,9 @@ the classes a configuration may serve) and the slope per req/s of each class. Fo
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -27,12 +28,13 @@ from fleetplan.catalog.grid import DEFAULT_REGION, grid_intensity
 from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.catalog.prices import price_for
 from fleetplan.errors import FleetplanError, InputError
+from fleetplan.optimize.bracket import bracket
 from fleetplan.optimize.cache import default_cache_dir
 from fleetplan.optimize.capacity import (
     CapacityJob,
     CapacityResult,
     CapacitySettings,
-    run_capacity_job,
+    run_capacity_group,
 )
 from fleetplan.optimize.executors import Executor, SerialExecutor
 from fleetplan.optimize.problem import (
@@ -48,6 +50,8 @@ from fleetplan.profiles.store import load_profiles
 from fleetplan.scenario import Scenario
 from fleetplan.workload.lengths import LengthModel
 from fleetplan.workload.trace import fit_trace, read_trace
+
+K = TypeVar("K")
 
 
 @dataclass(frozen=True)
@@ -169,17 +173,7 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
                     scenario.model, config, params[config], w.lengths, w.burstiness,
                     None if math.isinf(t.ttft_p99_ms) else t.ttft_p99_ms, t.tpot_p99_ms,
                     d.e2e_p99_ms, settings, root, w.prefix_cache_hit)
-    unique: dict[str, CapacityJob] = {}
-    from fleetplan.optimize.cache import input_hash
-
-    keys = {k: input_hash(j.key()) for k, j in jobs.items()}
-    for k, j in jobs.items():
-        unique.setdefault(keys[k], j)
-    order = sorted(unique)
-    done = tracked_map(executor, run_capacity_job, [unique[h] for h in order], progress,
-                       "capacity searches (candidate x class)")
-    by_hash = {h: CapacityResult.from_dict(r) for h, r in zip(order, done, strict=True)}
-    results = {k: by_hash[keys[k]] for k in jobs}
+    results = run_searches(jobs, executor, progress)
 
     store = load_profiles()
     capacity: dict[tuple[str, str, Tier], float] = {}
@@ -235,6 +229,37 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
     if uncal:
         notes.append("spec-based (uncalibrated) replica parameters for: " + ", ".join(uncal))
     return Inputs(problem, results, power_sources, len(regions_all) > 1, tuple(notes))
+
+
+def run_searches(jobs: Mapping[K, CapacityJob], executor: Executor,
+                 progress: Progress | None = None) -> dict[K, CapacityResult]:
+    """The result of every capacity search in ``jobs``, run on ``executor``.
+
+    Jobs that differ only in their SLO (the tiers of classes with one workload, on one
+    configuration: same lengths, burstiness and prefix-cache hit) form one executor item that
+    shares its simulated runs (:func:`run_capacity_group`); equal jobs run once. Items go out
+    dearest first (by the bracket's saturation rate: a run's cost grows with its rate) so that
+    the last worker is not left with the longest one; results do not depend on the order."""
+    from fleetplan.optimize.cache import input_hash
+
+    keys = {k: input_hash(j.key()) for k, j in jobs.items()}
+    groups: dict[str, dict[str, CapacityJob]] = {}
+    for k, j in jobs.items():
+        ident = input_hash({"point": j.point_key(1.0), "settings": j.settings})
+        groups.setdefault(ident, {}).setdefault(keys[k], j)
+    items = [[g[h] for h in sorted(g)] for _i, g in sorted(groups.items())]
+    items.sort(key=_cost, reverse=True)
+    done = tracked_map(executor, run_capacity_group, items, progress,
+                       "capacity searches (candidate x workload)")
+    by_hash = {input_hash(j.key()): CapacityResult.from_dict(r)
+               for item, res in zip(items, done, strict=True)
+               for j, r in zip(item, res, strict=True)}
+    return {k: by_hash[keys[k]] for k in jobs}
+
+
+def _cost(item: list[CapacityJob]) -> float:
+    br = bracket(item[0].params, item[0].lengths, item[0].prefix_cache_hit)
+    return (br.saturation_rps if br is not None else 1.0) * len(item)
 
 
 def _chord(res: CapacityResult) -> tuple[float, float]:
