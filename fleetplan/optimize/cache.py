@@ -33,7 +33,7 @@ ENV_VAR = "FLEETPLAN_CACHE_DIR"
 
 # The code whose behaviour decides a simulated capacity, relative to the package folder: every
 # module of these subpackages, and these single modules.
-MODEL_CODE = ("replica", "workload", "optimize/capacity.py")
+MODEL_CODE = ("replica", "workload", "optimize/capacity.py", "optimize/bracket.py")
 _PACKAGE = Path(__file__).resolve().parent.parent
 _ENTRY = re.compile(r"[0-9a-f]{64}\.json")
 _TEMP = re.compile(r"\.[0-9a-f]{64}\.json\..+\.tmp")  # left by a write that was killed

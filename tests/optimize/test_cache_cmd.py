@@ -27,7 +27,8 @@ def test_code_key_names_the_version_and_changes_with_the_model_code(tmp_path, mo
     for rel in ("replica", "workload"):
         shutil.copytree(cache_mod._PACKAGE / rel, pkg / rel)
     (pkg / "optimize").mkdir()
-    shutil.copy(cache_mod._PACKAGE / "optimize" / "capacity.py", pkg / "optimize")
+    for name in ("capacity.py", "bracket.py"):
+        shutil.copy(cache_mod._PACKAGE / "optimize" / name, pkg / "optimize")
     monkeypatch.setattr(cache_mod, "_PACKAGE", pkg)
     before = code_key()
     assert before.startswith(__version__ + "+")
