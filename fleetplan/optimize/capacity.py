@@ -45,7 +45,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fleetplan.optimize.bracket import bracket
+from fleetplan.errors import InputError
+from fleetplan.optimize.bracket import Bracket, bracket
 from fleetplan.optimize.cache import DiskCache, code_key
 from fleetplan.scenario import CapacitySettings
 from fleetplan.workload.lengths import LengthModel
@@ -370,18 +371,22 @@ def find_capacities(jobs: Sequence[CapacityJob], *, cache: DiskCache | None = No
     first = jobs[0]
     if any(j.point_key(1.0) != first.point_key(1.0) or j.settings != first.settings
            for j in jobs):
-        raise ValueError("find_capacities: the jobs must differ only in their SLOs")
+        raise InputError("find_capacities: the jobs must differ only in their SLOs "
+                         f"(first: {first.config}, {first.lengths.source or 'lengths'})")
     cache = cache if cache is not None else DiskCache(first.cache_root)
     grid = _Grid(first.settings)
     pts = _Points(first, cache, point_fn, seed_fn)
-    br = bracket(first.params, first.lengths, first.prefix_cache_hit)
     keep = 1.0 - first.settings.slo_margin
     out = []
+    brackets: list[Bracket | None] = []  # computed on the first cache miss
     for job in jobs:
         hit = cache.get("capacity", job.key())
         if hit is not None:
             out.append(CapacityResult.from_dict(hit))
             continue
+        if not brackets:
+            brackets.append(bracket(first.params, first.lengths, first.prefix_cache_hit))
+        br = brackets[0]
         if br is None:  # no replica parameters: the ladder from its first rate
             res = _search(job, pts, grid, 0, grid.n)
         else:

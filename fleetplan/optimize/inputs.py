@@ -240,20 +240,27 @@ def run_searches(jobs: Mapping[K, CapacityJob], executor: Executor,
     shares its simulated runs (:func:`run_capacity_group`); equal jobs run once. Items go out
     dearest first (by the bracket's saturation rate: a run's cost grows with its rate) so that
     the last worker is not left with the longest one; results do not depend on the order."""
-    from fleetplan.optimize.cache import input_hash
+    from fleetplan.optimize.cache import DiskCache, input_hash
 
     keys = {k: input_hash(j.key()) for k, j in jobs.items()}
+    caches: dict[str | None, DiskCache] = {}
+    by_hash: dict[str, CapacityResult] = {}
     groups: dict[str, dict[str, CapacityJob]] = {}
     for k, j in jobs.items():
+        cache = caches.setdefault(j.cache_root, DiskCache(j.cache_root))
+        hit = cache.get("capacity", j.key()) if j.cache_root is not None else None
+        if hit is not None:  # cached: no worker needed
+            by_hash[keys[k]] = CapacityResult.from_dict(hit)
+            continue
         ident = input_hash({"point": j.point_key(1.0), "settings": j.settings})
         groups.setdefault(ident, {}).setdefault(keys[k], j)
     items = [[g[h] for h in sorted(g)] for _i, g in sorted(groups.items())]
     items.sort(key=_cost, reverse=True)
     done = tracked_map(executor, run_capacity_group, items, progress,
                        "capacity searches (candidate x workload)")
-    by_hash = {input_hash(j.key()): CapacityResult.from_dict(r)
-               for item, res in zip(items, done, strict=True)
-               for j, r in zip(item, res, strict=True)}
+    for item, res in zip(items, done, strict=True):
+        for j, r in zip(item, res, strict=True):
+            by_hash[input_hash(j.key())] = CapacityResult.from_dict(r)
     return {k: by_hash[keys[k]] for k in jobs}
 
 
