@@ -7,6 +7,7 @@ the 24-hour diurnal version in <= 30 s; a solve-time scaling table published in
     .venv/bin/python benchmarks/bench_optimize.py                 # the two targets, every solver
     .venv/bin/python benchmarks/bench_optimize.py --table         # + the scaling table
     .venv/bin/python benchmarks/bench_optimize.py --table --write-docs
+    .venv/bin/python benchmarks/bench_optimize.py --cold          # fleetplan solve, cold + warm
 
 The instance mirrors the request-size-bucket formulation of prior work: 100 classes, each a
 bucket of request sizes (prompt 32-4096 tokens, output 32-1024, log-spaced and shuffled), rates
@@ -17,6 +18,15 @@ P99, then rising and saturating; throughput inversely proportional to tokens per
 "capacities cached" means the timing excludes capacity searches, and the MILP's solve time
 depends on the table's shape (which entries are zero, how many tiers), not on its exact values.
 Timings are wall seconds for building the PuLP model plus solving it, single-threaded solver.
+
+``--cold`` times the whole of ``fleetplan solve`` instead (issue 10, target: <= 120 s cold on 2
+cores, <= 10 s warm): the same 100 buckets and rates as a real scenario (each bucket a uniform
+prompt and output size around its bucket's, the bundled 14B model, the eight configurations as
+candidates in EU27, each class's SLO a random tier among those the fastest candidate's unloaded
+P99 TTFT can reach, default ``capacity:`` and ``sim:`` settings), solved twice with local worker
+processes: once on an empty temporary cache folder (every capacity search simulated), once more
+on the cache it filled. ``--workloads W`` gives the classes W distinct buckets (class i has
+bucket i mod W; default 100, every class its own), ``--classes N`` fewer classes.
 """
 
 from __future__ import annotations
@@ -25,8 +35,10 @@ import argparse
 import math
 import os
 import re
+import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -156,14 +168,98 @@ def scaling_table(solvers: list[str]) -> str:
     return "\n".join(lines)
 
 
+class StepClock:
+    """A progress reporter (``fleetplan._progress``) that keeps each step's wall seconds."""
+
+    def __init__(self) -> None:
+        self.t0: dict[str, float] = {}
+        self.seconds: dict[str, float] = {}
+
+    def start(self, name: str, total: int | None = None) -> None:
+        self.t0[name] = time.perf_counter()
+
+    def advance(self, name: str, amount: int = 1) -> None:
+        pass
+
+    def finish(self, name: str) -> None:
+        self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - self.t0[name]
+
+
+def cold_scenario(n_classes: int = 100, workloads: int = 100, total_rps: float = 300.0,
+                  seed: int = 7) -> Any:
+    """The --cold scenario (module docstring): buckets and rates of :func:`instance`."""
+    from fleetplan.optimize.bracket import bracket
+    from fleetplan.replica.params import replica_params
+    from fleetplan.scenario import Scenario
+    from fleetplan.workload.lengths import LengthModel
+
+    model = "DeepSeek-R1-Distill-Qwen-14B"
+    rng = np.random.default_rng(seed)
+    ins = np.geomspace(32, 4096, workloads)
+    outs = np.geomspace(32, 1024, workloads)
+    rng.shuffle(outs)
+    rates = rng.dirichlet(np.ones(n_classes)) * total_rps
+    params = [replica_params(model, c) for c in CONFIGS]
+
+    def bucket(x: float, ratio: float) -> dict[str, Any]:
+        return {"dist": "uniform", "low": max(1, round(x / ratio)), "high": round(x * ratio)}
+
+    rin = (4096 / 32) ** (0.5 / max(workloads - 1, 1))
+    rout = (1024 / 32) ** (0.5 / max(workloads - 1, 1))
+    classes = []
+    for i in range(n_classes):
+        w = i % workloads
+        lengths = {"input_tokens": bucket(float(ins[w]), rin),
+                   "output_tokens": bucket(float(outs[w]), rout)}
+        lm = LengthModel.model_validate({"input": lengths["input_tokens"],
+                                         "output": lengths["output_tokens"]})
+        floor = min(b.unloaded_ttft_ms for p in params
+                    if (b := bracket(p, lm)) is not None)
+        reachable = [t for t in TIERS_MS if 0.95 * t > 1.2 * floor]
+        tier = float(reachable[int(rng.integers(len(reachable)))])
+        classes.append({"name": f"b{i:03d}", "rate_rps": round(float(rates[i]), 4), **lengths,
+                        "slo": {"ttft_p99_ms": tier}})
+    return Scenario.model_validate({
+        "model": model, "classes": classes, "candidates": list(CONFIGS),
+        "grid_g_per_kwh": {"EU27": 242.0}})
+
+
+def _cold(n_classes: int, workloads: int, solver: str) -> None:
+    from fleetplan.optimize.solve import solve
+
+    sc = cold_scenario(n_classes, workloads)
+    print(f"cold solve: {n_classes} classes ({workloads} distinct workloads) x {len(CONFIGS)} "
+          f"candidates, {sum(c.rate_rps or 0 for c in sc.classes):.0f} req/s, solver {solver}, "
+          f"local processes ({os.cpu_count()} CPUs)")
+    with tempfile.TemporaryDirectory(prefix="fleetplan-cold-") as cache:
+        for label, target in (("cold", 120.0), ("warm", 10.0)):
+            clock = StepClock()
+            t0 = time.perf_counter()
+            plan = solve(sc, solver=solver, cache_dir=cache, progress=clock)
+            wall = time.perf_counter() - t0
+            steps = "; ".join(f"{k} {v:.1f} s" for k, v in clock.seconds.items())
+            ok = "OK" if wall <= target else "MISSED"
+            print(f"{label}: {wall:.1f} s wall, {plan.status.value}, verified {plan.verified}, "
+                  f"${plan.cost_per_hour_usd or 0:.2f}/h; target <= {target:g} s: {ok}")
+            print(f"  steps: {steps}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--solver", action="append", help="cbc, highs (default: every available)")
     ap.add_argument("--table", action="store_true", help="also time the scaling table")
     ap.add_argument("--write-docs", action="store_true",
                     help="write the table into docs/optimizer.md (between the markers)")
+    ap.add_argument("--cold", action="store_true",
+                    help="time fleetplan solve from an empty capacity cache, then warm")
+    ap.add_argument("--classes", type=int, default=100, help="--cold: classes (default 100)")
+    ap.add_argument("--workloads", type=int, default=100,
+                    help="--cold: distinct buckets among the classes (default 100)")
     args = ap.parse_args()
     solvers = args.solver or [s for s in ("cbc", "highs") if s in solver_names()]
+    if args.cold:
+        _cold(args.classes, min(args.workloads, args.classes), solvers[0])
+        return
     print(f"machine: {os.cpu_count()} CPUs; solvers single-threaded, 1% gap, 60 s limit")
     _targets(solvers)
     if args.table or args.write_docs:
