@@ -133,7 +133,7 @@ class CapacityResult:
                    probe, int(d["evaluations"]))
 
 
-STRIDE = 4  # grid steps per move of the walk from the bracket's start (then bisection)
+STRIDE = 2  # grid steps per move of the walk from the bracket's start (then bisection)
 
 PointFn = Callable[[CapacityJob, float], PointStats]
 SeedFn = Callable[[CapacityJob, float, int], PointStats]
