@@ -3,7 +3,7 @@
 The monolithic 24-hour model (every hour's shares, tiers and counts in one MILP) is correct but
 slow: its LP relaxation is weak in the rounding of replica counts, and the solver has to close
 that gap for 24 hours at once. Two of the three commitment modes decompose exactly; the third
-starts from a plan with pinned tiers and reports the gap it can prove:
+is solved whole, with a fallback whose gap is reported as proven:
 
 - ``per-hour``: hours share nothing (each hour has its own fleet and tiers), so the day is 24
   independent one-hour MILPs, solved in parallel threads; the day is within the gap when every
@@ -13,22 +13,18 @@ starts from a plan with pinned tiers and reports the gap it can prove:
   model on a few hours (a relaxation: its optimum bounds the day's from below), check every
   other hour with the fleet fixed (an LP), add the busiest violated hour, repeat. The final fleet
   serves every hour at the relaxation's cost, so it is optimal for the day within the gap.
-- ``base-plus-on-demand``: a committed base all day plus hourly on-demand replicas. The
-  monolithic model is hopeless here (on the 100-class x 8-configuration benchmark HiGHS stopped
-  at its 30 s limit with $570.68/h, 53% above the fixed-peak plan, which is itself a feasible
-  base-plus-on-demand plan). What makes it hard is the choice of pools (which tiers of which
-  candidates) tied to 24 hours of integer counts; with the pools fixed it solves in seconds. So:
-  solve the fixed-peak plan (hour generation, exact), keep only its pools (candidate x tier) and
-  solve the base-plus-on-demand model on those (the fixed-peak fleet is one of its solutions, so
-  the result never costs more); bound the day from below by the per-hour plan at committed
-  prices (every replica-hour costs at least the committed price). When that bound does not
-  prove the plan within the gap, the monolithic model gets the solver's time limit to find a
-  cheaper plan or a better bound; the cheaper plan is kept. The reported gap is (plan - best
-  bound) / plan and the status is ``optimal`` only when it is within the solver's gap (or the
-  monolithic model proved its optimum). Keeping the fixed-peak plan's pools is the heuristic
-  part: a cheaper plan that needs other pools is found only by the monolithic model. Falls back
-  to the monolithic model alone when no fixed-peak plan exists (e.g. availability that the
-  hours can share but a peak fleet cannot).
+- ``base-plus-on-demand``: a committed base all day plus hourly on-demand replicas. With pools
+  per tier (no tier binaries) the monolithic model is solved first: on the 100-class x
+  8-configuration benchmark it proves its plan within the gap in about 10-25 s (HiGHS, CBC).
+  Where it does not (status ``feasible`` or no plan at the time limit), two more plans compete:
+  the fixed-peak plan's pools (hour generation, exact) with the base-plus-on-demand model
+  solved on those pools only (the fixed-peak fleet is one of its solutions, so it never costs
+  more than that fleet); and the cheaper plan is kept. The day is bounded from below by the
+  monolithic model's bound where the solver reports one (HiGHS) and by the per-hour plan at
+  committed prices (every replica-hour costs at least the committed price). The reported gap is
+  (plan - best bound) / plan, and the status is ``optimal`` only when it is within the solver's
+  gap. (Before pools per tier, the tier binaries tied to 24 hours of counts left the
+  monolithic model at $570.68/h after 30 s, 53% above the fixed-peak plan: the fallback.)
 - Anything with a daily carbon cap: the monolithic model.
 
 Main entry: :func:`solve_plan` (what :func:`fleetplan.optimize.milp.solve_problem` calls).
@@ -174,42 +170,39 @@ def _bound(sol: MilpSolution, settings: SolverSettings) -> float | None:
 
 def _pinned_tiers(problem: PlanProblem, settings: SolverSettings,
                   drop: Collection[str], ties: bool = True) -> MilpSolution:
-    """base-plus-on-demand: the fixed-peak plan's pools, then the monolithic model only where
-    the bound does not already prove the plan (see the module docstring)."""
+    """base-plus-on-demand: the monolithic model first; where it does not prove its plan, the
+    fixed-peak plan's pools and the per-hour bound (see the module docstring)."""
     t0 = time.perf_counter()
     H = problem.hours
+    mono = _monolithic(problem, settings, "cost", drop, ties)
+    if mono.status is MilpStatus.optimal:  # proven within the gap (CBC reports no finer one)
+        gap = mono.gap_achieved if mono.gap_achieved is not None else settings.gap
+        return replace(mono, hours=H, gap_achieved=gap, seconds=time.perf_counter() - t0)
     peak = _hour_generation(_as_mode(problem, CommitmentMode.fixed_peak), settings, "cost", drop,
                             ties)
-    if not peak.has_plan:
-        return _monolithic(problem, settings, "cost", drop, ties)
-    names = frozenset(name for (name, _h) in peak.tiers)
-    keys = {name.partition("/")[0] for name in names}
-    pools = tuple(p for p in problem.pools if p.key in keys)
-    plan = _monolithic(problem.replace(pools=pools, open_pools=names), settings, "cost", drop,
-                       ties)
+    plan = mono
+    if peak.has_plan:
+        names = frozenset(name for (name, _h) in peak.tiers)
+        keys = {name.partition("/")[0] for name in names}
+        pools = tuple(p for p in problem.pools if p.key in keys)
+        pinned = _monolithic(problem.replace(pools=pools, open_pools=names), settings, "cost",
+                             drop, ties)
+        if pinned.has_plan and (not plan.has_plan
+                                or pinned.cost_per_day_usd < plan.cost_per_day_usd):
+            plan = pinned
     if not plan.has_plan:
-        return _monolithic(problem, settings, "cost", drop, ties)
+        return replace(mono, hours=H, seconds=time.perf_counter() - t0)
     bounds: list[float] = []
+    if (b := _bound(mono, settings)) is not None:
+        bounds.append(b)
     if problem.limits.on_demand_price_factor >= 1.0:
-        # every replica-hour costs at least the committed price; per-hour tiers relax the rest
+        # every replica-hour costs at least the committed price
         lower = _by_hour(_as_mode(problem, CommitmentMode.per_hour), settings, "cost", drop,
                          ties=False)
         if (b := _bound(lower, settings)) is not None:
             bounds.append(b)
-
-    def gap_of(cost: float) -> float | None:
-        return max(0.0, (cost - max(bounds)) / cost) if bounds and cost > 0 else None
-
-    proven = False
-    gap = gap_of(plan.cost_per_day_usd)
-    if gap is None or gap > settings.gap:
-        mono = _monolithic(problem, settings, "cost", drop, ties)
-        if (b := _bound(mono, settings)) is not None:
-            bounds.append(b)
-        proven = mono.status is MilpStatus.optimal
-        if mono.has_plan and mono.cost_per_day_usd < plan.cost_per_day_usd:
-            plan = mono
-        gap = gap_of(plan.cost_per_day_usd)
-    ok = proven or (gap is not None and gap <= settings.gap)
+    gap = (max(0.0, (plan.cost_per_day_usd - max(bounds)) / plan.cost_per_day_usd)
+           if bounds and plan.cost_per_day_usd > 0 else None)
+    ok = gap is not None and gap <= settings.gap
     return replace(plan, status=MilpStatus.optimal if ok else MilpStatus.feasible,
                    gap_achieved=gap, hours=H, seconds=time.perf_counter() - t0)

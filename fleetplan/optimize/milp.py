@@ -6,10 +6,14 @@ The model itself (variables, constraint families, objectives) is built by
 :class:`MilpSolution` with an enum status.
 
 Ties are broken lexicographically (:data:`TIE_BREAKS`): after the primary objective (cost) is
-solved, a second solve keeps cost ``<=`` the first answer's and minimizes carbon, and a third
-keeps both and minimizes replicas (then traffic on stricter tiers than its class's). Each stage
-starts from the previous stage's plan (CBC warm start), and a stage that finds nothing leaves the
-previous stage's plan; so the answer is never dearer than the cost solve's.
+solved, a second solve keeps cost ``<=`` the first answer's and minimizes carbon plus
+``replicas x`` :data:`TIE_G_PER_REPLICAS` ``/ (most replica-hours + 1)`` (fewer replicas, then
+less traffic on tiers stricter than its class's): all of that second term is worth under
+0.01 g, so it only decides between plans whose carbon differs by less. The second solve starts
+from the first's plan (CBC warm start), gets a quarter of the time limit (at least 1 s) and at
+most :data:`TIE_MAX_NODES` branch-and-bound nodes (so that it stops at the same point on every
+run); its answer is kept only where it is no worse than the plan it started from. So the answer
+is never dearer than the cost solve's.
 
 Main entries: :func:`build_model` and :func:`solve_problem` (returns a :class:`MilpSolution`).
 """
@@ -34,14 +38,17 @@ from fleetplan.optimize.problem import PlanProblem, Pool, Tier
 from fleetplan.optimize.solvers import SolverSettings, achieved_gap, make_solver
 
 __all__ = [
-    "CONSTRAINT_FAMILIES", "OBJECTIVES", "TIE_BREAKS", "MilpModel", "MilpSolution", "MilpStatus",
-    "Slack", "build_model", "pool_by_key", "solve_model", "solve_problem",
+    "CONSTRAINT_FAMILIES", "OBJECTIVES", "TIE_BREAKS", "TIE_G_PER_REPLICAS", "MilpModel",
+    "MilpSolution", "MilpStatus", "Slack", "build_model", "pool_by_key", "solve_model",
+    "solve_problem",
 ]
 
-# primary objective -> the objectives that break its ties, in order
-TIE_BREAKS: dict[str, tuple[str, ...]] = {
-    "cost": ("carbon", "replicas"), "carbon": ("cost", "replicas"), "replicas": (), "slack": (),
-}
+# primary objective -> the objective that breaks its ties (with fewer replicas folded in)
+TIE_BREAKS: dict[str, str] = {"cost": "carbon", "carbon": "cost"}
+# the whole replicas term of the tie stage weighs less than this, in the tie objective's unit
+TIE_G_PER_REPLICAS = 0.01       # grams, behind carbon
+TIE_USD_PER_REPLICAS = 1e-4     # dollars, behind cost
+TIE_MAX_NODES = 200
 # a stage keeps the previous objective within this (relative, absolute) of its value: solver
 # round-off, far below a price or a gram
 _KEEP_REL, _KEEP_ABS = 1e-9, 1e-7
@@ -153,20 +160,53 @@ def _read(model: MilpModel, status: MilpStatus) -> tuple:  # type: ignore[type-a
     return counts, tiers, _normalized(shares), base_counts, spares, cost, carbon, slack
 
 
-def _solve_once(model: MilpModel, settings: SolverSettings, warm: bool) -> MilpStatus:
+def _solve_once(model: MilpModel, settings: SolverSettings, warm: bool = False,
+                max_nodes: int | None = None) -> MilpStatus:
     solver = make_solver(settings)
-    if warm and isinstance(solver, pulp.COIN_CMD):
+    cbc = isinstance(solver, pulp.COIN_CMD)
+    if warm and cbc:
         solver.optionsDict["warmStart"] = True
+    if max_nodes is not None:
+        solver.optionsDict["maxNodes" if cbc else "mip_max_nodes"] = max_nodes
     model.prob.solve(solver)
     return _status(model.prob)
+
+
+def _most(expr: pulp.LpAffineExpression) -> float:
+    """The largest value ``expr`` (non-negative coefficients) takes within its bounds."""
+    return float(sum(abs(c) * (v.upBound if v.upBound is not None else 1.0)
+                     for v, c in expr.items()))
+
+
+def _break_ties(model: MilpModel, settings: SolverSettings, objective: str) -> bool:
+    """The tie stage after a solved ``objective`` (see the module docstring); True when its
+    plan was kept (the model's variables then hold it)."""
+    tie = TIE_BREAKS.get(objective)
+    if tie is None:
+        return False
+    primary = model.objectives[objective]
+    value = float(pulp.value(primary) or 0.0)
+    model.prob += primary <= value + abs(value) * _KEEP_REL + _KEEP_ABS, f"tie_keep_{objective}"
+    replicas = model.objectives["replicas"]
+    weight = (TIE_G_PER_REPLICAS if tie == "carbon" else TIE_USD_PER_REPLICAS) / (
+        _most(replicas) + 1.0)
+    target = model.objectives[tie] + weight * replicas
+    before = float(pulp.value(target) or 0.0)
+    model.prob.setObjective(target)
+    budget = settings.model_copy(update={"time_limit_s": min(
+        settings.time_limit_s, max(1.0, settings.time_limit_s / 4))})
+    status = _solve_once(model, budget, warm=True, max_nodes=TIE_MAX_NODES)
+    if status not in (MilpStatus.optimal, MilpStatus.feasible):
+        return False
+    return float(pulp.value(target) or 0.0) <= before + abs(before) * _KEEP_REL + _KEEP_ABS
 
 
 def solve_model(model: MilpModel, settings: SolverSettings, *, objective: str = "cost",
                 ties: bool = True) -> MilpSolution:
     """Solve a built model (whose objective is ``objective``) and read the plan out of it.
 
-    With ``ties``, the objectives of :data:`TIE_BREAKS` follow lexicographically (see the
-    module docstring); status and gap are the primary solve's.
+    With ``ties``, the tie stage of :data:`TIE_BREAKS` follows (see the module docstring);
+    status and gap are the primary solve's.
     """
     problem = model.problem
     t0 = time.perf_counter()
@@ -176,24 +216,14 @@ def solve_model(model: MilpModel, settings: SolverSettings, *, objective: str = 
         pulp_status = "Infeasible"
         gap = None
     else:
-        status = _solve_once(model, settings, warm=False)
+        status = _solve_once(model, settings)
         pulp_status = pulp.LpStatus[model.prob.status]
         gap = achieved_gap(model.prob) if status in (MilpStatus.optimal,
                                                       MilpStatus.feasible) else None
         read = _read(model, status)
-        if ties and status in (MilpStatus.optimal, MilpStatus.feasible):
-            prev = objective
-            for i, tie in enumerate(TIE_BREAKS.get(objective, ())):
-                expr = model.objectives[prev]
-                value = float(pulp.value(expr) or 0.0)
-                model.prob += (expr <= value + abs(value) * _KEEP_REL + _KEEP_ABS,
-                               f"tie_keep_{i}_{prev}")
-                model.prob.setObjective(model.objectives[tie])
-                if _solve_once(model, settings, warm=True) not in (MilpStatus.optimal,
-                                                                    MilpStatus.feasible):
-                    break  # keep the previous stage's plan (already read)
-                read = _read(model, MilpStatus.optimal)
-                prev = tie
+        if (ties and status in (MilpStatus.optimal, MilpStatus.feasible)
+                and _break_ties(model, settings, objective)):
+            read = _read(model, MilpStatus.optimal)
     seconds = time.perf_counter() - t0
     counts, tiers, shares, base_counts, spares, cost, carbon, slack = read
     H = problem.hours
