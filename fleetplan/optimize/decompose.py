@@ -176,8 +176,8 @@ def _pinned_tiers(problem: PlanProblem, settings: SolverSettings,
     H = problem.hours
     mono = _monolithic(problem, settings, "cost", drop, ties)
     if mono.status is MilpStatus.optimal:  # proven within the gap (CBC reports no finer one)
-        gap = mono.gap_achieved if mono.gap_achieved is not None else settings.gap
-        return replace(mono, hours=H, gap_achieved=gap, seconds=time.perf_counter() - t0)
+        proven = mono.gap_achieved if mono.gap_achieved is not None else settings.gap
+        return replace(mono, hours=H, gap_achieved=proven, seconds=time.perf_counter() - t0)
     peak = _hour_generation(_as_mode(problem, CommitmentMode.fixed_peak), settings, "cost", drop,
                             ties)
     plan = mono
