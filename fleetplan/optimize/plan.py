@@ -27,6 +27,7 @@ from typing import Any
 import pandas as pd
 
 from fleetplan._notebook import NotebookRepr
+from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.errors import InputError
 from fleetplan.scenario.fleet import pool_label
 
@@ -51,6 +52,14 @@ class FleetEntry:
     def pool(self) -> str:
         """The pool's unique name, ``config@region/200ms``."""
         return pool_label(self.config, self.region, self.tier_ttft_p99_ms, self.tier_tpot_p99_ms)
+
+    @property
+    def gpus_per_replica(self) -> int:
+        return HardwareConfig.parse(self.config).gpu_count
+
+    @property
+    def gpus(self) -> int:
+        return self.count * self.gpus_per_replica
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"pool": self.pool, "config": self.config, "region": self.region,
@@ -100,9 +109,9 @@ class SolverReport:
     name: str
     status: str
     seconds: float | None
-    gap: float
-    rounds: int
-    time_limit_s: float
+    gap: float | None  # None only in a plan file that lacks it (the report reads such files)
+    rounds: int | None
+    time_limit_s: float | None
     gap_achieved: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -144,8 +153,8 @@ class CapacityNote:
     config: str
     tier_ttft_p99_ms: float | None
     capacity_rps: float
-    derate: float
-    source: str
+    derate: float | None  # None only in a plan file that lacks it (the report reads such files)
+    source: str | None
     pool: str | None = None
     region: str | None = None
     ttft_p99_ms_at_capacity: float | None = None

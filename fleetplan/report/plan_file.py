@@ -22,80 +22,26 @@ from pathlib import Path
 from typing import Any
 
 from fleetplan.errors import FleetplanError, InputError
+from fleetplan.optimize.plan import (
+    CapacityNote,
+    ClassResult,
+    FleetEntry,
+    HourPlan,
+    SolverReport,
+)
 
 STATUSES = ("optimal", "feasible", "infeasible")
 TOP = "(top level)"
 SPLIT_TOLERANCE = 1e-3
 
 
-@dataclass(frozen=True)
-class PoolRow:
-    """One pool of a fleet: ``count`` replicas of ``config`` in ``region`` (at a SLO tier)."""
-
-    pool: str
-    config: str
-    region: str
-    count: int
-    tier_ttft_p99_ms: float | None = None
-
-    @property
-    def gpus_per_replica(self) -> int:
-        from fleetplan.catalog.hardware import HardwareConfig
-
-        return HardwareConfig.parse(self.config).gpu_count
-
-    @property
-    def gpus(self) -> int:
-        return self.count * self.gpus_per_replica
-
-
-@dataclass(frozen=True)
-class ClassRow:
-    """One traffic class: its SLO, the simulated P99 (with its 95% interval) and its split."""
-
-    name: str
-    rate_rps: float
-    slo_ttft_p99_ms: float | None
-    ttft_p99_ms: float | None
-    met: bool
-    split: dict[str, float]
-    ttft_p99_ci_ms: tuple[float, float] | None = None
-
-
-@dataclass(frozen=True)
-class HourRow:
-    hour: int
-    rate_rps: float
-    fleet: tuple[PoolRow, ...]
-    on_demand: tuple[PoolRow, ...]
-    cost_per_hour_usd: float
-    g_co2_per_hour: float
-    met: bool
-
-
-@dataclass(frozen=True)
-class CapacityRow:
-    """A per-replica capacity the plan relied on."""
-
-    class_name: str
-    config: str
-    capacity_rps: float
-    pool: str | None = None
-    region: str | None = None
-    tier_ttft_p99_ms: float | None = None
-    ttft_p99_ms_at_capacity: float | None = None
-    source: str | None = None
-
-
-@dataclass(frozen=True)
-class SolverRow:
-    name: str
-    status: str
-    seconds: float | None
-    gap: float | None
-    rounds: int | None
-    time_limit_s: float | None
-    gap_achieved: float | None
+# The records of a plan are the optimizer's own (one family): a pool is a FleetEntry, a class a
+# ClassResult, ...; the report's names stay as aliases.
+PoolRow = FleetEntry
+ClassRow = ClassResult
+HourRow = HourPlan
+CapacityRow = CapacityNote
+SolverRow = SolverReport
 
 
 @dataclass(frozen=True)
@@ -255,11 +201,14 @@ def _pool(r: _Reader, d: Any, where: str) -> PoolRow:
         HardwareConfig.parse(config)
     except (FleetplanError, ValueError):
         raise r.fail(f"{where}.config", config, "a configuration such as 1xH100-PCIe") from None
-    region = r.opt_str(d, "region", where) or "EU27"
-    pool = r.opt_str(d, "pool", where) or f"{config}@{region}"
-    tier = r.opt_num(d, "tier_ttft_p99_ms", where)
-    return PoolRow(pool=pool, config=config, region=region,
-                   count=r.int_(d, "count", where), tier_ttft_p99_ms=tier)
+    row = PoolRow(config=config, count=r.int_(d, "count", where),
+                  region=r.opt_str(d, "region", where) or "EU27",
+                  tier_ttft_p99_ms=r.opt_num(d, "tier_ttft_p99_ms", where),
+                  tier_tpot_p99_ms=r.opt_num(d, "tier_tpot_p99_ms", where))
+    pool = r.opt_str(d, "pool", where)
+    if pool is not None and pool != row.pool:
+        raise r.fail(f"{where}.pool", pool, f"the name of its config, region and tier ({row.pool})")
+    return row
 
 
 def _pools(r: _Reader, items: list[Any], where: str) -> tuple[PoolRow, ...]:
@@ -338,7 +287,7 @@ def _capacity(r: _Reader, d: Any, where: str) -> CapacityRow:
         pool=pool, region=r.opt_str(d, "region", where),
         tier_ttft_p99_ms=r.opt_num(d, "tier_ttft_p99_ms", where),
         ttft_p99_ms_at_capacity=r.opt_num(d, "ttft_p99_ms_at_capacity", where),
-        source=r.opt_str(d, "source", where))
+        derate=r.opt_num(d, "derate", where), source=r.opt_str(d, "source", where))
 
 
 def _hour(r: _Reader, d: Any, where: str) -> HourRow:
