@@ -1,5 +1,6 @@
-"""Atomic file writes (a reader sees the old file or the new one, never half of either) and the
-JSON-safe form of values every JSON writer shares.
+"""Atomic file writes (a reader sees the old file or the new one, never half of either), the
+JSON-safe form of values every JSON writer shares, and :func:`read_data_file`, the one reader of a
+user's JSON (or YAML) file with the house's one-line errors.
 
 :func:`user_data_dir` is where commands write the user's own store and calibration by default
 (never into the bundled ``data/``).
@@ -10,12 +11,15 @@ An atomic write keeps the mode of the file it replaces; a new file gets ``0o666 
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from fleetplan.errors import InputError
 
 
 def user_data_dir() -> Path:
@@ -91,3 +95,38 @@ def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def read_data_file(path: str | os.PathLike[str], what: str, *, yaml_ok: bool = False,
+                   hint: str = "") -> Any:
+    """The parsed content of a user's file: JSON, or with ``yaml_ok`` YAML unless it is named
+    ``*.json``. Every failure is one :class:`~fleetplan.errors.InputError` line naming the file:
+    missing, a directory, unreadable, not UTF-8, not JSON/YAML (where), nested too deeply.
+    ``what`` names the file in them (``plan file``); ``hint`` is added to a parse error."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{p}: no such {what}") from None
+    except IsADirectoryError:
+        raise InputError(f"{p}: a directory, not a {what}") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{p}: not UTF-8 text (byte {exc.start}), not a {what}") from None
+    except OSError as exc:
+        raise InputError(f"{p}: cannot read the {what} ({exc.strerror or exc})") from None
+    tail = f"; {hint}" if hint else ""
+    try:
+        if yaml_ok and p.suffix.lower() != ".json":
+            import yaml
+
+            try:
+                return yaml.safe_load(text)
+            except yaml.YAMLError as exc:
+                first = " ".join(str(exc).split())
+                raise InputError(f"{p}: not valid YAML: {first[:200]}{tail}") from None
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{p}: not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+                         f"{tail}") from None
+    except RecursionError:
+        raise InputError(f"{p}: nested too deeply to read as a {what}") from None

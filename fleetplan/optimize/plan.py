@@ -16,7 +16,6 @@ fleet lists each with its replicas, and a class's ``split`` maps pool names to s
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from typing import Any
 
 import pandas as pd
 
+from fleetplan._io import read_data_file
 from fleetplan._notebook import NotebookRepr
 from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.errors import InputError
@@ -405,16 +405,6 @@ def plan_from_dict(data: Any, source: str = "plan") -> Plan:
 
 def load_plan(path: str | os.PathLike[str]) -> Plan:
     """Read a plan file written by ``fleetplan solve --out`` (or ``--format json``)."""
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{p}: no such plan file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{p}: cannot read the plan file ({exc})") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{p}: not JSON (line {exc.lineno} column {exc.colno}: {exc.msg}); "
-                         "a plan file is what fleetplan solve --out writes") from None
-    return plan_from_dict(data, str(p))
+    data = read_data_file(path, "plan file",
+                          hint="a plan file is what fleetplan solve --out writes")
+    return plan_from_dict(data, str(Path(path)))

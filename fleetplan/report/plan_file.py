@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fleetplan._io import read_data_file
 from fleetplan.errors import FleetplanError, InputError
 from fleetplan.optimize.plan import (
     CapacityNote,
@@ -33,6 +34,7 @@ from fleetplan.optimize.plan import (
 STATUSES = ("optimal", "feasible", "infeasible")
 TOP = "(top level)"
 SPLIT_TOLERANCE = 1e-3
+_HINT = "write it with fleetplan solve --format json"
 
 
 # The records of a plan are the optimizer's own (one family): a pool is a FleetEntry, a class a
@@ -361,24 +363,9 @@ def _check_split_keys(r: _Reader, plan: PlanDoc) -> None:
                              f"{', '.join(sorted(p.pool for p in plan.fleet)) or 'none'})")
 
 
-def _read_json(path: str | Path) -> Any:
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{p}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{p}: cannot read ({exc})") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{p}: not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); "
-                         "write it with fleetplan solve --format json") from None
-
-
 def load_plan(path: str | Path) -> PlanDoc:
     """Read and check a plan file written by ``fleetplan solve --format json``."""
-    return plan_from_dict(_read_json(path), str(path))
+    return plan_from_dict(read_data_file(path, "plan file", hint=_HINT), str(path))
 
 
 def frontier_from_dict(data: Any, source: str = "<dict>") -> FrontierDoc:
@@ -414,4 +401,6 @@ def frontier_from_dict(data: Any, source: str = "<dict>") -> FrontierDoc:
 
 def load_frontier(path: str | Path) -> FrontierDoc:
     """Read and check a frontier file written by ``fleetplan frontier --format json``."""
-    return frontier_from_dict(_read_json(path), str(path))
+    data = read_data_file(path, "frontier file", hint="write it with fleetplan frontier "
+                          "SCENARIO --sweep carbon --format json")
+    return frontier_from_dict(data, str(path))

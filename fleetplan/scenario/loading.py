@@ -8,14 +8,13 @@ one :class:`~fleetplan.errors.InputError` line naming the file, the field path a
 from __future__ import annotations
 
 import copy
-import json
 import os
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
+from fleetplan._io import read_data_file
 from fleetplan.errors import InputError
 from fleetplan.scenario.messages import format_validation_error
 from fleetplan.scenario.model import Scenario
@@ -54,18 +53,7 @@ def scenario_from_dict(data: Any, source: str = "scenario",
 def load_scenario(path: str | os.PathLike[str]) -> Scenario:
     """Read and validate a YAML or JSON scenario file (trace paths relative to its folder)."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{p}: scenario file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{p}: cannot read scenario ({exc})") from None
-    try:
-        data = json.loads(text) if p.suffix.lower() == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        first = " ".join(str(exc).split())
-        raise InputError(f"{p}: not valid {'JSON' if p.suffix == '.json' else 'YAML'}: "
-                         f"{first[:200]}") from None
+    data = read_data_file(p, "scenario file", yaml_ok=True)
     return scenario_from_dict(data, str(p), base_dir=p.parent.resolve())
 
 

@@ -92,7 +92,7 @@ def test_report_command_and_its_errors(cli, tmp_path: Path) -> None:
         ((str(plan), "-o", str(tmp_path / "r.pdf")), "name it FILE.html"),
         ((str(plan), str(plan), str(plan)), "3 plan files given"),
         ((str(plan), str(plan), "--frontier", str(plan)), "shows no frontier"),
-        ((str(tmp_path / "none.json"),), "none.json: no such file"),
+        ((str(tmp_path / "none.json"),), "none.json: no such plan file"),
         ((str(plan), "--frontier", str(plan)), "a plan file, not a frontier"),
     ]:
         res = cli("report", *args)

@@ -150,7 +150,7 @@ def test_not_json_a_frontier_or_no_file(tmp_path: Path, legacy_plan: dict) -> No
     f.write_text(json.dumps(fr.to_dict()), encoding="utf-8")
     with pytest.raises(InputError, match="a frontier file .* give it with --frontier"):
         load_plan(f)
-    with pytest.raises(InputError, match="no such file"):
+    with pytest.raises(InputError, match="missing.json: no such plan file"):
         load_plan(tmp_path / "missing.json")
 
 
