@@ -5,6 +5,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
+
+from fleetplan.errors import InputError
 from fleetplan.scenario import Scenario, scenario_from_dict
 
 MODEL = "DeepSeek-R1-Distill-Qwen-14B"
@@ -34,3 +37,12 @@ def make(**over: Any) -> Scenario:
     return scenario_from_dict(base_dict(**over))
 
 
+
+
+def refusal(data: dict[str, Any]) -> str:
+    """The one-line error ``data`` (named ``s.yaml``) is refused with."""
+    with pytest.raises(InputError) as e:
+        scenario_from_dict(data, "s.yaml")
+    msg = str(e.value)
+    assert "\n" not in msg
+    return msg

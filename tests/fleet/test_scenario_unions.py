@@ -11,7 +11,7 @@ import numpy as np
 import pulp
 import pytest
 import yaml
-from fleet_cases import base_dict, make
+from fleet_cases import base_dict, make, refusal
 from pydantic import Field
 
 from fleetplan.errors import FleetplanError, InputError
@@ -24,14 +24,6 @@ from fleetplan.scenario import load_scenario, scenario_from_dict, scenario_json_
 from fleetplan.workload.arrivals import ARRIVALS, ArrivalProcess, register_arrivals
 
 GAMMA = {"process": "gamma", "rate_rps": 2.0, "burstiness": 0.5}
-
-
-def _err(data: dict) -> str:
-    with pytest.raises(InputError) as e:
-        scenario_from_dict(data, "s.yaml")
-    msg = str(e.value)
-    assert "\n" not in msg
-    return msg
 
 
 def _with_arrivals(arrivals: dict, i: int = 0) -> dict:
@@ -89,17 +81,17 @@ def test_profile_and_trace_processes_take_their_parameters(tmp_path: Path) -> No
 ])
 def test_bad_arrivals_are_one_line_naming_field_value_and_valid_names(arrivals,
                                                                       expected: str) -> None:
-    assert expected in _err(_with_arrivals(arrivals))
+    assert expected in refusal(_with_arrivals(arrivals))
 
 
 def test_arrivals_exclude_the_shorthands() -> None:
     d = _with_arrivals(GAMMA)
     d["classes"][0]["rate_rps"] = 2.0
     assert "give exactly one of rate_rps, rate_profile_rps, trace or arrivals (got rate_rps " \
-           "and arrivals)" in _err(d)
+           "and arrivals)" in refusal(d)
     d = _with_arrivals({"process": "gamma", "rate_rps": 2.0})
     d["classes"][0]["burstiness"] = 0.5
-    assert "give it inside (arrivals.burstiness)" in _err(d)
+    assert "give it inside (arrivals.burstiness)" in refusal(d)
 
 
 @pytest.fixture
@@ -126,7 +118,7 @@ def test_a_registered_arrival_process_is_valid_drawn_and_in_the_schema(evenly_sp
     assert np.array_equal(t.arrival_s[t.cls == 0], np.arange(0.0, 90.0, 2.0))
     # written back as the process (it has no shorthand) and read again
     assert sc.with_updates(routing="round-robin").classes == sc.classes
-    assert "test-evenly" in _err(_with_arrivals({"process": "nope"}))
+    assert "test-evenly" in refusal(_with_arrivals({"process": "nope"}))
     defs = scenario_json_schema()["$defs"]
     assert "Evenly" in defs
     with pytest.raises(ValueError, match="already registered"):
@@ -160,7 +152,7 @@ def test_routing_by_name_or_object_is_one_policy() -> None:
     (3, "routing = 3: a routing policy is a name or a mapping with `policy`"),
 ])
 def test_bad_routing_is_one_line(routing, expected: str) -> None:
-    assert expected in _err(base_dict(routing=routing))
+    assert expected in refusal(base_dict(routing=routing))
 
 
 def test_schema_routing_values_come_from_the_registry() -> None:
@@ -194,8 +186,9 @@ def test_a_registered_policy_takes_its_parameters_into_the_simulation(one_pool) 
     res = simulate(make(routing={"policy": "test-one-pool", "pool": 1}))
     for c in res.classes:
         assert c.pools == {"2xRTX-4090@EU27": 1.0}
-    assert "routing.pool = -1" in _err(base_dict(routing={"policy": "test-one-pool", "pool": -1}))
-    assert "routing.pool: required field is missing" in _err(
+    assert "routing.pool = -1" in refusal(
+        base_dict(routing={"policy": "test-one-pool", "pool": -1}))
+    assert "routing.pool: required field is missing" in refusal(
         base_dict(routing={"policy": "test-one-pool"}))
     defs = scenario_json_schema()["$defs"]
     assert defs["OnePoolPolicy"]["properties"]["pool"]["minimum"] == 0
@@ -217,9 +210,9 @@ def test_candidates_by_name_are_candidates_with_defaults() -> None:
     assert by_name.candidates is not None and by_name.candidates[0].regions == ["EU27"]
     mixed = make(candidates=["2xRTX-4090", {"config": "1xH100-PCIe", "regions": ["FRA"]}])
     assert mixed.candidates is not None and mixed.candidates[1].regions == ["FRA"]
-    assert "s.yaml: candidates[1] = '1xH100-PCI': unknown GPU H100-PCI; did you mean" in _err(
+    assert "s.yaml: candidates[1] = '1xH100-PCI': unknown GPU H100-PCI; did you mean" in refusal(
         base_dict(candidates=["2xRTX-4090", "1xH100-PCI"]))
-    assert "candidates = []" in _err(base_dict(candidates=[]))
+    assert "candidates = []" in refusal(base_dict(candidates=[]))
 
 
 # --- solver ------------------------------------------------------------------------------------
@@ -233,7 +226,7 @@ def test_solver_defaults_are_the_documented_ones() -> None:
 
 @pytest.mark.skipif("GLPK_CMD" in pulp.listSolvers(onlyAvailable=True), reason="GLPK installed")
 def test_an_unavailable_solver_fails_at_load_as_the_optimizer_would() -> None:
-    msg = _err(base_dict(solver={"name": "glpk"}))
+    msg = refusal(base_dict(solver={"name": "glpk"}))
     with pytest.raises(FleetplanError) as e:
         resolve_solver("glpk")
     assert msg == f"s.yaml: solver.name = 'glpk': {e.value}"
