@@ -8,9 +8,14 @@ import math
 import sys
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import typer
 
 from fleetplan.errors import InputError
+
+if TYPE_CHECKING:
+    from fleetplan.scenario import Scenario
 
 
 def parse_pairs(values: list[str] | None, option: str) -> dict[str, float]:
@@ -32,6 +37,7 @@ def parse_pairs(values: list[str] | None, option: str) -> dict[str, float]:
 PROGRESS_HELP = ("Show progress bars on stderr even when it is not a terminal (e.g. CI logs: "
                  "one line per step). Default: only on a terminal.")
 QUIET_HELP = "No progress bars."
+TIMING_HELP = "Report solver seconds (--no-timing: byte-identical JSON)."
 
 
 class RichProgress:
@@ -115,3 +121,12 @@ def note_user_files(*, store: bool = False, calibration: bool = False,
         if wanted and path.is_file():
             how = f" ({flag} FILE reads another)" if has_options else ""
             print(f"fleetplan: reading your {kind} {path}{how}", file=sys.stderr)
+
+
+def note_ignored_fleet(sc: Scenario, path: object, chooser: str) -> None:
+    """A note on stderr that the scenario's own fleet is not used (``chooser`` says what chooses
+    the fleet instead): solve and frontier choose theirs."""
+    if sc.fleet is not None:
+        given = " + ".join(f"{p.count}x{p.config}" for p in sc.fleet)
+        typer.echo(f"note: {path}: the scenario's fleet ({given}) is ignored: {chooser}",
+                   err=True)

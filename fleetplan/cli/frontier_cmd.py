@@ -11,6 +11,8 @@ from fleetplan.cli._format import MTOK, MTOK_NOTE, OutputFormat, emit_csv, emit_
 from fleetplan.cli._options import (
     PROGRESS_HELP,
     QUIET_HELP,
+    TIMING_HELP,
+    note_ignored_fleet,
     note_user_files,
     progress_reporter,
 )
@@ -34,8 +36,7 @@ def frontier_cmd(
                                     "carbon, or scale 2.0)."),
     solver: str | None = typer.Option(None, "--solver", help="MILP solver (cbc, highs ...)."),
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="table, csv or json."),
-    timing: bool = typer.Option(True, "--timing/--no-timing",
-                                help="Report solver seconds (--no-timing: byte-identical JSON)."),
+    timing: bool = typer.Option(True, "--timing/--no-timing", help=TIMING_HELP),
     progress: bool = typer.Option(False, "--progress", help=PROGRESS_HELP),
     quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
 ) -> None:
@@ -51,10 +52,7 @@ def frontier_cmd(
         raise InputError(f"--plot {plot}: the plot is written as PNG; name it FILE.png")
     sc = load_scenario(scenario)
     note_user_files(calibration=True, has_options=False)
-    if sc.fleet is not None:
-        given = " + ".join(f"{p.count}x{p.config}" for p in sc.fleet)
-        typer.echo(f"note: {scenario}: the scenario's fleet ({given}) is ignored: each point's "
-                   "solve chooses the fleet", err=True)
+    note_ignored_fleet(sc, scenario, "each point's solve chooses the fleet")
     with progress_reporter(quiet, progress) as reporter:
         result = frontier(sc, sweep, points, scheduler, solver=solver, lo=lo, hi=hi,
                           progress=reporter)

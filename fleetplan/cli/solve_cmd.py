@@ -13,6 +13,8 @@ from fleetplan.cli._format import MTOK, OutputFormat, dumps, emit_csv, emit_json
 from fleetplan.cli._options import (
     PROGRESS_HELP,
     QUIET_HELP,
+    TIMING_HELP,
+    note_ignored_fleet,
     note_user_files,
     progress_reporter,
 )
@@ -84,8 +86,7 @@ def solve_cmd(
     report: Path | None = typer.Option(None, "--report", help=REPORT_HELP),
     max_rounds: int = typer.Option(8, "--max-rounds", min=1, max=50,
                                    help="Bound on solve + simulate rounds."),
-    timing: bool = typer.Option(True, "--timing/--no-timing",
-                                help="Report solver seconds (--no-timing: byte-identical JSON)."),
+    timing: bool = typer.Option(True, "--timing/--no-timing", help=TIMING_HELP),
     plot: Path | None = typer.Option(None, "--plot", help=PLOT_HELP),
     plot_kind: str | None = typer.Option(
         None, "--plot-kind", help="latency (default), fleet, or hours (diurnal plans)."),
@@ -103,10 +104,8 @@ def solve_cmd(
     if report is not None:
         check_html_path(report, "--report")
     note_user_files(calibration=True, has_options=False)
-    if sc.fleet is not None:
-        given = " + ".join(f"{p.count}x{p.config}" for p in sc.fleet)
-        typer.echo(f"note: {scenario}: the scenario's fleet ({given}) is ignored: solve chooses "
-                   "the fleet; fleetplan simulate evaluates the given one", err=True)
+    note_ignored_fleet(sc, scenario, "solve chooses the fleet; fleetplan simulate evaluates "
+                       "the given one")
     with progress_reporter(quiet, progress) as reporter:
         plan = solve(sc, solver=solver, executor=executor, max_rounds=max_rounds,
                      progress=reporter)
