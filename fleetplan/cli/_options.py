@@ -15,6 +15,8 @@ import typer
 from fleetplan.errors import InputError
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from fleetplan.scenario import Scenario
 
 
@@ -123,10 +125,16 @@ def note_user_files(*, store: bool = False, calibration: bool = False,
             print(f"fleetplan: reading your {kind} {path}{how}", file=sys.stderr)
 
 
-def note_ignored_fleet(sc: Scenario, path: object, chooser: str) -> None:
-    """A note on stderr that the scenario's own fleet is not used (``chooser`` says what chooses
-    the fleet instead): solve and frontier choose theirs."""
+def load_for_solving(path: Path, chooser: str) -> Scenario:
+    """The scenario of a command that chooses its own fleet (solve, frontier): loaded, with the
+    notes on the user's calibration and, on stderr, that the scenario's own fleet is not used
+    (``chooser`` says what chooses the fleet instead)."""
+    from fleetplan.scenario import load_scenario
+
+    sc = load_scenario(path)
+    note_user_files(calibration=True, has_options=False)
     if sc.fleet is not None:
         given = " + ".join(f"{p.count}x{p.config}" for p in sc.fleet)
         typer.echo(f"note: {path}: the scenario's fleet ({given}) is ignored: {chooser}",
                    err=True)
+    return sc

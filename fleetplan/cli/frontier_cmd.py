@@ -12,13 +12,11 @@ from fleetplan.cli._options import (
     PROGRESS_HELP,
     QUIET_HELP,
     TIMING_HELP,
-    note_ignored_fleet,
-    note_user_files,
+    load_for_solving,
     progress_reporter,
 )
 from fleetplan.errors import InputError
 from fleetplan.optimize.frontier import Sweep, frontier
-from fleetplan.scenario import load_scenario
 
 
 def frontier_cmd(
@@ -50,9 +48,7 @@ def frontier_cmd(
     """
     if plot is not None and plot.suffix.lower() != ".png":
         raise InputError(f"--plot {plot}: the plot is written as PNG; name it FILE.png")
-    sc = load_scenario(scenario)
-    note_user_files(calibration=True, has_options=False)
-    note_ignored_fleet(sc, scenario, "each point's solve chooses the fleet")
+    sc = load_for_solving(scenario, "each point's solve chooses the fleet")
     with progress_reporter(quiet, progress) as reporter:
         result = frontier(sc, sweep, points, scheduler, solver=solver, lo=lo, hi=hi,
                           progress=reporter)

@@ -14,8 +14,7 @@ from fleetplan.cli._options import (
     PROGRESS_HELP,
     QUIET_HELP,
     TIMING_HELP,
-    note_ignored_fleet,
-    note_user_files,
+    load_for_solving,
     progress_reporter,
 )
 from fleetplan.cli._plot import PLOT_HELP, save_result_plot
@@ -23,7 +22,6 @@ from fleetplan.cli.report_cmd import REPORT_HELP, check_html_path, write_plan_pa
 from fleetplan.errors import InfeasibleError
 from fleetplan.optimize.plan import Plan, PlanStatus
 from fleetplan.optimize.solve import save_model, solve
-from fleetplan.scenario import load_scenario
 
 
 def _err() -> Console:
@@ -100,12 +98,10 @@ def solve_cmd(
     The scenario's fleet, if it names one, is not used: solve chooses the fleet (fleetplan
     simulate evaluates a given one). Costs and carbon per Mtok count prompt + output tokens.
     """
-    sc = load_scenario(scenario)
     if report is not None:
         check_html_path(report, "--report")
-    note_user_files(calibration=True, has_options=False)
-    note_ignored_fleet(sc, scenario, "solve chooses the fleet; fleetplan simulate evaluates "
-                       "the given one")
+    sc = load_for_solving(scenario, "solve chooses the fleet; fleetplan simulate evaluates the "
+                          "given one")
     with progress_reporter(quiet, progress) as reporter:
         plan = solve(sc, solver=solver, executor=executor, max_rounds=max_rounds,
                      progress=reporter)
