@@ -1,18 +1,48 @@
 """Helpers of the report tests: where the example and its plan files are, the older plan shape
 rewritten in the issue-10 contract, catalog facts read without fleetplan, and a reader's view of
-a page (:class:`Page`) with a strict HTML check (:func:`assert_valid_html`)."""
+a page (:class:`Page`) with a strict HTML check (:func:`assert_valid_html`), and a small solved
+plan built from the optimizer's records (:func:`sample_plan`)."""
 
 from __future__ import annotations
 
 import copy
 import csv
 from pathlib import Path
+from typing import Any
+
+from fleetplan.optimize.plan import (
+    CapacityNote,
+    ClassResult,
+    FleetEntry,
+    Plan,
+    PlanStatus,
+    SolverReport,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).resolve().parent / "data"
 EXAMPLE = ROOT / "examples" / "hybrid-chat-batch.yaml"
 EXAMPLE_PLAN = DATA / "hybrid-chat-batch.plan.json"  # pools per SLO tier (issue 10)
 LEGACY_PLAN = DATA / "hybrid-chat-batch.v1.plan.json"  # one pool per (config, region)
+SOLVER = SolverReport(name="CBC", status="optimal", seconds=None, gap=0.01, rounds=1,
+                      time_limit_s=10.0)
+
+
+def sample_plan(**kw: Any) -> Plan:
+    """Two classes on 1xH100-PCIe in EU27 and 2xRTX-4090 in FRA (one pool per configuration and
+    region, split by configuration), optimal and verified; ``kw`` replaces fields."""
+    base: dict[str, Any] = dict(
+        status=PlanStatus.optimal,
+        fleet=(FleetEntry("1xH100-PCIe", 2, "EU27"), FleetEntry("2xRTX-4090", 3, "FRA")),
+        cost_per_hour_usd=5.5, cost_per_mtok_usd=0.2, g_co2_per_mtok=30.0,
+        classes=(ClassResult("chat", 4.0, 150.0, 101.0, True, {"1xH100-PCIe": 1.0},
+                             ttft_p99_ci_ms=(90.0, 110.0)),
+                 ClassResult("batch", 6.0, 2000.0, 900.0, True,
+                             {"1xH100-PCIe": 0.25, "2xRTX-4090": 0.75})),
+        solver=SOLVER, verified=True, g_co2_per_hour=900.0,
+        capacities=(CapacityNote("chat", "1xH100-PCIe", 150.0, 12.9, 1.0, "replica model"),))
+    base.update(kw)
+    return Plan(**base)
 
 
 def tiered(legacy: dict) -> dict:

@@ -8,41 +8,16 @@ import json
 from pathlib import Path
 
 import pytest
+from report_helpers import sample_plan
 
 from fleetplan.errors import InputError
 from fleetplan.optimize.frontier import Frontier, FrontierPoint, Sweep
-from fleetplan.optimize.plan import (
-    CapacityNote,
-    ClassResult,
-    FleetEntry,
-    HourPlan,
-    Plan,
-    PlanStatus,
-    SolverReport,
-)
+from fleetplan.optimize.plan import ClassResult, FleetEntry, HourPlan, PlanStatus
 from fleetplan.report import frontier_from_dict, load_frontier, load_plan, plan_from_dict
-
-SOLVER = SolverReport(name="CBC", status="optimal", seconds=0.5, gap=0.01, rounds=2,
-                      time_limit_s=10.0)
-
-
-def _plan(**kw) -> Plan:
-    base = dict(
-        status=PlanStatus.optimal,
-        fleet=(FleetEntry("1xH100-PCIe", 2, "EU27"), FleetEntry("2xRTX-4090", 3, "FRA")),
-        cost_per_hour_usd=5.5, cost_per_mtok_usd=0.2, g_co2_per_mtok=30.0,
-        classes=(ClassResult("chat", 4.0, 150.0, 101.0, True, {"1xH100-PCIe": 1.0},
-                             ttft_p99_ci_ms=(90.0, 110.0)),
-                 ClassResult("batch", 6.0, 2000.0, 900.0, True,
-                             {"1xH100-PCIe": 0.25, "2xRTX-4090": 0.75})),
-        solver=SOLVER, verified=True, g_co2_per_hour=900.0,
-        capacities=(CapacityNote("chat", "1xH100-PCIe", 150.0, 12.9, 1.0, "replica model"),))
-    base.update(kw)
-    return Plan(**base)
 
 
 def test_reads_what_plan_to_dict_writes() -> None:
-    doc = plan_from_dict(_plan().to_dict(), "plan.json")
+    doc = plan_from_dict(sample_plan().to_dict(), "plan.json")
     assert [(p.pool, p.count, p.gpus) for p in doc.fleet] == [
         ("1xH100-PCIe@EU27", 2, 2), ("2xRTX-4090@FRA", 3, 6)]
     assert doc.replicas == 5 and doc.gpus == 8 and doc.tiered  # to_dict names its pools
@@ -56,11 +31,11 @@ def test_reads_a_diurnal_plan_and_an_infeasible_one() -> None:
     hours = tuple(HourPlan(h, 2.0 + h, (FleetEntry("1xH100-PCIe", 1 + h % 2, "EU27"),), 2.0,
                            300.0, True, on_demand=(FleetEntry("2xRTX-4090", 1, "EU27"),)
                            if h == 1 else ()) for h in range(3))
-    doc = plan_from_dict(_plan(hours=hours, base_fleet=(FleetEntry("1xH100-PCIe", 1, "EU27"),)
-                               ).to_dict())
+    base = (FleetEntry("1xH100-PCIe", 1, "EU27"),)
+    doc = plan_from_dict(sample_plan(hours=hours, base_fleet=base).to_dict())
     assert doc.hours is not None and [h.hour for h in doc.hours] == [0, 1, 2]
     assert doc.hours[1].on_demand[0].config == "2xRTX-4090" and doc.base_fleet is not None
-    bad = _plan(status=PlanStatus.infeasible, fleet=(), cost_per_hour_usd=None,
+    bad = sample_plan(status=PlanStatus.infeasible, fleet=(), cost_per_hour_usd=None,
                 cost_per_mtok_usd=None, g_co2_per_mtok=None, verified=False,
                 classes=(ClassResult("chat", 4.0, 10.0, None, False, {}),),
                 reason="no candidate meets chat's SLO of 10 ms", binding="slo:chat",
@@ -146,7 +121,7 @@ def test_not_json_a_frontier_or_no_file(tmp_path: Path, legacy_plan: dict) -> No
     with pytest.raises(InputError, match=r"plan.json: not JSON \(line 1"):
         load_plan(f)
     fr = Frontier(Sweep.carbon, "carbon cap", "g CO2e per Mtok",
-                  (FrontierPoint(40.0, _plan(), True),))
+                  (FrontierPoint(40.0, sample_plan(), True),))
     f.write_text(json.dumps(fr.to_dict()), encoding="utf-8")
     with pytest.raises(InputError, match="a frontier file .* give it with --frontier"):
         load_plan(f)
@@ -155,9 +130,9 @@ def test_not_json_a_frontier_or_no_file(tmp_path: Path, legacy_plan: dict) -> No
 
 
 def test_reads_what_frontier_to_dict_writes(tmp_path: Path) -> None:
-    cheap = _plan()
-    clean = _plan(cost_per_hour_usd=8.0, g_co2_per_mtok=9.0)
-    unverified = _plan(verified=False, cost_per_hour_usd=3.0)
+    cheap = sample_plan()
+    clean = sample_plan(cost_per_hour_usd=8.0, g_co2_per_mtok=9.0)
+    unverified = sample_plan(verified=False, cost_per_hour_usd=3.0)
     fr = Frontier(Sweep.carbon, "carbon cap", "g CO2e per Mtok",
                   (FrontierPoint(40.0, cheap, True), FrontierPoint(10.0, clean, True),
                    FrontierPoint(5.0, unverified, None)))

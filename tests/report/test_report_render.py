@@ -12,6 +12,7 @@ from report_helpers import (
     EXAMPLE,
     EXAMPLE_PLAN,
     LEGACY_PLAN,
+    SOLVER,
     Page,
     assert_valid_html,
     catalog_embodied_kg,
@@ -19,23 +20,12 @@ from report_helpers import (
 )
 
 from fleetplan.optimize.frontier import Frontier, FrontierPoint, Sweep
-from fleetplan.optimize.plan import (
-    ClassResult,
-    FleetEntry,
-    HourPlan,
-    Plan,
-    PlanStatus,
-    SolverReport,
-)
+from fleetplan.optimize.plan import ClassResult, FleetEntry, HourPlan, Plan, PlanStatus
 from fleetplan.report import build_context, frontier_from_dict, plan_from_dict, render_report
 from fleetplan.report.render import write_report
 from fleetplan.scenario import load_scenario
 
 SC = load_scenario(EXAMPLE)
-SOLVER = SolverReport(name="CBC", status="optimal", seconds=None, gap=0.01, rounds=1,
-                      time_limit_s=10.0)
-
-
 def _gpus(config: str) -> int:
     return int(config.split("x", 1)[0])
 
