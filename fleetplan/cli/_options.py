@@ -125,15 +125,15 @@ def note_user_files(*, store: bool = False, calibration: bool = False,
             print(f"fleetplan: reading your {kind} {path}{how}", file=sys.stderr)
 
 
-def load_for_solving(path: Path, chooser: str) -> Scenario:
-    """The scenario of a command that chooses its own fleet (solve, frontier): loaded, with the
-    notes on the user's calibration and, on stderr, that the scenario's own fleet is not used
-    (``chooser`` says what chooses the fleet instead)."""
+def load_cli_scenario(path: Path, *, chooser: str | None = None) -> Scenario:
+    """The scenario of a simulating command (simulate, solve, frontier), loaded, with the notes on
+    the user's calibration. ``chooser``: the command chooses its own fleet (solve, frontier), so a
+    note on stderr says that the scenario's fleet is not used and what chooses it instead."""
     from fleetplan.scenario import load_scenario
 
     sc = load_scenario(path)
     note_user_files(calibration=True, has_options=False)
-    if sc.fleet is not None:
+    if chooser is not None and sc.fleet is not None:
         given = " + ".join(f"{p.count}x{p.config}" for p in sc.fleet)
         typer.echo(f"note: {path}: the scenario's fleet ({given}) is ignored: {chooser}",
                    err=True)

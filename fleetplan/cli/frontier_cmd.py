@@ -12,7 +12,7 @@ from fleetplan.cli._options import (
     PROGRESS_HELP,
     QUIET_HELP,
     TIMING_HELP,
-    load_for_solving,
+    load_cli_scenario,
     progress_reporter,
 )
 from fleetplan.errors import InputError
@@ -48,7 +48,7 @@ def frontier_cmd(
     """
     if plot is not None and plot.suffix.lower() != ".png":
         raise InputError(f"--plot {plot}: the plot is written as PNG; name it FILE.png")
-    sc = load_for_solving(scenario, "each point's solve chooses the fleet")
+    sc = load_cli_scenario(scenario, chooser="each point's solve chooses the fleet")
     with progress_reporter(quiet, progress) as reporter:
         result = frontier(sc, sweep, points, scheduler, solver=solver, lo=lo, hi=hi,
                           progress=reporter)

@@ -14,11 +14,11 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from fleetplan.cli._format import MTOK, OutputFormat, emit_csv, emit_json, emit_table
-from fleetplan.cli._options import note_user_files
+from fleetplan.cli._options import load_cli_scenario
 from fleetplan.cli._plot import PLOT_HELP, save_result_plot
 from fleetplan.errors import InputError
 from fleetplan.fleet import SimulationResult, simulate
-from fleetplan.scenario import load_scenario, parse_fleet
+from fleetplan.scenario import parse_fleet
 
 FLEET_HELP = (
     "Override the scenario's fleet: pools joined by '+', each <replicas>x<config>[@REGION], "
@@ -137,8 +137,7 @@ def simulate_cmd(
 
     The JSON (--format json) is a contract; same scenario and seed give byte-identical output.
     """
-    sc = load_scenario(scenario)
-    note_user_files(calibration=True, has_options=False)
+    sc = load_cli_scenario(scenario)
     if seed is not None or replications is not None:
         sim = sc.sim.model_dump()
         if seed is not None:

@@ -14,7 +14,7 @@ from fleetplan.cli._options import (
     PROGRESS_HELP,
     QUIET_HELP,
     TIMING_HELP,
-    load_for_solving,
+    load_cli_scenario,
     progress_reporter,
 )
 from fleetplan.cli._plot import PLOT_HELP, save_result_plot
@@ -100,8 +100,8 @@ def solve_cmd(
     """
     if report is not None:
         check_html_path(report, "--report")
-    sc = load_for_solving(scenario, "solve chooses the fleet; fleetplan simulate evaluates the "
-                          "given one")
+    sc = load_cli_scenario(scenario, chooser="solve chooses the fleet; fleetplan simulate "
+                           "evaluates the given one")
     with progress_reporter(quiet, progress) as reporter:
         plan = solve(sc, solver=solver, executor=executor, max_rounds=max_rounds,
                      progress=reporter)
