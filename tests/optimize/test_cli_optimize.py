@@ -91,9 +91,11 @@ def test_infeasible_exits_3_with_one_line_reason(cli, write):
 
 
 def test_table_output_and_bad_solver(cli, write):
-    path = write(LOOSE)
+    path = write(LOOSE, fleet=[{"config": "1xH100-PCIe", "count": 2}])
     res = cli("solve", path)
     assert res.exit_code == 0, res.stderr
+    assert ("the scenario's fleet (2x1xH100-PCIe) is ignored: solve chooses the fleet"
+            in res.stderr)  # the given fleet is for fleetplan simulate
     assert "verified by simulation: yes" in res.stdout and "sustained capacity" in res.stdout
     bad = cli("solve", path, "--solver", "gurobee")
     assert bad.exit_code == 2 and "unknown solver gurobee" in bad.stderr
