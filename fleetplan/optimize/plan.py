@@ -16,7 +16,6 @@ fleet lists each with its replicas, and a class's ``split`` maps pool names to s
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -269,138 +268,42 @@ class Plan(NotebookRepr):
 
 
 # ---------------------------------------------------------------------------- reading a plan
-class _Reader:
-    """Field access with one-line errors naming the file, the field and the value."""
-
-    def __init__(self, source: str) -> None:
-        self.source = source
-
-    def fail(self, path: str, msg: str) -> InputError:
-        return InputError(f"{self.source}: {path}: {msg}")
-
-    def get(self, data: Any, key: str, path: str, kinds: tuple[type, ...], *,
-            required: bool = True, default: Any = None) -> Any:
-        where = f"{path}.{key}" if path else key
-        if not isinstance(data, dict):
-            raise self.fail(path or "(top level)", f"expected an object, got {data!r:.60}")
-        if key not in data:
-            if required:
-                raise self.fail(where, "missing")
-            return default
-        v = data[key]
-        if v is None and not required:
-            return None
-        if isinstance(v, bool) and bool not in kinds:
-            raise self.fail(where, f"{v!r} is not a {'/'.join(k.__name__ for k in kinds)}")
-        if not isinstance(v, kinds):
-            raise self.fail(where, f"{v!r:.60} is not a {'/'.join(k.__name__ for k in kinds)}")
-        if isinstance(v, float) and not math.isfinite(v):
-            raise self.fail(where, f"{v!r} is not finite")
-        return v
-
-    def num(self, data: Any, key: str, path: str, *, required: bool = True) -> float | None:
-        v = self.get(data, key, path, (int, float), required=required)
-        return None if v is None else float(v)
-
-    def fleet(self, items: Any, path: str) -> tuple[FleetEntry, ...]:
-        if not isinstance(items, list):
-            raise self.fail(path, f"expected a list, got {items!r:.60}")
-        out = []
-        for i, e in enumerate(items):
-            where = f"{path}[{i}]"
-            count = self.get(e, "count", where, (int,))
-            if count < 1:
-                raise self.fail(f"{where}.count", f"{count} must be >= 1")
-            entry = FleetEntry(self.get(e, "config", where, (str,)), count,
-                               self.get(e, "region", where, (str,)),
-                               self.num(e, "tier_ttft_p99_ms", where, required=False),
-                               self.num(e, "tier_tpot_p99_ms", where, required=False))
-            name = self.get(e, "pool", where, (str,), required=False)
-            if name is not None and name != entry.pool:
-                raise self.fail(f"{where}.pool", f"{name!r} does not match its config, region "
-                                f"and tier ({entry.pool})")
-            out.append(entry)
-        names = [e.pool for e in out]
-        for i, n in enumerate(names):
-            if names.index(n) != i:
-                raise self.fail(f"{path}[{i}].pool", f"{n} repeats {path}[{names.index(n)}]")
-        return tuple(out)
-
-    def split(self, v: Any, where: str) -> dict[str, float]:
-        if not isinstance(v, dict) or not v:
-            raise self.fail(where, f"expected pool name -> share, got {v!r:.60}")
-        out = {}
-        for k in v:
-            x = self.num(v, k, where)
-            assert x is not None
-            if not 0.0 <= x <= 1.0:
-                raise self.fail(f"{where}.{k}", f"share {x:g} must be within [0, 1]")
-            out[str(k)] = x
-        total = sum(out.values())
-        if abs(total - 1.0) > 1e-6:
-            raise self.fail(where, f"shares sum to {total:.6g}, not 1")
-        return out
-
-
-def _class_from(r: _Reader, c: Any, i: int) -> ClassResult:
-    where = f"classes[{i}]"
-    ci = r.get(c, "ttft_p99_ci_ms", where, (list,), required=False)
-    return ClassResult(
-        name=r.get(c, "name", where, (str,)), rate_rps=r.num(c, "rate_rps", where) or 0.0,
-        slo_ttft_p99_ms=r.num(c, "slo_ttft_p99_ms", where, required=False),
-        ttft_p99_ms=r.num(c, "ttft_p99_ms", where, required=False),
-        met=r.get(c, "met", where, (bool,)), split=r.split(r.get(c, "split", where, (dict,)),
-                                                            f"{where}.split"),
-        slo_tpot_p99_ms=r.num(c, "slo_tpot_p99_ms", where, required=False),
-        tpot_p99_ms=r.num(c, "tpot_p99_ms", where, required=False),
-        slo_e2e_p99_ms=r.num(c, "slo_e2e_p99_ms", where, required=False),
-        e2e_p99_ms=r.num(c, "e2e_p99_ms", where, required=False),
-        ttft_p99_ci_ms=None if ci is None or len(ci) != 2 else (float(ci[0]), float(ci[1])))
+REPLAY_SPLIT_TOLERANCE = 1e-6  # a replayed split routes exactly what it says
 
 
 def plan_from_dict(data: Any, source: str = "plan") -> Plan:
-    """A :class:`Plan` from its JSON contract (what ``fleetplan solve --out`` writes).
+    """A :class:`Plan` from its JSON contract (what ``fleetplan solve --out`` writes), to replay.
 
-    Only a plan with a fleet can be read back (an infeasible plan has nothing to replay);
-    ``source`` names the file in errors.
+    The file is read and checked by the one plan reader (:func:`fleetplan.report.plan_from_dict`:
+    one-line errors naming the file, the field and the value); a replay further needs a fleet
+    (an infeasible plan has nothing to replay), every class split over the fleet's own pools, and
+    shares that sum to 1. ``source`` names the file in errors.
     """
-    r = _Reader(source)
-    status = r.get(data, "status", "", (str,))
-    if status not in {s.value for s in PlanStatus}:
-        raise r.fail("status", f"{status!r} is not one of optimal, feasible, infeasible")
-    if status == PlanStatus.infeasible.value:
-        raise r.fail("status", "infeasible: the plan has no fleet to simulate")
-    fleet = r.fleet(r.get(data, "fleet", "", (list,)), "fleet")
-    if not fleet:
-        raise r.fail("fleet", "[] has no pool")
-    items = r.get(data, "classes", "", (list,))
-    if not items:
-        raise r.fail("classes", "[] has no class")
-    classes = tuple(_class_from(r, c, i) for i, c in enumerate(items))
-    pools = {e.pool for e in fleet}
-    for i, c in enumerate(classes):
+    from fleetplan.report.plan_file import plan_from_dict as read_plan  # report reads optimize
+
+    doc = read_plan(data, source)
+    if doc.status == PlanStatus.infeasible.value:
+        raise InputError(f"{source}: status = \"infeasible\": the plan has no fleet to simulate")
+    if not doc.fleet:
+        raise InputError(f"{source}: fleet = []: expected at least one pool")
+    pools = {e.pool for e in doc.fleet}
+    for i, e in enumerate(doc.fleet):
+        if e.count < 1:
+            raise InputError(f"{source}: fleet[{i}].count = {e.count}: expected a whole number "
+                             ">= 1")
+    for i, c in enumerate(doc.classes):
+        total = sum(c.split.values())
+        if abs(total - 1.0) > REPLAY_SPLIT_TOLERANCE:
+            raise InputError(f"{source}: classes[{i}].split: shares sum to {total:.6g}, not 1")
         for k in c.split:
             if k not in pools:
-                raise r.fail(f"classes[{i}].split.{k}", "names no pool of the plan's fleet "
-                             f"(pools: {', '.join(sorted(pools))})")
-    sv = r.get(data, "solver", "", (dict,))
-    solver = SolverReport(r.get(sv, "name", "solver", (str,)), r.get(sv, "status", "solver",
-                                                                     (str,)),
-                          r.num(sv, "seconds", "solver", required=False),
-                          r.num(sv, "gap", "solver") or 0.0,
-                          r.get(sv, "rounds", "solver", (int,)),
-                          r.num(sv, "time_limit_s", "solver") or 0.0,
-                          r.num(sv, "gap_achieved", "solver", required=False))
-    base = r.get(data, "base_fleet", "", (list,), required=False)
+                raise InputError(f"{source}: classes[{i}].split.{k}: names no pool of the plan's "
+                                 f"fleet (pools: {', '.join(sorted(pools))})")
     return Plan(
-        status=PlanStatus(status), fleet=fleet,
-        cost_per_hour_usd=r.num(data, "cost_per_hour_usd", "", required=False),
-        cost_per_mtok_usd=r.num(data, "cost_per_mtok_usd", "", required=False),
-        g_co2_per_mtok=r.num(data, "g_co2_per_mtok", "", required=False),
-        classes=classes, solver=solver, verified=r.get(data, "verified", "", (bool,)),
-        base_fleet=None if base is None else r.fleet(base, "base_fleet"),
-        g_co2_per_hour=r.num(data, "g_co2_per_hour", "", required=False),
-        notes=tuple(str(n) for n in r.get(data, "notes", "", (list,), required=False) or ()))
+        status=PlanStatus(doc.status), fleet=doc.fleet, cost_per_hour_usd=doc.cost_per_hour_usd,
+        cost_per_mtok_usd=doc.cost_per_mtok_usd, g_co2_per_mtok=doc.g_co2_per_mtok,
+        classes=doc.classes, solver=doc.solver, verified=doc.verified,
+        base_fleet=doc.base_fleet, g_co2_per_hour=doc.g_co2_per_hour, notes=doc.notes)
 
 
 def load_plan(path: str | os.PathLike[str]) -> Plan:

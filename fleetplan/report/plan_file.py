@@ -9,7 +9,10 @@ tier_ttft_p99_ms, count}``, with ``classes[].split`` keyed by pool name) and the
 per (configuration, region) (``{config, count, region}``, split keyed by configuration), whose
 pools are named ``config@region`` with no tier. Fields the report does not use are ignored, so a
 plan that gains fields still loads. A bad file is refused with one line naming the file, the
-field and its value (:class:`~fleetplan.errors.InputError`).
+field and its value (:class:`~fleetplan.errors.InputError`). The records are the optimizer's own
+(:mod:`fleetplan.optimize.plan`), and this is the one plan reader: a replay
+(:func:`fleetplan.optimize.plan.plan_from_dict`, ``fleetplan simulate --plan``) reads through it
+and adds what a replay needs.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ STATUSES = ("optimal", "feasible", "infeasible")
 TOP = "(top level)"
 SPLIT_TOLERANCE = 1e-3
 _HINT = "write it with fleetplan solve --format json"
+_LATENCIES = ("slo_tpot_p99_ms", "tpot_p99_ms", "slo_e2e_p99_ms", "e2e_p99_ms")  # a class's others
 
 
 # The records of a plan are the optimizer's own (one family): a pool is a FleetEntry, a class a
@@ -235,8 +239,9 @@ def _class(r: _Reader, d: Any, where: str, *, split_required: bool) -> ClassRow:
         if isinstance(v, bool) or not isinstance(v, int | float) or not 0.0 <= v <= 1.0 + 1e-9:
             raise r.fail(f"{where}.split.{k}", v, "a share in [0, 1]")
         split[str(k)] = float(v)
-    if split and abs(sum(split.values()) - 1.0) > SPLIT_TOLERANCE:
-        raise r.fail(f"{where}.split", dict(raw), "shares summing to 1")
+    total = sum(split.values())
+    if split and abs(total - 1.0) > SPLIT_TOLERANCE:
+        raise r.fail(f"{where}.split", dict(raw), f"shares summing to 1 (they sum to {total:.6g})")
     ci = None
     raw_ci = d.get("ttft_p99_ci_ms")
     if raw_ci is not None:
@@ -249,7 +254,8 @@ def _class(r: _Reader, d: Any, where: str, *, split_required: bool) -> ClassRow:
         name=name, rate_rps=r.num(d, "rate_rps", where),
         slo_ttft_p99_ms=r.opt_num(d, "slo_ttft_p99_ms", where),
         ttft_p99_ms=r.opt_num(d, "ttft_p99_ms", where),
-        met=r.bool_(d, "met", where), split=split, ttft_p99_ci_ms=ci)
+        met=r.bool_(d, "met", where), split=split, ttft_p99_ci_ms=ci,
+        **{k: r.opt_num(d, k, where) for k in _LATENCIES})
 
 
 def _classes(r: _Reader, d: Mapping[str, Any], where: str, *, split_required: bool

@@ -301,9 +301,11 @@ def test_simulate_plan_follows_its_pools_and_split_or_another_router(cli, tmp_pa
     (None, "no such plan file"),
     ("{not json", "not JSON (line 1"),
     (_plan(config="1xA100-80GB"), "fleet[0].config: 1xA100-80GB is not a candidate"),
-    (_plan(split={"2xRTX-4090@EU27/2000ms": 0.7}), "classes[1].split: shares sum to 0.7, not 1"),
+    (_plan(split={"2xRTX-4090@EU27/2000ms": 0.7}),
+     'classes[1].split = {"2xRTX-4090@EU27/2000ms": 0.7}: expected shares summing to 1 (they sum '
+     'to 0.7)'),
     (_plan(split={"2xRTX-4090@EU27/999ms": 1.0}),
-     "classes[1].split.2xRTX-4090@EU27/999ms: names no pool of the plan's fleet"),
+     'classes[1].split = "2xRTX-4090@EU27/999ms": expected a pool of the fleet'),
 ])
 def test_a_bad_plan_file_is_one_line_naming_file_field_and_value(cli, tmp_path, content, expect):
     plan = tmp_path / "plan.json"
