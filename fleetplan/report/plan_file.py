@@ -38,7 +38,6 @@ STATUSES = ("optimal", "feasible", "infeasible")
 TOP = "(top level)"
 SPLIT_TOLERANCE = 1e-3
 _HINT = "write it with fleetplan solve --format json"
-_LATENCIES = ("slo_tpot_p99_ms", "tpot_p99_ms", "slo_e2e_p99_ms", "e2e_p99_ms")  # a class's others
 
 
 # The records of a plan are the optimizer's own (one family): a pool is a FleetEntry, a class a
@@ -255,7 +254,10 @@ def _class(r: _Reader, d: Any, where: str, *, split_required: bool) -> ClassRow:
         slo_ttft_p99_ms=r.opt_num(d, "slo_ttft_p99_ms", where),
         ttft_p99_ms=r.opt_num(d, "ttft_p99_ms", where),
         met=r.bool_(d, "met", where), split=split, ttft_p99_ci_ms=ci,
-        **{k: r.opt_num(d, k, where) for k in _LATENCIES})
+        slo_tpot_p99_ms=r.opt_num(d, "slo_tpot_p99_ms", where),
+        tpot_p99_ms=r.opt_num(d, "tpot_p99_ms", where),
+        slo_e2e_p99_ms=r.opt_num(d, "slo_e2e_p99_ms", where),
+        e2e_p99_ms=r.opt_num(d, "e2e_p99_ms", where))
 
 
 def _classes(r: _Reader, d: Mapping[str, Any], where: str, *, split_required: bool
