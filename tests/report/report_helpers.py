@@ -1,7 +1,8 @@
 """Helpers of the report tests: where the example and its plan files are, the older plan shape
-rewritten in the issue-10 contract, catalog facts read without fleetplan, and a reader's view of
-a page (:class:`Page`) with a strict HTML check (:func:`assert_valid_html`), and a small solved
-plan built from the optimizer's records (:func:`sample_plan`)."""
+rewritten in the issue-10 contract, catalog facts read without fleetplan, a reader's view of a
+page (:class:`Page`) with a strict HTML check (:func:`assert_valid_html`; both:
+:func:`valid_page`), and a small solved plan built from the optimizer's records
+(:func:`sample_plan`)."""
 
 from __future__ import annotations
 
@@ -171,3 +172,9 @@ def assert_valid_html(html: str) -> None:
     ids = Page(html).ids
     dup = sorted({i for i in ids if ids.count(i) > 1})
     assert not dup, f"repeated ids: {dup[:5]}"
+
+
+def valid_page(html: str) -> Page:
+    """The page as a reader sees it, once :func:`assert_valid_html` has found it valid."""
+    assert_valid_html(html)
+    return Page(html)

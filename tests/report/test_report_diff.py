@@ -11,9 +11,8 @@ from report_helpers import (
     EXAMPLE,
     EXAMPLE_PLAN,
     LEGACY_PLAN,
-    Page,
-    assert_valid_html,
     catalog_price,
+    valid_page,
 )
 
 from fleetplan.report import build_context, diff_plans, load_plan, plan_from_dict
@@ -69,8 +68,7 @@ def test_diff_command_writes_a_valid_page(cli, tmp_path: Path, legacy_plan: dict
     assert res.exit_code == 0, res.stderr
     assert res.stderr.strip() == f"report written to {out}"
     html = out.read_text(encoding="utf-8")
-    assert_valid_html(html)
-    page = Page(html)
+    page = valid_page(html)
     assert page.title == "Plan diff: a.json \u2192 b.json"
     rows = {r[0]: r for r in page.rows("fleet-table")}
     assert rows["2xRTX-4090@EU27"][1:3] == ["4", "6"] and rows["2xRTX-4090@EU27"][5] == "grown"
@@ -85,7 +83,7 @@ def test_report_command_and_its_errors(cli, tmp_path: Path) -> None:
     plan.write_text(EXAMPLE_PLAN.read_text(encoding="utf-8"), encoding="utf-8")
     res = cli("report", str(plan))
     assert res.exit_code == 0 and (tmp_path / "plan.html").is_file()
-    assert "pass the scenario" in Page((tmp_path / "plan.html").read_text("utf-8")).text
+    assert "pass the scenario" in valid_page((tmp_path / "plan.html").read_text("utf-8")).text
     res = cli("report", str(plan), "-s", str(EXAMPLE), "-o", str(tmp_path / "x" / "r.html"))
     assert res.exit_code == 0 and (tmp_path / "x" / "r.html").is_file()
     for args, says in [

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import yaml
-from report_helpers import Page, assert_valid_html
+from report_helpers import valid_page
 
 SCENARIO = {  # one candidate, short simulations: a cold solve in seconds
     "model": "DeepSeek-R1-Distill-Qwen-14B",
@@ -27,8 +27,7 @@ def test_solve_writes_the_report_of_its_plan(cli, tmp_path: Path, monkeypatch) -
     assert f"report written to {html}" in res.stderr
     plan = json.loads(plan_file.read_text(encoding="utf-8"))
     page_html = html.read_text(encoding="utf-8")
-    assert_valid_html(page_html)
-    page = Page(page_html)
+    page = valid_page(page_html)
     assert [(r[0], r[4]) for r in page.rows("fleet-table")] == [
         (e["pool"], str(e["count"])) for e in plan["fleet"]]
     assert [r[0] for r in page.rows("classes-table")] == ["chat"]
