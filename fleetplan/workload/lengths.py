@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from functools import cache
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
@@ -28,6 +28,13 @@ MIN_IN_RANGE_SHARE = 1e-3
 
 
 _DIST = "the distribution's name"
+
+
+def _earlier(info: ValidationInfo, *names: str) -> tuple[Any, ...] | None:
+    """Fields validated before this one, or None when one of them failed (whose error is then
+    the one reported)."""
+    got = tuple(info.data.get(n) for n in names)
+    return None if any(v is None for v in got) else got
 
 
 class _Dist(BaseModel):
@@ -84,9 +91,10 @@ class LognormalLengths(_Dist):
         # Draws round to integers and those outside [min, max] are redrawn: refuse a bound range
         # that holds almost none of the distribution instead of failing later, mid-sample.
         # (A field validator, not a model one, so that errors name a field of the input.)
-        mean, lo, hi = info.data.get("mean_"), info.data.get("min"), info.data.get("max")
-        if mean is None or lo is None or hi is None:
-            return cv  # another field failed; that error is reported
+        got = _earlier(info, "mean_", "min", "max")
+        if got is None:
+            return cv
+        mean, lo, hi = got
         s = math.sqrt(math.log1p(cv**2))
         mu = math.log(mean) - s * s / 2
 
@@ -118,8 +126,9 @@ class FixedLengths(_Dist):
     @field_validator("value")
     @classmethod
     def _within(cls, v: int, info: ValidationInfo) -> int:
-        lo, hi = info.data.get("min"), info.data.get("max")
-        if lo is not None and hi is not None and not lo <= v <= hi:
+        got = _earlier(info, "min", "max")
+        if got is not None and not got[0] <= v <= got[1]:
+            lo, hi = got
             raise ValueError(f"value(={v}) must be within [min {lo}, max {hi}]")
         return v
 
@@ -139,9 +148,10 @@ class UniformLengths(_Dist):
     @field_validator("high")
     @classmethod
     def _range(cls, high: int, info: ValidationInfo) -> int:
-        low, lo, hi = info.data.get("low"), info.data.get("min"), info.data.get("max")
-        if low is None or lo is None or hi is None:
-            return high  # another field failed; that error is reported
+        got = _earlier(info, "low", "min", "max")
+        if got is None:
+            return high
+        low, lo, hi = got
         if high < low:
             raise ValueError(f"high(={high}) must be >= low(={low})")
         if high < lo or low > hi:
@@ -166,8 +176,9 @@ class EmpiricalLengths(_Dist):
     @field_validator("values")
     @classmethod
     def _some_within(cls, values: tuple[int, ...], info: ValidationInfo) -> tuple[int, ...]:
-        lo, hi = info.data.get("min"), info.data.get("max")
-        if lo is not None and hi is not None and not any(lo <= v <= hi for v in values):
+        got = _earlier(info, "min", "max")
+        if got is not None and not any(got[0] <= v <= got[1] for v in values):
+            lo, hi = got
             raise ValueError(f"no value is within [min {lo}, max {hi}] "
                              f"(values {min(values)}-{max(values)})")
         return values

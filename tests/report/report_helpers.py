@@ -19,10 +19,12 @@ from fleetplan.optimize.plan import (
     PlanStatus,
     SolverReport,
 )
+from fleetplan.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).resolve().parent / "data"
 EXAMPLE = ROOT / "examples" / "hybrid-chat-batch.yaml"
+EXAMPLE_SCENARIO = load_scenario(EXAMPLE)  # the bundled example, loaded once for every test
 EXAMPLE_PLAN = DATA / "hybrid-chat-batch.plan.json"  # pools per SLO tier (issue 10)
 LEGACY_PLAN = DATA / "hybrid-chat-batch.v1.plan.json"  # one pool per (config, region)
 SOLVER = SolverReport(name="CBC", status="optimal", seconds=None, gap=0.01, rounds=1,

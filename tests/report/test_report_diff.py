@@ -10,15 +10,15 @@ import pytest
 from report_helpers import (
     EXAMPLE,
     EXAMPLE_PLAN,
+    EXAMPLE_SCENARIO,
     LEGACY_PLAN,
     catalog_price,
     valid_page,
 )
 
 from fleetplan.report import build_context, diff_plans, load_plan, plan_from_dict
-from fleetplan.scenario import load_scenario
 
-SC = load_scenario(EXAMPLE)
+SC = EXAMPLE_SCENARIO
 
 
 def _bigger(d: dict) -> dict:

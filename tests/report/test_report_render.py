@@ -11,6 +11,7 @@ import yaml
 from report_helpers import (
     EXAMPLE,
     EXAMPLE_PLAN,
+    EXAMPLE_SCENARIO,
     LEGACY_PLAN,
     SOLVER,
     Page,
@@ -26,7 +27,7 @@ from fleetplan.report import build_context, frontier_from_dict, plan_from_dict, 
 from fleetplan.report.render import write_report
 from fleetplan.scenario import load_scenario
 
-SC = load_scenario(EXAMPLE)
+SC = EXAMPLE_SCENARIO
 def _gpus(config: str) -> int:
     return int(config.split("x", 1)[0])
 
