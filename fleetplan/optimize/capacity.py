@@ -86,7 +86,7 @@ class CapacityJob:
 
     def point_key(self, rate: float) -> dict[str, Any]:
         s = self.settings
-        return {"v": code_key(), "params": self.params, "lengths": self.lengths,
+        return {"v": code_key(), "params": self.params, "lengths": _lengths_key(self.lengths),
                 "burstiness": self.burstiness, "prefix_cache_hit": self.prefix_cache_hit,
                 "rate": rate,
                 "run": {"duration_s": s.duration_s, "warmup_s": s.warmup_s,
@@ -99,10 +99,18 @@ class CapacityJob:
         return key
 
     def key(self) -> dict[str, Any]:
-        return {"v": code_key(), "params": self.params, "lengths": self.lengths,
+        return {"v": code_key(), "params": self.params, "lengths": _lengths_key(self.lengths),
                 "burstiness": self.burstiness, "prefix_cache_hit": self.prefix_cache_hit,
                 "slo": [self.ttft_p99_ms, self.tpot_p99_ms, self.e2e_p99_ms],
                 "settings": self.settings}
+
+
+def _lengths_key(lengths: LengthModel) -> dict[str, Any]:
+    """The length model as it decides a run: without its ``source`` note (which names the
+    class), so classes with the same lengths share their runs and capacities."""
+    d = lengths.model_dump(mode="json", by_alias=True)
+    d.pop("source", None)
+    return d
 
 
 @dataclass(frozen=True)

@@ -204,3 +204,12 @@ def test_the_bracket_brackets_what_the_replica_model_sustains():
     assert not over.stable or over.ttft_p99_ms > 10 * lone.ttft_p99_ms  # a queue that grows
     assert br.start_rps(1e9, 0.95) == pytest.approx(br.saturation_rps, rel=1e-6)
     assert br.start_rps(0.5 * br.unloaded_ttft_ms, 0.95) == 0.0
+
+
+def test_classes_with_the_same_lengths_share_one_search():
+    # the length model's source note names its class; it must not split the cache or the groups
+    a = real_job("1xH100-PCIe", 500.0, BATCH.model_copy(update={"source": "scenario class a"}))
+    b = real_job("1xH100-PCIe", 500.0, BATCH.model_copy(update={"source": "scenario class b"}))
+    assert a.key() == b.key() and a.point_key(2.0) == b.point_key(2.0)
+    other = real_job("1xH100-PCIe", 500.0, protocol_length_model())
+    assert other.point_key(2.0) != a.point_key(2.0)
