@@ -16,6 +16,7 @@ import signal
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,8 +26,20 @@ IONET = SHARED / "data" / "ionet-vllm-0.8.5"
 AZURE = SHARED / "data" / "azure-llm-inference-2023"
 MEASURED = ROOT / "tests" / "data" / "ionet-vllm-0.8.5"  # shipped subset of IONET
 AZURE_SAMPLE = ROOT / "examples" / "azure-conv-10min.csv"  # shipped first 10 min of AZURE
-LIVE_STATE_ENV = "FLEETPLAN_LIVE_STATE_DIR"  # read by tests/live/conftest.py
 _LIVE_PREP = pytest.StashKey[tuple[Path, subprocess.Popen[bytes]]]()
+
+
+def _load_prepare() -> Any:
+    """``tests/live/prepare.py`` (stdlib only, cheap), which starts the live test's server."""
+    spec = importlib.util.spec_from_file_location("fleetplan_live_prepare",
+                                                  ROOT / "tests" / "live" / "prepare.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_prepare = _load_prepare()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -56,17 +69,12 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """Start preparing the live test's server now, so it overlaps the unit tests."""
     config = session.config
     if hasattr(config, "workerinput") or _skip_live_requested(config) \
-            or config.option.collectonly or LIVE_STATE_ENV in os.environ \
+            or config.option.collectonly or _prepare.STATE_ENV in os.environ \
             or not any("live" in item.keywords for item in session.items):
         return  # (an xdist worker's live_setup fixture starts it itself)
-    spec = importlib.util.spec_from_file_location("fleetplan_live_prepare",
-                                                  ROOT / "tests" / "live" / "prepare.py")
-    assert spec is not None and spec.loader is not None
-    prepare = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(prepare)
     state_dir = Path(tempfile.mkdtemp(prefix="fleetplan-live-"))
-    os.environ[LIVE_STATE_ENV] = str(state_dir)
-    config.stash[_LIVE_PREP] = (state_dir, prepare.start_detached(state_dir))
+    os.environ[_prepare.STATE_ENV] = str(state_dir)
+    config.stash[_LIVE_PREP] = (state_dir, _prepare.start_detached(state_dir))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -27,11 +27,9 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from prepare import SERVED_NAME, VLLM_VERSION, start_detached  # noqa: E402
+from prepare import STATE_ENV, start_detached  # noqa: E402
 
-__all__ = ["SERVED_NAME", "VLLM_VERSION"]
 PREP_TIMEOUT_S = 2400  # install (cold, pip fallback) + model + server start, generously
-STATE_ENV = "FLEETPLAN_LIVE_STATE_DIR"
 
 
 def pytest_configure(config: pytest.Config) -> None:

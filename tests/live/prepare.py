@@ -50,6 +50,7 @@ REMOVE_PACKAGES = ["torchvision", "torchaudio", "torchcodec"]
 SERVED_NAME = "tiny-llama"
 HEALTH_TIMEOUT_S = 600
 HERE = Path(__file__).resolve().parent
+STATE_ENV = "FLEETPLAN_LIVE_STATE_DIR"  # where a preparation started by the root conftest writes
 NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # a local server
 
 
