@@ -109,13 +109,14 @@ def solve_cmd(
         lp, side = save_model(plan.problem, save_lp)
         if fmt is not OutputFormat.json:
             _err().print(f"saved the MILP to {lp} and {side}")
+    doc = plan.to_dict(timing=timing)
     if out is not None:
-        atomic_write_text(out, dumps(plan.to_dict(timing=timing)))
+        atomic_write_text(out, dumps(doc))
     if report is not None:
-        write_plan_page(plan.to_dict(timing=timing), report, sc, scenario,
+        write_plan_page(doc, report, sc, scenario,
                         str(out) if out is not None else f"fleetplan solve {scenario.name}")
     if fmt is OutputFormat.json:
-        emit_json(plan.to_dict(timing=timing))
+        emit_json(doc)
     elif fmt is OutputFormat.csv and plan.status is not PlanStatus.infeasible:
         emit_csv(plan.to_frame())
     if plot is not None and plan.status is not PlanStatus.infeasible:
