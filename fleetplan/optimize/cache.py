@@ -40,6 +40,11 @@ _TEMP = re.compile(r"\.[0-9a-f]{64}\.json\..+\.tmp")  # left by a write that was
 STALE_TEMP_S = 3600.0  # clear removes temporary files older than this
 
 
+def _is_entry(f: Path, sub: Path) -> bool:
+    """``f`` is an entry file of the folder ``sub`` (``<xx>/<sha256>.json``, ``xx`` its start)."""
+    return f.is_file() and _ENTRY.fullmatch(f.name) is not None and f.name[:2] == sub.name
+
+
 def _model_files() -> list[Path]:
     files: list[Path] = []
     for rel in MODEL_CODE:
@@ -145,7 +150,7 @@ class DiskCache:
         """Every entry file under ``root`` (``<namespace>/<xx>/<sha256>.json``), nothing else."""
         for sub in self._entry_dirs():
             for f in sorted(sub.iterdir()):
-                if f.is_file() and _ENTRY.fullmatch(f.name) and f.name[:2] == sub.name:
+                if _is_entry(f, sub):
                     yield f
 
     def clear(self) -> int:
@@ -155,7 +160,7 @@ class DiskCache:
         n = 0
         for sub in self._entry_dirs():
             for f in sorted(sub.iterdir()):
-                if f.is_file() and _ENTRY.fullmatch(f.name) and f.name[:2] == sub.name:
+                if _is_entry(f, sub):
                     f.unlink(missing_ok=True)
                     n += 1
                 elif (f.is_file() and _TEMP.fullmatch(f.name)
