@@ -31,6 +31,7 @@ from fleetplan.replica.calibration_file import (
     FlaggedRun,
     load_calibration_file,
 )
+from fleetplan.replica.params import geomean_rows
 from fleetplan.replica.runs import FLAG_RATIO, VLLM_BENCHMARK_SEED, MeasuredRun, runs_from_frame
 from fleetplan.workload.lengths import LengthModel, protocol_length_model
 
@@ -96,24 +97,15 @@ def _by_gpu(e: CalibrationEntry) -> str:
 
 
 def efficiency_from_entries(entries: Sequence[CalibrationEntry], *,
-                            exclude: tuple[str, str] | None = None,
                             group: Callable[[CalibrationEntry], str] = _by_gpu
                             ) -> dict[str, dict[str, float]]:
-    """Efficiency ratios (geometric means) per ``group`` (default: GPU type) from file entries,
-    optionally leaving one (model, config) out (leave-one-config-out validation of the
-    spec-based path)."""
-    by_gpu: dict[str, list[dict[str, float]]] = {}
+    """Efficiency ratios (geometric means, with ``n_configs``) per ``group`` (default: GPU
+    type) from the calibrated file entries."""
+    by_group: dict[str, list[dict[str, float]]] = {}
     for e in entries:
-        if not e.calibrated or (exclude and e.key == exclude):
-            continue
-        by_gpu.setdefault(group(e), []).append(e.ratios_to_ideal)
-    out: dict[str, dict[str, float]] = {}
-    for gpu in sorted(by_gpu):
-        rows = by_gpu[gpu]
-        row = {k: math.exp(sum(math.log(r[k]) for r in rows) / len(rows)) for k in rows[0]}
-        row["n_configs"] = len(rows)
-        out[gpu] = row
-    return out
+        if e.calibrated:
+            by_group.setdefault(group(e), []).append(e.ratios_to_ideal)
+    return {g: geomean_rows(by_group[g]) for g in sorted(by_group)}
 
 
 def store_digest(store: ProfileStore) -> str:

@@ -136,7 +136,8 @@ def replica_params(model: str, config: str, *,
         f"spec-based prior (model card + GPU datasheet) x efficiency ratios {how}"))
 
 
-def _geomean_rows(rows: list[dict[str, float]]) -> dict[str, float]:
+def geomean_rows(rows: Sequence[dict[str, float]]) -> dict[str, float]:
+    """Per key of the first row, the geometric mean over ``rows``; ``n_configs``: how many."""
     out = {k: math.exp(sum(math.log(r[k]) for r in rows) / len(rows)) for k in rows[0]}
     out["n_configs"] = len(rows)
     return out
@@ -162,7 +163,7 @@ def learned_efficiency(entries: Sequence[CalibrationEntry], gpu: str, gpu_count:
     ]
     for rows, how in tiers:
         if rows:
-            return _geomean_rows([e.ratios_to_ideal for e in rows]), how.format(n=len(rows))
+            return geomean_rows([e.ratios_to_ideal for e in rows]), how.format(n=len(rows))
     return None, "default efficiency assumptions (no calibrated configuration)"
 
 
