@@ -38,7 +38,13 @@ from collections.abc import Collection
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
-from fleetplan.optimize.milp import MilpSolution, MilpStatus, build_model, solve_model
+from fleetplan.optimize.milp import (
+    MilpSolution,
+    MilpStatus,
+    build_model,
+    candidate_key,
+    solve_model,
+)
 from fleetplan.optimize.problem import CommitmentMode, PlanProblem
 from fleetplan.optimize.solvers import SolverSettings
 
@@ -183,7 +189,7 @@ def _pinned_tiers(problem: PlanProblem, settings: SolverSettings,
     plan = mono
     if peak.has_plan:
         names = frozenset(name for (name, _h) in peak.tiers)
-        keys = {name.partition("/")[0] for name in names}
+        keys = {candidate_key(name) for name in names}
         pools = tuple(p for p in problem.pools if p.key in keys)
         pinned = _monolithic(problem.replace(pools=pools, open_pools=names), settings, "cost",
                              drop, ties)

@@ -28,7 +28,7 @@ from fleetplan.optimize.loop import (
     LoopOutcome,
     closed_loop,
 )
-from fleetplan.optimize.milp import MilpStatus, build_model
+from fleetplan.optimize.milp import MilpStatus, build_model, candidate_key
 from fleetplan.optimize.plan import (
     CapacityNote,
     ClassResult,
@@ -195,7 +195,7 @@ def _report(scenario: Scenario, inputs: Inputs, settings: SolverSettings,
         for h in range(H):
             counts = per_hour[h]
             extra = {k: n - sol.base_counts.get(k, 0) for k, n in counts.items()} if od else {}
-            cost = sum(pools[k.partition("/")[0]].price_usd_per_hour
+            cost = sum(pools[candidate_key(k)].price_usd_per_hour
                        * (n + (factor - 1) * extra.get(k, 0)) for k, n in counts.items())
             hour_check = checks[h] if h < len(checks) else None
             hours.append(HourPlan(
