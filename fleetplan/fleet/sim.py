@@ -269,9 +269,10 @@ def _utilization(run: _Run, window: float) -> tuple[float, ...]:
 
 
 def _overloaded(run: _Run, m: np.ndarray) -> tuple[bool, ...]:
-    """Per pool: its backlog grew past normal fluctuation, or it was why the run stopped."""
+    """Per pool: its backlog grew past normal fluctuation, or it was why the run stopped
+    (``m``: the measured requests that were routed)."""
     snap, backlog, routed_to, reason = run.snap, run.backlog, run.routed_to, run.reason
-    routed = np.bincount(routed_to[m & (routed_to >= 0)], minlength=len(run.pools))
+    routed = np.bincount(routed_to[m], minlength=len(run.pools))
     over = []
     for p, pm in enumerate(run.pools):
         grew = snap["backlog1"][p] - snap["backlog0"][p]
