@@ -72,7 +72,6 @@ class Inputs:
     problem: PlanProblem
     results: dict[tuple[str, str, Tier], CapacityResult]
     power_sources: dict[str, str]
-    region_keys: bool                      # split keys carry @region (several regions)
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
@@ -198,7 +197,6 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
             intercept[config] = max(intercept.get(config, 0.0), span * a)
 
     pools: list[Pool] = []
-    regions_all = sorted({r for _c, regs, _m in cands for r in regs})
     for config, regions, max_rep in cands:
         hw = HardwareConfig.parse(config)
         price = price_for(hw.gpu, scenario.market, scenario.prices_usd_per_gpu_hour)
@@ -228,7 +226,7 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
     notes = []
     if uncal:
         notes.append("spec-based (uncalibrated) replica parameters for: " + ", ".join(uncal))
-    return Inputs(problem, results, power_sources, len(regions_all) > 1, tuple(notes))
+    return Inputs(problem, results, power_sources, tuple(notes))
 
 
 def run_searches(jobs: Mapping[K, CapacityJob], executor: Executor,
