@@ -132,7 +132,7 @@ def routing_policies() -> dict[str, type[RoutingPolicy]]:
 def make_router(policy: RoutingPolicy | str, ctx: RoutingContext) -> Router:
     """The router of ``policy`` (a name: its defaults) for ``ctx``."""
     if isinstance(policy, str):
-        policy = get_router(policy).Params(policy=policy)
+        return get_router(policy)(ctx)  # Router.__init__ builds the default parameters
     return get_router(policy.policy)(ctx, policy)
 
 
