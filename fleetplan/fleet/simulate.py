@@ -181,7 +181,8 @@ def _plan_scenario(scenario: Scenario, plan: Any, routing: Any) -> Scenario:
         if c.name not in names:
             raise InputError(f"{source}: classes[{i}].name: {c.name!r} is not a class of the "
                              f"scenario (classes: {', '.join(names)})")
-    missing = [n for n in names if n not in {c.name for c in plan.classes}]
+    given = {c.name for c in plan.classes}
+    missing = [n for n in names if n not in given]
     if missing:
         raise InputError(f"{source}: classes: no split for the scenario's class "
                          f"{missing[0]!r}")
