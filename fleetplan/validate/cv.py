@@ -29,7 +29,7 @@ from fleetplan.replica.params import learned_efficiency
 from fleetplan.replica.priors import prior_params
 from fleetplan.replica.runs import VALIDATED_METRICS, MeasuredRun, predict_run
 from fleetplan.validate.baseline import interpolate, is_interior, rate_table
-from fleetplan.validate.core import VALIDATE_SEEDS, run_record
+from fleetplan.validate.core import VALIDATE_SEEDS, run_record, summarize
 from fleetplan.validate.records import (
     BaselineCvMetricSummary,
     BaselineMetricRow,
@@ -44,20 +44,19 @@ TARGETS_PCT = {"request_throughput": 3.0, "output_throughput": 3.0, "ttft_p50_ms
 
 
 def _summary(records: Sequence[RunRecord], with_baseline: bool) -> dict[str, CvMetricSummary]:
+    """:func:`summarize`'s rows with each metric's target (and the baseline's median error)."""
     out: dict[str, CvMetricSummary] = {}
-    for m in VALIDATED_METRICS:
-        rows = [r.metrics[m] for r in records if not r.flagged]
-        errs = [abs(x.error_pct) for x in rows if x.error_pct is not None]
-        median = statistics.median(errs) if errs else None
+    for m, s in summarize(records, VALIDATED_METRICS).items():
         if with_baseline:
-            b = [abs(x.baseline_error_pct) for x in rows
-                 if isinstance(x, BaselineMetricRow) and x.baseline_error_pct is not None]
+            b = [abs(e) for r in records if not r.flagged
+                 and isinstance(x := r.metrics[m], BaselineMetricRow)
+                 and (e := x.baseline_error_pct) is not None]
             out[m] = BaselineCvMetricSummary(
-                median, len(errs), TARGETS_PCT.get(m),
+                s.median_abs_error_pct, s.n, TARGETS_PCT.get(m),
                 baseline_median_abs_error_pct=statistics.median(b) if b else None,
                 baseline_n=len(b))
         else:
-            out[m] = CvMetricSummary(median, len(errs), TARGETS_PCT.get(m))
+            out[m] = CvMetricSummary(s.median_abs_error_pct, s.n, TARGETS_PCT.get(m))
     return out
 
 
