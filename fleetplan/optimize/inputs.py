@@ -252,13 +252,13 @@ def run_searches(jobs: Mapping[K, CapacityJob], executor: Executor,
             continue
         ident = input_hash({"point": j.point_key(1.0), "settings": j.settings})
         groups.setdefault(ident, {}).setdefault(keys[k], j)
-    items = [[g[h] for h in sorted(g)] for _i, g in sorted(groups.items())]
-    items.sort(key=_cost, reverse=True)
-    done = tracked_map(executor, run_capacity_group, items, progress,
-                       "capacity searches (candidate x workload)")
-    for item, res in zip(items, done, strict=True):
-        for j, r in zip(item, res, strict=True):
-            by_hash[input_hash(j.key())] = CapacityResult.from_dict(r)
+    ordered = [dict(sorted(g.items())) for _i, g in sorted(groups.items())]
+    ordered.sort(key=lambda g: _cost(list(g.values())), reverse=True)
+    done = tracked_map(executor, run_capacity_group, [list(g.values()) for g in ordered],
+                       progress, "capacity searches (candidate x workload)")
+    for g, res in zip(ordered, done, strict=True):
+        for h, r in zip(g, res, strict=True):
+            by_hash[h] = CapacityResult.from_dict(r)
     return {k: by_hash[keys[k]] for k in jobs}
 
 
