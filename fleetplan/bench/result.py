@@ -178,6 +178,11 @@ class BenchResult:
         return (energy / self.total_output_tokens if energy is not None
                 and self.total_output_tokens > 0 else None)
 
+    def __getitem__(self, key: str) -> Any:
+        """A field of the result file's JSON object (``result["duration"]``), as ``run`` and
+        ``run_benchmark`` returned that object before they returned this record."""
+        return self.to_dict()[key]
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = self.header.to_dict()
         out.update({

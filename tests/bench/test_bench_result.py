@@ -62,3 +62,11 @@ def test_unmeasured_figures_are_null_and_show_as_unknown() -> None:
     rows = dict(summary_rows(res))
     assert rows["GPU energy (J)"] == "unknown"
     assert rows["Requests completed / failed"] == "1 / 1"
+
+
+def test_a_result_reads_like_its_json_object_as_run_returned_before() -> None:
+    res = _result(None)
+    d = res.to_dict()
+    assert res["duration"] == d["duration"] == 2.0
+    assert res["errors"] == ["", "HTTP 500: boom"] and res["gpu_energy_j"] is None
+    assert all(res[k] == d[k] for k in d)
