@@ -20,7 +20,7 @@ import os
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -29,6 +29,9 @@ from fleetplan._notebook import NotebookRepr
 from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.errors import InputError
 from fleetplan.scenario.fleet import pool_label
+
+if TYPE_CHECKING:
+    from fleetplan.optimize.problem import Tier
 
 
 class PlanStatus(StrEnum):
@@ -46,6 +49,12 @@ class FleetEntry:
     region: str
     tier_ttft_p99_ms: float | None = None
     tier_tpot_p99_ms: float | None = None
+
+    @classmethod
+    def of_pool(cls, name: str, count: int, tier: Tier) -> FleetEntry:
+        """``count`` replicas of the pool named ``name`` (``config@region/200ms``) at ``tier``."""
+        config, _, rest = name.partition("@")
+        return cls(config, count, rest.partition("/")[0], tier.ttft_ms, tier.tpot_p99_ms)
 
     @property
     def pool(self) -> str:

@@ -137,14 +137,8 @@ def _candidate_capacities(inputs: Inputs) -> tuple[CapacityNote, ...]:
 
 
 def _entries(counts: dict[str, int], tiers: dict[str, Tier]) -> tuple[FleetEntry, ...]:
-    out = []
-    for name, n in sorted(counts.items()):
-        if n <= 0:
-            continue
-        config, _, rest = name.partition("@")
-        t = tiers[name]
-        out.append(FleetEntry(config, n, rest.partition("/")[0], t.ttft_ms, t.tpot_p99_ms))
-    return tuple(out)
+    return tuple(FleetEntry.of_pool(name, n, tiers[name])
+                 for name, n in sorted(counts.items()) if n > 0)
 
 
 def _report(scenario: Scenario, inputs: Inputs, settings: SolverSettings,

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleetplan.optimize.milp import MilpSolution
+from fleetplan.optimize.plan import FleetEntry
 from fleetplan.optimize.problem import PlanProblem
 from fleetplan.scenario import Scenario
 
@@ -52,19 +53,8 @@ class HourCheck:
 
 def plan_fleet(sol: MilpSolution, hour: int) -> list[dict[str, Any]]:
     """The fleet of ``hour`` as scenario pools: one per (configuration, region, tier)."""
-    out = []
-    for (name, hh), n in sorted(sol.counts.items()):
-        if hh != hour or n <= 0:
-            continue
-        config, _, rest = name.partition("@")
-        tier = sol.tiers[(name, hh)]
-        entry: dict[str, Any] = {"config": config, "count": n, "region": rest.partition("/")[0]}
-        if tier.ttft_ms is not None:
-            entry["tier_ttft_p99_ms"] = tier.ttft_ms
-        if tier.tpot_p99_ms is not None:
-            entry["tier_tpot_p99_ms"] = tier.tpot_p99_ms
-        out.append(entry)
-    return out
+    return [FleetEntry.of_pool(name, n, sol.tiers[(name, hh)]).scenario_pool()
+            for (name, hh), n in sorted(sol.counts.items()) if hh == hour and n > 0]
 
 
 def hour_scenarios(scenario: Scenario, problem: PlanProblem,
