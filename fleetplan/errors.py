@@ -45,3 +45,8 @@ class InfeasibleError(FleetplanError):
     """No plan meets the scenario's constraints."""
 
     exit_code = 3
+
+
+class InputLimitError(InputError):
+    """An input is over a limit set before reading or allocating it (bytes, nesting, aliases,
+    arrivals to draw ...); the message states the figure and the limit."""
