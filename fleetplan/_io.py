@@ -6,7 +6,10 @@ user's JSON (or YAML) file with the house's one-line errors.
 (never into the bundled ``data/``).
 
 An atomic write keeps the mode of the file it replaces; a new file gets ``0o666 & ~umask``, as
-``open(path, "w")`` would (not the 0600 of the temporary file)."""
+``open(path, "w")`` would (not the 0600 of the temporary file). A symlink is followed: its target
+is replaced (the temporary file lies beside the target) and the link stays. The temporary file
+is removed on any exception (Ctrl-C too); one a killed writer left (``.<name>.*.tmp``, unlocked)
+is swept on the next write of that file. Failures are one :class:`WriteError` line."""
 
 from __future__ import annotations
 
@@ -77,24 +80,121 @@ def _mode_for(target: Path) -> int:
         return 0o666 & ~_umask()
 
 
-def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (temporary file beside it, then ``os.replace``),
-    keeping an existing file's mode (see the module docstring)."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    mode = _mode_for(target)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+class WriteError(InputError, OSError):
+    """A file could not be written (read-only folder, disk full, a directory in the way): one
+    line naming the file. It is an :class:`OSError` too, for callers that catch those."""
+
+
+def _resolve(target: Path) -> Path:
+    """The file a write to ``target`` must replace: a symlink's final target (relative links
+    resolved against their folder), so the link stays a link; else ``target`` itself."""
+    if not target.is_symlink():
+        return target
+    return Path(os.path.realpath(target))
+
+
+def _lock(fd: int) -> None:
+    """Hold an advisory lock on our temporary file while it is written, so that another
+    writer's sweep (:func:`_sweep_stale`) can tell a live temporary file from a dead one."""
+    with contextlib.suppress(ImportError, OSError):
+        import fcntl
+
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def _is_stale(tmp: Path) -> bool:
+    """Whether a ``.<name>.*.tmp`` file was left by a dead writer (kill -9, power cut): no
+    process holds its lock. Without ``fcntl`` (Windows) only files over an hour old count."""
     try:
-        os.chmod(tmp, mode)
+        import fcntl
+    except ImportError:
+        import time
+
+        try:
+            return time.time() - tmp.stat().st_mtime > 3600
+        except OSError:
+            return False
+    try:
+        fd = os.open(tmp, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False  # a live writer holds it
+    else:
+        return True
+    finally:
+        os.close(fd)
+
+
+def _sweep_stale(folder: Path, name: str) -> None:
+    """Remove temporary files of ``name`` that dead writers left in ``folder``."""
+    with contextlib.suppress(OSError):
+        for tmp in folder.glob(f".{glob_escape(name)}.*.tmp"):
+            if tmp.is_file() and not tmp.is_symlink() and _is_stale(tmp):
+                with contextlib.suppress(OSError):
+                    tmp.unlink()
+
+
+def glob_escape(name: str) -> str:
+    """``name`` with glob metacharacters quoted (``[`` ``*`` ``?``)."""
+    import glob
+
+    return glob.escape(name)
+
+
+def _fsync_dir(folder: Path) -> None:
+    with contextlib.suppress(OSError, AttributeError):
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically, as a database would: a temporary file beside the
+    file (beside a symlink's target, which is replaced and the link kept), flushed and synced,
+    then ``os.replace``. An existing file keeps its mode (see the module docstring); the
+    temporary file is removed on any exception, Ctrl-C included, and temporary files of the
+    same target left by a killed writer are swept first. A failure is one
+    :class:`WriteError` line naming the file."""
+    given = Path(path)
+    target = _resolve(given)
+    try:
+        if target.is_dir():
+            raise WriteError(f"{given}: a directory, cannot write a file there")
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except WriteError:
+        raise
+    except OSError as exc:
+        raise WriteError(f"{given}: cannot create its folder {target.parent} "
+                         f"({exc.strerror or exc})") from None
+    _sweep_stale(target.parent, target.name)
+    mode = _mode_for(target)
+    tmp: str | None = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
         with os.fdopen(fd, "wb") as fh:
+            _lock(fh.fileno())
+            os.chmod(tmp, mode)
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+            if os.name == "posix":  # replaced while still locked: no sweep can take it
+                os.replace(tmp, target)
+                tmp = None
+        if tmp is not None:
+            os.replace(tmp, target)
+            tmp = None
+        _fsync_dir(target.parent)
+    except OSError as exc:
+        raise WriteError(f"{given}: cannot write ({exc.strerror or exc})") from None
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
 
 
 def read_data_file(path: str | os.PathLike[str], what: str, *, yaml_ok: bool = False,

@@ -57,3 +57,79 @@ def test_plots_store_and_cache_get_the_same_modes(tmp_path, umask_027) -> None:
     os.chmod(tmp_path / "plot.svg", 0o644)
     save_figure(ax, tmp_path / "plot.svg")  # redrawn over a file the user made readable
     assert _mode(tmp_path / "plot.svg") == 0o644
+
+
+# --- issue 16: files handled like a database would ---------------------------------------
+
+
+def test_a_symlink_stays_a_link_and_its_target_is_replaced(tmp_path) -> None:
+    real_dir = tmp_path / "real"
+    real_dir.mkdir()
+    real = real_dir / "store.csv"
+    real.write_text("old\n")
+    os.chmod(real, 0o640)
+    link = tmp_path / "store.csv"
+    link.symlink_to(os.path.relpath(real, tmp_path))
+    write_bytes_atomic(link, b"new\n")
+    assert link.is_symlink() and real.read_bytes() == b"new\n"
+    assert _mode(real) == 0o640
+    assert sorted(p.name for p in real_dir.iterdir()) == ["store.csv"]  # written beside it
+
+
+def test_stale_temporary_files_of_a_killed_writer_are_swept_on_the_next_write(tmp_path) -> None:
+    target = tmp_path / "store.csv"
+    target.write_text("old\n")
+    stale = tmp_path / ".store.csv.abc123.tmp"  # what a kill -9 mid-write leaves
+    stale.write_bytes(b"x" * 1000)
+    other = tmp_path / ".other.csv.abc123.tmp"  # another file's: not ours to remove
+    other.write_bytes(b"y")
+    write_bytes_atomic(target, b"new\n")
+    assert target.read_bytes() == b"new\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".other.csv.abc123.tmp", "store.csv"]
+
+
+def test_a_live_writers_temporary_file_is_not_swept(tmp_path) -> None:
+    fcntl = pytest.importorskip("fcntl")
+    target = tmp_path / "store.csv"
+    live = tmp_path / ".store.csv.live.tmp"
+    live.write_bytes(b"half")
+    with open(live, "rb") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)  # as a writer holds it
+        write_bytes_atomic(target, b"new\n")
+        assert live.exists()
+
+
+@pytest.mark.parametrize("exc", [KeyboardInterrupt, OSError("disk full")])
+def test_the_temporary_file_is_removed_on_any_exception(tmp_path, monkeypatch, exc) -> None:
+    target = tmp_path / "store.csv"
+    target.write_text("old\n")
+
+    def boom(*a, **k):
+        raise exc
+
+    monkeypatch.setattr(os, "fsync", boom)
+    with pytest.raises(KeyboardInterrupt if exc is KeyboardInterrupt else OSError):
+        write_bytes_atomic(target, b"new\n")
+    assert target.read_text() == "old\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["store.csv"]
+
+
+def test_a_read_only_folder_or_a_directory_target_is_one_error_line(tmp_path,
+                                                                  monkeypatch) -> None:
+    import tempfile
+
+    from fleetplan.errors import FleetplanError
+
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    with pytest.raises(FleetplanError, match="a directory"):
+        write_bytes_atomic(folder, b"x")
+
+    def denied(*a, **k):  # what a read-only folder answers (root ignores chmod, so simulated)
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(tempfile, "mkstemp", denied)
+    with pytest.raises(FleetplanError) as err:
+        write_bytes_atomic(folder / "store.csv", b"x")
+    msg = str(err.value)
+    assert str(folder / "store.csv") in msg and "Permission denied" in msg and "\n" not in msg
