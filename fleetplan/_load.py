@@ -170,8 +170,8 @@ def _json_prescan(text: str, src: str, max_depth: int) -> tuple[str, int] | None
         elif tok in "[{":
             stack.append(set() if tok == "{" else None)
             if len(stack) > max_depth:
-                raise InputLimitError(f"{src}: line {_line(text, m.start())}: nested more than "
-                                      f"{max_depth} levels deep")
+                raise InputLimitError(f"{src}: nested too deeply (more than {max_depth} levels, "
+                                      f"at line {_line(text, m.start())})")
         elif stack:
             stack.pop()
         pending = None
@@ -323,8 +323,8 @@ def load_yaml(path_or_text: str | os.PathLike[str], *, what: str = "YAML file",
             if isinstance(ev, yaml.CollectionStartEvent):
                 depth += 1
                 if depth > max_depth:
-                    raise InputLimitError(f"{src}: line {ev.start_mark.line + 1}: nested more "
-                                          f"than {max_depth} levels deep")
+                    raise InputLimitError(f"{src}: nested too deeply (more than {max_depth} "
+                                          f"levels, at line {ev.start_mark.line + 1})")
             elif isinstance(ev, yaml.CollectionEndEvent):
                 depth -= 1
             elif isinstance(ev, yaml.AliasEvent):
@@ -350,6 +350,9 @@ def load_yaml(path_or_text: str | os.PathLike[str], *, what: str = "YAML file",
         raise InputError(f"{src}: line {exc.line}: duplicate key {show_value(exc.key)} in one "
                          "mapping (each key may appear once)") from None
     except yaml.YAMLError as exc:
+        if "maximum nesting depth" in str(exc):  # libyaml's own bound, met while scanning ahead
+            raise InputLimitError(f"{src}: nested too deeply (more than {max_depth} levels)") \
+                from None
         raise syntax(exc) from None
     except RecursionError:  # bounded by max_depth; kept should a limit be set very high
         raise InputLimitError(f"{src}: nested too deeply to read as a {what}") from None

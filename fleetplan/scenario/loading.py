@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from fleetplan._io import read_data_file
+from fleetplan._load import load_data
 from fleetplan.errors import InputError
 from fleetplan.scenario.messages import format_validation_error
 from fleetplan.scenario.model import Scenario
@@ -51,9 +51,12 @@ def scenario_from_dict(data: Any, source: str = "scenario",
 
 
 def load_scenario(path: str | os.PathLike[str]) -> Scenario:
-    """Read and validate a YAML or JSON scenario file (trace paths relative to its folder)."""
+    """Read and validate a YAML or JSON scenario file (trace paths relative to its folder).
+
+    Read through :func:`fleetplan._load.load_data`: a regular file of at most 16 MiB, nesting,
+    aliases and duplicate keys bounded before anything is built."""
     p = Path(path)
-    data = read_data_file(p, "scenario file", yaml_ok=True)
+    data = load_data(p, what="scenario file")
     return scenario_from_dict(data, str(p), base_dir=p.parent.resolve())
 
 
