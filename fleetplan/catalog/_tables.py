@@ -2,7 +2,9 @@
 
 ``data_dir()`` finds the bundled ``data/`` folder (inside an installed wheel it is
 ``fleetplan/_data``; in a source checkout it is the repository's ``data/``). The environment
-variable ``FLEETPLAN_DATA_DIR`` overrides both. ``read_checked_csv`` loads a CSV and refuses it,
+variable ``FLEETPLAN_DATA_DIR`` overrides both; it is read at each call (a default, never
+frozen: a user's folders extend the bundled tables through
+:class:`fleetplan.catalog.catalog.Catalog`). ``read_checked_csv`` loads a CSV and refuses it,
 naming file, row, column and value, when a required column is missing or a number is not finite.
 """
 

@@ -1,17 +1,20 @@
 """GPU specifications (datasheet figures plus marked estimates) and GPU-name normalization.
 
-Main entries: :func:`load_gpus` (catalog name -> :class:`GPUSpec`), :func:`normalize_gpu`
+Main entries: :func:`load_gpus` (catalog name -> :class:`GPUSpec`, from the active catalog of
+:mod:`fleetplan.catalog.catalog`: bundled rows plus a user's ``gpus.csv``), :func:`normalize_gpu`
 (``NVIDIA-GeForce-RTX-4090`` -> ``RTX-4090``).
 """
 
 from __future__ import annotations
 
+import os
 import re
-from functools import cache
+from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fleetplan.catalog._tables import bundled, read_checked_csv
+from fleetplan.catalog._tables import read_checked_csv
 from fleetplan.errors import UnknownNameError
 
 
@@ -41,18 +44,47 @@ _NUMERIC = ["vram_gb", "tdp_w", "idle_w", "fp16_tflops_dense", "mem_bandwidth_gb
             "interconnect_gb_s", "embodied_kg_co2e"]
 
 
-@cache
-def load_gpus() -> dict[str, GPUSpec]:
-    """All catalogued GPUs by canonical name."""
-    path = bundled("gpus.csv")
+def read_gpus(path: str | os.PathLike[str]) -> dict[str, GPUSpec]:
+    """The GPUs of one ``gpus.csv`` in the bundled schema (every column given)."""
     df = read_checked_csv(path, required=list(GPUSpec.model_fields), numeric=_NUMERIC)
     return {r["gpu"]: GPUSpec.model_validate(r) for r in df.to_dict("records")}
 
 
-@cache
-def _aliases() -> dict[str, str]:
-    df = read_checked_csv(bundled("gpu_aliases.csv"), required=["alias", "gpu"])
+# a user's gpus.csv needs the datasheet figures; the rest has named defaults
+USER_REQUIRED = ["gpu", "vram_gb", "tdp_w", "fp16_tflops_dense", "mem_bandwidth_gb_s",
+                 "interconnect_gb_s"]
+
+
+def user_gpu_defaults(row: dict[str, Any], path: Path) -> dict[str, Any]:
+    """Defaults for the columns a user row leaves out (each says it is a default)."""
+    tdp = float(row["tdp_w"])
+    return {
+        "vendor_name": str(row["gpu"]), "interconnect": "PCIe",
+        "idle_w": round(0.1 * tdp, 1),
+        "idle_w_source": f"estimate: 10% of TDP (no idle_w in {path})",
+        "embodied_kg_co2e": 150.0,
+        "embodied_source": ("estimate: the ~150 kg per A100 of Luccioni et al. 2023 (BLOOM); "
+                            f"no embodied_kg_co2e in {path}"),
+        "spec_source": f"user catalog {path}", "spec_date": "given",
+    }
+
+
+def read_aliases(path: str | os.PathLike[str]) -> dict[str, str]:
+    df = read_checked_csv(path, required=["alias", "gpu"])
     return {_key(a): g for a, g in zip(df["alias"], df["gpu"], strict=True)}
+
+
+def load_gpus() -> dict[str, GPUSpec]:
+    """All GPUs of the active catalog by canonical name."""
+    from fleetplan.catalog.catalog import active_catalog
+
+    return active_catalog().gpus()
+
+
+def _aliases() -> dict[str, str]:
+    from fleetplan.catalog.catalog import active_catalog
+
+    return active_catalog().aliases()
 
 
 def _key(name: str) -> str:
@@ -69,8 +101,8 @@ def normalize_gpu(name: str) -> str:
         return name
     hit = _aliases().get(_key(name))
     if hit is None:
-        for canon in gpus:
-            if _key(canon) == _key(name):
+        for canon, spec in gpus.items():
+            if _key(canon) == _key(name) or _key(spec.vendor_name) == _key(name):
                 return canon
         raise UnknownNameError("GPU", name, gpus)
     return hit

@@ -6,12 +6,12 @@ figures) plus ``EU27`` (242 g/kWh, 2023, the study's figure). Main entry: :func:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
-from functools import cache
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fleetplan.catalog._tables import bundled, read_checked_csv
+from fleetplan.catalog._tables import read_checked_csv
 from fleetplan.errors import InputError, UnknownNameError
 
 DEFAULT_REGION = "EU27"
@@ -27,11 +27,29 @@ class GridIntensity(BaseModel):
     source: str
 
 
-@cache
+def read_grid(path: str | os.PathLike[str]) -> dict[str, GridIntensity]:
+    """The regions of one ``grid_intensity.csv`` (``name``, ``year``, ``source`` may be left
+    out of a user's file: the region code, ``given`` and the file's name stand in)."""
+    df = read_checked_csv(path, required=["region", "g_co2_per_kwh"], numeric=["g_co2_per_kwh"])
+    out = {}
+    for r in df.to_dict("records"):
+        def text(key: str, default: str, r: dict = r) -> str:
+            v = r.get(key)
+            return str(v) if isinstance(v, str | int) and str(v).strip() else default
+
+        out[r["region"]] = GridIntensity.model_validate({
+            "region": r["region"], "name": text("name", str(r["region"])),
+            "g_co2_per_kwh": r["g_co2_per_kwh"],
+            "year": int(r["year"]) if isinstance(r.get("year"), int) else text("year", "given"),
+            "source": text("source", f"user catalog {path}")})
+    return out
+
+
 def load_grid() -> dict[str, GridIntensity]:
-    df = read_checked_csv(bundled("grid_intensity.csv"), required=list(GridIntensity.model_fields),
-                          numeric=["g_co2_per_kwh"])
-    return {r["region"]: GridIntensity.model_validate(r) for r in df.to_dict("records")}
+    """Every region of the active catalog."""
+    from fleetplan.catalog.catalog import active_catalog
+
+    return active_catalog().grid()
 
 
 def grid_intensity(region: str, overrides: Mapping[str, float] | None = None) -> GridIntensity:

@@ -1,16 +1,16 @@
 """GPU rental prices by market ($ per GPU-hour, dated, with their source).
 
-Main entry: :func:`price_for` (catalog price, or a user override marked as such).
+Main entry: :func:`price_for` (the active catalog's price, or a user override marked as such).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
-from functools import cache
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fleetplan.catalog._tables import bundled, read_checked_csv
+from fleetplan.catalog._tables import read_checked_csv
 from fleetplan.catalog.gpus import normalize_gpu
 from fleetplan.errors import InputError, UnknownNameError
 
@@ -27,13 +27,26 @@ class Price(BaseModel):
     source: str
 
 
-@cache
-def load_prices() -> tuple[Price, ...]:
-    """Every catalogued price."""
-    df = read_checked_csv(bundled("prices.csv"), required=list(Price.model_fields),
+def read_prices(path: str | os.PathLike[str]) -> tuple[Price, ...]:
+    """The prices of one ``prices.csv`` (``price_date`` and ``source`` may be left out of a
+    user's file: they then say ``given`` and name the file)."""
+    df = read_checked_csv(path, required=["gpu", "market", "price_usd_per_gpu_hour"],
                           numeric=["price_usd_per_gpu_hour"], positive=["price_usd_per_gpu_hour"])
-    return tuple(Price.model_validate({**r, "price_date": str(r["price_date"])})
-                 for r in df.to_dict("records"))
+    out = []
+    for r in df.to_dict("records"):
+        date = r.get("price_date")
+        src = r.get("source")
+        out.append(Price.model_validate({
+            **r, "price_date": str(date) if isinstance(date, str | int) else "given",
+            "source": src if isinstance(src, str) and src.strip() else f"user catalog {path}"}))
+    return tuple(out)
+
+
+def load_prices() -> tuple[Price, ...]:
+    """Every price of the active catalog."""
+    from fleetplan.catalog.catalog import active_catalog
+
+    return active_catalog().prices()
 
 
 def markets() -> list[str]:

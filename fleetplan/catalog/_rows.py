@@ -1,0 +1,24 @@
+"""One table row to a typed record, with the house's one-line error (file, row, field, value)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from fleetplan.errors import DataError
+
+R = TypeVar("R", bound=BaseModel)
+
+
+def validate_row(cls: type[R], row: dict[str, Any], path: Path, index: int) -> R:
+    """``cls`` from ``row`` (the ``index``-th data row of ``path``: CSV line ``index + 2``)."""
+    try:
+        return cls.model_validate(row)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(x) for x in err["loc"]) or "row"
+        value = row.get(str(err["loc"][0])) if err["loc"] else None
+        raise DataError(f"{path}: row {index + 2}, column {field}: {value!r}: "
+                        f"{err['msg']}") from None

@@ -1,0 +1,276 @@
+"""Model specs from a Hugging Face ``config.json`` (a local file or a folder holding one; never a
+download).
+
+Main entry: :func:`spec_from_hf_config` (also :meth:`ModelSpec.from_hf_config`). It reads the
+architecture (layers, hidden and intermediate sizes, attention and KV heads, head dim, vocab,
+tied embeddings, max positions, sliding window, MoE experts / experts per token / shared
+experts) and the served precision (``torch_dtype``, ``quantization_config``: FP8, AWQ/GPTQ
+int4, compressed-tensors, bitsandbytes) and counts the parameters the way the checkpoint holds
+them: resident (every expert) and active per token (the experts a token is routed to). Weight
+bytes follow per tensor: quantized linear layers at their bit width plus group scales, the
+embeddings, ``lm_head`` (unless quantized too), norms and routers at 16 bits.
+
+Architectures it does not model are refused with one line naming the file and field (e.g.
+multi-head latent attention, DeepSeek-V2/V3's ``kv_lora_rank``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from fleetplan.errors import InputError
+
+if TYPE_CHECKING:
+    from fleetplan.catalog.models import ModelSpec
+
+# MLPs with two matrices (up, down) instead of the gated three (gate, up, down)
+_UNGATED = {"gpt2", "gpt_bigcode", "opt", "gpt_neox", "falcon", "phi", "bloom", "starcoder2",
+            "gptj", "mpt"}
+# model types whose attention projections carry biases on q, k and v
+_QKV_BIAS = {"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl"}
+# tie_word_embeddings when the file does not say (transformers' per-class defaults)
+_UNTIED_BY_DEFAULT = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
+                      "phi3", "granite", "olmo2", "starcoder2", "deepseek_v2", "deepseek_v3"}
+_DTYPE_BYTES = {"float16": 2.0, "bfloat16": 2.0, "float32": 4.0, "half": 2.0, "float": 4.0}
+MAX_CONFIG_BYTES = 4 * 1024 * 1024  # a config.json is a few KB; refuse anything huge
+
+
+@dataclass(frozen=True)
+class Precision:
+    """How the weights are stored as served: bytes per quantized linear weight (scales
+    included), whether ``lm_head`` is quantized, and a name (``bfloat16``, ``gptq-int4`` ...)."""
+
+    name: str
+    linear_bytes: float
+    lm_head_quantized: bool
+
+
+def config_path(path: str | os.PathLike[str]) -> Path:
+    """The ``config.json`` of ``path`` (a file, or a folder holding ``config.json``)."""
+    p = Path(path).expanduser()
+    if p.is_dir():
+        p = p / "config.json"
+    if not p.is_file():
+        raise InputError(f"{p}: no such model config file (give a Hugging Face config.json or "
+                         "the folder holding one; nothing is downloaded)")
+    return p
+
+
+def read_hf_config(path: str | os.PathLike[str]) -> tuple[Path, dict[str, Any]]:
+    """The file and its parsed object (one-line errors naming the file)."""
+    p = config_path(path)
+    if p.stat().st_size > MAX_CONFIG_BYTES:
+        raise InputError(f"{p}: {p.stat().st_size} bytes is too big for a model config.json "
+                         f"(at most {MAX_CONFIG_BYTES})")
+    try:
+        obj = json.loads(p.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{p}: not UTF-8 text (byte {exc.start}), not a config.json") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{p}: not JSON (line {exc.lineno}, column {exc.colno}: "
+                         f"{exc.msg})") from None
+    if not isinstance(obj, dict):
+        raise InputError(f"{p}: a config.json is a JSON object, not {type(obj).__name__}")
+    return p, obj
+
+
+class _Fields:
+    """Typed reads of config fields, every failure naming file, field and value."""
+
+    def __init__(self, path: Path, cfg: dict[str, Any]) -> None:
+        self.path = path
+        text = cfg.get("text_config")
+        # multimodal checkpoints keep the language model's figures in text_config
+        self.cfg = {**cfg, **text} if isinstance(text, dict) else cfg
+
+    def raw(self, *names: str) -> tuple[str | None, Any]:
+        for n in names:
+            if self.cfg.get(n) is not None:
+                return n, self.cfg[n]
+        return None, None
+
+    def int_(self, *names: str, default: int | None = None, minimum: int = 1) -> int:
+        name, v = self.raw(*names)
+        if name is None:
+            if default is not None:
+                return default
+            raise InputError(f"{self.path}: field {names[0]} is missing (a decoder-only "
+                             "language model's config.json states it)")
+        if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+            raise InputError(f"{self.path}: field {name}: {v!r} must be a whole number >= "
+                             f"{minimum}")
+        return v
+
+    def opt_int(self, *names: str) -> int | None:
+        name, _ = self.raw(*names)
+        return None if name is None else self.int_(*names)
+
+    def bool_(self, name: str, default: bool) -> bool:
+        v = self.cfg.get(name)
+        if v is None:
+            return default
+        if not isinstance(v, bool):
+            raise InputError(f"{self.path}: field {name}: {v!r} must be true or false")
+        return v
+
+
+def _precision(f: _Fields, dtype: str) -> Precision:
+    q = f.cfg.get("quantization_config")
+    base = _DTYPE_BYTES[dtype]
+    if q is None:
+        return Precision(dtype, base, False)
+    if not isinstance(q, dict):
+        raise InputError(f"{f.path}: field quantization_config: {q!r} must be an object")
+    method = str(q.get("quant_method", "")).lower()
+    where = f"{f.path}: field quantization_config"
+    if method in ("gptq", "awq", "marlin", "gptq_marlin", "awq_marlin"):
+        bits = q.get("bits", q.get("w_bit"))
+        group = q.get("group_size", q.get("q_group_size", 128))
+        if not isinstance(bits, int) or bits not in (2, 3, 4, 8):
+            raise InputError(f"{where}.bits: {bits!r} must be 2, 3, 4 or 8")
+        if not isinstance(group, int) or (group < 1 and group != -1):
+            raise InputError(f"{where}.group_size: {group!r} must be a whole number >= 1 or -1")
+        # per group of weights (per output column): an fp16 scale and a packed zero point
+        per_group = (2.0 + bits / 8.0) / group if group > 0 else 0.0
+        return Precision(f"{method.split('_')[0]}-int{bits}", bits / 8.0 + per_group, False)
+    if method == "fp8":
+        return Precision("fp8", 1.0, False)
+    if method == "compressed-tensors":
+        groups = q.get("config_groups")
+        if not isinstance(groups, dict) or not groups:
+            raise InputError(f"{where}.config_groups: missing (compressed-tensors states its "
+                             "weight scheme there)")
+        first = next(iter(groups.values()))
+        w = first.get("weights") if isinstance(first, dict) else None
+        if not isinstance(w, dict) or not isinstance(w.get("num_bits"), int):
+            raise InputError(f"{where}.config_groups: no weights.num_bits in the first group")
+        bits = int(w["num_bits"])
+        group = w.get("group_size")
+        per_group = (2.0 / group) if isinstance(group, int) and group > 0 else 0.0
+        kind = "fp" if w.get("type") == "float" else "int"
+        ignore = q.get("ignore") or []
+        return Precision(f"compressed-tensors-w{bits}{kind}", bits / 8.0 + per_group,
+                         "lm_head" not in ignore)
+    if method == "bitsandbytes":
+        bits = 4 if q.get("load_in_4bit") else 8 if q.get("load_in_8bit") else None
+        if bits is None:
+            raise InputError(f"{where}: bitsandbytes without load_in_4bit or load_in_8bit")
+        # one fp32 absmax per block of 64 weights
+        return Precision(f"bitsandbytes-int{bits}", bits / 8.0 + 4.0 / 64, False)
+    raise InputError(f"{where}.quant_method: {method or None!r} is not modelled (known: gptq, "
+                     "awq, fp8, compressed-tensors, bitsandbytes)")
+
+
+def _model_name(p: Path, cfg: dict[str, Any]) -> tuple[str, str]:
+    """Short name and hub id. The folder names the model (``_name_or_path`` is often the base
+    model a quantized checkpoint was made from): a Hugging Face cache folder
+    ``models--org--name/snapshots/<rev>`` gives ``org/name``; a file not named
+    ``config.json`` gives its stem. The hub id is ``_name_or_path`` when its last part is the
+    short name, else the short name."""
+    folder = p.resolve().parent
+    if folder.parent.name == "snapshots" and folder.parent.parent.name.startswith("models--"):
+        parts = folder.parent.parent.name.split("--")[1:]
+        return parts[-1], "/".join(parts)
+    short = folder.name if p.name == "config.json" else p.stem
+    hub = cfg.get("_name_or_path")
+    if isinstance(hub, str) and hub.rstrip("/").split("/")[-1] == short and hub.count("/") == 1:
+        return short, hub
+    return short, short
+
+
+def spec_from_hf_config(path: str | os.PathLike[str], *, name: str | None = None) -> ModelSpec:
+    """The :class:`~fleetplan.catalog.models.ModelSpec` of a Hugging Face ``config.json``.
+
+    ``name`` overrides the short name (default: the folder's name, see :func:`_model_name`). Parameters are counted from the architecture, so
+    they can be checked against the published figure of the model card.
+    """
+    from fleetplan.catalog.models import ModelSpec
+
+    p, cfg = read_hf_config(path)
+    f = _Fields(p, cfg)
+    if f.cfg.get("kv_lora_rank") is not None:
+        raise InputError(f"{p}: field kv_lora_rank: multi-head latent attention (DeepSeek-V2/V3 "
+                         "style) is not modelled")
+    mtype = str(f.cfg.get("model_type", "")).lower()
+    archs = f.cfg.get("architectures") or []
+    arch = str(archs[0]) if isinstance(archs, list) and archs else mtype or "unknown"
+    layers = f.int_("num_hidden_layers", "n_layer", "num_layers")
+    hidden = f.int_("hidden_size", "n_embd", "d_model")
+    heads = f.int_("num_attention_heads", "n_head")
+    kv_heads = f.int_("num_key_value_heads", "num_kv_heads", default=(
+        1 if f.cfg.get("multi_query") else heads))
+    head_dim = f.int_("head_dim", default=hidden // heads)
+    inter = f.int_("intermediate_size", "ffn_hidden_size", "n_inner", default=4 * hidden)
+    vocab = f.int_("vocab_size")
+    ctx = f.int_("max_position_embeddings", "n_positions", "seq_length", "max_seq_len")
+    tied = f.bool_("tie_word_embeddings", default=mtype not in _UNTIED_BY_DEFAULT)
+    window = f.opt_int("sliding_window")
+    if window is not None and (not f.bool_("use_sliding_window", True) or window >= ctx):
+        window = None
+    experts = f.int_("num_local_experts", "num_experts", "n_routed_experts", default=0,
+                     minimum=0)
+    if experts == 1:
+        experts = 0
+    per_tok = f.int_("num_experts_per_tok", "moe_topk", default=2 if experts else 0, minimum=0)
+    moe_inter = f.int_("moe_intermediate_size", default=inter)
+    shared_inter = f.int_("shared_expert_intermediate_size", default=0, minimum=0)
+    n_shared = f.int_("n_shared_experts", default=0, minimum=0)
+    if n_shared and not shared_inter:
+        shared_inter = n_shared * moe_inter
+    dense_first = f.int_("first_k_dense_replace", default=0, minimum=0) if experts else 0
+    if experts and per_tok > experts:
+        raise InputError(f"{p}: field num_experts_per_tok: {per_tok} is more than the "
+                         f"{experts} experts")
+
+    raw_dtype = str(f.cfg.get("torch_dtype") or f.cfg.get("dtype") or "bfloat16")
+    dtype = raw_dtype.removeprefix("torch.")
+    if dtype not in _DTYPE_BYTES:
+        raise InputError(f"{p}: field torch_dtype: {raw_dtype!r} is not one of "
+                         f"{', '.join(sorted(_DTYPE_BYTES))}")
+    if dtype in ("float32", "float"):
+        dtype = "float16"  # vLLM's dtype "auto" serves fp32 checkpoints in 16 bits
+    prec = _precision(f, dtype)
+
+    mats = 2 if mtype in _UNGATED else 3
+    q_bias = mtype in _QKV_BIAS or f.bool_("attention_bias", False)
+    attn = hidden * heads * head_dim * 2 + hidden * kv_heads * head_dim * 2
+    attn_bias = (heads + 2 * kv_heads) * head_dim if q_bias else 0
+    norms = 2 * hidden + (2 * head_dim if mtype in ("qwen3", "qwen3_moe") else 0)
+    dense_mlp = mats * hidden * inter
+    expert = mats * hidden * moe_inter
+    shared = mats * hidden * shared_inter + (hidden if shared_inter and mtype == "qwen2_moe"
+                                             else 0)
+    moe_layers = layers - dense_first if experts else 0
+    dense_layers = layers - moe_layers
+    router = hidden * experts
+    linear_resident = (layers * attn + dense_layers * dense_mlp
+                       + moe_layers * (experts * expert + shared))
+    linear_active = (layers * attn + dense_layers * dense_mlp
+                     + moe_layers * (per_tok * expert + shared))
+    small = layers * (norms + attn_bias) + moe_layers * router + hidden  # final norm
+    embed = vocab * hidden
+    head = 0 if tied else vocab * hidden
+    resident = linear_resident + small + embed + head
+    active = linear_active + small + embed + head
+    head_bytes = prec.linear_bytes if prec.lm_head_quantized else 2.0
+    weight_bytes = (linear_resident * prec.linear_bytes + (small + embed) * 2.0
+                    + head * head_bytes)
+
+    short, hub = _model_name(p, cfg)
+    return ModelSpec(
+        model=name or short, hf_id=hub, architecture=arch.removesuffix("ForCausalLM"),
+        params_b=resident / 1e9, layers=layers, hidden_size=hidden, intermediate_size=inter,
+        attention_heads=heads, kv_heads=kv_heads, head_dim=head_dim, vocab_size=vocab,
+        context_length=ctx, served_dtype=prec.name,
+        weight_bytes_per_param=weight_bytes / resident,
+        source=f"Hugging Face config.json {p}",
+        tied_embeddings=tied, sliding_window=window, num_experts=experts,
+        experts_per_token=per_tok if experts else 0,
+        shared_expert_intermediate_size=shared_inter,
+        moe_intermediate_size=moe_inter if experts else None,
+        active_params_b=active / 1e9,
+    )
