@@ -6,7 +6,17 @@ settings and :func:`code_key`: the package version and a hash of the model code)
 recalibration, a changed setting or an edited replica model never reads a stale value. The
 folder is ``$FLEETPLAN_CACHE_DIR`` or ``~/.cache/fleetplan``; it is created on the first write,
 never at import. Writes are atomic, so parallel workers (local processes, Dask) can share one
-folder. A file that cannot be parsed is ignored and recomputed (it is a cache).
+folder.
+
+Nothing read back is trusted. An entry carries its format version (:data:`FORMAT`), its
+namespace, its key (the file's name) and a SHA-256 checksum of all of them with the inputs and
+the value; the caller's ``check`` then validates the value's shape and ranges (finite,
+non-negative, consistent). An entry that fails any of this (unreadable, not a regular file, too
+large, not JSON, an older format, another key, a checksum that does not match a tampered value,
+NaN or a negative rate, mis-shaped) is a miss: the value is recomputed and rewritten, and the
+entry is listed in :attr:`DiskCache.rejected` (path and reason), which the optimizer reports in
+one warning line (:func:`fleetplan._progress.warn`). The checksum finds edits and corruption,
+not a forger who recomputes it: the cache is the user's own folder.
 
 Main entries: :class:`DiskCache`, :func:`default_cache`, :func:`input_hash`, :func:`code_key`;
 ``fleetplan cache info`` / ``fleetplan cache clear`` inspect and empty the folder.
@@ -20,14 +30,16 @@ import json
 import math
 import os
 import re
+import stat
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
 from fleetplan._io import atomic_write_text
+from fleetplan.errors import FleetplanError
 
 ENV_VAR = "FLEETPLAN_CACHE_DIR"
 
@@ -38,6 +50,8 @@ _PACKAGE = Path(__file__).resolve().parent.parent
 _ENTRY = re.compile(r"[0-9a-f]{64}\.json")
 _TEMP = re.compile(r"\.[0-9a-f]{64}\.json\..+\.tmp")  # left by a write that was killed
 STALE_TEMP_S = 3600.0  # clear removes temporary files older than this
+FORMAT = 2  # entry format: 1 (no version field) had key, inputs and value only
+MAX_ENTRY_BYTES = 1 << 20  # an entry is a few hundred bytes; a larger file is not one
 
 
 def _is_entry(f: Path, sub: Path) -> bool:
@@ -96,7 +110,12 @@ def input_hash(inputs: Any) -> str:
 
 
 def default_cache_dir() -> Path:
-    """``$FLEETPLAN_CACHE_DIR``, else ``~/.cache/fleetplan`` (read at call time)."""
+    """The active data context's cache folder (:func:`fleetplan.context.active_data`), else
+    ``$FLEETPLAN_CACHE_DIR``, else ``~/.cache/fleetplan`` (read at call time)."""
+    from fleetplan.context import active_data
+
+    if active_data().cache_dir is not None:
+        return Path(active_data().cache_dir).expanduser()  # type: ignore[arg-type]
     env = os.environ.get(ENV_VAR)
     return Path(env).expanduser() if env else Path.home() / ".cache" / "fleetplan"
 
@@ -110,34 +129,55 @@ class DiskCache:
     def __init__(self, root: str | os.PathLike[str] | None) -> None:
         self.root = Path(root) if root is not None else None
         self._memory: dict[tuple[str, str], dict[str, Any]] = {}
+        self.rejected: list[tuple[str, str]] = []  # (path, reason) of entries refused by get
 
     def _path(self, namespace: str, key: str) -> Path:
         assert self.root is not None
         return self.root / namespace / key[:2] / f"{key}.json"
 
-    def get(self, namespace: str, inputs: Any) -> dict[str, Any] | None:
-        """The stored value for ``inputs``, or ``None`` when absent (or unreadable)."""
+    def get(self, namespace: str, inputs: Any,
+            check: Callable[[dict[str, Any]], object] | None = None) -> dict[str, Any] | None:
+        """The stored value for ``inputs``, or ``None`` when absent or when the entry fails
+        validation (module docstring; then it is also listed in :attr:`rejected`). ``check``
+        validates the value (raises ``ValueError``, ``TypeError`` or ``KeyError`` to refuse)."""
         key = input_hash(inputs)
         hit = self._memory.get((namespace, key))
         if hit is not None or self.root is None:
             return hit
-        try:
-            value = json.loads(self._path(namespace, key).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        path = self._path(namespace, key)
+        value, why = _read_entry(path, namespace, key)
+        if value is not None and check is not None:
+            try:
+                check(value)
+            except (ValueError, TypeError, KeyError) as exc:
+                value, why = None, f"invalid value ({_short(exc)})"
+        if value is None:
+            if why is not None:
+                self.rejected.append((str(path), why))
             return None
-        if not isinstance(value, dict) or value.get("key") != key:
-            return None
-        self._memory[(namespace, key)] = value["value"]
-        return value["value"]
+        self._memory[(namespace, key)] = value
+        return value
 
     def put(self, namespace: str, inputs: Any, value: dict[str, Any]) -> None:
-        """Store ``value`` (a JSON-able dict) for ``inputs``; the inputs are kept beside it."""
+        """Store ``value`` (a JSON-able dict) for ``inputs``; the inputs are kept beside it,
+        with the format version and the checksum. A value that is not strict JSON (NaN), or one
+        that cannot be written (a folder in the entry's place, a read-only cache), stays in
+        memory only: a cache never fails the computation it serves."""
         key = input_hash(inputs)
         self._memory[(namespace, key)] = value
         if self.root is None:
             return
-        record = {"key": key, "inputs": _canonical(inputs), "value": value}
-        atomic_write_text(self._path(namespace, key), json.dumps(record, sort_keys=True) + "\n")
+        record = {"format": FORMAT, "namespace": namespace, "key": key,
+                  "inputs": _canonical(inputs), "value": value}
+        try:
+            record["checksum"] = _checksum(record)
+        except ValueError:  # NaN or infinity in the value: never written, so never read back
+            return
+        try:
+            atomic_write_text(self._path(namespace, key),
+                              json.dumps(record, sort_keys=True, allow_nan=False) + "\n")
+        except (OSError, FleetplanError):  # e.g. a folder where the entry goes: memory only
+            pass
 
     def _entry_dirs(self) -> list[Path]:
         if self.root is None or not self.root.is_dir():
@@ -175,7 +215,66 @@ class DiskCache:
         return n
 
     def __getstate__(self) -> dict[str, Any]:  # workers start with an empty memory layer
-        return {"root": self.root, "_memory": {}}
+        return {"root": self.root, "_memory": {}, "rejected": []}
+
+
+def _short(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def _checksum(record: Mapping[str, Any]) -> str:
+    """SHA-256 of the canonical strict JSON of ``record`` without its checksum (ValueError on
+    NaN or infinity)."""
+    body = {k: v for k, v in record.items() if k != "checksum"}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number of strict JSON")
+
+
+def _read_entry(path: Path, namespace: str, key: str) -> tuple[dict[str, Any] | None, str | None]:
+    """(the value of the entry at ``path``, None) or (None, why it is refused); (None, None)
+    when there is no entry. Never raises for what the file holds."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None, None
+    except OSError as exc:
+        return None, f"unreadable ({exc.strerror or exc})"
+    if not stat.S_ISREG(st.st_mode):  # a FIFO would block the read, a device never end
+        return None, "not a regular file"
+    if st.st_size > MAX_ENTRY_BYTES:
+        return None, f"{st.st_size} bytes, larger than any entry"
+    try:
+        text = path.read_bytes().decode("utf-8")
+        record = json.loads(text, parse_constant=_reject_constant)
+    except OSError as exc:
+        return None, f"unreadable ({exc.strerror or exc})"
+    except UnicodeDecodeError:
+        return None, "not UTF-8 text"
+    except RecursionError:
+        return None, "nested too deeply"
+    except ValueError as exc:
+        return None, f"not JSON ({_short(exc)})"
+    if not isinstance(record, dict):
+        return None, f"not an entry (a JSON {type(record).__name__})"
+    if record.get("format") != FORMAT:
+        return None, f"entry format {record.get('format', 1)!r}, not {FORMAT}"
+    if record.get("key") != key or record.get("namespace") != namespace:
+        return None, "the entry's key is not its file's"
+    value = record.get("value")
+    if not isinstance(value, dict):
+        return None, "no value record"
+    try:
+        ok = record.get("checksum") == _checksum(record)
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        return None, "checksum mismatch (edited or corrupted)"
+    return value, None
 
 
 def default_cache() -> DiskCache:

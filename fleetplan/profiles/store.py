@@ -28,8 +28,13 @@ _PANDAS_DTYPES = {"str": "string", "int": "Int64", "float": "float64", "bool": "
 
 
 def default_store_path() -> Path:
-    """The store read by default: the user's (:func:`user_store_path`) when it exists, else the
-    bundled ``data/profiles.csv``."""
+    """The store read by default: the active data context's (:func:`fleetplan.context.
+    active_data`, e.g. ``--store``), else the user's (:func:`user_store_path`) when it exists,
+    else the bundled ``data/profiles.csv``."""
+    from fleetplan.context import active_data
+
+    if active_data().store is not None:
+        return Path(active_data().store)  # type: ignore[arg-type]
     user = user_store_path()
     return user if user.is_file() else data_dir() / DEFAULT_STORE_NAME
 

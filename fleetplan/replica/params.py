@@ -75,8 +75,13 @@ class ReplicaParams(BaseModel):
 
 
 def default_calibration_path() -> Path:
-    """The calibration read by default: the user's (:func:`user_calibration_path`) when it
-    exists, else the bundled ``data/calibration.json``."""
+    """The calibration read by default: the active data context's
+    (:func:`fleetplan.context.active_data`, e.g. ``--calibration``), else the user's
+    (:func:`user_calibration_path`) when it exists, else the bundled ``data/calibration.json``."""
+    from fleetplan.context import active_data
+
+    if active_data().calibration is not None:
+        return Path(active_data().calibration)  # type: ignore[arg-type]
     user = user_calibration_path()
     return user if user.is_file() else data_dir() / DEFAULT_CALIBRATION_NAME
 
