@@ -18,6 +18,7 @@ from fleetplan.errors import FleetplanError, InputError, UnknownNameError
 from fleetplan.scenario.base import Strict, canon_gpu, check_region
 from fleetplan.scenario.fleet import Pool, match_pools
 from fleetplan.scenario.messages import format_validation_error
+from fleetplan.scenario.reliability import Reliability, canon_key
 from fleetplan.scenario.settings import (
     Candidate,
     CapacitySettings,
@@ -137,6 +138,10 @@ class Scenario(Strict):
     budget_usd_per_hour: float | None = Field(
         default=None, gt=0, description="most the fleet may cost, $ per hour (every hour of a "
         "diurnal plan; default: no budget)", examples=[40])
+    reliability: dict[str, Reliability] | None = Field(
+        default=None, description="failures per replica-hour and time to replace, per GPU "
+        "type or configuration (docs/reliability.md; default: none, replicas never fail)",
+        examples=[{"RTX-4090": {"failures_per_replica_hour": 0.05, "replace_s": 600}}])
     redundancy: int = Field(
         default=0, ge=0, le=100, description="spare replicas every pool of the plan keeps "
         "(N+k): its load must fit in its replica count minus this (default 0)", examples=[1])
@@ -182,6 +187,11 @@ class Scenario(Strict):
     @classmethod
     def _power(cls, v: dict[str, float]) -> dict[str, float]:
         return {canon_gpu(k): w for k, w in v.items()}
+
+    @field_validator("reliability")
+    @classmethod
+    def _reliability(cls, v: dict[str, Reliability] | None) -> dict[str, Reliability] | None:
+        return None if v is None else {canon_key(k): r for k, r in v.items()}
 
     @field_validator("availability")
     @classmethod

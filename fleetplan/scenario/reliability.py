@@ -1,0 +1,188 @@
+"""The failure model of a scenario: replicas that fail or are preempted, and come back.
+
+A scenario's ``reliability:`` block maps a GPU type (``RTX-4090``) or a configuration
+(``2xRTX-4090``; it wins over its GPU type) to a :class:`Reliability` record: failures (or
+preemptions) per replica-hour and the time to replace a failed replica. Absent, or a GPU type it
+does not name: that pool never fails (today's behaviour). A record may leave its numbers out to
+take the bundled defaults of its GPU's class and market (:data:`DEFAULTS`: stated assumptions,
+with their sources, in ``docs/reliability.md``).
+
+The model (:func:`unavailability`, :func:`spares_needed`): each replica alternates between up
+times drawn from an exponential distribution with rate ``lambda`` (failures per second) and down
+times of exactly ``replace_s``; in steady state it is down with probability
+``u = lambda R / (1 + lambda R)``, independently of the others. A pool of ``N`` working replicas
+keeps ``k`` spares, the fewest with ``P(Binomial(N + k, u) > k) <= quantile``.
+
+Main entries: :class:`Reliability`, :func:`resolve` (a configuration's record, or ``None``),
+:func:`unavailability`, :func:`spares_needed` and :func:`spares_table`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Literal
+
+from pydantic import Field
+
+from fleetplan.scenario.base import Strict
+
+SECONDS_PER_HOUR = 3600.0
+DEFAULT_QUANTILE = 0.01
+# the largest spare count a pool may need (P(more than k down) falls fast; a larger need is
+# a failure rate the plan cannot absorb with spares)
+MAX_SPARES = 64
+CONSUMER_GPUS = frozenset({"RTX-4090", "RTX-5090", "RTX-3090"})
+Market = Literal["on-demand", "spot"]
+
+
+@dataclass(frozen=True)
+class Default:
+    """A bundled default: failure rate per GPU-hour (a replica of g GPUs fails g times as often),
+    replacement time, and where the figure comes from."""
+
+    failures_per_gpu_hour: float
+    replace_s: float
+    source: str
+
+
+# (GPU class, market) -> default. Sources and their limits: docs/reliability.md.
+DEFAULTS: dict[tuple[str, str], Default] = {
+    ("datacenter", "on-demand"): Default(
+        2e-5, 600.0,
+        "Llama 3 report (Dubey et al. 2024, sec. 3.3.4): 419 unexpected interruptions in 54 days "
+        "on 16,384 H100s = 2.0e-5 per GPU-hour; replacement 10 min: assumption"),
+    ("datacenter", "spot"): Default(
+        0.02, 600.0,
+        "assumption: an order of magnitude above hardware failures, for reclaimed spot "
+        "capacity (AWS Spot Instance Advisor publishes monthly bands only)"),
+    ("consumer", "on-demand"): Default(
+        0.025, 600.0,
+        "assumption (no published churn rate of decentralised consumer-GPU hosts found): one "
+        "host in forty per hour leaves, reboots or loses its network; 10 min to replace"),
+    ("consumer", "spot"): Default(
+        0.1, 600.0,
+        "assumption: interruptible (outbid) consumer hosts, four times the on-demand churn"),
+}
+
+
+class Reliability(Strict):
+    """How often replicas of one GPU type (or configuration) fail, and how long they stay down."""
+
+    failures_per_replica_hour: float | None = Field(
+        default=None, ge=0, le=100,
+        description="failures or preemptions per replica-hour (default: the bundled figure of "
+                    "the GPU's class and market, docs/reliability.md)", examples=[0.05])
+    replace_s: float | None = Field(
+        default=None, gt=0, le=86400,
+        description="seconds until a failed replica is replaced by a fresh one (default 600)",
+        examples=[600])
+    market: Market = Field(
+        default="on-demand", description="on-demand, or spot (interruptible: the bundled "
+        "defaults fail more often)")
+    quantile: float = Field(
+        default=DEFAULT_QUANTILE, gt=0, lt=0.5,
+        description="the optimizer keeps the fewest spares k with P(more than k replicas of a "
+                    "pool down) <= quantile", examples=[0.01])
+
+    def rate_per_hour(self, gpu: str, gpu_count: int) -> float:
+        """Failures per replica-hour: given, else the bundled default for ``gpu_count`` GPUs."""
+        if self.failures_per_replica_hour is not None:
+            return float(self.failures_per_replica_hour)
+        return _default(gpu, self.market).failures_per_gpu_hour * gpu_count
+
+    def down_s(self, gpu: str) -> float:
+        return float(self.replace_s if self.replace_s is not None
+                     else _default(gpu, self.market).replace_s)
+
+    def source(self, gpu: str) -> str:
+        if self.failures_per_replica_hour is not None and self.replace_s is not None:
+            return "scenario reliability block"
+        return f"bundled default ({self.market}): {_default(gpu, self.market).source}"
+
+
+def gpu_class(gpu: str) -> str:
+    return "consumer" if gpu in CONSUMER_GPUS else "datacenter"
+
+
+def _default(gpu: str, market: str) -> Default:
+    return DEFAULTS[(gpu_class(gpu), market)]
+
+
+def canon_key(key: str) -> str:
+    """A ``reliability:`` key's canonical spelling: a configuration or a GPU type."""
+    from fleetplan.scenario.base import canon_config, canon_gpu
+
+    if "x" in key.split("-")[0].lower() and key[:1].isdigit():
+        return canon_config(key)
+    return canon_gpu(key)
+
+
+@dataclass(frozen=True)
+class PoolReliability:
+    """The failure model of one pool's replicas."""
+
+    failures_per_hour: float
+    replace_s: float
+    quantile: float
+    source: str
+
+    @property
+    def unavailability(self) -> float:
+        return unavailability(self.failures_per_hour, self.replace_s)
+
+    @property
+    def active(self) -> bool:
+        return self.failures_per_hour > 0
+
+
+def resolve(block: Mapping[str, Reliability] | None, config: str, gpu: str,
+            gpu_count: int) -> PoolReliability | None:
+    """The failure model of ``config``'s replicas (its own entry, else its GPU's), or ``None``
+    when the block names neither (the pool never fails)."""
+    if not block:
+        return None
+    spec = block.get(config) or block.get(gpu)
+    if spec is None:
+        return None
+    return PoolReliability(spec.rate_per_hour(gpu, gpu_count), spec.down_s(gpu), spec.quantile,
+                           spec.source(gpu))
+
+
+def unavailability(failures_per_hour: float, replace_s: float) -> float:
+    """Steady-state share of time a replica is down: ``lambda R / (1 + lambda R)``."""
+    lr = failures_per_hour / SECONDS_PER_HOUR * replace_s
+    return lr / (1.0 + lr)
+
+
+def _binom_tail(n: int, u: float, k: int) -> float:
+    """``P(Binomial(n, u) > k)``."""
+    if k >= n:
+        return 0.0
+    below = sum(math.comb(n, j) * u ** j * (1.0 - u) ** (n - j) for j in range(k + 1))
+    return max(0.0, 1.0 - below)
+
+
+@lru_cache(maxsize=4096)
+def spares_needed(working: int, u: float, quantile: float) -> int:
+    """The fewest spares ``k`` with ``P(Binomial(working + k, u) > k) <= quantile`` (0 for an
+    empty pool or ``u = 0``). Non-decreasing in ``working`` and in ``u``."""
+    if working <= 0 or u <= 0:
+        return 0
+    for k in range(MAX_SPARES + 1):
+        if _binom_tail(working + k, u, k) <= quantile:
+            return k
+    return MAX_SPARES
+
+
+def spares_table(max_working: int, u: float, quantile: float) -> tuple[int, ...]:
+    """``spares_needed(n)`` for ``n = 0 .. max_working``, made non-decreasing (the MILP's step
+    function: a pool with more working replicas never needs fewer spares)."""
+    out: list[int] = []
+    best = 0
+    for n in range(max_working + 1):
+        best = max(best, spares_needed(n, u, quantile))
+        out.append(best)
+    return tuple(out)
