@@ -64,6 +64,9 @@ class ClassResult:
     unfinished: int
     dropped: int
     pools: dict[str, float] = field(default_factory=dict)
+    # with a reliability block only (absent from the JSON otherwise)
+    requests_retried: int | None = None
+    requests_lost: int | None = None
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,7 @@ class PoolResult:
     energy_kwh_per_hour: float
     g_co2_operational_per_hour: float
     g_co2_embodied_per_hour: float
+    availability: float | None = None  # share of replica-time up (reliability block only)
 
 
 @dataclass(frozen=True)
@@ -118,7 +122,7 @@ class SimulationResult(NotebookRepr):
         a = self.account
         return {
             "classes": [_class_dict(c) for c in self.classes],
-            "pools": [asdict(p) for p in self.pools],
+            "pools": [_pool_dict(p) for p in self.pools],
             "cost_per_hour_usd": a.cost_per_hour_usd,
             "cost_per_mtok_usd": _num(a.cost_per_mtok_usd),
             "energy_kwh_per_hour": a.energy_kwh_per_hour,
@@ -157,7 +161,7 @@ class SimulationResult(NotebookRepr):
 
     def pools_frame(self) -> pd.DataFrame:
         """One row per pool."""
-        return pd.DataFrame([asdict(p) for p in self.pools])
+        return pd.DataFrame([_pool_dict(p) for p in self.pools])
 
     def plot(self, ax: Any = None, *, kind: str = "latency") -> Any:
         """``latency``: each class's simulated P99 TTFT (95% interval) against its SLO;
@@ -183,8 +187,21 @@ def _num(x: float | None) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
 
 
+_CHURN_FIELDS = ("requests_retried", "requests_lost", "availability")
+
+
+def _pool_dict(p: PoolResult) -> dict[str, Any]:
+    d = asdict(p)
+    if d["availability"] is None:
+        del d["availability"]
+    return d
+
+
 def _class_dict(c: ClassResult) -> dict[str, Any]:
     d = asdict(c)
+    for k in _CHURN_FIELDS:
+        if d.get(k, 0) is None:
+            del d[k]
     d["ttft_p99_ci_ms"] = list(c.ttft_p99_ci_ms)
     d["ttft_p99_reps_ms"] = [_num(x) for x in c.ttft_p99_reps_ms]
     for k, v in d.items():
@@ -219,13 +236,14 @@ def _batch_p99(rep: Replication, mask: np.ndarray) -> list[float]:
 
 def class_result(scenario: Scenario, c: int, reps: Sequence[Replication],
                  pools: Sequence[PoolModel], dropped: int,
-                 pools_overloaded: Sequence[bool]) -> ClassResult:
-    """Statistics of class ``c`` over the replications."""
+                 pools_overloaded: Sequence[bool], *, churn: bool = False) -> ClassResult:
+    """Statistics of class ``c`` over the replications (``churn``: count retried and lost
+    requests; a lost request is censored in the latencies, not counted as unfinished)."""
     spec = scenario.classes[c]
     slo = spec.slo
     per: dict[str, list[float]] = {k: [] for k in
                                    ("t50", "t90", "t99", "p50", "p99", "e50", "e99", "rate")}
-    good = total = unfinished = 0
+    good = total = unfinished = retried = lost = 0
     routed = np.zeros(len(pools))
     batches: list[float] = []
     for rep in reps:
@@ -238,7 +256,11 @@ def class_result(scenario: Scenario, c: int, reps: Sequence[Replication],
             per[k].append(_pct(arr, q))
         per["rate"].append(int(m.sum()) / rep.window_s)
         total += int(m.sum())
-        unfinished += int((~fin).sum())
+        gone = rep.lost[m] if rep.lost is not None else np.zeros(fin.size, dtype=bool)
+        unfinished += int((~fin & ~gone).sum())
+        lost += int(gone.sum())
+        if rep.retried is not None:
+            retried += int(rep.retried[m].sum())
         routed += np.bincount(rep.pool[m], minlength=len(pools))
         if slo is not None:
             ok = fin.copy()
@@ -274,4 +296,5 @@ def class_result(scenario: Scenario, c: int, reps: Sequence[Replication],
         slo_tpot_p99_ms=slo.tpot_p99_ms if slo else None,
         slo_e2e_p99_ms=slo.e2e_p99_ms if slo else None,
         unfinished=unfinished, dropped=dropped, pools=share,
+        requests_retried=retried if churn else None, requests_lost=lost if churn else None,
     )

@@ -6,6 +6,13 @@ not finished): a backlog past a hard cap stops the run at once, and a backlog th
 the measured window by more than normal fluctuation marks the pool overloaded; its completions
 per second are then its sustainable rate. Requests without a first token when the run stops
 enter the latency statistics as censored values (time waited so far: a lower bound).
+
+Churn (``churn=``, from the scenario's ``reliability:`` block; :mod:`fleetplan.fleet.churn`):
+a failed replica's requests (queued or running) are re-sent at once, keeping their arrival
+time (TTFT counts from the first send), to another replica of their pool that is up, else of any
+pool the class may use; with none up the request is lost: it never gets a token and enters the
+latency statistics censored at the run's end, so the P99s include the failure periods. A
+replacement is a fresh replica (empty queue and cache) after ``replace_s``.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from fleetplan.fleet.pools import PoolModel, unloaded_ttft_s
 from fleetplan.fleet.routing import Router, RoutingContext, RoutingPolicy, make_router
 from fleetplan.fleet.traffic import Traffic
 from fleetplan.replica.engine import ReplicaEngine, Request
+from fleetplan.scenario.reliability import PoolReliability
 
 # A pool whose backlog exceeds this many requests per replica (times max_num_seqs) is
 # overloaded beyond doubt: the run stops instead of simulating an ever-growing queue.
@@ -63,6 +71,10 @@ class Replication:
     pool_completed_rps: tuple[float, ...]
     stopped_at_s: float
     stop_reason: str
+    # churn (all empty / None without it)
+    retried: np.ndarray | None = None     # bool per measured request: re-sent after a failure
+    lost: np.ndarray | None = None        # bool per measured request: no replica up to take it
+    availability: tuple[float, ...] = ()  # per pool: share of replica-time up in the window
 
 
 def _predictor(engines: Sequence[ReplicaEngine], mean_prompt: float) -> Callable[[int, int], float]:
@@ -86,10 +98,19 @@ def _predictor(engines: Sequence[ReplicaEngine], mean_prompt: float) -> Callable
 
 def run_replication(pools: Sequence[PoolModel], traffic: Traffic, routing: RoutingInputs, *,
                     warmup_s: float, duration_s: float,
-                    progress: Callable[[float], None] | None = None) -> Replication:
-    """Simulate ``traffic`` on ``pools`` with the routing policy; see the module docstring."""
+                    progress: Callable[[float], None] | None = None,
+                    churn: Sequence[PoolReliability | None] | None = None,
+                    churn_seed: np.random.SeedSequence | None = None) -> Replication:
+    """Simulate ``traffic`` on ``pools`` with the routing policy; see the module docstring.
+    ``churn``: per pool its failure model (``None``: never fails) and ``churn_seed`` the
+    replication's churn stream."""
     run = _Run(pools, traffic, routing, warmup_s, duration_s)
     env = run.env
+    if churn is not None and any(c is not None and c.active for c in churn):
+        from fleetplan.fleet.churn import start_churn
+
+        run.enable_churn(routing)
+        start_churn(run, run.replica_pool, churn, churn_seed or np.random.SeedSequence(0))
     env.process(run.arrivals())
     env.process(run.monitor(progress))
     env.run(until=run.stop)
@@ -131,6 +152,109 @@ class _Run:
         self.router = self._router(routing)
         self.caps = [pm.count * pm.params.max_num_seqs * BACKLOG_CAP_SEQS for pm in pools]
         self.snap: dict[str, list[float]] = {}
+        self.churn = False
+        self.dead_busy = [0.0] * len(self.engines)  # busy time of replaced engines, per slot
+
+    def enable_churn(self, routing: RoutingInputs) -> None:
+        """Bookkeeping that failures need: which requests sit on each replica, who is up."""
+        n = len(self.traffic)
+        self.churn = True
+        self.up = [True] * len(self.engines)
+        self.gen = [0] * len(self.engines)
+        self.on_slot: list[dict[int, None]] = [{} for _ in self.engines]  # ordered sets
+        self.down_since: list[float | None] = [None] * len(self.engines)
+        self.down_spans: list[list[tuple[float, float]]] = [[] for _ in self.engines]
+        self.retried = np.zeros(n, dtype=bool)
+        self.lost = np.zeros(n, dtype=bool)
+        self.class_replicas = [[r for r, p in enumerate(self.replica_pool) if p in set(cp)]
+                               for cp in routing.class_pools]
+        # in place: the router's TTFT predictor reads this list
+        self.engines[:] = [self._engine(r, self.pools[p]) for r, p in enumerate(self.replica_pool)]
+
+    def _engine(self, slot: int, pm: PoolModel) -> ReplicaEngine:
+        """A replica for ``slot`` whose completions count only while it is the slot's own."""
+        gen = self.gen[slot]
+
+        def finished(req: Request) -> None:
+            if self.gen[slot] == gen:
+                self.on_slot[slot].pop(req.rid, None)
+                self.on_finish(req)
+
+        return ReplicaEngine(self.env, pm.params, finished, record_itl=False)
+
+    def slot_busy(self, slot: int, t: float) -> float:
+        """Engine time replica slot ``slot`` spent stepping up to ``t`` (its engines so far)."""
+        if self.churn and not self.up[slot]:
+            return self.dead_busy[slot]
+        return self.dead_busy[slot] + self.engines[slot].busy_s_at(t)
+
+    def fail(self, slot: int) -> None:
+        """Replica ``slot`` goes down now: its requests are re-sent (or lost)."""
+        if not self.up[slot]:
+            return
+        now = self.env.now
+        self.dead_busy[slot] += self.engines[slot].busy_s_at(now)
+        self.up[slot] = False
+        self.gen[slot] += 1
+        self.down_since[slot] = now
+        moved = list(self.on_slot[slot])
+        self.on_slot[slot] = {}
+        p = self.replica_pool[slot]
+        self.backlog[p] -= len(moved)
+        self.busy_count[slot] -= len(moved)
+        for i in moved:
+            self.retried[i] = True
+            self.routed_to[i] = -1
+            self._place(i, retry=True)
+
+    def restore(self, slot: int) -> None:
+        """A fresh replica takes slot ``slot``'s place now."""
+        if self.up[slot]:
+            return
+        now = self.env.now
+        since = self.down_since[slot]
+        self.down_spans[slot].append((since if since is not None else now, now))
+        self.down_since[slot] = None
+        self.engines[slot] = self._engine(slot, self.pools[self.replica_pool[slot]])
+        self.up[slot] = True
+
+    def _fallback(self, c: int, r: int) -> int:
+        """An up replica instead of the down ``r``: its pool's least loaded, else the class's;
+        -1 when none is up."""
+        up, busy = self.up, self.busy_count
+        p = self.replica_pool[r]
+        same = [x for x in self.router.ctx.pool_replicas[p] if up[x]]
+        cands = same or [x for x in self.class_replicas[c] if up[x]]
+        return min(cands, key=busy.__getitem__) if cands else -1
+
+    def _place(self, i: int, *, retry: bool = False) -> None:
+        """Route request ``i`` now and submit it (churn runs); lost when no replica is up."""
+        tr = self.traffic
+        c = int(tr.cls[i])
+        a = int(tr.input_tokens[i])
+        k = int(tr.cached_tokens[i]) if tr.cached_tokens is not None else 0
+        if retry:
+            k = 0  # the new replica's prefix cache does not hold it
+        r = self.router.route(c, a - min(k, a - 1) if k else a)
+        chosen = r
+        if not self.up[r]:
+            r = self._fallback(c, r)
+        if r < 0:  # counted against the pool the router chose (no backlog: it never queues)
+            self.lost[i] = True
+            self.routed_to[i] = self.replica_pool[chosen]
+            if self.measured[i]:
+                self.left -= 1
+                if self.left == 0 and self.arrivals_done and not self.stop.triggered:
+                    self.stop.succeed()
+            return
+        p = self.replica_pool[r]
+        self.routed_to[i] = p
+        self.backlog[p] += 1
+        self.busy_count[r] += 1
+        self.rep_of[i] = r
+        self.on_slot[r][i] = None
+        self.engines[r].submit(Request(i, float(tr.arrival_s[i]), a, int(tr.output_tokens[i]), c,
+                                       cached_tokens=k))
 
     def _router(self, routing: RoutingInputs) -> Router:
         replica_pool, pools = self.replica_pool, self.pools
@@ -171,6 +295,9 @@ class _Run:
             t = float(t_arr[i])
             if t > env.now:
                 yield env.timeout(t - env.now)
+            if self.churn:
+                self._place(i)
+                continue
             c = int(cls_of[i])
             a = int(ins[i])
             k = int(cached[i]) if cached is not None else 0
@@ -196,12 +323,12 @@ class _Run:
         while not self.stop.triggered:
             now = env.now
             if not took_warm and now >= warmup_s:
-                snap["busy0"] = [e.busy_s_at(warmup_s) for e in engines]
+                snap["busy0"] = [self.slot_busy(r, warmup_s) for r in range(len(engines))]
                 snap["backlog0"] = list(backlog)
                 snap["done0"] = list(self.done)
                 took_warm = True
             if not took_end and now >= duration_s:
-                snap["busy1"] = [e.busy_s_at(duration_s) for e in engines]
+                snap["busy1"] = [self.slot_busy(r, duration_s) for r in range(len(engines))]
                 snap["backlog1"] = list(backlog)
                 took_end = True
             if any(b > cap for b, cap in zip(backlog, self.caps, strict=True)):
@@ -234,7 +361,7 @@ def _outcome(run: _Run) -> Replication:
         snap["done0"] = [0] * len(pools)
         measured = (t_arr < end)
     if "busy1" not in snap:
-        snap["busy1"] = [e.busy_s_at(end) for e in run.engines]
+        snap["busy1"] = [run.slot_busy(r, end) for r in range(len(run.engines))]
         snap["backlog1"] = list(run.backlog)
     window = max(end - w0, 1e-9)
     routed_to, first, fin = run.routed_to, run.first, run.fin
@@ -253,7 +380,28 @@ def _outcome(run: _Run) -> Replication:
         pool_completed_rps=tuple((d - d0) / window for d, d0 in zip(run.done, snap["done0"],
                                                                      strict=True)),
         stopped_at_s=now, stop_reason=run.reason,
+        retried=run.retried[m] if run.churn else None,
+        lost=run.lost[m] if run.churn else None,
+        availability=_availability(run, w0, end) if run.churn else (),
     )
+
+
+def _availability(run: _Run, w0: float, end: float) -> tuple[float, ...]:
+    """Per pool, the share of its replica-time in ``[w0, end]`` that its replicas were up."""
+    out = []
+    span = max(end - w0, 1e-9)
+    for p, pm in enumerate(run.pools):
+        down = 0.0
+        for r, q in enumerate(run.replica_pool):
+            if q != p:
+                continue
+            spans = list(run.down_spans[r])
+            since = run.down_since[r]
+            if since is not None:
+                spans.append((since, end))
+            down += sum(max(0.0, min(b, end) - max(a, w0)) for a, b in spans)
+        out.append(1.0 - down / (span * pm.count))
+    return tuple(out)
 
 
 def _utilization(run: _Run, window: float) -> tuple[float, ...]:

@@ -6,6 +6,10 @@ replications one after another and aggregates them: per-class latency percentile
 CIs, per-pool utilization, overload (offered vs sustainable rate) and the fleet's cost, energy
 and carbon. Same scenario and seed: identical result, byte for byte once serialized.
 
+With a ``reliability:`` block, replicas of the pools it names fail and are replaced
+(:mod:`fleetplan.fleet.churn`, its own seeded stream per replication): each class then reports
+its requests retried and lost, and each pool its availability.
+
 ``simulate(scenario, plan=...)`` replays an optimizer's plan (a :class:`fleetplan.optimize.Plan`
 or the file ``fleetplan solve --out`` wrote): exactly its pools (configuration, region, SLO
 tier), and its split per class under ``planned`` routing, or another router to stress-test it
@@ -22,6 +26,7 @@ import numpy as np
 
 from fleetplan.errors import InputError
 from fleetplan.fleet.accounting import account
+from fleetplan.fleet.churn import churn_seeds
 from fleetplan.fleet.pools import (
     PoolModel,
     build_pools,
@@ -41,6 +46,7 @@ from fleetplan.fleet.traffic import Traffic, build_traffic, load_traces
 from fleetplan.profiles.store import ProfileStore
 from fleetplan.replica.steady import prefill_tokens
 from fleetplan.scenario import Pool, Scenario, parse_fleet
+from fleetplan.scenario.reliability import PoolReliability, resolve
 
 Progress = Callable[[float], None]
 
@@ -65,8 +71,18 @@ def _routing_inputs(scenario: Scenario, pools: Sequence[PoolModel],
                          mean_prompt)
 
 
+def pool_churn(scenario: Scenario, pools: Sequence[PoolModel]) -> list[PoolReliability | None]:
+    """Per pool, its failure model from the scenario's ``reliability:`` block (or ``None``)."""
+    out = []
+    for pm in pools:
+        hw = pm.spec.hardware
+        out.append(resolve(scenario.reliability, pm.spec.config, hw.gpu, hw.gpu_count))
+    return out
+
+
 def _pool_results(pools: Sequence[PoolModel], reps: Sequence[Replication],
-                  util: Sequence[float], over: Sequence[bool], acct_pools: Sequence) -> list:
+                  util: Sequence[float], over: Sequence[bool], acct_pools: Sequence,
+                  churn: bool = False) -> list:
     out = []
     for p, pm in enumerate(pools):
         routed = sum(int((rep.pool == p).sum()) for rep in reps)
@@ -86,6 +102,8 @@ def _pool_results(pools: Sequence[PoolModel], reps: Sequence[Replication],
             energy_kwh_per_hour=a.energy_kwh_per_hour,
             g_co2_operational_per_hour=a.g_co2_operational_per_hour,
             g_co2_embodied_per_hour=a.g_co2_embodied_per_hour,
+            availability=(float(np.mean([r.availability[p] if r.availability else 1.0
+                                         for r in reps])) if churn else None),
         ))
     return out
 
@@ -230,6 +248,8 @@ def simulate(scenario: Scenario, fleet: Sequence[Pool] | str | None = None, *,
     traces = load_traces(scenario)
     sim = scenario.sim
     seeds = np.random.SeedSequence(sim.seed).spawn(sim.replications)
+    churn = pool_churn(scenario, pools) if scenario.reliability is not None else None
+    churn_ss = churn_seeds(sim.seed, sim.replications) if churn is not None else None
     reps: list[Replication] = []
     dropped = np.zeros(len(scenario.classes), dtype=np.int64)
     inputs: RoutingInputs | None = None
@@ -243,14 +263,16 @@ def simulate(scenario: Scenario, fleet: Sequence[Pool] | str | None = None, *,
             def cb(f: float, k: int = k) -> None:
                 progress((k + f) / sim.replications)
         reps.append(run_replication(pools, traffic, inputs, warmup_s=sim.warmup_s,
-                                    duration_s=sim.duration_s, progress=cb))
+                                    duration_s=sim.duration_s, progress=cb, churn=churn,
+                                    churn_seed=churn_ss[k] if churn_ss is not None else None))
     over = [any(r.pool_overloaded[p] for r in reps) for p in range(len(pools))]
     util = [float(np.mean([r.utilization[p] for r in reps])) for p in range(len(pools))]
     tokens_per_s = float(np.mean([
         (r.input_tokens[r.finished].sum() + r.output_tokens[r.finished].sum()) / r.window_s
         for r in reps]))
     acct = account([pm.economics for pm in pools], util, tokens_per_s)
-    classes = [class_result(scenario, c, reps, pools, int(dropped[c]), over)
+    classes = [class_result(scenario, c, reps, pools, int(dropped[c]), over,
+                            churn=churn is not None)
                for c in range(len(scenario.classes))]
     offered = float(np.mean([r.cls.size / r.window_s for r in reps]))
     overloaded = any(over)
@@ -267,9 +289,27 @@ def simulate(scenario: Scenario, fleet: Sequence[Pool] | str | None = None, *,
     return SimulationResult(
         status=status, model=scenario.model, routing=scenario.routing.policy,
         classes=tuple(classes),
-        pools=tuple(_pool_results(pools, reps, util, over, acct.pools)), account=acct,
+        pools=tuple(_pool_results(pools, reps, util, over, acct.pools, churn is not None)),
+        account=acct,
         overloaded=overloaded, offered_rps=offered, sustainable_rps=sustainable,
         seed=sim.seed, replications=sim.replications, duration_s=sim.duration_s,
         warmup_s=sim.warmup_s,
-        notes=tuple(_notes(pools, classes, reps, over, offered, sustainable)),
+        notes=(*_notes(pools, classes, reps, over, offered, sustainable),
+               *_churn_notes(pools, churn)),
     )
+
+
+def _churn_notes(pools: Sequence[PoolModel],
+                 churn: Sequence[PoolReliability | None] | None) -> tuple[str, ...]:
+    if churn is None:
+        return ()
+    out = []
+    for pm, rel in zip(pools, churn, strict=True):
+        if rel is None:
+            out.append(f"pool {pm.label}: no failures (the reliability block names neither "
+                       f"{pm.spec.config} nor its GPU type)")
+        else:
+            out.append(f"pool {pm.label}: {rel.failures_per_hour:g} failures per replica-hour, "
+                       f"replaced after {rel.replace_s:g} s (steady-state availability "
+                       f"{1 - rel.unavailability:.4f}); {rel.source}")
+    return tuple(out)
