@@ -17,15 +17,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator
+import stat
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from pydantic import ValidationError
 
 from fleetplan.catalog.gpus import normalize_gpu
@@ -33,6 +32,16 @@ from fleetplan.catalog.models import normalize_model
 from fleetplan.errors import FleetplanError, InputError, UnknownNameError
 from fleetplan.profiles.record import BenchmarkRun
 from fleetplan.profiles.schema import LATENCY_METRICS
+from fleetplan.profiles.vllm import (
+    MAX_GPUS,
+    STAT_KEYS,
+    VLLM_METRICS,
+    VllmResult,
+    check_result,
+    per_request_samples,
+    short,
+    stats_from_samples,
+)
 
 # --------------------------------------------------------------------------- registry
 
@@ -45,6 +54,10 @@ class IngestOptions:
     gpu_count: int | None = None
     engine_version: str | None = None
     dataset: str | None = None
+    # names of the models the catalog knows: a record of another model is refused (None: any)
+    known_models: Collection[str] | None = None
+    # resolves a GPU spelling to its catalog name (a user catalog); default: the bundled one
+    gpu_names: Callable[[str], str] | None = None
 
 
 @dataclass(frozen=True)
@@ -109,162 +122,125 @@ def _dataset_from_name(path: Path) -> str | None:
     return next((d for d in _DATASETS if d in tokens), None)
 
 
-def _num(obj: dict[str, Any], key: str, src: SourceRef, *, required: bool = True) -> Any:
-    if key not in obj or obj[key] is None:
-        if required:
-            raise _fail(src, None, f"missing required field {key!r}")
-        return None
-    v = obj[key]
-    if isinstance(v, bool) or not isinstance(v, int | float | str):
-        raise _fail(src, key, f"{v!r} is not a number")
-    try:
-        f = float(v)
-    except ValueError:
-        raise _fail(src, key, f"{v!r} is not a number") from None
-    if math.isnan(f) or (math.isinf(f) and key != "request_rate"):
-        raise _fail(src, key, f"{v!r} is not a finite number")
-    if f < 0:
-        raise _fail(src, key, f"{v!r} must be >= 0")
-    return f
-
-
-_VLLM_LAT = {"ttft": "ttft", "tpot": "tpot", "itl": "itl", "e2e": "e2el"}
-_STAT_KEYS = {"mean": "mean_{m}_ms", "std": "std_{m}_ms", "p50": "median_{m}_ms",
-              "p90": "p90_{m}_ms", "p95": "p95_{m}_ms", "p99": "p99_{m}_ms",
-              "p100": "p100_{m}_ms"}
-
-
-def _stats_from_samples(samples_ms: np.ndarray) -> dict[str, float]:
-    if samples_ms.size == 0:
-        return {}
-    q = np.percentile(samples_ms, [50, 90, 95, 99, 100])
-    return {"mean": float(samples_ms.mean()), "std": float(samples_ms.std()),
-            "p50": float(q[0]), "p90": float(q[1]), "p95": float(q[2]), "p99": float(q[3]),
-            "p100": float(q[4])}
-
-
-def _per_request_samples(obj: dict[str, Any], src: SourceRef) -> dict[str, np.ndarray]:
-    """Latency samples (ms) from vLLM's per-request arrays (seconds), successful requests only."""
-    if "ttfts" not in obj:
-        return {}
-    try:
-        ttfts = np.asarray(obj.get("ttfts") or [], dtype=float)
-        itls = [np.asarray(x or [], dtype=float) for x in obj.get("itls") or []]
-        outs = np.asarray(obj.get("output_lens") or [], dtype=float)
-    except (TypeError, ValueError):
-        raise _fail(src, "ttfts", "per-request arrays are not numeric") from None
-    errors = obj.get("errors") or [""] * len(ttfts)
-    ok = np.array([not e for e in errors][: len(ttfts)], dtype=bool)
-    if not np.all(np.isfinite(ttfts)):
-        raise _fail(src, "ttfts", "holds a non-finite value")
-    out: dict[str, np.ndarray] = {"ttft": ttfts[ok] * 1e3}
-    if itls:
-        flat = [x for i, arr in enumerate(itls) if i < len(ok) and ok[i] for x in arr]
-        out["itl"] = np.asarray(flat) * 1e3
-        e2e = [ttfts[i] + arr.sum() for i, arr in enumerate(itls) if i < len(ok) and ok[i]]
-        out["e2e"] = np.asarray(e2e) * 1e3
-        if outs.size == len(itls):
-            tpot = [arr.sum() / (outs[i] - 1) for i, arr in enumerate(itls)
-                    if i < len(ok) and ok[i] and outs[i] > 1]
-            out["tpot"] = np.asarray(tpot) * 1e3
-    return out
-
-
 # vLLM's `backend` names the client's API flavour ("vllm", "openai", "openai-chat"), which
 # vLLM's own server speaks; other values name another server (e.g. "tgi", "sglang").
 _VLLM_BACKENDS = {"vllm", "openai", "openai-chat", "openai-audio"}
 
 
-def _engine(obj: dict[str, Any]) -> str:
-    if obj.get("engine"):
-        return str(obj["engine"])
-    backend = str(obj.get("backend") or "vllm")
+def _engine(res: VllmResult) -> str:
+    if res.engine:
+        return res.engine
+    backend = res.backend or res.endpoint_type or "vllm"
     return "vllm" if backend in _VLLM_BACKENDS else backend
 
 
-MAX_GPUS = 1024  # GPUs of one server: more is a typo, not a configuration
+def resolve_gpu(src: SourceRef, field_name: str, raw: str, opt: IngestOptions) -> str:
+    """The catalog's name of a GPU (``opt.gpu_names`` resolves it where given: a user
+    catalog); an unknown GPU refuses the record alone, naming the field."""
+    try:
+        return (opt.gpu_names or normalize_gpu)(raw)
+    except UnknownNameError as exc:
+        raise _fail(src, field_name, f"{exc} (describe it in a --catalog gpus.csv)") from None
 
 
-def _whole(src: SourceRef, field: str, raw: Any, most: int) -> int:
-    """A whole number 1..most given as an int or its digits; anything else refuses the record."""
-    text = str(raw).strip()
-    if isinstance(raw, bool) or not isinstance(raw, (int, str)) or not text.isdigit():
-        raise _fail(src, field, f"{raw!r} is not a whole number")
-    if len(text) > 6 or not 1 <= int(text) <= most:
-        raise _fail(src, field, f"{raw!r} must be between 1 and {most}")
-    return int(text)
+def check_model(src: SourceRef, model: str, opt: IngestOptions) -> None:
+    """Refuse a record whose model the catalog does not know (when ``opt.known_models`` is
+    given): its runs could be stored but never predicted, calibrated or validated."""
+    if opt.known_models is not None and model not in opt.known_models:
+        raise _fail(src, "model_id", f"unknown model {short(model)}: not in the model catalog "
+                    "(add it with --model-config or a --catalog models.csv)")
+
+
+def _parallelism(res: VllmResult, src: SourceRef, opt: IngestOptions) -> tuple[int, int]:
+    """(GPUs of the replica, tensor-parallel size) from the options or the file; runs the
+    replica model cannot represent (pipeline- or data-parallel, several nodes) are refused."""
+    for key in ("pipeline_parallel_size", "pp_size"):
+        if (getattr(res, key) or 1) > 1:
+            raise _fail(src, key, f"{getattr(res, key)}: pipeline-parallel runs are not modelled "
+                        "(fleetplan's replica is tensor-parallel on one node); refused rather "
+                        "than read as tensor-parallel")
+    if (res.data_parallel_size or 1) > 1:
+        raise _fail(src, "data_parallel_size", f"{res.data_parallel_size}: a data-parallel run "
+                    "measures several replicas behind one endpoint; ingest one replica's run")
+    for key in ("num_nodes", "nnodes"):
+        if (getattr(res, key) or 1) > 1:
+            raise _fail(src, key, f"{getattr(res, key)}: multi-node runs are not modelled "
+                        "(fleetplan's replica is one server); refused")
+    tp_field = "tensor_parallel_size" if res.tensor_parallel_size is not None else "tp_size"
+    tp = getattr(res, tp_field)
+    count_field = "--gpu-count" if opt.gpu_count else "gpu_count"
+    count = opt.gpu_count or res.gpu_count or tp
+    if count is None:
+        raise _fail(src, None, "missing required field 'gpu_count' (give it with --gpu-count)")
+    if not 1 <= count <= MAX_GPUS:
+        raise _fail(src, count_field, f"{count} must be between 1 and {MAX_GPUS}")
+    if tp is None:
+        return count, count
+    if not 1 <= tp <= count:
+        raise _fail(src, tp_field, f"{tp} must be between 1 and {count} (the GPU count)")
+    return count, tp
 
 
 def _parse_vllm(obj: dict[str, Any], src: SourceRef, opt: IngestOptions) -> dict[str, Any]:
-    model_id = obj.get("model_id") or obj.get("model")
-    if not isinstance(model_id, str) or not model_id:
+    res, problem = check_result(obj)
+    if problem is not None:
+        raise _fail(src, *problem)
+    assert res is not None
+    model_id = res.model_id or res.model
+    if not model_id:
         raise _fail(src, None, "missing required field 'model_id'")
-    gpu_raw = opt.gpu or obj.get("gpu") or obj.get("gpu_name")
+    gpu_raw = opt.gpu or res.gpu or res.gpu_name
     if not gpu_raw:
         raise _fail(src, None, "missing required field 'gpu_name' (give the GPU with --gpu)")
-    try:
-        gpu = normalize_gpu(str(gpu_raw))
-    except UnknownNameError as exc:
-        raise _fail(src, "gpu_name", str(exc)) from None
-    count_raw = opt.gpu_count or obj.get("gpu_count")
-    if count_raw is None:
-        raise _fail(src, None, "missing required field 'gpu_count' (give it with --gpu-count)")
-    gpu_count = _whole(src, "gpu_count", count_raw, MAX_GPUS)
-    tp_field = "tensor_parallel_size" if "tensor_parallel_size" in obj else "tp_size"
-    tp_raw = obj.get(tp_field)
-    tp = gpu_count if tp_raw is None else _whole(src, tp_field, tp_raw, gpu_count)
-
+    gpu = resolve_gpu(src, "--gpu" if opt.gpu else ("gpu" if res.gpu else "gpu_name"),
+                      gpu_raw, opt)
+    gpu_count, tp = _parallelism(res, src, opt)
+    model = normalize_model(model_id)
+    check_model(src, model, opt)
     rec: dict[str, Any] = {
         "run_id": src.digest,
-        "model": normalize_model(model_id),
+        "model": model,
         "model_id": model_id,
         "gpu": gpu,
         "gpu_count": gpu_count,
         "tp_size": tp,
         "config": f"{gpu_count}x{gpu}",
-        "engine": _engine(obj),
-        "engine_version": (opt.engine_version or obj.get("engine_version")
-                           or obj.get("vllm_version")),
-        "date": str(obj["date"]) if obj.get("date") else None,
+        "engine": _engine(res),
+        "engine_version": opt.engine_version or res.engine_version or res.vllm_version,
+        "date": res.date,
         "source_format": "vllm",
         "source_file": src.path.name,
         "source_line": src.line,
-        "num_prompts": int(_num(obj, "num_prompts", src)),
-        "request_rate": _num(obj, "request_rate", src),
-        "burstiness": _num(obj, "burstiness", src, required=False) or 1.0,
-        "max_concurrency": obj.get("max_concurrency"),
-        "dataset": opt.dataset or obj.get("dataset_name") or _dataset_from_name(src.path),
-        "duration_s": _num(obj, "duration", src),
-        "completed": int(_num(obj, "completed", src)),
-        "total_input_tokens": int(_num(obj, "total_input_tokens", src)),
-        "total_output_tokens": int(_num(obj, "total_output_tokens", src)),
-        "request_throughput": _num(obj, "request_throughput", src),
-        "output_throughput": _num(obj, "output_throughput", src),
-        "total_token_throughput": _num(obj, "total_token_throughput", src),
-        "partial": bool(obj.get("partial", False)),
+        "num_prompts": res.num_prompts,
+        "request_rate": res.request_rate,
+        "burstiness": res.burstiness or 1.0,
+        "max_concurrency": res.max_concurrency,
+        "dataset": opt.dataset or res.dataset_name or _dataset_from_name(src.path),
+        "duration_s": res.duration,
+        "completed": res.completed,
+        "failed": res.failed if res.failed is not None else res.num_prompts - res.completed,
+        "total_input_tokens": res.total_input_tokens,
+        "total_output_tokens": res.total_output_tokens,
+        "request_throughput": res.request_throughput,
+        "output_throughput": res.output_throughput,
+        "total_token_throughput": res.total_token_throughput,
+        "request_goodput": (res.request_goodput if res.request_goodput is not None
+                            else res.request_goodput_colon),
+        "gpu_energy_j": res.gpu_energy_j,
+        "gpu_avg_power_w": res.gpu_avg_power_w,
+        "partial": res.partial,
     }
-    if rec["max_concurrency"] is not None:
-        rec["max_concurrency"] = int(_num(obj, "max_concurrency", src))
-    failed = _num(obj, "failed", src, required=False)
-    rec["failed"] = int(failed) if failed is not None else max(0, rec["num_prompts"]
-                                                               - rec["completed"])
-    goodput_key = "request_goodput" if "request_goodput" in obj else "request_goodput:"
-    rec["request_goodput"] = _num(obj, goodput_key, src, required=False)
-
-    samples = _per_request_samples(obj, src)
+    samples = per_request_samples(res)
     for metric in LATENCY_METRICS:
-        vkey = _VLLM_LAT[metric]
-        derived = _stats_from_samples(samples[metric]) if metric in samples else {}
-        for stat, pattern in _STAT_KEYS.items():
-            key = pattern.format(m=vkey)
-            value = _num(obj, key, src, required=False)
-            if value is None and stat == "p50":
-                value = _num(obj, f"p50_{vkey}_ms", src, required=False)
+        vkey = VLLM_METRICS[metric]
+        derived = stats_from_samples(samples[metric]) if metric in samples else {}
+        for name, pattern in STAT_KEYS.items():
+            value = res.stat(pattern.format(m=vkey))
+            if value is None and name == "p50":
+                value = res.stat(f"p50_{vkey}_ms")
             if value is None:
-                value = derived.get(stat)
-            rec[f"{metric}_{stat}_ms"] = value
-    for key in ("gpu_energy_j", "gpu_avg_power_w"):
-        rec[key] = _num(obj, key, src, required=False)
+                value = derived.get(name)
+            rec[f"{metric}_{name}_ms"] = value
     return rec
 
 
@@ -274,25 +250,92 @@ register_format(IngestFormat("vllm", _is_vllm, _parse_vllm))
 # --------------------------------------------------------------------------- files
 
 
-def _objects(path: Path) -> Iterator[tuple[int, str, Any]]:
-    """(line, raw text, parsed object or exception) for each JSON record of a file."""
-    text = path.read_text(encoding="utf-8", errors="strict")
+MAX_FILE_BYTES = 512 * 2**20  # a 10,000-request detailed result is ~20 MB
+MAX_DEPTH = 64  # vLLM result files nest 3 deep, GuideLLM reports about 10
+
+
+def _read_text(path: Path) -> str:
+    """The file's text: regular files only (a FIFO, device or folder is refused by its type
+    before opening), at most MAX_FILE_BYTES, UTF-8."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file or folder") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(info.st_mode):
+        kind = ("a folder" if stat.S_ISDIR(info.st_mode) else "a FIFO (named pipe)"
+                if stat.S_ISFIFO(info.st_mode) else "a device or socket")
+        raise InputError(f"{path}: {kind}, not a result file")
+    if info.st_size > MAX_FILE_BYTES:
+        raise InputError(f"{path}: {info.st_size} bytes, more than a result file's limit of "
+                         f"{MAX_FILE_BYTES} bytes")
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise InputError(f"{path}: more than a result file's limit of {MAX_FILE_BYTES} bytes")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text (byte {exc.start}), not a result file") from None
+
+
+def _depth_ok(obj: Any) -> bool:
+    """Whether ``obj`` nests at most MAX_DEPTH deep (checked without recursion)."""
+    stack = [(obj, 1)]
+    while stack:
+        v, d = stack.pop()
+        if isinstance(v, dict | list):
+            if d > MAX_DEPTH:
+                return False
+            stack.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
+    return True
+
+
+class _Bad(ValueError):
+    """A line that is not a JSON record; the message says why."""
+
+
+def _parse_json(text: str) -> Any:
+    """One JSON value, or :class:`_Bad` (never RecursionError nor a digit-limit ValueError)."""
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise _Bad(f"not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+    except RecursionError:
+        raise _Bad(f"not a result record: nested more than {MAX_DEPTH} deep") from None
+    except ValueError as exc:  # e.g. an integer of more than 4300 digits
+        raise _Bad(f"not a readable JSON record ({str(exc)[:120]})") from None
+    if not _depth_ok(obj):
+        raise _Bad(f"not a result record: nested more than {MAX_DEPTH} deep")
+    return obj
+
+
+def _objects(path: Path) -> Iterator[tuple[int, Any]]:
+    """(line, parsed object or :class:`_Bad`) for each JSON record of a file: the whole file
+    as one JSON value, else one value per non-blank line (vLLM's ``--append-result``)."""
+    text = _read_text(path)
     stripped = text.strip()
     if not stripped:
-        yield 1, "", ValueError("file is empty")
+        yield 1, _Bad("the file is empty")
         return
     try:
-        yield 1, stripped, json.loads(stripped)
+        yield 1, _parse_json(stripped)
         return
-    except json.JSONDecodeError:
-        pass
+    except _Bad as whole:
+        if "\n" not in stripped:
+            yield 1, whole
+            return
     for i, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            yield i, line.strip(), json.loads(line)
-        except json.JSONDecodeError as exc:
-            yield i, line.strip(), exc
+            yield i, _parse_json(line)
+        except _Bad as exc:
+            yield i, _Bad(str(exc).replace(" (line 1, column", " (column"))
 
 
 def record_digest(obj: Any) -> str:
@@ -303,27 +346,30 @@ def record_digest(obj: Any) -> str:
 
 def read_runs(path: str | os.PathLike[str],
               options: IngestOptions | None = None) -> tuple[list[BenchmarkRun], list[str]]:
-    """Parse one result file: the runs it holds and a one-line error for each refused record."""
+    """Parse one result file: the runs it holds and a one-line error for each refused record
+    (a file that cannot be read at all is one line). Never raises for what the file holds."""
     p = Path(path)
     opt = options or IngestOptions()
     runs: list[BenchmarkRun] = []
     errors: list[str] = []
     try:
         items = list(_objects(p))
-    except (OSError, UnicodeDecodeError) as exc:
-        return [], [f"{p}: cannot read ({exc.__class__.__name__}: {exc})"]
-    for line, _raw, obj in items:
-        if isinstance(obj, Exception):
-            msg = obj.msg if isinstance(obj, json.JSONDecodeError) else str(obj)
-            errors.append(f"{p}: line {line}: not valid JSON ({msg})")
+    except FleetplanError as exc:
+        return [], [str(exc)]
+    for line, obj in items:
+        if isinstance(obj, _Bad):
+            errors.append(f"{p}: line {line}: {obj}")
             continue
         objs = obj if isinstance(obj, list) else [obj]
         for sub in objs:
-            src = SourceRef(p, line, record_digest(sub))
             try:
+                src = SourceRef(p, line, record_digest(sub))
                 runs.extend(_parse_object(sub, src, opt))
             except FleetplanError as exc:
                 errors.append(str(exc))
+            except Exception as exc:  # a bug must cost this record only, never the others
+                errors.append(f"{p}: line {line}: cannot read this record "
+                              f"({type(exc).__name__}: {short(str(exc), 120)})")
     return runs, errors
 
 
@@ -339,19 +385,25 @@ def _parse_object(obj: Any, src: SourceRef, opt: IngestOptions) -> list[Benchmar
         try:
             out.append(BenchmarkRun.model_validate({k: v for k, v in rec.items() if v is not None}))
         except ValidationError as exc:
-            err = exc.errors()[0]
+            err = exc.errors(include_url=False)[0]
             name = ".".join(str(x) for x in err["loc"])
-            raise _fail(src, name, f"{err.get('input')!r}: {err['msg']}") from None
+            msg = str(err["msg"]).removeprefix("Value error, ")
+            raise _fail(src, name, f"{short(err.get('input'))}: {msg}") from None
     return out
 
 
 def walk(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
-    """Files named, and ``*.json`` files under folders named, in a stable order."""
+    """Files named, and ``*.json`` entries under folders named (symlinked folders not followed,
+    so a link loop cannot recurse), in a stable order."""
     out: list[Path] = []
     for raw in paths:
         p = Path(raw)
         if p.is_dir():
-            out.extend(sorted(q for q in p.rglob("*.json") if q.is_file()))
+            found = []
+            for root, dirs, files in os.walk(p):
+                dirs.sort()
+                found.extend(Path(root) / f for f in files if f.endswith(".json"))
+            out.extend(sorted(found))
         else:
             out.append(p)
     return out
@@ -367,18 +419,23 @@ class IngestReport:
 
 def ingest_paths(paths: Iterable[str | os.PathLike[str]], store: Any,
                  options: IngestOptions | None = None) -> IngestReport:
-    """Read every file (folders walked) and add new runs to ``store`` (in memory)."""
+    """Read every file (folders walked) and add new runs to ``store`` (in memory). Each file
+    is read on its own: one that cannot be read, or crashes its reader, is one line in
+    ``errors`` and every good record of the others is added."""
     report = IngestReport()
     found: list[BenchmarkRun] = []
     for p in walk(paths):
         report.files += 1
-        if not p.exists():
-            report.errors.append(f"{p}: no such file or folder")
-            continue
-        runs, errors = read_runs(p, options)
+        try:
+            runs, errors = read_runs(p, options)
+        except Exception as exc:  # never lose the other files' records to one file
+            runs, errors = [], [f"{p}: cannot be read ({type(exc).__name__}: "
+                                f"{short(str(exc), 120)})"]
         report.errors.extend(errors)
         found.extend(runs)
     report.added = store.add(found)
     report.duplicates = len(found) - len(report.added)
     return report
+
+
 from fleetplan.profiles import guidellm as _guidellm  # noqa: E402,F401  (registers "guidellm")

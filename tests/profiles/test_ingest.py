@@ -106,7 +106,7 @@ def _write(path: Path, obj: object) -> Path:
         (lambda d: d.update(mean_ttft_ms=float("nan")), "field mean_ttft_ms: nan is not a finite"),
         (lambda d: d.update(output_throughput=float("inf")), "field output_throughput: inf"),
         (lambda d: d.update(gpu_name="NVIDIA-GeForce-RTX-4091"), "field gpu_name: unknown GPU"),
-        (lambda d: d.update(completed="many"), "field completed: 'many' is not a number"),
+        (lambda d: d.update(completed="many"), "field completed: 'many' is not a whole number"),
         (lambda d: d.update(tensor_parallel_size="abc"),
          "field tensor_parallel_size: 'abc' is not a whole number"),
         (lambda d: d.update(tensor_parallel_size=[1, 2]),
@@ -169,11 +169,12 @@ def test_store_write_is_atomic(tmp_path: Path, measured_dir: Path, cli, monkeypa
     before = store.read_bytes()
 
     def boom(*a, **k):
-        raise OSError("disk full")
+        raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "replace", boom)
-    with pytest.raises(OSError):
-        cli("ingest", str(measured_dir), "--store", str(store))
+    res = cli("ingest", str(measured_dir), "--store", str(store))
+    assert res.exit_code == 2 and "Traceback" not in res.stderr
+    assert f"{store}: cannot write (No space left on device)" in res.stderr
     assert store.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["store.csv"]  # no temp file left
 
