@@ -10,10 +10,16 @@ notebooks or services may pass their own.
 Helpers for library code: :func:`step` (a ``with`` block around one step) and
 :func:`tracked_map` (an executor map that advances a step as results arrive, using the
 executor's ``imap`` when it has one).
+
+Warnings (something was wrong and the library worked around it, e.g. cache entries that failed
+validation and were recomputed) go through :func:`warn`: one line, to the reporter's ``note``
+method when it has one, else to the ``fleetplan`` logger at level WARNING (with no logging set
+up, Python writes that line to stderr; ``--quiet`` hides bars, not warnings).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Protocol, TypeVar, runtime_checkable
@@ -48,6 +54,19 @@ class NoProgress:
 
 
 NO_PROGRESS = NoProgress()
+
+LOGGER = logging.getLogger("fleetplan")
+
+
+def warn(progress: Progress | None, message: str) -> None:
+    """Report ``message`` (one line, starting ``fleetplan: warning:``) to ``progress``'s
+    ``note`` method when it has one, else to the ``fleetplan`` logger (module docstring)."""
+    line = "fleetplan: warning: " + " ".join(message.split())
+    note = getattr(progress, "note", None)
+    if callable(note):
+        note(line)
+    else:
+        LOGGER.warning(line)
 
 
 @contextmanager

@@ -24,6 +24,7 @@ Main entries: :class:`DiskCache`, :func:`default_cache`, :func:`input_hash`, :fu
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -173,11 +174,10 @@ class DiskCache:
             record["checksum"] = _checksum(record)
         except ValueError:  # NaN or infinity in the value: never written, so never read back
             return
-        try:
+        # e.g. a folder where the entry goes, a read-only cache: the value stays in memory only
+        with contextlib.suppress(OSError, FleetplanError):
             atomic_write_text(self._path(namespace, key),
                               json.dumps(record, sort_keys=True, allow_nan=False) + "\n")
-        except (OSError, FleetplanError):  # e.g. a folder where the entry goes: memory only
-            pass
 
     def _entry_dirs(self) -> list[Path]:
         if self.root is None or not self.root.is_dir():

@@ -34,8 +34,10 @@ the ``slo`` frontier) reuse them.
 
 Settings: the scenario's ``capacity:`` block (:class:`fleetplan.scenario.CapacitySettings`).
 Main entries: :class:`CapacityJob`, :func:`find_capacity`, :func:`find_capacities` (the SLOs
-of one workload together), :func:`run_capacity_group` and :func:`run_capacity_job` (picklable,
-for executors).
+of one workload together), :func:`search_group`, :func:`run_capacity_group` and
+:func:`run_capacity_job` (picklable, for executors). Cached points and results are validated
+when read (:meth:`PointStats.checked`, :meth:`CapacityResult.from_dict`): one that fails is
+recomputed (:mod:`fleetplan.optimize.cache`).
 """
 
 from __future__ import annotations
@@ -66,6 +68,32 @@ class PointStats:
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+    @classmethod
+    def checked(cls, d: Any) -> PointStats:
+        """The point of a cache entry's ``d``, refused (``ValueError``) unless it has exactly
+        the fields, a positive rate, finite non-negative P99s and throughput, a busy share in
+        [0, 1] and a boolean ``stable``."""
+        if not isinstance(d, dict) or set(d) != set(cls.__dataclass_fields__):
+            raise ValueError("a point needs exactly the fields "
+                             + ", ".join(cls.__dataclass_fields__))
+        if not isinstance(d["stable"], bool):
+            raise ValueError(f"stable(={d['stable']!r}) must be true or false")
+        nums = {k: _number(d, k) for k in d if k != "stable"}
+        if nums["rate_rps"] <= 0:
+            raise ValueError(f"rate_rps(={nums['rate_rps']!r}) must be > 0")
+        if nums["utilization"] > 1:
+            raise ValueError(f"utilization(={nums['utilization']!r}) must be <= 1")
+        return cls(stable=d["stable"], **nums)
+
+
+def _number(d: dict[str, Any], name: str) -> float:
+    v = d[name]
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        raise ValueError(f"{name}(={v!r}) is not a number")
+    if not math.isfinite(v) or v < 0:
+        raise ValueError(f"{name}(={v!r}) must be finite and >= 0")
+    return float(v)
 
 
 @dataclass(frozen=True)
@@ -132,13 +160,26 @@ class CapacityResult:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> CapacityResult:
-        def pt(x: dict[str, Any] | None) -> PointStats | None:
-            return PointStats(**x) if x else None
+        """The result of :meth:`to_dict`'s ``d``, validated (``ValueError`` when it is not one:
+        see :meth:`PointStats.checked`; a capacity > 0 is the rate of its point at capacity,
+        a capacity 0 has none)."""
+        fields = ("capacity_rps", "at_capacity", "below_capacity", "probe", "evaluations")
+        if not isinstance(d, dict) or set(d) != set(fields):
+            raise ValueError("a capacity result needs exactly the fields " + ", ".join(fields))
 
-        probe = pt(d["probe"])
-        assert probe is not None
-        return cls(float(d["capacity_rps"]), pt(d["at_capacity"]), pt(d["below_capacity"]),
-                   probe, int(d["evaluations"]))
+        def pt(x: Any) -> PointStats | None:
+            return None if x is None else PointStats.checked(x)
+
+        cap = _number(d, "capacity_rps")
+        ev = d["evaluations"]
+        if isinstance(ev, bool) or not isinstance(ev, int) or ev < 0:
+            raise ValueError(f"evaluations(={ev!r}) must be a whole number >= 0")
+        at, below, probe = pt(d["at_capacity"]), pt(d["below_capacity"]), pt(d["probe"])
+        if probe is None:
+            raise ValueError("probe is missing")
+        if (at is None) != (cap == 0) or (at is not None and at.rate_rps != cap):
+            raise ValueError(f"capacity_rps(={cap!r}) is not the rate of at_capacity")
+        return cls(cap, at, below, probe, ev)
 
 
 STRIDE = 2  # grid steps per move of the walk from the bracket's start (then bisection)
@@ -263,9 +304,9 @@ class _Points:
         if got is not None:
             return got, False
         key = self.job.run_key(rate, i)
-        hit = self.cache.get("point", key)
+        hit = self.cache.get("point", key, PointStats.checked)
         if hit is not None:
-            got, new = PointStats(**hit), False
+            got, new = PointStats.checked(hit), False
         else:
             got, new = self.seed_fn(self.job, rate, i), True
             self.cache.put("point", key, got.to_dict())
@@ -284,9 +325,9 @@ class _Points:
         if got is not None:
             return _passes(job, got), got
         if self.point_fn is not None:
-            hit = self.cache.get("point", self.job.point_key(rate))
+            hit = self.cache.get("point", self.job.point_key(rate), PointStats.checked)
             if hit is not None:
-                got = PointStats(**hit)
+                got = PointStats.checked(hit)
             else:
                 self._simulated.add(rate)
                 got = self.point_fn(self.job, rate)
@@ -388,7 +429,7 @@ def find_capacities(jobs: Sequence[CapacityJob], *, cache: DiskCache | None = No
     out = []
     brackets: list[Bracket | None] = []  # computed on the first cache miss
     for job in jobs:
-        hit = cache.get("capacity", job.key())
+        hit = cache.get("capacity", job.key(), CapacityResult.from_dict)
         if hit is not None:
             out.append(CapacityResult.from_dict(hit))
             continue
@@ -417,6 +458,25 @@ def find_capacity(job: CapacityJob, *, cache: DiskCache | None = None,
 def run_capacity_group(jobs: Sequence[CapacityJob]) -> list[dict[str, Any]]:
     """Executor entry (top level, picklable): :func:`find_capacities`, results as dicts."""
     return [r.to_dict() for r in find_capacities(jobs)]
+
+
+@dataclass(frozen=True)
+class GroupOutcome:
+    """What :func:`search_group` sends back: the results (as dicts, in the jobs' order) and
+    the cache entries it refused and recomputed (path, reason)."""
+
+    results: tuple[dict[str, Any], ...]
+    rejected: tuple[tuple[str, str], ...]
+
+
+def search_group(jobs: Sequence[CapacityJob]) -> GroupOutcome:
+    """Executor entry (top level, picklable): :func:`find_capacities` on the jobs' cache,
+    with the entries that failed validation there (reported by the caller, not the worker)."""
+    if not jobs:
+        return GroupOutcome((), ())
+    cache = DiskCache(jobs[0].cache_root)
+    res = find_capacities(jobs, cache=cache)
+    return GroupOutcome(tuple(r.to_dict() for r in res), tuple(cache.rejected))
 
 
 def run_capacity_job(job: CapacityJob) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from fleetplan._progress import Progress, tracked_map
+from fleetplan._progress import Progress, tracked_map, warn
 from fleetplan.catalog.grid import DEFAULT_REGION, grid_intensity
 from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.catalog.prices import price_for
@@ -34,7 +34,7 @@ from fleetplan.optimize.capacity import (
     CapacityJob,
     CapacityResult,
     CapacitySettings,
-    run_capacity_group,
+    search_group,
 )
 from fleetplan.optimize.executors import Executor, SerialExecutor
 from fleetplan.optimize.problem import (
@@ -235,9 +235,11 @@ def run_searches(jobs: Mapping[K, CapacityJob], executor: Executor,
 
     Jobs that differ only in their SLO (the tiers of classes with one workload, on one
     configuration: same lengths, burstiness and prefix-cache hit) form one executor item that
-    shares its simulated runs (:func:`run_capacity_group`); equal jobs run once. Items go out
-    dearest first (by the bracket's saturation rate: a run's cost grows with its rate) so that
-    the last worker is not left with the longest one; results do not depend on the order."""
+    shares its simulated runs (:func:`~fleetplan.optimize.capacity.search_group`); equal jobs
+    run once. Items go out dearest first (by the bracket's saturation rate: a run's cost grows
+    with its rate) so that the last worker is not left with the longest one; results do not
+    depend on the order. Cache entries that fail validation (here or in a worker) are
+    recomputed and reported in one warning line (:func:`fleetplan._progress.warn`)."""
     from fleetplan.optimize.cache import DiskCache, input_hash
 
     keys = {k: input_hash(j.key()) for k, j in jobs.items()}
@@ -246,7 +248,8 @@ def run_searches(jobs: Mapping[K, CapacityJob], executor: Executor,
     groups: dict[str, dict[str, CapacityJob]] = {}
     for k, j in jobs.items():
         cache = caches.setdefault(j.cache_root, DiskCache(j.cache_root))
-        hit = cache.get("capacity", j.key()) if j.cache_root is not None else None
+        hit = (cache.get("capacity", j.key(), CapacityResult.from_dict)
+               if j.cache_root is not None else None)
         if hit is not None:  # cached: no worker needed
             by_hash[keys[k]] = CapacityResult.from_dict(hit)
             continue
@@ -254,11 +257,18 @@ def run_searches(jobs: Mapping[K, CapacityJob], executor: Executor,
         groups.setdefault(ident, {}).setdefault(keys[k], j)
     ordered = [dict(sorted(g.items())) for _i, g in sorted(groups.items())]
     ordered.sort(key=lambda g: _cost(list(g.values())), reverse=True)
-    done = tracked_map(executor, run_capacity_group, [list(g.values()) for g in ordered],
+    done = tracked_map(executor, search_group, [list(g.values()) for g in ordered],
                        progress, "capacity searches (candidate x workload)")
-    for g, res in zip(ordered, done, strict=True):
-        for h, r in zip(g, res, strict=True):
+    rejected = dict(r for c in caches.values() for r in c.rejected)
+    for g, out in zip(ordered, done, strict=True):
+        rejected.update(out.rejected)
+        for h, r in zip(g, out.results, strict=True):
             by_hash[h] = CapacityResult.from_dict(r)
+    if rejected:
+        path, why = min(rejected.items())
+        warn(progress, f"capacity cache: {len(rejected)} "
+             f"entr{'y' if len(rejected) == 1 else 'ies'} failed validation and "
+             f"{'was' if len(rejected) == 1 else 'were'} recomputed (e.g. {path}: {why})")
     return {k: by_hash[keys[k]] for k in jobs}
 
 
