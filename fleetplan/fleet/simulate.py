@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from fleetplan.context import with_scenario_context
 from fleetplan.errors import InputError
 from fleetplan.fleet.accounting import account
 from fleetplan.fleet.churn import churn_seeds
@@ -217,6 +218,7 @@ def _plan_scenario(scenario: Scenario, plan: Any, routing: Any) -> Scenario:
         raise InputError(f"{source}: {exc}") from None
 
 
+@with_scenario_context
 def simulate(scenario: Scenario, fleet: Sequence[Pool] | str | None = None, *,
              plan: Any = None, routing: Any = None, progress: Progress | None = None,
              store: ProfileStore | None = None) -> SimulationResult:

@@ -18,6 +18,7 @@ from typing import Any
 
 from fleetplan._io import atomic_write_text
 from fleetplan._progress import Progress
+from fleetplan.context import with_scenario_context
 from fleetplan.optimize.capacity import CapacitySettings
 from fleetplan.optimize.executors import Executor, get_executor
 from fleetplan.optimize.explain import explain_infeasible
@@ -60,6 +61,7 @@ def _r(v: float | None, digits: int = 6) -> float | None:
     return None if v is None else round(float(v), digits)
 
 
+@with_scenario_context
 def solve(scenario: Scenario, *, solver: str | None = None, executor: Any = None,
           capacity: CapacitySettings | None = None, cache_dir: str | bool | None = True,
           max_rounds: int = DEFAULT_MAX_ROUNDS, max_trims: int = DEFAULT_MAX_TRIMS,

@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from fleetplan._load import load_data
+from fleetplan.context import DataContext, scenario_context, use_context
 from fleetplan.errors import InputError
 from fleetplan.scenario.messages import format_validation_error
 from fleetplan.scenario.model import Scenario
@@ -44,10 +45,35 @@ def scenario_from_dict(data: Any, source: str = "scenario",
         data = _resolve_traces(copy.deepcopy(data), Path(base_dir))
     if not isinstance(data, dict):
         raise InputError(f"{source}: a scenario is a mapping of fields, not {type(data).__name__}")
+    data = dict(data)  # _data_context fills in paths and the model: the caller's dict stays
+    ctx = _data_context(data, source, Path(base_dir) if base_dir is not None else None)
     try:
-        return Scenario.model_validate(data)
+        with use_context(ctx):
+            return Scenario.model_validate(data)
     except ValidationError as exc:
         raise InputError(format_validation_error(exc, data, source)) from None
+
+
+def _data_context(data: dict[str, Any], source: str, base: Path | None) -> DataContext | None:
+    """The context of the scenario's ``catalog:`` and ``model_config:`` (paths made relative to
+    its folder in ``data``; ``model`` filled from the config when left out), or None."""
+    paths: dict[str, str | None] = {}
+    for key in ("catalog", "model_config"):
+        v = data.get(key)
+        if v is not None and not isinstance(v, str):
+            raise InputError(f"{source}: {key}: {v!r} must be a path (text)")
+        if isinstance(v, str) and base is not None and not os.path.isabs(v):
+            v = data[key] = str(base / v)
+        paths[key] = v
+    if paths["catalog"] is None and paths["model_config"] is None:
+        return None
+    try:
+        ctx = scenario_context(paths["catalog"], paths["model_config"])
+    except InputError as exc:
+        raise InputError(f"{source}: {exc}") from None
+    if "model" not in data and ctx.model is not None:
+        data["model"] = ctx.model.model
+    return ctx
 
 
 def load_scenario(path: str | os.PathLike[str]) -> Scenario:

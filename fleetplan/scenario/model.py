@@ -32,6 +32,7 @@ from fleetplan.scenario.traffic import TrafficClass
 from fleetplan.scenario.unions import RegistryUnion
 
 if TYPE_CHECKING:
+    from fleetplan.context import DataContext
     from fleetplan.fleet.routing import RoutingPolicy
 else:  # fleet.routing's package imports this one: the registry is read when validating
     RoutingPolicy = BaseModel
@@ -81,6 +82,16 @@ class Scenario(Strict):
         description="the served model: the short name or hub id (`deepseek-ai/...`) of a model "
                     "in the catalog (`data/models.csv`)", examples=["DeepSeek-R1-Distill-Qwen-14B"],
         json_schema_extra=_valid_values(_model_names))
+    catalog: str | None = Field(
+        default=None, description="a folder of your own catalog tables (any of gpus.csv, "
+        "gpu_aliases.csv, prices.csv, models.csv, grid_intensity.csv in the bundled schemas; "
+        "relative to the scenario file): its rows add to or replace the bundled ones by name "
+        "(default: the bundled catalog only)", examples=["my-catalog"])
+    hf_model_config: str | None = Field(
+        default=None, alias="model_config", description="a Hugging Face config.json of the "
+        "served model, or the folder holding one (relative to the scenario file; never "
+        "downloaded): the model joins the catalog under the folder's name, and `model` may be "
+        "left out (default: none)", examples=["models/Qwen3-8B"])
     classes: list[TrafficClass] = Field(
         min_length=1, description="the traffic classes to serve (names unique)")
     fleet: list[Pool] | None = Field(
@@ -236,6 +247,15 @@ class Scenario(Strict):
             if r not in self.grid_g_per_kwh and r not in load_grid():
                 raise ValueError(f"fleet region {r} has no grid intensity")
         return self
+
+    def data_context(self) -> DataContext | None:
+        """The data context of this scenario's ``catalog`` and ``model_config`` (None without
+        either): what :func:`fleetplan.simulate` and :func:`fleetplan.solve` read it through."""
+        if self.catalog is None and self.hf_model_config is None:
+            return None
+        from fleetplan.context import scenario_context
+
+        return scenario_context(self.catalog, self.hf_model_config)
 
     def with_fleet(self, fleet: Sequence[Pool]) -> Scenario:
         """A copy with another fleet (validated again: pins and splits must still match)."""
