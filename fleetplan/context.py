@@ -15,15 +15,18 @@ and ``--calibration`` (a scenario's ``catalog:`` and ``model_config:`` add to it
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
 from fleetplan.catalog.catalog import Catalog, active_catalog, use_catalog
 from fleetplan.catalog.models import ModelSpec
 
 PathLike = str | os.PathLike[str]
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 @dataclass(frozen=True)
@@ -86,3 +89,35 @@ def use_context(ctx: DataContext | None) -> contextlib.AbstractContextManager[Da
     if ctx is None:
         return contextlib.nullcontext(active_data())
     return ctx.activate()
+
+
+_SCENARIO: dict[tuple[str | None, str | None, int], DataContext] = {}
+
+
+def scenario_context(catalog: str | None, model_config: str | None) -> DataContext:
+    """The context a scenario's ``catalog:`` folder and ``model_config:`` file add to the active
+    catalog (paths already resolved against the scenario's folder). Built once per paths and
+    active catalog."""
+    key = (catalog, model_config, id(active_catalog()))
+    ctx = _SCENARIO.get(key)
+    if ctx is None:
+        ctx = DataContext.build(catalog=catalog, model_configs=[model_config] if model_config
+                                else [])
+        base = active_data()
+        ctx = DataContext(catalog=ctx.catalog, store=base.store, calibration=base.calibration,
+                          cache_dir=base.cache_dir, models=ctx.models)
+        _SCENARIO[key] = ctx
+    return ctx
+
+
+def with_scenario_context(fn: F) -> F:
+    """Decorate a function whose first argument is a scenario: it runs inside the scenario's
+    data context (:meth:`fleetplan.scenario.Scenario.data_context`) when it has one."""
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        sc = args[0] if args else kwargs.get("scenario")
+        ctx = sc.data_context() if hasattr(sc, "data_context") else None
+        with use_context(ctx):
+            return fn(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]

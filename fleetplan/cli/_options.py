@@ -1,5 +1,7 @@
-"""Options shared by commands: repeated ``NAME=VALUE`` pairs (``--price H100-PCIe=2.0``) and
-the progress bars of long commands (``--progress`` / ``--quiet``, :func:`progress_reporter`)."""
+"""Options shared by commands: repeated ``NAME=VALUE`` pairs (``--price H100-PCIe=2.0``), the
+progress bars of long commands (``--progress`` / ``--quiet``, :func:`progress_reporter`) and the
+data context (``--catalog``, ``--model-config``, ``--store``, ``--calibration``:
+:func:`use_cli_context`, active until the command ends)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from fleetplan.errors import InputError
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from fleetplan.context import DataContext
     from fleetplan.scenario import Scenario
 
 
@@ -125,14 +128,62 @@ def note_user_files(*, store: bool = False, calibration: bool = False,
             print(f"fleetplan: reading your {kind} {path}{how}", file=sys.stderr)
 
 
-def load_cli_scenario(path: Path, *, chooser: str | None = None) -> Scenario:
+CATALOG_HELP = ("A folder of your own catalog tables (any of gpus.csv, gpu_aliases.csv, "
+                "prices.csv, models.csv, grid_intensity.csv in the bundled schemas): its rows add "
+                "to or replace the bundled ones by name. Repeatable; a later folder wins.")
+MODEL_CONFIG_HELP = ("A Hugging Face config.json (or the folder holding one; never downloaded): "
+                     "its model joins the catalog under the folder's name. Repeatable.")
+STORE_HELP = "Profile store to read ({default})."
+
+
+def use_cli_context(*, catalog: list[Path] | None = None, model_config: list[Path] | None = None,
+                    store: Path | None = None, calibration: Path | None = None,
+                    cache_dir: Path | None = None) -> DataContext:
+    """Build the command's :class:`~fleetplan.context.DataContext` from its options and make it
+    active until the command returns (the click context closes it, so a test runner's next
+    command starts clean)."""
+    import click
+
+    from fleetplan.context import DataContext
+
+    ctx = DataContext.build(catalog=list(catalog or []), model_configs=list(model_config or []),
+                            store=store, calibration=calibration, cache_dir=cache_dir)
+    current = click.get_current_context(silent=True)
+    if current is not None:
+        current.with_resource(ctx.activate())
+    return ctx
+
+
+def model_name(model: str | None, ctx: DataContext, option: str = "--model") -> str:
+    """The model a command is about: ``--model``, else the one ``--model-config`` gave."""
+    if model:
+        return model
+    if ctx.model is not None:
+        return ctx.model.model
+    raise InputError(f"{option} or --model-config is required (a catalog model name, or a "
+                     "Hugging Face config.json)")
+
+
+def load_cli_scenario(path: Path, *, chooser: str | None = None,
+                      catalog: list[Path] | None = None, store: Path | None = None,
+                      calibration: Path | None = None) -> Scenario:
     """The scenario of a simulating command (simulate, solve, frontier), loaded, with the notes on
     the user's calibration. ``chooser``: the command chooses its own fleet (solve, frontier), so a
-    note on stderr says that the scenario's fleet is not used and what chooses it instead."""
+    note on stderr says that the scenario's fleet is not used and what chooses it instead.
+    ``catalog``, ``store``, ``calibration``: the command's data options; with the scenario's own
+    ``catalog:`` and ``model_config:`` they stay active until the command ends."""
     from fleetplan.scenario import load_scenario
 
+    use_cli_context(catalog=catalog, store=store, calibration=calibration)
     sc = load_scenario(path)
-    note_user_files(calibration=True, has_options=False)
+    ctx = sc.data_context() if hasattr(sc, "data_context") else None
+    if ctx is not None:
+        import click
+
+        current = click.get_current_context(silent=True)
+        if current is not None:
+            current.with_resource(ctx.activate())
+    note_user_files(calibration=calibration is None, has_options=True)
     if chooser is not None and sc.fleet is not None:
         given = " + ".join(f"{p.count}x{p.config}" for p in sc.fleet)
         typer.echo(f"note: {path}: the scenario's fleet ({given}) is ignored: {chooser}",
