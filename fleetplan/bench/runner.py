@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import math
 import signal
 import threading
@@ -38,21 +39,33 @@ from urllib.parse import urlsplit
 
 import aiohttp
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from fleetplan import __version__
 from fleetplan.bench.power import PowerReport, open_power
 from fleetplan.bench.requests import BenchRequest
+from fleetplan.bench.response import version_of
 from fleetplan.bench.result import BenchResult, RunFacts, RunHeader, SendLag, bench_result
 from fleetplan.bench.stream import RequestOutcome, payload_for, stream_request
 from fleetplan.errors import FleetplanError, InputError
 from fleetplan.workload.arrivals import benchmark_arrivals
 
 Progress = Callable[[int, int, int], None]  # (finished, failed, total)
+_MAX_VERSION_BYTES = 1 << 16
+MAX_SCHEDULE_S = 7 * 86400.0  # a send schedule longer than a week is refused (a typo's rate)
+_NOT_STARTED = PowerReport(status="unknown", source="not measured: the run stopped before its "
+                           "first request")
 
 
 class BenchError(FleetplanError):
-    """The benchmark could not run (server unreachable, test request refused)."""
+    """The benchmark could not run (server unreachable, test request refused). In a sweep,
+    ``completed`` holds the results of the rates that ran before it."""
+
+    completed: list[BenchResult]
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.completed = []
 
 
 class BenchConfig(BaseModel):
@@ -65,9 +78,9 @@ class BenchConfig(BaseModel):
     api: Literal["completions", "chat"] = "completions"
     rate: float = Field(default=math.inf, gt=0, description="requests/s; inf sends all at once")
     num_prompts: int = Field(default=200, ge=1, le=1_000_000)
-    burstiness: float = Field(default=1.0, gt=0, allow_inf_nan=False)
-    max_concurrency: int | None = Field(default=None, ge=1)
-    seed: int = Field(default=0, ge=0)
+    burstiness: float = Field(default=1.0, gt=0, le=100, allow_inf_nan=False)
+    max_concurrency: int | None = Field(default=None, ge=1, le=1_000_000)
+    seed: int = Field(default=0, ge=0, le=2**32 - 1)
     arrival_schedule: Literal["first-at-zero", "normalized"] = "first-at-zero"
     request_timeout_s: float = Field(default=600.0, gt=0, allow_inf_nan=False)
     deadline_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
@@ -84,11 +97,26 @@ class BenchConfig(BaseModel):
     @field_validator("endpoint")
     @classmethod
     def _url(cls, v: str) -> str:
-        parts = urlsplit(v)
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise ValueError(f"endpoint(={v!r}) must be an http(s) URL, e.g. "
+        shown = repr(v[:80] + ("..." if len(v) > 80 else ""))
+        try:
+            parts = urlsplit(v)
+            ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+            _ = parts.port  # raises for a port out of range or not a number
+        except ValueError:
+            ok = False
+        if not ok or not v.isprintable() or any(c.isspace() for c in v):
+            raise ValueError(f"endpoint(={shown}) must be an http(s) URL, e.g. "
                              "http://127.0.0.1:8000")
         return v
+
+    @model_validator(mode="after")
+    def _schedule(self) -> BenchConfig:
+        span = self.num_prompts / self.rate
+        if span > MAX_SCHEDULE_S:
+            raise ValueError(f"rate(={self.rate:g}) with num_prompts(={self.num_prompts}): the "
+                             f"send schedule would last about {span:.3g} s, more than "
+                             f"{MAX_SCHEDULE_S:g} s (7 days)")
+        return self
 
     @property
     def url(self) -> str:
@@ -119,9 +147,15 @@ def send_schedule(cfg: BenchConfig) -> np.ndarray:
         return np.zeros(n)
     legacy = np.random.RandomState(cfg.seed)
     if cfg.arrival_schedule == "first-at-zero":
-        return benchmark_arrivals(n, cfg.rate, cfg.burstiness, legacy)  # type: ignore[arg-type]
-    t = np.cumsum(legacy.gamma(cfg.burstiness, 1.0 / (cfg.rate * cfg.burstiness), size=n))
-    return t * (n / cfg.rate) / t[-1] if t[-1] > 0 else t
+        t = benchmark_arrivals(n, cfg.rate, cfg.burstiness, legacy)  # type: ignore[arg-type]
+    else:
+        t = np.cumsum(legacy.gamma(cfg.burstiness, 1.0 / (cfg.rate * cfg.burstiness), size=n))
+        t = t * (n / cfg.rate) / t[-1] if t[-1] > 0 else t
+    if not np.all(np.isfinite(t)) or t[-1] > MAX_SCHEDULE_S:
+        raise InputError(f"rate(={cfg.rate:g}), burstiness(={cfg.burstiness:g}), num_prompts"
+                         f"(={n}): the send schedule would last {float(t[-1]):.3g} s, more "
+                         f"than {MAX_SCHEDULE_S:g} s (7 days)")
+    return t
 
 
 @dataclass
@@ -172,13 +206,46 @@ class _Run:
 
 
 async def _engine_version(client: aiohttp.ClientSession, base: str) -> str | None:
+    """The server's ``/version`` (a short printable string), else None; reads at most 64 KiB."""
     try:
         async with client.get(base + "/version",
                               timeout=aiohttp.ClientTimeout(total=5.0)) as r:
-            v = (await r.json(content_type=None)).get("version") if r.status == 200 else None
-        return str(v) if v else None
-    except (aiohttp.ClientError, TimeoutError, ValueError, AttributeError):
+            if r.status != 200:
+                return None
+            data = await r.content.read(_MAX_VERSION_BYTES)
+        return version_of(json.loads(data))
+    except (aiohttp.ClientError, TimeoutError, ValueError, RecursionError):
         return None
+
+
+async def _prepare(client: aiohttp.ClientSession, cfg: BenchConfig, first: BenchRequest,
+                   headers: dict[str, str]) -> tuple[str | None, RequestOutcome | None]:
+    """The untimed phase: the engine's version, then the test request (if asked)."""
+    version = await _engine_version(client, cfg.base_url)
+    if not cfg.test_request:
+        return version, None
+    body = payload_for(cfg.api, cfg.model, first, cfg.ignore_eos)
+    return version, await stream_request(client, cfg.url, body, -1, cfg.request_timeout_s,
+                                         headers)
+
+
+async def _race(task: asyncio.Task[Any], stop: asyncio.Event, cfg: BenchConfig,
+                deadline_at: float | None) -> str | None:
+    """Wait for ``task``; on a stop (Ctrl-C) or the deadline cancel it and return the reason."""
+    stopper = asyncio.create_task(stop.wait())
+    timeout = None if deadline_at is None else max(0.0, deadline_at - time.perf_counter())
+    try:
+        done, _ = await asyncio.wait({task, stopper}, timeout=timeout,
+                                     return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopper.cancel()
+    reason = None
+    if task not in done:
+        reason = ("interrupted (Ctrl-C)" if stopper in done
+                  else f"deadline of {cfg.deadline_s:g} s reached")
+        task.cancel()
+    await asyncio.gather(task, stopper, return_exceptions=True)
+    return reason
 
 
 async def run_benchmark(cfg: BenchConfig, requests: Sequence[BenchRequest],
@@ -186,8 +253,12 @@ async def run_benchmark(cfg: BenchConfig, requests: Sequence[BenchRequest],
                         stop: asyncio.Event | None = None) -> BenchResult:
     """Run one benchmark and return its result (see :mod:`fleetplan.bench.result`).
 
-    ``stop`` (set by Ctrl-C in :func:`run`) ends the run early with a partial result.
+    ``stop`` (set by Ctrl-C in :func:`run`) ends the run early with a partial result, as the
+    deadline does; both also end the test request (the result then holds no request). Raises
+    :class:`BenchError` when the test request fails.
     """
+    started = time.perf_counter()
+    deadline_at = started + cfg.deadline_s if cfg.deadline_s is not None else None
     if len(requests) != cfg.num_prompts:
         raise InputError(f"{len(requests)} requests given for num_prompts={cfg.num_prompts}")
     offsets = send_schedule(cfg)
@@ -199,30 +270,25 @@ async def run_benchmark(cfg: BenchConfig, requests: Sequence[BenchRequest],
                                      keepalive_timeout=60, force_close=False)
     stop = stop if stop is not None else asyncio.Event()
     run = _Run(cfg, requests, on_progress)
-    partial_reason: str | None = None
     async with aiohttp.ClientSession(connector=connector, trust_env=False,
                                      timeout=aiohttp.ClientTimeout(total=None)) as client:
-        version = await _engine_version(client, cfg.base_url)
-        if cfg.test_request:
-            body = payload_for(cfg.api, cfg.model, requests[0], cfg.ignore_eos)
-            test = await stream_request(client, cfg.url, body, -1, cfg.request_timeout_s, headers)
-            if not test.success:
-                raise BenchError(f"the test request to {cfg.url} failed: {test.error}")
+        prep = asyncio.create_task(_prepare(client, cfg, requests[0], headers))
+        partial_reason = await _race(prep, stop, cfg, deadline_at)
+        if partial_reason is not None:
+            run.t0 = time.perf_counter()
+            return _assemble(cfg, requests, run, [], 0.0, _NOT_STARTED, None,
+                             f"{partial_reason} during the test request; 0 of "
+                             f"{cfg.num_prompts} requests sent", offsets)
+        version, test = prep.result()
+        if test is not None and not test.success:
+            raise BenchError(f"the test request to {cfg.url} failed: {test.error}")
         power = open_power(cfg.power, list(cfg.power_gpus) if cfg.power_gpus else None)
         power.start()
         report: PowerReport | None = None
         try:
             run.t0 = time.perf_counter()
             driver = asyncio.create_task(run.drive(client, offsets, headers))
-            stopper = asyncio.create_task(stop.wait())
-            done, _ = await asyncio.wait({driver, stopper}, timeout=cfg.deadline_s,
-                                         return_when=asyncio.FIRST_COMPLETED)
-            if driver not in done:
-                partial_reason = ("interrupted (Ctrl-C)" if stopper in done
-                                  else f"deadline of {cfg.deadline_s:g} s reached")
-                driver.cancel()
-            stopper.cancel()
-            await asyncio.gather(driver, stopper, return_exceptions=True)
+            partial_reason = await _race(driver, stop, cfg, deadline_at)
             duration = time.perf_counter() - run.t0
         finally:
             report = power.stop()
@@ -331,19 +397,32 @@ def run(cfg: BenchConfig, requests: Sequence[BenchRequest],
 
 def run_sweep(cfg: BenchConfig, rates: Sequence[float], requests: Sequence[BenchRequest],
               on_start: Callable[[float], None] | None = None,
-              on_progress: Progress | None = None) -> list[BenchResult]:
+              on_progress: Progress | None = None,
+              on_result: Callable[[BenchResult], None] | None = None) -> list[BenchResult]:
     """One run per rate, in the order given, same requests and seed; Ctrl-C ends the sweep
-    after the partial result of the rate in progress."""
+    after the partial result of the rate in progress.
+
+    ``on_result`` gets each rate's result as soon as it is complete (the CLI writes it then), so
+    a later rate's :class:`BenchError` (its test request failed), which ends the sweep, loses
+    nothing that was measured before it; the error carries those results in ``completed``.
+    """
 
     async def sweep(stop: asyncio.Event) -> list[BenchResult]:
-        out = []
+        out: list[BenchResult] = []
         for r in rates:
             if stop.is_set():
                 break
             if on_start is not None:
                 on_start(r)
-            out.append(await run_benchmark(cfg.model_copy(update={"rate": r}), requests,
-                                           on_progress, stop))
+            try:
+                res = await run_benchmark(cfg.model_copy(update={"rate": r}), requests,
+                                          on_progress, stop)
+            except BenchError as exc:
+                exc.completed = list(out)
+                raise
+            out.append(res)
+            if on_result is not None:
+                on_result(res)
         return out
 
     return _with_sigint(sweep)  # type: ignore[no-any-return]

@@ -12,6 +12,11 @@ latency ends at the last token event (the trailing usage event carries no token)
 come from the server's ``usage`` (requested with ``stream_options.include_usage``); a server that
 sends none gets its output counted as token events, and the outcome says so.
 
+Every event passes :mod:`fleetplan.bench.response`'s schema first: a line longer than 1 MiB, a
+malformed or mis-typed event, more token events than the request's budget allows, or token
+counts the request cannot have had (negative, above ``max_tokens``) fail the request with the
+field and value; an error response's body is read no further than 4 KiB.
+
 The client is aiohttp, as in vLLM's and SGLang's benchmark clients: its C HTTP parser keeps the
 client's own CPU cost per token event small. That matters where client and server share a few
 cores: with httpx, on a 2-core machine beside a CPU vLLM server, the client fell up to 2.5 s
@@ -22,7 +27,6 @@ behind its send schedule at 12 req/s and its TTFTs and ITLs were 40-1500% above 
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -30,9 +34,18 @@ from typing import Any, Literal
 import aiohttp
 
 from fleetplan.bench.requests import BenchRequest
+from fleetplan.bench.response import (
+    MAX_LINE_BYTES,
+    Expected,
+    ResponseError,
+    ServerUsage,
+    error_text,
+    parse_event,
+)
 
 Api = Literal["completions", "chat"]
 _MAX_ERROR_BODY = 300
+_MAX_ERROR_READ = 4096
 
 
 @dataclass
@@ -58,8 +71,7 @@ class RequestOutcome:
         return (self.latency_s - self.ttft_s) / (self.output_tokens - 1)
 
 
-class StreamError(Exception):
-    """The stream broke the protocol (malformed event, error event)."""
+StreamError = ResponseError  # the stream broke the protocol (malformed event, error event)
 
 
 def payload_for(api: Api, model: str, req: BenchRequest, ignore_eos: bool,
@@ -93,30 +105,29 @@ def _event_data(line: str) -> str | None:
 
 
 class _Events:
-    """The token events of one SSE stream, timed as they are parsed."""
+    """The token events of one SSE stream, timed as they are parsed and checked against what
+    the request asked for (:class:`~fleetplan.bench.response.Expected`)."""
 
-    def __init__(self, out: RequestOutcome, t0: float) -> None:
+    def __init__(self, out: RequestOutcome, t0: float, expected: Expected) -> None:
         self.out, self.last, self.got_token = out, t0, False
-        self.usage: dict[str, Any] | None = None
+        self.usage: ServerUsage | None = None
         self.t0 = t0
+        self.expected = expected
+        self.max_events = expected.max_token_events
+        self.events = 0
 
-    def line(self, raw: str) -> bool:
+    def line(self, raw: bytes) -> bool:
         """Take one line; True once ``[DONE]`` is seen."""
-        data = _event_data(raw.rstrip("\r"))
+        data = _event_data(raw.decode("utf-8").rstrip("\r"))
         if data is None:
             return False
         data = data.strip()
         if data == "[DONE]":
             return True
-        try:
-            event = json.loads(data)
-        except json.JSONDecodeError:
-            raise StreamError(f"malformed SSE data line: {data[:80]!r}") from None
-        if not isinstance(event, dict):
-            raise StreamError(f"malformed SSE event (not an object): {data[:80]!r}")
-        if event.get("error"):
-            raise StreamError(f"error event from server: {str(event['error'])[:200]}")
-        if event.get("choices"):
+        event = parse_event(data)
+        if event.error:
+            raise StreamError(f"error event from server: {error_text(event.error)}")
+        if event.choices:
             now = time.perf_counter()
             if not self.got_token:
                 self.got_token = True
@@ -124,37 +135,68 @@ class _Events:
             else:
                 self.out.itl_s.append(now - self.last)
             self.last = now
-        elif isinstance(event.get("usage"), dict):
-            self.usage = event["usage"]
+            self.events += 1
+            if self.max_events is not None and self.events > self.max_events:
+                raise StreamError(f"server sent more than {self.max_events} token events for "
+                                  f"max_tokens={self.expected.max_tokens}")
+        elif event.usage is not None:
+            self.usage = event.usage
         return False
 
 
-async def _consume(resp: aiohttp.ClientResponse, out: RequestOutcome, t0: float) -> None:
-    ev = _Events(out, t0)
-    buf = b""
+def _too_long(n: int) -> StreamError:
+    return StreamError(f"SSE line longer than {MAX_LINE_BYTES} bytes ({n} bytes without a "
+                       "newline): refused")
+
+
+async def _consume(resp: aiohttp.ClientResponse, out: RequestOutcome, t0: float,
+                   expected: Expected) -> None:
+    ev = _Events(out, t0, expected)
+    pending = bytearray()  # the line being received; bounded by MAX_LINE_BYTES
     done = False
     async for chunk in resp.content.iter_any():
-        buf += chunk
-        *lines, buf = buf.split(b"\n")  # a line is complete at its LF (CRLF included)
-        for raw in lines:
-            if ev.line(raw.decode("utf-8")):
+        start = 0
+        while (nl := chunk.find(b"\n", start)) >= 0:  # a line is complete at its LF (CRLF too)
+            if len(pending) + nl - start > MAX_LINE_BYTES:
+                raise _too_long(len(pending) + nl - start)
+            if pending:
+                pending += chunk[start:nl]
+                line, pending = bytes(pending), bytearray()
+            else:
+                line = chunk[start:nl]
+            start = nl + 1
+            if ev.line(line):
                 done = True
                 break
         if done:
             break
-    if not done and buf:
-        ev.line(buf.decode("utf-8"))  # a last line without its newline
+        if len(pending) + len(chunk) - start > MAX_LINE_BYTES:
+            raise _too_long(len(pending) + len(chunk) - start)
+        pending += chunk[start:]
+    if not done and pending:
+        ev.line(bytes(pending))  # a last line without its newline
     if not ev.got_token:
         raise StreamError("no token received (stream ended before the first token)")
     out.latency_s = ev.last - t0
     usage = ev.usage
-    if usage is not None and isinstance(usage.get("completion_tokens"), int):
-        out.output_tokens = int(usage["completion_tokens"])
+    if usage is not None and usage.completion_tokens is not None:
+        expected.check_usage(usage)
+        out.output_tokens = usage.completion_tokens
         out.tokens_from_usage = True
-        if isinstance(usage.get("prompt_tokens"), int):
-            out.prompt_tokens = int(usage["prompt_tokens"])
+        out.prompt_tokens = usage.prompt_tokens
     else:
+        if usage is not None:
+            expected.check_usage(usage)
         out.output_tokens = 1 + len(out.itl_s)
+
+
+async def _error_text(resp: aiohttp.ClientResponse) -> str:
+    """The start of an error response's body (never more than a few KiB of it is read)."""
+    data = b""
+    while len(data) < _MAX_ERROR_READ and (chunk := await resp.content.read(_MAX_ERROR_READ)):
+        data += chunk
+    text = data[:_MAX_ERROR_READ].decode("utf-8", "replace")
+    return " ".join(text.split())[:_MAX_ERROR_BODY]
 
 
 async def stream_request(client: aiohttp.ClientSession, url: str, body: dict[str, Any], index: int,
@@ -172,10 +214,9 @@ async def stream_request(client: aiohttp.ClientSession, url: str, body: dict[str
         async with asyncio.timeout(timeout_s):
             async with client.post(url, json=body, headers=headers) as resp:
                 if resp.status != 200:
-                    text = (await resp.read()).decode("utf-8", "replace")
-                    raise StreamError(f"HTTP {resp.status} {resp.reason}: "
-                                      f"{' '.join(text.split())[:_MAX_ERROR_BODY]}")
-                await _consume(resp, out, t0)
+                    text = await _error_text(resp)
+                    raise StreamError(f"HTTP {resp.status} {str(resp.reason)[:80]}: {text}")
+                await _consume(resp, out, t0, Expected.from_body(body))
         out.success = True
     except TimeoutError:
         out.error = f"timeout: no complete response within {timeout_s:g} s"

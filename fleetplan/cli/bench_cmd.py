@@ -149,8 +149,9 @@ def bench(
         TimeElapsedColumn,
     )
 
-    from fleetplan.bench import BenchConfig, run_sweep, write_results
-    from fleetplan.bench.runner import SEND_LAG_WARN_MS
+    from fleetplan.bench import BenchConfig, BenchError, run_sweep, write_results
+    from fleetplan.bench.result import check_writable
+    from fleetplan.bench.runner import send_schedule
 
     rates = _rates(rate, sweep)
     reqs, dataset_name = _requests(num_prompts, seed, dataset, input_len, output_len)
@@ -162,34 +163,92 @@ def bench(
                           request_timeout_s=request_timeout, deadline_s=deadline,
                           ignore_eos=ignore_eos, power=power,  # type: ignore[arg-type]
                           gpu=gpu, gpu_count=gpu_count, dataset_name=dataset_name)
+        for r in rates:  # every rate of a sweep is checked before the first runs
+            send_schedule(BenchConfig.model_validate({**cfg.model_dump(), "rate": r}))
     except ValidationError as exc:
         e = exc.errors()[0]
-        name = str(e["loc"][0]) if e["loc"] else "option"
+        msg = str(e["msg"]).removeprefix("Value error, ")
+        if not e["loc"]:
+            raise InputError(msg) from None
+        name = str(e["loc"][0])
         flag = {"request_timeout_s": "request-timeout", "deadline_s": "deadline"}.get(
             name, name.replace("_", "-"))
-        raise InputError(f"--{flag}: {e['msg']}") from None
+        raise InputError(f"--{flag}: {msg}") from None
+    if out is not None:
+        check_writable(out)
+    if ingest:
+        target = _ingest_target(store, gpu, power)
     err = Console(stderr=True)
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                    TextColumn("failed {task.fields[failed]}"), TimeElapsedColumn(),
                    console=err, disable=not progress, transient=False)
     task_ids: dict[float, Any] = {}
+    done: list[BenchResult] = []
+    write_error: list[str] = []
 
     def on_start(r: float) -> None:
         task_ids[r] = bar.add_task(f"{r:g} req/s", total=num_prompts, failed=0)
 
-    def on_progress(done: int, failed: int, total: int) -> None:
-        bar.update(task_ids[list(task_ids)[-1]], completed=done, failed=failed)
+    def on_progress(finished: int, failed: int, total: int) -> None:
+        bar.update(task_ids[list(task_ids)[-1]], completed=finished, failed=failed)
 
-    with bar:
-        results = run_sweep(cfg, rates, reqs, on_start, on_progress)
-    if out is not None:
-        write_results(out, results)
+    def on_result(res: BenchResult) -> None:
+        done.append(res)
+        if out is not None and not write_error:  # each rate is on disk as soon as it ends
+            try:
+                write_results(out, done)
+            except OSError as exc:
+                write_error.append(f"--out {out}: cannot write the results "
+                                   f"({exc.strerror or exc})")
+
+    failure: BenchError | None = None
+    try:
+        with bar:
+            results = run_sweep(cfg, rates, reqs, on_start, on_progress, on_result)
+    except BenchError as exc:
+        failure, results = exc, exc.completed
+    except KeyboardInterrupt:  # a second Ctrl-C: abort now, keep the rates already written
+        kept = f"; {len(done)} complete rate(s) written to {out}" if out and done else ""
+        err.print(f"fleetplan: aborted (second Ctrl-C){kept}", soft_wrap=True, highlight=False)
+        raise typer.Exit(130) from None
+    if results:
+        _show(results, fmt, out, err, write_error)
+    if write_error:
+        raise InputError(write_error[0] + "; the results are on stdout" if fmt == "json"
+                         else write_error[0])
+    if failure is not None:
+        if results:
+            where = f" written to {out}" if out is not None else " shown above"
+            failure.args = (f"at {rates[len(results)]:g} req/s: {failure}; the "
+                            f"{len(results)} rate(s) before it are complete{where}",)
+        raise failure
+    if ingest:
+        _ingest(results, out, store, target, gpu, gpu_count, err)
+    if any(r.partial for r in results) or len(results) < len(rates):
+        err.print("fleetplan: interrupted: the results are partial")
+        raise typer.Exit(130)
+    empty = [r for r in results if r.completed == 0]
+    if empty:
+        first = next((e for e in empty[0].errors if e), "none recorded")
+        err.print(f"fleetplan: error: no request succeeded at "
+                  f"{', '.join(f'{r.request_rate:g}' for r in empty)} req/s "
+                  f"({empty[0].failed} failed; first error: {first[:200]})",
+                  soft_wrap=True, highlight=False, markup=False)
+        raise typer.Exit(1)
+
+
+def _show(results: list[BenchResult], fmt: str, out: Path | None, err: Console,
+          write_error: list[str]) -> None:
+    from rich.console import Console
+
+    from fleetplan.bench.runner import SEND_LAG_WARN_MS
+
     if fmt == "json":
         dicts = [r.to_dict() for r in results]
         sys.stdout.write(dumps(dicts[0] if len(dicts) == 1 else dicts))
     else:
         Console(width=max(100, Console().width)).print(_table(results))
-    if out is not None:
+    if out is not None and not write_error:
         err.print(f"{len(results)} result(s) written to {out}", soft_wrap=True, highlight=False)
     for r in results:
         lag = r.facts.send_lag
@@ -199,26 +258,39 @@ def bench(
                       f"{lag.max_ms or 0.0:.0f} ms): it was short of CPU, so the load was "
                       "burstier than asked and its latencies include its own delay",
                       highlight=False)
-    if ingest:
-        _ingest(results, out, store, gpu, gpu_count, err)
-    if any(r.partial for r in results) or len(results) < len(rates):
-        err.print("fleetplan: interrupted: the results are partial")
-        raise typer.Exit(130)
 
 
-def _ingest(results: list[BenchResult], out: Path | None, store: Path | None,
+def _ingest_target(store: Path | None, gpu: str | None, power: str) -> Path:
+    """The store ``--ingest`` will write, checked before the run (so a run is not lost to it)."""
+    from fleetplan.bench.result import check_writable
+    from fleetplan.profiles.store import load_profiles, user_store_path
+
+    if gpu is None and power == "none":
+        raise InputError("--ingest needs --gpu (and --gpu-count) with --power none: a run is "
+                         "stored under its GPU configuration")
+    target = store if store is not None else user_store_path()
+    load_profiles(store)  # a store that cannot be read fails now, not after the run
+    check_writable(target, "--store")
+    return target
+
+
+def _ingest(results: list[BenchResult], out: Path | None, store: Path | None, target: Path,
             gpu: str | None, gpu_count: int | None, err: Console) -> None:
     from fleetplan.bench import write_results
     from fleetplan.profiles.ingest import IngestOptions, ingest_paths
-    from fleetplan.profiles.store import load_profiles, user_store_path
+    from fleetplan.profiles.store import load_profiles
 
-    target = store if store is not None else user_store_path()
+    measured = [r for r in results if r.completed > 0]
+    if len(measured) < len(results):
+        err.print(f"fleetplan: {len(results) - len(measured)} result(s) without a completed "
+                  "request not ingested", highlight=False)
+    if not measured:
+        return
     st = load_profiles(store)  # default: your store if it exists, else the bundled one
     opts = IngestOptions(gpu=gpu, gpu_count=gpu_count)
-    with tempfile.TemporaryDirectory() as tmp:
-        src = out if out is not None else Path(tmp) / "fleetplan-bench.jsonl"
-        if out is None:
-            write_results(src, results)
+    with tempfile.TemporaryDirectory() as tmp:  # the store records the file's name: --out's
+        src = Path(tmp) / (out.name if out is not None else "fleetplan-bench.jsonl")
+        write_results(src, measured)
         report = ingest_paths([src], st, opts)
     if report.errors:
         raise InputError("cannot ingest: " + "; ".join(report.errors))

@@ -119,12 +119,13 @@ def test_bench_warns_when_the_client_fell_behind_its_schedule(fake_server: Any, 
     srv = fake_server(lambda i, b: Plan(tokens=2))
     real = bench_pkg.run_sweep
 
-    def starved(cfg: Any, rates: Any, reqs: Any, on_start: Any, on_progress: Any) -> Any:
+    def starved(cfg: Any, rates: Any, reqs: Any, on_start: Any, on_progress: Any,
+                *rest: Any) -> Any:
         def hog(done: int, failed: int, total: int) -> None:
             on_progress(done, failed, total)
             if done == 3:
                 time.sleep(0.3)  # the event loop blocked, as by a CPU-starved client
-        return real(cfg, rates, reqs, on_start, hog)
+        return real(cfg, rates, reqs, on_start, hog, *rest)
 
     args = ("bench", "--endpoint", srv.url, "--model", "m", "--rate", "40", "--num-prompts",
             "30", "--input-len", "8", "--output-len", "2", "--power", "none", "--no-progress",

@@ -26,7 +26,9 @@ from fleetplan.workload.lengths import FixedLengths, LengthModel
 GUARD_S = 20.0  # a run that takes longer than this has hung: the test fails, it does not wait
 
 
-def requests(n: int, prompt: int = 8, output: int = 4, seed: int = 0) -> list[Any]:
+def requests(n: int, prompt: int = 8, output: int = 16, seed: int = 0) -> list[Any]:
+    """``n`` requests; the output budget is above every plan's token count (a server never
+    sends more tokens than ``max_tokens``: bench refuses a usage above it)."""
     lm = LengthModel(input=FixedLengths(value=prompt), output=FixedLengths(value=output))
     return synthetic_requests(n, lm, np.random.default_rng(seed))
 
@@ -204,7 +206,7 @@ def test_chat_api_is_streamed(fake_server: Any) -> None:
     srv = fake_server(lambda i, b: Plan(tokens=3))
     res = bench(srv.url, 2, rate=math.inf, api="chat")
     assert res["completed"] == 2 and res["backend"] == "openai-chat"
-    assert srv.records[-1].body["max_completion_tokens"] == 4
+    assert srv.records[-1].body["max_completion_tokens"] == 16
     assert srv.records[-1].body["stream_options"] == {"include_usage": True}
 
 
