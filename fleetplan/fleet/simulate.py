@@ -218,10 +218,17 @@ def _plan_scenario(scenario: Scenario, plan: Any, routing: Any) -> Scenario:
         raise InputError(f"{source}: {exc}") from None
 
 
+def run_replication_job(job: tuple[Any, ...]) -> Replication:
+    """One replication of :func:`simulate` (executor entry: top level, picklable)."""
+    pools, traffic, inputs, warmup_s, duration_s, churn, churn_seed = job
+    return run_replication(pools, traffic, inputs, warmup_s=warmup_s, duration_s=duration_s,
+                           churn=churn, churn_seed=churn_seed)
+
+
 @with_scenario_context
 def simulate(scenario: Scenario, fleet: Sequence[Pool] | str | None = None, *,
              plan: Any = None, routing: Any = None, progress: Progress | None = None,
-             store: ProfileStore | None = None) -> SimulationResult:
+             store: ProfileStore | None = None, executor: Any = None) -> SimulationResult:
     """Simulate ``scenario`` on ``fleet`` (default: the scenario's own fleet), or replay a plan.
 
     ``fleet`` may be a list of :class:`~fleetplan.scenario.Pool` or a spec string
@@ -229,7 +236,9 @@ def simulate(scenario: Scenario, fleet: Sequence[Pool] | str | None = None, *,
     path of a plan file (``fleetplan solve --out``): its pools, tiers and split, routed
     ``planned``, or by ``routing`` (a policy name or record) when given. ``progress`` is called
     with the fraction done (0..1). ``store`` is the profile store whose measured power is used
-    (default: bundled).
+    (default: bundled). ``executor`` (an object with ``map``, e.g.
+    :func:`fleetplan.optimize.get_executor`): runs the replications there, in parallel, with
+    the same traffic and the same result as one after another (without ``progress``).
     """
     if plan is not None and fleet is not None:
         raise InputError("simulate: give a fleet or a plan, not both")
@@ -255,11 +264,16 @@ def simulate(scenario: Scenario, fleet: Sequence[Pool] | str | None = None, *,
     reps: list[Replication] = []
     dropped = np.zeros(len(scenario.classes), dtype=np.int64)
     inputs: RoutingInputs | None = None
+    jobs = []
     for k, ss in enumerate(seeds):
         traffic = build_traffic(scenario, ss, windows, traces)
         dropped += np.asarray(traffic.dropped, dtype=np.int64)
         if inputs is None:
             inputs = _routing_inputs(scenario, pools, allowed, traffic)
+        if executor is not None and progress is None:  # run below, in parallel
+            jobs.append((pools, traffic, inputs, sim.warmup_s, sim.duration_s, churn,
+                         churn_ss[k] if churn_ss is not None else None))
+            continue
         cb = None
         if progress is not None:
             def cb(f: float, k: int = k) -> None:
@@ -267,6 +281,8 @@ def simulate(scenario: Scenario, fleet: Sequence[Pool] | str | None = None, *,
         reps.append(run_replication(pools, traffic, inputs, warmup_s=sim.warmup_s,
                                     duration_s=sim.duration_s, progress=cb, churn=churn,
                                     churn_seed=churn_ss[k] if churn_ss is not None else None))
+    if jobs:
+        reps = list(executor.map(run_replication_job, jobs))
     over = [any(r.pool_overloaded[p] for r in reps) for p in range(len(pools))]
     util = [float(np.mean([r.utilization[p] for r in reps])) for p in range(len(pools))]
     tokens_per_s = float(np.mean([
