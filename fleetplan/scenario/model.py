@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
+from fleetplan._load import show_value
 from fleetplan.catalog.grid import load_grid
 from fleetplan.catalog.models import get_model, load_models
 from fleetplan.catalog.prices import DEFAULT_MARKET, markets
@@ -30,6 +31,7 @@ from fleetplan.scenario.settings import (
 )
 from fleetplan.scenario.traffic import TrafficClass
 from fleetplan.scenario.unions import RegistryUnion
+from fleetplan.workload.arrivals import check_arrivals
 
 if TYPE_CHECKING:
     from fleetplan.context import DataContext
@@ -147,8 +149,8 @@ class Scenario(Strict):
         "8}) or per region and GPU type ({EU27: {H100-PCIe: 8}}), in every hour (default: "
         "unlimited)", examples=[{"H100-PCIe": 8, "FRA": {"RTX-4090": 16}}])
     budget_usd_per_hour: float | None = Field(
-        default=None, gt=0, description="most the fleet may cost, $ per hour (every hour of a "
-        "diurnal plan; default: no budget)", examples=[40])
+        default=None, gt=0, allow_inf_nan=False, description="most the fleet may cost, $ per "
+        "hour (every hour of a diurnal plan; default: no budget)", examples=[40])
     reliability: dict[str, Reliability] | None = Field(
         default=None, description="failures per replica-hour and time to replace, per GPU "
         "type or configuration (docs/reliability.md; default: none, replicas never fail)",
@@ -210,8 +212,9 @@ class Scenario(Strict):
         if v is None:
             return v
         def count(where: str, n: Any) -> int:
-            if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-                raise ValueError(f"{where}: {n!r} must be a whole number of GPUs >= 0")
+            if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= 10**7:
+                raise ValueError(f"{where[:60]}: {show_value(n, 60)} must be a whole "
+                                 "number of GPUs within 0..10^7")
             return n
 
         out: dict[str, Any] = {}
@@ -225,10 +228,12 @@ class Scenario(Strict):
 
     @model_validator(mode="after")
     def _cross(self) -> Scenario:
-        names = [c.name for c in self.classes]
-        dup = sorted({n for n in names if names.count(n) > 1})
+        seen: set[str] = set()
+        dup = sorted({c.name for c in self.classes if c.name in seen or seen.add(c.name)})
         if dup:
-            raise ValueError(f"class names must be unique (repeated: {', '.join(dup)})")
+            more = f" and {len(dup) - 5} more" if len(dup) > 5 else ""
+            raise ValueError(f"class names must be unique (repeated: {', '.join(dup[:5])}{more})")
+        self._check_arrivals()
         planned = self.routing.policy == "planned"
         for i, c in enumerate(self.classes):
             if planned and self.fleet is not None and c.split is None:
@@ -247,6 +252,25 @@ class Scenario(Strict):
             if r not in self.grid_g_per_kwh and r not in load_grid():
                 raise ValueError(f"fleet region {r} has no grid intensity")
         return self
+
+    def _check_arrivals(self) -> None:
+        """Refuse a run that would draw more than MAX_ARRIVALS requests (rate x sim.duration_s),
+        with the figure, before any array is allocated (a trace is checked when it is read)."""
+        total, dur = 0.0, self.sim.duration_s
+        for i, c in enumerate(self.classes):
+            n = c.process.expected_arrivals(dur, start_hour=self.sim.start_hour)
+            if n is None:
+                continue
+            try:
+                check_arrivals(n, f"classes[{i}] ({c.name}): {c.arrival_kind} x sim.duration_s "
+                               f"{dur:g}")
+            except FleetplanError as exc:
+                raise ValueError(str(exc)) from None
+            total += n
+        try:
+            check_arrivals(total, f"the classes' rates x sim.duration_s {dur:g}")
+        except FleetplanError as exc:
+            raise ValueError(str(exc)) from None
 
     def data_context(self) -> DataContext | None:
         """The data context of this scenario's ``catalog`` and ``model_config`` (None without
