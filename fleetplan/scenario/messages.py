@@ -6,10 +6,11 @@ in the input (``classes[1].slo.ttft_p99_ms``), the value found there, and a coun
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from pydantic import ValidationError
+
+from fleetplan._load import show_value
 
 
 def _path(loc: tuple[Any, ...], data: Any) -> tuple[str, Any, bool]:
@@ -34,8 +35,9 @@ def _path(loc: tuple[Any, ...], data: Any) -> tuple[str, Any, bool]:
 
 
 def _show(v: Any) -> str:
-    text = json.dumps(v, default=str) if isinstance(v, dict | list) else repr(v)
-    return text if len(text) <= 80 else text[:77] + "..."
+    """The value as the message shows it: at most 80 characters, and only those are rendered
+    (an alias-shared structure of any size prints at once)."""
+    return show_value(v, 80)
 
 
 def format_validation_error(exc: ValidationError, data: Any, source: str) -> str:

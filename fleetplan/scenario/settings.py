@@ -53,9 +53,9 @@ class CarbonCap(Strict):
     """A cap on the plan's carbon (operational + embodied); give exactly one of the two."""
 
     max_g_per_mtok: float | None = Field(
-        default=None, ge=0, description="grams CO2e per million tokens served (prompt + output)",
-        examples=[150])
-    max_kg_per_day: float | None = Field(default=None, ge=0,
+        default=None, ge=0, allow_inf_nan=False,
+        description="grams CO2e per million tokens served (prompt + output)", examples=[150])
+    max_kg_per_day: float | None = Field(default=None, ge=0, allow_inf_nan=False,
                                          description="kilograms CO2e per day of the whole fleet",
                                          examples=[20])
 
@@ -166,6 +166,24 @@ class CapacitySettings(Strict):
     max_rps: float = Field(default=1024.0, gt=0, le=1e6, description="highest rate tried")
     refine_steps: int = Field(default=3, ge=0, le=10,
                               description="bisections between the last pass and first fail")
+
+    @model_validator(mode="after")
+    def _ranges(self) -> CapacitySettings:
+        if self.min_rps > self.max_rps:
+            raise ValueError(f"min_rps(={self.min_rps:g}) must be <= max_rps(={self.max_rps:g})")
+        if not self.min_rps <= self.start_rps <= self.max_rps:
+            raise ValueError(f"start_rps(={self.start_rps:g}) must be within [min_rps "
+                             f"{self.min_rps:g}, max_rps {self.max_rps:g}]")
+        from fleetplan.workload.arrivals import check_arrivals
+
+        # the longest run the search can make: its top rate over the run's length
+        top = max(self.duration_s, self.warmup_s + self.min_requests / self.max_rps)
+        try:
+            check_arrivals(self.max_rps * top, f"capacity.max_rps {self.max_rps:g} x "
+                           f"duration_s {top:g}")
+        except FleetplanError as exc:
+            raise ValueError(str(exc)) from None
+        return self
 
 
 class SimSettings(Strict):

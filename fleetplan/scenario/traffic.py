@@ -25,6 +25,7 @@ from fleetplan.scenario.unions import RegistryUnion
 from fleetplan.workload.arrivals import (
     ARRIVALS,
     BURSTINESS_DOC,
+    MIN_BURSTINESS,
     PROFILE_DOC,
     RATE_DOC,
     TRACE_FIELDS,
@@ -134,7 +135,7 @@ class TrafficClass(Strict):
         default=None, description="shorthand for a `trace` process: the CSV path, or a trace "
                                   "record; the trace gives arrivals and lengths",
         examples=["trace.csv"])
-    burstiness: float = Field(default=1.0, gt=0, le=100,
+    burstiness: float = Field(default=1.0, ge=MIN_BURSTINESS, le=100,
                               description=f"with `rate_rps` or `rate_profile_rps`: "
                                           f"{BURSTINESS_DOC}")
     input_tokens: LengthDist | None = Field(

@@ -23,14 +23,31 @@ from typing import Any, ClassVar, Literal, TypeVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from fleetplan.errors import InputError, UnknownNameError
+from fleetplan.errors import InputError, InputLimitError, UnknownNameError
+
+MIN_BURSTINESS = 1e-3
+"""Smallest gamma shape accepted: below it nearly every gap is zero and one gap holds the whole
+window, so a run would need ~1/burstiness draws to cover it (1e-9: 5 GB; fit_trace's floor too)."""
+MAX_ARRIVALS = 10_000_000
+"""Most arrivals one process may draw for one run (its arrays and the simulator's per-request
+records are allocated from it): refused before any array is built, with the figure."""
 
 
 def _check(rate: float, burstiness: float) -> None:
     if not (rate > 0):
         raise InputError(f"rate(={rate!r}) must be > 0 requests per second")
-    if not (burstiness > 0 and math.isfinite(burstiness)):
-        raise InputError(f"burstiness(={burstiness!r}) must be a finite number > 0")
+    if not (burstiness >= MIN_BURSTINESS and math.isfinite(burstiness)):
+        raise InputError(f"burstiness(={burstiness!r}) must be a finite number >= "
+                         f"{MIN_BURSTINESS:g}")
+
+
+def check_arrivals(expected: float, what: str) -> None:
+    """Refuse a run whose expected arrivals (``what`` says how they were figured: ``rate_rps 4 x
+    duration_s 600``) exceed :data:`MAX_ARRIVALS`, before anything is allocated."""
+    if not expected <= MAX_ARRIVALS:
+        raise InputLimitError(f"{what} = {expected:.4g} arrivals in one run, more than the "
+                              f"{MAX_ARRIVALS:.0e} fleetplan draws; shorten the run or lower "
+                              "the rate")
 
 
 def gamma_gaps(n: int, rate: float, burstiness: float, rng: np.random.Generator) -> np.ndarray:
@@ -62,6 +79,7 @@ def arrivals_until(duration_s: float, rate: float, burstiness: float,
     if not duration_s > 0:
         raise InputError(f"duration_s(={duration_s!r}) must be > 0")
     expected = rate * duration_s
+    check_arrivals(expected, f"rate {rate:g} req/s x {duration_s:g} s")
     chunk = int(expected + 6 * math.sqrt(expected / burstiness) + 16)
     times = start_s + np.cumsum(gamma_gaps(chunk, rate, burstiness, rng))
     while times[-1] < start_s + duration_s:
@@ -90,6 +108,12 @@ class ArrivalProcess(BaseModel):
     def mean_rate_rps(self) -> float | None:
         """The mean offered rate (req/s) when the parameters state it."""
         return None
+
+    def expected_arrivals(self, duration_s: float, *, start_hour: int = 0) -> float | None:
+        """Expected arrivals in ``[0, duration_s)`` when the parameters state them (for the
+        resource check made when a scenario loads); default: the mean rate x the duration."""
+        rate = self.mean_rate_rps()
+        return None if rate is None else rate * duration_s
 
 
 ARRIVALS: dict[str, type[ArrivalProcess]] = {}
@@ -130,7 +154,8 @@ RATE_DOC = ("mean arrival rate (req/s) of a stationary gamma-renewal process (sh
             "`burstiness`)")
 PROFILE_DOC = "24 hourly mean rates (req/s), hour 0 first (the run starts at `sim.start_hour`)"
 _TAG_DOC = "the process's name in the arrivals registry"
-BURSTINESS_DOC = "gamma shape of the gaps; 1.0 = Poisson, < 1 burstier, > 1 smoother"
+BURSTINESS_DOC = ("gamma shape of the gaps; 1.0 = Poisson, < 1 burstier, > 1 smoother "
+                  f"(at least {MIN_BURSTINESS:g})")
 
 
 @register_arrivals
@@ -139,8 +164,8 @@ class GammaArrivals(ArrivalProcess):
 
     process: Literal["gamma"] = Field(default="gamma", description=_TAG_DOC)
     rate_rps: float = Field(gt=0, le=1e5, description=RATE_DOC, examples=[4.0])
-    burstiness: float = Field(default=1.0, gt=0, le=100, description=BURSTINESS_DOC,
-                              examples=[0.5])
+    burstiness: float = Field(default=1.0, ge=MIN_BURSTINESS, le=100,
+                              description=BURSTINESS_DOC, examples=[0.5])
 
     def times(self, duration_s: float, rng: np.random.Generator, *,
               start_hour: int = 0) -> np.ndarray:
@@ -156,7 +181,8 @@ class ProfileArrivals(ArrivalProcess):
 
     process: Literal["profile"] = Field(default="profile", description=_TAG_DOC)
     rate_profile_rps: list[float] = Field(min_length=24, max_length=24, description=PROFILE_DOC)
-    burstiness: float = Field(default=1.0, gt=0, le=100, description=BURSTINESS_DOC)
+    burstiness: float = Field(default=1.0, ge=MIN_BURSTINESS, le=100,
+                              description=BURSTINESS_DOC)
 
     @field_validator("rate_profile_rps")
     @classmethod
@@ -173,6 +199,11 @@ class ProfileArrivals(ArrivalProcess):
 
     def mean_rate_rps(self) -> float | None:
         return sum(self.rate_profile_rps) / 24.0
+
+    def expected_arrivals(self, duration_s: float, *, start_hour: int = 0) -> float | None:
+        from fleetplan.workload.profile import expected_profile_arrivals
+
+        return expected_profile_arrivals(self.rate_profile_rps, duration_s, start_hour)
 
 
 # A trace's fields, shared by the `trace` process and a class's `trace:` shorthand (the

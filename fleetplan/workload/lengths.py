@@ -191,15 +191,46 @@ class EmpiricalLengths(_Dist):
         return float(np.mean(self.values))
 
 
+def _lowest(d: _Dist) -> int:
+    """The shortest token count ``d`` can draw (its support's bottom within ``[min, max]``)."""
+    if isinstance(d, FixedLengths):
+        return d.value
+    if isinstance(d, UniformLengths):
+        return max(d.low, d.min)
+    if isinstance(d, EmpiricalLengths):
+        return min(v for v in d.values if d.min <= v <= d.max)
+    return d.min
+
+
+# The sampler redraws pairs above the joint cap, 1000 rounds at most: a cap that keeps fewer than
+# this share of the pairs could leave it short, so such a cap is refused when the model is built.
+MIN_JOINT_SHARE = 0.01
+_JOINT_DRAWS = 20_000
+
+
 def check_max_total(input: _Dist | None, output: _Dist | None, max_total: int | None) -> None:
-    """Refuse a joint cap below the shortest possible request (``None`` side: the protocol's)."""
+    """Refuse a joint cap that (almost) no request meets: below the shortest possible request, or
+    keeping under :data:`MIN_JOINT_SHARE` of the pairs (estimated from a fixed-seed draw, so the
+    verdict is the same on every run). A ``None`` side is the protocol's distribution."""
     if max_total is None:
         return
-    lo_in = PROTOCOL_MIN_TOKENS if input is None else input.min
-    lo_out = PROTOCOL_MIN_TOKENS if output is None else output.min
+    lo_in = PROTOCOL_MIN_TOKENS if input is None else _lowest(input)
+    lo_out = PROTOCOL_MIN_TOKENS if output is None else _lowest(output)
     if max_total < lo_in + lo_out:
         raise ValueError(f"max_total_tokens(={max_total}) is below the shortest request: input "
                          f"min {lo_in} + output min {lo_out} = {lo_in + lo_out} tokens")
+    proto = protocol_length_model() if input is None or output is None else None
+    a_dist = input if input is not None else proto.input  # type: ignore[union-attr]
+    b_dist = output if output is not None else proto.output  # type: ignore[union-attr]
+    rng = np.random.default_rng(20240607)
+    a = a_dist.sample(_JOINT_DRAWS, rng)
+    b = b_dist.sample(_JOINT_DRAWS, rng)
+    share = float(np.mean(a + b <= max_total))
+    if share < MIN_JOINT_SHARE:
+        raise ValueError(
+            f"max_total_tokens(={max_total}) keeps {share:.2%} of the prompt + output pairs "
+            f"(input mean {a_dist.mean:g}, output mean {b_dist.mean:g} tokens; need at least "
+            f"{MIN_JOINT_SHARE:.0%}): raise the cap or shorten the lengths")
 
 
 LengthDist = Annotated[

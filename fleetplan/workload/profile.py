@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from fleetplan.errors import InputError
-from fleetplan.workload.arrivals import gamma_gaps
+from fleetplan.workload.arrivals import MIN_BURSTINESS, check_arrivals, gamma_gaps
 
 HOUR_S = 3600.0
 
@@ -48,6 +48,20 @@ def cumulative_rate(rates: Sequence[float], duration_s: float,
     return t, lam
 
 
+def expected_profile_arrivals(rates: Sequence[float], duration_s: float,
+                              start_hour: int = 0) -> float:
+    """Expected arrivals of the profile over ``[0, duration_s)`` (the integrated rate), computed
+    hour by hour without building per-hour arrays longer than the run's hours."""
+    r = _check_profile(rates)
+    if not duration_s > 0:
+        raise InputError(f"duration_s(={duration_s!r}) must be > 0")
+    whole, rest = divmod(duration_s, HOUR_S)
+    days, hours = divmod(int(whole), 24)
+    total = days * float(r.sum()) * HOUR_S
+    total += sum(float(r[(start_hour + h) % 24]) for h in range(hours)) * HOUR_S
+    return total + float(r[(start_hour + int(whole)) % 24]) * rest
+
+
 def profile_arrivals(rates: Sequence[float], duration_s: float, burstiness: float,
                      rng: np.random.Generator, start_hour: int = 0) -> np.ndarray:
     """Arrival times in ``[0, duration_s)`` following the hourly profile ``rates`` (req/s).
@@ -58,6 +72,11 @@ def profile_arrivals(rates: Sequence[float], duration_s: float, burstiness: floa
         raise InputError(f"duration_s(={duration_s!r}) must be > 0")
     if not 0 <= start_hour <= 23:
         raise InputError(f"start_hour(={start_hour!r}) must be within 0..23")
+    if not (burstiness >= MIN_BURSTINESS and math.isfinite(burstiness)):
+        raise InputError(f"burstiness(={burstiness!r}) must be a finite number >= "
+                         f"{MIN_BURSTINESS:g}")
+    check_arrivals(expected_profile_arrivals(rates, duration_s, start_hour),
+                   f"rate_profile_rps over {duration_s:g} s")
     t, lam = cumulative_rate(rates, duration_s, start_hour)
     total = float(lam[-1])
     if total <= 0:

@@ -9,8 +9,10 @@ rate, gamma burstiness and lognormal length spreads estimated from a trace).
 
 from __future__ import annotations
 
+import io
 import math
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,10 +20,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fleetplan._load import read_bytes_bounded, show_value
 from fleetplan.errors import InputError
+from fleetplan.workload.arrivals import check_arrivals
 from fleetplan.workload.lengths import LognormalLengths
 
 COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
+TRACE_MAX_BYTES = 512 * 1024 * 1024
+"""Largest trace file read (512 MiB, ~10^7 requests)."""
+MAX_TRACE_TOKENS = 10_000_000
+"""Largest token count of one request in a trace (beyond any served context window)."""
+_ZONE = re.compile(r"(?:Z|[+-]\d\d(?::?\d\d)?)$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -48,18 +57,48 @@ class Trace:
 
 
 def _bad(path: Path, line: int, col: str, raw: Any, why: str) -> InputError:
-    return InputError(f"{path}: line {line}: {col} {raw!r} {why}")
+    return InputError(f"{path}: line {line}: {col} {show_value(raw, 60)} {why}")
+
+
+def _datetimes(p: Path, raw: pd.Series, stamps: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Seconds since the first stamp, and a mask of the unparsable ones. Stamps with a zone
+    (``+02:00``, ``Z``) are compared in UTC; a trace mixing stamps with and without one is
+    refused (their order is not defined), naming the first line that differs."""
+    zoned = stamps.str.contains(_ZONE).to_numpy()
+    if zoned.any() and not zoned.all():
+        i = int(np.argmax(zoned != zoned[0]))
+        has = "has a time zone" if zoned[i] else "has no time zone"
+        raise _bad(p, i + 2, "TIMESTAMP", raw.iloc[i],
+                   f"{has}, unlike line 2: give every timestamp a zone (or none)")
+    try:
+        dt = pd.to_datetime(stamps, format="ISO8601", errors="coerce", utc=bool(zoned.any()))
+    except (ValueError, OverflowError, TypeError) as exc:
+        raise InputError(f"{p}: TIMESTAMP: not readable as dates ({str(exc)[:120]})") from None
+    bad = dt.isna().to_numpy()
+    if bad.any():
+        return np.zeros(len(stamps)), bad
+    return (dt - dt.iloc[0]).dt.total_seconds().to_numpy(dtype=float), bad
 
 
 def read_trace(path: str | os.PathLike[str]) -> Trace:
-    """Read and check a trace file; any unparsable line is an error naming file, line and value."""
+    """Read and check a trace file; any unparsable line is an error naming file, line and value.
+
+    The file must be a regular file of at most :data:`TRACE_MAX_BYTES` (a FIFO or device is
+    refused before it is opened); token counts are whole numbers within 1..
+    :data:`MAX_TRACE_TOKENS`."""
     p = Path(path)
     try:
-        raw = pd.read_csv(p, dtype=str, keep_default_na=False, skipinitialspace=True)
-    except FileNotFoundError:
-        raise InputError(f"{p}: trace file not found") from None
-    except (pd.errors.ParserError, UnicodeDecodeError, OSError) as exc:
-        raise InputError(f"{p}: not a readable CSV trace ({str(exc).splitlines()[0]})") from None
+        data = read_bytes_bounded(p, what="trace file", max_bytes=TRACE_MAX_BYTES)
+    except InputError as exc:
+        if str(exc).endswith("no such trace file"):
+            raise InputError(f"{p}: trace file not found") from None
+        raise
+    try:
+        raw = pd.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False,
+                          skipinitialspace=True, encoding="utf-8")
+    except (pd.errors.ParserError, UnicodeDecodeError, OSError, ValueError) as exc:
+        raise InputError(f"{p}: not a readable CSV trace ({str(exc).splitlines()[0][:160]})") \
+            from None
     except pd.errors.EmptyDataError:
         raise InputError(f"{p}: empty trace") from None
     missing = [c for c in COLUMNS if c not in raw.columns]
@@ -74,20 +113,18 @@ def read_trace(path: str | os.PathLike[str]) -> Trace:
         t = seconds.to_numpy(dtype=float)
         bad_t = ~np.isfinite(t)
     else:
-        dt = pd.to_datetime(stamps, format="ISO8601", errors="coerce")
-        bad_t = dt.isna().to_numpy()
-        if not bad_t.any():
-            t = ((dt - dt.iloc[0]).dt.total_seconds()).to_numpy(dtype=float)
+        t, bad_t = _datetimes(p, raw["TIMESTAMP"], stamps)
     if bad_t.any():
         i = int(np.argmax(bad_t))
         raise _bad(p, i + 2, "TIMESTAMP", raw["TIMESTAMP"].iloc[i], "is not a timestamp")
     tokens = {}
     for col in COLUMNS[1:]:
         v = pd.to_numeric(raw[col].str.strip(), errors="coerce").to_numpy(dtype=float)
-        bad = ~np.isfinite(v) | (v < 1) | (v != np.round(v))
+        bad = ~np.isfinite(v) | (v < 1) | (v > MAX_TRACE_TOKENS) | (v != np.round(v))
         if bad.any():
             i = int(np.argmax(bad))
-            raise _bad(p, i + 2, col, raw[col].iloc[i], "is not a whole number of tokens >= 1")
+            raise _bad(p, i + 2, col, raw[col].iloc[i],
+                       f"is not a whole number of tokens within 1..{MAX_TRACE_TOKENS}")
         tokens[col] = v.astype(np.int64)
     back = np.diff(t) < 0
     if back.any():
@@ -124,7 +161,9 @@ def trace_requests(trace: Trace, duration_s: float, *, scale_to_rps: float | Non
             f"{trace.source}: the trace covers {period:.1f} s"
             f"{' after scaling' if scale_to_rps else ''}, shorter than sim.duration_s "
             f"({duration_s:g}); shorten the run or set trace.loop: true")
-    reps = max(1, math.ceil(duration_s / period)) if loop else 1
+    loops = max(1.0, duration_s / period) if loop else 1.0  # checked before ceil: may be inf
+    check_arrivals(len(t) * loops, f"{trace.source}: {len(t)} requests x {loops:.4g} loop(s)")
+    reps = math.ceil(loops)
     times = np.concatenate([t + k * period for k in range(reps)])
     ins = np.tile(trace.input_tokens, reps)
     outs = np.tile(trace.output_tokens, reps)
