@@ -41,7 +41,7 @@ from fleetplan.optimize.plan import (
 )
 from fleetplan.optimize.problem import CommitmentMode, PlanProblem, Tier
 from fleetplan.optimize.solvers import SolverSettings
-from fleetplan.optimize.verify import hour_scenarios, run_verification
+from fleetplan.optimize.verify import verify_plan
 from fleetplan.scenario import Scenario
 
 BURST_NOTE = ("capacities are sustained per-replica rates of the replica model in steady state "
@@ -94,7 +94,7 @@ def solve_inputs(scenario: Scenario, inputs: Inputs, settings: SolverSettings, *
     problem = inputs.problem
 
     def verify(sol, ex):  # type: ignore[no-untyped-def]
-        return ex.map(run_verification, hour_scenarios(scenario, problem, sol))
+        return verify_plan(scenario, problem, sol, ex)
 
     out = closed_loop(problem, settings, verify, executor=executor, max_rounds=max_rounds,
                       max_trims=max_trims, progress=progress)

@@ -6,9 +6,11 @@ MILP chose, ``routing: planned`` with each class's split. Every class must meet 
 fleet simulator (:func:`fleetplan.fleet.simulate`, ``sim.replications`` seeds, at least
 :data:`MIN_REPLICATIONS`), and the fleet must not be overloaded.
 
-Main entries: :func:`hour_scenarios` and :func:`run_verification` (picklable, for executors;
-it reads the typed :class:`fleetplan.fleet.results.SimulationResult`, not its JSON dict),
-returning :class:`HourCheck` records.
+Main entries: :func:`verify_plan` (every hour of a plan on an executor: the hours in parallel,
+or a one-hour plan's replications in parallel; the same checks as one after another),
+:func:`hour_scenarios` and :func:`run_verification` (picklable, for executors; it reads the
+typed :class:`fleetplan.fleet.results.SimulationResult`, not its JSON dict), returning
+:class:`HourCheck` records.
 """
 
 from __future__ import annotations
@@ -83,12 +85,25 @@ def _finite(v: float | None) -> float | None:
     return float(v) if v is not None and math.isfinite(v) else None
 
 
-def run_verification(item: tuple[int, Scenario]) -> HourCheck:
-    """Simulate one hour's scenario (executor entry: top level, picklable)."""
+def verify_plan(scenario: Scenario, problem: PlanProblem, sol: MilpSolution,
+                executor: Any) -> list[HourCheck]:
+    """One :class:`HourCheck` per hour of ``sol``, simulated on ``executor``: several hours go
+    out as one item each; a single hour sends its replications out instead (each replication
+    is independent; :func:`fleetplan.fleet.simulate` with ``executor``). Results do not depend
+    on the executor or its worker count."""
+    items = hour_scenarios(scenario, problem, sol)
+    if len(items) == 1:
+        return [run_verification(items[0], executor)]
+    return list(executor.map(run_verification, items))
+
+
+def run_verification(item: tuple[int, Scenario], executor: Any = None) -> HourCheck:
+    """Simulate one hour's scenario (executor entry: top level, picklable); ``executor``: where
+    its replications run (default: one after another, here)."""
     from fleetplan.fleet import simulate
 
     hour, scenario = item
-    res = simulate(scenario)
+    res = simulate(scenario, executor=executor)
     classes = []
     for c in res.classes:
         lo, hi = c.ttft_p99_ci_ms
