@@ -38,6 +38,7 @@ from fleetplan.profiles.vllm import (
     VLLM_METRICS,
     VllmResult,
     check_result,
+    first_problem,
     per_request_samples,
     short,
     stats_from_samples,
@@ -385,10 +386,7 @@ def _parse_object(obj: Any, src: SourceRef, opt: IngestOptions) -> list[Benchmar
         try:
             out.append(BenchmarkRun.model_validate({k: v for k, v in rec.items() if v is not None}))
         except ValidationError as exc:
-            err = exc.errors(include_url=False)[0]
-            name = ".".join(str(x) for x in err["loc"])
-            msg = str(err["msg"]).removeprefix("Value error, ")
-            raise _fail(src, name, f"{short(err.get('input'))}: {msg}") from None
+            raise _fail(src, *first_problem(exc)) from None
     return out
 
 

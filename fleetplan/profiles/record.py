@@ -1,8 +1,9 @@
 """The typed record of one measured serving run (:class:`BenchmarkRun`).
 
 Its fields are exactly the store's columns (:mod:`fleetplan.profiles.schema`; a test keeps the
-two in step), so a record and a store row convert losslessly. Numbers are bounded (counts >= 0,
-latencies finite and >= 0; only ``request_rate`` may be ``inf``); unknown fields are refused.
+two in step), so a record and a store row convert losslessly. Numbers are bounded (counts
+0..1e12, GPUs 1..1024, numbers finite, >= 0 and <= 1e12; only ``request_rate`` may be
+``inf``); unknown fields are refused.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from fleetplan.profiles.schema import INF_ALLOWED
+from fleetplan.profiles.vllm import MAX_COUNT, MAX_GPUS, MAX_NUMBER
 
 
 class BenchmarkRun(BaseModel):
@@ -20,29 +22,29 @@ class BenchmarkRun(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=True)
 
-    run_id: str = Field(min_length=1)
-    model: str = Field(min_length=1)
-    model_id: str = Field(min_length=1)
-    gpu: str = Field(min_length=1)
-    gpu_count: int = Field(ge=1)
-    tp_size: int = Field(ge=1)
-    config: str = Field(min_length=1)
-    engine: str = Field(min_length=1)
-    engine_version: str | None = Field(default=None)
-    date: str | None = Field(default=None)
-    source_format: str = Field(min_length=1)
-    source_file: str = Field(min_length=1)
-    source_line: int = Field(ge=1)
-    num_prompts: int = Field(ge=1)
+    run_id: str = Field(min_length=1, max_length=500)
+    model: str = Field(min_length=1, max_length=500)
+    model_id: str = Field(min_length=1, max_length=500)
+    gpu: str = Field(min_length=1, max_length=500)
+    gpu_count: int = Field(ge=1, le=MAX_GPUS)
+    tp_size: int = Field(ge=1, le=MAX_GPUS)
+    config: str = Field(min_length=1, max_length=500)
+    engine: str = Field(min_length=1, max_length=500)
+    engine_version: str | None = Field(default=None, max_length=500)
+    date: str | None = Field(default=None, max_length=500)
+    source_format: str = Field(min_length=1, max_length=500)
+    source_file: str = Field(min_length=1, max_length=500)
+    source_line: int = Field(ge=1, le=MAX_COUNT)
+    num_prompts: int = Field(ge=1, le=MAX_COUNT)
     request_rate: float = Field(gt=0)
     burstiness: float = Field(gt=0)
-    max_concurrency: int | None = Field(default=None, ge=0)
-    dataset: str | None = Field(default=None)
+    max_concurrency: int | None = Field(default=None, ge=0, le=MAX_COUNT)
+    dataset: str | None = Field(default=None, max_length=500)
     duration_s: float = Field(ge=0)
-    completed: int = Field(ge=0)
-    failed: int = Field(ge=0)
-    total_input_tokens: int = Field(ge=0)
-    total_output_tokens: int = Field(ge=0)
+    completed: int = Field(ge=0, le=MAX_COUNT)
+    failed: int = Field(ge=0, le=MAX_COUNT)
+    total_input_tokens: int = Field(ge=0, le=MAX_COUNT)
+    total_output_tokens: int = Field(ge=0, le=MAX_COUNT)
     request_throughput: float = Field(ge=0)
     request_goodput: float | None = Field(default=None, ge=0)
     output_throughput: float = Field(ge=0)
@@ -86,4 +88,6 @@ class BenchmarkRun(BaseModel):
             math.isnan(v) or (math.isinf(v) and info.field_name not in INF_ALLOWED)
         ):
             raise ValueError(f"{v!r} is not a finite number")
+        if isinstance(v, float) and math.isfinite(v) and abs(v) > MAX_NUMBER:
+            raise ValueError(f"{v!r} is out of range (at most {MAX_NUMBER:g})")
         return v

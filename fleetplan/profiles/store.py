@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import math
 import os
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,7 @@ from fleetplan.catalog._tables import data_dir
 from fleetplan.errors import DataError, UnknownNameError
 from fleetplan.profiles.record import BenchmarkRun
 from fleetplan.profiles.schema import BY_NAME, COLUMN_NAMES, COLUMNS, INF_ALLOWED
+from fleetplan.profiles.vllm import MAX_COUNT, first_problem, short
 
 DEFAULT_STORE_NAME = "profiles.csv"
 
@@ -55,8 +57,8 @@ def _typed(df: pd.DataFrame) -> pd.DataFrame:
         if c.kind == "bool":
             col = out[c.name]
             if col.dtype != bool:
-                out[c.name] = [str(v).strip().lower() in ("true", "1") if not pd.isna(v)
-                               else False for v in col]
+                out[c.name] = [bool(v) if isinstance(v, bool) else _bool(str(v)) is True
+                               if not pd.isna(v) else False for v in col]
         elif c.kind in ("int", "float") and out[c.name].dtype == object:
             out[c.name] = pd.to_numeric(out[c.name])
     return out.astype({c.name: _PANDAS_DTYPES[c.kind] for c in COLUMNS})
@@ -150,55 +152,104 @@ def _py(v: object) -> object:
     return v
 
 
+MAX_STORE_BYTES = 2**30
+_TRUE, _FALSE = ("true", "1"), ("false", "0")
+
+
+def _bool(text: str) -> bool | None:
+    """A stored boolean: True/False (as pandas writes them) or 1/0, any case; else None."""
+    low = text.strip().lower()
+    return True if low in _TRUE else False if low in _FALSE else None
+
+
+def _check_file(p: Path) -> None:
+    """A store must be a regular file of bounded size: a folder, FIFO or device is refused by
+    its type before anything is read."""
+    try:
+        info = os.stat(p)
+    except OSError as exc:
+        raise DataError(f"{p}: cannot read the profile store ({exc.strerror or exc})") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise DataError(f"{p}: a folder, not a profile store (give a .csv file with --store)")
+    if not stat.S_ISREG(info.st_mode):
+        raise DataError(f"{p}: not a regular file (a FIFO or device), not a profile store")
+    if info.st_size > MAX_STORE_BYTES:
+        raise DataError(f"{p}: {info.st_size} bytes, more than a store's limit of "
+                        f"{MAX_STORE_BYTES} bytes")
+
+
+def _cell(p: Path, line: int, k: str, v: str) -> object:
+    """One stored value, typed by its column; refused with file, line, column and value."""
+    kind = BY_NAME[k].kind
+    if kind == "bool":
+        b = _bool(v)
+        if b is None:
+            raise DataError(f"{p}: line {line}, column {k}: {short(v)} is not a boolean "
+                            "(True or False)")
+        return b
+    if kind not in ("int", "float"):
+        return v
+    try:
+        num = float(v)
+    except ValueError:
+        raise DataError(f"{p}: line {line}, column {k}: {short(v)} is not a number") from None
+    if not math.isfinite(num) and not (k in INF_ALLOWED and num > 0):
+        raise DataError(f"{p}: line {line}, column {k}: {short(v)} is not finite")
+    if kind == "int":
+        if not num.is_integer():
+            raise DataError(f"{p}: line {line}, column {k}: {short(v)} is not a whole number")
+        if abs(num) > MAX_COUNT:
+            raise DataError(f"{p}: line {line}, column {k}: {short(v)} is out of range "
+                            f"(at most {MAX_COUNT:g})")
+        return int(num)
+    return num
+
+
 def load_profiles(path: str | os.PathLike[str] | None = None) -> ProfileStore:
     """Load a store (default: the bundled one), checking every row against the schema.
 
     A missing file gives an empty store only when a path was given (a new store); the bundled
-    store must exist.
+    store must exist. Every value is checked by its column's type (integers whole and bounded,
+    booleans True/False or 1/0, numbers finite); a ``run_id`` may appear once.
     """
     p = Path(path) if path is not None else default_store_path()
-    if not p.exists():
+    if not p.exists() and not p.is_symlink():
         if path is None:
             raise DataError(f"{p}: bundled profile store not found")
         return ProfileStore(empty_frame(), p)
+    _check_file(p)
     try:
         raw = pd.read_csv(p, dtype=str, keep_default_na=False)
-    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
-        raise DataError(f"{p}: not a readable CSV table ({str(exc).splitlines()[0]})") from None
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
+        first = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
+        raise DataError(f"{p}: not a readable CSV table ({first})") from None
     except pd.errors.EmptyDataError:
         return ProfileStore(empty_frame(), p)
+    except OSError as exc:
+        raise DataError(f"{p}: cannot read the profile store ({exc.strerror or exc})") from None
     missing = [c.name for c in COLUMNS if c.required and c.name not in raw.columns]
     if missing:
         raise DataError(f"{p}: missing required column(s) {', '.join(missing)}")
-    unknown = [c for c in raw.columns if c not in BY_NAME]
+    unknown = [str(c) for c in raw.columns if c not in BY_NAME]
     if unknown:
-        raise DataError(f"{p}: unknown column(s) {', '.join(unknown)}")
+        raise DataError(f"{p}: unknown column(s) {', '.join(short(c) for c in unknown[:5])}")
+    seen: dict[str, int] = {}
     for i, rec in enumerate(raw.to_dict("records")):
-        vals = {}
-        for k, v in rec.items():
-            if v == "":
-                continue
-            kind = BY_NAME[str(k)].kind
-            if kind in ("int", "float"):
-                try:
-                    num = float(v)
-                except ValueError:
-                    raise DataError(
-                        f"{p}: line {i + 2}, column {k}: {v!r} is not a number"
-                    ) from None
-                if not math.isfinite(num) and not (k in INF_ALLOWED and num > 0):
-                    raise DataError(f"{p}: line {i + 2}, column {k}: {v!r} is not finite")
-                vals[k] = int(num) if kind == "int" and num.is_integer() else num
-            elif kind == "bool":
-                vals[k] = v.strip().lower() in ("true", "1")
-            else:
-                vals[k] = v
+        line = i + 2
+        vals = {str(k): _cell(p, line, str(k), v) for k, v in rec.items() if v != ""}
         try:
             BenchmarkRun.model_validate(vals)
         except ValidationError as exc:
-            err = exc.errors()[0]
-            loc = ".".join(str(x) for x in err["loc"])
-            raise DataError(
-                f"{p}: line {i + 2}, column {loc}: {err.get('input')!r}: {err['msg']}"
-            ) from None
-    return ProfileStore(ProfileStore._sorted(_typed(raw.replace("", pd.NA))), p)
+            col, msg = first_problem(exc)
+            raise DataError(f"{p}: line {line}, " + (f"column {col}: {msg}" if col else msg)) \
+                from None
+        rid = str(vals["run_id"])
+        if rid in seen:
+            raise DataError(f"{p}: line {line}, column run_id: {short(rid)} is already the "
+                            f"run of line {seen[rid]} (each run is stored once)")
+        seen[rid] = line
+    typed = raw.replace("", pd.NA)
+    for c in COLUMNS:  # booleans as checked above (1/0 too), not pandas' reading of them
+        if c.kind == "bool" and c.name in typed.columns:
+            typed[c.name] = [False if pd.isna(v) else _bool(str(v)) for v in typed[c.name]]
+    return ProfileStore(ProfileStore._sorted(_typed(typed)), p)

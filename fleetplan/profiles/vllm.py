@@ -221,6 +221,21 @@ class VllmResult(_Summary):  # type: ignore[misc,valid-type]
 _ARRAYS = ("ttfts", "itls", "errors", "output_lens", "input_lens", "latencies")
 
 
+def first_problem(exc: ValidationError) -> tuple[str | None, str]:
+    """(field, message) of a validation error's first problem, the value shown once and bounded:
+    ``itls[3][1]``; a missing field is (None, "missing required field 'x'")."""
+    err = exc.errors(include_url=False)[0]
+    loc = err["loc"]
+    where = (str(loc[0]) + "".join(f"[{x}]" for x in loc[1:])) if loc else "?"
+    if err["type"] == "missing":
+        return None, f"missing required field {where!r}"
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    shown = short(err.get("input"))
+    if not (msg.startswith(shown) or msg.startswith(repr(err.get("input"))[:20])):
+        msg = f"{shown}: {msg}"
+    return where, msg
+
+
 def check_result(obj: dict[str, Any]) -> tuple[VllmResult | None,
                                                 tuple[str | None, str] | None]:
     """The typed record, or (field, message) of the first thing refused: a field's value, or a
@@ -228,15 +243,7 @@ def check_result(obj: dict[str, Any]) -> tuple[VllmResult | None,
     try:
         res = VllmResult.model_validate(obj)
     except ValidationError as exc:
-        err = exc.errors(include_url=False)[0]
-        field = err["loc"][0] if err["loc"] else "?"
-        where = str(field) + "".join(f"[{x}]" for x in err["loc"][1:])
-        msg = str(err["msg"]).removeprefix("Value error, ")
-        if err["type"] == "missing":
-            return None, (None, f"missing required field {where!r}")
-        if not msg.startswith(short(err.get("input"))):
-            msg = f"{short(err.get('input'))}: {msg}"
-        return None, (where, msg)
+        return None, first_problem(exc)
     done = res.completed + (res.failed or 0)
     if done > res.num_prompts:
         what = "completed + failed" if res.failed else "completed"
