@@ -68,12 +68,12 @@ def test_impossible_length_models_are_refused_naming_file_field_and_value(
 
 def test_a_cap_that_almost_no_request_fits_is_refused_by_solve(tmp_path: Path, cli: Any) -> None:
     # valid per field (1 + 1 <= 3) but a 600-token mean prompt practically never fits 3 tokens:
-    # the sampler gives up, and solve names the class instead of raising a ValueError
+    # refused when the scenario loads (issue 16), naming the file and the class's field
     path = _scenario(tmp_path, {"max_total_tokens": 3, "input_tokens": {
         "dist": "lognormal", "mean": 600, "cv": 0.8},
         "output_tokens": {"dist": "lognormal", "mean": 300, "cv": 0.8}}, 1)
     line = _one_line_error(cli("solve", str(path)))
-    assert "classes[1] (batch)" in line and "max_total_tokens(=3)" in line
+    assert f"{path}: classes[1].max_total_tokens" in line and "max_total_tokens(=3)" in line
 
 
 def test_bench_seed_outside_numpy_range_is_refused_at_parse_time(cli: Any) -> None:
