@@ -12,7 +12,9 @@ pool (capacities measured on one replica are conservative for a pool of several,
 router spreads requests); a trial is kept only if its simulation passes with the capacities'
 safety margin (every P99 within ``(1 - slo_margin) x`` its SLO). At most
 ``max_rounds`` rounds in all; an answer that never passed is returned with ``verified=False``
-and its failing classes marked as not met, never as met.
+and its failing classes marked as not met, never as met. A round whose MILP returns a plan
+already simulated (same pools, counts, tiers and splits: e.g. a trim that saved nothing) reuses
+that simulation's checks instead of simulating it again (same seeds, so the same checks).
 
 Main entry: :func:`closed_loop` (returns a :class:`LoopOutcome`).
 """
@@ -164,6 +166,15 @@ def _trim_candidate(problem: PlanProblem, sol: MilpSolution,
     return None if best is None else best[1:]
 
 
+def _plan_key(sol: MilpSolution) -> tuple[object, ...]:
+    """Everything of a solution that decides its simulation (what :mod:`verify` reads)."""
+    def items(d: dict) -> tuple[tuple[str, object], ...]:  # type: ignore[type-arg]
+        return tuple(sorted((repr(k), v) for k, v in d.items()))
+
+    return (sol.hours, items(sol.counts), items(sol.tiers), items(sol.shares),
+            items(sol.base_counts), items(sol.spares))
+
+
 def closed_loop(problem: PlanProblem, settings: SolverSettings, verify: Verifier, *,
                 executor: Executor | None = None, max_rounds: int = DEFAULT_MAX_ROUNDS,
                 max_trims: int = DEFAULT_MAX_TRIMS,
@@ -189,6 +200,7 @@ def closed_loop(problem: PlanProblem, settings: SolverSettings, verify: Verifier
     trial: tuple[tuple[str, Tier], float | None, str] | None = None  # key, old derate, label
     trims = 0
     rnd = 0
+    simulated: dict[tuple[object, ...], tuple[HourCheck, ...]] = {}
     for rnd in range(1, max_rounds + 1):
         current = derated(problem, derate, scale)
         with step(progress, f"round {rnd}: MILP"):
@@ -203,8 +215,11 @@ def closed_loop(problem: PlanProblem, settings: SolverSettings, verify: Verifier
             break
         checks: tuple[HourCheck, ...] = ()
         if sol.has_plan:
-            with step(progress, f"round {rnd}: simulate the plan"):
-                checks = tuple(verify(sol, executor))
+            seen = _plan_key(sol)
+            if seen not in simulated:
+                with step(progress, f"round {rnd}: simulate the plan"):
+                    simulated[seen] = tuple(verify(sol, executor))
+            checks = simulated[seen]
         ratio = _carbon_ratio(problem, checks)
         ok = sol.has_plan and all(c.met for c in checks) and ratio <= 1.0 + 1e-9
         if trial is not None:
