@@ -12,11 +12,14 @@ import typer
 from fleetplan.cli._format import dumps, emit_table
 from fleetplan.cli._options import (
     CALIBRATION_DEFAULT,
+    CATALOG_HELP,
+    MODEL_CONFIG_HELP,
     PROGRESS_HELP,
     QUIET_HELP,
     STORE_DEFAULT,
     note_user_files,
     progress_reporter,
+    use_cli_context,
 )
 
 
@@ -38,6 +41,9 @@ def validate_cmd(
         None, "--calibration", help=f"Calibration file ({CALIBRATION_DEFAULT})."
     ),
     jobs: int | None = typer.Option(None, "--jobs", min=1, help="Processes for --cv refits."),
+    model_config: list[Path] | None = typer.Option(
+        None, "--model-config", help=MODEL_CONFIG_HELP),
+    catalog: list[Path] | None = typer.Option(None, "--catalog", help=CATALOG_HELP),
     fmt: ValidateFormat = typer.Option(
         ValidateFormat.table, "--format", help="table, json or markdown."
     ),
@@ -59,6 +65,8 @@ def validate_cmd(
     from fleetplan.validate.markdown import validation_markdown
     from fleetplan.validate.records import CrossValidation
 
+    use_cli_context(catalog=catalog, model_config=model_config, store=store,
+                    calibration=calibration)
     note_user_files(store=store is None, calibration=calibration is None)
     st = load_profiles(store)
     cal = load_calibration_file(calibration)
