@@ -19,7 +19,6 @@ import hashlib
 import json
 import os
 import re
-import stat
 from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -255,88 +254,46 @@ MAX_FILE_BYTES = 512 * 2**20  # a 10,000-request detailed result is ~20 MB
 MAX_DEPTH = 64  # vLLM result files nest 3 deep, GuideLLM reports about 10
 
 
-def _read_text(path: Path) -> str:
-    """The file's text: regular files only (a FIFO, device or folder is refused by its type
-    before opening), at most MAX_FILE_BYTES, UTF-8."""
-    try:
-        info = os.stat(path)
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file or folder") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    if not stat.S_ISREG(info.st_mode):
-        kind = ("a folder" if stat.S_ISDIR(info.st_mode) else "a FIFO (named pipe)"
-                if stat.S_ISFIFO(info.st_mode) else "a device or socket")
-        raise InputError(f"{path}: {kind}, not a result file")
-    if info.st_size > MAX_FILE_BYTES:
-        raise InputError(f"{path}: {info.st_size} bytes, more than a result file's limit of "
-                         f"{MAX_FILE_BYTES} bytes")
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_FILE_BYTES + 1)
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    if len(data) > MAX_FILE_BYTES:
-        raise InputError(f"{path}: more than a result file's limit of {MAX_FILE_BYTES} bytes")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not UTF-8 text (byte {exc.start}), not a result file") from None
-
-
-def _depth_ok(obj: Any) -> bool:
-    """Whether ``obj`` nests at most MAX_DEPTH deep (checked without recursion)."""
-    stack = [(obj, 1)]
-    while stack:
-        v, d = stack.pop()
-        if isinstance(v, dict | list):
-            if d > MAX_DEPTH:
-                return False
-            stack.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
-    return True
-
-
 class _Bad(ValueError):
-    """A line that is not a JSON record; the message says why."""
+    """A record that is not JSON, or nests too deeply: the message is the whole error line."""
 
 
-def _parse_json(text: str) -> Any:
-    """One JSON value, or :class:`_Bad` (never RecursionError nor a digit-limit ValueError)."""
+def _parse_json(text: str, src: str) -> Any:
+    """One JSON value (the bounded reader: depth, duplicate keys, no RecursionError), else
+    :class:`_Bad` with the line to print."""
+    from fleetplan._load import load_json
+
     try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise _Bad(f"not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
-    except RecursionError:
-        raise _Bad(f"not a result record: nested more than {MAX_DEPTH} deep") from None
-    except ValueError as exc:  # e.g. an integer of more than 4300 digits
-        raise _Bad(f"not a readable JSON record ({str(exc)[:120]})") from None
-    if not _depth_ok(obj):
-        raise _Bad(f"not a result record: nested more than {MAX_DEPTH} deep")
-    return obj
+        return load_json(text, what="result file", source=src, max_bytes=MAX_FILE_BYTES,
+                         max_depth=MAX_DEPTH)
+    except FleetplanError as exc:
+        raise _Bad(str(exc)) from None
 
 
 def _objects(path: Path) -> Iterator[tuple[int, Any]]:
     """(line, parsed object or :class:`_Bad`) for each JSON record of a file: the whole file
-    as one JSON value, else one value per non-blank line (vLLM's ``--append-result``)."""
-    text = _read_text(path)
+    as one JSON value, else one value per non-blank line (vLLM's ``--append-result``). The
+    file must be a regular file (a FIFO or device is refused by its type, never opened)."""
+    from fleetplan._load import read_text_bounded
+
+    text = read_text_bounded(path, what="result file", max_bytes=MAX_FILE_BYTES)
     stripped = text.strip()
     if not stripped:
-        yield 1, _Bad("the file is empty")
+        yield 1, _Bad(f"{path}: line 1: the file is empty")
         return
     try:
-        yield 1, _parse_json(stripped)
+        yield 1, _parse_json(stripped, str(path))
         return
     except _Bad as whole:
-        if "\n" not in stripped:
+        if "\n" not in stripped or "not JSON" not in str(whole):
             yield 1, whole
             return
     for i, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            yield i, _parse_json(line)
-        except _Bad as exc:
-            yield i, _Bad(str(exc).replace(" (line 1, column", " (column"))
+        if line.strip():
+            try:
+                yield i, _parse_json(line, f"{path}: line {i}")
+            except _Bad as exc:
+                yield i, exc
 
 
 def record_digest(obj: Any) -> str:
@@ -359,7 +316,7 @@ def read_runs(path: str | os.PathLike[str],
         return [], [str(exc)]
     for line, obj in items:
         if isinstance(obj, _Bad):
-            errors.append(f"{p}: line {line}: {obj}")
+            errors.append(str(obj))
             continue
         objs = obj if isinstance(obj, list) else [obj]
         for sub in objs:
