@@ -133,7 +133,12 @@ CATALOG_HELP = ("A folder of your own catalog tables (any of gpus.csv, gpu_alias
                 "to or replace the bundled ones by name. Repeatable; a later folder wins.")
 MODEL_CONFIG_HELP = ("A Hugging Face config.json (or the folder holding one; never downloaded): "
                      "its model joins the catalog under the folder's name. Repeatable.")
-STORE_HELP = "Profile store to read ({default})."
+CATALOG_OPTION: Any = typer.Option(None, "--catalog", help=CATALOG_HELP)
+MODEL_CONFIG_OPTION: Any = typer.Option(None, "--model-config", help=MODEL_CONFIG_HELP + (
+    " A scenario without `model` serves this one."))
+STORE_OPTION: Any = typer.Option(None, "--store", help=f"Profile store ({STORE_DEFAULT}).")
+CALIBRATION_OPTION: Any = typer.Option(None, "--calibration",
+                                       help=f"Calibration file ({CALIBRATION_DEFAULT}).")
 
 
 def use_cli_context(*, catalog: list[Path] | None = None, model_config: list[Path] | None = None,
@@ -165,16 +170,18 @@ def model_name(model: str | None, ctx: DataContext, option: str = "--model") -> 
 
 
 def load_cli_scenario(path: Path, *, chooser: str | None = None,
-                      catalog: list[Path] | None = None, store: Path | None = None,
-                      calibration: Path | None = None) -> Scenario:
+                      catalog: list[Path] | None = None, model_config: list[Path] | None = None,
+                      store: Path | None = None, calibration: Path | None = None) -> Scenario:
     """The scenario of a simulating command (simulate, solve, frontier), loaded, with the notes on
     the user's calibration. ``chooser``: the command chooses its own fleet (solve, frontier), so a
     note on stderr says that the scenario's fleet is not used and what chooses it instead.
-    ``catalog``, ``store``, ``calibration``: the command's data options; with the scenario's own
-    ``catalog:`` and ``model_config:`` they stay active until the command ends."""
+    ``catalog``, ``model_config``, ``store``, ``calibration``: the command's data options; with
+    the scenario's own ``catalog:`` and ``model_config:`` they stay active until the command
+    ends."""
     from fleetplan.scenario import load_scenario
 
-    use_cli_context(catalog=catalog, store=store, calibration=calibration)
+    use_cli_context(catalog=catalog, model_config=model_config, store=store,
+                    calibration=calibration)
     sc = load_scenario(path)
     ctx = sc.data_context() if hasattr(sc, "data_context") else None
     if ctx is not None:
@@ -183,7 +190,7 @@ def load_cli_scenario(path: Path, *, chooser: str | None = None,
         current = click.get_current_context(silent=True)
         if current is not None:
             current.with_resource(ctx.activate())
-    note_user_files(calibration=calibration is None, has_options=True)
+    note_user_files(calibration=calibration is None, has_options=True)  # --calibration exists
     if chooser is not None and sc.fleet is not None:
         given = " + ".join(f"{p.count}x{p.config}" for p in sc.fleet)
         typer.echo(f"note: {path}: the scenario's fleet ({given}) is ignored: {chooser}",

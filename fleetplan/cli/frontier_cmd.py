@@ -9,8 +9,12 @@ from rich.console import Console
 
 from fleetplan.cli._format import MTOK, MTOK_NOTE, OutputFormat, emit_csv, emit_json, emit_table
 from fleetplan.cli._options import (
+    CALIBRATION_OPTION,
+    CATALOG_OPTION,
+    MODEL_CONFIG_OPTION,
     PROGRESS_HELP,
     QUIET_HELP,
+    STORE_OPTION,
     TIMING_HELP,
     load_cli_scenario,
     progress_reporter,
@@ -37,6 +41,10 @@ def frontier_cmd(
     timing: bool = typer.Option(True, "--timing/--no-timing", help=TIMING_HELP),
     progress: bool = typer.Option(False, "--progress", help=PROGRESS_HELP),
     quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
+    catalog: list[Path] | None = CATALOG_OPTION,
+    model_config: list[Path] | None = MODEL_CONFIG_OPTION,
+    store: Path | None = STORE_OPTION,
+    calibration: Path | None = CALIBRATION_OPTION,
 ) -> None:
     """The cost frontier of a scenario: each point is a full solve checked by simulation.
 
@@ -48,7 +56,8 @@ def frontier_cmd(
     """
     if plot is not None and plot.suffix.lower() != ".png":
         raise InputError(f"--plot {plot}: the plot is written as PNG; name it FILE.png")
-    sc = load_cli_scenario(scenario, chooser="each point's solve chooses the fleet")
+    sc = load_cli_scenario(scenario, chooser="each point's solve chooses the fleet",
+                           catalog=catalog, model_config=model_config, store=store, calibration=calibration)
     with progress_reporter(quiet, progress) as reporter:
         result = frontier(sc, sweep, points, scheduler, solver=solver, lo=lo, hi=hi,
                           progress=reporter)

@@ -8,9 +8,16 @@ import pandas as pd
 import typer
 
 from fleetplan.cli._format import OutputFormat, emit_csv, emit_json, emit_table
-from fleetplan.cli._options import CALIBRATION_DEFAULT, note_user_files
+from fleetplan.cli._options import (
+    CALIBRATION_DEFAULT,
+    CATALOG_HELP,
+    MODEL_CONFIG_HELP,
+    model_name,
+    note_user_files,
+    use_cli_context,
+)
 from fleetplan.errors import InputError
-from fleetplan.replica.params import replica_params
+from fleetplan.replica.params import ReplicaParams, replica_params
 from fleetplan.replica.protocol import METRICS, replay
 from fleetplan.replica.steady import check_prefix_cache_hit, steady_state
 
@@ -26,8 +33,9 @@ MAX_STEADY_RATE = 1e5  # req/s, the bound of a scenario class's rate_rps
 
 
 def predict(
-    model: str = typer.Option(
-        ..., "--model", "-m", help="Model name, e.g. DeepSeek-R1-Distill-Qwen-14B."
+    model: str | None = typer.Option(
+        None, "--model", "-m", help="Model name, e.g. DeepSeek-R1-Distill-Qwen-14B (default: "
+        "the model of --model-config)."
     ),
     config: str = typer.Option(
         ..., "--config", "-c", help="Hardware configuration, e.g. 2xRTX-4090."
@@ -61,6 +69,9 @@ def predict(
     calibration: Path | None = typer.Option(
         None, "--calibration", help=f"Calibration file ({CALIBRATION_DEFAULT})."
     ),
+    model_config: list[Path] | None = typer.Option(
+        None, "--model-config", help=MODEL_CONFIG_HELP),
+    catalog: list[Path] | None = typer.Option(None, "--catalog", help=CATALOG_HELP),
     fmt: OutputFormat = typer.Option(
         OutputFormat.table, "--format", help="table, csv (the table's rows: metric, mean, std; "
         "--steady: metric, value) or json."),
@@ -68,6 +79,10 @@ def predict(
     """Predict what vLLM's benchmark would measure for MODEL on CONFIG at RATE.
 
     Example: fleetplan predict --model DeepSeek-R1-Distill-Qwen-14B --config 1xH100-PCIe --rate 16
+
+    An uncalibrated pair (calibrated: false) is predicted from the model's spec and the GPU's
+    datasheet; its ttft_p99_ms_band (and the other *_band fields) give the range the measured
+    value fell in for 80% of held-out runs of the bundled store (docs/spec-path-validation.md).
     """
     if not burstiness > 0:
         raise InputError(f"--burstiness {burstiness!r} must be > 0")
@@ -79,8 +94,10 @@ def predict(
         if not steady:
             raise InputError("--prefix-cache-hit applies to --steady; a burst replay takes "
                              "--warm-prefix-cache (the whole prompt cached)")
+    ctx = use_cli_context(catalog=catalog, model_config=model_config, calibration=calibration)
+    name = model_name(model, ctx)
     note_user_files(calibration=calibration is None)
-    params = replica_params(model, config, calibration=calibration)
+    params = replica_params(name, config, calibration=calibration)
     head = {
         "model": params.model,
         "config": params.config,
@@ -91,12 +108,16 @@ def predict(
         sres = steady_state(params, rate=rate, burstiness=burstiness,
                             prefix_cache_hit=prefix_cache_hit or 0.0)
         out = {**head, "mode": "steady", **sres.to_dict()}
+        bands = _bands(params, {k: v for k, v in sres.to_dict().items()
+                                if isinstance(v, int | float)})
+        out.update(bands)
         if fmt is OutputFormat.json:
             emit_json(out)
             return
         df = pd.DataFrame(
             [
-                {"metric": k, "value": v}
+                {"metric": k, "value": v,
+                 **({"band_80pct": _fmt_band(bands.get(f"{k}_band"))} if bands else {})}
                 for k, v in sres.to_dict().items()
                 if k not in ("model", "config")
             ]
@@ -107,7 +128,8 @@ def predict(
         emit_table(
             df,
             title=f"{params.model} on {params.config}: sustained {rate:g} req/s",
-            caption=f"calibrated: {str(params.calibrated).lower()} ({params.source})",
+            caption=f"calibrated: {str(params.calibrated).lower()} ({params.source})"
+            + (f"\nband_80pct: {bands['band_basis']}" if bands else ""),
         )
         return
     res = replay(
@@ -120,11 +142,14 @@ def predict(
         arrival_seed=arrival_seed,
         warm_prefix_cache=warm_prefix_cache,
     )
+    bands = _bands(params, {k: res.metrics[k].mean for k in METRICS})
     if fmt is OutputFormat.json:
-        emit_json({**head, "mode": "burst", **res.to_dict(), "note": BURST_NOTE})
+        emit_json({**head, "mode": "burst", **res.to_dict(), **bands, "note": BURST_NOTE})
         return
     df = pd.DataFrame(
-        [{"metric": k, "mean": res.metrics[k].mean, "std": res.metrics[k].std} for k in METRICS]
+        [{"metric": k, "mean": res.metrics[k].mean, "std": res.metrics[k].std,
+          **({"band_80pct": _fmt_band(bands.get(f"{k}_band"))} if bands else {})}
+         for k in METRICS]
     )
     if fmt is OutputFormat.csv:
         emit_csv(df)
@@ -133,8 +158,25 @@ def predict(
         df,
         title=f"{params.model} on {params.config}: {num_prompts} prompts at {rate:g} req/s",
         caption=f"calibrated: {str(params.calibrated).lower()} ({params.source})\n"
-        f"mean and spread over {seeds} length seeds; {BURST_NOTE}",
+        + (f"band_80pct: {bands['band_basis']}\n" if bands else "")
+        + f"mean and spread over {seeds} length seeds; {BURST_NOTE}",
     )
+
+
+def _bands(params: ReplicaParams, metrics: dict[str, float]) -> dict[str, object]:
+    """The ``*_band`` fields of an uncalibrated prediction (none when calibrated)."""
+    if params.calibrated:
+        return {}
+    from fleetplan.catalog.hardware import HardwareConfig
+    from fleetplan.validate.bands import prediction_bands
+
+    return prediction_bands(HardwareConfig.parse(params.config).gpu, metrics)
+
+
+def _fmt_band(band: object) -> str:
+    if not isinstance(band, list):
+        return ""
+    return f"{band[0]:.4g} - {band[1]:.4g}"
 
 
 def register(app: typer.Typer) -> None:

@@ -14,7 +14,13 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from fleetplan.cli._format import MTOK, OutputFormat, emit_csv, emit_json, emit_table
-from fleetplan.cli._options import load_cli_scenario
+from fleetplan.cli._options import (
+    CALIBRATION_OPTION,
+    CATALOG_OPTION,
+    MODEL_CONFIG_OPTION,
+    STORE_OPTION,
+    load_cli_scenario,
+)
 from fleetplan.cli._plot import PLOT_HELP, save_result_plot
 from fleetplan.errors import InputError
 from fleetplan.fleet import SimulationResult, simulate
@@ -119,6 +125,10 @@ def simulate_cmd(
     replications: int | None = typer.Option(None, "--replications", min=1, max=1000,
                                             help="Override sim.replications."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    catalog: list[Path] | None = CATALOG_OPTION,
+    model_config: list[Path] | None = MODEL_CONFIG_OPTION,
+    store: Path | None = STORE_OPTION,
+    calibration: Path | None = CALIBRATION_OPTION,
     plot: Path | None = typer.Option(None, "--plot", help=PLOT_HELP),
     plot_kind: str = typer.Option("latency", "--plot-kind",
                                   help="latency (P99 TTFT vs SLO per class) or fleet."),
@@ -137,7 +147,7 @@ def simulate_cmd(
 
     The JSON (--format json) is a contract; same scenario and seed give byte-identical output.
     """
-    sc = load_cli_scenario(scenario)
+    sc = load_cli_scenario(scenario, catalog=catalog, model_config=model_config, store=store, calibration=calibration)
     if seed is not None or replications is not None:
         sim = sc.sim.model_dump()
         if seed is not None:

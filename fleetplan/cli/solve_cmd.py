@@ -11,8 +11,12 @@ from rich.console import Console
 from fleetplan._io import atomic_write_text
 from fleetplan.cli._format import MTOK, OutputFormat, dumps, emit_csv, emit_json, emit_table
 from fleetplan.cli._options import (
+    CALIBRATION_OPTION,
+    CATALOG_OPTION,
+    MODEL_CONFIG_OPTION,
     PROGRESS_HELP,
     QUIET_HELP,
+    STORE_OPTION,
     TIMING_HELP,
     load_cli_scenario,
     progress_reporter,
@@ -90,6 +94,10 @@ def solve_cmd(
         None, "--plot-kind", help="latency (default), fleet, or hours (diurnal plans)."),
     progress: bool = typer.Option(False, "--progress", help=PROGRESS_HELP),
     quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
+    catalog: list[Path] | None = CATALOG_OPTION,
+    model_config: list[Path] | None = MODEL_CONFIG_OPTION,
+    store: Path | None = STORE_OPTION,
+    calibration: Path | None = CALIBRATION_OPTION,
 ) -> None:
     """The cheapest fleet meeting every class's SLO, checked by simulation.
 
@@ -101,7 +109,8 @@ def solve_cmd(
     if report is not None:
         check_html_path(report, "--report")
     sc = load_cli_scenario(scenario, chooser="solve chooses the fleet; fleetplan simulate "
-                           "evaluates the given one")
+                           "evaluates the given one", catalog=catalog,
+                           model_config=model_config, store=store, calibration=calibration)
     with progress_reporter(quiet, progress) as reporter:
         plan = solve(sc, solver=solver, executor=executor, max_rounds=max_rounds,
                      progress=reporter)

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from fleetplan._load import load_data
-from fleetplan.context import DataContext, scenario_context, use_context
+from fleetplan.context import DataContext, active_data, scenario_context, use_context
 from fleetplan.errors import InputError
 from fleetplan.scenario.messages import format_validation_error
 from fleetplan.scenario.model import Scenario
@@ -57,6 +57,8 @@ def scenario_from_dict(data: Any, source: str = "scenario",
 def _data_context(data: dict[str, Any], source: str, base: Path | None) -> DataContext | None:
     """The context of the scenario's ``catalog:`` and ``model_config:`` (paths made relative to
     its folder in ``data``; ``model`` filled from the config when left out), or None."""
+    if "model" not in data and "model_config" not in data and active_data().model is not None:
+        data["model"] = active_data().model.model  # type: ignore[union-attr]  # --model-config
     paths: dict[str, str | None] = {}
     for key in ("catalog", "model_config"):
         v = data.get(key)
