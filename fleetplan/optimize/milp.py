@@ -134,6 +134,9 @@ def _read(model: MilpModel, status: MilpStatus) -> tuple:  # type: ignore[type-a
         pool = problem.pools[k]
         opened = model.opened.get((k, h))
         spare = model.spares if opened is not None and (opened.value() or 0) > 0.5 else 0
+        churn = model.churn_spares.get((k, h))
+        if churn is not None:
+            spare += int(round(pulp.value(churn) or 0.0))
         for j, (ti, v) in enumerate(rows):  # tiers are strictest first: spares go to rows[0]
             name = pool.name(tiers_all[ti])
             counts[(name, h)] = v + (spare if j == 0 else 0)

@@ -8,6 +8,14 @@ committed base ``b[k,t]`` plus hourly on-demand ``o[k,t,h]`` in ``base-plus-on-d
 ``u[k,h]`` binary "candidate ``k`` is open" (one for the day in the modes whose fleet is shared
 by the hours), which brings ``redundancy`` spare replicas for all its tiers together.
 
+Churn spares (a candidate whose replicas are down a share ``u`` of the time, from the scenario's
+``reliability:`` block): ``N`` working replicas (all its tiers) need ``K(N)`` spares, the fewest
+``k`` with ``P(Binomial(N + k, u) > k) <= quantile`` (:func:`fleetplan.scenario.reliability.
+spares_table`, a non-decreasing step function). It is linearised exactly with one binary per
+step: ``z[k,h,j] = 1`` when ``N >= N_j`` (the smallest ``N`` with ``K(N) >= j``), forced by
+``N - (N_j - 1) <= (ub - N_j + 1) z[k,h,j]``; the spares are ``sum_j z[k,h,j]`` (cost pushes each
+``z`` to 0 where it may be) and count in the candidate's fleet like any replica.
+
 Constraints: every class's traffic is fully assigned; capacity at SLO per pool (``sum_c
 rate*x/cap <= n``); spares (``n <= ub*u``); per-candidate replica caps, GPU availability per type
 (and region), the budget per hour and carbon (g/Mtok or kg/day) all count every tier of a
@@ -63,6 +71,7 @@ class MilpModel:
     fleet: dict[tuple[int, int], pulp.LpAffineExpression] = field(default_factory=dict)
     spares: int = 0
     objectives: dict[str, pulp.LpAffineExpression] = field(default_factory=dict)
+    churn_spares: dict[tuple[int, int], pulp.LpAffineExpression] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -113,7 +122,7 @@ def build_model(problem: PlanProblem, *, objective: str = "cost",
     b.carbon()
     b.objective(objective)
     return MilpModel(problem, b.prob, b.n, b.x, b.opened, b.base, b.cost_h, b.carbon_h,
-                     b.unservable, b.slacks, b.fleet, b.red, b.objectives)
+                     b.unservable, b.slacks, b.fleet, b.red, b.objectives, b.churn_spares)
 
 
 class _Builder:
@@ -150,6 +159,7 @@ class _Builder:
         self.cost_h: list[pulp.LpAffineExpression] = []
         self.carbon_h: list[pulp.LpAffineExpression] = []
         self.objectives: dict[str, pulp.LpAffineExpression] = {}
+        self.churn_spares: dict[tuple[int, int], pulp.LpAffineExpression] = {}
 
     def limit(self, family: str, label: str, expr: pulp.LpAffineExpression, bound: float,
               name: str) -> None:
@@ -218,7 +228,33 @@ class _Builder:
                     prob += (self.n[(k, ti, h)] - self.pt[(k, ti)][h] * u <= 0,
                              f"open_{self._tag(k, ti)}_h{h}")
                 terms = terms + self.red * u
+            spares = self._churn_spares(k, h)
+            if spares is not None:
+                terms = terms + spares
             self.fleet[(k, h)] = pulp.LpAffineExpression(terms)
+
+    def _churn_spares(self, k: int, h: int) -> pulp.LpAffineExpression | None:
+        """Candidate ``k``'s churn spares in hour ``h`` (module docstring); ``None`` when its
+        replicas never fail."""
+        from fleetplan.scenario.reliability import spares_table
+
+        pool = self.problem.pools[k]
+        if pool.unavailability <= 0:
+            return None
+        working = pulp.lpSum(self.n[(k, ti, h)] for ti in self.tiers_of[k])
+        ub = sum(self.pt[(k, ti)][h] for ti in self.tiers_of[k])
+        table = spares_table(ub, pool.unavailability, pool.spare_quantile)
+        steps = []
+        for j in range(1, table[-1] + 1):
+            nj = next(n for n, need in enumerate(table) if need >= j)
+            z = self.prob.add_variable(f"z_{self._tag(k, 0)}_h{h}_s{j}", cat=pulp.LpBinary)
+            self.prob += (working - (ub - nj + 1) * z <= nj - 1,
+                          f"spare_{self._tag(k, 0)}_h{h}_s{j}")
+            steps.append(z)
+        expr = pulp.LpAffineExpression(pulp.lpSum(steps)) if steps else \
+            pulp.LpAffineExpression()
+        self.churn_spares[(k, h)] = expr
+        return expr
 
     # ---------------------------------------------------------------- per-class coverage
     def coverage(self) -> None:

@@ -49,12 +49,13 @@ class FleetEntry:
     region: str
     tier_ttft_p99_ms: float | None = None
     tier_tpot_p99_ms: float | None = None
+    spare: int | None = None  # of ``count``, replicas kept for churn (reliability block only)
 
     @classmethod
-    def of_pool(cls, name: str, count: int, tier: Tier) -> FleetEntry:
+    def of_pool(cls, name: str, count: int, tier: Tier, spare: int | None = None) -> FleetEntry:
         """``count`` replicas of the pool named ``name`` (``config@region/200ms``) at ``tier``."""
         config, _, rest = name.partition("@")
-        return cls(config, count, rest.partition("/")[0], tier.ttft_ms, tier.tpot_p99_ms)
+        return cls(config, count, rest.partition("/")[0], tier.ttft_ms, tier.tpot_p99_ms, spare)
 
     @property
     def pool(self) -> str:
@@ -74,11 +75,14 @@ class FleetEntry:
                                "tier_ttft_p99_ms": self.tier_ttft_p99_ms, "count": self.count}
         if self.tier_tpot_p99_ms is not None:
             out["tier_tpot_p99_ms"] = self.tier_tpot_p99_ms
+        if self.spare is not None:
+            out["spare"] = self.spare
         return out
 
     def scenario_pool(self) -> dict[str, Any]:
         """The entry as a scenario's ``fleet`` item."""
-        return {k: v for k, v in self.to_dict().items() if k != "pool" and v is not None}
+        return {k: v for k, v in self.to_dict().items()
+                if k not in ("pool", "spare") and v is not None}
 
 
 @dataclass(frozen=True)
@@ -96,6 +100,10 @@ class ClassResult:
     slo_e2e_p99_ms: float | None = None
     e2e_p99_ms: float | None = None
     ttft_p99_ci_ms: tuple[float, float] | None = None
+    # solve --confidence only: the chance the SLO holds given the model's measured error, and
+    # the latency margin (ms off the TTFT SLO) the plan was sized with
+    slo_met_probability: float | None = None
+    margin_ms: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -104,7 +112,8 @@ class ClassResult:
         }
         if self.ttft_p99_ci_ms is not None:
             out["ttft_p99_ci_ms"] = list(self.ttft_p99_ci_ms)
-        for k in ("slo_tpot_p99_ms", "tpot_p99_ms", "slo_e2e_p99_ms", "e2e_p99_ms"):
+        for k in ("slo_tpot_p99_ms", "tpot_p99_ms", "slo_e2e_p99_ms", "e2e_p99_ms",
+                  "slo_met_probability", "margin_ms"):
             if getattr(self, k) is not None:
                 out[k] = getattr(self, k)
         return out

@@ -92,6 +92,10 @@ class Pool:
     grid_g_per_kwh: float
     embodied_g_per_hour: float = 0.0  # per replica, amortized
     max_replicas: int | None = None
+    # churn (scenario reliability block): steady-state share of time a replica is down, and the
+    # quantile the pool's spares are sized at (k: P(more than k of N + k down) <= quantile)
+    unavailability: float = 0.0
+    spare_quantile: float = 0.01
 
     @property
     def key(self) -> str:

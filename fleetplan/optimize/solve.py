@@ -91,7 +91,10 @@ def solve_inputs(scenario: Scenario, inputs: Inputs, settings: SolverSettings, *
                  executor: Executor, max_rounds: int = DEFAULT_MAX_ROUNDS,
                  max_trims: int = DEFAULT_MAX_TRIMS, progress: Progress | None = None) -> Plan:
     """Closed loop and report for a scenario whose MILP inputs are already built."""
-    problem = inputs.problem
+    from dataclasses import replace
+
+    problem = with_reliability(scenario, inputs.problem)
+    inputs = replace(inputs, problem=problem)
 
     def verify(sol, ex):  # type: ignore[no-untyped-def]
         return verify_plan(scenario, problem, sol, ex)
@@ -138,9 +141,29 @@ def _candidate_capacities(inputs: Inputs) -> tuple[CapacityNote, ...]:
     return tuple(notes)
 
 
-def _entries(counts: dict[str, int], tiers: dict[str, Tier]) -> tuple[FleetEntry, ...]:
-    return tuple(FleetEntry.of_pool(name, n, tiers[name])
+def _entries(counts: dict[str, int], tiers: dict[str, Tier],
+             spares: dict[str, int] | None = None) -> tuple[FleetEntry, ...]:
+    """Fleet entries; ``spares`` (reliability block only): each pool's replicas kept for churn."""
+    return tuple(FleetEntry.of_pool(name, n, tiers[name],
+                                    None if spares is None else spares.get(name, 0))
                  for name, n in sorted(counts.items()) if n > 0)
+
+
+def with_reliability(scenario: Scenario, problem: PlanProblem) -> PlanProblem:
+    """``problem`` with each candidate's steady-state unavailability from the scenario's
+    ``reliability:`` block (the MILP then keeps churn spares; unchanged without a block)."""
+    from dataclasses import replace
+
+    from fleetplan.scenario.reliability import resolve
+
+    if scenario.reliability is None:
+        return problem
+    pools = []
+    for p in problem.pools:
+        rel = resolve(scenario.reliability, p.config, p.gpu, p.gpu_count)
+        pools.append(p if rel is None else replace(p, unavailability=rel.unavailability,
+                                                    spare_quantile=rel.quantile))
+    return problem.replace(pools=tuple(pools))
 
 
 def _report(scenario: Scenario, inputs: Inputs, settings: SolverSettings,
@@ -151,6 +174,12 @@ def _report(scenario: Scenario, inputs: Inputs, settings: SolverSettings,
     tiers = {name: t for (name, _h), t in sol.tiers.items()}
     per_hour = [{k: n for (k, hh), n in sol.counts.items() if hh == h} for h in range(H)]
     peak = {k: max(c.get(k, 0) for c in per_hour) for k in tiers}
+    spares: dict[str, int] | None = None
+    if scenario.reliability is not None:  # the spares of each pool's peak hour
+        spares = {}
+        for k in tiers:
+            h_peak = max(range(H), key=lambda h, k=k: (per_hour[h].get(k, 0), -h))
+            spares[k] = sol.spares.get((k, h_peak), 0)
     mtok_day = sum(problem.mtok_per_hour(h) for h in range(H)) * 24 / H
     cost_h = sol.cost_per_day_usd / 24
     g_total = sum(c.g_co2_per_hour for c in checks)
@@ -206,7 +235,7 @@ def _report(scenario: Scenario, inputs: Inputs, settings: SolverSettings,
                           settings.gap, out.rounds, settings.time_limit_s,
                           _r(sol.gap_achieved))
     return Plan(
-        status=status, fleet=_entries(peak, tiers), cost_per_hour_usd=_r(cost_h),
+        status=status, fleet=_entries(peak, tiers, spares), cost_per_hour_usd=_r(cost_h),
         cost_per_mtok_usd=_r(sol.cost_per_day_usd / mtok_day) if mtok_day else None,
         g_co2_per_mtok=_r(g_total / tokens * 1e6) if tokens else None,
         classes=tuple(classes), solver=report, verified=out.verified,
@@ -238,6 +267,12 @@ def _capacity_notes(inputs: Inputs, out: LoopOutcome) -> tuple[CapacityNote, ...
 
 def _notes(inputs: Inputs, out: LoopOutcome) -> tuple[str, ...]:
     notes = [BURST_NOTE, *inputs.notes, *out.history]
+    for p in inputs.problem.pools:
+        if p.unavailability > 0:
+            notes.append(f"churn: {p.key} replicas are down {p.unavailability * 100:.3g}% of "
+                         "the time (reliability block); the plan keeps the fewest spares k with "
+                         f"P(more than k of the pool down) <= {p.spare_quantile:g} (binomial, "
+                         "independent replicas)")
     if not out.verified:
         notes.append(f"NOT VERIFIED: after {out.rounds} round(s) the simulated plan still "
                      "misses an SLO or the carbon cap; classes marked met=false did not meet it")
