@@ -13,8 +13,8 @@ from fleetplan.catalog.models import ModelSpec, get_model, load_models, normaliz
 from fleetplan.catalog.prices import DEFAULT_MARKET, Price, load_prices, price_for
 
 __all__ = [
-    "DEFAULT_MARKET", "DEFAULT_REGION", "Catalog", "GPUSpec", "GridIntensity", "HardwareConfig", "ModelSpec",
-    "Price", "active_catalog", "bundled_catalog", "config_name", "data_dir", "get_gpu", "get_model", "grid_intensity", "load_gpus",
-    "load_grid", "load_models", "load_prices", "normalize_gpu", "normalize_model", "price_for",
-    "use_catalog",
+    "DEFAULT_MARKET", "DEFAULT_REGION", "Catalog", "GPUSpec", "GridIntensity", "HardwareConfig",
+    "ModelSpec", "Price", "active_catalog", "bundled_catalog", "config_name", "data_dir",
+    "get_gpu", "get_model", "grid_intensity", "load_gpus", "load_grid", "load_models",
+    "load_prices", "normalize_gpu", "normalize_model", "price_for", "use_catalog",
 ]

@@ -185,8 +185,9 @@ def _model_name(p: Path, cfg: dict[str, Any]) -> tuple[str, str]:
 def spec_from_hf_config(path: str | os.PathLike[str], *, name: str | None = None) -> ModelSpec:
     """The :class:`~fleetplan.catalog.models.ModelSpec` of a Hugging Face ``config.json``.
 
-    ``name`` overrides the short name (default: the folder's name, see :func:`_model_name`). Parameters are counted from the architecture, so
-    they can be checked against the published figure of the model card.
+    ``name`` overrides the short name (default: the folder's name, see :func:`_model_name`).
+    Parameters are counted from the architecture, so they can be checked against the published
+    figure of the model card.
     """
     from fleetplan.catalog.models import ModelSpec
 

@@ -57,7 +57,7 @@ def ideal_coefficients(spec: ModelSpec, hw: HardwareConfig) -> dict[str, float]:
     bw = gpu.mem_bandwidth_gb_s * 1e9
     flops = gpu.fp16_tflops_dense * 1e12
     t_weights = spec.weight_bytes / tp / bw
-    t_tok = 2.0 * spec.params_b * 1e9 / tp / flops
+    t_tok = spec.flops_per_token / tp / flops  # MoE: the active parameters only
     comm_step = comm_tok = 0.0
     if tp > 1:
         n_ar = 2 * spec.layers
@@ -108,15 +108,28 @@ def kv_capacity_tokens(spec: ModelSpec, hw: HardwareConfig, *,
 
 def prior_params(spec: ModelSpec, hw: HardwareConfig, *,
                  efficiency: Mapping[str, float] | Mapping[str, object] | None = None,
-                 source: str | None = None) -> ReplicaParams:
+                 source: str | None = None,
+                 engine_version: str | None = None) -> ReplicaParams:
     """Parameters from first principles: :func:`ideal_coefficients` x efficiency ratios.
 
     ``efficiency`` maps coefficient names to ratios (fitted / ideal) learned from calibrated
     configurations of the same GPU type (as stored in the calibration file's ``efficiency``
     table, whose entries may also carry ``n_configs``); missing names use
-    :data:`DEFAULT_RATIOS`. The result has ``calibrated=False``.
+    :data:`DEFAULT_RATIOS`. The result has ``calibrated=False``. ``engine_version``: the vLLM
+    version whose defaults the server ran with (:mod:`fleetplan.replica.engine_defaults`;
+    default: the named assumption above, the study's).
     """
     ideal = ideal_coefficients(spec, hw)
+    seqs, batched, block, util = (MAX_NUM_SEQS, MAX_NUM_BATCHED_TOKENS, BLOCK_SIZE,
+                                  GPU_MEMORY_UTILIZATION)
+    engine_note = ""
+    if engine_version is not None:
+        from fleetplan.replica.engine_defaults import engine_defaults
+
+        d = engine_defaults(engine_version, hw.gpu, hw.spec.vram_gb)
+        seqs, batched, block, util = (d.max_num_seqs, d.max_num_batched_tokens, d.block_size,
+                                      d.gpu_memory_utilization)
+        engine_note = f"; engine defaults of vLLM {engine_version} ({d.source})"
     ratios = dict(DEFAULT_RATIOS)
     learned = 0
     if efficiency:
@@ -125,8 +138,9 @@ def prior_params(spec: ModelSpec, hw: HardwareConfig, *,
                 ratios[k] = float(v)
         n = efficiency.get("n_configs", 0)
         learned = int(n) if isinstance(n, int | float) else 0
-    kv = kv_capacity_tokens(spec, hw)
-    kv = max(BLOCK_SIZE * 4, int(kv * ratios["kv_capacity_tokens"]) // BLOCK_SIZE * BLOCK_SIZE)
+    kv = kv_capacity_tokens(spec, hw, gpu_memory_utilization=util,
+                            max_num_batched_tokens=batched, max_num_seqs=seqs)
+    kv = max(block * 4, int(kv * ratios["kv_capacity_tokens"]) // block * block)
     how = (f"efficiency learned from {learned} calibrated {hw.gpu} configuration(s)" if learned
            else "default efficiency assumptions (no calibrated configuration of this GPU)")
     return ReplicaParams(
@@ -136,8 +150,8 @@ def prior_params(spec: ModelSpec, hw: HardwareConfig, *,
         c_seq=ideal["c_seq"] * ratios["c_seq"],
         c_kv_tok=ideal["c_kv_tok"] * ratios["c_kv_tok"],
         overhead_s=ideal["overhead_s"] * ratios["overhead_s"],
-        kv_capacity_tokens=kv, max_num_seqs=MAX_NUM_SEQS,
-        max_num_batched_tokens=MAX_NUM_BATCHED_TOKENS, block_size=BLOCK_SIZE,
+        kv_capacity_tokens=kv, max_num_seqs=seqs,
+        max_num_batched_tokens=batched, block_size=block,
         max_model_len=int(min(spec.context_length, kv)), calibrated=False,
-        source=source or f"spec-based prior (model card + GPU datasheet); {how}",
+        source=(source or f"spec-based prior (model card + GPU datasheet); {how}") + engine_note,
     )

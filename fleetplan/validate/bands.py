@@ -1,0 +1,198 @@
+"""Error bands for uncalibrated (spec-path) predictions, from cross-validation on the bundled
+store.
+
+``scripts/gen_spec_errors.py`` predicts every calibrated configuration of the bundled store the
+way an unmeasured pair is predicted (model card + GPU datasheet x efficiency ratios learned from
+*other* calibrated configurations) twice: leave-one-config-out (the other configurations of the
+same GPU type, the fold's own excluded) and leave-one-model-out (every configuration of the
+fold's model excluded, so the ratios come from other models only). The signed relative errors
+(predicted / measured - 1) of unflagged runs, per GPU type and pooled, are summarized in
+``data/spec_errors.json`` (10th, 50th and 90th percentiles, n); ``docs/spec-path-validation.md``
+renders them.
+
+Main entries:
+
+- :func:`error_table` (the loaded table), :func:`error_band` (one metric: the range the measured
+  value fell in for 80% of held-out runs, given a prediction: ``[pred / (1 + e90),
+  pred / (1 + e10)]``), :func:`prediction_bands` (every banded metric of a prediction, the
+  ``*_band`` fields ``fleetplan predict`` prints).
+- :func:`safety_factor` for a solver's safety margin (``solve --confidence``): the factor by
+  which a spec-path capacity (throughput) or latency must be derated so that, at quantile
+  ``q`` of the held-out errors, the measured value would still meet it (measured = predicted /
+  (1 + e)): for throughput ``1 / (1 + e_q)``, capped at 1; for latencies ``1 / (1 + e_(1-q))``,
+  at least 1. Quantiles between the
+  stored 10/50/90th are interpolated linearly; outside them the end value is used.
+
+A GPU type absent from the table (a user's GPU) gets the pooled ``leave-one-gpu-out`` figures
+(each configuration predicted with ratios of the other GPU types only), and says so
+(``basis``). Calibrated predictions carry no band: their error is the in-sample one of
+``docs/validation.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from fleetplan.errors import DataError, InputError
+
+ERRORS_FILE = "spec_errors.json"
+# prediction metric -> the cross-validated metric whose errors bound it
+BANDED = {
+    "request_throughput": "request_throughput",
+    "output_throughput": "output_throughput",
+    "ttft_p50_ms": "ttft_p50_ms",
+    "ttft_p99_ms": "ttft_p99_ms",
+    "tpot_p50_ms": "tpot_p50_ms",
+    "tpot_p99_ms": "tpot_p50_ms",  # TPOT p99 is not in the measured tables: p50's errors
+}
+LATENCY = {"ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms"}
+POOLED = "all"
+UNMEASURED_GPU_FOLD = "leave-one-gpu-out"
+
+
+@dataclass(frozen=True)
+class ErrorQuantiles:
+    """Signed relative errors (predicted / measured - 1) of held-out runs: 10/50/90th, n."""
+
+    p10: float
+    p50: float
+    p90: float
+    n: int
+
+    def at(self, q: float) -> float:
+        """The error at quantile ``q`` (0-1), linear between the stored ones, clamped."""
+        pts = ((0.1, self.p10), (0.5, self.p50), (0.9, self.p90))
+        if q <= pts[0][0]:
+            return self.p10
+        if q >= pts[-1][0]:
+            return self.p90
+        for (q0, e0), (q1, e1) in zip(pts, pts[1:], strict=False):
+            if q0 <= q <= q1:
+                return e0 + (e1 - e0) * (q - q0) / (q1 - q0)
+        return self.p50
+
+
+@dataclass(frozen=True)
+class Band:
+    """Where the measured value fell for 80% of held-out runs, given ``predicted``."""
+
+    lo: float
+    hi: float
+    basis: str
+
+    def to_list(self) -> list[float]:
+        return [self.lo, self.hi]
+
+
+@dataclass(frozen=True)
+class ErrorTable:
+    """``fold`` ('leave-one-config-out' / 'leave-one-model-out') -> GPU type (or ``all``) ->
+    metric -> quantiles; ``source``: how it was made."""
+
+    folds: dict[str, dict[str, dict[str, ErrorQuantiles]]]
+    source: str
+    path: Path
+
+    def quantiles(self, gpu: str, metric: str, fold: str) -> tuple[ErrorQuantiles, str]:
+        """The quantiles for ``gpu`` (the pooled ones when the GPU type has none) and a basis
+        line naming which."""
+        table = self.folds.get(fold)
+        if table is None:
+            raise InputError(f"error table fold {fold!r} unknown (valid: "
+                             f"{', '.join(sorted(self.folds))})")
+        cv = BANDED.get(metric, metric)
+        row = table.get(gpu, {}).get(cv)
+        if row is not None:
+            return row, f"{fold} errors of {row.n} held-out {gpu} runs ({cv})"
+        # a GPU type never measured gets what the other GPU types' ratios did on each type
+        fold = UNMEASURED_GPU_FOLD if UNMEASURED_GPU_FOLD in self.folds else fold
+        pooled = self.folds[fold].get(POOLED, {}).get(cv)
+        if pooled is None:
+            raise InputError(f"no cross-validated errors for metric {metric}")
+        return pooled, (f"{fold} errors of {pooled.n} held-out runs of all GPU types ({cv}; "
+                        f"none measured on {gpu})")
+
+
+def _quantiles(obj: Any, where: str) -> ErrorQuantiles:
+    try:
+        q = ErrorQuantiles(float(obj["p10"]), float(obj["p50"]), float(obj["p90"]),
+                           int(obj["n"]))
+    except (KeyError, TypeError, ValueError):
+        raise DataError(f"{where}: expected p10, p50, p90 and n") from None
+    if not all(math.isfinite(v) and v > -1 for v in (q.p10, q.p50, q.p90)) or not (
+            q.p10 <= q.p50 <= q.p90):
+        raise DataError(f"{where}: quantiles must be finite, > -1 and ordered")
+    return q
+
+
+@cache
+def _load(path: str, mtime: float) -> ErrorTable:
+    try:
+        obj = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise DataError(f"{path}: not a readable error table ({exc})") from None
+    folds = {}
+    for fold, by_gpu in (obj.get("folds") or {}).items():
+        folds[fold] = {g: {m: _quantiles(q, f"{path}: folds.{fold}.{g}.{m}")
+                           for m, q in metrics.items()} for g, metrics in by_gpu.items()}
+    return ErrorTable(folds, str(obj.get("source", "")), Path(path))
+
+
+def error_table(path: str | Path | None = None) -> ErrorTable:
+    """The error table (default: the bundled ``data/spec_errors.json``)."""
+    from fleetplan.catalog._tables import data_dir
+
+    p = Path(path) if path is not None else data_dir() / ERRORS_FILE
+    if not p.is_file():
+        raise DataError(f"{p}: error table not found (scripts/gen_spec_errors.py writes it)")
+    return _load(str(p.resolve()), p.stat().st_mtime)
+
+
+def error_band(gpu: str, metric: str, predicted: float, *,
+               fold: str = "leave-one-model-out", table: ErrorTable | None = None) -> Band:
+    """The 80% band of the measured value of ``metric`` around a spec-path prediction on a
+    ``gpu`` (catalog name): ``[pred / (1 + e90), pred / (1 + e10)]``."""
+    t = table or error_table()
+    q, basis = t.quantiles(gpu, metric, fold)
+    return Band(predicted / (1.0 + q.p90), predicted / (1.0 + q.p10), basis)
+
+
+def prediction_bands(gpu: str, metrics: dict[str, float], *,
+                     fold: str = "leave-one-model-out", table: ErrorTable | None = None,
+                     digits: int = 4) -> dict[str, Any]:
+    """``{metric}_band: [lo, hi]`` for every banded metric of ``metrics`` and
+    ``band_basis``: the one line saying which held-out errors they come from."""
+    t = table or error_table()
+    out: dict[str, Any] = {}
+    basis = ""
+    for m, v in metrics.items():
+        if m in BANDED and isinstance(v, int | float) and math.isfinite(v):
+            b = error_band(gpu, m, float(v), fold=fold, table=t)
+            out[f"{m}_band"] = [round(b.lo, digits), round(b.hi, digits)]
+            if m == "ttft_p99_ms" or not basis:
+                basis = b.basis
+    if out:
+        out["band_basis"] = (f"80% of held-out runs measured inside the band ({basis}; "
+                             f"{t.source})")
+    return out
+
+
+def safety_factor(gpu: str, metric: str, *, confidence: float = 0.9,
+                  fold: str = "leave-one-model-out", table: ErrorTable | None = None) -> float:
+    """Derating factor for a spec-path figure at ``confidence`` (0.5-0.99): multiply a
+    predicted throughput/capacity by it, or a predicted latency by it, so that the measured
+    value meets the derated figure for that share of held-out runs (see the module docstring).
+    Never loosens the prediction: the factor is <= 1 for throughput and >= 1 for latencies."""
+    if not 0.5 <= confidence < 1.0:
+        raise InputError(f"confidence(={confidence!r}) must be in [0.5, 1)")
+    t = table or error_table()
+    q, _basis = t.quantiles(gpu, metric, fold)
+    if metric in LATENCY:
+        return max(1.0, 1.0 / (1.0 + q.at(1.0 - confidence)))
+    # measured = pred / (1 + e): the measured throughput is below pred / (1 + e_hi) ...
+    return min(1.0, 1.0 / (1.0 + q.at(confidence)))

@@ -1,0 +1,154 @@
+"""Leave-one-model-out cross-validation of the spec path, and the error table it yields.
+
+Main entries: :func:`leave_one_model_out` (each calibrated model's configurations predicted
+from specs with efficiency ratios learned from the *other models'* calibrated configurations,
+the tiers of :func:`fleetplan.replica.params.learned_efficiency`; since a configuration's
+ratios come first from the same GPU and count, and a model has one configuration per GPU and
+count, it matches leave-one-config-out wherever that tier exists), :func:`leave_one_gpu_out`
+(ratios pooled over the other GPU types: a user's new GPU), :func:`error_quantiles`
+(signed error quantiles per GPU type and pooled, from cross-validation records: what
+``data/spec_errors.json`` holds, read by :mod:`fleetplan.validate.bands`) and
+:func:`spec_path_markdown` (``docs/spec-path-validation.md``).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from fleetplan._progress import Progress, step
+from fleetplan.catalog.hardware import HardwareConfig
+from fleetplan.catalog.models import get_model
+from fleetplan.replica.calibrate import group_runs
+from fleetplan.replica.calibration_file import CalibrationEntry
+from fleetplan.replica.params import learned_efficiency
+from fleetplan.replica.priors import prior_params
+from fleetplan.replica.runs import MeasuredRun, predict_run
+from fleetplan.validate.bands import POOLED
+from fleetplan.validate.core import VALIDATE_SEEDS, run_record
+from fleetplan.validate.cv import summaries
+from fleetplan.validate.records import CvResult, RunRecord
+
+TABLE_METRICS = ("request_throughput", "output_throughput", "ttft_p50_ms", "ttft_p99_ms",
+                 "tpot_p50_ms")
+
+
+def leave_one_model_out(runs: Sequence[MeasuredRun], entries: Sequence[CalibrationEntry], *,
+                        seeds: Sequence[int] = VALIDATE_SEEDS,
+                        progress: Progress | None = None) -> CvResult:
+    """Predict each calibrated model's runs with ratios learned from other models only."""
+    calibrated = {e.key for e in entries if e.calibrated}
+    folds = [(key, rs) for key, rs in group_runs(runs).items() if key in calibrated]
+    records: list[RunRecord] = []
+    not_covered: list[tuple[str, str]] = []
+    with step(progress, "leave-one-model-out folds", len(folds)) as advance:
+        for key, rs in folds:
+            hw = HardwareConfig.parse(key[1])
+            others = [e for e in entries if e.model != key[0]]
+            eff, _how = learned_efficiency(others, hw.gpu, hw.gpu_count)
+            if eff is None or not any(e.gpu == hw.gpu for e in others if e.calibrated):
+                not_covered.append(key)
+            else:
+                params = prior_params(get_model(key[0]), hw, efficiency=eff)
+                records.extend(run_record(run, False, predict_run(params, run, seeds=seeds))
+                               for run in rs)
+            advance(1)
+    return summaries(records, False, not_covered=not_covered)
+
+
+def leave_one_gpu_out(runs: Sequence[MeasuredRun], entries: Sequence[CalibrationEntry], *,
+                      seeds: Sequence[int] = VALIDATE_SEEDS,
+                      progress: Progress | None = None) -> CvResult:
+    """Predict each calibrated configuration with ratios pooled over the *other GPU types'*
+    calibrated configurations: what a GPU absent from the store (a user's ``gpus.csv`` row)
+    gets."""
+    calibrated = {e.key for e in entries if e.calibrated}
+    folds = [(key, rs) for key, rs in group_runs(runs).items() if key in calibrated]
+    records: list[RunRecord] = []
+    not_covered: list[tuple[str, str]] = []
+    with step(progress, "leave-one-gpu-out folds", len(folds)) as advance:
+        for key, rs in folds:
+            hw = HardwareConfig.parse(key[1])
+            others = [e for e in entries if e.gpu != hw.gpu]
+            eff, _how = learned_efficiency(others, hw.gpu, hw.gpu_count)
+            if eff is None:
+                not_covered.append(key)
+            else:
+                params = prior_params(get_model(key[0]), hw, efficiency=eff)
+                records.extend(run_record(run, False, predict_run(params, run, seeds=seeds))
+                               for run in rs)
+            advance(1)
+    return summaries(records, False, not_covered=not_covered)
+
+
+def _q(values: Sequence[float], q: float) -> float:
+    xs = sorted(values)
+    if len(xs) == 1:
+        return xs[0]
+    pos = q * (len(xs) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def error_quantiles(records: Sequence[RunRecord],
+                    metrics: Sequence[str] = TABLE_METRICS) -> dict[str, dict[str, Any]]:
+    """GPU type (and ``all``) -> metric -> ``{p10, p50, p90, n, median_abs_pct}`` of the signed
+    relative errors (predicted / measured - 1) of unflagged records."""
+    groups: dict[str, list[RunRecord]] = {POOLED: list(records)}
+    for r in records:
+        groups.setdefault(r.gpu, []).append(r)
+    out: dict[str, dict[str, Any]] = {}
+    for g, rs in sorted(groups.items()):
+        row: dict[str, Any] = {}
+        for m in metrics:
+            errs = [e / 100.0 for r in rs if not r.flagged
+                    and (e := r.metrics[m].error_pct) is not None]
+            if errs:
+                row[m] = {"p10": round(_q(errs, 0.1), 4), "p50": round(_q(errs, 0.5), 4),
+                          "p90": round(_q(errs, 0.9), 4), "n": len(errs),
+                          "median_abs_pct": round(100 * statistics.median(
+                              abs(e) for e in errs), 1)}
+        out[g] = row
+    return out
+
+
+def spec_path_markdown(table: Mapping[str, Any], *, command: str) -> str:
+    """The generated page: per fold and GPU type, median |error| and the 10-90% signed range."""
+    lines = [
+        "# Spec-path validation: error bands of uncalibrated predictions",
+        "",
+        f"Generated by `{command}`; do not edit by hand. {table['source']}",
+        "",
+        "A prediction with `calibrated: false` (a model or configuration never measured) comes "
+        "from the model card and the GPU datasheet times efficiency ratios learned from other "
+        "calibrated configurations. These tables measure that path on the bundled store: "
+        "**leave-one-config-out** predicts each calibrated configuration from the other "
+        "configurations of its GPU type; **leave-one-model-out** predicts every configuration "
+        "of a model from the *other models* only (what a new model gets). Errors are "
+        "predicted / measured - 1 over unflagged runs; `p10`/`p90` bound 80% of the held-out "
+        "runs and give the `*_band` fields of `fleetplan predict` "
+        "(`fleetplan.validate.bands`; default fold: leave-one-model-out). "
+        "**leave-one-gpu-out** predicts each configuration with ratios pooled over the other "
+        "GPU types (what a GPU absent from the store gets): a GPU type not in these tables (a "
+        "user's GPU) gets its `all` rows. A model has one configuration per GPU and count, and "
+        "ratios come first from the same GPU and count, so leave-one-model-out and "
+        "leave-one-config-out agree wherever that tier exists.",
+        "",
+    ]
+    for fold, by_gpu in table["folds"].items():
+        lines += [f"## {fold}", "",
+                  "| GPU type | metric | median abs % | p10 % | p50 % | p90 % | n |",
+                  "| --- | --- | --- | --- | --- | --- | --- |"]
+        for gpu, metrics in by_gpu.items():
+            for m, q in metrics.items():
+                lines.append(f"| {gpu} | `{m}` | {q['median_abs_pct']:.1f} | "
+                             f"{100 * q['p10']:+.1f} | {100 * q['p50']:+.1f} | "
+                             f"{100 * q['p90']:+.1f} | {q['n']} |")
+        not_covered = table.get("not_covered", {}).get(fold) or []
+        if not_covered:
+            lines += ["", "Not covered (alone of their GPU type): "
+                      + ", ".join(f"{m} on {c}" for m, c in not_covered)]
+        lines.append("")
+    return "\n".join(lines)
