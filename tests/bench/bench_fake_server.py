@@ -2,7 +2,12 @@
 
 It runs on 127.0.0.1 in a thread with its own event loop, speaks HTTP/1.1 by hand (keep-alive,
 chunked bodies) so a test can make it misbehave exactly: wait, fail, send malformed lines, drop
-the connection mid-stream, omit ``[DONE]`` or ``usage``. It records when each request arrived and
+the connection mid-stream, omit ``[DONE]`` or ``usage``. The misbehaving modes of :class:`Plan`
+(one field each): ``hang`` (no token), ``hang_headers`` (not even a status line),
+``stall_after`` (silent after k tokens), ``malformed_after``, ``raw_body`` (these bytes as the
+stream: the corpus in ``tests/data/bad/bench``), ``reset_after`` (a TCP reset after k tokens,
+-1: before the status line), ``status`` (429, 5xx) with ``endless_body``, ``endless_line`` (one
+SSE line that never ends) and ``usage_override`` (lying token counts). It records when each request arrived and
 when each token event was written (``time.perf_counter``, the clock the client uses), so tests
 compare the client's measurements with the truth.
 """
@@ -11,6 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
+import struct
 import threading
 import time
 from collections.abc import Callable
@@ -32,6 +39,13 @@ class Plan:
     drop_after: int | None = None
     hang: bool = False
     comments: bool = False
+    hang_headers: bool = False
+    stall_after: int | None = None
+    reset_after: int | None = None
+    raw_body: bytes | None = None
+    endless_body: bool = False
+    endless_line: bool = False
+    usage_override: dict[str, Any] | None = None
 
 
 @dataclass
@@ -111,6 +125,14 @@ class FakeServer:
             writer.close()
 
     @staticmethod
+    def _reset(writer: asyncio.StreamWriter) -> None:
+        """Close with a TCP reset (RST), as a crashed server or a middlebox does."""
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        writer.transport.abort()
+
+    @staticmethod
     def _plain(writer: asyncio.StreamWriter, status: int, text: str) -> None:
         data = text.encode()
         writer.write(f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\n"
@@ -123,6 +145,17 @@ class FakeServer:
         rec = Record(idx, body, t_recv)
         self.records.append(rec)
         plan = self.plan(idx, body)
+        if plan.hang_headers:
+            await asyncio.sleep(3600)
+        if plan.reset_after == -1:
+            self._reset(writer)
+            return False
+        if plan.status != 200 and plan.endless_body:
+            writer.write(f"HTTP/1.1 {plan.status} X\r\nContent-Type: text/plain\r\n"
+                         "Transfer-Encoding: chunked\r\n\r\n".encode())
+            while True:  # ends when the client closes the connection (drain raises)
+                writer.write(b"10000\r\n" + b"e" * 0x10000 + b"\r\n")
+                await writer.drain()
         if plan.status != 200:
             self._plain(writer, plan.status, json.dumps({"error": "server error"}))
             return True
@@ -133,13 +166,22 @@ class FakeServer:
                          b"Transfer-Encoding: chunked\r\n\r\n")
             await writer.drain()
 
-            async def send(payload: str) -> None:
-                data = payload.encode()
+            async def send(payload: str | bytes) -> None:
+                data = payload if isinstance(payload, bytes) else payload.encode()
                 writer.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
                 await writer.drain()
 
             if plan.hang:
                 await asyncio.sleep(3600)
+            if plan.raw_body is not None:
+                await send(plan.raw_body)
+                writer.write(b"0\r\n\r\n")
+                await writer.drain()
+                return True
+            if plan.endless_line:
+                await send("data: {\"choices\": [{\"text\": \"")
+                while True:  # ends when the client closes the connection (drain raises)
+                    await send("x" * 0x10000)
             chat = path.endswith("/chat/completions")
             prompt = (body["messages"][0]["content"][0]["text"] if chat else body["prompt"])
             for k in range(plan.tokens):
@@ -147,6 +189,11 @@ class FakeServer:
                 if plan.drop_after is not None and k == plan.drop_after:
                     writer.transport.abort()
                     return False
+                if plan.reset_after is not None and k == plan.reset_after:
+                    self._reset(writer)
+                    return False
+                if plan.stall_after is not None and k == plan.stall_after:
+                    await asyncio.sleep(3600)
                 if plan.malformed_after is not None and k == plan.malformed_after:
                     await send("data: {this is not json\n\n")
                 if plan.comments:
@@ -159,7 +206,8 @@ class FakeServer:
                 await send("data: " + json.dumps({"choices": [choice]}) + "\n\n")
             if plan.usage:
                 usage = {"prompt_tokens": len(prompt.split()), "completion_tokens": plan.tokens,
-                         "total_tokens": len(prompt.split()) + plan.tokens}
+                         "total_tokens": len(prompt.split()) + plan.tokens,
+                         **(plan.usage_override or {})}
                 await send("data: " + json.dumps({"choices": [], "usage": usage}) + "\n\n")
             if plan.done:
                 await send("data: [DONE]\n\n")
