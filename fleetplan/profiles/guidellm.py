@@ -29,23 +29,25 @@ GuideLLM does not know the hardware: give ``--gpu`` and ``--gpu-count`` (or ``ex
 from __future__ import annotations
 
 import math
+import re
 from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 
-from fleetplan.catalog.gpus import normalize_gpu
 from fleetplan.catalog.models import normalize_model
-from fleetplan.errors import UnknownNameError
 from fleetplan.profiles.ingest import (
     IngestFormat,
     IngestOptions,
     RecordError,
     SourceRef,
+    check_model,
     record_digest,
     register_format,
+    resolve_gpu,
 )
 from fleetplan.profiles.schema import LATENCY_METRICS
+from fleetplan.profiles.vllm import MAX_COUNT, MAX_GPUS, MAX_NUMBER, short
 
 _METRIC_KEYS = {"ttft": ("time_to_first_token_ms", 1.0), "e2e": ("request_latency", 1e3),
                 "itl": ("inter_token_latency_ms", 1.0), "tpot": ("inter_token_latency_ms", 1.0)}
@@ -72,17 +74,38 @@ def _get(d: Any, *path: str) -> Any:
 
 
 def _num(v: Any, src: SourceRef, where: str) -> float:
-    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
-        raise _fail(src, where, f"{v!r} is not a finite number >= 0")
-    return float(v)
+    """A finite number 0..MAX_NUMBER (an int is compared before any float conversion, so a
+    huge one is refused, never an OverflowError)."""
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        raise _fail(src, where, f"{short(v)} is not a finite number >= 0")
+    if isinstance(v, int):
+        if not 0 <= v <= MAX_NUMBER:
+            raise _fail(src, where, f"{short(v)} is not a number between 0 and {MAX_NUMBER:g}")
+        return float(v)
+    if not math.isfinite(v) or v < 0:
+        raise _fail(src, where, f"{short(v)} is not a finite number >= 0")
+    if v > MAX_NUMBER:
+        raise _fail(src, where, f"{short(v)} is not a number between 0 and {MAX_NUMBER:g}")
+    return v
+
+
+def _whole(v: Any, src: SourceRef, where: str) -> int:
+    """A whole number of requests or tokens >= 0 (``1.7``, strings, lists refused)."""
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_COUNT:
+        raise _fail(src, where, f"{short(v)} is not a whole number between 0 and "
+                    f"{MAX_COUNT:g}")
+    return v
 
 
 def _count(v: Any, src: SourceRef, where: str) -> int:
-    """A whole number of GPUs >= 1 (an int, or a string of one: JSON written by hand)."""
-    if isinstance(v, str) and v.strip().isdigit():
+    """A whole number of GPUs 1..MAX_GPUS (an int, or a string of ASCII digits: JSON written
+    by hand; ``1_000`` and Unicode digits are refused)."""
+    if isinstance(v, str) and re.fullmatch(r"[0-9]{1,6}", v.strip()):
         v = int(v)
-    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-        raise _fail(src, where, f"{v!r} is not a whole number of GPUs >= 1")
+    if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_GPUS:
+        raise _fail(src, where, f"{short(v)} is not a whole number of GPUs (1 to {MAX_GPUS})")
     return v
 
 
@@ -124,22 +147,26 @@ def _protocol(bench: dict[str, Any], src: SourceRef, where: str) -> dict[str, An
     if not isinstance(strat, dict) or "type_" not in strat:
         raise _fail(src, f"{where}.config.strategy", "missing (no scheduling strategy)")
     kind = strat["type_"]
+    sw = f"{where}.config.strategy"
     cap = strat.get("max_concurrency")
+    cap = None if cap is None else _count(cap, src, f"{sw}.max_concurrency")
     if kind == "poisson":
-        return {"request_rate": _num(strat.get("rate"), src, f"{where}.strategy.rate"),
-                "burstiness": 1.0, "max_concurrency": cap}
+        rate = _num(strat.get("rate"), src, f"{sw}.rate")
+        if rate <= 0:
+            raise _fail(src, f"{sw}.rate", f"{short(strat.get('rate'))} must be > 0 req/s")
+        return {"request_rate": rate, "burstiness": 1.0, "max_concurrency": cap}
     if kind == "synchronous":
         return {"request_rate": math.inf, "burstiness": 1.0, "max_concurrency": 1}
     if kind == "concurrent":
         return {"request_rate": math.inf, "burstiness": 1.0,
-                "max_concurrency": strat.get("streams")}
+                "max_concurrency": _count(strat.get("streams"), src, f"{sw}.streams")}
     if kind == "throughput":
         return {"request_rate": math.inf, "burstiness": 1.0, "max_concurrency": cap}
     if kind == "constant":
         raise _fail(src, f"{where}.config.strategy", "constant-rate arrivals (evenly spaced, a "
                     "gamma shape of infinity) cannot be stored: burstiness must be finite; "
                     "run GuideLLM with --rate-type poisson")
-    raise _fail(src, f"{where}.config.strategy.type_", f"unknown strategy {kind!r}")
+    raise _fail(src, f"{where}.config.strategy.type_", f"unknown strategy {short(kind)}")
 
 
 def _duration(bench: dict[str, Any], src: SourceRef, where: str) -> float:
@@ -184,17 +211,25 @@ def _parse_one(report: dict[str, Any], bench: dict[str, Any], k: int, src: Sourc
     if not gpu_raw or count_raw is None:
         raise _fail(src, where, "a GuideLLM report does not name the hardware: give --gpu and "
                     "--gpu-count")
-    try:
-        gpu = normalize_gpu(str(gpu_raw))
-    except UnknownNameError as exc:
-        raise _fail(src, "gpu" if opt.gpu else f"{ex_where}.gpu", str(exc)) from None
+    if not isinstance(gpu_raw, str):
+        raise _fail(src, f"{ex_where}.gpu", f"{short(gpu_raw)} is not a GPU name")
+    gpu = resolve_gpu(src, "--gpu" if opt.gpu else f"{ex_where}.gpu", gpu_raw, opt)
     gpu_count = _count(count_raw, src,
                        "--gpu-count" if opt.gpu_count else f"{ex_where}.gpu_count")
+    tw = f"{where}.metrics.request_totals"
     totals = _mapping(_get(bench, "metrics", "request_totals") or bench.get("request_totals"),
-                      src, f"{where}.metrics.request_totals")
-    ok = int(_num(totals.get("successful"), src, f"{where}.request_totals.successful"))
-    err = int(_num(totals.get("errored", 0), src, f"{where}.request_totals.errored"))
-    total = int(_num(totals.get("total", ok + err), src, f"{where}.request_totals.total"))
+                      src, tw)
+    ok = _whole(totals.get("successful"), src, f"{tw}.successful")
+    err = _whole(totals.get("errored", 0), src, f"{tw}.errored")
+    total = _whole(totals.get("total", ok + err), src, f"{tw}.total")
+    if total < ok + err:
+        raise _fail(src, f"{tw}.total", f"{total} is fewer than successful + errored = "
+                    f"{ok + err}")
+    model = normalize_model(model_id)
+    check_model(src, model, opt)
+    engine = extras.get("engine") or "unknown"
+    if not isinstance(engine, str) or len(engine) > 200:
+        raise _fail(src, f"{ex_where}.engine", f"{short(engine)} is not an engine name")
     duration = _duration(bench, src, where)
     n_in = _num(_dist(bench, "prompt_token_count", src, where).get("total_sum"), src,
                 f"{where}.metrics.prompt_token_count.successful.total_sum")
@@ -203,10 +238,10 @@ def _parse_one(report: dict[str, Any], bench: dict[str, Any], k: int, src: Sourc
     start = _get(bench, "scheduler_metrics", "start_time") or _get(bench, "start_time")
     rec: dict[str, Any] = {
         "run_id": record_digest([src.digest, k]),
-        "model": normalize_model(model_id), "model_id": model_id,
+        "model": model, "model_id": model_id,
         "gpu": gpu, "gpu_count": gpu_count, "tp_size": gpu_count,
         "config": f"{gpu_count}x{gpu}",
-        "engine": str(extras.get("engine") or "unknown"),
+        "engine": engine,
         "engine_version": opt.engine_version or extras.get("engine_version"),
         "date": _date(start, src, f"{where}.start_time"),
         "source_format": "guidellm", "source_file": src.path.name, "source_line": src.line,
@@ -220,8 +255,13 @@ def _parse_one(report: dict[str, Any], bench: dict[str, Any], k: int, src: Sourc
     per_request = _get(bench, "requests", "successful")
     if not isinstance(per_request, list):
         per_request = []  # no per-request records: the summary statistics are used
-    raw = [r.get("inter_token_latency_ms") for r in per_request if isinstance(r, dict)]
-    samples = [float(v) for v in raw if isinstance(v, int | float) and math.isfinite(v)]
+    samples = []
+    for i, r in enumerate(per_request):
+        rw = f"{where}.requests.successful[{i}]"
+        if not isinstance(r, dict):
+            raise _fail(src, rw, f"expected an object, found {type(r).__name__}")
+        if r.get("inter_token_latency_ms") is not None:
+            samples.append(_num(r["inter_token_latency_ms"], src, f"{rw}.inter_token_latency_ms"))
     for metric in LATENCY_METRICS:
         name, scale = _METRIC_KEYS[metric]
         if metric == "tpot" and samples:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from fleetplan.profiles.schema import INF_ALLOWED
 from fleetplan.profiles.vllm import MAX_COUNT, MAX_GPUS, MAX_NUMBER
@@ -91,3 +91,12 @@ class BenchmarkRun(BaseModel):
         if isinstance(v, float) and math.isfinite(v) and abs(v) > MAX_NUMBER:
             raise ValueError(f"{v!r} is out of range (at most {MAX_NUMBER:g})")
         return v
+
+    @model_validator(mode="after")
+    def _counts_add_up(self) -> BenchmarkRun:
+        if self.completed + self.failed > self.num_prompts:
+            raise ValueError(f"completed + failed = {self.completed + self.failed} exceeds "
+                             f"num_prompts = {self.num_prompts}")
+        if self.tp_size > self.gpu_count:
+            raise ValueError(f"tp_size {self.tp_size} exceeds gpu_count {self.gpu_count}")
+        return self

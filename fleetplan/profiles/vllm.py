@@ -146,8 +146,8 @@ Number = Annotated[float, BeforeValidator(_number)]
 Rate = Annotated[float, BeforeValidator(_rate)]
 Flag = Annotated[bool, BeforeValidator(_flag)]
 Text = Annotated[str, BeforeValidator(_text), Field(max_length=500)]
-MaybeText = Annotated[str | None, BeforeValidator(lambda v: v if v is None else _text(v)),
-                      Field(default=None, max_length=500)]
+MaybeText = Annotated[Annotated[str, Field(max_length=500)] | None,
+                      BeforeValidator(lambda v: v if v is None else _text(v))]
 
 # vLLM's metric names -> the store's (``e2el`` is end-to-end latency)
 VLLM_METRICS = {"ttft": "ttft", "tpot": "tpot", "itl": "itl", "e2e": "e2el"}
