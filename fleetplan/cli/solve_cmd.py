@@ -41,7 +41,10 @@ def _print_plan(plan: Plan) -> None:
     for c in plan.classes:
         rows.append({"class": c.name, "rate_rps": c.rate_rps, "slo_ttft_p99_ms": c.slo_ttft_p99_ms,
                      "sim_ttft_p99_ms": c.ttft_p99_ms, "met": "yes" if c.met else "NO",
-                     "split": ", ".join(f"{k} {v:.1%}" for k, v in c.split.items())})
+                     "split": ", ".join(f"{k} {v:.1%}" for k, v in c.split.items()),
+                     **({} if c.slo_met_probability is None else {
+                         "slo_met_probability": c.slo_met_probability,
+                         "margin_ms": c.margin_ms})})
     emit_table(pd.DataFrame(rows), title="Classes (P99 TTFT simulated with the planned split)",
                digits=1)
     if plan.hours:
@@ -92,6 +95,12 @@ def solve_cmd(
     plot: Path | None = typer.Option(None, "--plot", help=PLOT_HELP),
     plot_kind: str | None = typer.Option(
         None, "--plot-kind", help="latency (default), fleet, or hours (diurnal plans)."),
+    confidence: float | None = typer.Option(
+        None, "--confidence", min=0.0, max=1.0,
+        help="A probability (e.g. 0.95): plan so that every SLO still holds when latencies are "
+        "as much worse as the replica model's measured error (validate --cv) allows at that "
+        "quantile; the plan states each class's slo_met_probability and margin_ms. Default: "
+        "off (the model's figures as they are)."),
     progress: bool = typer.Option(False, "--progress", help=PROGRESS_HELP),
     quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
     catalog: list[Path] | None = CATALOG_OPTION,
@@ -113,7 +122,7 @@ def solve_cmd(
                            model_config=model_config, store=store, calibration=calibration)
     with progress_reporter(quiet, progress) as reporter:
         plan = solve(sc, solver=solver, executor=executor, max_rounds=max_rounds,
-                     progress=reporter)
+                     progress=reporter, confidence=confidence)
     if save_lp is not None and plan.problem is not None:
         lp, side = save_model(plan.problem, save_lp)
         if fmt is not OutputFormat.json:

@@ -20,6 +20,13 @@ from fleetplan._io import atomic_write_text
 from fleetplan._progress import Progress
 from fleetplan.context import with_scenario_context
 from fleetplan.optimize.capacity import CapacitySettings
+from fleetplan.optimize.confidence import (
+    Margins,
+    check_confidence,
+    confident_inputs,
+    tighten,
+)
+from fleetplan.optimize.confidence import margins as model_margins
 from fleetplan.optimize.executors import Executor, get_executor
 from fleetplan.optimize.explain import explain_infeasible
 from fleetplan.optimize.inputs import Inputs, build_problem
@@ -65,7 +72,7 @@ def _r(v: float | None, digits: int = 6) -> float | None:
 def solve(scenario: Scenario, *, solver: str | None = None, executor: Any = None,
           capacity: CapacitySettings | None = None, cache_dir: str | bool | None = True,
           max_rounds: int = DEFAULT_MAX_ROUNDS, max_trims: int = DEFAULT_MAX_TRIMS,
-          progress: Progress | None = None) -> Plan:
+          progress: Progress | None = None, confidence: float | None = None) -> Plan:
     """The cheapest fleet meeting every class's SLO (and the scenario's constraints), verified.
 
     ``solver``: a solver name (``cbc``, ``highs`` ...) overriding ``scenario.solver.name``.
@@ -77,33 +84,62 @@ def solve(scenario: Scenario, *, solver: str | None = None, executor: Any = None
     one replica fewer in the dearest pool once a plan passed.
     ``progress``: receives the steps (capacity searches, each round's MILP and simulation; see
     :mod:`fleetplan._progress`); the default reports nothing.
+    ``confidence``: a probability (0.95): every SLO must hold when latencies are as much worse
+    as the replica model's measured error allows at that quantile
+    (:mod:`fleetplan.optimize.confidence`); ``None`` (default): the model's figures as they are.
     """
+    check_confidence(confidence)
     settings = solver_settings(scenario, solver)
     settings.pulp_name  # noqa: B018 - fail early on an unknown or unavailable solver
     ex = get_executor(executor)
     inputs = build_problem(scenario, executor=ex, settings=capacity, cache_dir=cache_dir,
                            progress=progress)
+    m = None
+    if confidence is not None:
+        inputs, m = confident(scenario, inputs, confidence, executor=ex, settings=capacity,
+                              cache_dir=cache_dir, progress=progress)
     return solve_inputs(scenario, inputs, settings, executor=ex, max_rounds=max_rounds,
-                        max_trims=max_trims, progress=progress)
+                        max_trims=max_trims, progress=progress, margins=m)
+
+
+def confident(scenario: Scenario, inputs: Inputs, confidence: float,
+              **build: Any) -> tuple[Inputs, Margins]:
+    """``inputs`` with the capacities of ``--confidence`` and the margins they used."""
+    m = model_margins(scenario, {p.config for p in inputs.problem.pools}, confidence)
+    return confident_inputs(scenario, inputs, m, **build), m
 
 
 def solve_inputs(scenario: Scenario, inputs: Inputs, settings: SolverSettings, *,
                  executor: Executor, max_rounds: int = DEFAULT_MAX_ROUNDS,
-                 max_trims: int = DEFAULT_MAX_TRIMS, progress: Progress | None = None) -> Plan:
-    """Closed loop and report for a scenario whose MILP inputs are already built."""
+                 max_trims: int = DEFAULT_MAX_TRIMS, progress: Progress | None = None,
+                 margins: Margins | None = None) -> Plan:
+    """Closed loop and report for a scenario whose MILP inputs are already built
+    (``margins``: of ``--confidence``, the capacities in ``inputs`` already use them)."""
     from dataclasses import replace
 
     problem = with_reliability(scenario, inputs.problem)
     inputs = replace(inputs, problem=problem)
 
     def verify(sol, ex):  # type: ignore[no-untyped-def]
-        return verify_plan(scenario, problem, sol, ex)
+        if margins is None:
+            return verify_plan(scenario, problem, sol, ex)
+        # --confidence: each class must meet its SLO with its pools' model-error margin
+        return verify_plan(tighten(scenario, margins, _configs_of(sol)), problem, sol, ex)
 
     out = closed_loop(problem, settings, verify, executor=executor, max_rounds=max_rounds,
                       max_trims=max_trims, progress=progress)
     if not out.solution.has_plan:
         return _infeasible(problem, settings, out, inputs)
-    return _report(scenario, inputs, settings, out)
+    return _report(scenario, inputs, settings, out, margins)
+
+
+def _configs_of(sol: Any) -> dict[str, set[str]]:
+    """Class name -> the configurations carrying its traffic (in any hour)."""
+    out: dict[str, set[str]] = {}
+    for (name, key, _h), share in sol.shares.items():
+        if share > 0:
+            out.setdefault(name, set()).add(key.partition("@")[0])
+    return out
 
 
 def _infeasible(problem: PlanProblem, settings: SolverSettings, out: LoopOutcome,
@@ -167,7 +203,7 @@ def with_reliability(scenario: Scenario, problem: PlanProblem) -> PlanProblem:
 
 
 def _report(scenario: Scenario, inputs: Inputs, settings: SolverSettings,
-            out: LoopOutcome) -> Plan:
+            out: LoopOutcome, margins: Margins | None = None) -> Plan:
     problem, sol, checks = out.problem, out.solution, out.checks
     H = sol.hours
     pools = {p.key: p for p in problem.pools}
@@ -189,6 +225,7 @@ def _report(scenario: Scenario, inputs: Inputs, settings: SolverSettings,
         for cc in chk.classes:
             by_class[cc.name].append((chk, cc))
     classes = []
+    carried = _configs_of(sol)
     for i, d in enumerate(problem.demands):
         rows = by_class[d.name]
         met = bool(rows) and all(cc.met and not chk.overloaded for chk, cc in rows)
@@ -200,6 +237,14 @@ def _report(scenario: Scenario, inputs: Inputs, settings: SolverSettings,
                 split[key] = split.get(key, 0.0) + s * d.rates_rps[h] / rate_day
         slo = scenario.classes[i].slo
         assert slo is not None
+        prob = margin = None
+        if margins is not None:
+            used = carried.get(d.name, set())
+            f = margins.factor(used)
+            p99 = worst.ttft_p99_ms if worst else None
+            prob = _r(margins.met_probability(slo.ttft_p99_ms, p99, used), 4)
+            margin = (_r(slo.ttft_p99_ms * (1.0 - 1.0 / f), 3)
+                      if slo.ttft_p99_ms is not None else None)
         classes.append(ClassResult(
             name=d.name, rate_rps=_r(rate_day / H) or 0.0, slo_ttft_p99_ms=slo.ttft_p99_ms,
             ttft_p99_ms=_r(worst.ttft_p99_ms, 3) if worst else None, met=met,
@@ -209,7 +254,8 @@ def _report(scenario: Scenario, inputs: Inputs, settings: SolverSettings,
             slo_e2e_p99_ms=slo.e2e_p99_ms,
             e2e_p99_ms=_r(worst.e2e_p99_ms, 3) if worst and slo.e2e_p99_ms else None,
             ttft_p99_ci_ms=(tuple(round(x, 3) for x in worst.ttft_p99_ci_ms)  # type: ignore[arg-type]
-                            if worst and worst.ttft_p99_ci_ms and H == 1 else None)))
+                            if worst and worst.ttft_p99_ci_ms and H == 1 else None),
+            slo_met_probability=prob, margin_ms=margin))
     hours = None
     base = None
     diurnal = H > 1

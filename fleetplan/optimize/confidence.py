@@ -1,0 +1,181 @@
+"""Plans robust to the replica model's own error: ``solve --confidence P``.
+
+The replica model's P99 TTFT is wrong by a measured amount (``fleetplan validate --cv``,
+``docs/validation.md``): the median absolute error of ``ttft_p99_ms`` per GPU type, from
+leave-one-rate-out cross-validation for calibrated configurations and from leave-one-config-out
+(the spec-based path) for uncalibrated ones (:data:`MODEL_ERROR_PCT`). The model: the true P99 is
+the predicted one times ``exp(e)``, ``e ~ Normal(0, sigma)`` with ``sigma`` the one whose median
+``|e|`` (``0.6745 sigma``) matches the measured median error: ``sigma = ln(1 + m) / 0.6745``.
+
+At confidence ``P`` a configuration's latencies are taken ``f = exp(z_P sigma)`` times worse
+(``z_P``: the standard normal quantile; ``f = 1`` for ``P <= 0.5``): its capacities are measured
+at every SLO divided by ``f`` (:func:`confident_inputs`), the plan's simulation must meet the SLOs
+divided by the largest ``f`` of the pools a class uses, and each class reports ``margin_ms``
+(``SLO x (1 - 1/f)``) and ``slo_met_probability`` (``Phi(ln(SLO / simulated P99) / sigma)``,
+the smallest over its pools). Off (``confidence=None``), nothing here runs.
+
+Main entries: :func:`margins` (scenario, configurations, ``P`` -> :class:`Margins`),
+:func:`confident_inputs` and :func:`tighten`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from fleetplan.errors import InputError
+from fleetplan.optimize.problem import Tier
+from fleetplan.scenario import Scenario
+
+# median |error| of ttft_p99_ms in percent and runs, per (GPU type, calibrated): docs/validation.md
+# (fleetplan validate --cv over the bundled 92-run store; tests/optimize check these against it)
+MODEL_ERROR_PCT: dict[tuple[str, bool], tuple[float, int]] = {
+    ("H100-PCIe", True): (4.0, 24),     # leave-one-rate-out
+    ("RTX-4090", True): (29.7, 20),
+    ("H100-PCIe", False): (11.0, 48),   # leave-one-config-out (spec-based path)
+    ("RTX-4090", False): (56.7, 36),
+}
+# all GPU types pooled (a GPU type without rows of its own)
+POOLED_ERROR_PCT: dict[bool, tuple[float, int]] = {True: (8.3, 44), False: (20.0, 84)}
+# a GPU type the store never measured: no same-GPU efficiency at all, worse than any
+# leave-one-config-out figure; assumed as large as the worst of them
+UNMEASURED_ERROR_PCT = 56.7
+HALF_NORMAL_MEDIAN = 0.6744897501960817  # median of |Normal(0, 1)|
+
+
+@dataclass(frozen=True)
+class ConfigError:
+    """The model's error for one configuration and the margin it gives at the confidence."""
+
+    config: str
+    calibrated: bool
+    median_abs_error_pct: float
+    sigma: float
+    factor: float
+    source: str
+
+
+@dataclass(frozen=True)
+class Margins:
+    """``solve --confidence P``: per configuration, its error and latency factor."""
+
+    confidence: float
+    configs: Mapping[str, ConfigError]
+
+    def factor(self, configs: Iterable[str]) -> float:
+        return max((self.configs[c].factor for c in configs), default=1.0)
+
+    def met_probability(self, slo_ms: float | None, p99_ms: float | None,
+                        configs: Iterable[str]) -> float | None:
+        """The smallest, over ``configs``, chance that the true P99 is within the SLO."""
+        from scipy.special import ndtr
+
+        if slo_ms is None or math.isinf(slo_ms):
+            return None
+        if p99_ms is None or not math.isfinite(p99_ms) or p99_ms <= 0:
+            return 0.0
+        probs = [float(ndtr(math.log(slo_ms / p99_ms) / e.sigma)) if e.sigma > 0
+                 else float(p99_ms <= slo_ms) for c in configs if (e := self.configs[c])]
+        return min(probs) if probs else None
+
+
+def model_error(gpu: str, calibrated: bool) -> tuple[float, str]:
+    """Median |error| (percent) of the P99 TTFT for ``gpu`` and where the figure comes from."""
+    kind = "leave-one-rate-out" if calibrated else "leave-one-config-out (spec-based)"
+    if (gpu, calibrated) in MODEL_ERROR_PCT:
+        m, n = MODEL_ERROR_PCT[(gpu, calibrated)]
+        return m, f"docs/validation.md, {kind}, {gpu}: median |error| {m:g}% over {n} runs"
+    if gpu in {g for g, _c in MODEL_ERROR_PCT}:
+        m, n = POOLED_ERROR_PCT[calibrated]
+        return m, f"docs/validation.md, {kind}, all GPU types: median |error| {m:g}% ({n} runs)"
+    return UNMEASURED_ERROR_PCT, (f"assumption: {gpu} has no measured run; the worst "
+                                  f"leave-one-config-out error ({UNMEASURED_ERROR_PCT:g}%)")
+
+
+def margins(scenario: Scenario, configs: Iterable[str], confidence: float) -> Margins:
+    """Each configuration's error (calibrated or spec-based) and its latency factor at
+    ``confidence``."""
+    from scipy.special import ndtri
+
+    from fleetplan.catalog.hardware import HardwareConfig
+    from fleetplan.replica.params import replica_params
+
+    if not 0.0 < confidence < 1.0:
+        raise InputError(f"--confidence {confidence:g}: expected a probability in (0, 1), e.g. "
+                         "0.95")
+    z = max(0.0, float(ndtri(confidence)))
+    out = {}
+    for config in sorted(set(configs)):
+        calibrated = replica_params(scenario.model, config).calibrated
+        m, src = model_error(HardwareConfig.parse(config).gpu, calibrated)
+        sigma = math.log1p(m / 100.0) / HALF_NORMAL_MEDIAN
+        out[config] = ConfigError(config, calibrated, m, sigma, math.exp(z * sigma), src)
+    return Margins(confidence, out)
+
+
+def scale_slos(scenario: Scenario, f: float, names: Iterable[str] | None = None) -> Scenario:
+    """``scenario`` with the latency targets of its classes (of ``names``, default all)
+    multiplied by ``f``."""
+    chosen = None if names is None else set(names)
+    classes = []
+    for c in scenario.classes:
+        data: dict[str, Any] = c.model_dump(mode="python", by_alias=True, exclude_unset=True)
+        if c.slo is not None and (chosen is None or c.name in chosen):
+            data["slo"] = {k: v * f for k, v in c.slo.model_dump(exclude_none=True).items()}
+        classes.append(data)
+    return scenario.with_updates(classes=classes)
+
+
+def confident_inputs(scenario: Scenario, inputs: Any, m: Margins, **build: Any) -> Any:
+    """``inputs`` (:class:`fleetplan.optimize.inputs.Inputs`) with each configuration's
+    capacities measured at every SLO divided by its factor (``build``: the keywords of
+    :func:`fleetplan.optimize.inputs.build_problem`)."""
+    from fleetplan.optimize.inputs import build_problem, candidate_configs
+
+    problem = inputs.problem
+    capacity = dict(problem.capacity)
+    results = dict(inputs.results)
+    cands = candidate_configs(scenario)
+    by_factor: dict[float, list[tuple[str, list[str], int | None]]] = {}
+    for cand in cands:
+        f = m.configs[cand[0]].factor
+        if f > 1.0:
+            by_factor.setdefault(f, []).append(cand)
+    for f, group in sorted(by_factor.items()):
+        variant = scale_slos(scenario, 1.0 / f).with_updates(candidates=[
+            {"config": c, "regions": r, **({} if mx is None else {"max_replicas": mx})}
+            for c, r, mx in group])
+        tight = build_problem(variant, **build)
+        tiers: dict[Tier, Tier] = {t: d.tier for t, d in zip(
+            (v.tier for v in tight.problem.demands), problem.demands, strict=True)}
+        names = {c for c, _r, _m in group}
+        for key in [k for k in capacity if k[1] in names]:
+            capacity[key] = 0.0
+        for (name, config, t), cap in tight.problem.capacity.items():
+            capacity[(name, config, tiers[t])] = cap
+        for (name, config, t), res in tight.results.items():
+            results[(name, config, tiers[t])] = res
+    note = ("confidence {:g}: capacities measured at each SLO divided by the model-error factor "
+            "of the configuration ({})").format(m.confidence, "; ".join(
+                f"{c} x{e.factor:.3f} ({e.source})" for c, e in sorted(m.configs.items())))
+    return replace(inputs, problem=replace(problem, capacity=capacity), results=results,
+                   notes=(*inputs.notes, note))
+
+
+def tighten(scenario: Scenario, m: Margins, configs_of: Mapping[str, set[str]]) -> Scenario:
+    """A verification scenario whose classes must meet their SLO divided by the largest factor
+    of the configurations carrying them (``configs_of``: class name -> configurations)."""
+    out = scenario
+    for c in scenario.classes:
+        f = m.factor(configs_of.get(c.name, ()))
+        if f > 1.0:
+            out = scale_slos(out, 1.0 / f, [c.name])
+    return out
+
+
+def check_confidence(confidence: float | None) -> None:
+    if confidence is not None and not 0.0 < confidence < 1.0:
+        raise InputError(f"--confidence {confidence:g}: expected a probability in (0, 1), e.g. "
+                         "0.95")
