@@ -8,6 +8,7 @@ the 24-hour diurnal version in <= 30 s; a solve-time scaling table published in
     .venv/bin/python benchmarks/bench_optimize.py --table         # + the scaling table
     .venv/bin/python benchmarks/bench_optimize.py --table --write-docs
     .venv/bin/python benchmarks/bench_optimize.py --cold          # fleetplan solve, cold + warm
+    .venv/bin/python benchmarks/bench_optimize.py --cold --targets   # both, in one run
 
 The instance mirrors the request-size-bucket formulation of prior work: 100 classes, each a
 bucket of request sizes (prompt 32-4096 tokens, output 32-1024, log-spaced and shuffled), rates
@@ -240,8 +241,9 @@ def _cold(n_classes: int, workloads: int, solver: str) -> None:
             steps = "; ".join(f"{k} {v:.1f} s" for k, v in clock.seconds.items())
             ok = "OK" if wall <= target else "MISSED"
             print(f"{label}: {wall:.1f} s wall, {plan.status.value}, verified {plan.verified}, "
-                  f"${plan.cost_per_hour_usd or 0:.2f}/h; target <= {target:g} s: {ok}")
-            print(f"  steps: {steps}")
+                  f"${plan.cost_per_hour_usd or 0:.2f}/h, {plan.solver.rounds} rounds; "
+                  f"target <= {target:g} s: {ok}", flush=True)
+            print(f"  steps: {steps}", flush=True)
 
 
 def main() -> None:
@@ -252,16 +254,19 @@ def main() -> None:
                     help="write the table into docs/optimizer.md (between the markers)")
     ap.add_argument("--cold", action="store_true",
                     help="time fleetplan solve from an empty capacity cache, then warm")
+    ap.add_argument("--targets", action="store_true",
+                    help="with --cold: time the MILP targets (24-hour modes) first")
     ap.add_argument("--classes", type=int, default=100, help="--cold: classes (default 100)")
     ap.add_argument("--workloads", type=int, default=100,
                     help="--cold: distinct buckets among the classes (default 100)")
     args = ap.parse_args()
     solvers = args.solver or [s for s in ("cbc", "highs") if s in solver_names()]
+    if not args.cold or args.targets:
+        print(f"machine: {os.cpu_count()} CPUs; solvers single-threaded, 1% gap, 60 s limit")
+        _targets(solvers)
     if args.cold:
         _cold(args.classes, min(args.workloads, args.classes), solvers[0])
         return
-    print(f"machine: {os.cpu_count()} CPUs; solvers single-threaded, 1% gap, 60 s limit")
-    _targets(solvers)
     if args.table or args.write_docs:
         table = scaling_table(solvers)
         print(table)
