@@ -7,9 +7,9 @@ the connection mid-stream, omit ``[DONE]`` or ``usage``. The misbehaving modes o
 ``stall_after`` (silent after k tokens), ``malformed_after``, ``raw_body`` (these bytes as the
 stream: the corpus in ``tests/data/bad/bench``), ``reset_after`` (a TCP reset after k tokens,
 -1: before the status line), ``status`` (429, 5xx) with ``endless_body``, ``endless_line`` (one
-SSE line that never ends) and ``usage_override`` (lying token counts). It records when each request arrived and
-when each token event was written (``time.perf_counter``, the clock the client uses), so tests
-compare the client's measurements with the truth.
+SSE line that never ends) and ``usage_override`` (lying token counts). It records when each
+request arrived and when each token event was written (``time.perf_counter``, the clock the
+client uses), so tests compare the client's measurements with the truth.
 """
 
 from __future__ import annotations

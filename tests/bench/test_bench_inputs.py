@@ -148,3 +148,71 @@ def test_nvml_refuses_unknown_gpu_indices(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setitem(sys.modules, "pynvml", _FakeNvml())
     rep: Any = open_power("nvml", gpu_indices=[0, 5]).stop()
     assert rep.status == "unknown" and "[5]" in rep.source
+
+
+@pytest.mark.parametrize("text, msg", [
+    ('{"prompt": "x", "output_tokens": 1000000000000}\n', "must be from 1 to 100000000"),
+    ('{"prompt": "x", "output_tokens": "1_000"}\n', "not an integer"),
+    ('{"prompt": "x", "output_tokens": "\\u0661\\u0662"}\n', "not an integer"),
+    ('{"prompt": "x", "output_tokens": true}\n', "not an integer"),
+    ('{"prompt": "x", "output_tokens": 5.5}\n', "not an integer"),
+    ("[" * 100_000 + "\n", "nested too deeply"),
+    ('{"a": ' * 100_000 + "\n", "nested too deeply"),
+])
+def test_datasets_with_hostile_values_are_refused_with_one_line(tmp_path: Path, text: str,
+                                                                 msg: str) -> None:
+    p = tmp_path / "bad.jsonl"
+    p.write_text(text)
+    with pytest.raises(InputError, match=msg) as info:
+        load_dataset(p, 1, rng())
+    assert "\n" not in str(info.value) and len(str(info.value)) < 400
+
+
+def test_a_csv_field_beyond_the_csv_limit_is_one_line(tmp_path: Path) -> None:
+    p = tmp_path / "big.csv"
+    p.write_text('prompt,output_tokens\n"' + "x" * 200_000 + '",3\n')
+    with pytest.raises(InputError, match="line .*not valid CSV"):
+        load_dataset(p, 1, rng())
+
+
+def test_a_fifo_or_a_directory_as_dataset_is_refused_before_reading(tmp_path: Path) -> None:
+    import os
+    import threading
+
+    fifo = tmp_path / "pipe.jsonl"
+    os.mkfifo(fifo)
+    errors: list[str] = []
+
+    def load(p: Path) -> None:
+        try:
+            load_dataset(p, 1, rng())
+        except InputError as exc:
+            errors.append(str(exc))
+
+    for p in (fifo, tmp_path):
+        t = threading.Thread(target=load, args=(p,), daemon=True)
+        t.start()
+        t.join(20)  # a read of the FIFO would block here: a guard, not a timing
+        assert not t.is_alive()
+    assert "FIFO" in errors[0] and "directory" in errors[1]
+
+
+@pytest.mark.parametrize("text, msg", [
+    ("\u0661\u0662\u0668", "no ':'"),  # Arabic-Indic digits are not a token count
+    ("fixed:1_000", "not a whole number"),
+    ("fixed:99999999999", "more than 100000000 tokens"),
+    ('{"dist": "empirical", "values": [5, 1000000000]}', "more than 100000000 tokens"),
+    ("lognormal:mean=208,cv", "not key=value"),
+    ("{" * 50_000, "--input-len"),
+])
+def test_length_options_refuse_hostile_spellings(text: str, msg: str) -> None:
+    with pytest.raises(InputError, match=msg) as info:
+        parse_length_dist(text, "--input-len")
+    assert len(str(info.value)) < 400
+
+
+def test_synthetic_prompts_are_bounded_before_they_are_built() -> None:
+    lm = LengthModel(input=FixedLengths(value=100_000, max=100_000),
+                     output=FixedLengths(value=2))
+    with pytest.raises(InputError, match=r"1000 synthetic prompts would hold 100000000 words"):
+        synthetic_requests(1000, lm, rng())
