@@ -6,9 +6,9 @@ the device-dependent rules) and :data:`TABLE`. Every entry names the vLLM file i
 ``docs/engine-defaults.md`` quotes the rules and says which line numbers were checked.
 
 The study's runs are vLLM 0.8.5 (V1 engine). Its ``max_num_batched_tokens`` default depends
-on the usage context *and* on the device name: the OpenAI server gets 8192 on an H100 or H200,
-2048 elsewhere (``EngineArgs._set_default_args_v1``); from 0.9 the rule is by device memory
-(>= 70 GiB and not an A100: 8192 and ``max_num_seqs`` 1024). The prior of
+on the usage context *and* on the device name: the OpenAI server gets 8192 batched tokens and
+1024 sequences on an H100 or H200, 2048 and 256 elsewhere (``EngineArgs._set_default_args_v1``);
+from 0.9 the rule is by device memory (>= 70 GiB and not an A100: 8192 and 1024). The prior of
 :mod:`fleetplan.replica.priors` keeps its named assumption (2048 / 256, what the calibrated
 study figures were fitted with) unless a version is named (``prior_params(...,
 engine_version=...)``).
@@ -39,6 +39,16 @@ class EngineDefaults:
     # device rule: (batched tokens, seqs) on "large" devices, and the rule's wording
     large_device: tuple[int, int] | None = None
     large_device_rule: str = ""
+
+    def scheduler_budget(self, max_model_len: int) -> tuple[int, bool]:
+        """``(max_num_batched_tokens, chunked_prefill)`` for a served ``max_model_len``. V1
+        always chunks with its budget. V0 (0.6.x) chunks only models of more than 32K context
+        (512 tokens a step); others take a whole prompt a step, ``max(max_model_len, 2048)``."""
+        if self.engine == "V1":
+            return self.max_num_batched_tokens, True
+        if max_model_len > 32768:
+            return 512, True
+        return max(max_model_len, self.max_num_batched_tokens), False
 
     def for_gpu(self, gpu: str, vram_gb: float) -> EngineDefaults:
         """These defaults with the device rule applied to ``gpu`` (catalog name, VRAM)."""
@@ -72,9 +82,8 @@ TABLE: tuple[EngineDefaults, ...] = (
         gpu_memory_utilization=0.9, block_size=16, chunked_prefill=False, prefix_caching=False,
         cuda_graph_max_batch=256,
         source=(f"vLLM v0.6.x {_ARGS} (EngineArgs defaults; chunked prefill only by default "
-                "for max_model_len > 32K on the OpenAI server, then 512 batched tokens) and "
-                "vllm/config.py SchedulerConfig (max(max_model_len, 2048) without chunked "
-                "prefill); CUDA graphs for batch sizes 1, 2, 4, 8..256 "
+                "for max_model_len > 32K, then 512 batched tokens) and vllm/config.py "
+                "SchedulerConfig (max(max_model_len, 2048) without chunked prefill); CUDA graphs for batch sizes 1, 2, 4, 8..256 "
                 "(vllm/worker/model_runner.py _BATCH_SIZES_TO_CAPTURE)")),
     EngineDefaults(
         "0.8", "V1", max_num_batched_tokens=2048, max_num_seqs=256,
@@ -82,10 +91,11 @@ TABLE: tuple[EngineDefaults, ...] = (
         cuda_graph_max_batch=512,
         source=(f"vLLM v0.8.5 {_ARGS} EngineArgs._set_default_args_v1 (V1: chunked prefill "
                 "always, prefix caching on, OPENAI_API_SERVER 2048 batched tokens, "
-                "max_num_seqs 256); vllm/config.py CompilationConfig cudagraph capture sizes "
-                "up to max_num_seqs x 2 (512)"),
-        large_device=(8192, 256),
-        large_device_rule="device name contains h100 or h200: 8192 batched tokens"),
+                "max_num_seqs 256); vllm/config.py VllmConfig._set_cudagraph_sizes (V1: 1, 2, 4, "
+                "8..512 step 8, capped by max_num_batched_tokens)"),
+        large_device=(8192, 1024),
+        large_device_rule=("device name contains h100 or h200: 8192 batched tokens, "
+                           "max_num_seqs 1024")),
     EngineDefaults(
         "0.9", "V1", max_num_batched_tokens=2048, max_num_seqs=256,
         gpu_memory_utilization=0.9, block_size=16, chunked_prefill=True, prefix_caching=True,

@@ -115,7 +115,8 @@ def load_calibration(path: str | Path | None = None) -> dict[str, Any]:
 
 
 def replica_params(model: str, config: str, *,
-                   calibration: CalibrationSource = None) -> ReplicaParams:
+                   calibration: CalibrationSource = None,
+                   engine_version: str | None = None) -> ReplicaParams:
     """Parameters of ``model`` served on ``config``.
 
     Calibrated figures when the calibration (file path, loaded dict or
@@ -124,6 +125,8 @@ def replica_params(model: str, config: str, *,
     efficiency factors learned from calibrated configurations of the same GPU type, with
     ``calibrated=False``. Unknown names raise :class:`UnknownNameError` (with did-you-mean);
     a model that does not fit the configuration's memory raises :class:`ModelError`.
+    ``engine_version``: a spec-based prior uses that vLLM version's engine defaults
+    (:mod:`fleetplan.replica.engine_defaults`; calibrated figures are unchanged).
     """
     from fleetplan.replica.calibration_file import load_calibration_file
     from fleetplan.replica.priors import prior_params
@@ -136,9 +139,10 @@ def replica_params(model: str, config: str, *,
         return entry.params
     eff, how = learned_efficiency(cal.configs, hw.gpu, hw.gpu_count)
     if eff is None:
-        return prior_params(spec, hw)
+        return prior_params(spec, hw, engine_version=engine_version)
     return prior_params(spec, hw, efficiency=eff, source=(
-        f"spec-based prior (model card + GPU datasheet) x efficiency ratios {how}"))
+        f"spec-based prior (model card + GPU datasheet) x efficiency ratios {how}"),
+        engine_version=engine_version)
 
 
 def geomean_rows(rows: Sequence[dict[str, float]]) -> dict[str, float]:

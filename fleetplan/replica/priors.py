@@ -127,8 +127,8 @@ def prior_params(spec: ModelSpec, hw: HardwareConfig, *,
         from fleetplan.replica.engine_defaults import engine_defaults
 
         d = engine_defaults(engine_version, hw.gpu, hw.spec.vram_gb)
-        seqs, batched, block, util = (d.max_num_seqs, d.max_num_batched_tokens, d.block_size,
-                                      d.gpu_memory_utilization)
+        batched, _chunked = d.scheduler_budget(spec.context_length)
+        seqs, block, util = d.max_num_seqs, d.block_size, d.gpu_memory_utilization
         engine_note = f"; engine defaults of vLLM {engine_version} ({d.source})"
     ratios = dict(DEFAULT_RATIOS)
     learned = 0
