@@ -1,14 +1,22 @@
-"""Output helpers shared by commands: tables (rich), CSV and JSON (deterministic bytes)."""
+"""Output helpers shared by commands: tables (rich), CSV and JSON (deterministic bytes), and
+:func:`check_output_path`, which a command calls on every file it will write (``--out``,
+``--plot``, ``--save-lp``, ``--report``) *before* its long work, so a path that cannot be written
+fails at once as one line, not after the run with the results lost."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Iterator, Sequence
 from enum import StrEnum
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fleetplan._io import json_safe
+from fleetplan.errors import InputError
 
 if TYPE_CHECKING:  # pandas and rich are imported by the functions that use them
     import pandas as pd
@@ -31,6 +39,65 @@ class TableOrJson(StrEnum):
 
     table = "table"
     json = "json"
+
+
+def check_output_path(path: str | os.PathLike[str], option: str, *,
+                      suffixes: Sequence[str] = ()) -> Path:
+    """``path`` when a command can write it there later (atomically, as ``fleetplan._io``
+    does); else one :class:`InputError` line naming the option and the path.
+
+    Refused: a suffix not in ``suffixes`` (when given), an existing directory or other
+    non-regular file (a FIFO, ``/dev/null``: an atomic write would replace it), a parent that
+    is a file, a folder where no file can be created (read-only, no permission: probed by
+    creating and removing an empty file, so it holds for root and read-only mounts too).
+    Nothing is left behind; missing folders are not created here (the write creates them)."""
+    p = Path(path)
+    if suffixes and p.suffix.lower() not in suffixes:
+        shown = " or ".join(suffixes)
+        raise InputError(f"{option} {p}: the file must end with {shown}")
+    target = Path(os.path.realpath(p)) if p.is_symlink() else p
+    if target.is_dir():
+        raise InputError(f"{option} {p}: a directory, not a file to write")
+    if target.exists() and not target.is_file():
+        raise InputError(f"{option} {p}: not a regular file (a device, FIFO or socket); "
+                         "name a file to write")
+    folder = target.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise InputError(f"{option} {p}: {folder} is not a folder")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{target.name[:100]}.", suffix=".probe",
+                                     dir=folder)
+    except OSError as exc:
+        raise InputError(f"{option} {p}: cannot write in {folder} "
+                         f"({exc.strerror or exc})") from None
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(probe)
+    return p
+
+
+@contextlib.contextmanager
+def errors_name_file(path: str | os.PathLike[str]) -> Iterator[None]:
+    """Input errors raised inside (a simulation or solve of the scenario loaded from ``path``)
+    name that file first, as load errors do: ``S.yaml: classes[0] (chat): ...``. A message that
+    already starts with a file or an option (``--plan X: ...``, ``t.csv: line 3``) is kept."""
+    try:
+        yield
+    except InputError as exc:
+        text = str(exc)
+        first = text.split(": ", 1)[0]
+        if not (first.startswith("--") or first == str(path) or _is_path(first)):
+            exc.args = (f"{path}: {text}",)
+        raise
+
+
+def _is_path(text: str) -> bool:
+    try:
+        return len(text) < 4096 and ("/" in text or os.sep in text) and Path(text).exists()
+    except (OSError, ValueError):
+        return False
 
 
 def dumps(obj: Any) -> str:

@@ -7,7 +7,17 @@ from typing import Any
 
 import typer
 
+from fleetplan.cli._format import check_output_path
+
 PLOT_HELP = "Also draw the result to FILE (.png or .svg)."
+PLOT_SUFFIXES = (".png", ".svg")  # fleetplan.viz.style.SAVE_FORMATS (not imported: matplotlib)
+
+
+def check_plot_path(path: Path | None, option: str = "--plot",
+                    suffixes: tuple[str, ...] = PLOT_SUFFIXES) -> Path | None:
+    """``path`` (or None) once it is known writable as an image, checked before the long work
+    (:func:`fleetplan.cli._format.check_output_path`)."""
+    return None if path is None else check_output_path(path, option, suffixes=suffixes)
 
 
 def save_result_plot(result: Any, path: Path, *, kind: str | None = None) -> None:

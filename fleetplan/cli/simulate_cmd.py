@@ -13,7 +13,14 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from fleetplan.cli._format import MTOK, OutputFormat, emit_csv, emit_json, emit_table
+from fleetplan.cli._format import (
+    MTOK,
+    OutputFormat,
+    emit_csv,
+    emit_json,
+    emit_table,
+    errors_name_file,
+)
 from fleetplan.cli._options import (
     CALIBRATION_OPTION,
     CATALOG_OPTION,
@@ -21,7 +28,7 @@ from fleetplan.cli._options import (
     STORE_OPTION,
     load_cli_scenario,
 )
-from fleetplan.cli._plot import PLOT_HELP, save_result_plot
+from fleetplan.cli._plot import PLOT_HELP, check_plot_path, save_result_plot
 from fleetplan.errors import InputError
 from fleetplan.fleet import SimulationResult, simulate
 from fleetplan.scenario import parse_fleet
@@ -147,7 +154,11 @@ def simulate_cmd(
 
     The JSON (--format json) is a contract; same scenario and seed give byte-identical output.
     """
-    sc = load_cli_scenario(scenario, catalog=catalog, model_config=model_config, store=store, calibration=calibration)
+    check_plot_path(plot)  # before the run: an unwritable --plot fails at once, nothing lost
+    if plot is not None and plot_kind not in ("latency", "fleet"):
+        raise InputError(f"--plot-kind {plot_kind!r}: expected latency or fleet")
+    sc = load_cli_scenario(scenario, catalog=catalog, model_config=model_config, store=store,
+                           calibration=calibration)
     if seed is not None or replications is not None:
         sim = sc.sim.model_dump()
         if seed is not None:
@@ -158,7 +169,7 @@ def simulate_cmd(
     if plan is not None and fleet is not None:
         raise InputError("--plan and --fleet: give one (the plan carries its fleet)")
     pools = parse_fleet(fleet) if fleet is not None else None
-    with _progress(not quiet) as cb:
+    with errors_name_file(scenario), _progress(not quiet) as cb:
         res = simulate(sc, pools, plan=plan, routing=routing, progress=cb)
     if plot is not None:
         save_result_plot(res, plot, kind=plot_kind)
