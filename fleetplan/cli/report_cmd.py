@@ -7,6 +7,7 @@ from typing import Any
 
 import typer
 
+from fleetplan.cli._format import check_output_path
 from fleetplan.errors import InputError
 
 REPORT_HELP = ("Also write the plan as one self-contained HTML page (fleetplan report, with "
@@ -14,10 +15,11 @@ REPORT_HELP = ("Also write the plan as one self-contained HTML page (fleetplan r
 
 
 def check_html_path(path: Path, option: str = "--out") -> Path:
-    """``path``, when it names an HTML file (checked before any long computation)."""
+    """``path``, when it names an HTML file that can be written (checked before any long
+    computation: :func:`fleetplan.cli._format.check_output_path`)."""
     if path.suffix.lower() not in (".html", ".htm"):
         raise InputError(f"{option} {path}: the report is an HTML page; name it FILE.html")
-    return path
+    return check_output_path(path, option)
 
 
 def write_plan_page(plan: dict[str, Any], path: Path, scenario: Any, scenario_path: Path,
@@ -73,13 +75,15 @@ def report_cmd(
                          "(a diff of A and B)")
     if len(plans) == 2 and frontier is not None:
         raise InputError("--frontier: a diff of two plans shows no frontier; report one plan")
+    target = _out_path(out, plans)
+    if out is None:
+        check_output_path(target, "--out")
     docs = [load_plan(p) for p in plans]
     sc = None
     if scenario is not None:
         from fleetplan.scenario import load_scenario
 
         sc = load_scenario(scenario)
-    target = _out_path(out, plans)
     if len(docs) == 1:
         fr = load_frontier(frontier) if frontier is not None else None
         write_report(target, docs[0], scenario=sc, scenario_path=str(scenario or ""),

@@ -9,7 +9,16 @@ import typer
 from rich.console import Console
 
 from fleetplan._io import atomic_write_text
-from fleetplan.cli._format import MTOK, OutputFormat, dumps, emit_csv, emit_json, emit_table
+from fleetplan.cli._format import (
+    MTOK,
+    OutputFormat,
+    check_output_path,
+    dumps,
+    emit_csv,
+    emit_json,
+    emit_table,
+    errors_name_file,
+)
 from fleetplan.cli._options import (
     CALIBRATION_OPTION,
     CATALOG_OPTION,
@@ -21,7 +30,7 @@ from fleetplan.cli._options import (
     load_cli_scenario,
     progress_reporter,
 )
-from fleetplan.cli._plot import PLOT_HELP, save_result_plot
+from fleetplan.cli._plot import PLOT_HELP, check_plot_path, save_result_plot
 from fleetplan.cli.report_cmd import REPORT_HELP, check_html_path, write_plan_page
 from fleetplan.errors import InfeasibleError
 from fleetplan.optimize.plan import Plan, PlanStatus
@@ -117,10 +126,15 @@ def solve_cmd(
     """
     if report is not None:
         check_html_path(report, "--report")
+    # every file written after the solve is checked writable first (issue 16): none is lost
+    for option, path in (("--out", out), ("--save-lp", save_lp)):
+        if path is not None:
+            check_output_path(path, option)
+    check_plot_path(plot)
     sc = load_cli_scenario(scenario, chooser="solve chooses the fleet; fleetplan simulate "
                            "evaluates the given one", catalog=catalog,
                            model_config=model_config, store=store, calibration=calibration)
-    with progress_reporter(quiet, progress) as reporter:
+    with errors_name_file(scenario), progress_reporter(quiet, progress) as reporter:
         plan = solve(sc, solver=solver, executor=executor, max_rounds=max_rounds,
                      progress=reporter, confidence=confidence)
     if save_lp is not None and plan.problem is not None:
