@@ -25,7 +25,9 @@ from fleetplan.optimize.frontier import Sweep, frontier
 
 def frontier_cmd(
     scenario: Path = typer.Argument(..., help="Scenario file (YAML or JSON)."),
-    sweep: Sweep = typer.Option(..., "--sweep", help="carbon, slo or rate."),
+    sweep: Sweep = typer.Option(..., "--sweep", help="carbon, slo, rate, confidence (solve "
+                                "--confidence P over P) or churn (failures per replica-hour of "
+                                "every reliability entry)."),
     points: int = typer.Option(8, "--points", min=1, max=10000, help="Points of the sweep."),
     plot: Path | None = typer.Option(None, "--plot", help="Write the frontier plot (PNG)."),
     scheduler: str | None = typer.Option(
@@ -33,9 +35,10 @@ def frontier_cmd(
         "processes."),
     lo: float | None = typer.Option(None, "--lo", help="Sweep start (carbon: g CO2e per Mtok, "
                                     "prompt + output tokens; slo and "
-                                    "rate: scale factor, default 0.5)."),
+                                    "rate: scale factor, default 0.5; confidence: default 0.5; "
+                                    "churn: failures per replica-hour, default 0)."),
     hi: float | None = typer.Option(None, "--hi", help="Sweep end (default: the cheapest plan's "
-                                    "carbon, or scale 2.0)."),
+                                    "carbon, or scale 2.0; confidence 0.99; churn 0.2)."),
     solver: str | None = typer.Option(None, "--solver", help="MILP solver (cbc, highs ...)."),
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="table, csv or json."),
     timing: bool = typer.Option(True, "--timing/--no-timing", help=TIMING_HELP),
@@ -57,7 +60,8 @@ def frontier_cmd(
     if plot is not None and plot.suffix.lower() != ".png":
         raise InputError(f"--plot {plot}: the plot is written as PNG; name it FILE.png")
     sc = load_cli_scenario(scenario, chooser="each point's solve chooses the fleet",
-                           catalog=catalog, model_config=model_config, store=store, calibration=calibration)
+                           catalog=catalog, model_config=model_config, store=store,
+                           calibration=calibration)
     with progress_reporter(quiet, progress) as reporter:
         result = frontier(sc, sweep, points, scheduler, solver=solver, lo=lo, hi=hi,
                           progress=reporter)

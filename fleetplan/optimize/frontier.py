@@ -6,7 +6,12 @@ Sweeps (``sweep=``):
   objective) to the carbon of the cheapest plan, evenly spaced;
 - ``slo``: every class's SLO targets scaled by factors from ``lo`` (0.5) to ``hi`` (2.0),
   geometrically spaced;
-- ``rate``: every class's rate scaled by factors from ``lo`` (0.5) to ``hi`` (2.0).
+- ``rate``: every class's rate scaled by factors from ``lo`` (0.5) to ``hi`` (2.0);
+- ``confidence``: ``solve --confidence P`` for ``P`` from ``lo`` (0.5) to ``hi`` (0.99), evenly
+  spaced: the price of certainty about the replica model's own error;
+- ``churn``: the failure rate of every entry of the scenario's ``reliability:`` block set to
+  values from ``lo`` (0) to ``hi`` (0.2) failures per replica-hour, evenly spaced (replacement
+  times kept): the price of hosts that come and go.
 
 Capacities are computed first (once, or once per SLO scale), through the executor; then the
 points' closed loops (MILP + simulation) run in parallel on the same executor: local processes by
@@ -31,13 +36,14 @@ from fleetplan._progress import Progress, tracked_map
 from fleetplan.context import with_scenario_context
 from fleetplan.errors import InputError
 from fleetplan.optimize.capacity import CapacitySettings
+from fleetplan.optimize.confidence import Margins, check_confidence
 from fleetplan.optimize.executors import SerialExecutor, get_executor
 from fleetplan.optimize.inputs import Inputs, build_problem, class_workload
 from fleetplan.optimize.loop import DEFAULT_MAX_ROUNDS
 from fleetplan.optimize.milp import solve_problem
 from fleetplan.optimize.plan import Plan, PlanStatus
 from fleetplan.optimize.problem import Demand
-from fleetplan.optimize.solve import solve_inputs, solver_settings
+from fleetplan.optimize.solve import confident, solve_inputs, solver_settings
 from fleetplan.optimize.solvers import SolverSettings
 from fleetplan.scenario import Scenario
 
@@ -46,11 +52,17 @@ class Sweep(StrEnum):
     carbon = "carbon"
     slo = "slo"
     rate = "rate"
+    confidence = "confidence"
+    churn = "churn"
 
 
 _PARAM = {Sweep.carbon: ("carbon.max_g_per_mtok", "g CO2e/Mtok"),
           Sweep.slo: ("slo scale", "x every class's SLO"),
-          Sweep.rate: ("rate scale", "x every class's rate")}
+          Sweep.rate: ("rate scale", "x every class's rate"),
+          Sweep.confidence: ("confidence", "probability the SLOs hold given the model's error"),
+          Sweep.churn: ("reliability.*.failures_per_replica_hour", "failures per replica-hour")}
+_XLABEL = {Sweep.confidence: "confidence (solve --confidence)",
+           Sweep.churn: "failures per replica-hour (every reliability entry)"}
 
 
 @dataclass(frozen=True)
@@ -119,15 +131,30 @@ class Frontier(NotebookRepr):
         df = self.to_frame()
         df.loc[~df["verified"], "status"] = PlanStatus.infeasible.value  # not drawn as plans
         x = {Sweep.carbon: "g_co2_per_mtok", Sweep.slo: "slo_ttft_p99_ms",
-             Sweep.rate: "rate_rps"}[self.sweep]
-        return plot_frontier(df, x=x, ax=ax, annotate=annotate)
+             Sweep.rate: "rate_rps"}.get(self.sweep, "value")
+        return plot_frontier(df, x=x, ax=ax, annotate=annotate,
+                             xlabel=_XLABEL.get(self.sweep))
 
 
-def _run_point(job: tuple[Scenario, Inputs, SolverSettings, int]) -> Plan:
+Job = tuple[Scenario, Inputs, SolverSettings, int, Margins | None]
+
+
+def _run_point(job: Job) -> Plan:
     """Executor entry: one point's closed loop (serial inside the worker)."""
-    scenario, inputs, settings, rounds = job
-    plan = solve_inputs(scenario, inputs, settings, executor=SerialExecutor(), max_rounds=rounds)
+    scenario, inputs, settings, rounds, m = job
+    plan = solve_inputs(scenario, inputs, settings, executor=SerialExecutor(), max_rounds=rounds,
+                        margins=m)
     return replace(plan, problem=None)
+
+
+def _with_churn(scenario: Scenario, rate: float) -> Scenario:
+    """``scenario`` with every reliability entry failing ``rate`` times per replica-hour."""
+    if not scenario.reliability:
+        raise InputError("churn sweep: the scenario has no reliability block; name the GPU "
+                         "types whose churn to sweep, e.g. reliability: {RTX-4090: {}}")
+    block = {k: {**r.model_dump(exclude_none=True), "failures_per_replica_hour": rate}
+             for k, r in scenario.reliability.items()}
+    return scenario.with_updates(reliability=block)
 
 
 def _scale_slo(scenario: Scenario, f: float) -> Scenario:
@@ -156,13 +183,15 @@ def _scale_rate(scenario: Scenario, f: float) -> Scenario:
 
 
 def _pareto(points: list[tuple[float, Plan]], sweep: Sweep) -> list[bool | None]:
-    """Not dominated in (swept quantity, cost); every verified point for a rate sweep (the rate
-    is the demand, not an objective: the points trace the cost curve)."""
-    if sweep is Sweep.rate:
+    """Not dominated in (swept quantity, cost; a higher confidence is the better one); every
+    verified point for a rate or churn sweep (the demand and the hosts are given, not an
+    objective: the points trace the cost curve)."""
+    if sweep in (Sweep.rate, Sweep.churn):
         return [p.status is not PlanStatus.infeasible and p.verified for _v, p in points]
     xy: list[tuple[float, float] | None] = []
     for value, plan in points:
-        x = plan.g_co2_per_mtok if sweep is Sweep.carbon else value
+        x = (plan.g_co2_per_mtok if sweep is Sweep.carbon
+             else -value if sweep is Sweep.confidence else value)
         y = plan.cost_per_hour_usd
         if plan.status is PlanStatus.infeasible or not plan.verified or x is None or y is None:
             xy.append(None)
@@ -192,20 +221,34 @@ def frontier(scenario: Scenario, sweep: str | Sweep = Sweep.carbon, points: int 
     try:
         kind = Sweep(sweep)
     except ValueError:
-        raise InputError(f"sweep {sweep!r}: valid sweeps are carbon, slo, rate") from None
+        raise InputError(f"sweep {sweep!r}: valid sweeps are "
+                         f"{', '.join(s.value for s in Sweep)}") from None
     if not 1 <= points <= 10000:
         raise InputError(f"points(={points}) must be within [1, 10000]")
     settings = solver_settings(scenario, solver)
     settings.pulp_name  # noqa: B018 - fail early on an unknown solver
     ex = get_executor(scheduler)
-    jobs: list[tuple[Scenario, Inputs, SolverSettings, int]] = []
+    jobs: list[Job] = []
+    build = {"executor": ex, "settings": capacity, "cache_dir": cache_dir, "progress": progress}
     if kind is Sweep.slo:
         values = _factors(lo or 0.5, hi or 2.0, points, geometric=True)
         for f in values:
             variant = _scale_slo(scenario, f)
-            inputs = build_problem(variant, executor=ex, settings=capacity, cache_dir=cache_dir,
-                                   progress=progress)
-            jobs.append((variant, inputs, settings, max_rounds))
+            inputs = build_problem(variant, **build)
+            jobs.append((variant, inputs, settings, max_rounds, None))
+    elif kind in (Sweep.confidence, Sweep.churn):
+        inputs = build_problem(scenario, **build)
+        if kind is Sweep.confidence:
+            values = _factors(0.5 if lo is None else lo, 0.99 if hi is None else hi, points,
+                              geometric=False)
+            for v in values:
+                check_confidence(v)
+                conf_inputs, m = confident(scenario, inputs, v, **build)
+                jobs.append((scenario, conf_inputs, settings, max_rounds, m))
+        else:
+            values = _linear(0.0 if lo is None else lo, 0.2 if hi is None else hi, points)
+            for v in values:
+                jobs.append((_with_churn(scenario, v), inputs, settings, max_rounds, None))
     else:
         base = scenario.with_updates(carbon=None) if kind is Sweep.carbon else scenario
         inputs = build_problem(base, executor=ex, settings=capacity, cache_dir=cache_dir,
@@ -217,7 +260,7 @@ def frontier(scenario: Scenario, sweep: str | Sweep = Sweep.carbon, points: int 
                 lim = replace(inputs.problem.limits, max_g_per_mtok=v, max_kg_per_day=None)
                 jobs.append((variant, replace(inputs, problem=replace(inputs.problem,
                                                                       limits=lim)),
-                             settings, max_rounds))
+                             settings, max_rounds, None))
         else:
             values = _factors(lo or 0.5, hi or 2.0, points, geometric=True)
             for f in values:
@@ -228,13 +271,22 @@ def frontier(scenario: Scenario, sweep: str | Sweep = Sweep.carbon, points: int 
                                 for d in inputs.problem.demands)
                 jobs.append((variant, replace(inputs, problem=replace(inputs.problem,
                                                                       demands=demands)),
-                             settings, max_rounds))
+                             settings, max_rounds, None))
     plans = tracked_map(ex, _run_point, jobs, progress, "frontier points")
     pairs = list(zip(values, plans, strict=True))
     flags = _pareto(pairs, kind)
     param, unit = _PARAM[kind]
     return Frontier(kind, param, unit, tuple(
         FrontierPoint(round(float(v), 6), p, fl) for (v, p), fl in zip(pairs, flags, strict=True)))
+
+
+def _linear(lo: float, hi: float, n: int) -> list[float]:
+    """``n`` evenly spaced values in ``[lo, hi]`` (``lo`` may be 0: a failure rate)."""
+    if not 0 <= lo <= hi:
+        raise InputError(f"sweep range: need 0 <= lo(={lo:g}) <= hi(={hi:g})")
+    if n == 1 or math.isclose(lo, hi, rel_tol=1e-9):
+        return [lo]
+    return [float(x) for x in np.linspace(lo, hi, n)]
 
 
 def _factors(lo: float, hi: float, n: int, *, geometric: bool) -> list[float]:
