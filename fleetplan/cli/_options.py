@@ -147,16 +147,28 @@ def use_cli_context(*, catalog: list[Path] | None = None, model_config: list[Pat
     """Build the command's :class:`~fleetplan.context.DataContext` from its options and make it
     active until the command returns (the click context closes it, so a test runner's next
     command starts clean)."""
-    import click
-
     from fleetplan.context import DataContext
 
     ctx = DataContext.build(catalog=list(catalog or []), model_configs=list(model_config or []),
                             store=store, calibration=calibration, cache_dir=cache_dir)
-    current = click.get_current_context(silent=True)
-    if current is not None:
-        current.with_resource(ctx.activate())
+    _until_command_ends(ctx)
     return ctx
+
+
+def _until_command_ends(ctx: DataContext) -> None:
+    """Activate ``ctx`` until the running command's click context closes (typer >= 0.2x
+    carries its own copy of click: its context is looked up first)."""
+    import importlib
+
+    for name in ("typer._click.globals", "click.globals"):
+        try:
+            mod = importlib.import_module(name)
+        except ImportError:
+            continue
+        current = mod.get_current_context(silent=True)
+        if current is not None:
+            current.with_resource(ctx.activate())
+            return
 
 
 def model_name(model: str | None, ctx: DataContext, option: str = "--model") -> str:
@@ -185,11 +197,7 @@ def load_cli_scenario(path: Path, *, chooser: str | None = None,
     sc = load_scenario(path)
     ctx = sc.data_context() if hasattr(sc, "data_context") else None
     if ctx is not None:
-        import click
-
-        current = click.get_current_context(silent=True)
-        if current is not None:
-            current.with_resource(ctx.activate())
+        _until_command_ends(ctx)
     note_user_files(calibration=calibration is None, has_options=True)  # --calibration exists
     if chooser is not None and sc.fleet is not None:
         given = " + ".join(f"{p.count}x{p.config}" for p in sc.fleet)

@@ -72,6 +72,11 @@ def predict(
     model_config: list[Path] | None = typer.Option(
         None, "--model-config", help=MODEL_CONFIG_HELP),
     catalog: list[Path] | None = typer.Option(None, "--catalog", help=CATALOG_HELP),
+    engine_version: str | None = typer.Option(
+        None, "--engine-version", help="vLLM version the server runs (e.g. 0.6.3, 0.8.5, "
+        "0.10.1): an uncalibrated prediction uses its engine defaults (max_num_batched_tokens, "
+        "max_num_seqs, chunked prefill; docs/engine-defaults.md). Default: the study's "
+        "assumption (0.8.5 defaults of a non-H100 GPU: 2048 tokens, 256 sequences)."),
     fmt: OutputFormat = typer.Option(
         OutputFormat.table, "--format", help="table, csv (the table's rows: metric, mean, std; "
         "--steady: metric, value) or json."),
@@ -97,7 +102,8 @@ def predict(
     ctx = use_cli_context(catalog=catalog, model_config=model_config, calibration=calibration)
     name = model_name(model, ctx)
     note_user_files(calibration=calibration is None)
-    params = replica_params(name, config, calibration=calibration)
+    params = replica_params(name, config, calibration=calibration,
+                            engine_version=engine_version)
     head = {
         "model": params.model,
         "config": params.config,

@@ -25,9 +25,11 @@ from fleetplan.workload.lengths import LengthModel
 
 def resolve_params(model: str | ModelSpec, config: str, *,
                    calibration: str | Path | None = None,
-                   context: DataContext | None = None) -> ReplicaParams:
+                   context: DataContext | None = None,
+                   engine_version: str | None = None) -> ReplicaParams:
     """:func:`~fleetplan.replica.params.replica_params` of ``model`` (a name, or a spec that
-    joins the catalog for this call) on ``config``, read through ``context``."""
+    joins the catalog for this call) on ``config``, read through ``context``; an uncalibrated
+    pair's prior uses ``engine_version``'s vLLM defaults when given."""
     if isinstance(model, ModelSpec):
         base = context or active_data()
         cat = (base.catalog or active_catalog()).extend(models=[model])
@@ -35,13 +37,15 @@ def resolve_params(model: str | ModelSpec, config: str, *,
     else:
         name = model
     with use_context(context):
-        return replica_params(name, config, calibration=calibration)
+        return replica_params(name, config, calibration=calibration,
+                              engine_version=engine_version)
 
 
 def predict(model: str | ModelSpec, config: str, *, rate: float, steady: bool = False,
             num_prompts: int = 200, burstiness: float = 1.0,
             lengths: LengthModel | None = None, calibration: str | Path | None = None,
-            context: DataContext | None = None, **options: Any) -> ReplayResult | SteadyResult:
+            context: DataContext | None = None, engine_version: str | None = None,
+            **options: Any) -> ReplayResult | SteadyResult:
     """Predict ``model`` on ``config`` at ``rate`` req/s.
 
     ``steady=False``: :func:`~fleetplan.replica.protocol.replay` of a ``num_prompts`` burst
@@ -50,7 +54,8 @@ def predict(model: str | ModelSpec, config: str, *, rate: float, steady: bool = 
     ``duration_s``, ``warmup_s``, ``seed``). An uncalibrated pair is predicted from the spec
     path; :func:`fleetplan.validate.bands.error_band` says how far off that path has been.
     """
-    params = resolve_params(model, config, calibration=calibration, context=context)
+    params = resolve_params(model, config, calibration=calibration, context=context,
+                            engine_version=engine_version)
     if steady:
         return steady_state(params, rate=rate, lengths=lengths, burstiness=burstiness, **options)
     return replay(params, rate=rate, num_prompts=num_prompts, burstiness=burstiness,

@@ -177,8 +177,8 @@ def prediction_bands(gpu: str, metrics: dict[str, float], *,
             if m == "ttft_p99_ms" or not basis:
                 basis = b.basis
     if out:
-        out["band_basis"] = (f"80% of held-out runs measured inside the band ({basis}; "
-                             f"{t.source})")
+        out["band_basis"] = (f"80% of held-out runs measured inside the band: {basis} "
+                             "(docs/spec-path-validation.md)")
     return out
 
 
