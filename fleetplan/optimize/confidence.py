@@ -94,24 +94,33 @@ def model_error(gpu: str, calibrated: bool) -> tuple[float, str]:
                                   f"leave-one-config-out error ({UNMEASURED_ERROR_PCT:g}%)")
 
 
+def sigma_of(median_abs_error_pct: float) -> float:
+    """The log-normal error's ``sigma`` whose median ``|e|`` is the measured median error."""
+    return math.log1p(median_abs_error_pct / 100.0) / HALF_NORMAL_MEDIAN
+
+
+def latency_factor(confidence: float, median_abs_error_pct: float) -> float:
+    """How many times worse latencies are taken at ``confidence``: ``exp(z_P sigma)``, at
+    least 1 (non-decreasing in both arguments)."""
+    from scipy.special import ndtri
+
+    check_confidence(confidence)
+    return math.exp(max(0.0, float(ndtri(confidence))) * sigma_of(median_abs_error_pct))
+
+
 def margins(scenario: Scenario, configs: Iterable[str], confidence: float) -> Margins:
     """Each configuration's error (calibrated or spec-based) and its latency factor at
     ``confidence``."""
-    from scipy.special import ndtri
-
     from fleetplan.catalog.hardware import HardwareConfig
     from fleetplan.replica.params import replica_params
 
-    if not 0.0 < confidence < 1.0:
-        raise InputError(f"--confidence {confidence:g}: expected a probability in (0, 1), e.g. "
-                         "0.95")
-    z = max(0.0, float(ndtri(confidence)))
+    check_confidence(confidence)
     out = {}
     for config in sorted(set(configs)):
         calibrated = replica_params(scenario.model, config).calibrated
         m, src = model_error(HardwareConfig.parse(config).gpu, calibrated)
-        sigma = math.log1p(m / 100.0) / HALF_NORMAL_MEDIAN
-        out[config] = ConfigError(config, calibrated, m, sigma, math.exp(z * sigma), src)
+        out[config] = ConfigError(config, calibrated, m, sigma_of(m),
+                                  latency_factor(confidence, m), src)
     return Margins(confidence, out)
 
 

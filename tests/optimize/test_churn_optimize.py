@@ -1,0 +1,150 @@
+"""Plans for churn and for the model's own error: spares as a decision, margins at a confidence.
+
+The spare rule is checked against its definition (binomial tail), the MILP against the rule (no
+more and no fewer spares than the working replicas need), and the laws with hypothesis on tiny
+problems: more churn never makes a plan cheaper, a higher confidence never does either.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from optimize_helpers import H100, R2, R4, synth_capacity, synth_problem
+
+from fleetplan.optimize.confidence import (
+    MODEL_ERROR_PCT,
+    POOLED_ERROR_PCT,
+    latency_factor,
+)
+from fleetplan.optimize.milp import build_model, solve_problem
+from fleetplan.optimize.problem import PlanProblem
+from fleetplan.optimize.solvers import SolverSettings
+from fleetplan.scenario.reliability import spares_needed, unavailability
+
+ROOT = Path(__file__).resolve().parents[2]
+EXACT = SolverSettings("cbc", time_limit_s=30, gap=0.0)
+law = settings(max_examples=8, deadline=None, derandomize=True,
+               suppress_health_check=[HealthCheck.too_slow])
+
+
+def _tail(n: int, u: float, k: int) -> float:
+    return sum(math.comb(n, j) * u ** j * (1 - u) ** (n - j) for j in range(k + 1, n + 1))
+
+
+def test_unavailability_is_the_alternating_renewal_share() -> None:
+    # 0.05 failures per hour, 10 minutes down: up 20 h on average, down 1/6 h
+    assert unavailability(0.05, 600) == pytest.approx((1 / 6) / (20 + 1 / 6))
+    assert unavailability(0.0, 600) == 0.0
+
+
+@pytest.mark.parametrize("u", [0.00826, 0.05, 0.2])
+def test_spares_are_the_fewest_with_the_tail_within_the_quantile(u: float) -> None:
+    for n in range(1, 25):
+        k = spares_needed(n, u, 0.01)
+        assert _tail(n + k, u, k) <= 0.01
+        assert k == 0 or _tail(n + k - 1, u, k - 1) > 0.01
+
+
+def _with_churn(problem: PlanProblem, u: float) -> PlanProblem:
+    return problem.replace(pools=tuple(replace(p, unavailability=u) if p.gpu == "RTX-4090"
+                                       else p for p in problem.pools))
+
+
+def test_the_milp_keeps_exactly_the_spares_its_working_replicas_need() -> None:
+    problem = _with_churn(synth_problem([("batch", 12.0, 2000.0, 1.0)], pools=(R2,)), 0.05)
+    sol = solve_problem(problem, EXACT)
+    assert sol.has_plan
+    (pool, hour), total = next(iter(sol.counts.items()))
+    spare = sol.spares[(pool, hour)]
+    working = total - spare
+    assert working * synth_capacity("2xRTX-4090", 1.0, 2000.0) >= 12.0 - 1e-9
+    assert spare == spares_needed(working, 0.05, 0.01) > 0
+
+
+def test_no_churn_builds_the_same_milp_as_before() -> None:
+    problem = synth_problem([("chat", 3.0, 150.0, 1.0), ("batch", 8.0, 2000.0, 1.0)])
+    zero = _with_churn(problem, 0.0)
+
+    def lp(p: PlanProblem, tmp: Path) -> str:
+        build_model(p).prob.writeLP(str(tmp))
+        return tmp.read_text()
+
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        assert lp(problem, Path(d) / "a.lp") == lp(zero, Path(d) / "b.lp")
+
+
+def _cost(problem: PlanProblem) -> float | None:
+    sol = solve_problem(problem, EXACT)
+    return sol.cost_per_day_usd if sol.has_plan else None
+
+
+classes = st.lists(st.tuples(st.floats(0.5, 20.0), st.sampled_from([300.0, 800.0, 2000.0])),
+                   min_size=1, max_size=2)
+
+
+@law
+@given(classes, st.floats(0.0, 0.3), st.floats(0.0, 0.3),
+       st.sampled_from([(H100, R2), (R2, R4), (R2,)]))
+def test_more_churn_never_makes_a_plan_cheaper(cls, u1, u2, pools) -> None:
+    lo, hi = sorted((u1, u2))
+    problem = synth_problem([(f"c{i}", r, slo, 1.0) for i, (r, slo) in enumerate(cls)],
+                            pools=pools)
+    a, b = _cost(_with_churn(problem, lo)), _cost(_with_churn(problem, hi))
+    if b is not None:
+        assert a is not None and a <= b + 1e-6
+
+
+def _confident(cls, pools, p: float) -> PlanProblem:
+    """The problem at confidence ``p``: each configuration's capacity measured at the SLO
+    divided by its latency factor (the measured error of its GPU type)."""
+    named = [(f"c{i}", r, slo, 1.0) for i, (r, slo) in enumerate(cls)]
+    problem = synth_problem(named, pools=pools)
+    f = {pl.config: latency_factor(p, MODEL_ERROR_PCT[(pl.gpu, True)][0]) for pl in pools}
+    cap = {(n, c, t): synth_capacity(c, 1.0, t.ttft_p99_ms / f[c])
+           for (n, c, t) in problem.capacity}
+    return problem.replace(capacity=cap)
+
+
+@law
+@given(classes, st.floats(0.5, 0.995), st.floats(0.5, 0.995),
+       st.sampled_from([(H100, R2), (H100, R2, R4), (R4,)]))
+def test_higher_confidence_never_makes_a_plan_cheaper(cls, p1, p2, pools) -> None:
+    lo, hi = sorted((p1, p2))
+    a, b = _cost(_confident(cls, pools, lo)), _cost(_confident(cls, pools, hi))
+    if b is not None:
+        assert a is not None and a <= b + 1e-6
+
+
+def test_latency_factor_grows_with_confidence_and_error() -> None:
+    assert latency_factor(0.5, 30.0) == 1.0  # the median: no margin
+    assert 1.0 < latency_factor(0.9, 4.0) < latency_factor(0.95, 4.0) < latency_factor(0.95, 30)
+
+
+def _doc_rows(text: str, section: str, gpu: str | None) -> str:
+    part = text.split(section, 1)[1]
+    if gpu is not None:
+        part = part.split(f"**{gpu}**", 1)[1]
+    row = re.search(r"\| `ttft_p99_ms` \|([^\n]*)", part)
+    assert row is not None
+    return row.group(1)
+
+
+def test_model_errors_are_the_validation_tables() -> None:
+    """The margins' error figures are docs/validation.md's (regenerated by validate --cv)."""
+    text = (ROOT / "docs" / "validation.md").read_text()
+    loro, loco = "## Leave-one-rate-out", "## Leave-one-config-out"
+    for (gpu, calibrated), (pct, n) in MODEL_ERROR_PCT.items():
+        cells = [c.strip() for c in _doc_rows(text, loro if calibrated else loco, gpu).split("|")]
+        # rate-out rows: target, model, baseline, ..., n; config-out rows: target, model, n
+        assert float(cells[1]) == pct and int(cells[-2]) == n, (gpu, calibrated, cells)
+    for calibrated, (pct, n) in POOLED_ERROR_PCT.items():
+        cells = [c.strip() for c in _doc_rows(text, loro if calibrated else loco, None).split("|")]
+        assert float(cells[1]) == pct and int(cells[-2]) == n
