@@ -1,0 +1,138 @@
+"""User catalogs extend the bundled tables by name, keep every figure's source, and are active
+only where a context makes them so (nothing frozen, nothing written into the package)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fleetplan.catalog import (
+    Catalog,
+    HardwareConfig,
+    active_catalog,
+    get_gpu,
+    get_model,
+    grid_intensity,
+    load_gpus,
+    normalize_gpu,
+    price_for,
+    use_catalog,
+)
+from fleetplan.catalog._tables import data_dir
+from fleetplan.context import DataContext
+from fleetplan.errors import DataError, InputError, UnknownNameError
+
+CONFIGS = Path(__file__).resolve().parents[1] / "data" / "hf-configs"
+L4_ROW = ("gpu,vendor_name,vram_gb,tdp_w,fp16_tflops_dense,mem_bandwidth_gb_s,interconnect,"
+          "interconnect_gb_s,spec_source,spec_date\n"
+          "L4,NVIDIA L4,24,72,121,300,PCIe-4.0,32,NVIDIA L4 datasheet,2023-03\n")
+
+
+def _folder(tmp_path: Path, **tables: str) -> Path:
+    d = tmp_path / "cat"
+    d.mkdir(exist_ok=True)
+    for name, text in tables.items():
+        (d / f"{name}.csv").write_text(text)
+    return d
+
+
+def test_a_new_gpu_row_adds_to_the_bundled_ones_only_inside_its_catalog(tmp_path: Path) -> None:
+    cat = Catalog(_folder(tmp_path, gpus=L4_ROW))
+    with pytest.raises(UnknownNameError):
+        normalize_gpu("L4")
+    with use_catalog(cat):
+        l4 = get_gpu("NVIDIA-L4")  # the vendor spelling of result files
+        assert (l4.gpu, l4.vram_gb, l4.mem_bandwidth_gb_s) == ("L4", 24, 300)
+        assert "NVIDIA L4 datasheet" in l4.spec_source and str(tmp_path) in l4.spec_source
+        assert "estimate" in l4.idle_w_source and "estimate" in l4.embodied_source
+        assert HardwareConfig.parse("2xL4").spec.tdp_w == 72
+        assert set(load_gpus()) > {"L4", "H100-PCIe", "RTX-4090"}
+    assert active_catalog().is_bundled
+    with pytest.raises(UnknownNameError):
+        normalize_gpu("L4")
+
+
+def test_user_rows_override_bundled_rows_by_name_and_say_so(tmp_path: Path) -> None:
+    folder = _folder(
+        tmp_path,
+        gpus="gpu,vram_gb,tdp_w,fp16_tflops_dense,mem_bandwidth_gb_s,interconnect_gb_s\n"
+             "H100-PCIe,80,300,756,2000,64\n",
+        prices="gpu,market,price_usd_per_gpu_hour,source\nH100-PCIe,alternative,1.5,my quote\n"
+               "NVIDIA-GeForce-RTX-4090,hyperscaler,0.9,\n",
+        grid_intensity="region,g_co2_per_kwh\nEU27,100\n")
+    before = get_gpu("H100-PCIe")
+    with use_catalog(Catalog(folder)):
+        h100 = get_gpu("H100-PCIe")
+        assert h100.tdp_w == 300 and h100.idle_w == before.idle_w  # unset columns kept
+        assert str(folder) in h100.spec_source
+        p = price_for("H100-PCIe")
+        assert p.price_usd_per_gpu_hour == 1.5 and "my quote" in p.source
+        assert str(folder) in p.source
+        hyper = price_for("RTX-4090", "hyperscaler")  # a vendor spelling, no source column
+        assert hyper.price_usd_per_gpu_hour == 0.9 and str(folder) in hyper.source
+        g = grid_intensity("EU27")
+        assert g.g_co2_per_kwh == 100 and str(folder) in g.source
+    assert price_for("H100-PCIe").price_usd_per_gpu_hour == 2.0  # bundled unchanged
+
+
+def test_later_folders_win(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    for d, price in ((a, 0.5), (b, 0.7)):
+        d.mkdir()
+        (d / "prices.csv").write_text(f"gpu,market,price_usd_per_gpu_hour\nH100-PCIe,x,{price}\n")
+    with use_catalog(Catalog(a, b)):
+        assert price_for("H100-PCIe", "x").price_usd_per_gpu_hour == 0.7
+
+
+def test_bad_user_tables_name_file_row_and_column(tmp_path: Path) -> None:
+    folder = _folder(tmp_path, gpus="gpu,vram_gb,tdp_w,fp16_tflops_dense,mem_bandwidth_gb_s,"
+                                    "interconnect_gb_s\nX1,24,-5,100,300,32\n")
+    with pytest.raises(DataError, match=r"gpus.csv: row 2, column tdp_w: .*-5"), \
+            use_catalog(Catalog(folder)):
+        load_gpus()
+    missing = _folder(tmp_path, gpus="gpu,vram_gb\nX1,24\n")
+    with pytest.raises(DataError, match="missing required column"), \
+            use_catalog(Catalog(missing)):
+        load_gpus()
+    with pytest.raises(InputError, match="no such catalog folder"):
+        Catalog(tmp_path / "nope")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InputError, match="holds none of"):
+        Catalog(tmp_path / "empty")
+
+
+def test_model_configs_join_the_catalog_through_a_context() -> None:
+    ctx = DataContext.build(model_configs=[CONFIGS / "Qwen3-30B-A3B"])
+    with pytest.raises(UnknownNameError):
+        get_model("Qwen3-30B-A3B")
+    with ctx.activate():
+        assert get_model("Qwen3-30B-A3B").is_moe
+        assert get_model("Qwen/Qwen3-30B-A3B").model == "Qwen3-30B-A3B"
+    assert ctx.model is not None and ctx.model.model == "Qwen3-30B-A3B"
+
+
+def test_the_data_dir_variable_is_read_when_used_not_frozen(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    other = tmp_path / "data"
+    other.mkdir()
+    for name in ("gpus.csv", "gpu_aliases.csv", "prices.csv", "models.csv", "grid_intensity.csv"):
+        (other / name).write_bytes((data_dir() / name).read_bytes())
+    text = (other / "gpus.csv").read_text().replace("RTX-4090,NVIDIA GeForce RTX 4090,24,",
+                                                     "RTX-4090,NVIDIA GeForce RTX 4090,25,")
+    (other / "gpus.csv").write_text(text)
+    assert get_gpu("RTX-4090").vram_gb == 24
+    monkeypatch.setenv("FLEETPLAN_DATA_DIR", str(other))
+    assert get_gpu("RTX-4090").vram_gb == 25
+    monkeypatch.delenv("FLEETPLAN_DATA_DIR")
+    assert get_gpu("RTX-4090").vram_gb == 24
+
+
+def test_a_context_names_the_store_and_calibration_read_by_default(tmp_path: Path) -> None:
+    from fleetplan.profiles.store import default_store_path
+    from fleetplan.replica.params import default_calibration_path
+
+    store, cal = tmp_path / "runs.csv", tmp_path / "cal.json"
+    with DataContext.build(store=store, calibration=cal).activate():
+        assert default_store_path() == store and default_calibration_path() == cal
+    assert default_store_path() != store and default_calibration_path() != cal

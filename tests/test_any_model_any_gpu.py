@@ -1,0 +1,105 @@
+"""Issue 11's must-shows, end to end: a model absent from data/models.csv, given only its
+config.json, is predicted, validated and planned; a GPU absent from data/gpus.csv, given one
+row of a user gpus.csv, is predicted and offered to the optimizer. Nothing leaks out of the
+command or call that named them."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from fleetplan.catalog import active_catalog, load_gpus, load_models
+
+DATA = Path(__file__).resolve().parent / "data"
+QWEN3 = DATA / "hf-configs" / "Qwen3-8B-FP8"
+GEMMA_RUN = (DATA / "ionet-vllm-0.8.5"
+             / "vllm_200prompts1qps_gemma-2-9b-it_sharegpt_1xNVIDIA-H100-PCIe.json")
+L4 = ("gpu,vendor_name,vram_gb,tdp_w,fp16_tflops_dense,mem_bandwidth_gb_s,interconnect,"
+      "interconnect_gb_s,spec_source,spec_date\n"
+      "L4,NVIDIA L4,24,72,121,300,PCIe-4.0,32,NVIDIA L4 Tensor Core GPU datasheet,2023-03\n")
+
+
+@pytest.fixture
+def user_catalog(tmp_path: Path) -> Path:
+    d = tmp_path / "my-catalog"
+    d.mkdir()
+    (d / "gpus.csv").write_text(L4)
+    (d / "prices.csv").write_text("gpu,market,price_usd_per_gpu_hour,source\n"
+                                  "L4,alternative,0.45,assumption: an on-demand L4 listing\n")
+    return d
+
+
+def _bundled_untouched() -> None:
+    assert active_catalog().is_bundled
+    assert "Qwen3-8B-FP8" not in load_models() and "L4" not in load_gpus()
+
+
+def test_predict_a_model_known_only_by_its_config_json_on_a_user_gpu(cli, user_catalog) -> None:
+    assert "Qwen3-8B-FP8" not in load_models() and "L4" not in load_gpus()
+    res = cli("predict", "--model-config", str(QWEN3), "--catalog", str(user_catalog),
+              "--config", "1xL4", "--rate", "2", "--num-prompts", "40", "--seeds", "1",
+              "--format", "json")
+    assert res.exit_code == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert (out["model"], out["config"], out["calibrated"]) == ("Qwen3-8B-FP8", "1xL4", False)
+    mean = out["metrics"]["ttft_p99_ms"]["mean"]
+    lo, hi = out["ttft_p99_ms_band"]
+    assert 0 < lo < hi and lo <= mean * 1.5 and hi >= mean / 1.5
+    assert "none measured on L4" in out["band_basis"]  # a user GPU: errors of other GPU types
+    for m in ("request_throughput", "tpot_p50_ms", "tpot_p99_ms"):
+        assert len(out[f"{m}_band"]) == 2
+    _bundled_untouched()
+
+
+def test_calibrated_predictions_carry_no_band(cli) -> None:
+    out = json.loads(cli("predict", "--model", "DeepSeek-R1-Distill-Qwen-1.5B", "--config",
+                         "1xH100-PCIe", "--rate", "8", "--num-prompts", "40", "--seeds", "1",
+                         "--format", "json").stdout)
+    assert out["calibrated"] is True and "ttft_p99_ms_band" not in out
+
+
+def test_predict_without_model_or_config_file_says_what_is_needed(cli) -> None:
+    res = cli("predict", "--config", "1xH100-PCIe", "--rate", "2")
+    assert res.exit_code == 2 and "--model or --model-config" in res.stderr
+
+
+def test_validate_runs_of_a_new_model_on_a_new_gpu(cli, user_catalog, tmp_path) -> None:
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    text = GEMMA_RUN.read_text().replace('"google/gemma-2-9b-it"', '"Qwen/Qwen3-8B-FP8"')
+    (runs / "r.json").write_text(text.replace('"NVIDIA-H100-PCIe"', '"NVIDIA-L4"'))
+    res = cli("validate", str(runs), "--model-config", str(QWEN3), "--catalog",
+              str(user_catalog), "--format", "json")
+    assert res.exit_code == 0, res.stderr
+    run = json.loads(res.stdout)["runs"][0]
+    assert (run["model"], run["config"], run["calibrated"]) == ("Qwen3-8B-FP8", "1xL4", False)
+    row = run["metrics"]["request_throughput"]
+    assert row["measured"] > 0 and row["predicted"] > 0 and row["error_pct"] is not None
+    _bundled_untouched()
+
+
+def test_solve_plans_a_config_json_model_and_offers_the_user_gpu(tmp_path, user_catalog) -> None:
+    from fleetplan import solve
+    from fleetplan.scenario import load_scenario
+
+    shutil.copytree(QWEN3, tmp_path / "models" / "Qwen3-8B-FP8")
+    sc_path = tmp_path / "plan.yaml"
+    sc_path.write_text(
+        "model_config: models/Qwen3-8B-FP8\n"   # relative to the scenario file
+        "catalog: my-catalog\n"
+        "classes:\n  - {name: chat, rate_rps: 1, slo: {ttft_p99_ms: 3000}}\n"
+        "candidates: [1xL4, 1xH100-PCIe]\n"
+        "sim: {duration_s: 60, warmup_s: 10, seed: 1}\n"
+        "capacity: {duration_s: 60, warmup_s: 10, min_requests: 50, seeds: 1, refine_steps: 0}\n")
+    sc = load_scenario(sc_path)
+    assert sc.model == "Qwen3-8B-FP8"
+    _bundled_untouched()  # the scenario carries its context; loading activates nothing
+    plan = solve(sc, executor="serial", cache_dir=False)
+    d = plan.to_dict()
+    text = json.dumps(d)
+    assert "1xL4" in text  # the user's GPU was a candidate and, cheapest, is chosen
+    assert any(p["config"] == "1xL4" for p in d["fleet"])
+    _bundled_untouched()
