@@ -232,7 +232,8 @@ def load_profiles(path: str | os.PathLike[str] | None = None) -> ProfileStore:
         raise DataError(f"{p}: missing required column(s) {', '.join(missing)}")
     unknown = [str(c) for c in raw.columns if c not in BY_NAME]
     if unknown:
-        raise DataError(f"{p}: unknown column(s) {', '.join(short(c) for c in unknown[:5])}")
+        raise DataError(f"{p}: unknown column(s) {', '.join(c[:60] for c in unknown[:5])}"
+                        + (" ..." if len(unknown) > 5 else ""))
     seen: dict[str, int] = {}
     for i, rec in enumerate(raw.to_dict("records")):
         line = i + 2

@@ -230,6 +230,8 @@ def first_problem(exc: ValidationError) -> tuple[str | None, str]:
     if err["type"] == "missing":
         return None, f"missing required field {where!r}"
     msg = str(err["msg"]).removeprefix("Value error, ")
+    if not loc:  # a cross-field check of the whole record: its message says it all
+        return None, msg
     shown = short(err.get("input"))
     if not (msg.startswith(shown) or msg.startswith(repr(err.get("input"))[:20])):
         msg = f"{shown}: {msg}"
