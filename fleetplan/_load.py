@@ -143,6 +143,13 @@ def _text(path_or_text: str | os.PathLike[str], what: str, source: str | None,
 _JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}:]')
 
 
+def _value_error(exc: ValueError) -> str:
+    text = str(exc)
+    if "integer string conversion" in text:
+        return "an integer of more than 4300 digits"
+    return text[:120]
+
+
 def _line(text: str, pos: int) -> int:
     return text.count("\n", 0, pos) + 1
 
@@ -195,7 +202,7 @@ def load_json(path_or_text: str | os.PathLike[str], *, what: str = "JSON file",
     except RecursionError:  # the pre-scan bounds depth; kept should a limit be set very high
         raise InputLimitError(f"{src}: nested too deeply to read as a {what}") from None
     except ValueError as exc:  # e.g. an integer of more digits than Python converts
-        raise InputError(f"{src}: not readable JSON ({str(exc)[:120]})") from None
+        raise InputError(f"{src}: not readable JSON ({_value_error(exc)})") from None
     if dup is not None:
         key, line = dup
         raise InputError(f"{src}: line {line}: duplicate key {show_value(key)} in one object "
@@ -314,7 +321,7 @@ def load_yaml(path_or_text: str | os.PathLike[str], *, what: str = "YAML file",
         _LOADER = _loader_class()
 
     def syntax(exc: yaml.YAMLError) -> InputError:
-        first = " ".join(str(exc).split())
+        first = " ".join(str(exc).replace(' in "<unicode string>",', ' at').split())
         return InputError(f"{src}: not valid YAML: {first[:200]}{tail}")
 
     depth = aliases = 0
@@ -357,7 +364,7 @@ def load_yaml(path_or_text: str | os.PathLike[str], *, what: str = "YAML file",
     except RecursionError:  # bounded by max_depth; kept should a limit be set very high
         raise InputLimitError(f"{src}: nested too deeply to read as a {what}") from None
     except ValueError as exc:  # e.g. an integer of more digits than Python converts
-        raise InputError(f"{src}: not readable YAML ({str(exc)[:120]})") from None
+        raise InputError(f"{src}: not readable YAML ({_value_error(exc)})") from None
 
 
 def load_data(path: str | os.PathLike[str], *, what: str, yaml_ok: bool = True,

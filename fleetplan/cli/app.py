@@ -119,12 +119,20 @@ def _root(
     """fleetplan: which GPUs to rent for your LLM traffic."""
 
 
+MAX_ERROR_CHARS = 2000
+"""Longest error line printed (messages quote values, cut where they are rendered; this is the
+last guard)."""
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: returns the exit code instead of exiting."""
     try:
         app(args=argv, prog_name="fleetplan")
     except FleetplanError as exc:
-        print(f"fleetplan: error: {exc}", file=sys.stderr)
+        text = " ".join(str(exc).split("\n"))  # one line, and never a screenful
+        if len(text) > MAX_ERROR_CHARS:
+            text = text[: MAX_ERROR_CHARS - 3] + "..."
+        print(f"fleetplan: error: {text}", file=sys.stderr)
         return exc.exit_code
     except SystemExit as exc:  # click's standalone mode: usage errors, typer.Exit, success
         code = exc.code

@@ -12,6 +12,9 @@ from pydantic import ValidationError
 
 from fleetplan._load import show_value
 
+MAX_MESSAGE = 400
+"""Longest message text of one error (the value shown beside it is cut at 80 characters)."""
+
 
 def _path(loc: tuple[Any, ...], data: Any) -> tuple[str, Any, bool]:
     """Render a pydantic ``loc`` as ``classes[1].slo.ttft_p99_ms``; also the value found there.
@@ -52,6 +55,8 @@ def format_validation_error(exc: ValidationError, data: Any, source: str) -> str
     msg = e["msg"]
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, "):]
+    if len(msg) > MAX_MESSAGE:  # a validator may quote a value of any length
+        msg = msg[: MAX_MESSAGE - 3] + "..."
     if e["type"] == "extra_forbidden":
         msg = "unknown field"
     if e["type"] == "missing":

@@ -262,8 +262,8 @@ class Scenario(Strict):
             if n is None:
                 continue
             try:
-                check_arrivals(n, f"classes[{i}] ({c.name}): {c.arrival_kind} x sim.duration_s "
-                               f"{dur:g}")
+                check_arrivals(n, f"classes[{i}] ({c.name}): {n / dur:.6g} req/s x "
+                               f"sim.duration_s {dur:g}")
             except FleetplanError as exc:
                 raise ValueError(str(exc)) from None
             total += n

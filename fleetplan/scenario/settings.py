@@ -179,8 +179,7 @@ class CapacitySettings(Strict):
         # the longest run the search can make: its top rate over the run's length
         top = max(self.duration_s, self.warmup_s + self.min_requests / self.max_rps)
         try:
-            check_arrivals(self.max_rps * top, f"capacity.max_rps {self.max_rps:g} x "
-                           f"duration_s {top:g}")
+            check_arrivals(self.max_rps * top, f"max_rps {self.max_rps:g} x duration_s {top:g}")
         except FleetplanError as exc:
             raise ValueError(str(exc)) from None
         return self
