@@ -1,0 +1,74 @@
+"""Error bands of spec-path predictions and the solver's safety factor, from the held-out table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fleetplan.errors import DataError, InputError
+from fleetplan.validate.bands import error_band, error_table, prediction_bands, safety_factor
+
+
+def _table(tmp_path: Path, rows: dict) -> Path:
+    p = tmp_path / "errors.json"
+    p.write_text(json.dumps({"source": "test table", "folds": rows}))
+    return p
+
+
+ROWS = {"leave-one-model-out": {
+    "H100-PCIe": {"ttft_p99_ms": {"p10": -0.2, "p50": 0.0, "p90": 0.25, "n": 40},
+                  "request_throughput": {"p10": -0.1, "p50": 0.0, "p90": 0.05, "n": 40}},
+    "all": {"ttft_p99_ms": {"p10": -0.5, "p50": 0.0, "p90": 0.5, "n": 80}}},
+    "leave-one-gpu-out": {"all": {"ttft_p99_ms": {"p10": -0.6, "p50": 0.1, "p90": 1.0,
+                                                  "n": 80}}}}
+
+
+def test_band_inverts_the_signed_errors(tmp_path: Path) -> None:
+    t = error_table(_table(tmp_path, ROWS))
+    b = error_band("H100-PCIe", "ttft_p99_ms", 100.0, table=t)
+    # measured = predicted / (1 + e): an over-prediction (e > 0) means a lower measured value
+    assert (b.lo, b.hi) == (pytest.approx(80.0), pytest.approx(125.0))
+    assert "40 held-out H100-PCIe runs" in b.basis
+
+
+def test_an_unmeasured_gpu_gets_the_leave_one_gpu_out_rows(tmp_path: Path) -> None:
+    t = error_table(_table(tmp_path, ROWS))
+    b = error_band("L4", "ttft_p99_ms", 100.0, table=t)
+    assert (b.lo, b.hi) == (pytest.approx(50.0), pytest.approx(250.0))
+    assert "leave-one-gpu-out" in b.basis and "none measured on L4" in b.basis
+
+
+def test_prediction_bands_cover_the_banded_metrics_only(tmp_path: Path) -> None:
+    t = error_table(_table(tmp_path, ROWS))
+    out = prediction_bands("H100-PCIe", {"ttft_p99_ms": 100.0, "request_throughput": 10.0,
+                                         "duration_s": 50.0}, table=t)
+    assert set(out) == {"ttft_p99_ms_band", "request_throughput_band", "band_basis"}
+    assert out["request_throughput_band"] == [pytest.approx(10 / 1.05, abs=1e-4),
+                                              pytest.approx(10 / 0.9, abs=1e-4)]
+
+
+def test_safety_factor_derates_and_never_loosens(tmp_path: Path) -> None:
+    t = error_table(_table(tmp_path, ROWS))
+    thr = safety_factor("H100-PCIe", "request_throughput", confidence=0.9, table=t)
+    assert thr == pytest.approx(1 / 1.05)  # capacity x this: 90% of runs measured at least that
+    lat = safety_factor("H100-PCIe", "ttft_p99_ms", confidence=0.9, table=t)
+    assert lat == pytest.approx(1 / 0.8)
+    assert safety_factor("H100-PCIe", "ttft_p99_ms", confidence=0.5, table=t) == 1.0
+    assert safety_factor("L4", "ttft_p99_ms", confidence=0.9, table=t) > lat
+    with pytest.raises(InputError, match="confidence"):
+        safety_factor("H100-PCIe", "ttft_p99_ms", confidence=1.0, table=t)
+
+
+def test_the_bundled_table_covers_the_study_gpus_and_is_checked(tmp_path: Path) -> None:
+    t = error_table()
+    for fold in ("leave-one-model-out", "leave-one-config-out", "leave-one-gpu-out"):
+        for gpu in ("H100-PCIe", "RTX-4090", "all"):
+            q, _ = t.quantiles(gpu, "ttft_p99_ms", fold)
+            assert q.n > 0 and q.p10 <= q.p50 <= q.p90
+    bad = dict(ROWS)
+    bad["leave-one-model-out"] = {"all": {"ttft_p99_ms": {"p10": 0.5, "p50": 0.0, "p90": 0.1,
+                                                          "n": 3}}}
+    with pytest.raises(DataError, match="ordered"):
+        error_table(_table(tmp_path, bad))
