@@ -10,6 +10,9 @@ from typing import Any
 
 import pytest
 
+from fleetplan.catalog.models import load_models
+from fleetplan.errors import DataError
+from fleetplan.profiles.ingest import IngestOptions, read_runs
 from fleetplan.profiles.store import load_profiles
 
 BAD = Path(__file__).resolve().parents[1] / "data" / "bad"
@@ -32,50 +35,55 @@ def _error_lines(stderr: str) -> list[str]:
 @pytest.mark.parametrize(("folder", "name", "expect"),
                          [("results", n, e) for n, e in _cases("results")]
                          + [("guidellm", n, e) for n, e in _cases("guidellm")])
-def test_a_bad_file_is_refused_alone_and_the_good_one_stored(tmp_path: Path, cli: Any,
-                                                             folder: str, name: str,
-                                                             expect: str) -> None:
-    good, n_good = GOOD[folder]
+def test_a_bad_file_is_refused_with_one_line(folder: str, name: str, expect: str) -> None:
     bad = BAD / folder / name
-    store = tmp_path / "store.csv"
-    res = cli("ingest", str(bad), str(good), "--store", str(store))
-    assert res.exit_code == 2, res.stdout + res.stderr
-    assert "Traceback" not in res.stderr
-    errs = _error_lines(res.stderr)
-    assert len(errs) == 1 and str(bad) in errs[0], res.stderr
-    assert expect in errs[0], errs[0]
-    assert len(errs[0]) < 600  # bounded: the value is never rendered whole
-    assert f"{n_good} run(s) added" in res.stdout
-    assert len(load_profiles(store)) == n_good  # the good records are stored, and readable
+    runs, errors = read_runs(bad, IngestOptions(known_models=frozenset(load_models())))
+    assert runs == [] and len(errors) == 1, errors
+    assert errors[0].startswith(f"{bad}: ") and "\n" not in errors[0]
+    assert expect in errors[0], errors[0]
+    assert len(errors[0]) < 600  # bounded: the value is never rendered whole
 
 
 def test_a_whole_folder_of_bad_files_loses_no_good_record(tmp_path: Path, cli: Any) -> None:
     folder = tmp_path / "mixed"
     folder.mkdir()
+    expected = {}
     for sub in ("results", "guidellm"):
-        for p in (BAD / sub).iterdir():
-            if p.name not in ("expected.json", "README.md"):
-                (folder / f"{sub}-{p.name}").write_bytes(p.read_bytes())
+        for name, expect in _cases(sub):
+            (folder / f"{sub}-{name}").write_bytes((BAD / sub / name).read_bytes())
+            expected[f"{sub}-{name}"] = expect
     for sub, (good, _n) in GOOD.items():
         (folder / f"{sub}-zz-good.json").write_bytes(good.read_bytes())
     store = tmp_path / "store.csv"
     res = cli("ingest", str(folder), "--store", str(store))
     assert res.exit_code == 2 and "Traceback" not in res.stderr
-    n_bad = len(_cases("results")) + len(_cases("guidellm"))
-    assert len(_error_lines(res.stderr)) == n_bad
-    assert len(load_profiles(store)) == 1 + 3
+    errs = _error_lines(res.stderr)
+    assert len(errs) == len(expected)  # one line per refused file, nothing else
+    for name, expect in expected.items():
+        (line,) = [e for e in errs if f"{folder / name}: " in e]
+        assert expect in line, line
+    assert "4 run(s) added" in res.stdout
+    assert len(load_profiles(store)) == 1 + 3  # every good record stored, and readable
 
 
 @pytest.mark.parametrize(("name", "expect"), _cases("store"))
-def test_a_bad_store_is_one_line(tmp_path: Path, cli: Any, name: str, expect: str) -> None:
+def test_a_bad_store_is_refused_with_one_line(name: str, expect: str) -> None:
+    path = BAD / "store" / name
+    with pytest.raises(DataError) as err:
+        load_profiles(path)
+    msg = str(err.value)
+    assert msg.startswith(f"{path}: ") and "\n" not in msg and expect in msg, msg
+
+
+@pytest.mark.parametrize("name", ["int-1e30.csv", "bool-yes.csv", "duplicate-run-id.csv"])
+def test_commands_on_a_bad_store_say_one_line_and_write_nothing(tmp_path: Path, cli: Any,
+                                                                name: str) -> None:
     path = BAD / "store" / name
     res = cli("profiles", "--store", str(path))
     assert res.exit_code == 2 and "Traceback" not in res.stderr
     assert res.stderr.count("\n") == 1 and str(path) in res.stderr, res.stderr
-    assert expect in res.stderr
-    # ingest into it refuses before anything is written: the store is left as it was
     copy = tmp_path / name
     copy.write_bytes(path.read_bytes())
     res = cli("ingest", str(GOOD["results"][0]), "--store", str(copy))
     assert res.exit_code == 2 and "Traceback" not in res.stderr
-    assert copy.read_bytes() == path.read_bytes()
+    assert copy.read_bytes() == path.read_bytes()  # refused before anything is written
