@@ -1,0 +1,109 @@
+"""vLLM result files of 0.6.x, 0.8.x and current ``vllm bench serve`` (``tests/data/vllm-formats``)
+are ingested, with and without per-request arrays; GPU and parallel degree come from the options
+or the file; pipeline-parallel and multi-node runs are refused, never read as tensor-parallel."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from fleetplan.profiles.ingest import IngestOptions, read_runs
+from fleetplan.profiles.store import load_profiles
+
+FORMATS = Path(__file__).resolve().parents[1] / "data" / "vllm-formats"
+L40S = IngestOptions(gpu="NVIDIA L40S", gpu_count=1)
+
+
+def _read(name: str, opt: IngestOptions | None = L40S) -> Any:
+    runs, errors = read_runs(FORMATS / name, opt)
+    assert errors == [] and len(runs) == 1, errors
+    return runs[0]
+
+
+def _raw(name: str) -> dict[str, Any]:
+    return json.loads((FORMATS / name).read_text())
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in FORMATS.glob("*.json")))
+def test_every_generation_is_read_with_vllm_definitions(name: str) -> None:
+    raw = _raw(name)
+    run = _read(name, None if "0.8.5-benchmark_serving-detailed" in name else L40S)
+    assert run.num_prompts == 5 and run.completed == 4
+    assert run.failed == 1  # stated (current) or num_prompts - completed (older)
+    assert run.ttft_mean_ms == raw["mean_ttft_ms"] and run.ttft_p50_ms == raw["median_ttft_ms"]
+    assert run.tpot_p99_ms == raw["p99_tpot_ms"] and run.itl_mean_ms == raw["mean_itl_ms"]
+    if "ttfts" in raw:  # statistics vLLM did not write come from the per-request arrays
+        ok = [not e for e in raw["errors"]]
+        lat = raw.get("latencies") or [t + sum(g) for t, g in zip(raw["ttfts"], raw["itls"],
+                                                                   strict=True)]
+        e2e = np.array([x for x, good in zip(lat, ok, strict=True) if good]) * 1e3
+        assert run.e2e_p50_ms == pytest.approx(float(np.median(e2e)))
+        ttft = np.array([x for x, good in zip(raw["ttfts"], ok, strict=True) if good]) * 1e3
+        assert run.ttft_p90_ms == pytest.approx(float(np.percentile(ttft, 90)))
+    else:
+        assert run.e2e_p50_ms == raw.get("median_e2el_ms")  # none without arrays or keys
+
+
+def test_summary_only_all_at_once_file() -> None:
+    run = _read("vllm-0.8.5-benchmark_serving-summary.json")
+    assert math.isinf(run.request_rate) and run.max_concurrency == 8
+    assert run.tpot_p90_ms == _raw("vllm-0.8.5-benchmark_serving-summary.json")["p90_tpot_ms"]
+
+
+def test_gpu_and_tensor_parallel_degree_from_the_file() -> None:
+    run = _read("vllm-0.8.5-benchmark_serving-detailed.json", None)
+    assert run.config == "2xRTX-4090" and run.gpu_count == 2 and run.tp_size == 2
+    assert run.model == "DeepSeek-R1-Distill-Qwen-14B" and run.engine == "vllm"
+
+
+def test_tensor_parallel_size_alone_gives_the_gpu_count(tmp_path: Path) -> None:
+    raw = _raw("vllm-0.8.5-benchmark_serving-detailed.json")
+    raw.pop("gpu_count")
+    f = tmp_path / "tp-only.json"
+    f.write_text(json.dumps(raw))
+    runs, errors = read_runs(f)
+    assert errors == [] and runs[0].gpu_count == 2 and runs[0].tp_size == 2
+
+
+def test_files_without_hardware_say_what_to_give() -> None:
+    runs, errors = read_runs(FORMATS / "vllm-bench-serve-current-summary.json")
+    assert runs == [] and "gpu_name" in errors[0] and "--gpu" in errors[0]
+    runs, errors = read_runs(FORMATS / "vllm-bench-serve-current-summary.json",
+                             IngestOptions(gpu="L40S"))
+    assert runs == [] and "--gpu-count" in errors[0]
+
+
+def test_a_file_stating_more_tensor_parallelism_than_gpus_given_is_refused() -> None:
+    runs, errors = read_runs(FORMATS / "vllm-0.8.5-benchmark_serving-detailed.json",
+                             IngestOptions(gpu_count=1))
+    assert runs == [] and "field tensor_parallel_size: 2 must be between 1 and 1" in errors[0]
+
+
+@pytest.mark.parametrize(("key", "value", "expect"), [
+    ("pipeline_parallel_size", "2", "pipeline-parallel runs are not modelled"),
+    ("pp_size", 4, "pipeline-parallel runs are not modelled"),
+    ("num_nodes", 2, "multi-node runs are not modelled"),
+    ("nnodes", "2", "multi-node runs are not modelled"),
+])
+def test_pipeline_parallel_and_multi_node_runs_are_refused_not_read_as_tp(
+        tmp_path: Path, key: str, value: Any, expect: str) -> None:
+    raw = _raw("vllm-0.8.5-benchmark_serving-detailed.json")
+    raw[key] = value
+    f = tmp_path / "pp.json"
+    f.write_text(json.dumps(raw))
+    runs, errors = read_runs(f)
+    assert runs == [] and f"field {key}: {value}: {expect}" in errors[0]
+
+
+def test_the_folder_ingests_through_the_cli(tmp_path: Path, cli: Any) -> None:
+    store = tmp_path / "s.csv"
+    res = cli("ingest", str(FORMATS), "--store", str(store), "--gpu", "L40S", "--gpu-count", "1")
+    # --gpu-count 1 refuses the file that states tensor_parallel_size 2: it alone
+    assert res.exit_code == 2 and "Traceback" not in res.stderr
+    assert res.stderr.count("fleetplan: error: ") == 1 and "tensor_parallel_size" in res.stderr
+    assert len(load_profiles(store)) == 4
