@@ -33,17 +33,24 @@ from fleetplan.validate.records import (
 VALIDATE_SEEDS = (0, 1, 2, 3, 4)
 
 
-def load_runs(store: ProfileStore, paths: Iterable[str | Path] = ()) -> list[MeasuredRun]:
+def load_runs(store: ProfileStore, paths: Iterable[str | Path] = (), *,
+              options: IngestOptions | None = None,
+              refused: list[str] | None = None) -> list[MeasuredRun]:
     """Runs to validate: ``paths`` (files or folders of result JSON) or, when none are given,
     the store's runs. Flags and protocol order are judged over the store and the given runs
-    together."""
+    together. With ``refused`` (a list), a refused file or record adds its one line there and
+    the others go on (none left: an empty list); without, the first refusals raise."""
     paths = list(paths)
     if not paths:
         return runs_from_frame(store.frame)
     given = ProfileStore(empty_frame())
-    report = ingest_paths(paths, given, IngestOptions())
-    if report.errors:
+    report = ingest_paths(paths, given, options or IngestOptions())
+    if report.errors and refused is None:
         raise InputError("; ".join(report.errors[:3]) + (" ..." if len(report.errors) > 3 else ""))
+    if refused is not None:
+        refused.extend(report.errors)
+        if report.errors and not len(given):
+            return []
     if not len(given):
         raise InputError(f"no runs found in {', '.join(str(p) for p in paths)}")
     both = pd.concat([store.frame, given.frame], ignore_index=True)
