@@ -48,6 +48,7 @@ class DataContext:
         ``config.json`` files or folders (their models join the catalog), store, calibration,
         cache folder. Extends the active catalog."""
         specs = tuple(ModelSpec.from_hf_config(p) for p in model_configs)
+        cat: Catalog | None
         if isinstance(catalog, Catalog):
             cat = catalog.extend(models=specs) if specs else catalog
         else:
@@ -116,8 +117,8 @@ def with_scenario_context(fn: F) -> F:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         sc = args[0] if args else kwargs.get("scenario")
-        ctx = sc.data_context() if hasattr(sc, "data_context") else None
-        with use_context(ctx):
+        of_scenario = getattr(sc, "data_context", None)
+        with use_context(of_scenario() if callable(of_scenario) else None):
             return fn(*args, **kwargs)
 
     return wrapper  # type: ignore[return-value]

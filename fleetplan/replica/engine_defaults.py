@@ -83,8 +83,9 @@ TABLE: tuple[EngineDefaults, ...] = (
         cuda_graph_max_batch=256,
         source=(f"vLLM v0.6.x {_ARGS} (EngineArgs defaults; chunked prefill only by default "
                 "for max_model_len > 32K, then 512 batched tokens) and vllm/config.py "
-                "SchedulerConfig (max(max_model_len, 2048) without chunked prefill); CUDA graphs for batch sizes 1, 2, 4, 8..256 "
-                "(vllm/worker/model_runner.py _BATCH_SIZES_TO_CAPTURE)")),
+                "SchedulerConfig (max(max_model_len, 2048) without chunked prefill); CUDA "
+                "graphs for batch sizes 1, 2, 4, 8..256 (vllm/worker/model_runner.py "
+                "_BATCH_SIZES_TO_CAPTURE); from memory of the 0.6 sources, not re-read")),
     EngineDefaults(
         "0.8", "V1", max_num_batched_tokens=2048, max_num_seqs=256,
         gpu_memory_utilization=0.9, block_size=16, chunked_prefill=True, prefix_caching=True,
