@@ -96,11 +96,11 @@ def read_trace(path: str | os.PathLike[str]) -> Trace:
     try:
         raw = pd.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False,
                           skipinitialspace=True, encoding="utf-8")
+    except pd.errors.EmptyDataError:  # a ValueError too: first
+        raise InputError(f"{p}: empty trace") from None
     except (pd.errors.ParserError, UnicodeDecodeError, OSError, ValueError) as exc:
         raise InputError(f"{p}: not a readable CSV trace ({str(exc).splitlines()[0][:160]})") \
             from None
-    except pd.errors.EmptyDataError:
-        raise InputError(f"{p}: empty trace") from None
     missing = [c for c in COLUMNS if c not in raw.columns]
     if missing:
         raise InputError(f"{p}: missing column(s) {', '.join(missing)} (an Azure LLM trace has "
