@@ -11,6 +11,12 @@ The public API, for notebooks and other code (each result has ``to_dict()``, ``t
 - :func:`solve`: the cheapest verified fleet (:class:`Plan`); :func:`frontier`: cost vs carbon,
   SLO or rate (:class:`Frontier`).
 - :func:`read_trace`, :func:`fit_trace`: production traces (Azure LLM trace format).
+- :class:`ModelSpec` (``ModelSpec.from_hf_config(path)``: a model from its Hugging Face
+  ``config.json``), :class:`Catalog` (the bundled tables plus your folders of ``gpus.csv``,
+  ``prices.csv`` ...), :class:`DataContext` (catalog, store, calibration and cache folder a call
+  reads: ``predict(..., context=ctx)`` or ``with ctx.activate(): ...``).
+- :func:`error_band`: how far off an uncalibrated (spec-path) prediction has been
+  (:mod:`fleetplan.validate.bands`; ``safety_factor`` there is for a solver's margin).
 
 Every name is imported on first use (PEP 562), so ``import fleetplan`` (and the CLI's
 ``--help``) loads none of pandas, scipy, simpy, pulp or matplotlib; ``from fleetplan import
@@ -26,6 +32,10 @@ __version__ = "0.1.0"
 
 # public name -> module defining it (imported when the name is first used)
 _LAZY = {
+    "Catalog": "fleetplan.catalog.catalog",
+    "DataContext": "fleetplan.context",
+    "ModelSpec": "fleetplan.catalog.models",
+    "error_band": "fleetplan.validate.bands",
     "FleetplanError": "fleetplan.errors",
     "SimulationResult": "fleetplan.fleet",
     "simulate": "fleetplan.fleet",
@@ -47,6 +57,9 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:
+    from fleetplan.catalog.catalog import Catalog
+    from fleetplan.catalog.models import ModelSpec
+    from fleetplan.context import DataContext
     from fleetplan.errors import FleetplanError
     from fleetplan.fleet import SimulationResult, simulate
     from fleetplan.optimize.frontier import Frontier, frontier
@@ -58,13 +71,14 @@ if TYPE_CHECKING:
     from fleetplan.replica.protocol import replay
     from fleetplan.replica.steady import steady_state
     from fleetplan.scenario import Scenario, load_scenario, scenario_from_dict
+    from fleetplan.validate.bands import error_band
     from fleetplan.workload.trace import fit_trace, read_trace
 
 __all__ = [
-    "FleetplanError", "Frontier", "Plan", "ProfileStore", "Scenario", "SimulationResult",
-    "__version__", "fit_trace", "frontier", "load_profiles", "load_scenario", "predict",
-    "read_trace", "replay", "replica_params", "scenario_from_dict", "simulate", "solve",
-    "steady_state",
+    "Catalog", "DataContext", "FleetplanError", "Frontier", "ModelSpec", "Plan", "ProfileStore",
+    "Scenario", "SimulationResult", "__version__", "error_band", "fit_trace", "frontier",
+    "load_profiles", "load_scenario", "predict", "read_trace", "replay", "replica_params",
+    "scenario_from_dict", "simulate", "solve", "steady_state",
 ]
 
 
