@@ -9,11 +9,14 @@ import typer
 
 from fleetplan.cli._format import TableOrJson, emit_json, emit_table
 from fleetplan.cli._options import (
+    CATALOG_HELP,
+    MODEL_CONFIG_HELP,
     PROGRESS_HELP,
     QUIET_HELP,
     STORE_DEFAULT,
     note_user_files,
     progress_reporter,
+    use_cli_context,
 )
 from fleetplan.replica.calibration import DEFAULT_MAX_NFEV
 
@@ -32,12 +35,17 @@ def calibrate(
         DEFAULT_MAX_NFEV, "--max-nfev", min=5, max=1000, help="Simulations per configuration fit."
     ),
     fmt: TableOrJson = typer.Option(TableOrJson.table, "--format", help="table or json."),
+    catalog: list[Path] | None = typer.Option(None, "--catalog", help=CATALOG_HELP),
+    model_config: list[Path] | None = typer.Option(None, "--model-config",
+                                                   help=MODEL_CONFIG_HELP),
     progress: bool = typer.Option(False, "--progress", help=PROGRESS_HELP),
     quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
 ) -> None:
     """Fit each configuration's step-time parameters to its unflagged runs; flag and report the
     runs no work-conserving server can produce. The file is written atomically; configurations
-    not refitted keep their entries.
+    not refitted keep their entries. A run whose model or GPU the catalog does not know
+    (--catalog, --model-config add them) is refused alone with one line on stderr; the others
+    are fitted and written, and the command exits 2.
 
     Example: fleetplan calibrate --config 1xH100-PCIe --out my-calibration.json
     """
@@ -48,8 +56,13 @@ def calibrate(
     from fleetplan.replica.calibration import calibrate_store, write_calibration
     from fleetplan.replica.params import default_calibration_path, user_calibration_path
 
+    use_cli_context(catalog=catalog, model_config=model_config, store=store)
     note_user_files(store=store is None)
-    st = load_profiles(store)
+    st, refused = load_profiles(store).split_known()  # unknown model/GPU: refused alone
+    for line in refused:
+        print(f"fleetplan: error: {line}", file=sys.stderr)
+    if refused and not len(st):
+        raise typer.Exit(2)
     with progress_reporter(quiet, progress) as reporter:
         cal = calibrate_store(st, model=model, config=config, jobs=jobs, max_nfev=max_nfev,
                               progress=reporter)
@@ -91,6 +104,8 @@ def calibrate(
     ]
     if fmt is TableOrJson.json:
         emit_json({"out": str(target), "configs": rows, "flagged": flagged})
+        if refused:
+            raise typer.Exit(2)
         return
     emit_table(
         pd.DataFrame(rows),
@@ -101,6 +116,8 @@ def calibrate(
         )
         or None,
     )
+    if refused:
+        raise typer.Exit(2)
 
 
 def register(app: typer.Typer) -> None:

@@ -51,12 +51,16 @@ def validate_cmd(
     quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
 ) -> None:
     """Predicted vs measured for each run, with percent errors; parameters come from the store's
-    calibration only, never from RUNS.
+    calibration only, never from RUNS. A file or record that cannot be read, or a run whose
+    model or GPU the catalog does not know (--catalog, --model-config add them), is refused
+    alone with one line on stderr; the others are validated and the command exits 2.
 
     Example: fleetplan validate --cv --format markdown > docs/validation.md
     """
     import pandas as pd
 
+    from fleetplan.catalog.models import load_models
+    from fleetplan.profiles.ingest import IngestOptions
     from fleetplan.profiles.store import load_profiles
     from fleetplan.replica.calibration_file import load_calibration_file
     from fleetplan.replica.runs import VALIDATED_METRICS
@@ -68,9 +72,18 @@ def validate_cmd(
     use_cli_context(catalog=catalog, model_config=model_config, store=store,
                     calibration=calibration)
     note_user_files(store=store is None, calibration=calibration is None)
-    st = load_profiles(store)
+    st, refused = load_profiles(store).split_known()  # unknown model/GPU: refused alone
     cal = load_calibration_file(calibration)
-    todo = load_runs(st, runs or [])
+    if runs:
+        refused = []  # only the given files' runs are validated: judge those
+        opts = IngestOptions(known_models=frozenset(load_models()))
+        todo = load_runs(st, runs, options=opts, refused=refused)
+    else:
+        todo = load_runs(st)
+    for line in refused:
+        print(f"fleetplan: error: {line}", file=sys.stderr)
+    if not todo:
+        raise typer.Exit(2)
     result = validate(todo, calibration=cal)
     if cv:
         store_runs = load_runs(st)
@@ -88,6 +101,7 @@ def validate_cmd(
             )
     if fmt is ValidateFormat.json:
         sys.stdout.write(dumps(result.to_dict()))
+        _exit_if(refused)
         return
     if fmt is ValidateFormat.markdown:
         args = " ".join(
@@ -99,6 +113,7 @@ def validate_cmd(
             ]
         )
         sys.stdout.write(validation_markdown(result, command=args) + "\n")
+        _exit_if(refused)
         return
     rows = []
     for r in result.runs:
@@ -129,6 +144,13 @@ def validate_cmd(
         ):
             df = pd.DataFrame([{"metric": m, **v.to_dict()} for m, v in part.summary.items()])
             emit_table(df, title=name.replace("_", "-"))
+    _exit_if(refused)
+
+
+def _exit_if(refused: list[str]) -> None:
+    """Exit 2 once the others are reported when any run or file was refused (as ingest)."""
+    if refused:
+        raise typer.Exit(2)
 
 
 def register(app: typer.Typer) -> None:

@@ -121,6 +121,26 @@ class ProfileStore:
             out.append(BenchmarkRun.model_validate(clean))
         return out
 
+    def split_known(self) -> tuple[ProfileStore, list[str]]:
+        """(the runs whose model and GPU the active catalog knows, one line for each other
+        run): a run of an unknown model or GPU can be stored but not predicted, calibrated nor
+        validated, so commands that model runs refuse it alone and go on with the rest."""
+        from fleetplan.catalog.gpus import load_gpus
+        from fleetplan.catalog.models import load_models
+
+        models, gpus = set(load_models()), set(load_gpus())
+        known = self.frame["model"].isin(models) & self.frame["gpu"].isin(gpus)
+        lines = []
+        for rec in self.frame[~known].to_dict("records"):
+            what = (f"unknown model {rec['model']}" if rec["model"] not in models
+                    else f"unknown GPU {rec['gpu']}")
+            lines.append(f"{self.path or 'store'}: run {rec['run_id']} ({rec['source_file']} "
+                         f"line {rec['source_line']}, {rec['config']} at "
+                         f"{rec['request_rate']:g} req/s): {what}: not in the catalog (add it "
+                         "with --model-config or a --catalog folder); refused, the others go on")
+        kept = ProfileStore(self.frame[known].reset_index(drop=True), self.path)
+        return kept, lines
+
     def models(self) -> list[str]:
         return sorted(self.frame["model"].dropna().unique())
 
