@@ -103,7 +103,7 @@ def fit_config(runs: Sequence[MeasuredRun], *, lengths: LengthModel | None = Non
         names.append("kv_capacity_tokens")
     source = (f"calibrated to {len(good)} measured run(s) of {model} on {config} "
               f"(fleetplan calibrate)")
-    warm = {r.run_id: r.warm_cache() for r in good}
+    warm: dict[str, bool | None] = {r.run_id: None for r in good}  # None: the LRU state
     x0 = np.zeros(len(names))
     nfev = 0
     if good:
@@ -173,13 +173,13 @@ def fit_config(runs: Sequence[MeasuredRun], *, lengths: LengthModel | None = Non
     ratios["kv_capacity_tokens"] = params.kv_capacity_tokens / prior.kv_capacity_tokens
     report = []
     for r in runs:
-        pred = predict_run(params, r, lengths=lengths, seeds=seeds,
-                           warm=warm.get(r.run_id, r.warm_cache()))
+        pred = predict_run(params, r, lengths=lengths, seeds=seeds)
+        share = pred.get("prefix_hit_share", 0.0)
         report.append(FitRunReport(
             run_id=r.run_id, request_rate=r.request_rate, flagged=r.flagged,
             flag_reason=r.flag_reason, used_in_fit=not r.flagged,
-            warm_prefix_cache=warm.get(r.run_id, r.warm_cache()),
-            error_pct=_errors(pred, r)))
+            warm_prefix_cache=share >= 0.5, error_pct=_errors(pred, r),
+            prefix_hit_share=share))
     return FitResult(params, prior, ratios, loss, nfev, tuple(names), tuple(report))
 
 

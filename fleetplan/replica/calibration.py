@@ -22,6 +22,7 @@ from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.catalog.models import get_model, normalize_model
 from fleetplan.errors import UnknownNameError
 from fleetplan.profiles.store import ProfileStore
+from fleetplan.replica.burst_tail import infer_burst_tails
 from fleetplan.replica.calibrate import FIT_SEEDS, WEIGHTS, FitResult, fit_many, group_runs
 from fleetplan.replica.calibration_file import (
     CalibrationEntry,
@@ -36,9 +37,10 @@ from fleetplan.replica.runs import FLAG_RATIO, VLLM_BENCHMARK_SEED, MeasuredRun,
 from fleetplan.workload.lengths import LengthModel, protocol_length_model
 
 DEFAULT_MAX_NFEV = 40
-WARM_PREFIX_CACHE_RULE = ("a run below its series' highest rate finds its prompts cached when "
-                          "the KV cache holds the run's prompt + output tokens (rates ran from "
-                          "highest to lowest on one server)")
+WARM_PREFIX_CACHE_RULE = ("LRU over KV blocks across the runs that preceded a run on its server "
+                          "(rates 32, 16, 8, 4, 1 req/s in that order, the same prompts and "
+                          "replies each run; fleetplan.replica.prefix_cache): each request's "
+                          "cached prompt tokens, the first run cold")
 FIT_METHOD = "Nelder-Mead on log-parameters, simulation in the loop"
 EFFICIENCY_NOTE = ("ratios fitted/ideal; an unmeasured pair uses its GPU and count's row, else "
                    "its GPU's, else the pooled one")
@@ -66,7 +68,9 @@ class Calibration:
             protocol=CalibrationProtocol(
                 arrival_seed=VLLM_BENCHMARK_SEED, warm_prefix_cache=WARM_PREFIX_CACHE_RULE,
                 flag_ratio=FLAG_RATIO,
-                length_model=self.lengths.model_dump(mode="json", by_alias=True)),
+                length_model=self.lengths.model_dump(mode="json", by_alias=True),
+                burst_tails={k: t.to_dict() for k, t in infer_burst_tails(
+                    self.runs, seed=VLLM_BENCHMARK_SEED).items()}),
             fit=FitSettings(method=FIT_METHOD, seeds=tuple(FIT_SEEDS), max_nfev=self.max_nfev,
                             weights=dict(WEIGHTS)),
             efficiency_note=EFFICIENCY_NOTE,

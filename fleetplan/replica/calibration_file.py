@@ -40,12 +40,16 @@ class FitRunReport:
     used_in_fit: bool
     warm_prefix_cache: bool
     error_pct: dict[str, float]
+    prefix_hit_share: float | None = None  # predicted share of prompt tokens cached (LRU)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "request_rate": self.request_rate,
-                "flagged": self.flagged, "flag_reason": self.flag_reason,
-                "used_in_fit": self.used_in_fit, "warm_prefix_cache": self.warm_prefix_cache,
-                "error_pct": dict(self.error_pct)}
+        out = {"run_id": self.run_id, "request_rate": self.request_rate,
+               "flagged": self.flagged, "flag_reason": self.flag_reason,
+               "used_in_fit": self.used_in_fit, "warm_prefix_cache": self.warm_prefix_cache,
+               "error_pct": dict(self.error_pct)}
+        if self.prefix_hit_share is not None:
+            out["prefix_hit_share"] = self.prefix_hit_share
+        return out
 
     @classmethod
     def from_dict(cls, d: Any, where: str) -> FitRunReport:
@@ -57,7 +61,9 @@ class FitRunReport:
             flagged=_get(d, "flagged", bool, where), flag_reason=d.get("flag_reason"),
             used_in_fit=_get(d, "used_in_fit", bool, where),
             warm_prefix_cache=_get(d, "warm_prefix_cache", bool, where),
-            error_pct=dict(_get(d, "error_pct", dict, where)))
+            error_pct=dict(_get(d, "error_pct", dict, where)),
+            prefix_hit_share=(None if d.get("prefix_hit_share") is None
+                              else _get(d, "prefix_hit_share", float, where)))
 
 
 @dataclass(frozen=True)
@@ -139,10 +145,16 @@ class CalibrationProtocol:
     warm_prefix_cache: str
     flag_ratio: float
     length_model: dict[str, Any]
+    # per prompt set ("<num_prompts>:<total_input_tokens>"): the replies that end a burst
+    # (fleetplan.replica.burst_tail), as inferred from the store's run durations
+    burst_tails: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"arrival_seed": self.arrival_seed, "warm_prefix_cache": self.warm_prefix_cache,
-                "flag_ratio": self.flag_ratio, "length_model": self.length_model}
+        out = {"arrival_seed": self.arrival_seed, "warm_prefix_cache": self.warm_prefix_cache,
+               "flag_ratio": self.flag_ratio, "length_model": self.length_model}
+        if self.burst_tails:
+            out["burst_tails"] = {k: dict(v) for k, v in sorted(self.burst_tails.items())}
+        return out
 
 
 @dataclass(frozen=True)
@@ -213,7 +225,8 @@ class CalibrationFile:
                 store_runs=int(store.get("runs", 0)), store_sha256=str(store.get("sha256", "")),
                 protocol=None if proto is None else CalibrationProtocol(
                     int(proto["arrival_seed"]), str(proto["warm_prefix_cache"]),
-                    float(proto["flag_ratio"]), dict(proto["length_model"])),
+                    float(proto["flag_ratio"]), dict(proto["length_model"]),
+                    dict(proto.get("burst_tails", {}))),
                 fit=None if fit is None else FitSettings(
                     str(fit["method"]), tuple(int(s) for s in fit["seeds"]),
                     int(fit["max_nfev"]), dict(fit["weights"])),

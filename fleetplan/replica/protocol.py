@@ -28,6 +28,7 @@ from fleetplan._notebook import NotebookRepr
 from fleetplan.errors import InputError
 from fleetplan.replica.engine import ReplicaEngine, Request
 from fleetplan.replica.params import ReplicaParams
+from fleetplan.replica.prefix_cache import cached_prompt_tokens, hit_share
 from fleetplan.workload.arrivals import benchmark_arrivals, gamma_gaps
 from fleetplan.workload.lengths import LengthModel, protocol_length_model
 
@@ -241,15 +242,31 @@ def run_metrics(reqs: Sequence[Request], engine: ReplicaEngine,
 
 
 def sample_lengths(lengths: LengthModel, n: int, seed: int,
-                   totals: tuple[int, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+                   totals: tuple[int, int] | None = None,
+                   pinned_outputs: Sequence[tuple[int, int]] = ()
+                   ) -> tuple[np.ndarray, np.ndarray]:
     """``n`` (input, output) pairs for a seed; with ``totals``, rescaled to those token sums
-    (a measured run's ``total_input_tokens`` and ``total_output_tokens``)."""
+    (a measured run's ``total_input_tokens`` and ``total_output_tokens``). ``pinned_outputs``:
+    (index, output tokens) of requests whose length is known (the replies that end a burst,
+    :mod:`fleetplan.replica.burst_tail`); the other outputs share the rest of the total."""
     ins, outs = lengths.sample(n, np.random.default_rng(seed))
     if totals is not None:
         ins = match_total(ins, totals[0], lengths.input.min, lengths.input.max)
-        cap = lengths.output.max if lengths.max_total is None else np.minimum(
-            lengths.output.max, lengths.max_total - ins)
-        outs = match_total(outs, totals[1], lengths.output.min, cap)
+    cap = lengths.output.max if lengths.max_total is None else np.minimum(
+        lengths.output.max, lengths.max_total - ins)
+    cap_arr = np.broadcast_to(np.asarray(cap, dtype=np.int64), outs.shape)
+    free = np.ones(n, dtype=bool)
+    for i, tokens in pinned_outputs:
+        if 0 <= i < n:
+            outs[i] = max(lengths.output.min, min(int(tokens), int(cap_arr[i])))
+            free[i] = False
+    if totals is not None:
+        rest = totals[1] - int(outs[~free].sum())
+        lo = lengths.output.min
+        if free.all() or lo * int(free.sum()) > rest or rest > int(cap_arr[free].sum()):
+            free[:] = True  # the pins do not fit this run's total: plain rescaling
+            rest = totals[1]
+        outs[free] = match_total(outs[free], rest, lo, cap_arr[free])
     return ins, outs
 
 
@@ -257,7 +274,10 @@ def replay(params: ReplicaParams, *, rate: float, num_prompts: int = 200,
            burstiness: float = 1.0, max_concurrency: int | None = None,
            lengths: LengthModel | None = None, seeds: Sequence[int] = (0, 1, 2, 3, 4),
            arrival_seed: int | None = None, totals: tuple[int, int] | None = None,
-           warm_prefix_cache: bool = False) -> ReplayResult:
+           warm_prefix_cache: bool = False,
+           pinned_outputs: Sequence[tuple[int, int]] = (),
+           prefix_runs_before: int | None = None,
+           prefix_capacity_tokens: int | None = None) -> ReplayResult:
     """Replay vLLM's serving benchmark on the replica model, averaged over ``seeds``.
 
     ``seeds`` drive the request lengths (and the arrivals unless ``arrival_seed`` is given).
@@ -265,6 +285,13 @@ def replay(params: ReplicaParams, *, rate: float, num_prompts: int = 200,
     (the same for every length seed). ``totals``: condition each seed's lengths on a run's token
     totals. ``warm_prefix_cache``: the prompts' KV blocks are already cached when they arrive
     (vLLM V1 prefix caching after an earlier run of the same prompts); off by default.
+    ``pinned_outputs``: (request index, output tokens) known for some requests
+    (:func:`sample_lengths`). ``prefix_runs_before``: the run follows that many runs of the
+    same requests on one server; each request's cached prompt tokens come from the LRU
+    bookkeeping of :mod:`fleetplan.replica.prefix_cache` over them (instead of
+    ``warm_prefix_cache``'s all-or-nothing), and ``prefix_hit_share`` joins the metrics;
+    ``prefix_capacity_tokens``: the cache those runs shared (default the parameters' KV
+    capacity).
     """
     if num_prompts < 1:
         raise InputError(f"num_prompts(={num_prompts}) must be >= 1")
@@ -282,8 +309,13 @@ def replay(params: ReplicaParams, *, rate: float, num_prompts: int = 200,
             rng = np.random.default_rng([seed, 0x5EED])
             arr = benchmark_arrivals(num_prompts, rate, burstiness, rng)
             end_min = float(arr[-1] + gamma_gaps(1, rate, burstiness, rng)[0])
-        ins, outs = sample_lengths(lm, num_prompts, seed, totals)
+        ins, outs = sample_lengths(lm, num_prompts, seed, totals, pinned_outputs)
         cached = ins if warm_prefix_cache else None
+        if prefix_runs_before is not None and not warm_prefix_cache:
+            cap = (params.kv_capacity_tokens if prefix_capacity_tokens is None
+                   else prefix_capacity_tokens)
+            cached = cached_prompt_tokens(ins, outs, cap, params.block_size, prefix_runs_before)
+            per_seed.setdefault("prefix_hit_share", []).append(hit_share(ins, cached))
         reqs, engine = simulate_requests(params, arr, ins, outs, cached=cached,
                                          max_concurrency=max_concurrency)
         m = run_metrics(reqs, engine, end_min)

@@ -11,28 +11,34 @@ previous run's working set (its prompt and output tokens). The first (highest-ra
 series starts cold.
 
 Data quality: a work-conserving server's TTFT does not fall as its load rises. A run whose TTFT
-p50 is more than :data:`FLAG_RATIO` times that of a higher-rate run of the same configuration
-(e.g. 2xRTX-4090 at 1 req/s: seconds, at 4-16 req/s: 0.2 s) is flagged with the reason; flagged
+p50, p90 or p99 is more than :data:`FLAG_RATIO` times that of a higher-rate run of the same
+configuration (e.g. 2xRTX-4090 at 1 req/s: seconds, at 4-16 req/s: 0.2 s; 8xRTX-4090 at 4 req/s:
+p99 0.75 s against 0.27 s at 16 req/s while the medians agree) is flagged with the reason; flagged
 runs are kept and reported, never used to fit.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from functools import cache
 
 import pandas as pd
 
 from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.catalog.models import get_model
+from fleetplan.replica.burst_tail import BurstTail, infer_burst_tails, tail_for
 from fleetplan.replica.params import ReplicaParams
+from fleetplan.replica.prefix_cache import runs_before
 from fleetplan.replica.priors import kv_capacity_tokens
 from fleetplan.replica.protocol import replay
 from fleetplan.workload.lengths import LengthModel
 
 VLLM_BENCHMARK_SEED = 42
 FLAG_RATIO = 1.25
+# percentiles the flag rule compares across rates (p50 first: it names the reason when several trip)
+FLAG_PERCENTILES = ("ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms")
 FIT_METRICS = ("request_throughput", "output_throughput", "ttft_mean_ms", "ttft_p50_ms",
                "ttft_p90_ms", "ttft_p99_ms", "tpot_p50_ms", "itl_p50_ms")
 VALIDATED_METRICS = ("request_throughput", "output_throughput", "ttft_mean_ms", "ttft_p50_ms",
@@ -58,6 +64,8 @@ class MeasuredRun:
     flagged: bool = False
     flag_reason: str | None = None
     source: str = ""
+    duration_s: float = math.nan
+    pinned_outputs: tuple[tuple[int, int], ...] = ()  # (request index, output tokens)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -79,39 +87,67 @@ def server_kv_tokens(model: str, config: str) -> int:
 
 
 def flag_runs(frame: pd.DataFrame, ratio: float = FLAG_RATIO) -> dict[str, str]:
-    """run_id -> reason, for runs inconsistent with any work-conserving server."""
+    """run_id -> reason, for runs inconsistent with any work-conserving server: a TTFT
+    percentile (p50, and p90 / p99 where the frame has them: tails that fall as load rises
+    while the median does not are just as suspect) more than ``ratio`` times that of a
+    higher-rate run of the same configuration. The first percentile that trips names the
+    reason."""
     out: dict[str, str] = {}
+    metrics = [m for m in FLAG_PERCENTILES if m in frame.columns]
     for (_m, _c), g in frame.groupby(["model", "config"], sort=True):
-        by_rate = g.groupby("request_rate")["ttft_p50_ms"].median().sort_index()
-        rates = list(by_rate.index)
-        for i, r in enumerate(rates):
-            higher = by_rate.iloc[i + 1:]
-            if higher.empty:
-                continue
-            lo_rate = float(higher.index.to_numpy(dtype=float)[higher.to_numpy().argmin()])
-            lo = float(higher.min())
-            here = float(by_rate.iloc[i])
-            if here > ratio * lo:
-                reason = (f"TTFT p50 {here:.0f} ms at {r:g} req/s is {here / lo:.1f}x the "
-                          f"{lo:.0f} ms at {lo_rate:g} req/s: a work-conserving server's TTFT "
-                          f"does not fall as load rises (tolerance {ratio:g}x)")
-                for rid in g.loc[g["request_rate"] == r, "run_id"]:
-                    out[str(rid)] = reason
+        for metric in metrics:
+            label = "TTFT " + metric.removeprefix("ttft_").removesuffix("_ms")
+            by_rate = g.groupby("request_rate")[metric].median().sort_index()
+            rates = list(by_rate.index)
+            for i, r in enumerate(rates):
+                higher = by_rate.iloc[i + 1:].dropna()
+                here = float(by_rate.iloc[i])
+                if higher.empty or math.isnan(here):
+                    continue
+                lo_rate = float(higher.index.to_numpy(dtype=float)[higher.to_numpy().argmin()])
+                lo = float(higher.min())
+                if here > ratio * lo:
+                    reason = (f"{label} {here:.0f} ms at {r:g} req/s is {here / lo:.1f}x the "
+                              f"{lo:.0f} ms at {lo_rate:g} req/s: a work-conserving server's "
+                              f"TTFT does not fall as load rises (tolerance {ratio:g}x)")
+                    for rid in g.loc[g["request_rate"] == r, "run_id"]:
+                        out.setdefault(str(rid), reason)
     return out
 
 
 def runs_from_frame(frame: pd.DataFrame, *, flags: dict[str, str] | None = None,
-                    series: pd.DataFrame | None = None) -> list[MeasuredRun]:
+                    series: pd.DataFrame | None = None,
+                    tails_from: pd.DataFrame | None = None) -> list[MeasuredRun]:
     """Typed runs from store rows, flagged by :func:`flag_runs` over ``series`` (default: the
-    same rows; pass the whole store when ``frame`` holds new runs to judge against it)."""
+    same rows; pass the whole store when ``frame`` holds new runs to judge against it), with
+    the burst-tail lengths (:mod:`fleetplan.replica.burst_tail`) learned from ``tails_from``
+    (default: ``series``; pass the store alone so that new runs never inform their own
+    prediction)."""
     ref = frame if series is None else series
     fl = flag_runs(ref) if flags is None else flags
+    out = _typed_runs(frame, ref, fl)
+    if tails_from is None:
+        tail_runs = out if ref is frame else _typed_runs(ref, ref, fl)
+    else:
+        tail_runs = _typed_runs(tails_from, tails_from, flag_runs(tails_from))
+    return with_burst_tails(out, infer_burst_tails(tail_runs, seed=VLLM_BENCHMARK_SEED))
+
+
+def with_burst_tails(runs: Sequence[MeasuredRun],
+                     tails: Mapping[str, BurstTail]) -> list[MeasuredRun]:
+    """``runs`` with the pinned output lengths of their prompt set (none where unknown)."""
+    return [replace(r, pinned_outputs=tail_for(tails, r.num_prompts, r.total_input_tokens))
+            for r in runs]
+
+
+def _typed_runs(frame: pd.DataFrame, ref: pd.DataFrame, fl: dict[str, str]) -> list[MeasuredRun]:
     max_rate = ref.groupby(["model", "config"])["request_rate"].max().to_dict()
     out = []
     for rec in frame.to_dict("records"):
         key = (str(rec["model"]), str(rec["config"]))
         meas = {m: float(rec[m]) for m in FIT_METRICS if m in rec and pd.notna(rec[m])}
         rid = str(rec["run_id"])
+        dur = rec.get("duration_s")
         out.append(MeasuredRun(
             run_id=rid, model=key[0], config=key[1], gpu=str(rec["gpu"]),
             gpu_count=int(rec["gpu_count"]), request_rate=float(rec["request_rate"]),
@@ -121,17 +157,24 @@ def runs_from_frame(frame: pd.DataFrame, *, flags: dict[str, str] | None = None,
             series_max_rate=float(max_rate.get(key, rec["request_rate"])), measured=meas,
             flagged=rid in fl, flag_reason=fl.get(rid),
             source=f"{rec['source_file']}:{rec['source_line']}",
+            duration_s=float(dur) if dur is not None and pd.notna(dur) else math.nan,
         ))
     return out
 
 
 def predict_run(params: ReplicaParams, run: MeasuredRun, *, lengths: LengthModel | None = None,
                 seeds: Sequence[int] = (0, 1, 2), warm: bool | None = None) -> dict[str, float]:
-    """Replay ``run``'s protocol (exact send times, its token totals, its cache state;
-    ``warm`` overrides the cache rule of :meth:`MeasuredRun.warm_cache`)."""
+    """Replay ``run``'s protocol (exact send times, its token totals, the pinned lengths of the
+    replies that end its burst, its prefix-cache state after the runs that preceded it on the
+    server, :mod:`fleetplan.replica.prefix_cache`; ``warm`` True / False overrides it with all
+    prompts cached / none). The result has ``prefix_hit_share`` when the LRU state was used."""
     res = replay(params, rate=run.request_rate, num_prompts=run.num_prompts,
                  burstiness=run.burstiness, lengths=lengths, seeds=seeds,
                  arrival_seed=VLLM_BENCHMARK_SEED,
                  totals=(run.total_input_tokens, run.total_output_tokens),
-                 warm_prefix_cache=run.warm_cache() if warm is None else warm)
+                 warm_prefix_cache=bool(warm),
+                 pinned_outputs=run.pinned_outputs,
+                 prefix_runs_before=(runs_before(run.request_rate, run.series_max_rate)
+                                     if warm is None else None),
+                 prefix_capacity_tokens=server_kv_tokens(run.model, run.config))
     return {k: v.mean for k, v in res.metrics.items()}

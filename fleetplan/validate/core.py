@@ -55,7 +55,7 @@ def load_runs(store: ProfileStore, paths: Iterable[str | Path] = (), *,
         raise InputError(f"no runs found in {', '.join(str(p) for p in paths)}")
     both = pd.concat([store.frame, given.frame], ignore_index=True)
     both = both.drop_duplicates(subset="run_id", keep="first").reset_index(drop=True)
-    return runs_from_frame(given.frame, series=both)
+    return runs_from_frame(given.frame, series=both, tails_from=store.frame)
 
 
 def metric_row(measured: float | None, predicted: float | None) -> MetricRow:

@@ -18,6 +18,7 @@ from pathlib import Path
 from fleetplan._progress import Progress, step
 from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.catalog.models import get_model
+from fleetplan.replica.burst_tail import infer_burst_tails
 from fleetplan.replica.calibrate import fit_many, group_runs
 from fleetplan.replica.calibration_file import (
     CalibrationEntry,
@@ -27,7 +28,13 @@ from fleetplan.replica.calibration_file import (
 )
 from fleetplan.replica.params import learned_efficiency
 from fleetplan.replica.priors import prior_params
-from fleetplan.replica.runs import VALIDATED_METRICS, MeasuredRun, predict_run
+from fleetplan.replica.runs import (
+    VALIDATED_METRICS,
+    VLLM_BENCHMARK_SEED,
+    MeasuredRun,
+    predict_run,
+    with_burst_tails,
+)
 from fleetplan.validate.baseline import interpolate, is_interior, rate_table
 from fleetplan.validate.core import VALIDATE_SEEDS, run_record, summarize
 from fleetplan.validate.records import (
@@ -75,8 +82,9 @@ def summaries(records: Sequence[RunRecord], with_baseline: bool, *,
 def leave_one_rate_out(runs: Sequence[MeasuredRun], *, jobs: int | None = None,
                        max_nfev: int = 40, seeds: Sequence[int] = VALIDATE_SEEDS,
                        progress: Progress | None = None) -> CvResult:
-    """Refit without each interior rate, predict it; baseline beside the model. ``progress``
-    receives one unit per fold (refit)."""
+    """Refit without each interior rate, predict it; baseline beside the model (the burst-tail
+    lengths of :mod:`fleetplan.replica.burst_tail` are relearned without the held-out runs
+    too). ``progress`` receives one unit per fold (refit)."""
     table = rate_table(runs)
     groups = group_runs(runs)
     tasks: list[tuple[list[MeasuredRun], list[MeasuredRun]]] = []
@@ -87,7 +95,11 @@ def leave_one_rate_out(runs: Sequence[MeasuredRun], *, jobs: int | None = None,
                 continue
             rest = [r for r in rs if r.request_rate != rate]
             if any(not r.flagged for r in rest):
-                tasks.append((rest, held))
+                # the burst-tail lengths are learned without the held-out runs as well
+                ids = {r.run_id for r in rs if r.request_rate == rate}
+                tails = infer_burst_tails([r for r in runs if r.run_id not in ids],
+                                          seed=VLLM_BENCHMARK_SEED)
+                tasks.append((with_burst_tails(rest, tails), with_burst_tails(held, tails)))
     fits = fit_many([t[0] for t in tasks], jobs=jobs, max_nfev=max_nfev, progress=progress,
                     step_name="leave-one-rate-out folds")
     records = []

@@ -63,3 +63,14 @@ def test_bundled_store_flags_the_tensor_parallel_4090_low_rate_runs_only() -> No
     assert ("2xRTX-4090", 1.0) in flagged and ("8xRTX-4090", 1.0) in flagged
     assert not any(cfg.startswith("1x") for cfg, _ in flagged)
     assert all(r.flag_reason for r in runs if r.flagged)
+
+
+def test_tails_that_fall_as_load_rises_are_flagged_even_when_the_median_does_not() -> None:
+    frame = pd.DataFrame([
+        {"run_id": f"r{rate:g}", "model": "m", "config": "8xRTX-4090", "request_rate": rate,
+         "ttft_p50_ms": p50, "ttft_p90_ms": p90, "ttft_p99_ms": p99}
+        for rate, p50, p90, p99 in ((4.0, 93.0, 215.0, 753.0), (16.0, 145.0, 221.0, 266.0),
+                                    (32.0, 6493.0, 11708.0, 12212.0))])
+    flags = flag_runs(frame)
+    assert set(flags) == {"r4"}
+    assert flags["r4"].startswith("TTFT p99 753 ms at 4 req/s")
