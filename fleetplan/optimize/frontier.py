@@ -229,7 +229,8 @@ def frontier(scenario: Scenario, sweep: str | Sweep = Sweep.carbon, points: int 
     settings.pulp_name  # noqa: B018 - fail early on an unknown solver
     ex = get_executor(scheduler)
     jobs: list[Job] = []
-    build = {"executor": ex, "settings": capacity, "cache_dir": cache_dir, "progress": progress}
+    build: dict[str, Any] = {"executor": ex, "settings": capacity, "cache_dir": cache_dir,
+                             "progress": progress}
     if kind is Sweep.slo:
         values = _factors(lo or 0.5, hi or 2.0, points, geometric=True)
         for f in values:
