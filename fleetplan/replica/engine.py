@@ -29,6 +29,7 @@ import simpy
 
 from fleetplan.errors import ModelError
 from fleetplan.replica.params import ReplicaParams
+from fleetplan.replica.power import step_activity
 from fleetplan.replica.records import (
     DECODE,
     DONE,
@@ -72,6 +73,7 @@ class ReplicaEngine:
         self._plan_n = 0  # steps of the plan in progress (0: idle wake-up)
         self._plan_end = math.inf
         self._plan_pf: Chunks | None = None  # prefill chunks of a 1-step plan
+        self._plan_act = 0.0  # power activity of the plan's steps (fleetplan.replica.power)
         self._busy = False
 
     # ------------------------------------------------------------------ public
@@ -92,6 +94,14 @@ class ReplicaEngine:
         if self._busy:
             busy += max(0.0, now - self._plan_t0)
         return busy
+
+    def active_s_at(self, now: float) -> float:
+        """Power activity (:mod:`fleetplan.replica.power`) accumulated up to ``now``, the step
+        in progress included: the dynamic part of the replica's energy."""
+        act = self.stats.active_s
+        if self._busy:
+            act += self._plan_act * max(0.0, now - self._plan_t0)
+        return act
 
     @property
     def queue_len(self) -> int:
@@ -188,6 +198,7 @@ class ReplicaEngine:
         st.steps += n
         dur = self._cum(n)
         st.busy_s += dur
+        st.active_s += self._plan_act * dur
         n_dec = self._sched.n_dec
         if self.record_itl and n_dec:
             # every decoding sequence got one token per step, gap = that step's duration
@@ -217,6 +228,7 @@ class ReplicaEngine:
                 self._plan_B = c_kv * n_dec
                 self._plan_n = n
                 self._plan_pf = None
+                self._plan_act = step_activity(n_dec)
                 self._busy = True
                 self._arm(now + self._cum(n), n)
                 return
@@ -254,6 +266,7 @@ class ReplicaEngine:
         self._plan_B = 0.0
         self._plan_n = 1
         self._plan_pf = chunks
+        self._plan_act = step_activity(prefill + n_dec)
         self._busy = True
         if n_dec != self._sched.n_dec:  # internal invariant: every decoder is scheduled each step
             raise ModelError(f"{self.params.config}: a decoding sequence was not scheduled")

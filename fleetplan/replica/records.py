@@ -73,6 +73,8 @@ class EngineStats:
 
     steps: int = 0
     busy_s: float = 0.0
+    # sum of step_activity(tokens of the step) x step duration (fleetplan.replica.power)
+    active_s: float = 0.0
     preemptions: int = 0
     finished: int = 0
     # token-gap record: (first step duration, growth per step, steps, sequences) per jump

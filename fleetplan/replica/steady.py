@@ -58,6 +58,9 @@ class SteadyResult:
     simulated_s: float
     reason: str
     prefix_cache_hit: float = 0.0  # the stated assumption the run used
+    # mean share of the idle-to-TDP power range the GPUs drew over the run
+    # (fleetplan.replica.power: power that follows the steps' work)
+    power_activity: float = 0.0
 
     @property
     def stable(self) -> bool:
@@ -183,4 +186,5 @@ def steady_state(params: ReplicaParams, *, rate: float, lengths: LengthModel | N
         queue_mean_ms=float(queue.mean()) if queue.size else math.nan,
         utilization=min(1.0, engine.busy_s / sim_s) if sim_s > 0 else 0.0,
         simulated_s=sim_s, reason=reason, prefix_cache_hit=hit,
+        power_activity=min(1.0, engine.stats.active_s / sim_s) if sim_s > 0 else 0.0,
     )

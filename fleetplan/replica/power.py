@@ -1,0 +1,153 @@
+"""GPU power that follows the work: each engine step draws between idle and TDP by what it does.
+
+Shape, from published measurements of GPUs serving LLMs (cited in ``data/README.md``):
+
+- The ML.ENERGY Benchmark v3.0 (Chung et al., "Where Do the Joules Go? Diagnosing Inference
+  Energy Consumption", arXiv:2601.22076, 2026): an H100 SXM5 (TDP 700 W) serving an LLM with
+  vLLM draws about 300 W at batch size 1 and about 600 W at batch size 128 (the two anchors
+  as the vLLM Semantic Router fleet simulator documents them, ``docs/fleet-sim/power-model``);
+  the same study reports 3-5x energy-per-token differences from GPU utilization alone.
+- Splitwise (Patel et al., ISCA 2024, arXiv:2311.18677): the prompt (prefill) phase is
+  compute-bound and draws near TDP; token generation is memory-bound and draws less.
+
+Model (:func:`step_activity`): a step that processes ``T`` tokens (its prefill tokens plus one
+per decoding sequence) draws ``idle + (tdp - idle) * f(T)`` per GPU, with ``f`` log-linear in
+``T`` through the two ML.ENERGY anchors (expressed as shares of the idle-to-TDP range with the
+H100 SXM's catalog idle power) and capped at 1 (TDP) beyond them, where Splitwise's near-TDP
+prefill lies; between steps the GPU draws its idle power. Named assumption: the same shares
+apply to every GPU type (the anchors were measured on H100 SXM only). ``scale`` stretches the
+dynamic part when a configuration's own NVML energy is known (:func:`fit_activity_scale`,
+``fleetplan bench`` writes it to the store).
+
+The engine sums ``f(T) x step duration`` over its steps (``EngineStats.active_s``); energy over
+a window of ``W`` seconds is ``gpus * (idle * W + (tdp - idle) * scale * active_s)``
+(:func:`energy_j`). ``power: tdp`` (every GPU at TDP whenever it serves, the study's Table 3
+assumption) stays available as :data:`TDP_MODE`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from fleetplan.replica.params import ReplicaParams
+
+ANCHOR_TDP_W = 700.0  # H100 SXM5
+ANCHOR_IDLE_W = 70.0  # catalog idle power of the H100 SXM (data/gpus.csv)
+ANCHOR_LOW = (1, 300.0)  # (batch size, W): ML.ENERGY Benchmark v3.0
+ANCHOR_HIGH = (128, 600.0)
+POWER_SOURCE = ("per-step power between idle and TDP, log-linear in the step's tokens through "
+                "ML.ENERGY Benchmark v3.0's H100 anchors (batch 1: 300 W, batch 128: 600 W of "
+                "700 W), capped at TDP (Splitwise: prefill near TDP); same shares on every GPU "
+                "(assumption)")
+WORK_MODE = "work"
+TDP_MODE = "tdp"
+POWER_MODES = (WORK_MODE, TDP_MODE)
+
+
+def _share(watts: float) -> float:
+    return (watts - ANCHOR_IDLE_W) / (ANCHOR_TDP_W - ANCHOR_IDLE_W)
+
+
+F_LOW = _share(ANCHOR_LOW[1])
+F_HIGH = _share(ANCHOR_HIGH[1])
+_SLOPE = (F_HIGH - F_LOW) / math.log(ANCHOR_HIGH[0] / ANCHOR_LOW[0])
+
+
+def step_activity(tokens: int) -> float:
+    """Share of the idle-to-TDP power range a step of ``tokens`` tokens draws (0 when empty)."""
+    if tokens <= 0:
+        return 0.0
+    return min(1.0, max(F_LOW, F_LOW + _SLOPE * math.log(tokens / ANCHOR_LOW[0])))
+
+
+@dataclass(frozen=True)
+class StepPower:
+    """Per-GPU power of one configuration: idle, TDP and the fitted scale of the dynamic part."""
+
+    idle_w: float
+    tdp_w: float
+    scale: float = 1.0
+    source: str = POWER_SOURCE
+
+    def mean_watts(self, window_s: float, active_s: float) -> float:
+        """Mean power per GPU over ``window_s`` seconds that hold ``active_s`` of activity."""
+        if window_s <= 0:
+            return self.idle_w
+        dyn = min(1.0, self.scale * active_s / window_s)
+        return self.idle_w + (self.tdp_w - self.idle_w) * dyn
+
+
+def energy_j(power: StepPower, gpus: int, window_s: float, active_s: float) -> float:
+    """Energy (J) of ``gpus`` GPUs over ``window_s`` seconds holding ``active_s`` of activity."""
+    return gpus * power.mean_watts(window_s, active_s) * window_s
+
+
+def fit_activity_scale(power: StepPower, gpus: int,
+                       runs: Sequence[tuple[float, float, float]]) -> float | None:
+    """The scale of the dynamic part that matches measured NVML energy: ``runs`` holds
+    (window s, engine activity s, measured joules of all GPUs) per replayed run. The geometric
+    mean of the per-run ratios; None without a usable run."""
+    logs = []
+    for window, active, joules in runs:
+        dyn_model = (power.tdp_w - power.idle_w) * active
+        dyn_meas = joules / gpus - power.idle_w * window
+        if window > 0 and dyn_model > 0 and dyn_meas > 0:
+            logs.append(math.log(dyn_meas / dyn_model))
+    return math.exp(sum(logs) / len(logs)) if logs else None
+
+
+@dataclass(frozen=True)
+class LoadEnergy:
+    """Energy of one replica at a share of its capacity (sustained load, :func:`steady_state`)."""
+
+    load: float  # share of the capacity
+    rate: float  # requests/s
+    power_w: float  # mean power of all the replica's GPUs, power that follows the work
+    j_per_output_token: float
+    tdp_j_per_output_token: float  # the same with every GPU at TDP (``power: tdp``)
+
+
+def capacity_rps(params: ReplicaParams, *, lo: float = 0.05, hi: float = 200.0,
+                 rel_tol: float = 0.03, seed: int = 0, duration_s: float = 600.0,
+                 warmup_s: float = 60.0) -> float:
+    """The highest sustained rate (requests/s) at which :func:`steady_state` stays stable,
+    by bisection in log space to ``rel_tol``."""
+    from fleetplan.replica.steady import steady_state
+
+    def ok(rate: float) -> bool:
+        return steady_state(params, rate=rate, seed=seed, duration_s=duration_s,
+                            warmup_s=warmup_s).stable
+
+    if not ok(lo):
+        return lo
+    while ok(hi) and hi < 1e5:
+        lo, hi = hi, hi * 2
+    while hi / lo > 1.0 + rel_tol:
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
+    return lo
+
+
+def load_energy(params: ReplicaParams, power: StepPower, gpus: int,
+                loads: Sequence[float] = (0.1, 0.5, 1.0), *, seed: int = 0,
+                duration_s: float = 600.0, warmup_s: float = 60.0) -> list[LoadEnergy]:
+    """Energy per output token of one replica at ``loads`` (shares of :func:`capacity_rps`)."""
+    from fleetplan.replica.steady import steady_state
+
+    cap = capacity_rps(params, seed=seed, duration_s=duration_s, warmup_s=warmup_s)
+    out = []
+    for share in loads:
+        res = steady_state(params, rate=cap * share, seed=seed, duration_s=duration_s,
+                           warmup_s=warmup_s)
+        watts = gpus * (power.idle_w + (power.tdp_w - power.idle_w)
+                        * min(1.0, power.scale * res.power_activity))
+        tok = res.output_tokens_per_s
+        out.append(LoadEnergy(load=float(share), rate=cap * share, power_w=watts,
+                              j_per_output_token=watts / tok if tok > 0 else math.nan,
+                              tdp_j_per_output_token=(gpus * power.tdp_w / tok if tok > 0
+                                                      else math.nan)))
+    return out
