@@ -214,8 +214,8 @@ def _report(scenario: Scenario, inputs: Inputs, settings: SolverSettings,
     if scenario.reliability is not None:  # the spares of each pool's peak hour
         spares = {}
         for k in tiers:
-            counts = [per_hour[h].get(k, 0) for h in range(H)]
-            h_peak = counts.index(max(counts))  # the first hour at its peak
+            held = [per_hour[h].get(k, 0) for h in range(H)]
+            h_peak = held.index(max(held))  # the first hour at its peak
             spares[k] = sol.spares.get((k, h_peak), 0)
     mtok_day = sum(problem.mtok_per_hour(h) for h in range(H)) * 24 / H
     cost_h = sol.cost_per_day_usd / 24
