@@ -246,6 +246,7 @@ def scenario_reference() -> str:
              "strings, unknown fields are refused, and an error names the full path of the field "
              "(e.g. `classes[1].slo.ttft_p99_ms`) and its value. Rates are requests per second "
              "of *sustained* traffic; latencies are milliseconds.", ""]
+    lines += reading_limits()
     lines += _record_section(top, {k: v for k, v in schema.items() if k != "$defs"})
     for name in order:
         lines += _record_section(name, defs[name])
@@ -257,6 +258,40 @@ def scenario_reference() -> str:
             lines += [f"### `examples/{ex.name}`", "", "```yaml",
                       ex.read_text(encoding="utf-8").rstrip(), "```", ""]
     return "\n".join(lines).rstrip() + "\n"
+
+
+def reading_limits() -> list[str]:
+    """How a scenario file is read and the limits checked at load (figures from the code)."""
+    from fleetplan._load import MAX_ALIASES, MAX_BYTES, MAX_DEPTH, MAX_NODES
+    from fleetplan.workload.arrivals import MAX_ARRIVALS, MIN_BURSTINESS
+    from fleetplan.workload.lengths import MIN_JOINT_SHARE
+    from fleetplan.workload.trace import MAX_TRACE_TOKENS, TRACE_MAX_BYTES
+
+    mib = 1024 * 1024
+    return [
+        "## Reading and limits", "",
+        f"- **The file.** A regular file of at most {MAX_BYTES // mib} MiB: a FIFO, a device "
+        "or a directory is refused by its type before it is opened. `*.json` is read as JSON, "
+        "anything else as YAML (PyYAML's safe loader: no tags that build objects).",
+        f"- **Structure.** Nesting deeper than {MAX_DEPTH} levels, more than {MAX_ALIASES} "
+        f"aliases (`*name`), aliases that expand to more than {MAX_NODES:,} values (a "
+        "\"billion laughs\" file) and a key given twice in one mapping are refused, with the "
+        "line. The checks run on the parser's events and nodes, before any value is built.",
+        "- **Numbers.** `1e5`, `2.5E-3` (an exponent, with or without a dot) are numbers, as in "
+        "JSON and YAML 1.2; PyYAML alone would read `1e5` as the text \"1e5\". `.inf`, `.nan` "
+        "(and JSON's `Infinity`, `NaN`) are refused wherever a finite number is meant.",
+        f"- **Resources, checked at load with the figure.** `burstiness` at least "
+        f"{MIN_BURSTINESS:g}; a run's expected arrivals (each class's mean rate x "
+        f"`sim.duration_s`, and their sum) at most {MAX_ARRIVALS:,}; the same for the "
+        f"capacity search's longest run (`capacity.max_rps` x its length); a "
+        f"`max_total_tokens` cap must keep at least {MIN_JOINT_SHARE:.0%} of the prompt + "
+        "output pairs (estimated from a fixed-seed draw); `capacity`: `min_rps <= start_rps "
+        "<= max_rps`.",
+        f"- **Traces** (read when the scenario is simulated): a regular file of at most "
+        f"{TRACE_MAX_BYTES // mib} MiB; token counts whole, within 1..{MAX_TRACE_TOKENS:,}; "
+        "timestamps either all with a time zone (compared in UTC) or all without; a loop that "
+        "would repeat the trace past the arrivals limit is refused.", "",
+    ]
 
 
 def region_table() -> list[str]:
