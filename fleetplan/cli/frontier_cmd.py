@@ -7,7 +7,15 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from fleetplan.cli._format import MTOK, MTOK_NOTE, OutputFormat, emit_csv, emit_json, emit_table
+from fleetplan.cli._format import (
+    MTOK,
+    MTOK_NOTE,
+    OutputFormat,
+    emit_csv,
+    emit_json,
+    emit_table,
+    errors_name_file,
+)
 from fleetplan.cli._options import (
     CALIBRATION_OPTION,
     CATALOG_OPTION,
@@ -19,6 +27,7 @@ from fleetplan.cli._options import (
     load_cli_scenario,
     progress_reporter,
 )
+from fleetplan.cli._plot import check_plot_path
 from fleetplan.errors import InputError
 from fleetplan.optimize.frontier import Sweep, frontier
 
@@ -59,10 +68,11 @@ def frontier_cmd(
     """
     if plot is not None and plot.suffix.lower() != ".png":
         raise InputError(f"--plot {plot}: the plot is written as PNG; name it FILE.png")
+    check_plot_path(plot, suffixes=(".png",))  # writable, before the sweep (issue 16)
     sc = load_cli_scenario(scenario, chooser="each point's solve chooses the fleet",
                            catalog=catalog, model_config=model_config, store=store,
                            calibration=calibration)
-    with progress_reporter(quiet, progress) as reporter:
+    with errors_name_file(scenario), progress_reporter(quiet, progress) as reporter:
         result = frontier(sc, sweep, points, scheduler, solver=solver, lo=lo, hi=hi,
                           progress=reporter)
     if plot is not None:
