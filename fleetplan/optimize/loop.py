@@ -14,7 +14,9 @@ safety margin (every P99 within ``(1 - slo_margin) x`` its SLO). At most
 ``max_rounds`` rounds in all; an answer that never passed is returned with ``verified=False``
 and its failing classes marked as not met, never as met. A round whose MILP returns a plan
 already simulated (same pools, counts, tiers and splits: e.g. a trim that saved nothing) reuses
-that simulation's checks instead of simulating it again (same seeds, so the same checks).
+that simulation's checks instead of simulating it again (same seeds, so the same checks), and a
+trial whose MILP saves nothing is rejected without being simulated (its simulation could not
+change that).
 
 Main entry: :func:`closed_loop` (returns a :class:`LoopOutcome`).
 """
@@ -214,7 +216,10 @@ def closed_loop(problem: PlanProblem, settings: SolverSettings, verify: Verifier
             history.append(f"round {rnd}: tightened model has no plan ({sol.status.value})")
             break
         checks: tuple[HourCheck, ...] = ()
-        if sol.has_plan:
+        # a trial that saves nothing is rejected whatever its simulation would find
+        futile = (trial is not None and best is not None and sol.has_plan
+                  and sol.cost_per_day_usd >= best.solution.cost_per_day_usd - 1e-9)
+        if sol.has_plan and not futile:
             seen = _plan_key(sol)
             if seen not in simulated:
                 with step(progress, f"round {rnd}: simulate the plan"):

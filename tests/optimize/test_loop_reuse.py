@@ -3,7 +3,7 @@ returns a plan already simulated reuses its checks, which are the same (same see
 
 from __future__ import annotations
 
-from optimize_helpers import synth_problem
+from optimize_helpers import H100, synth_problem
 
 from fleetplan.optimize import loop as loop_mod
 from fleetplan.optimize.milp import solve_problem
@@ -41,3 +41,29 @@ def test_different_plans_are_each_simulated() -> None:
     out = loop_mod.closed_loop(problem, SETTINGS, failing, max_rounds=3)
     assert out.rounds == 3 and not out.verified
     assert len(calls) == len(set(calls)) == 3  # each round derated: a new plan each time
+
+
+def _passing(calls):
+    def verify(s, executor):
+        calls.append(s)
+        return [HourCheck(0, (ClassCheck("chat", 100.0, None, None, True),), False, 1.0, 1.0)]
+
+    return verify
+
+
+def test_a_trim_that_saves_nothing_is_not_simulated(monkeypatch) -> None:
+    """Once a plan passed, a trial with one replica fewer whose MILP costs as much is rejected
+    ("saved nothing") without a simulation, which could not change that."""
+    from dataclasses import replace
+
+    problem = synth_problem([("chat", 12.0, 300.0, 1.0)], pools=(H100,))
+    sol = solve_problem(problem, SETTINGS)
+    assert max(sol.counts.values()) >= 2  # a pool the loop may try to trim
+    same_cost = replace(sol, base_counts={"another plan": 0})  # not the plan simulated before
+    answers = iter([sol, same_cost])
+    monkeypatch.setattr(loop_mod, "solve_problem", lambda p, s: next(answers))
+    calls: list = []
+    out = loop_mod.closed_loop(problem, SETTINGS, _passing(calls), max_rounds=4, max_trims=1)
+    assert calls == [sol]
+    assert out.verified and out.solution is sol
+    assert "saved nothing" in out.history[-1]
