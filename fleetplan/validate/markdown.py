@@ -120,21 +120,24 @@ def validation_markdown(result: ValidationResult, *, command: str) -> str:
                      for r in flagged]) if flagged else ["None."]
     lines += ["", "## What limits the accuracy", "",
               "- Request throughput at 4 and 16 req/s is decided by the few long replies sent "
-              "near the end of the burst (the run lasts until the last reply ends). The measured "
-              "runs share one fixed sample of 200 ShareGPT requests whose per-position lengths "
-              "are not in the result files; the model averages over length seeds, so its error "
-              "there is the distance between one realization and the mean.",
+              "near the end of the burst (the run lasts until the last reply ends). Their lengths "
+              "are not in the result files; the replay pins the two that the runs' durations "
+              "reveal per prompt set (a long reply at position 192-193 and the last one, "
+              "docs/replica-model.md) and draws the others, so the remaining throughput error "
+              "is that of the other replies' realization.",
               "- Tensor-parallel RTX 4090 servers (PCIe, no peer-to-peer) show first-token "
-              "delays of 0.1-10 s that fall as load rises and that no work-conserving step "
-              "model reproduces; the worst runs are flagged, the rest fit with a large "
-              "per-request overhead and remain the largest TTFT errors.",
+              "delays of 0.1-16 s that fall as load rises and that no work-conserving step "
+              "model reproduces: the tokens are computed on time and reach the client late and "
+              "in bunches (docs/replica-model.md has the evidence); the runs whose TTFT p50, "
+              "p90 or p99 falls as load rises are flagged, and the milder delays of their "
+              "16 req/s runs remain the largest TTFT errors.",
               "- The step-time model is linear in the step's contents; its decode cost cannot "
               "bend (memory- to compute-bound) as batches grow, which shows as TPOT error at the "
-              "highest rates.",
-              "- The prefix-cache state of a run is a rule (warm when the KV cache holds the "
-              "previous run's prompt and output tokens, cold otherwise); configurations near "
-              "that size (one RTX 4090 with an 8B model) have partly cached prompts in reality, "
-              "which shows as TPOT and TTFT error on them.",
+              "highest rates (one RTX 4090 with an 8B model at 16 req/s: +33-37 %).",
+              "- The prefix cache is an LRU over blocks across the protocol's run sequence, "
+              "walked one request at a time; it predicts all-or-nothing hit shares on the "
+              "bundled configurations (a cache smaller than a run's working set thrashes), "
+              "which the measured TTFT of the small-cache configurations supports.",
               "- The baseline is weaker here than on a store with 8 req/s runs (they are held "
               "back from the bundled data): interior rates have neighbours 4-16x apart, and the "
               "32 req/s neighbour ran with a cold prefix cache.", ""]
