@@ -300,6 +300,11 @@ def _expanded_nodes(root: Any, limit: int) -> int:
     return size[id(root)]
 
 
+def _mark_line(ev: Any) -> int | str:
+    mark = getattr(ev, "start_mark", None)
+    return "?" if mark is None else mark.line + 1
+
+
 def load_yaml(path_or_text: str | os.PathLike[str], *, what: str = "YAML file",
               source: str | None = None, max_bytes: int = MAX_BYTES,
               max_depth: int = MAX_DEPTH, max_aliases: int = MAX_ALIASES,
@@ -331,13 +336,13 @@ def load_yaml(path_or_text: str | os.PathLike[str], *, what: str = "YAML file",
                 depth += 1
                 if depth > max_depth:
                     raise InputLimitError(f"{src}: nested too deeply (more than {max_depth} "
-                                          f"levels, at line {ev.start_mark.line + 1})")
+                                          f"levels, at line {_mark_line(ev)})")
             elif isinstance(ev, yaml.CollectionEndEvent):
                 depth -= 1
             elif isinstance(ev, yaml.AliasEvent):
                 aliases += 1
                 if aliases > max_aliases:
-                    raise InputLimitError(f"{src}: line {ev.start_mark.line + 1}: more than "
+                    raise InputLimitError(f"{src}: line {_mark_line(ev)}: more than "
                                           f"{max_aliases} aliases (*name)")
         loader = _LOADER(text)
         try:
