@@ -21,6 +21,7 @@ from fleetplan.profiles.store import ProfileStore, load_profiles
 from fleetplan.replica.params import ReplicaParams, replica_params
 from fleetplan.replica.steady import cached_prompt_tokens, prefill_tokens
 from fleetplan.scenario import Pool, Scenario, match_pools
+from fleetplan.scenario.reliability import entry
 
 
 @dataclass(frozen=True)
@@ -70,13 +71,18 @@ def build_pools(scenario: Scenario, fleet: Sequence[Pool],
                     f"(model card and KV cache; {params.source})")
             window = scenario.context_window
         price = price_for(hw.gpu, scenario.market, scenario.prices_usd_per_gpu_hour)
+        per_gpu = price.price_usd_per_gpu_hour
+        price_src = f"{price.market} {price.price_date}: {price.source}"
+        rel = entry(scenario.reliability, pool.config, hw.gpu)
+        if rel is not None and rel.price_factor != 1.0:  # market: spot
+            per_gpu *= rel.price_factor
+            price_src += f"; {rel.price_source()}"
         grid = grid_intensity(pool.region, scenario.grid_g_per_kwh)
         emb, emb_src = embodied_g_per_gpu_hour(hw.gpu, scenario.embodied.include,
                                                scenario.embodied.lifetime_years)
         econ = PoolEconomics(
             label=pool.label, gpus=pool.count * hw.gpu_count,
-            price_usd_per_gpu_hour=price.price_usd_per_gpu_hour,
-            price_source=f"{price.market} {price.price_date}: {price.source}",
+            price_usd_per_gpu_hour=per_gpu, price_source=price_src,
             power=power_model(scenario.model, pool.config, hw.gpu, hw.gpu_count, store,
                               scenario.power_w_per_gpu),
             grid_g_per_kwh=grid.g_co2_per_kwh,

@@ -187,7 +187,8 @@ def _entries(counts: dict[str, int], tiers: dict[str, Tier],
 
 def with_reliability(scenario: Scenario, problem: PlanProblem) -> PlanProblem:
     """``problem`` with each candidate's steady-state unavailability from the scenario's
-    ``reliability:`` block (the MILP then keeps churn spares; unchanged without a block)."""
+    ``reliability:`` block (the MILP then keeps churn spares) and, for ``market: spot``
+    entries, its spot price; unchanged without a block."""
     from dataclasses import replace
 
     from fleetplan.scenario.reliability import resolve
@@ -197,8 +198,9 @@ def with_reliability(scenario: Scenario, problem: PlanProblem) -> PlanProblem:
     pools = []
     for p in problem.pools:
         rel = resolve(scenario.reliability, p.config, p.gpu, p.gpu_count)
-        pools.append(p if rel is None else replace(p, unavailability=rel.unavailability,
-                                                    spare_quantile=rel.quantile))
+        pools.append(p if rel is None else replace(
+            p, unavailability=rel.unavailability, spare_quantile=rel.quantile,
+            price_usd_per_hour=p.price_usd_per_hour * rel.price_factor))
     return problem.replace(pools=tuple(pools))
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from fleetplan.scenario.base import Strict
 
@@ -36,6 +36,9 @@ DEFAULT_QUANTILE = 0.01
 MAX_SPARES = 64
 CONSUMER_GPUS = frozenset({"RTX-4090", "RTX-5090", "RTX-3090"})
 Market = Literal["on-demand", "spot"]
+# share off the catalog price of interruptible capacity: an assumption (AWS advertises up to 90%
+# off on-demand; marketplace "interruptible" bids commonly sit about half below on-demand)
+DEFAULT_SPOT_DISCOUNT = 0.5
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,29 @@ class Reliability(Strict):
         default=DEFAULT_QUANTILE, gt=0, lt=0.5,
         description="the optimizer keeps the fewest spares k with P(more than k replicas of a "
                     "pool down) <= quantile", examples=[0.01])
+    spot_discount: float | None = Field(
+        default=None, ge=0, lt=1,
+        description="market spot only: share off the catalog price (default 0.5, an "
+                    "assumption; docs/reliability.md)", examples=[0.6])
+
+    @model_validator(mode="after")
+    def _spot_only(self) -> Reliability:
+        if self.spot_discount is not None and self.market != "spot":
+            raise ValueError(f"spot_discount = {self.spot_discount:g}: only a market: spot "
+                             "entry has a spot price")
+        return self
+
+    @property
+    def price_factor(self) -> float:
+        """What the catalog price is multiplied by (1 on-demand)."""
+        if self.market != "spot":
+            return 1.0
+        return 1.0 - (DEFAULT_SPOT_DISCOUNT if self.spot_discount is None else self.spot_discount)
+
+    def price_source(self) -> str:
+        given = self.spot_discount is not None
+        return (f"spot: {1 - self.price_factor:.0%} off the catalog price "
+                f"({'scenario reliability block' if given else 'assumption, docs/reliability.md'})")
 
     def rate_per_hour(self, gpu: str, gpu_count: int) -> float:
         """Failures per replica-hour: given, else the bundled default for ``gpu_count`` GPUs."""
@@ -128,6 +154,7 @@ class PoolReliability:
     replace_s: float
     quantile: float
     source: str
+    price_factor: float = 1.0  # spot: the catalog price times this
 
     @property
     def unavailability(self) -> float:
@@ -138,17 +165,23 @@ class PoolReliability:
         return self.failures_per_hour > 0
 
 
+def entry(block: Mapping[str, Reliability] | None, config: str,
+          gpu: str) -> Reliability | None:
+    """``config``'s entry of the block (its own, else its GPU type's), or ``None``."""
+    if not block:
+        return None
+    return block.get(config) or block.get(gpu)
+
+
 def resolve(block: Mapping[str, Reliability] | None, config: str, gpu: str,
             gpu_count: int) -> PoolReliability | None:
     """The failure model of ``config``'s replicas (its own entry, else its GPU's), or ``None``
     when the block names neither (the pool never fails)."""
-    if not block:
-        return None
-    spec = block.get(config) or block.get(gpu)
+    spec = entry(block, config, gpu)
     if spec is None:
         return None
     return PoolReliability(spec.rate_per_hour(gpu, gpu_count), spec.down_s(gpu), spec.quantile,
-                           spec.source(gpu))
+                           spec.source(gpu), spec.price_factor)
 
 
 def unavailability(failures_per_hour: float, replace_s: float) -> float:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from fleet_cases import base_dict, make, refusal
 
 from fleetplan.fleet import simulate
@@ -73,3 +74,16 @@ def test_reliability_block_is_checked_with_one_line() -> None:
     assert "failures_per_replica_hour" in bad
     ok = make(reliability={"rtx-4090": {}, "2xrtx-4090": {"market": "spot"}}).reliability
     assert ok is not None and set(ok) == {"RTX-4090", "2xRTX-4090"}
+
+
+def test_spot_entries_fail_more_and_cost_less() -> None:
+    on = make(reliability={"RTX-4090": {}})
+    spot = make(reliability={"RTX-4090": {"market": "spot", "spot_discount": 0.6}})
+    a, b = ({p.config: p for p in simulate(s).pools}["2xRTX-4090"] for s in (on, spot))
+    assert b.price_usd_per_gpu_hour == pytest.approx(a.price_usd_per_gpu_hour * 0.4)
+    assert "spot: 60% off" in b.price_source
+    rel = spot.reliability["RTX-4090"] if spot.reliability else None
+    assert rel is not None and rel.rate_per_hour("RTX-4090", 2) > (
+        on.reliability["RTX-4090"].rate_per_hour("RTX-4090", 2) if on.reliability else 0)
+    bad = refusal(base_dict(reliability={"RTX-4090": {"spot_discount": 0.5}}))
+    assert "spot_discount" in bad and "market: spot" in bad
