@@ -10,7 +10,8 @@ before the request is sent; every SSE event with a non-empty ``choices`` list is
 (TTFT at the first, one inter-token gap per later one, even when its text is empty); the
 latency ends at the last token event (the trailing usage event carries no token). Token counts
 come from the server's ``usage`` (requested with ``stream_options.include_usage``); a server that
-sends none gets its output counted as token events, and the outcome says so.
+sends none gets its output counted as the token events that carry text (at least one; more than
+``max_tokens`` fails the request), and the outcome says so.
 
 Every event passes :mod:`fleetplan.bench.response`'s schema first: a line longer than 1 MiB, a
 malformed or mis-typed event, more token events than the request's budget allows, or token
@@ -115,6 +116,7 @@ class _Events:
         self.expected = expected
         self.max_events = expected.max_token_events
         self.events = 0
+        self.text_events = 0  # token events whose text is not empty (the count without usage)
 
     def line(self, raw: bytes) -> bool:
         """Take one line; True once ``[DONE]`` is seen."""
@@ -136,12 +138,22 @@ class _Events:
                 self.out.itl_s.append(now - self.last)
             self.last = now
             self.events += 1
+            self.text_events += _has_text(event.choices[0])
             if self.max_events is not None and self.events > self.max_events:
                 raise StreamError(f"server sent more than {self.max_events} token events for "
                                   f"max_tokens={self.expected.max_tokens}")
         elif event.usage is not None:
             self.usage = event.usage
         return False
+
+
+def _has_text(choice: Any) -> bool:
+    """Whether a choice carries generated text (``text``, or a chat ``delta.content``)."""
+    if not isinstance(choice, dict):
+        return False
+    delta = choice.get("delta")
+    text = choice.get("text", delta.get("content") if isinstance(delta, dict) else None)
+    return isinstance(text, str) and text != ""
 
 
 def _too_long(n: int) -> StreamError:
@@ -187,7 +199,13 @@ async def _consume(resp: aiohttp.ClientResponse, out: RequestOutcome, t0: float,
     else:
         if usage is not None:
             expected.check_usage(usage)
-        out.output_tokens = 1 + len(out.itl_s)
+        # without usage: the events that carry text, one token each (at least the one token a
+        # stream with a token event generated); more than the budget cannot be tokens
+        budget = expected.max_tokens
+        if budget is not None and ev.text_events > budget:
+            raise StreamError(f"server sent {ev.text_events} text events for max_tokens="
+                              f"{budget} and no usage: its output length is unknown")
+        out.output_tokens = max(1, ev.text_events)
 
 
 async def _error_text(resp: aiohttp.ClientResponse) -> str:
