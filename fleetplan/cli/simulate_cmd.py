@@ -79,6 +79,8 @@ def _print(res: SimulationResult) -> None:
         "slo_ttft_p99_ms": c["slo_ttft_p99_ms"],
         "slo_met": "-" if c["slo_met"] is None else ("yes" if c["slo_met"] else "NO"),
         "goodput": c["goodput_fraction"],
+        **({} if "requests_retried" not in c else {  # a reliability block: churn
+            "retried": c["requests_retried"], "lost": c["requests_lost"]}),
     } for c in d["classes"]])
     emit_table(classes, title=f"Classes ({res.replications} replication(s), seed {res.seed}, "
                f"{res.routing} routing)", digits=1)
@@ -93,6 +95,7 @@ def _print(res: SimulationResult) -> None:
         "calibrated": "yes" if p["calibrated"] else "no", "usd_per_hour": p["cost_per_hour_usd"],
         "power_w": p["power_w"], "g_co2_per_hour": p["g_co2_operational_per_hour"]
         + p["g_co2_embodied_per_hour"],
+        **({} if "availability" not in p else {"availability": p["availability"]}),
     } for p in d["pools"]])
     emit_table(pools, title="Pools", digits=2,
                caption="engine_busy: share of time the engine is stepping (one request in "

@@ -32,16 +32,16 @@ from fleetplan.scenario import Scenario
 # median |error| of ttft_p99_ms in percent and runs, per (GPU type, calibrated): docs/validation.md
 # (fleetplan validate --cv over the bundled 92-run store; tests/optimize check these against it)
 MODEL_ERROR_PCT: dict[tuple[str, bool], tuple[float, int]] = {
-    ("H100-PCIe", True): (4.0, 24),     # leave-one-rate-out
-    ("RTX-4090", True): (29.7, 20),
-    ("H100-PCIe", False): (11.0, 48),   # leave-one-config-out (spec-based path)
-    ("RTX-4090", False): (56.7, 36),
+    ("H100-PCIe", True): (5.9, 24),     # leave-one-rate-out
+    ("RTX-4090", True): (27.6, 17),
+    ("H100-PCIe", False): (13.1, 48),   # leave-one-config-out (spec-based path)
+    ("RTX-4090", False): (52.1, 33),
 }
 # all GPU types pooled (a GPU type without rows of its own)
-POOLED_ERROR_PCT: dict[bool, tuple[float, int]] = {True: (8.3, 44), False: (20.0, 84)}
+POOLED_ERROR_PCT: dict[bool, tuple[float, int]] = {True: (9.2, 41), False: (20.9, 81)}
 # a GPU type the store never measured: no same-GPU efficiency at all, worse than any
 # leave-one-config-out figure; assumed as large as the worst of them
-UNMEASURED_ERROR_PCT = 56.7
+UNMEASURED_ERROR_PCT = 52.1
 HALF_NORMAL_MEDIAN = 0.6744897501960817  # median of |Normal(0, 1)|
 
 
