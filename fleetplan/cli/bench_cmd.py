@@ -135,8 +135,26 @@ def bench(
     Example: fleetplan bench --endpoint http://127.0.0.1:8000 --model my-model --sweep 8,4,2,1
     --num-prompts 200 --out results.jsonl --ingest --gpu H100-SXM --gpu-count 1
 
-    Ctrl-C stops the run: the partial result is written (marked partial) and the exit code is 130.
+    Exit codes: 0 every rate measured; 1 a rate without a successful request (its result is
+    still written); 2 refused before measuring: a bad option, an unwritable --out or --store,
+    the server's test request failed (in a sweep: the rates before it are kept); 130 partial:
+    Ctrl-C or --deadline (which also end the test request), the partial result written.
     """
+    try:
+        _bench(**locals())  # the options as given
+    except KeyboardInterrupt:  # outside the run, which turns Ctrl-C into a partial result
+        print("fleetplan: interrupted (Ctrl-C); a result file written is complete",
+              file=sys.stderr)
+        raise typer.Exit(130) from None
+
+
+def _bench(*, endpoint: str, model: str, rate: float | None, sweep: str | None,
+           num_prompts: int, burstiness: float, max_concurrency: int | None, api: str,
+           dataset: Path | None, input_len: str | None, output_len: str | None,
+           ignore_eos: bool, power: str, gpu: str | None, gpu_count: int | None, seed: int,
+           arrival_schedule: str, request_timeout: float, deadline: float | None,
+           out: Path | None, ingest: bool, store: Path | None, fmt: str,
+           progress: bool) -> None:
     if fmt not in ("table", "json"):
         raise InputError(f"--format {fmt!r}: expected table or json")
     from pydantic import ValidationError
