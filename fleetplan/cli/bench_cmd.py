@@ -118,8 +118,9 @@ def bench(
                                          "profiles) or normalized (vLLM 0.32)."),
     request_timeout: float = typer.Option(600.0, "--request-timeout", help="Seconds one "
                                           "request may take in all."),
-    deadline: float | None = typer.Option(None, "--deadline", help="Seconds the whole run "
-                                          "(one rate) may take; then it stops, partial."),
+    deadline: float | None = typer.Option(None, "--deadline", help="Seconds one rate may "
+                                          "take, its test request included; then it stops, "
+                                          "partial."),
     out: Path | None = typer.Option(None, "--out", help="Write the result JSON here (a sweep: "
                                     "one object per line)."),
     ingest: bool = typer.Option(False, "--ingest", help="Add the results to the profile store."),
