@@ -17,7 +17,8 @@ from fleetplan.cli._options import (
     use_cli_context,
 )
 from fleetplan.errors import InputError
-from fleetplan.replica.params import ReplicaParams, replica_params
+from fleetplan.replica.params import ReplicaParams
+from fleetplan.replica.predict import resolve_params
 from fleetplan.replica.protocol import METRICS, replay
 from fleetplan.replica.steady import check_prefix_cache_hit, steady_state
 
@@ -77,6 +78,11 @@ def predict(
         "0.10.1): an uncalibrated prediction uses its engine defaults (max_num_batched_tokens, "
         "max_num_seqs, chunked prefill; docs/engine-defaults.md). Default: the study's "
         "assumption (0.8.5 defaults of a non-H100 GPU: 2048 tokens, 256 sequences)."),
+    efficiency: str = typer.Option(
+        "ratios", "--efficiency", help="How an uncalibrated pair's step costs are learned: "
+        "ratios (per-coefficient efficiency ratios of calibrated configurations, the default "
+        "and what the bands measure) or transfer (per-GPU-type efficiencies of the bandwidth-, "
+        "compute- and interconnect-bound parts, fitted across models; docs/catalogs.md)."),
     fmt: OutputFormat = typer.Option(
         OutputFormat.table, "--format", help="table, csv (the table's rows: metric, mean, std; "
         "--steady: metric, value) or json."),
@@ -102,8 +108,8 @@ def predict(
     ctx = use_cli_context(catalog=catalog, model_config=model_config, calibration=calibration)
     name = model_name(model, ctx)
     note_user_files(calibration=calibration is None)
-    params = replica_params(name, config, calibration=calibration,
-                            engine_version=engine_version)
+    params = resolve_params(name, config, calibration=calibration,
+                            engine_version=engine_version, efficiency=efficiency)
     head = {
         "model": params.model,
         "config": params.config,

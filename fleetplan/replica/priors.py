@@ -6,7 +6,10 @@ token at full tensor throughput, KV read at full bandwidth, tensor-parallel all-
 link's bandwidth and latency), :func:`kv_capacity_tokens` (vLLM's memory arithmetic) and
 :func:`prior_params` (ideal figures x efficiency ratios; the ratios are learned by calibration
 per GPU type, or the named defaults of :data:`DEFAULT_RATIOS` when no configuration of that GPU
-type is calibrated).
+type is calibrated) and :func:`fit_transfer_efficiency` / :func:`transfer_prior` (per-GPU-type
+efficiencies of the bandwidth-, compute- and interconnect-bound parts of a step and a fixed host
+time, fitted across models so they carry over to a model never measured: an opt-in alternative,
+``predict(..., efficiency="transfer")``; docs/catalogs.md has its leave-one-model-out errors).
 
 Named assumptions (documented in docs/replica-model.md): vLLM 0.8.5 V1 defaults for the OpenAI
 server (``max_num_seqs`` 256, ``max_num_batched_tokens`` 2048, block size 16,
@@ -17,12 +20,17 @@ split over it (replicated when fewer than the group), fp16 KV cache.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.catalog.models import ModelSpec
 from fleetplan.errors import ModelError
 from fleetplan.replica.params import ReplicaParams
+
+if TYPE_CHECKING:
+    from fleetplan.replica.calibration_file import CalibrationEntry
 
 GPU_MEMORY_UTILIZATION = 0.9
 MAX_NUM_SEQS = 256
@@ -50,14 +58,15 @@ def _is_nvlink(hw: HardwareConfig) -> bool:
     return hw.spec.interconnect.lower().startswith("nvlink")
 
 
-def ideal_coefficients(spec: ModelSpec, hw: HardwareConfig) -> dict[str, float]:
-    """Step-time coefficients (s) of a perfectly efficient engine on ``hw``."""
+def ideal_parts(spec: ModelSpec, hw: HardwareConfig) -> dict[str, float]:
+    """The parts of an ideal step (s): ``weights`` (streaming the weights once, bandwidth-bound),
+    ``comm_step`` (the all-reduces' latency, interconnect-bound), ``host`` (assumed host time),
+    ``tok`` (one token's FLOPs, compute-bound), ``comm_tok`` (one token's all-reduce bytes,
+    interconnect-bound)."""
     gpu = hw.spec
     tp = int(hw.tp_size or hw.gpu_count)
     bw = gpu.mem_bandwidth_gb_s * 1e9
     flops = gpu.fp16_tflops_dense * 1e12
-    t_weights = spec.weight_bytes / tp / bw
-    t_tok = spec.flops_per_token / tp / flops  # MoE: the active parameters only
     comm_step = comm_tok = 0.0
     if tp > 1:
         n_ar = 2 * spec.layers
@@ -65,11 +74,20 @@ def ideal_coefficients(spec: ModelSpec, hw: HardwareConfig) -> dict[str, float]:
         comm_step = n_ar * lat
         ring = 2.0 * (tp - 1) / tp
         comm_tok = n_ar * spec.hidden_size * 2.0 * ring / (gpu.interconnect_gb_s * 1e9)
+    return {"weights": spec.weight_bytes / tp / bw, "comm_step": comm_step, "host": STEP_HOST_S,
+            "tok": spec.flops_per_token / tp / flops,  # MoE: the active parameters only
+            "comm_tok": comm_tok}
+
+
+def ideal_coefficients(spec: ModelSpec, hw: HardwareConfig) -> dict[str, float]:
+    """Step-time coefficients (s) of a perfectly efficient engine on ``hw``."""
+    p = ideal_parts(spec, hw)
+    tp = int(hw.tp_size or hw.gpu_count)
     return {
-        "c_step": t_weights + comm_step + STEP_HOST_S,
-        "c_prefill_tok": t_tok + comm_tok,
-        "c_seq": t_tok + comm_tok,
-        "c_kv_tok": kv_bytes_per_token_per_gpu(spec, tp) / bw,
+        "c_step": p["weights"] + p["comm_step"] + p["host"],
+        "c_prefill_tok": p["tok"] + p["comm_tok"],
+        "c_seq": p["tok"] + p["comm_tok"],
+        "c_kv_tok": kv_bytes_per_token_per_gpu(spec, tp) / (hw.spec.mem_bandwidth_gb_s * 1e9),
         "overhead_s": OVERHEAD_S,
     }
 
@@ -155,3 +173,93 @@ def prior_params(spec: ModelSpec, hw: HardwareConfig, *,
         max_model_len=int(min(spec.context_length, kv)), calibrated=False,
         source=(source or f"spec-based prior (model card + GPU datasheet); {how}") + engine_note,
     )
+
+
+@dataclass(frozen=True)
+class TransferEfficiency:
+    """Per-GPU-type efficiencies of the parts of a step, fitted over calibrated configurations
+    of several models (and GPU counts) so that they carry over to a model never measured:
+
+    ``c_step = weights_bw x ideal weight streaming + comm_step x ideal all-reduce latency +
+    host_s`` and ``c_prefill_tok = compute x ideal token FLOPs + comm_tok x ideal all-reduce
+    bytes``: bandwidth-, interconnect- and compute-bound parts, each with its own factor, and a
+    fixed host time per step. The other coefficients keep the geometric-mean ratios of the same
+    configurations (``ratios``)."""
+
+    gpu: str
+    weights_bw: float
+    comm_step: float
+    host_s: float
+    compute: float
+    comm_tok: float
+    ratios: dict[str, float]
+    models: tuple[str, ...]
+
+    @property
+    def n_configs(self) -> int:
+        return int(self.ratios.get("n_configs", 0))
+
+    def describe(self) -> str:
+        return (f"transfer efficiencies of {self.gpu} from {self.n_configs} calibrated "
+                f"configuration(s) of {len(self.models)} model(s): weights x{self.weights_bw:.2f}"
+                f", all-reduce latency x{self.comm_step:.2f}, host {1e3 * self.host_s:.2f} ms, "
+                f"compute x{self.compute:.2f}, all-reduce bytes x{self.comm_tok:.2f}")
+
+
+def _nnls_relative(rows: list[list[float]], target: list[float]) -> list[float]:
+    """Non-negative least squares of relative errors (each row divided by its target)."""
+    import numpy as np
+    from scipy.optimize import nnls
+
+    a = np.array(rows) / np.array(target)[:, None]
+    x, _ = nnls(a, np.ones(len(target)))
+    return [float(v) for v in x]
+
+
+def fit_transfer_efficiency(entries: Sequence[CalibrationEntry], gpu: str, *,
+                            exclude_model: str | None = None) -> TransferEfficiency | None:
+    """:class:`TransferEfficiency` of ``gpu`` from its calibrated entries (``exclude_model``:
+    leave that model's configurations out, as leave-one-model-out does). None with fewer than
+    three configurations or two models. A part no configuration exercises (all-reduces when
+    every configuration is one GPU) keeps the default ratio of :data:`DEFAULT_RATIOS`."""
+    from fleetplan.catalog.models import get_model
+    from fleetplan.replica.params import geomean_rows
+
+    rows = [e for e in entries if e.calibrated and e.gpu == gpu and e.ratios_to_ideal
+            and e.model != exclude_model]
+    models = tuple(sorted({e.model for e in rows}))
+    if len(rows) < 3 or len(models) < 2:
+        return None
+    step_x, step_y, tok_x, tok_y = [], [], [], []
+    for e in rows:
+        p = ideal_parts(get_model(e.model), HardwareConfig.parse(e.config))
+        step_x.append([p["weights"], p["comm_step"], 1.0])
+        step_y.append(e.params.c_step)
+        tok_x.append([p["tok"], p["comm_tok"]])
+        tok_y.append(e.params.c_prefill_tok)
+    w_bw, w_comm, host = _nnls_relative(step_x, step_y)
+    compute, comm_tok = _nnls_relative(tok_x, tok_y)
+    if not any(r[1] for r in step_x):
+        w_comm = DEFAULT_RATIOS["c_step"]
+    if not any(r[1] for r in tok_x):
+        comm_tok = DEFAULT_RATIOS["c_prefill_tok"]
+    return TransferEfficiency(gpu, w_bw, w_comm, host, compute, comm_tok,
+                              geomean_rows([e.ratios_to_ideal for e in rows]), models)
+
+
+def transfer_prior(spec: ModelSpec, hw: HardwareConfig, eff: TransferEfficiency, *,
+                   ratios: Mapping[str, float] | None = None,
+                   engine_version: str | None = None) -> ReplicaParams:
+    """A prior from :class:`TransferEfficiency`: ``c_step`` and ``c_prefill_tok`` from the
+    fitted parts; the other coefficients from ``ratios`` (e.g. those learned from the same GPU
+    and count, :func:`~fleetplan.replica.params.learned_efficiency`), else from the GPU type's
+    geometric-mean ratios (``calibrated=False``)."""
+    base = prior_params(spec, hw, efficiency=ratios or eff.ratios, engine_version=engine_version,
+                        source=f"spec-based prior (model card + GPU datasheet) x "
+                               f"{eff.describe()}")
+    p = ideal_parts(spec, hw)
+    c_step = eff.weights_bw * p["weights"] + eff.comm_step * p["comm_step"] + eff.host_s
+    c_tok = eff.compute * p["tok"] + eff.comm_tok * p["comm_tok"]
+    if not (c_step > 0 and c_tok > 0):
+        return base
+    return base.with_(c_step=min(c_step, 10.0), c_prefill_tok=min(c_tok, 0.1))

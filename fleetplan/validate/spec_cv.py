@@ -23,7 +23,7 @@ from fleetplan.catalog.models import get_model
 from fleetplan.replica.calibrate import group_runs
 from fleetplan.replica.calibration_file import CalibrationEntry
 from fleetplan.replica.params import learned_efficiency
-from fleetplan.replica.priors import prior_params
+from fleetplan.replica.priors import fit_transfer_efficiency, prior_params, transfer_prior
 from fleetplan.replica.runs import MeasuredRun, predict_run
 from fleetplan.validate.bands import POOLED
 from fleetplan.validate.core import VALIDATE_SEEDS, run_record
@@ -35,9 +35,11 @@ TABLE_METRICS = ("request_throughput", "output_throughput", "ttft_p50_ms", "ttft
 
 
 def leave_one_model_out(runs: Sequence[MeasuredRun], entries: Sequence[CalibrationEntry], *,
-                        seeds: Sequence[int] = VALIDATE_SEEDS,
+                        seeds: Sequence[int] = VALIDATE_SEEDS, transfer: bool = False,
                         progress: Progress | None = None) -> CvResult:
-    """Predict each calibrated model's runs with ratios learned from other models only."""
+    """Predict each calibrated model's runs with ratios learned from other models only
+    (``transfer``: with :func:`~fleetplan.replica.priors.fit_transfer_efficiency` of the other
+    models' configurations of the GPU type instead, where it can be fitted)."""
     calibrated = {e.key for e in entries if e.calibrated}
     folds = [(key, rs) for key, rs in group_runs(runs).items() if key in calibrated]
     records: list[RunRecord] = []
@@ -51,6 +53,10 @@ def leave_one_model_out(runs: Sequence[MeasuredRun], entries: Sequence[Calibrati
                 not_covered.append(key)
             else:
                 params = prior_params(get_model(key[0]), hw, efficiency=eff)
+                fit = fit_transfer_efficiency(entries, hw.gpu, exclude_model=key[0]) \
+                    if transfer else None
+                if fit is not None:
+                    params = transfer_prior(get_model(key[0]), hw, fit, ratios=eff)
                 records.extend(run_record(run, False, predict_run(params, run, seeds=seeds))
                                for run in rs)
             advance(1)
