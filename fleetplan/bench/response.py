@@ -96,6 +96,17 @@ def version_of(payload: Any) -> str | None:
     return v
 
 
+def _texts(messages: list[Any]) -> list[str]:
+    """The text parts of chat messages (``content`` as a string or a list of parts)."""
+    out: list[str] = []
+    for m in messages:
+        content = m.get("content") if isinstance(m, dict) else None
+        parts: list[Any] = content if isinstance(content, list) else [{"text": content}]
+        out.extend(t for c in parts if isinstance(c, dict)
+                   and isinstance(t := c.get("text"), str))
+    return out
+
+
 @dataclass(frozen=True)
 class Expected:
     """What a request asked for, read from the body sent (the limits its answer must keep)."""
@@ -108,10 +119,7 @@ class Expected:
         budget = body.get("max_tokens", body.get("max_completion_tokens"))
         prompt: Any = body.get("prompt")
         if prompt is None and isinstance(body.get("messages"), list):
-            parts = [c.get("text", "") for m in body["messages"] if isinstance(m, dict)
-                     for c in (m.get("content") if isinstance(m.get("content"), list)
-                               else [{"text": m.get("content", "")}]) if isinstance(c, dict)]
-            prompt = "".join(p for p in parts if isinstance(p, str))
+            prompt = "".join(_texts(body["messages"]))
         return cls(max_tokens=budget if isinstance(budget, int) and budget > 0 else None,
                    prompt_bytes=len(prompt.encode("utf-8")) if isinstance(prompt, str) else None)
 
