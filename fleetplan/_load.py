@@ -140,7 +140,7 @@ def _text(path_or_text: str | os.PathLike[str], what: str, source: str | None,
 
 # --- JSON --------------------------------------------------------------------------------------
 
-_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}:]')
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*+(?:"|\\?\Z)|[\[\]{}:]')
 
 
 def _value_error(exc: ValueError) -> str:
@@ -154,9 +154,30 @@ def _line(text: str, pos: int) -> int:
     return text.count("\n", 0, pos) + 1
 
 
-def _json_prescan(text: str, src: str, max_depth: int) -> tuple[str, int] | None:
-    """Refuse nesting deeper than ``max_depth`` (no recursion); return the first duplicate key of
-    an object and its line, if any (reported only once the text parses)."""
+# an unterminated string runs to the end (possessive, no retry from each later quote: a text of
+# 10^6 escaped quotes would otherwise be rescanned from every one of them)
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*+(?:"|\\?\Z)')
+_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def _json_depth(text: str, src: str, max_depth: int) -> None:
+    """Refuse nesting deeper than ``max_depth``, without recursion: strings are blanked (a bracket
+    inside one is text), then brackets counted. JSON strings hold no raw newline, so line
+    numbers survive the blanking."""
+    bare = _JSON_STRING.sub('""', text) if '"' in text else text
+    depth = 0
+    for m in _BRACKET.finditer(bare):
+        if m.group() in "[{":
+            depth += 1
+            if depth > max_depth:
+                raise InputLimitError(f"{src}: nested too deeply (more than {max_depth} levels, "
+                                      f"at line {_line(bare, m.start())})")
+        else:
+            depth -= 1
+
+
+def _duplicate_line(text: str, dup: str) -> int | None:
+    """The line of the second ``dup`` key of one object (the slow path, on error only)."""
     stack: list[set[str] | None] = []  # a set of keys per open object, None per open list
     pending: str | None = None  # the last string token, a key if ':' follows
     for m in _JSON_TOKEN.finditer(text):
@@ -171,18 +192,32 @@ def _json_prescan(text: str, src: str, max_depth: int) -> tuple[str, int] | None
                 if "\\" in key:
                     with contextlib.suppress(ValueError):
                         key = json.loads(pending)
-                if key in keys:
-                    return key, _line(text, m.start())
+                if key in keys and key == dup:
+                    return _line(text, m.start())
                 keys.add(key)
         elif tok in "[{":
             stack.append(set() if tok == "{" else None)
-            if len(stack) > max_depth:
-                raise InputLimitError(f"{src}: nested too deeply (more than {max_depth} levels, "
-                                      f"at line {_line(text, m.start())})")
         elif stack:
             stack.pop()
         pending = None
     return None
+
+
+class _DuplicateJSONKey(Exception):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for k, _ in pairs:
+            if k in seen:
+                raise _DuplicateJSONKey(k)
+            seen.add(k)
+    return out
 
 
 def load_json(path_or_text: str | os.PathLike[str], *, what: str = "JSON file",
@@ -192,10 +227,15 @@ def load_json(path_or_text: str | os.PathLike[str], *, what: str = "JSON file",
     nesting at most ``max_depth``, no duplicate key in an object (the key and its line are
     named), at most ``max_bytes``. ``hint`` is added to a syntax error."""
     text, src = _text(path_or_text, what, source, max_bytes)
-    dup = _json_prescan(text, src, max_depth)
+    _json_depth(text, src, max_depth)
     tail = f"; {hint}" if hint else ""
     try:
-        data = json.loads(text)
+        return json.loads(text, object_pairs_hook=_no_duplicates)
+    except _DuplicateJSONKey as exc:
+        line = _duplicate_line(text, exc.key)
+        where = f"line {line}: " if line is not None else ""
+        raise InputError(f"{src}: {where}duplicate key {show_value(exc.key)} in one object "
+                         "(each key may appear once)") from None
     except json.JSONDecodeError as exc:
         raise InputError(f"{src}: not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
                          f"{tail}") from None
@@ -203,11 +243,6 @@ def load_json(path_or_text: str | os.PathLike[str], *, what: str = "JSON file",
         raise InputLimitError(f"{src}: nested too deeply to read as a {what}") from None
     except ValueError as exc:  # e.g. an integer of more digits than Python converts
         raise InputError(f"{src}: not readable JSON ({_value_error(exc)})") from None
-    if dup is not None:
-        key, line = dup
-        raise InputError(f"{src}: line {line}: duplicate key {show_value(key)} in one object "
-                         "(each key may appear once)")
-    return data
 
 
 # --- YAML --------------------------------------------------------------------------------------

@@ -30,7 +30,11 @@ class Strict(BaseModel):
     @classmethod
     def _unknown_fields(cls, data: Any) -> Any:
         if isinstance(data, dict):
-            valid = {f.alias or n for n, f in cls.model_fields.items()} | set(cls.model_fields)
+            valid = cls.__dict__.get("_valid_keys")
+            if valid is None:  # once per record type (10^5 classes validated it 10^5 times)
+                valid = frozenset({f.alias or n for n, f in cls.model_fields.items()}
+                                  | set(cls.model_fields))
+                type.__setattr__(cls, "_valid_keys", valid)
             for key in data:
                 if key not in valid:
                     shown = ", ".join(f.alias or n for n, f in cls.model_fields.items())

@@ -7,7 +7,6 @@ one :class:`~fleetplan.errors.InputError` line naming the file, the field path a
 
 from __future__ import annotations
 
-import copy
 import os
 from pathlib import Path
 from typing import Any
@@ -22,27 +21,34 @@ from fleetplan.scenario.model import Scenario
 
 
 def _resolve_traces(data: Any, base: Path) -> Any:
-    """Trace paths relative to the scenario file's folder (a path operation, no disk access)."""
+    """Trace paths relative to the scenario file's folder (a path operation, no disk access).
+
+    Returns a copy where a path changes (only the records on the way are copied: a deep copy
+    of a 10^5-class file cost seconds); the caller's data is never modified."""
     if not isinstance(data, dict) or not isinstance(data.get("classes"), list):
         return data
-    for c in data["classes"]:
-        if not isinstance(c, dict):
+    classes = list(data["classes"])
+    for i, c in enumerate(classes):
+        if not isinstance(c, dict) or ("trace" not in c and "arrivals" not in c):
             continue
+        c = dict(c)
         t = c.get("trace")
         if isinstance(t, str) and not os.path.isabs(t):
             c["trace"] = str(base / t)
-        for rec in (t, c.get("arrivals")):  # a trace record, or a process reading a file
+        for key in ("trace", "arrivals"):  # a trace record, or a process reading a file
+            rec = c.get(key)
             f = rec.get("file") if isinstance(rec, dict) else None
             if isinstance(rec, dict) and isinstance(f, str) and not os.path.isabs(f):
-                rec["file"] = str(base / f)
-    return data
+                c[key] = {**rec, "file": str(base / f)}
+        classes[i] = c
+    return {**data, "classes": classes}
 
 
 def scenario_from_dict(data: Any, source: str = "scenario",
                        base_dir: str | os.PathLike[str] | None = None) -> Scenario:
     """Validate a parsed scenario; errors become one-line :class:`InputError` messages."""
     if base_dir is not None:
-        data = _resolve_traces(copy.deepcopy(data), Path(base_dir))
+        data = _resolve_traces(data, Path(base_dir))
     if not isinstance(data, dict):
         raise InputError(f"{source}: a scenario is a mapping of fields, not {type(data).__name__}")
     data = dict(data)  # _data_context fills in paths and the model: the caller's dict stays
