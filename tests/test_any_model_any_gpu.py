@@ -69,8 +69,11 @@ def test_predict_without_model_or_config_file_says_what_is_needed(cli) -> None:
 def test_validate_runs_of_a_new_model_on_a_new_gpu(cli, user_catalog, tmp_path) -> None:
     runs = tmp_path / "runs"
     runs.mkdir()
-    text = GEMMA_RUN.read_text().replace('"google/gemma-2-9b-it"', '"Qwen/Qwen3-8B-FP8"')
-    (runs / "r.json").write_text(text.replace('"NVIDIA-H100-PCIe"', '"NVIDIA-L4"'))
+    run = json.loads(GEMMA_RUN.read_text())  # a real result file, renamed to the new pair
+    run.update(model_id="Qwen/Qwen3-8B-FP8", gpu_name="NVIDIA-L4", num_prompts=40,
+               completed=40, total_input_tokens=run["total_input_tokens"] // 5,
+               total_output_tokens=run["total_output_tokens"] // 5)  # a 40-prompt burst: fast
+    (runs / "r.json").write_text(json.dumps(run))
     res = cli("validate", str(runs), "--model-config", str(QWEN3), "--catalog",
               str(user_catalog), "--format", "json")
     assert res.exit_code == 0, res.stderr
