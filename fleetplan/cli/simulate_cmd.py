@@ -159,7 +159,7 @@ def simulate_cmd(
     """
     check_plot_path(plot)  # before the run: an unwritable --plot fails at once, nothing lost
     if plot is not None and plot_kind not in ("latency", "fleet"):
-        raise InputError(f"--plot-kind {plot_kind!r}: expected latency or fleet")
+        raise InputError(f"--plot-kind: plot kind {plot_kind!r}: expected latency or fleet")
     sc = load_cli_scenario(scenario, catalog=catalog, model_config=model_config, store=store,
                            calibration=calibration)
     if seed is not None or replications is not None:
