@@ -106,3 +106,21 @@ def test_solve_plans_a_config_json_model_and_offers_the_user_gpu(tmp_path, user_
     assert "1xL4" in text  # the user's GPU was a candidate and, cheapest, is chosen
     assert any(p["config"] == "1xL4" for p in d["fleet"])
     _bundled_untouched()
+
+
+def test_validate_follows_the_vllm_version_each_run_recorded(cli, tmp_path) -> None:
+    run = json.loads(GEMMA_RUN.read_text())
+    run.update(model_id="Qwen/Qwen3-8B-FP8", num_prompts=40, completed=40,
+               total_input_tokens=run["total_input_tokens"] // 5,
+               total_output_tokens=run["total_output_tokens"] // 5)
+    preds = {}
+    for version in ("0.6.3", "0.8.5"):  # 0.8.5 on an H100: 8192 batched tokens, V1 chunking
+        d = tmp_path / version
+        d.mkdir()
+        (d / "r.json").write_text(json.dumps({**run, "vllm_version": version}))
+        res = cli("validate", str(d), "--model-config", str(QWEN3), "--format", "json")
+        assert res.exit_code == 0, res.stderr
+        out = json.loads(res.stdout)["runs"][0]
+        assert out["calibrated"] is False
+        preds[version] = out["metrics"]["ttft_p99_ms"]["predicted"]
+    assert preds["0.6.3"] != preds["0.8.5"]

@@ -105,6 +105,10 @@ def predict(
         if not steady:
             raise InputError("--prefix-cache-hit applies to --steady; a burst replay takes "
                              "--warm-prefix-cache (the whole prompt cached)")
+    if engine_version is not None:
+        from fleetplan.replica.engine_defaults import engine_defaults
+
+        engine_defaults(engine_version)  # an unknown version is an error here, not a note
     ctx = use_cli_context(catalog=catalog, model_config=model_config, calibration=calibration)
     name = model_name(model, ctx)
     note_user_files(calibration=calibration is None)

@@ -142,12 +142,18 @@ def prior_params(spec: ModelSpec, hw: HardwareConfig, *,
                                   GPU_MEMORY_UTILIZATION)
     engine_note = ""
     if engine_version is not None:
+        from fleetplan.errors import InputError
         from fleetplan.replica.engine_defaults import engine_defaults
 
-        d = engine_defaults(engine_version, hw.gpu, hw.spec.vram_gb)
-        batched, _chunked = d.scheduler_budget(spec.context_length)
-        seqs, block, util = d.max_num_seqs, d.block_size, d.gpu_memory_utilization
-        engine_note = f"; engine defaults of vLLM {engine_version} ({d.source})"
+        try:
+            d = engine_defaults(engine_version, hw.gpu, hw.spec.vram_gb)
+        except InputError:  # a version the table does not cover: say so, keep the assumption
+            engine_note = (f"; vLLM {engine_version}: no engine defaults known, the named "
+                           "assumption used")
+        else:
+            batched, _chunked = d.scheduler_budget(spec.context_length)
+            seqs, block, util = d.max_num_seqs, d.block_size, d.gpu_memory_utilization
+            engine_note = f"; engine defaults of vLLM {engine_version} ({d.source})"
     ratios = dict(DEFAULT_RATIOS)
     learned = 0
     if efficiency:

@@ -66,6 +66,7 @@ class MeasuredRun:
     source: str = ""
     duration_s: float = math.nan
     pinned_outputs: tuple[tuple[int, int], ...] = ()  # (request index, output tokens)
+    engine_version: str | None = None  # the vLLM version the run recorded (spec-path prior)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -140,6 +141,10 @@ def with_burst_tails(runs: Sequence[MeasuredRun],
             for r in runs]
 
 
+def _version(v: object) -> str | None:
+    return str(v).strip() or None if isinstance(v, str) else None
+
+
 def _typed_runs(frame: pd.DataFrame, ref: pd.DataFrame, fl: dict[str, str]) -> list[MeasuredRun]:
     max_rate = ref.groupby(["model", "config"])["request_rate"].max().to_dict()
     out = []
@@ -158,6 +163,7 @@ def _typed_runs(frame: pd.DataFrame, ref: pd.DataFrame, fl: dict[str, str]) -> l
             flagged=rid in fl, flag_reason=fl.get(rid),
             source=f"{rec['source_file']}:{rec['source_line']}",
             duration_s=float(dur) if dur is not None and pd.notna(dur) else math.nan,
+            engine_version=_version(rec.get("engine_version")),
         ))
     return out
 

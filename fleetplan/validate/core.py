@@ -121,7 +121,8 @@ def validate(runs: Sequence[MeasuredRun], *, calibration: CalibrationSource,
     unless they are the store's own runs) and compare; ``to_dict()`` is the binding JSON."""
     records = []
     for run in sorted(runs, key=lambda r: (r.model, r.config, r.request_rate, r.run_id)):
-        params = replica_params(run.model, run.config, calibration=calibration)
+        params = replica_params(run.model, run.config, calibration=calibration,
+                                engine_version=run.engine_version)  # uncalibrated: its vLLM
         pred = predict_run(params, run, seeds=seeds)
         records.append(run_record(run, params.calibrated, pred))
     return ValidationResult(tuple(records), summarize(records), noise_floor(runs))

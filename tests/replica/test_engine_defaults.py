@@ -49,3 +49,12 @@ def test_a_named_version_changes_only_the_engine_limits_of_the_prior() -> None:
     assert v085.c_step == study.c_step and v085.c_seq == study.c_seq
     assert v085.kv_capacity_tokens < study.kv_capacity_tokens  # bigger activation reserve
     assert "vLLM 0.8.5" in v085.source
+
+
+def test_a_run_of_an_unknown_version_keeps_the_assumption_and_says_so(cli) -> None:
+    spec, hw = get_model("Meta-Llama-3-8B-Instruct"), HardwareConfig.parse("1xH100-PCIe")
+    p = prior_params(spec, hw, engine_version="0.4.2")
+    assert p.max_num_batched_tokens == 2048 and "no engine defaults known" in p.source
+    res = cli("predict", "-m", "gemma-2-9b-it", "-c", "1xL40S", "-r", "1", "--engine-version",
+              "0.4.2")
+    assert res.exit_code == 2 and "no engine defaults before" in res.stderr
