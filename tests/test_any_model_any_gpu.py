@@ -124,3 +124,20 @@ def test_validate_follows_the_vllm_version_each_run_recorded(cli, tmp_path) -> N
         assert out["calibrated"] is False
         preds[version] = out["metrics"]["ttft_p99_ms"]["predicted"]
     assert preds["0.6.3"] != preds["0.8.5"]
+
+
+def test_simulate_a_user_gpu_fleet_names_the_user_price(tmp_path, user_catalog) -> None:
+    from fleetplan import simulate
+    from fleetplan.scenario import scenario_from_dict
+
+    sc = scenario_from_dict({
+        "model_config": str(QWEN3), "catalog": str(user_catalog),
+        "classes": [{"name": "chat", "rate_rps": 0.5, "slo": {"ttft_p99_ms": 3000}}],
+        "fleet": [{"config": "1xL4", "count": 1}],
+        "sim": {"duration_s": 40, "warmup_s": 5, "seed": 1}})
+    pool = simulate(sc).to_dict()["pools"][0]
+    assert pool["config"] == "1xL4" and pool["calibrated"] is False
+    assert pool["price_usd_per_gpu_hour"] == 0.45
+    assert "on-demand L4 listing" in pool["price_source"]
+    assert str(user_catalog) in pool["price_source"]
+    _bundled_untouched()
