@@ -134,6 +134,9 @@ def simulate_cmd(
                                     help="Override sim.seed (0 to 2**63-1)."),
     replications: int | None = typer.Option(None, "--replications", min=1, max=1000,
                                             help="Override sim.replications."),
+    duration: float | None = typer.Option(
+        None, "--duration", help="Override sim.duration_s (seconds simulated per replication; "
+        "e.g. long enough for failures of a reliability block to happen in it)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
     catalog: list[Path] | None = CATALOG_OPTION,
     model_config: list[Path] | None = MODEL_CONFIG_OPTION,
@@ -162,12 +165,14 @@ def simulate_cmd(
         raise InputError(f"--plot-kind: plot kind {plot_kind!r}: expected latency or fleet")
     sc = load_cli_scenario(scenario, catalog=catalog, model_config=model_config, store=store,
                            calibration=calibration)
-    if seed is not None or replications is not None:
+    if seed is not None or replications is not None or duration is not None:
         sim = sc.sim.model_dump()
         if seed is not None:
             sim["seed"] = seed
         if replications is not None:
             sim["replications"] = replications
+        if duration is not None:
+            sim["duration_s"] = duration
         sc = sc.with_updates(sim=sim)
     if plan is not None and fleet is not None:
         raise InputError("--plan and --fleet: give one (the plan carries its fleet)")
