@@ -208,3 +208,50 @@ def test_current_vllm_bench_serve_format_with_per_request_arrays(tmp_path: Path)
     # without GPU facts the record is refused, naming what to give
     runs, errors = read_runs(f)
     assert runs == [] and "gpu_name" in errors[0] and "--gpu" in errors[0]
+
+
+# --- issue 16: one file never costs the others ---------------------------------------------
+
+
+def test_a_record_that_crashes_its_reader_is_refused_alone(tmp_path: Path, measured_dir: Path,
+                                                           cli, monkeypatch) -> None:
+    import fleetplan.profiles.ingest as ingest
+
+    fmt = ingest.get_format("vllm")
+    real = fmt.parse
+
+    def flaky(obj, src, opt):  # a bug in a reader, hit by one file only
+        if src.path.name.startswith("a-"):
+            raise ZeroDivisionError("float division by zero")
+        return real(obj, src, opt)
+
+    monkeypatch.setitem(ingest._FORMATS, "vllm", ingest.IngestFormat("vllm", fmt.detect, flaky))
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    gemma = "vllm_200prompts1qps_gemma-2-9b-it_sharegpt_1xNVIDIA-H100-PCIe.json"
+    (folder / "a-crash.json").write_text(json.dumps(_sample(measured_dir)))
+    (folder / "b-good.json").write_bytes((measured_dir / gemma).read_bytes())
+    store = tmp_path / "store.csv"
+    res = cli("ingest", str(folder), "--store", str(store))
+    assert res.exit_code == 2 and "Traceback" not in res.stderr
+    errs = [ln for ln in res.stderr.splitlines() if ln.startswith("fleetplan: error: ")]
+    assert len(errs) == 1 and "a-crash.json: line 1: cannot read this record" in errs[0]
+    assert "ZeroDivisionError" in errs[0]
+    assert len(load_profiles(store)) == 1  # the good file's run is stored
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are POSIX")
+def test_a_fifo_or_a_symlink_loop_in_a_folder_is_refused_without_hanging(
+        tmp_path: Path, measured_dir: Path, cli) -> None:
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    gemma = "vllm_200prompts1qps_gemma-2-9b-it_sharegpt_1xNVIDIA-H100-PCIe.json"
+    (folder / "good.json").write_bytes((measured_dir / gemma).read_bytes())
+    os.mkfifo(folder / "pipe.json")  # reading it would block forever
+    (folder / "loop").symlink_to(folder, target_is_directory=True)
+    store = tmp_path / "store.csv"
+    res = cli("ingest", str(folder), "--store", str(store))
+    assert res.exit_code == 2 and "Traceback" not in res.stderr
+    errs = [ln for ln in res.stderr.splitlines() if ln.startswith("fleetplan: error: ")]
+    assert len(errs) == 1 and "pipe.json: a FIFO" in errs[0]
+    assert len(load_profiles(store)) == 1
