@@ -354,7 +354,7 @@ def walk(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
     for raw in paths:
         p = Path(raw)
         if p.is_dir():
-            found = []
+            found: list[Path] = []
             for root, dirs, files in os.walk(p):
                 dirs.sort()
                 found.extend(Path(root) / f for f in files if f.endswith(".json"))
