@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from pydantic import ValidationError
 
 from fleetplan._load import read_bytes_bounded, show_value
 from fleetplan.errors import InputError
@@ -193,15 +194,28 @@ class TraceFit:
                 "output_tokens": dist(self.output_tokens)}
 
 
-def _lognormal(x: np.ndarray) -> LognormalLengths:
-    """Lognormal matching the sample's log-moments, reported as mean and cv, bounded by the data."""
+MIN_FIT_RATE, MAX_FIT_RATE = 1e-6, 1e5
+"""Mean rates a fitted class may have (a scenario's ``rate_rps`` is at most 1e5)."""
+MAX_FIT_CV = 10.0
+"""Largest coefficient of variation a fitted length distribution gets (the schema's bound)."""
+
+
+def _lognormal(x: np.ndarray, source: str, column: str) -> LognormalLengths:
+    """Lognormal matching the sample's log-moments, reported as mean and cv, bounded by the data.
+
+    A spread beyond :data:`MAX_FIT_CV` is capped *with* the mean recomputed for the capped
+    spread, keeping the log-centre (the median): capping the cv alone left a mean of 10^17 for
+    lengths of 1 and 10^7 tokens, which no draw within the data's range could reach."""
     logs = np.log(x.astype(float))
     mu, sigma = float(np.mean(logs)), float(np.std(logs))
-    if sigma <= 0:
-        sigma = 1e-6
+    sigma = min(max(sigma, 1e-6), math.sqrt(math.log1p(MAX_FIT_CV**2)))
     mean = math.exp(mu + sigma**2 / 2)
-    cv = math.sqrt(math.expm1(sigma**2))
-    return LognormalLengths(mean=mean, cv=min(cv, 10.0), min=int(x.min()), max=int(x.max()))
+    cv = min(math.sqrt(math.expm1(sigma**2)), MAX_FIT_CV)
+    try:
+        return LognormalLengths(mean=mean, cv=cv, min=int(x.min()), max=int(x.max()))
+    except ValidationError as exc:
+        why = exc.errors()[0]["msg"].removeprefix("Value error, ")
+        raise InputError(f"{source}: {column}: no lognormal fits these lengths ({why})") from None
 
 
 def fit_trace(trace: Trace) -> TraceFit:
@@ -214,12 +228,16 @@ def fit_trace(trace: Trace) -> TraceFit:
     if len(trace) < 3 or trace.span_s <= 0:
         raise InputError(f"{trace.source}: need at least 3 requests over a positive time span "
                          "to fit a class")
+    if not MIN_FIT_RATE <= trace.rate_rps <= MAX_FIT_RATE:
+        raise InputError(f"{trace.source}: its mean rate {trace.rate_rps:.4g} req/s "
+                         f"({len(trace)} requests over {trace.span_s:.4g} s) is outside the "
+                         f"{MIN_FIT_RATE:g}..{MAX_FIT_RATE:g} req/s a class may have")
     gaps = np.diff(trace.arrival_s)
     var = float(np.var(gaps))
     shape = float(np.mean(gaps)) ** 2 / var if var > 0 else 100.0
     return TraceFit(
         source=trace.source, requests=len(trace), rate_rps=trace.rate_rps,
         burstiness=min(max(shape, 1e-3), 100.0),
-        input_tokens=_lognormal(trace.input_tokens),
-        output_tokens=_lognormal(trace.output_tokens),
+        input_tokens=_lognormal(trace.input_tokens, trace.source, "ContextTokens"),
+        output_tokens=_lognormal(trace.output_tokens, trace.source, "GeneratedTokens"),
     )

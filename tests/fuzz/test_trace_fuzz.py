@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fleetplan.errors import InputError
-from fleetplan.workload.trace import MAX_TRACE_TOKENS, read_trace, trace_requests
+from fleetplan.workload.trace import MAX_TRACE_TOKENS, fit_trace, read_trace, trace_requests
 
 ROOT = Path(__file__).resolve().parents[2]
 BAD = ROOT / "tests" / "data" / "bad" / "trace"
@@ -88,6 +88,27 @@ def test_cause_token_counts_beyond_int64_are_refused_not_wrapped(tmp_path: Path)
         read_trace(p)
 
 
+@pytest.mark.parametrize("rows, words", [
+    # lengths of 1 and 10^7 tokens: the cv was capped at 10 but the mean (4e17) was not, and
+    # the LognormalLengths schema raised a ValidationError traceback inside solve
+    ([(i, 1 if i % 2 else 10**7, 5) for i in range(50)], None),
+    ([(i * 1e-9, 5, 5) for i in range(50)], r"mean rate 1e\+09 req/s"),
+    ([(0, 5, 5), (1e300, 5, 5), (2e300, 5, 5)], "mean rate 1e-300 req/s"),
+])
+def test_cause_fitting_an_extreme_trace_is_a_fit_or_one_line(tmp_path: Path,
+                                                             rows: list[tuple[Any, ...]],
+                                                             words: str | None) -> None:
+    p = tmp_path / "t.csv"
+    p.write_text(HEADER + "".join(f"{a},{b},{c}\n" for a, b, c in rows))
+    if words is None:
+        fit = fit_trace(read_trace(p))
+        assert fit.input_tokens.cv == pytest.approx(10.0) and fit.input_tokens.min == 1
+        assert fit.input_tokens.max == 10**7 and fit.input_tokens.mean < 10**7
+    else:
+        with pytest.raises(InputError, match=words):
+            fit_trace(read_trace(p))
+
+
 # --- hypothesis ---------------------------------------------------------------------------------
 
 SECONDS = st.one_of(st.floats(0, 1e6, allow_nan=False).map(repr), st.integers(0, 10**6).map(str),
@@ -129,6 +150,12 @@ def test_the_trace_reader_gives_a_checked_trace_or_one_line(tmp_path: Path, text
     assert t.arrival_s[0] == 0.0 and (np.diff(t.arrival_s) >= 0).all()
     for col in (t.input_tokens, t.output_tokens):
         assert col.dtype == np.int64 and (col >= 1).all() and (col <= MAX_TRACE_TOKENS).all()
+    try:  # what solve does with a trace class: fit it
+        fit = fit_trace(t)
+    except InputError as exc:
+        assert "\n" not in str(exc) and str(exc).startswith(f"{p}: ")
+    else:
+        assert 0 < fit.rate_rps <= 1e5 and fit.input_tokens.cv <= 10
     try:
         times, ins, outs = trace_requests(t, 60.0, scale_to_rps=scale, loop=loop)
     except InputError as exc:
