@@ -5,10 +5,13 @@ Main entries: :func:`runs_from_frame` (store rows -> :class:`MeasuredRun`, with 
 
 Protocol facts of the bundled runs (``/work/shared/data/ionet-vllm-0.8.5/README.md``), named
 assumptions here: ``benchmark_serving.py --seed 42`` (so the send times are reproduced exactly),
-and the rates of one configuration ran from the highest down against one running server, so a
-run after the first finds its prompts in vLLM V1's prefix cache when the KV cache can hold the
-previous run's working set (its prompt and output tokens). The first (highest-rate) run of a
-series starts cold.
+and the rates of one configuration ran from the highest down (32, 16, 8, 4, 1 req/s) against one
+running server with the same prompts, so a run's prefix-cache state follows from the runs before
+it: :mod:`fleetplan.replica.prefix_cache` walks vLLM V1's LRU over KV blocks through them on the
+server's KV capacity (vLLM's memory arithmetic, not the fitted effective capacity); the first
+(highest-rate) run of a series starts cold. The same prompts in the same order also fix the
+lengths of the replies that end each burst (:mod:`fleetplan.replica.burst_tail`), learned from
+the reference runs' durations and pinned in the replay.
 
 Data quality: a work-conserving server's TTFT does not fall as its load rises. A run whose TTFT
 p50, p90 or p99 is more than :data:`FLAG_RATIO` times that of a higher-rate run of the same
@@ -73,9 +76,10 @@ class MeasuredRun:
         return (self.model, self.config)
 
     def warm_cache(self) -> bool:
-        """Whether this run's prompts are in the prefix cache (see module docstring). The
-        server's cache size is vLLM's memory arithmetic for the configuration (a fact of the
-        real server, not the fitted effective capacity, so the rule cannot flip during a fit)."""
+        """The earlier all-or-nothing rule: the prompts are cached when the run is below its
+        series' highest rate and the server's KV cache (vLLM's memory arithmetic) holds the
+        run's prompt and output tokens. Kept for callers; replays use the LRU state of
+        :mod:`fleetplan.replica.prefix_cache`, which agrees with it on the bundled store."""
         working_set = self.total_input_tokens + self.total_output_tokens
         return self.request_rate < self.series_max_rate and (
             server_kv_tokens(self.model, self.config) >= working_set)
