@@ -113,7 +113,7 @@ def test_resets_hangs_and_stalls_fail_their_request_only(fake_server: Any,
                                                          mode: dict[str, Any],
                                                          fragment: str) -> None:
     srv = fake_server(faulty(mode, good=1))
-    res = bench(srv.url, 3, rate=math.inf, request_timeout_s=0.5)
+    res = bench(srv.url, 3, rate=math.inf, request_timeout_s=0.3)
     assert res["completed"] == 1 and res["failed"] == 2 and res["partial"] is False
     failed = [e for e in res["errors"] if e]
     assert len(failed) == 2 and all(fragment in e for e in failed), failed

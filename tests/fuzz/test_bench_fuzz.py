@@ -163,7 +163,7 @@ def test_a_stream_fails_with_its_reason_or_counts_what_it_could_have_had(
     assert out.ttft_s >= 0 and out.latency_s >= out.ttft_s and all(x >= 0 for x in out.itl_s)
 
 
-@settings(max_examples=100, deadline=None, derandomize=True)
+@settings(max_examples=60, deadline=None, derandomize=True)
 @given(n=st.integers(1, MAX_TOKENS), usage=st.booleans(), done=st.booleans(), crlf=st.booleans(),
        cuts=st.lists(st.integers(0, 10_000), max_size=8))
 def test_an_honest_stream_cut_anywhere_is_measured_exactly(n: int, usage: bool, done: bool,
@@ -222,7 +222,7 @@ def _check_result(res: dict[str, Any], api: str) -> None:
     assert res["backend"] == ("openai-chat" if api == "chat" else "openai")
 
 
-@settings(max_examples=25, deadline=None, derandomize=True,
+@settings(max_examples=20, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture,
                                  HealthCheck.too_slow])
 @given(test_answer=st.integers(0, 4).flatmap(lambda k: _plan() if k == 0
