@@ -238,6 +238,8 @@ def frontier(scenario: Scenario, sweep: str | Sweep = Sweep.carbon, points: int 
             inputs = build_problem(variant, **build)
             jobs.append((variant, inputs, settings, max_rounds, None))
     elif kind in (Sweep.confidence, Sweep.churn):
+        if kind is Sweep.churn:
+            _with_churn(scenario, 0.0)  # refuses a scenario without a reliability block
         inputs = build_problem(scenario, **build)
         if kind is Sweep.confidence:
             values = _factors(0.5 if lo is None else lo, 0.99 if hi is None else hi, points,
