@@ -22,10 +22,8 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -33,7 +31,6 @@ import numpy as np
 from fleetplan._io import atomic_write_text, json_safe
 from fleetplan.bench.power import PowerReport
 from fleetplan.bench.stream import RequestOutcome
-from fleetplan.errors import InputError
 
 PERCENTILES = (50, 90, 95, 99)
 _METRICS = ("ttft", "tpot", "itl", "e2el")
@@ -336,27 +333,6 @@ def summary_rows(result: BenchResult) -> list[tuple[str, str]]:
 
 def _encode(result: BenchResult) -> str:
     return json.dumps(json_safe(result.to_dict()), allow_nan=False)
-
-
-def check_writable(path: str | os.PathLike[str], option: str = "--out") -> None:
-    """Refuse, before a run, a result path that :func:`write_results` could not write: a
-    directory or other non-regular file, or a folder where no file can be created (tried with
-    a temporary file, removed at once). Missing parent folders are created, as the write would.
-    """
-    p = Path(path)
-    if p.is_symlink() and not p.exists():
-        raise InputError(f"{option} {p}: a broken symbolic link")
-    if p.exists() and not p.is_file():
-        raise InputError(f"{option} {p}: not a regular file (a directory, device or pipe)")
-    target = p.resolve() if p.is_symlink() else p
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as exc:
-        raise InputError(f"{option} {p}: cannot write a file there "
-                         f"({exc.strerror or type(exc).__name__})") from None
 
 
 def write_results(path: str | os.PathLike[str], results: Sequence[BenchResult]) -> None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from fleetplan.cli._format import dumps
+from fleetplan.cli._format import check_output_path, dumps
 from fleetplan.errors import InputError
 
 if TYPE_CHECKING:  # the client, numpy and rich are imported by the command when it runs
@@ -169,7 +169,6 @@ def _bench(*, endpoint: str, model: str, rate: float | None, sweep: str | None,
     )
 
     from fleetplan.bench import BenchConfig, BenchError, run_sweep, write_results
-    from fleetplan.bench.result import check_writable
     from fleetplan.bench.runner import send_schedule
 
     rates = _rates(rate, sweep)
@@ -194,7 +193,7 @@ def _bench(*, endpoint: str, model: str, rate: float | None, sweep: str | None,
             name, name.replace("_", "-"))
         raise InputError(f"--{flag}: {msg}") from None
     if out is not None:
-        check_writable(out)
+        check_output_path(out, "--out")
     if ingest:
         target = _ingest_target(store, gpu, power)
     err = Console(stderr=True)
@@ -281,7 +280,6 @@ def _show(results: list[BenchResult], fmt: str, out: Path | None, err: Console,
 
 def _ingest_target(store: Path | None, gpu: str | None, power: str) -> Path:
     """The store ``--ingest`` will write, checked before the run (so a run is not lost to it)."""
-    from fleetplan.bench.result import check_writable
     from fleetplan.profiles.store import load_profiles, user_store_path
 
     if gpu is None and power == "none":
@@ -289,7 +287,7 @@ def _ingest_target(store: Path | None, gpu: str | None, power: str) -> Path:
                          "stored under its GPU configuration")
     target = store if store is not None else user_store_path()
     load_profiles(store)  # a store that cannot be read fails now, not after the run
-    check_writable(target, "--store")
+    check_output_path(target, "--store")
     return target
 
 
