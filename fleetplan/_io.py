@@ -14,7 +14,6 @@ is swept on the next write of that file. Failures are one :class:`WriteError` li
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
 import sys
@@ -203,30 +202,8 @@ def read_data_file(path: str | os.PathLike[str], what: str, *, yaml_ok: bool = F
     ``*.json``. Every failure is one :class:`~fleetplan.errors.InputError` line naming the file:
     missing, a directory, unreadable, not UTF-8, not JSON/YAML (where), nested too deeply.
     ``what`` names the file in them (``plan file``); ``hint`` is added to a parse error."""
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{p}: no such {what}") from None
-    except IsADirectoryError:
-        raise InputError(f"{p}: a directory, not a {what}") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{p}: not UTF-8 text (byte {exc.start}), not a {what}") from None
-    except OSError as exc:
-        raise InputError(f"{p}: cannot read the {what} ({exc.strerror or exc})") from None
-    tail = f"; {hint}" if hint else ""
-    try:
-        if yaml_ok and p.suffix.lower() != ".json":
-            import yaml
+    # one bounded reader (fleetplan._load, issue 16): a FIFO, a device, an alias bomb, deep
+    # nesting or a duplicate key is refused in one line before anything is built
+    from fleetplan._load import load_data
 
-            try:
-                return yaml.safe_load(text)
-            except yaml.YAMLError as exc:
-                first = " ".join(str(exc).split())
-                raise InputError(f"{p}: not valid YAML: {first[:200]}{tail}") from None
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{p}: not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
-                         f"{tail}") from None
-    except RecursionError:
-        raise InputError(f"{p}: nested too deeply to read as a {what}") from None
+    return load_data(path, what=what, yaml_ok=yaml_ok, hint=hint)
