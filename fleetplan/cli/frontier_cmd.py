@@ -36,7 +36,7 @@ def frontier_cmd(
     scenario: Path = typer.Argument(..., help="Scenario file (YAML or JSON)."),
     sweep: Sweep = typer.Option(..., "--sweep", help="carbon, slo, rate, confidence (solve "
                                 "--confidence P over P) or churn (failures per replica-hour of "
-                                "every reliability entry)."),
+                                "the reliability entries that state one)."),
     points: int = typer.Option(8, "--points", min=1, max=10000, help="Points of the sweep."),
     plot: Path | None = typer.Option(None, "--plot", help="Write the frontier plot (PNG)."),
     scheduler: str | None = typer.Option(

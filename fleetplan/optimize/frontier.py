@@ -9,9 +9,10 @@ Sweeps (``sweep=``):
 - ``rate``: every class's rate scaled by factors from ``lo`` (0.5) to ``hi`` (2.0);
 - ``confidence``: ``solve --confidence P`` for ``P`` from ``lo`` (0.5) to ``hi`` (0.99), evenly
   spaced: the price of certainty about the replica model's own error;
-- ``churn``: the failure rate of every entry of the scenario's ``reliability:`` block set to
-  values from ``lo`` (0) to ``hi`` (0.2) failures per replica-hour, evenly spaced (replacement
-  times kept): the price of hosts that come and go.
+- ``churn``: the failure rate of the scenario's ``reliability:`` entries that state one (all
+  entries when none does; the others keep their bundled defaults) set to values from ``lo`` (0)
+  to ``hi`` (0.2) failures per replica-hour, evenly spaced (replacement times kept): the price of
+  hosts that come and go.
 
 Capacities are computed first (once, or once per SLO scale), through the executor; then the
 points' closed loops (MILP + simulation) run in parallel on the same executor: local processes by
@@ -61,8 +62,10 @@ _PARAM = {Sweep.carbon: ("carbon.max_g_per_mtok", "g CO2e/Mtok"),
           Sweep.rate: ("rate scale", "x every class's rate"),
           Sweep.confidence: ("confidence", "probability the SLOs hold given the model's error"),
           Sweep.churn: ("reliability.*.failures_per_replica_hour", "failures per replica-hour")}
+_TITLE = {Sweep.confidence: "cost vs confidence (the price of certainty about the model)",
+          Sweep.churn: "cost vs churn (spares for hosts that fail)"}
 _XLABEL = {Sweep.confidence: "confidence (solve --confidence)",
-           Sweep.churn: "failures per replica-hour (every reliability entry)"}
+           Sweep.churn: "failures per replica-hour (reliability entries that state one)"}
 
 
 @dataclass(frozen=True)
@@ -132,8 +135,10 @@ class Frontier(NotebookRepr):
         df.loc[~df["verified"], "status"] = PlanStatus.infeasible.value  # not drawn as plans
         x = {Sweep.carbon: "g_co2_per_mtok", Sweep.slo: "slo_ttft_p99_ms",
              Sweep.rate: "rate_rps"}.get(self.sweep, "value")
-        return plot_frontier(df, x=x, ax=ax, annotate=annotate,
-                             xlabel=_XLABEL.get(self.sweep))
+        out = plot_frontier(df, x=x, ax=ax, annotate=annotate, xlabel=_XLABEL.get(self.sweep))
+        if self.sweep in _TITLE:
+            out.set_title(_TITLE[self.sweep])
+        return out
 
 
 Job = tuple[Scenario, Inputs, SolverSettings, int, Margins | None]
@@ -148,11 +153,15 @@ def _run_point(job: Job) -> Plan:
 
 
 def _with_churn(scenario: Scenario, rate: float) -> Scenario:
-    """``scenario`` with every reliability entry failing ``rate`` times per replica-hour."""
+    """``scenario`` whose reliability entries that state a failure rate (all of them when none
+    does) fail ``rate`` times per replica-hour; entries on bundled defaults keep them."""
     if not scenario.reliability:
         raise InputError("churn sweep: the scenario has no reliability block; name the GPU "
                          "types whose churn to sweep, e.g. reliability: {RTX-4090: {}}")
-    block = {k: {**r.model_dump(exclude_none=True), "failures_per_replica_hour": rate}
+    stated = {k for k, r in scenario.reliability.items()
+              if r.failures_per_replica_hour is not None} or set(scenario.reliability)
+    block = {k: {**r.model_dump(exclude_none=True),
+                 **({"failures_per_replica_hour": rate} if k in stated else {})}
              for k, r in scenario.reliability.items()}
     return scenario.with_updates(reliability=block)
 
