@@ -16,7 +16,6 @@ multi-head latent attention, DeepSeek-V2/V3's ``kv_lora_rank``).
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,13 +65,9 @@ def read_hf_config(path: str | os.PathLike[str]) -> tuple[Path, dict[str, Any]]:
     if p.stat().st_size > MAX_CONFIG_BYTES:
         raise InputError(f"{p}: {p.stat().st_size} bytes is too big for a model config.json "
                          f"(at most {MAX_CONFIG_BYTES})")
-    try:
-        obj = json.loads(p.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{p}: not UTF-8 text (byte {exc.start}), not a config.json") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{p}: not JSON (line {exc.lineno}, column {exc.colno}: "
-                         f"{exc.msg})") from None
+    from fleetplan._load import load_json  # bounded: depth, duplicate keys, regular file only
+
+    obj = load_json(p, what="config.json", max_bytes=MAX_CONFIG_BYTES)
     if not isinstance(obj, dict):
         raise InputError(f"{p}: a config.json is a JSON object, not {type(obj).__name__}")
     return p, obj
