@@ -46,6 +46,10 @@ def read_checked_csv(
     ``optional_numeric`` columns may be empty (NaN) but, when filled, must be finite numbers.
     """
     p = Path(path)
+    if p.exists():  # a FIFO or device would hang read_csv (issue 16)
+        from fleetplan._load import check_regular_file
+
+        check_regular_file(p, what="CSV table")
     try:
         df = pd.read_csv(p, keep_default_na=True)
     except FileNotFoundError:

@@ -15,7 +15,6 @@ sequence). Seconds throughout.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from functools import cache
@@ -94,10 +93,9 @@ def user_calibration_path() -> Path:
 
 @cache
 def _load_calibration_cached(path: str, mtime: float) -> dict[str, Any]:
-    try:
-        obj = json.loads(Path(path).read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
+    from fleetplan._load import load_json  # bounded: regular file, depth, duplicate keys
+
+    obj = load_json(Path(path), what="calibration file")
     if not isinstance(obj, dict) or not isinstance(obj.get("configs"), list):
         raise DataError(f"{path}: not a fleetplan calibration file (no 'configs' list)")
     return obj
