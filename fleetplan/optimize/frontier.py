@@ -136,8 +136,8 @@ class Frontier(NotebookRepr):
         x = {Sweep.carbon: "g_co2_per_mtok", Sweep.slo: "slo_ttft_p99_ms",
              Sweep.rate: "rate_rps"}.get(self.sweep, "value")
         out = plot_frontier(df, x=x, ax=ax, annotate=annotate, xlabel=_XLABEL.get(self.sweep))
-        if self.sweep in _TITLE:
-            out.set_title(_TITLE[self.sweep])
+        if self.sweep in _TITLE:  # keeps the "(n infeasible points not shown)" tail
+            out.set_title(_TITLE[self.sweep] + out.get_title().partition(" vs value")[2])
         return out
 
 
