@@ -62,3 +62,14 @@ def test_confidence_and_churn_sweeps_refuse_bad_input_before_any_work() -> None:
         frontier(_scenario(), "churn", points=2, scheduler="serial", cache_dir=False)
     with pytest.raises(InputError, match="confidence, churn"):
         frontier(_scenario(), "certainty", points=2)
+
+
+def test_the_churn_sweep_sets_the_entries_that_state_a_rate() -> None:
+    from fleetplan.optimize.frontier import _with_churn
+
+    sc = _scenario(reliability={"RTX-4090": {"failures_per_replica_hour": 0.05, "replace_s": 60},
+                                "H100-PCIe": {}})
+    out = _with_churn(sc, 0.2).reliability
+    assert out is not None
+    assert out["RTX-4090"].failures_per_replica_hour == 0.2 and out["RTX-4090"].replace_s == 60
+    assert out["H100-PCIe"].failures_per_replica_hour is None  # keeps its bundled default
