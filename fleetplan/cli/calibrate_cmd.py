@@ -52,6 +52,8 @@ def calibrate(
     import pandas as pd
 
     from fleetplan._io import write_bytes_atomic
+    from fleetplan.catalog.models import normalize_model
+    from fleetplan.errors import FleetplanError
     from fleetplan.profiles.store import load_profiles
     from fleetplan.replica.calibration import calibrate_store, write_calibration
     from fleetplan.replica.params import default_calibration_path, user_calibration_path
@@ -64,17 +66,36 @@ def calibrate(
     if refused and not len(st):
         raise typer.Exit(2)
     with progress_reporter(quiet, progress) as reporter:
-        cal = calibrate_store(st, model=model, config=config, jobs=jobs, max_nfev=max_nfev,
-                              progress=reporter)
+        try:
+            cals = [calibrate_store(st, model=model, config=config, jobs=jobs,
+                                    max_nfev=max_nfev, progress=reporter)]
+        except FleetplanError:
+            if config is not None:
+                raise  # the one configuration asked for: its error is the answer
+            cals = []  # find the configuration(s) at fault; fit the others
+            for key in sorted({(r["model"], r["config"]) for r in
+                               st.frame[["model", "config"]].to_dict("records")
+                               if model is None or r["model"] == normalize_model(model)}):
+                try:
+                    cals.append(calibrate_store(st, model=key[0], config=key[1], jobs=jobs,
+                                                max_nfev=max_nfev, progress=reporter))
+                except FleetplanError as exc:
+                    line = (f"{st.path or 'store'}: {key[0]} on {key[1]}: {exc}; this "
+                            "configuration is refused, the others are fitted")
+                    print(f"fleetplan: error: {line}", file=sys.stderr)
+                    refused.append(line)
+            if not cals:
+                raise typer.Exit(2) from None
     target = out if out is not None else user_calibration_path()
     start = default_calibration_path()
     if out is None and not target.exists() and start.is_file():  # start from the bundled one
         write_bytes_atomic(target, start.read_bytes())
-    write_calibration(cal, target)
+    for cal in cals:  # each merges into the file: configurations not refitted keep theirs
+        write_calibration(cal, target)
     if out is None:
         print(f"fleetplan: your calibration: {target}", file=sys.stderr)
     rows = []
-    for f in cal.fits:
+    for f in (f for cal in cals for f in cal.fits):
         p = f.params
         rows.append(
             {
@@ -99,6 +120,7 @@ def calibrate(
             "request_rate": r.request_rate,
             "flag_reason": r.flag_reason,
         }
+        for cal in cals
         for r in cal.runs
         if r.flagged
     ]

@@ -60,6 +60,7 @@ def validate_cmd(
     import pandas as pd
 
     from fleetplan.catalog.models import load_models
+    from fleetplan.errors import FleetplanError
     from fleetplan.profiles.ingest import IngestOptions
     from fleetplan.profiles.store import load_profiles
     from fleetplan.replica.calibration_file import load_calibration_file
@@ -84,7 +85,22 @@ def validate_cmd(
         print(f"fleetplan: error: {line}", file=sys.stderr)
     if not todo:
         raise typer.Exit(2)
-    result = validate(todo, calibration=cal)
+    try:
+        result = validate(todo, calibration=cal)
+    except FleetplanError:  # find the run(s) at fault, refuse them alone, validate the others
+        kept = []
+        for r in todo:
+            try:
+                validate([r], calibration=cal)
+                kept.append(r)
+            except FleetplanError as exc:
+                line = (f"{r.source}: {r.model} on {r.config} at {r.request_rate:g} req/s: "
+                        f"{exc}; this run is refused, the others are validated")
+                print(f"fleetplan: error: {line}", file=sys.stderr)
+                refused.append(line)
+        if not kept:
+            raise typer.Exit(2) from None
+        result = validate(kept, calibration=cal)
     if cv:
         store_runs = load_runs(st)
         cal_keys = {e.key for e in cal.configs}
