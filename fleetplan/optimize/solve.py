@@ -123,16 +123,18 @@ def solve_inputs(scenario: Scenario, inputs: Inputs, settings: SolverSettings, *
 
     churn = any(p.unavailability > 0 for p in problem.pools)
 
+    simulated: dict[str, Any] = {}  # hour scenario -> its check, kept across rounds
+
     def verify(sol, ex):  # type: ignore[no-untyped-def]
         # --confidence: each class must meet its SLO with its pools' model-error margin
         sc = scenario if margins is None else tighten(scenario, margins, _configs_of(sol))
-        checks = verify_plan(sc, problem, sol, ex)
+        checks = verify_plan(sc, problem, sol, ex, simulated)
         if churn and any(n > 0 for n in sol.spares.values()):
             # spares carry load while up, so the plan must also hold with them all down: the
             # working replicas alone (no further failures), else trimming would spend them
             down = replace(sol, counts={k: n - sol.spares.get(k, 0)
                                         for k, n in sol.counts.items()}, spares={})
-            worst = verify_plan(sc.with_updates(reliability=None), problem, down, ex)
+            worst = verify_plan(sc.with_updates(reliability=None), problem, down, ex, simulated)
             checks = [_worse(a, b) for a, b in zip(checks, worst, strict=True)]
         return checks
 

@@ -16,7 +16,7 @@ typed :class:`fleetplan.fleet.results.SimulationResult`, not its JSON dict), ret
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fleetplan.optimize.milp import MilpSolution
@@ -85,16 +85,33 @@ def _finite(v: float | None) -> float | None:
     return float(v) if v is not None and math.isfinite(v) else None
 
 
-def verify_plan(scenario: Scenario, problem: PlanProblem, sol: MilpSolution,
-                executor: Any) -> list[HourCheck]:
+def verify_plan(scenario: Scenario, problem: PlanProblem, sol: MilpSolution, executor: Any,
+                memo: dict[str, HourCheck] | None = None) -> list[HourCheck]:
     """One :class:`HourCheck` per hour of ``sol``, simulated on ``executor``: several hours go
     out as one item each; a single hour sends its replications out instead (each replication
     is independent; :func:`fleetplan.fleet.simulate` with ``executor``). Results do not depend
-    on the executor or its worker count."""
+    on the executor or its worker count.
+
+    ``memo`` (hour scenario's input hash -> its check), kept by the caller across rounds: an
+    hour whose scenario (fleet, split, rates, seeds) was simulated before is not simulated
+    again (a simulation is a function of its scenario), nor are two equal hours of one plan."""
+    from fleetplan.optimize.cache import input_hash
+
+    memo = {} if memo is None else memo
     items = hour_scenarios(scenario, problem, sol)
-    if len(items) == 1:
-        return [run_verification(items[0], executor)]
-    return list(executor.map(run_verification, items))
+    keys = [input_hash(sc) for _h, sc in items]
+    todo: dict[str, tuple[int, Scenario]] = {}
+    for key, item in zip(keys, items, strict=True):
+        if key not in memo:
+            todo.setdefault(key, item)
+    runs = list(todo.items())
+    if len(runs) == 1:
+        done = [run_verification(runs[0][1], executor)]
+    else:
+        done = list(executor.map(run_verification, [item for _k, item in runs])) if runs else []
+    for (key, _item), check in zip(runs, done, strict=True):
+        memo[key] = check
+    return [replace(memo[key], hour=h) for (h, _sc), key in zip(items, keys, strict=True)]
 
 
 def run_verification(item: tuple[int, Scenario], executor: Any = None) -> HourCheck:

@@ -67,3 +67,32 @@ def test_a_trim_that_saves_nothing_is_not_simulated(monkeypatch) -> None:
     assert calls == [sol]
     assert out.verified and out.solution is sol
     assert "saved nothing" in out.history[-1]
+
+
+def test_hours_simulated_before_are_not_simulated_again(monkeypatch) -> None:
+    """verify_plan with a memo: equal hours of a plan are simulated once, and a later round's
+    hours that were simulated before are not simulated again; each hour keeps its number."""
+    from pathlib import Path
+
+    from fleetplan.optimize import verify as verify_mod
+    from fleetplan.optimize.executors import SerialExecutor
+    from fleetplan.scenario import load_scenario
+
+    root = Path(__file__).resolve().parents[2]
+    sc = load_scenario(root / "examples" / "hybrid-chat-batch.yaml")
+    rates = (4.0, 4.0, 8.0, 4.0)  # hours 0, 1 and 3 are the same hour
+    problem = synth_problem([("chat", rates, 150.0, 1.0), ("batch", (6.0,) * 4, 2000.0, 1.5)])
+    sol = solve_problem(problem, SETTINGS)
+    calls = []
+
+    def fake(item, executor=None):
+        calls.append(item[0])
+        return HourCheck(item[0], (), False, 1.0, 1.0)
+
+    monkeypatch.setattr(verify_mod, "run_verification", fake)
+    memo: dict = {}
+    first = verify_mod.verify_plan(sc, problem, sol, SerialExecutor(), memo)
+    assert [c.hour for c in first] == [0, 1, 2, 3]
+    assert sorted(calls) == [0, 2]  # hours 1 and 3 are hour 0 again
+    again = verify_mod.verify_plan(sc, problem, sol, SerialExecutor(), memo)
+    assert again == first and sorted(calls) == [0, 2]
