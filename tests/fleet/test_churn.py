@@ -29,12 +29,15 @@ def _strip(d: dict) -> dict:
     return d
 
 
+SHORT = {"duration_s": 40, "warmup_s": 5, "seed": 3, "replications": 1}
+
+
 def test_no_block_has_no_churn_fields_and_zero_rates_change_nothing() -> None:
-    plain = simulate(make()).to_dict()
+    plain = simulate(make(sim=SHORT)).to_dict()
     assert all(k not in c for c in plain["classes"] for k in CHURN)
     assert all("availability" not in p for p in plain["pools"])
-    zero = simulate(make(reliability={"RTX-4090": {"failures_per_replica_hour": 0,
-                                                   "replace_s": 600}})).to_dict()
+    zero = simulate(make(sim=SHORT, reliability={"RTX-4090": {"failures_per_replica_hour": 0,
+                                                              "replace_s": 600}})).to_dict()
     assert [c["requests_retried"] for c in zero["classes"]] == [0, 0]
     assert [p["availability"] for p in zero["pools"]] == [1.0, 1.0]
     assert _strip(zero) == _strip(plain)

@@ -23,7 +23,7 @@ def _scenario(**over: object) -> Scenario:
         "classes": [{"name": "batch", "rate_rps": 4.0, "slo": {"ttft_p99_ms": 700},
                      "input_tokens": {"dist": "fixed", "value": 300},
                      "output_tokens": {"dist": "fixed", "value": 50}}],
-        "candidates": ["2xRTX-4090", "1xH100-PCIe"],
+        "candidates": ["2xRTX-4090"],
         "sim": {"duration_s": 60, "warmup_s": 10, "seed": 3, "replications": 1},
     }
     d.update(over)
