@@ -71,6 +71,8 @@ def _names_too(schema: dict[str, Any]) -> None:
             alt["items"] = {"anyOf": [alt["items"], name]}
 
 
+MAX_FLEET_REPLICAS = 100_000
+"""Most replicas of a simulated fleet, over all its pools (one pool's ``count`` bound too)."""
 DEFAULT_ROUTING = "least-outstanding"
 _ROUTING = RegistryUnion(tag="policy", kind="routing policy", members=_routing_policies,
                          shorthand=True)
@@ -237,6 +239,10 @@ class Scenario(Strict):
             more = f" and {len(dup) - 5} more" if len(dup) > 5 else ""
             raise ValueError(f"class names must be unique (repeated: {', '.join(dup[:5])}{more})")
         self._check_arrivals()
+        replicas = sum(p.count for p in self.fleet or ())
+        if replicas > MAX_FLEET_REPLICAS:  # each is simulated: 2e6 of them ran for minutes
+            raise ValueError(f"fleet: {replicas} replicas in all, more than the "
+                             f"{MAX_FLEET_REPLICAS} fleetplan simulates")
         planned = self.routing.policy == "planned"
         for i, c in enumerate(self.classes):
             if planned and self.fleet is not None and c.split is None:
