@@ -102,7 +102,8 @@ class BenchConfig(BaseModel):
             parts = urlsplit(v)
             ok = parts.scheme in ("http", "https") and bool(parts.hostname)
             _ = parts.port  # raises for a port out of range or not a number
-        except ValueError:
+            (parts.hostname or "").encode("idna")  # raises for an empty or too long label
+        except (ValueError, UnicodeError):
             ok = False
         if not ok or not v.isprintable() or any(c.isspace() for c in v):
             raise ValueError(f"endpoint(={shown}) must be an http(s) URL, e.g. "

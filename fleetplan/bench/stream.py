@@ -242,7 +242,7 @@ async def stream_request(client: aiohttp.ClientSession, url: str, body: dict[str
         out.error = str(exc)
     except aiohttp.ClientError as exc:
         out.error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # not UTF-8; a host name or redirect URL unusable
         out.error = f"{type(exc).__name__}: {exc}"
     if not out.success:
         out.itl_s = []

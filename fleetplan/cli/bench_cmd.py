@@ -25,14 +25,18 @@ def _rates(rate: float | None, sweep: str | None) -> list[float]:
         raise InputError("give --rate or --sweep, not both")
     if sweep is None:
         return [rate if rate is not None else math.inf]
+    from fleetplan._load import show_value
+
     out = []
     for item in sweep.split(","):
         try:
             r = float(item)
         except ValueError:
-            raise InputError(f"--sweep {sweep!r}: {item!r} is not a number") from None
+            raise InputError(f"--sweep {show_value(sweep, 60)}: {show_value(item, 40)} is not "
+                             "a number") from None
         if not r > 0:
-            raise InputError(f"--sweep {sweep!r}: {item!r} must be > 0 (inf: all at once)")
+            raise InputError(f"--sweep {show_value(sweep, 60)}: {show_value(item, 40)} must be "
+                             "> 0 (inf: all at once)")
         out.append(r)
     return out
 
@@ -157,7 +161,7 @@ def _bench(*, endpoint: str, model: str, rate: float | None, sweep: str | None,
            out: Path | None, ingest: bool, store: Path | None, fmt: str,
            progress: bool) -> None:
     if fmt not in ("table", "json"):
-        raise InputError(f"--format {fmt!r}: expected table or json")
+        raise InputError(f"--format {fmt[:40]!r}: expected table or json")
     from pydantic import ValidationError
     from rich.console import Console
     from rich.progress import (

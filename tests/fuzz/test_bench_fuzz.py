@@ -272,3 +272,42 @@ def test_bench_obeys_the_law_whatever_the_server_answers(
     if code == 0 and results is not None:
         assert all(r["completed"] >= 1 for r in results)
         assert not math.isnan(results[0]["duration"])
+
+
+_number = st.one_of(st.floats(allow_nan=True, allow_infinity=True).map(repr),
+                    st.integers(-(10**20), 10**20).map(str), st.text(max_size=6))
+_length = st.one_of(st.integers(-3, 10**5).map(str), st.integers(10**8, 10**10).map(str),
+                    st.sampled_from(["fixed:", "uniform:", "lognormal:"]).flatmap(
+                        lambda k: st.text(max_size=12).map(lambda t: k + t)),
+                    st.integers(1, 4000).map(lambda k: "{" * k))
+_endpoint = st.one_of(
+    st.builds(lambda port, path: f"http://127.0.0.1:{port}{path}", st.integers(-5, 70000),
+              st.text(max_size=8)),
+    st.text(max_size=30), st.just("http://127.0.0.1:9"))
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(endpoint=_endpoint, opts=st.lists(st.tuples(
+    st.sampled_from(["--rate", "--sweep", "--burstiness", "--input-len",
+                     "--output-len", "--max-concurrency", "--request-timeout", "--deadline",
+                     "--seed", "--api", "--arrival-schedule", "--power", "--format"]),
+    st.one_of(_number, _length)), max_size=3))
+def test_any_options_against_no_server_are_refused_in_one_line(
+        endpoint: str, opts: list[tuple[str, str]]) -> None:
+    """Whatever the options (and no server listening): exit 2 and one line, never a
+    traceback, a hang or a run. Click's own usage errors (a value outside an option's
+    declared range) keep click's short usage block."""
+    args = ["bench", "--endpoint", endpoint, "--model", "m", "--no-progress",
+            "--request-timeout", "2", "--num-prompts", "2"]  # (a few prompts: fast to build)
+    for flag, value in opts:
+        args += [flag, value]
+    if not any(f in ("--input-len", "--output-len") for f, _ in opts):
+        args += ["--input-len", "4", "--output-len", "2"]
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        code = main(args)
+    err = stderr.getvalue()
+    assert "Traceback" not in err
+    assert code == 2, (code, args, err)
+    ours = [ln for ln in err.splitlines() if ln.startswith("fleetplan: error:")]
+    assert len(ours) == 1 and len(ours[0]) < 600 or "Error: " in err, err
