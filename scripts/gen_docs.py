@@ -263,6 +263,7 @@ def scenario_reference() -> str:
 def reading_limits() -> list[str]:
     """How a scenario file is read and the limits checked at load (figures from the code)."""
     from fleetplan._load import MAX_ALIASES, MAX_BYTES, MAX_DEPTH, MAX_NODES
+    from fleetplan.scenario.model import MAX_FLEET_REPLICAS
     from fleetplan.workload.arrivals import MAX_ARRIVALS, MIN_BURSTINESS
     from fleetplan.workload.lengths import MIN_JOINT_SHARE
     from fleetplan.workload.trace import MAX_TRACE_TOKENS, TRACE_MAX_BYTES
@@ -286,7 +287,7 @@ def reading_limits() -> list[str]:
         f"capacity search's longest run (`capacity.max_rps` x its length); a "
         f"`max_total_tokens` cap must keep at least {MIN_JOINT_SHARE:.0%} of the prompt + "
         "output pairs (estimated from a fixed-seed draw); `capacity`: `min_rps <= start_rps "
-        "<= max_rps`.",
+        f"<= max_rps`; a simulated fleet has at most {MAX_FLEET_REPLICAS:,} replicas in all.",
         f"- **Traces** (read when the scenario is simulated): a regular file of at most "
         f"{TRACE_MAX_BYTES // mib} MiB; token counts whole, within 1..{MAX_TRACE_TOKENS:,}; "
         "timestamps either all with a time zone (compared in UTC) or all without; a loop that "
