@@ -89,7 +89,7 @@ class BenchConfig(BaseModel):
     power: Literal["nvml", "none"] = "nvml"
     power_gpus: tuple[int, ...] | None = None
     gpu: str | None = None
-    gpu_count: int | None = Field(default=None, ge=1)
+    gpu_count: int | None = Field(default=None, ge=1, le=1_000_000)
     dataset_name: str | None = None
     label: str | None = None
     api_key: str | None = Field(default=None, repr=False)
