@@ -292,10 +292,11 @@ class _DuplicateKey(Exception):
 _LOADER: type | None = None
 
 
-def _expanded_nodes(root: Any, limit: int) -> int:
-    """Nodes of the YAML node graph once every alias is expanded, computed on the graph (each
-    node's count once, no recursion); stops counting above ``limit``. A cycle counts as
-    ``limit + 1`` (a recursive document is never a valid input here)."""
+def _expanded_shape(root: Any, limit: int) -> tuple[int, int]:
+    """Nodes and depth of the YAML node graph once every alias is expanded, computed on the
+    graph (each node once, no recursion); the count stops above ``limit``. A cycle counts as
+    ``limit + 1`` nodes (a recursive document is never a valid input here). The depth matters
+    too: aliases nest one deep structure in another (300 aliases of 30 levels: 9000 deep)."""
     from yaml.nodes import MappingNode, SequenceNode
 
     def children(n: Any) -> Iterator[Any]:
@@ -306,33 +307,35 @@ def _expanded_nodes(root: Any, limit: int) -> int:
                 yield k
                 yield v
 
-    size: dict[int, int] = {}
+    shape: dict[int, tuple[int, int]] = {}
     open_: set[int] = set()
     stack: list[tuple[Any, bool]] = [(root, False)]
     while stack:
         n, done = stack.pop()
         i = id(n)
         if done:
-            total = 1
+            total, deepest = 1, 0
             for c in children(n):
-                total += size[id(c)]
+                size, depth = shape[id(c)]
+                total += size
+                deepest = max(deepest, depth)
                 if total > limit:
-                    return limit + 1
-            size[i] = total
+                    return limit + 1, deepest + 1
+            shape[i] = (total, deepest + 1 if isinstance(n, SequenceNode | MappingNode) else 0)
             open_.discard(i)
             continue
-        if i in size:
+        if i in shape:
             continue
         if i in open_:
-            return limit + 1
+            return limit + 1, 0
         open_.add(i)
         stack.append((n, True))
         for c in children(n):
             if id(c) in open_:
-                return limit + 1
-            if id(c) not in size:
+                return limit + 1, 0
+            if id(c) not in shape:
                 stack.append((c, False))
-    return size[id(root)]
+    return shape[id(root)]
 
 
 def _mark_line(ev: Any) -> int | str:
@@ -385,11 +388,14 @@ def load_yaml(path_or_text: str | os.PathLike[str], *, what: str = "YAML file",
             if node is None:
                 return None
             if aliases:
-                n = _expanded_nodes(node, max_nodes)
+                n, deep = _expanded_shape(node, max_nodes)
                 if n > max_nodes:
                     raise InputLimitError(
                         f"{src}: its aliases expand to more than {max_nodes} values (a "
                         "recursive or exponential alias structure); write the values out")
+                if deep > max_depth:
+                    raise InputLimitError(f"{src}: nested too deeply once its aliases are "
+                                          f"expanded (more than {max_depth} levels)")
             return loader.construct_document(node)
         finally:
             loader.dispose()

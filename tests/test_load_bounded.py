@@ -46,6 +46,18 @@ def test_a_recursive_alias_is_refused() -> None:
         load_yaml("a: &a [1, *a]\n", source="rec.yaml")
 
 
+def test_aliases_nesting_deep_structures_in_each_other_are_refused() -> None:
+    # 300 aliases of 30 levels each: few nodes, but 9000 levels once expanded (RecursionError in
+    # whatever walks the value next)
+    lines = [f"a{i}: &a{i} " + "[" * 30 + (f"*a{i - 1}" if i else "1") + "]" * 30
+             for i in range(300)]
+    with pytest.raises(InputLimitError, match="nested too deeply once its aliases are expanded"):
+        load_yaml("\n".join(lines) + "\n", source="s.yaml")
+    # an alias within the depth limit reads
+    flat = "[" * (MAX_DEPTH - 3) + "1" + "]" * (MAX_DEPTH - 3)
+    assert load_yaml(f"a: &a {flat}\nb: [*a]\n")["b"][0] == load_yaml(f"a: {flat}\n")["a"]
+
+
 def test_a_few_aliases_and_merge_keys_still_read() -> None:
     got = load_yaml("slo: &s {ttft_p99_ms: 150}\na: *s\nb: {<<: *s, tpot_p99_ms: 60}\n")
     assert got == {"slo": {"ttft_p99_ms": 150}, "a": {"ttft_p99_ms": 150},
