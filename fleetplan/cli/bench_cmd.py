@@ -231,31 +231,30 @@ def _bench(*, endpoint: str, model: str, rate: float | None, sweep: str | None,
         failure, results = exc, exc.completed
     except KeyboardInterrupt:  # a second Ctrl-C: abort now, keep the rates already written
         kept = f"; {len(done)} complete rate(s) written to {out}" if out and done else ""
-        err.print(f"fleetplan: aborted (second Ctrl-C){kept}", soft_wrap=True, highlight=False)
+        print(f"fleetplan: aborted (Ctrl-C again){kept}", file=sys.stderr)
         raise typer.Exit(130) from None
     if results:
         _show(results, fmt, out, err, write_error)
     if write_error:
         raise InputError(write_error[0] + "; the results are on stdout" if fmt == "json"
                          else write_error[0])
+    if ingest and results:  # what was measured is ingested, even when a later rate failed
+        _ingest(results, out, store, target, gpu, gpu_count, err)
     if failure is not None:
         if results:
             where = f" written to {out}" if out is not None else " shown above"
             failure.args = (f"at {rates[len(results)]:g} req/s: {failure}; the "
                             f"{len(results)} rate(s) before it are complete{where}",)
         raise failure
-    if ingest:
-        _ingest(results, out, store, target, gpu, gpu_count, err)
     if any(r.partial for r in results) or len(results) < len(rates):
         err.print("fleetplan: interrupted: the results are partial")
         raise typer.Exit(130)
     empty = [r for r in results if r.completed == 0]
     if empty:
         first = next((e for e in empty[0].errors if e), "none recorded")
-        err.print(f"fleetplan: error: no request succeeded at "
-                  f"{', '.join(f'{r.request_rate:g}' for r in empty)} req/s "
-                  f"({empty[0].failed} failed; first error: {first[:200]})",
-                  soft_wrap=True, highlight=False, markup=False)
+        print(f"fleetplan: error: no request succeeded at "
+              f"{', '.join(f'{r.request_rate:g}' for r in empty)} req/s "
+              f"({empty[0].failed} failed; first error: {first[:200]})", file=sys.stderr)
         raise typer.Exit(1)
 
 

@@ -61,6 +61,19 @@ def test_a_sweep_keeps_the_rates_done_before_a_later_test_request_fails(
     assert json.loads(res.stdout)["request_rate"] == 40.0  # and shown
 
 
+def test_a_failed_later_rate_still_ingests_the_rates_before_it(fake_server: Any, cli: Any,
+                                                               tmp_path: Path) -> None:
+    from fleetplan.profiles.store import load_profiles
+
+    srv = fake_server(lambda i, b: Plan(tokens=2) if i <= 3 else Plan(status=503))
+    store = tmp_path / "store.csv"
+    res = cli(*args(srv.url, "--sweep", "40,20", "--num-prompts", "3", "--ingest", "--store",
+                    str(store), "--gpu", "H100-SXM", "--gpu-count", "1"))
+    assert res.exit_code == 2 and "at 20 req/s" in one_error_line(res.stderr)
+    rows = load_profiles(store).frame
+    assert list(rows["request_rate"]) == [40.0] and list(rows["completed"]) == [3]
+
+
 def test_each_rate_is_on_disk_when_it_ends(fake_server: Any, cli: Any, tmp_path: Path,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     import fleetplan.bench.runner as runner
