@@ -31,9 +31,10 @@ from __future__ import annotations
 import math
 import re
 from datetime import UTC, datetime
-from typing import Any
+from typing import Annotated, Any, TypeVar
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from fleetplan.catalog.models import normalize_model
 from fleetplan.profiles.ingest import (
@@ -47,7 +48,16 @@ from fleetplan.profiles.ingest import (
     resolve_gpu,
 )
 from fleetplan.profiles.schema import LATENCY_METRICS
-from fleetplan.profiles.vllm import MAX_COUNT, MAX_GPUS, MAX_NUMBER, short
+from fleetplan.profiles.vllm import (
+    MAX_GPUS,
+    MAX_NUMBER,
+    Count,
+    Gpus,
+    MaybeText,
+    Number,
+    first_problem,
+    short,
+)
 
 _METRIC_KEYS = {"ttft": ("time_to_first_token_ms", 1.0), "e2e": ("request_latency", 1e3),
                 "itl": ("inter_token_latency_ms", 1.0), "tpot": ("inter_token_latency_ms", 1.0)}
@@ -73,6 +83,79 @@ def _get(d: Any, *path: str) -> Any:
     return d
 
 
+class _Pct(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+    p50: Number | None = None
+    p90: Number | None = None
+    p95: Number | None = None
+    p99: Number | None = None
+
+
+class _Dist(BaseModel):
+    """A GuideLLM distribution (``metrics.<name>.successful``): the fields read, bounded."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    mean: Number | None = None
+    std_dev: Number | None = None
+    median: Number | None = None
+    max: Number | None = None
+    total_sum: Number | None = None
+    percentiles: _Pct | None = None
+
+
+class _Totals(BaseModel):
+    """``metrics.request_totals``: whole, bounded request counts."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    successful: Count
+    errored: Count = 0
+    incomplete: Count = 0
+    total: Count | None = None
+
+
+class _Strategy(BaseModel):
+    """``config.strategy`` (0.4+) or ``args.strategy`` (0.2/0.3)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    type_: Annotated[str, Field(max_length=50)]
+    rate: Number | None = None
+    streams: Annotated[Count, Field(ge=1)] | None = None
+    max_concurrency: Annotated[Count, Field(ge=1)] | None = None
+
+
+class _Extras(BaseModel):
+    """``extras`` (or ``args.extras``): the hardware and engine GuideLLM does not record."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    gpu: MaybeText = None
+    gpu_count: Gpus | None = None
+    engine: MaybeText = None
+    engine_version: MaybeText = None
+
+
+class _Request(BaseModel):
+    """One per-request record of ``requests.successful``."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    inter_token_latency_ms: Number | None = None
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def _checked(model: type[M], value: Any, src: SourceRef, where: str) -> M:
+    """``value`` through ``model``; the first problem refuses the report, at its path."""
+    if not isinstance(value, dict):
+        raise _fail(src, where, f"expected an object, found {type(value).__name__}")
+    try:
+        return model.model_validate(value)
+    except ValidationError as exc:
+        field, msg = first_problem(exc)
+        if field is None:
+            raise _fail(src, where, msg) from None
+        raise _fail(src, f"{where}.{field.replace('[', '.').replace(']', '')}", msg) from None
+
+
 def _num(v: Any, src: SourceRef, where: str) -> float:
     """A finite number 0..MAX_NUMBER (an int is compared before any float conversion, so a
     huge one is refused, never an OverflowError)."""
@@ -86,16 +169,6 @@ def _num(v: Any, src: SourceRef, where: str) -> float:
         raise _fail(src, where, f"{short(v)} is not a finite number >= 0")
     if v > MAX_NUMBER:
         raise _fail(src, where, f"{short(v)} is not a number between 0 and {MAX_NUMBER:g}")
-    return v
-
-
-def _whole(v: Any, src: SourceRef, where: str) -> int:
-    """A whole number of requests or tokens >= 0 (``1.7``, strings, lists refused)."""
-    if isinstance(v, float) and v.is_integer():
-        v = int(v)
-    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= MAX_COUNT:
-        raise _fail(src, where, f"{short(v)} is not a whole number between 0 and "
-                    f"{MAX_COUNT:g}")
     return v
 
 
@@ -125,14 +198,21 @@ def _dist(bench: dict[str, Any], name: str, src: SourceRef, where: str) -> dict[
     return d
 
 
+def _total_sum(bench: dict[str, Any], name: str, src: SourceRef, where: str) -> float:
+    dw = f"{where}.metrics.{name}.successful"
+    total = _checked(_Dist, _dist(bench, name, src, where), src, dw).total_sum
+    if total is None:
+        raise _fail(src, f"{dw}.total_sum", "missing")
+    return total
+
+
 def _stats(d: dict[str, Any], scale: float, src: SourceRef, where: str) -> dict[str, float]:
-    pct = d.get("percentiles") or {}
-    if not isinstance(pct, dict):
-        raise _fail(src, f"{where}.percentiles", f"expected an object, found {type(pct).__name__}")
-    raw = {"mean": d.get("mean"), "std": d.get("std_dev"),
-           "p50": pct.get("p50", d.get("median")), "p90": pct.get("p90"),
-           "p95": pct.get("p95"), "p99": pct.get("p99"), "p100": d.get("max")}
-    return {k: _num(v, src, f"{where}.{k}") * scale for k, v in raw.items() if v is not None}
+    dist = _checked(_Dist, d, src, where)
+    pct = dist.percentiles or _Pct()
+    raw = {"mean": dist.mean, "std": dist.std_dev,
+           "p50": pct.p50 if pct.p50 is not None else dist.median, "p90": pct.p90,
+           "p95": pct.p95, "p99": pct.p99, "p100": dist.max}
+    return {k: v * scale for k, v in raw.items() if v is not None}
 
 
 def _sample_stats(values_ms: list[float]) -> dict[str, float]:
@@ -146,20 +226,19 @@ def _protocol(bench: dict[str, Any], src: SourceRef, where: str) -> dict[str, An
     strat = _get(bench, "config", "strategy") or _get(bench, "args", "strategy")
     if not isinstance(strat, dict) or "type_" not in strat:
         raise _fail(src, f"{where}.config.strategy", "missing (no scheduling strategy)")
-    kind = strat["type_"]
     sw = f"{where}.config.strategy"
-    cap = strat.get("max_concurrency")
-    cap = None if cap is None else _count(cap, src, f"{sw}.max_concurrency")
+    st = _checked(_Strategy, strat, src, sw)
+    kind, cap = st.type_, st.max_concurrency
     if kind == "poisson":
-        rate = _num(strat.get("rate"), src, f"{sw}.rate")
-        if rate <= 0:
-            raise _fail(src, f"{sw}.rate", f"{short(strat.get('rate'))} must be > 0 req/s")
-        return {"request_rate": rate, "burstiness": 1.0, "max_concurrency": cap}
+        if st.rate is None or st.rate <= 0:
+            raise _fail(src, f"{sw}.rate", f"{short(st.rate)} must be > 0 req/s")
+        return {"request_rate": st.rate, "burstiness": 1.0, "max_concurrency": cap}
     if kind == "synchronous":
         return {"request_rate": math.inf, "burstiness": 1.0, "max_concurrency": 1}
     if kind == "concurrent":
-        return {"request_rate": math.inf, "burstiness": 1.0,
-                "max_concurrency": _count(strat.get("streams"), src, f"{sw}.streams")}
+        if st.streams is None:
+            raise _fail(src, f"{sw}.streams", "missing (the number of concurrent streams)")
+        return {"request_rate": math.inf, "burstiness": 1.0, "max_concurrency": st.streams}
     if kind == "throughput":
         return {"request_rate": math.inf, "burstiness": 1.0, "max_concurrency": cap}
     if kind == "constant":
@@ -205,36 +284,29 @@ def _parse_one(report: dict[str, Any], bench: dict[str, Any], k: int, src: Sourc
         raise _fail(src, where, "no model name (args.model)")
     in_args = "extras" not in report and _get(report, "args", "extras") is not None
     ex_where = "args.extras" if in_args else "extras"
-    extras = _mapping(report.get("extras") or _get(report, "args", "extras"), src, ex_where)
-    gpu_raw = opt.gpu or extras.get("gpu")
-    count_raw = opt.gpu_count or extras.get("gpu_count")
-    if not gpu_raw or count_raw is None:
+    raw_extras = report.get("extras") or _get(report, "args", "extras")
+    extras = _checked(_Extras, _mapping(raw_extras, src, ex_where), src, ex_where)
+    gpu_raw = opt.gpu or extras.gpu
+    gpu_count = opt.gpu_count or extras.gpu_count
+    if not gpu_raw or gpu_count is None:
         raise _fail(src, where, "a GuideLLM report does not name the hardware: give --gpu and "
                     "--gpu-count")
-    if not isinstance(gpu_raw, str):
-        raise _fail(src, f"{ex_where}.gpu", f"{short(gpu_raw)} is not a GPU name")
     gpu = resolve_gpu(src, "--gpu" if opt.gpu else f"{ex_where}.gpu", gpu_raw, opt)
-    gpu_count = _count(count_raw, src,
-                       "--gpu-count" if opt.gpu_count else f"{ex_where}.gpu_count")
+    gpu_count = _count(gpu_count, src, "--gpu-count" if opt.gpu_count else f"{ex_where}.gpu_count")
     tw = f"{where}.metrics.request_totals"
-    totals = _mapping(_get(bench, "metrics", "request_totals") or bench.get("request_totals"),
-                      src, tw)
-    ok = _whole(totals.get("successful"), src, f"{tw}.successful")
-    err = _whole(totals.get("errored", 0), src, f"{tw}.errored")
-    total = _whole(totals.get("total", ok + err), src, f"{tw}.total")
+    raw_totals = _get(bench, "metrics", "request_totals") or bench.get("request_totals")
+    totals = _checked(_Totals, _mapping(raw_totals, src, tw), src, tw)
+    ok, err = totals.successful, totals.errored
+    total = totals.total if totals.total is not None else ok + err
     if total < ok + err:
         raise _fail(src, f"{tw}.total", f"{total} is fewer than successful + errored = "
                     f"{ok + err}")
     model = normalize_model(model_id)
     check_model(src, model, opt)
-    engine = extras.get("engine") or "unknown"
-    if not isinstance(engine, str) or len(engine) > 200:
-        raise _fail(src, f"{ex_where}.engine", f"{short(engine)} is not an engine name")
+    engine = extras.engine or "unknown"
     duration = _duration(bench, src, where)
-    n_in = _num(_dist(bench, "prompt_token_count", src, where).get("total_sum"), src,
-                f"{where}.metrics.prompt_token_count.successful.total_sum")
-    n_out = _num(_dist(bench, "output_token_count", src, where).get("total_sum"), src,
-                 f"{where}.metrics.output_token_count.successful.total_sum")
+    n_in, n_out = (_total_sum(bench, name, src, where)
+                   for name in ("prompt_token_count", "output_token_count"))
     start = _get(bench, "scheduler_metrics", "start_time") or _get(bench, "start_time")
     rec: dict[str, Any] = {
         "run_id": record_digest([src.digest, k]),
@@ -242,7 +314,7 @@ def _parse_one(report: dict[str, Any], bench: dict[str, Any], k: int, src: Sourc
         "gpu": gpu, "gpu_count": gpu_count, "tp_size": gpu_count,
         "config": f"{gpu_count}x{gpu}",
         "engine": engine,
-        "engine_version": opt.engine_version or extras.get("engine_version"),
+        "engine_version": opt.engine_version or extras.engine_version,
         "date": _date(start, src, f"{where}.start_time"),
         "source_format": "guidellm", "source_file": src.path.name, "source_line": src.line,
         "num_prompts": max(total, 1), "dataset": opt.dataset,
@@ -257,11 +329,9 @@ def _parse_one(report: dict[str, Any], bench: dict[str, Any], k: int, src: Sourc
         per_request = []  # no per-request records: the summary statistics are used
     samples = []
     for i, r in enumerate(per_request):
-        rw = f"{where}.requests.successful[{i}]"
-        if not isinstance(r, dict):
-            raise _fail(src, rw, f"expected an object, found {type(r).__name__}")
-        if r.get("inter_token_latency_ms") is not None:
-            samples.append(_num(r["inter_token_latency_ms"], src, f"{rw}.inter_token_latency_ms"))
+        itl = _checked(_Request, r, src, f"{where}.requests.successful[{i}]")
+        if itl.inter_token_latency_ms is not None:
+            samples.append(itl.inter_token_latency_ms)
     for metric in LATENCY_METRICS:
         name, scale = _METRIC_KEYS[metric]
         if metric == "tpot" and samples:

@@ -74,10 +74,10 @@ def _gpus(v: Any) -> int:
 def _number(v: Any) -> float:
     """A finite number 0..MAX_NUMBER: an int, a float or a plain decimal string."""
     if isinstance(v, bool):
-        raise ValueError(f"{short(v)} is not a number")
+        raise ValueError(f"{short(v)} is not a finite number")
     if isinstance(v, str):
         if not _DECIMAL.fullmatch(v.strip()):
-            raise ValueError(f"{short(v)} is not a number")
+            raise ValueError(f"{short(v)} is not a finite number")
         v = float(v)
     if isinstance(v, int):
         if v < 0:
@@ -86,7 +86,7 @@ def _number(v: Any) -> float:
             raise ValueError(f"{short(v)} must be <= {MAX_NUMBER:g}")
         return float(v)
     if not isinstance(v, float):
-        raise ValueError(f"{short(v)} is not a number")
+        raise ValueError(f"{short(v)} is not a finite number")
     if not math.isfinite(v):
         raise ValueError(f"{short(v)} is not a finite number")
     if v < 0:
@@ -230,6 +230,8 @@ def first_problem(exc: ValidationError) -> tuple[str | None, str]:
     if err["type"] == "missing":
         return None, f"missing required field {where!r}"
     msg = str(err["msg"]).removeprefix("Value error, ")
+    if err["type"] in ("model_type", "dict_type", "model_attributes_type"):
+        return where, f"expected an object, found {type(err.get('input')).__name__}"
     if not loc:  # a cross-field check of the whole record: its message says it all
         return None, msg
     shown = short(err.get("input"))
