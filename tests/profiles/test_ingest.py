@@ -255,3 +255,9 @@ def test_a_fifo_or_a_symlink_loop_in_a_folder_is_refused_without_hanging(
     errs = [ln for ln in res.stderr.splitlines() if ln.startswith("fleetplan: error: ")]
     assert len(errs) == 1 and "pipe.json: a FIFO" in errs[0]
     assert len(load_profiles(store)) == 1
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="no /dev/zero")
+def test_a_device_as_result_file_is_refused_by_its_type_before_reading() -> None:
+    runs, errors = read_runs("/dev/zero")  # reading it would fill memory
+    assert runs == [] and errors == ["/dev/zero: a device, not a result file (a regular file)"]
