@@ -11,6 +11,7 @@ for an infeasible plan), never a traceback.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from typing import Any
 
@@ -137,8 +138,36 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:  # click's standalone mode: usage errors, typer.Exit, success
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else 1)
+    except BrokenPipeError:  # the reader left (`| head`): nothing more to say to it
+        _drop_stdout()
+        return 0
+    except OSError as exc:  # the output cannot be written (disk full, /dev/full ...)
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"fleetplan: error: {where}{exc.strerror or exc}", file=sys.stderr)
+        _drop_stdout()
+        return 2
     return 0
 
 
+def _drop_stdout() -> None:
+    """Point stdout at the null device, so the interpreter's final flush of what could not be
+    written raises nothing more (Python's documented way out of a closed pipe)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
 def run() -> None:
-    sys.exit(main())
+    code = main()
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _drop_stdout()
+    except OSError as exc:
+        print(f"fleetplan: error: cannot write the output ({exc.strerror or exc})",
+              file=sys.stderr)
+        _drop_stdout()
+        code = code or 2
+    sys.exit(code)

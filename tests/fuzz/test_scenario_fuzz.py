@@ -326,3 +326,18 @@ def test_cause_unwritable_outputs_fail_before_the_long_work(
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and words.format(d=tmp_path) in lines[0], res.stderr
     assert sorted(p.name for p in tmp_path.rglob("*")) == before  # nothing half-written
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full")
+def test_cause_stdout_on_a_full_disk_is_one_line_not_a_traceback() -> None:
+    import subprocess
+    import sys
+
+    exe = Path(sys.executable).with_name("fleetplan")
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-c",
+                                           "from fleetplan.cli.app import run; run()"]
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([*cmd, "schema"], stdout=full, stderr=subprocess.PIPE, text=True,
+                              timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines() == ["fleetplan: error: No space left on device"]
