@@ -138,6 +138,10 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:  # click's standalone mode: usage errors, typer.Exit, success
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else 1)
+    except KeyboardInterrupt:  # Ctrl-C outside a command that keeps a partial result (bench)
+        print("fleetplan: interrupted (Ctrl-C); files are written atomically, so none is "
+              "half-written", file=sys.stderr)
+        return 130
     except BrokenPipeError:  # the reader left (`| head`): nothing more to say to it
         _drop_stdout()
         return 0
