@@ -1,7 +1,9 @@
 """The load generator: send requests at gamma-distributed times, stream them, collect a result.
 
-Main entries: :class:`BenchConfig` (strict settings), :func:`run_benchmark` (async, one rate),
-:func:`run` and :func:`run_sweep` (synchronous wrappers that turn Ctrl-C into a partial result).
+Main entries: :func:`run_benchmark` (async, one rate), :func:`run` and :func:`run_sweep`
+(synchronous wrappers that turn Ctrl-C into a partial result); the settings and the send
+schedule are :mod:`fleetplan.bench.config`'s (:class:`BenchConfig`, :func:`send_schedule`, also
+importable from here).
 
 Protocol (as ``vllm bench serve``): one untimed test request first (a wrong URL or model fails
 here, not 200 times), then request ``i`` is sent at its scheduled time whatever the server's
@@ -17,9 +19,10 @@ the run lasts until every request sent has finished. Two schedules:
 Both draw the gaps as vLLM does, from numpy's legacy generator seeded with ``seed`` (a private
 ``RandomState``), so the same seed gives vLLM's send times exactly (:func:`send_schedule`).
 
-Never hangs: each request has ``request_timeout_s`` for everything; ``deadline_s`` bounds the run;
-on the deadline or a stop (Ctrl-C) the requests in flight are cancelled and recorded as failed,
-requests not yet sent are dropped, and the result says ``partial`` with the reason.
+Never hangs: each request has ``request_timeout_s`` for everything; ``deadline_s`` bounds the rate
+from its start (the version probe and the test request included); on the deadline or a stop
+(Ctrl-C) whatever runs is cancelled (requests in flight are recorded as failed, requests not yet
+sent are dropped) and the result says ``partial`` with the reason.
 """
 
 from __future__ import annotations
@@ -27,32 +30,31 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import math
 import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
-from urllib.parse import urlsplit
+from typing import Any
 
 import aiohttp
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from fleetplan import __version__
+from fleetplan.bench.config import MAX_SCHEDULE_S, BenchConfig, send_schedule
 from fleetplan.bench.power import PowerReport, open_power
 from fleetplan.bench.requests import BenchRequest
 from fleetplan.bench.response import version_of
 from fleetplan.bench.result import BenchResult, RunFacts, RunHeader, SendLag, bench_result
 from fleetplan.bench.stream import RequestOutcome, payload_for, stream_request
 from fleetplan.errors import FleetplanError, InputError
-from fleetplan.workload.arrivals import benchmark_arrivals
+
+__all__ = ["MAX_SCHEDULE_S", "SEND_LAG_WARN_MS", "BenchConfig", "BenchError", "run",
+           "run_benchmark", "run_sweep", "send_lag", "send_lag_fields", "send_schedule"]
 
 Progress = Callable[[int, int, int], None]  # (finished, failed, total)
 _MAX_VERSION_BYTES = 1 << 16
-MAX_SCHEDULE_S = 7 * 86400.0  # a send schedule longer than a week is refused (a typo's rate)
 _NOT_STARTED = PowerReport(status="unknown", source="not measured: the run stopped before its "
                            "first request")
 
@@ -66,97 +68,6 @@ class BenchError(FleetplanError):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.completed = []
-
-
-class BenchConfig(BaseModel):
-    """Settings of one benchmark run (one rate)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    endpoint: str = Field(min_length=1, description="server base URL, or the full API URL")
-    model: str = Field(min_length=1)
-    api: Literal["completions", "chat"] = "completions"
-    rate: float = Field(default=math.inf, gt=0, description="requests/s; inf sends all at once")
-    num_prompts: int = Field(default=200, ge=1, le=1_000_000)
-    burstiness: float = Field(default=1.0, gt=0, le=100, allow_inf_nan=False)
-    max_concurrency: int | None = Field(default=None, ge=1, le=1_000_000)
-    seed: int = Field(default=0, ge=0, le=2**32 - 1)
-    arrival_schedule: Literal["first-at-zero", "normalized"] = "first-at-zero"
-    request_timeout_s: float = Field(default=600.0, gt=0, allow_inf_nan=False)
-    deadline_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
-    ignore_eos: bool = False
-    test_request: bool = True
-    power: Literal["nvml", "none"] = "nvml"
-    power_gpus: tuple[int, ...] | None = None
-    gpu: str | None = None
-    gpu_count: int | None = Field(default=None, ge=1, le=1_000_000)
-    dataset_name: str | None = None
-    label: str | None = None
-    api_key: str | None = Field(default=None, repr=False)
-
-    @field_validator("endpoint")
-    @classmethod
-    def _url(cls, v: str) -> str:
-        shown = repr(v[:80] + ("..." if len(v) > 80 else ""))
-        try:
-            parts = urlsplit(v)
-            ok = parts.scheme in ("http", "https") and bool(parts.hostname)
-            _ = parts.port  # raises for a port out of range or not a number
-            (parts.hostname or "").encode("idna")  # raises for an empty or too long label
-        except (ValueError, UnicodeError):
-            ok = False
-        if not ok or not v.isprintable() or any(c.isspace() for c in v):
-            raise ValueError(f"endpoint(={shown}) must be an http(s) URL, e.g. "
-                             "http://127.0.0.1:8000")
-        return v
-
-    @model_validator(mode="after")
-    def _schedule(self) -> BenchConfig:
-        span = self.num_prompts / self.rate
-        if span > MAX_SCHEDULE_S:
-            raise ValueError(f"rate(={self.rate:g}) with num_prompts(={self.num_prompts}): the "
-                             f"send schedule would last about {span:.3g} s, more than "
-                             f"{MAX_SCHEDULE_S:g} s (7 days)")
-        return self
-
-    @property
-    def url(self) -> str:
-        """The API URL: the endpoint if it names one, else ``<base>/v1/(chat/)completions``."""
-        base = self.endpoint.rstrip("/")
-        if base.endswith("/completions"):
-            return base
-        suffix = "/completions" if self.api == "completions" else "/chat/completions"
-        return base + suffix if base.endswith("/v1") else base + "/v1" + suffix
-
-    @property
-    def base_url(self) -> str:
-        p = urlsplit(self.endpoint)
-        return f"{p.scheme}://{p.netloc}"
-
-
-def send_schedule(cfg: BenchConfig) -> np.ndarray:
-    """Send offsets (s from the run's start) of the ``num_prompts`` requests.
-
-    vLLM seeds numpy's legacy global generator with ``--seed`` and draws its gamma gaps from it;
-    a private ``RandomState(seed)`` gives the same stream without touching global state, so
-    ``fleetplan bench --seed S`` sends at the times ``vllm bench serve --seed S`` sends (with the
-    same schedule; vLLM's dataset sampling must not draw from numpy first, which holds for its
-    ShareGPT, custom and random-file datasets).
-    """
-    n = cfg.num_prompts
-    if math.isinf(cfg.rate):
-        return np.zeros(n)
-    legacy = np.random.RandomState(cfg.seed)
-    if cfg.arrival_schedule == "first-at-zero":
-        t = benchmark_arrivals(n, cfg.rate, cfg.burstiness, legacy)  # type: ignore[arg-type]
-    else:
-        t = np.cumsum(legacy.gamma(cfg.burstiness, 1.0 / (cfg.rate * cfg.burstiness), size=n))
-        t = t * (n / cfg.rate) / t[-1] if t[-1] > 0 else t
-    if not np.all(np.isfinite(t)) or t[-1] > MAX_SCHEDULE_S:
-        raise InputError(f"rate(={cfg.rate:g}), burstiness(={cfg.burstiness:g}), num_prompts"
-                         f"(={n}): the send schedule would last {float(t[-1]):.3g} s, more "
-                         f"than {MAX_SCHEDULE_S:g} s (7 days)")
-    return t
 
 
 @dataclass

@@ -173,7 +173,7 @@ def _bench(*, endpoint: str, model: str, rate: float | None, sweep: str | None,
     )
 
     from fleetplan.bench import BenchConfig, BenchError, run_sweep, write_results
-    from fleetplan.bench.runner import send_schedule
+    from fleetplan.bench.config import send_schedule
 
     rates = _rates(rate, sweep)
     reqs, dataset_name = _requests(num_prompts, seed, dataset, input_len, output_len)
