@@ -89,13 +89,13 @@ def validate_cmd(
         result = validate(todo, calibration=cal)
     except FleetplanError:  # find the run(s) at fault, refuse them alone, validate the others
         kept = []
-        for r in todo:
+        for one in todo:
             try:
-                validate([r], calibration=cal)
-                kept.append(r)
+                validate([one], calibration=cal)
+                kept.append(one)
             except FleetplanError as exc:
-                line = (f"{r.source}: {r.model} on {r.config} at {r.request_rate:g} req/s: "
-                        f"{exc}; this run is refused, the others are validated")
+                line = (f"{one.source}: {one.model} on {one.config} at {one.request_rate:g} "
+                        f"req/s: {exc}; this run is refused, the others are validated")
                 print(f"fleetplan: error: {line}", file=sys.stderr)
                 refused.append(line)
         if not kept:
