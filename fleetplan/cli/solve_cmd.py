@@ -45,7 +45,8 @@ def _print_plan(plan: Plan) -> None:
     out = Console(width=160)
     fleet = pd.DataFrame([e.to_dict() for e in plan.fleet])
     emit_table(fleet, title="Fleet" + (" (peak hour)" if plan.hours else ""),
-               columns=["pool", "config", "region", "tier_ttft_p99_ms", "count"])
+               columns=["pool", "config", "region", "tier_ttft_p99_ms", "count"]
+               + (["spare"] if "spare" in fleet.columns else []))
     rows = []
     for c in plan.classes:
         rows.append({"class": c.name, "rate_rps": c.rate_rps, "slo_ttft_p99_ms": c.slo_ttft_p99_ms,
