@@ -250,7 +250,7 @@ register_format(IngestFormat("vllm", _is_vllm, _parse_vllm))
 # --------------------------------------------------------------------------- files
 
 
-MAX_FILE_BYTES = 512 * 2**20  # a 10,000-request detailed result is ~20 MB
+MAX_FILE_BYTES = 256 * 2**20  # a 10,000-request detailed result is ~20 MB
 MAX_DEPTH = 64  # vLLM result files nest 3 deep, GuideLLM reports about 10
 
 
