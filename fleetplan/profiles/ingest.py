@@ -4,11 +4,17 @@ Main entries: :func:`read_runs` (one file -> records + one-line errors), :func:`
 (files and folders -> an :class:`IngestReport`, store updated in memory), :func:`register_format`.
 
 Formats:
-- ``vllm``: vLLM serving-benchmark results, both ``benchmarks/benchmark_serving.py`` of vLLM 0.8.x
-  (with its ``request_goodput:`` key) and the current ``vllm bench serve`` result JSON (``failed``,
-  ``max_concurrent_requests``, per-request ``ttfts``/``itls``/``input_lens``/``output_lens`` in
-  seconds); also fleetplan's own ``bench`` output, which uses that shape plus ``gpu``/``gpu_count``.
+- ``vllm``: vLLM serving-benchmark results of 0.6.x and 0.8.x ``benchmarks/benchmark_serving.py``
+  and of the current ``vllm bench serve``, with or without per-request arrays, and fleetplan's own
+  ``bench`` output; every field read goes through the typed, bounded schema of
+  :mod:`fleetplan.profiles.vllm`. GPU and parallel degree come from the options or the file;
+  pipeline-, data-parallel and multi-node runs are refused.
+- ``guidellm``: GuideLLM reports (:mod:`fleetplan.profiles.guidellm`).
 - more formats register themselves with :func:`register_format`.
+
+Files are read through the bounded reader (:mod:`fleetplan._load`: regular files only, size,
+depth and duplicate-key limits). Every refusal is one line naming file, line, field and value;
+one file (or record) that fails, even by crashing its reader, never costs the others.
 
 A file may hold one JSON object or several, one per line (vLLM's ``--append-result``).
 """
