@@ -40,8 +40,10 @@ MAX_DEPTH = 64
 """Deepest nesting of lists/mappings accepted by default (a scenario nests 5 levels)."""
 MAX_ALIASES = 1000
 """Most YAML alias uses (``*name``) accepted by default."""
-MAX_NODES = 2_000_000
-"""Most YAML nodes once every alias is expanded (what a consumer of the value will walk)."""
+MAX_NODES = 1_000_000
+"""Most YAML values (scalars, lists, mappings), as written and once every alias is expanded:
+what a consumer of the value will walk (a 10^5-class scenario has ~5 x 10^5; PyYAML holds
+~370 bytes per node while it builds, so this bounds a YAML load to ~400 MB)."""
 
 
 # --- files -------------------------------------------------------------------------------------
@@ -296,7 +298,7 @@ def _expanded_shape(root: Any, limit: int) -> tuple[int, int]:
     """Nodes and depth of the YAML node graph once every alias is expanded, computed on the
     graph (each node once, no recursion); the count stops above ``limit``. A cycle counts as
     ``limit + 1`` nodes (a recursive document is never a valid input here). The depth matters
-    too: aliases nest one deep structure in another (300 aliases of 30 levels: 9000 deep)."""
+    too: aliases nest one deep structure in another (100 aliases of 30 levels: 3000 deep)."""
     from yaml.nodes import MappingNode, SequenceNode
 
     def children(n: Any) -> Iterator[Any]:
@@ -367,9 +369,14 @@ def load_yaml(path_or_text: str | os.PathLike[str], *, what: str = "YAML file",
         first = " ".join(str(exc).replace(' in "<unicode string>",', ' at').split())
         return InputError(f"{src}: not valid YAML: {first[:200]}{tail}")
 
-    depth = aliases = 0
+    depth = aliases = nodes = 0
     try:
         for ev in yaml.parse(text, Loader=_LOADER):
+            if isinstance(ev, yaml.NodeEvent):
+                nodes += 1
+                if nodes > max_nodes:
+                    raise InputLimitError(f"{src}: more than {max_nodes} values (at line "
+                                          f"{_mark_line(ev)}); a {what} is not that large")
             if isinstance(ev, yaml.CollectionStartEvent):
                 depth += 1
                 if depth > max_depth:

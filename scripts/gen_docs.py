@@ -274,10 +274,11 @@ def reading_limits() -> list[str]:
         f"- **The file.** A regular file of at most {MAX_BYTES // mib} MiB: a FIFO, a device "
         "or a directory is refused by its type before it is opened. `*.json` is read as JSON, "
         "anything else as YAML (PyYAML's safe loader: no tags that build objects).",
-        f"- **Structure.** Nesting deeper than {MAX_DEPTH} levels, more than {MAX_ALIASES} "
-        f"aliases (`*name`), aliases that expand to more than {MAX_NODES:,} values (a "
-        "\"billion laughs\" file) and a key given twice in one mapping are refused, with the "
-        "line. The checks run on the parser's events and nodes, before any value is built.",
+        f"- **Structure.** Nesting deeper than {MAX_DEPTH} levels (as written or once aliases "
+        f"are expanded), more than {MAX_NODES:,} values (likewise: a \"billion laughs\" file "
+        f"is refused from its size, never built), more than {MAX_ALIASES} aliases (`*name`) and "
+        "a key given twice in one mapping are refused, with the line. The checks run on the "
+        "parser's events and nodes, before any value is built.",
         "- **Numbers.** `1e5`, `2.5E-3` (an exponent, with or without a dot) are numbers, as in "
         "JSON and YAML 1.2; PyYAML alone would read `1e5` as the text \"1e5\". `.inf`, `.nan` "
         "(and JSON's `Infinity`, `NaN`) are refused wherever a finite number is meant.",

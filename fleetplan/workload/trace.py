@@ -27,8 +27,9 @@ from fleetplan.workload.arrivals import check_arrivals
 from fleetplan.workload.lengths import LognormalLengths
 
 COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
-TRACE_MAX_BYTES = 512 * 1024 * 1024
-"""Largest trace file read (512 MiB, ~10^7 requests)."""
+TRACE_MAX_BYTES = 64 * 1024 * 1024
+"""Largest trace file read (64 MiB, ~2.5 x 10^6 requests; each cell is read as text first, so
+that a bad one can be named: ~0.5 GB at this size)."""
 MAX_TRACE_TOKENS = 10_000_000
 """Largest token count of one request in a trace (beyond any served context window)."""
 _ZONE = re.compile(r"(?:Z|[+-]\d\d(?::?\d\d)?)$", re.IGNORECASE)
