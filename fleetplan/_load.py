@@ -162,11 +162,16 @@ _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*+(?:"|\\?\Z)')
 _BRACKET = re.compile(r"[\[\]{}]")
 
 
-def _json_depth(text: str, src: str, max_depth: int) -> None:
+def _json_depth(text: str, src: str, max_depth: int, max_nodes: int | None) -> None:
     """Refuse nesting deeper than ``max_depth``, without recursion: strings are blanked (a bracket
     inside one is text), then brackets counted. JSON strings hold no raw newline, so line
-    numbers survive the blanking."""
+    numbers survive the blanking. More than ``max_nodes`` values (counted by their commas) are
+    refused too: what validates them next holds each in memory, an error for each bad one."""
     bare = _JSON_STRING.sub('""', text) if '"' in text else text
+    values = bare.count(",") if max_nodes is not None else 0
+    if max_nodes is not None and values > max_nodes:
+        raise InputLimitError(f"{src}: more than {max_nodes} values ({values + 1}); a JSON "
+                              "input here is not that large")
     depth = 0
     for m in _BRACKET.finditer(bare):
         if m.group() in "[{":
@@ -224,12 +229,15 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def load_json(path_or_text: str | os.PathLike[str], *, what: str = "JSON file",
               source: str | None = None, max_bytes: int = MAX_BYTES,
-              max_depth: int = MAX_DEPTH, hint: str = "") -> Any:
+              max_depth: int = MAX_DEPTH, max_nodes: int | None = None,
+              hint: str = "") -> Any:
     """Parsed JSON from a file (a path) or a text (a ``str``), checked before it is built:
     nesting at most ``max_depth``, no duplicate key in an object (the key and its line are
-    named), at most ``max_bytes``. ``hint`` is added to a syntax error."""
+    named), at most ``max_bytes``, and with ``max_nodes`` at most that many values (default: no
+    count; a detailed vLLM result holds millions of per-token figures). ``hint`` is added to a
+    syntax error."""
     text, src = _text(path_or_text, what, source, max_bytes)
-    _json_depth(text, src, max_depth)
+    _json_depth(text, src, max_depth, max_nodes)
     tail = f"; {hint}" if hint else ""
     try:
         return json.loads(text, object_pairs_hook=_no_duplicates)
@@ -423,11 +431,12 @@ def load_yaml(path_or_text: str | os.PathLike[str], *, what: str = "YAML file",
 def load_data(path: str | os.PathLike[str], *, what: str, yaml_ok: bool = True,
               hint: str = "", max_bytes: int = MAX_BYTES) -> Any:
     """A user's file as data: JSON when named ``*.json`` (or ``yaml_ok`` is false), else YAML
-    (JSON is YAML too), through :func:`load_json` / :func:`load_yaml` and their limits."""
+    (JSON is YAML too), through :func:`load_json` / :func:`load_yaml` and their limits, at most
+    :data:`MAX_NODES` values either way (a scenario, plan or frontier file)."""
     p = Path(path)
     if yaml_ok and p.suffix.lower() != ".json":
         return load_yaml(p, what=what, hint=hint, max_bytes=max_bytes)
-    return load_json(p, what=what, hint=hint, max_bytes=max_bytes)
+    return load_json(p, what=what, hint=hint, max_bytes=max_bytes, max_nodes=MAX_NODES)
 
 
 # --- values in messages ------------------------------------------------------------------------

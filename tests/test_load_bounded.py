@@ -65,6 +65,26 @@ def test_a_document_of_too_many_values_is_refused_while_parsing() -> None:
     assert load_yaml("a: [1, 2]\n", max_nodes=5) == {"a": [1, 2]}
 
 
+def test_a_json_scenario_of_too_many_values_is_refused_before_validation(tmp_path: Path) -> None:
+    # 2e6 values in `classes` held 2.9 GB for 14 s (one pydantic error each); a plain JSON read
+    # (a detailed vLLM result) has no count limit
+    p = tmp_path / "s.json"
+    p.write_text(json.dumps({"model": "m", "classes": [1] * 1_000_001}))
+    with pytest.raises(InputLimitError, match=r"s\.json: more than 1000000 values \(1000002\)"):
+        load_scenario(p)
+    assert len(load_json(p)["classes"]) == 1_000_001
+
+
+def test_one_error_per_field_not_one_per_bad_item() -> None:
+    from fleetplan.scenario import scenario_from_dict
+
+    d = {"model": "DeepSeek-R1-Distill-Qwen-14B", "classes": [1] * 100_000}
+    with pytest.raises(InputError) as err:
+        scenario_from_dict(d, "s.yaml")
+    assert str(err.value) == ("s.yaml: classes[0] = 1: Input should be a valid dictionary or "
+                              "instance of TrafficClass")
+
+
 def test_a_few_aliases_and_merge_keys_still_read() -> None:
     got = load_yaml("slo: &s {ttft_p99_ms: 150}\na: *s\nb: {<<: *s, tpot_p99_ms: 60}\n")
     assert got == {"slo": {"ttft_p99_ms": 150}, "a": {"ttft_p99_ms": 150},

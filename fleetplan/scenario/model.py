@@ -97,9 +97,9 @@ class Scenario(Strict):
         "downloaded): the model joins the catalog under the folder's name, and `model` may be "
         "left out (default: none)", examples=["models/Qwen3-8B"])
     classes: list[TrafficClass] = Field(
-        min_length=1, description="the traffic classes to serve (names unique)")
+        fail_fast=True, min_length=1, description="the traffic classes to serve (names unique)")
     fleet: list[Pool] | None = Field(
-        default=None, min_length=1,
+        fail_fast=True, default=None, min_length=1,
         description="the fleet `fleetplan simulate` runs (`--fleet` replaces it); `solve` "
                     "chooses its own fleet from `candidates`",
         examples=[[{"config": "1xH100-PCIe", "count": 2}, {"config": "2xRTX-4090", "count": 4,
@@ -123,13 +123,16 @@ class Scenario(Strict):
                     "hyperscaler figures", examples=["hyperscaler"],
         json_schema_extra=_valid_values(markets, enum=True))
     prices_usd_per_gpu_hour: dict[str, Annotated[float, Field(gt=0, le=1000)]] = Field(
+        fail_fast=True,
         default_factory=dict, description="your prices in $ per GPU-hour by GPU type, "
         "overriding the market's (default: none)", examples=[{"H100-PCIe": 2.5}])
     grid_g_per_kwh: dict[str, Annotated[float, Field(ge=0, le=5000)]] = Field(
+        fail_fast=True,
         default_factory=dict, description="your grid carbon intensities in g CO2e per kWh by "
         "region code, overriding the catalog's (see the region codes; default: none)",
         examples=[{"EU27": 200}])
     power_w_per_gpu: dict[str, Annotated[float, Field(gt=0, le=5000)]] = Field(
+        fail_fast=True,
         default_factory=dict, description="busy power per GPU (W); default: measured in the "
         "profiles, else datasheet TDP", examples=[{"H100-PCIe": 350}])
     embodied: Embodied = Field(default_factory=Embodied,
@@ -139,7 +142,7 @@ class Scenario(Strict):
                              description="simulation settings (length, warm-up, seed, "
                                          "replications, start hour)")
     candidates: list[Candidate] | None = Field(
-        default=None, min_length=1,
+        fail_fast=True, default=None, min_length=1,
         description="configurations the optimizer may deploy: names, or candidate records "
                     "(regions, replica cap). Absent: every configuration of `model` measured "
                     "in the profile store, in EU27, without a cap",

@@ -34,9 +34,10 @@ class Candidate(Strict):
 
     config: str = Field(description="hardware configuration (`<GPUs>x<GPU type>`)",
                         examples=["1xH100-PCIe"])
-    regions: list[str] = Field(default_factory=lambda: [DEFAULT_REGION], min_length=1,
-                               description=f"grid regions it may go to (default: "
-                                           f"[{DEFAULT_REGION}])", examples=[["EU27", "FRA"]])
+    regions: list[str] = Field(
+        fail_fast=True, default_factory=lambda: [DEFAULT_REGION], min_length=1,
+        description=f"grid regions it may go to (default: [{DEFAULT_REGION}])",
+        examples=[["EU27", "FRA"]])
     max_replicas: int | None = Field(default=None, ge=0, le=100_000,
                                      description="most replicas of it per region (default: no "
                                                  "limit but `availability`)", examples=[16])

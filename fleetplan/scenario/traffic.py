@@ -129,7 +129,7 @@ class TrafficClass(Strict):
                                    description=f"shorthand for a `gamma` process: {RATE_DOC}",
                                    examples=[4.0])
     rate_profile_rps: list[float] | None = Field(
-        default=None, min_length=24, max_length=24,
+        fail_fast=True, default=None, min_length=24, max_length=24,
         description=f"shorthand for a `profile` process: {PROFILE_DOC}")
     trace: TraceSpec | None = Field(
         default=None, description="shorthand for a `trace` process: the CSV path, or a trace "
@@ -158,10 +158,11 @@ class TrafficClass(Strict):
     overlong: Literal["error", "drop"] = Field(
         default="error", description="requests longer than the context window: error or drop")
     pin: list[str] | None = Field(
-        default=None, min_length=1,
+        fail_fast=True, default=None, min_length=1,
         description="slo-aware routing: only these pools (config or config@region)",
         examples=[["1xH100-PCIe@EU27"]])
     split: dict[str, float] | None = Field(
+        fail_fast=True,
         default=None, description="planned routing: share of this class per pool (config or "
                                   "config@region); shares sum to 1",
         examples=[{"1xH100-PCIe": 0.25, "2xRTX-4090": 0.75}])

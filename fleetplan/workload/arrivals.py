@@ -180,7 +180,8 @@ class ProfileArrivals(ArrivalProcess):
     """Non-homogeneous arrivals following 24 hourly mean rates (gamma gaps in operational time)."""
 
     process: Literal["profile"] = Field(default="profile", description=_TAG_DOC)
-    rate_profile_rps: list[float] = Field(min_length=24, max_length=24, description=PROFILE_DOC)
+    rate_profile_rps: list[float] = Field(
+        fail_fast=True, min_length=24, max_length=24, description=PROFILE_DOC)
     burstiness: float = Field(default=1.0, ge=MIN_BURSTINESS, le=100,
                               description=BURSTINESS_DOC)
 

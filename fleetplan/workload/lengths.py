@@ -170,8 +170,9 @@ class EmpiricalLengths(_Dist):
     """Resampling of observed token counts (e.g. from a trace)."""
 
     dist: Literal["empirical"] = Field(default="empirical", description=_DIST)
-    values: tuple[int, ...] = Field(min_length=1, description="observed token counts, "
-                                    "resampled uniformly", examples=[[120, 340, 800]])
+    values: tuple[int, ...] = Field(
+        fail_fast=True, min_length=1, description="observed token counts, resampled uniformly",
+        examples=[[120, 340, 800]])
 
     @field_validator("values")
     @classmethod
