@@ -81,10 +81,16 @@ def summaries(records: Sequence[RunRecord], with_baseline: bool, *,
 
 def leave_one_rate_out(runs: Sequence[MeasuredRun], *, jobs: int | None = None,
                        max_nfev: int = 40, seeds: Sequence[int] = VALIDATE_SEEDS,
-                       progress: Progress | None = None) -> CvResult:
+                       progress: Progress | None = None,
+                       tail_pool: Sequence[MeasuredRun] | None = None) -> CvResult:
     """Refit without each interior rate, predict it; baseline beside the model (the burst-tail
     lengths of :mod:`fleetplan.replica.burst_tail` are relearned without the held-out runs
-    too). ``progress`` receives one unit per fold (refit)."""
+    too). ``progress`` receives one unit per fold (refit).
+
+    The burst-tail lengths are learned per prompt set from every run of ``tail_pool`` (default:
+    ``runs``) except the held-out ones, so validating a subset of configurations with
+    ``tail_pool`` set to the whole store gives the same rows as the whole cross-validation."""
+    pool = runs if tail_pool is None else tail_pool
     table = rate_table(runs)
     groups = group_runs(runs)
     tasks: list[tuple[list[MeasuredRun], list[MeasuredRun]]] = []
@@ -97,7 +103,7 @@ def leave_one_rate_out(runs: Sequence[MeasuredRun], *, jobs: int | None = None,
             if any(not r.flagged for r in rest):
                 # the burst-tail lengths are learned without the held-out runs as well
                 ids = {r.run_id for r in rs if r.request_rate == rate}
-                tails = infer_burst_tails([r for r in runs if r.run_id not in ids],
+                tails = infer_burst_tails([r for r in pool if r.run_id not in ids],
                                           seed=VLLM_BENCHMARK_SEED)
                 tasks.append((with_burst_tails(rest, tails), with_burst_tails(held, tails)))
     fits = fit_many([t[0] for t in tasks], jobs=jobs, max_nfev=max_nfev, progress=progress,
