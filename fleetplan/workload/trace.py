@@ -187,7 +187,9 @@ class TraceFit:
     def class_fields(self) -> dict[str, Any]:
         """The fitted figures as scenario class fields (``rate_rps``, ``burstiness`` ...)."""
         def dist(d: LognormalLengths) -> dict[str, Any]:
-            return {"dist": "lognormal", "mean": round(d.mean, 3), "cv": round(d.cv, 4),
+            # cv to 4 significant digits, not 4 decimals: the fit floors it at ~1e-6 (lengths
+            # all equal), which 4 decimals would print as 0.0, a cv the schema refuses (> 0)
+            return {"dist": "lognormal", "mean": round(d.mean, 3), "cv": float(f"{d.cv:.4g}"),
                     "min": d.min, "max": d.max}
 
         return {"rate_rps": round(self.rate_rps, 6), "burstiness": round(self.burstiness, 4),
