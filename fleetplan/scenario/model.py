@@ -26,6 +26,7 @@ from fleetplan.scenario.settings import (
     CarbonCap,
     Commitment,
     Embodied,
+    PowerSettings,
     SimSettings,
     SolverSettings,
 )
@@ -135,6 +136,10 @@ class Scenario(Strict):
         fail_fast=True,
         default_factory=dict, description="busy power per GPU (W); default: measured in the "
         "profiles, else datasheet TDP", examples=[{"H100-PCIe": 350}])
+    power: PowerSettings = Field(default_factory=PowerSettings,
+                                 description="how the GPUs' power is charged (default: "
+                                             "`activity`, power that follows the work)",
+                                 examples=[{"model": "tdp"}])
     embodied: Embodied = Field(default_factory=Embodied,
                                description="embodied carbon of the GPUs (default: included, "
                                            "over 4 years)")

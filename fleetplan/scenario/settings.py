@@ -3,7 +3,8 @@
 :class:`Candidate` (what the optimizer may buy), :class:`CarbonCap`, :class:`Commitment`,
 :class:`Embodied`, :class:`SolverSettings` (the one solver record, also the optimizer's:
 :mod:`fleetplan.optimize.solvers` holds the solver registry it validates against),
-:class:`CapacitySettings` (capacity measurement on the replica model) and :class:`SimSettings`.
+:class:`CapacitySettings` (capacity measurement on the replica model), :class:`SimSettings` and
+:class:`PowerSettings` (how energy is charged).
 """
 
 from __future__ import annotations
@@ -27,6 +28,19 @@ class Embodied(Strict):
     lifetime_years: float = Field(default=4.0, gt=0, le=30,
                                   description="years the embodied carbon is spread over",
                                   examples=[5])
+
+
+class PowerSettings(Strict):
+    """How the GPUs' power is charged in the fleet simulator's energy and carbon."""
+
+    model: Literal["activity", "tdp"] = Field(
+        default="activity",
+        description="`activity`: power follows the work, each engine step draws between idle "
+                    "and TDP by its tokens (ML.ENERGY v3.0 anchors, `fleetplan/replica/power.py`, "
+                    "data/README.md); `tdp`: idle + (busy - idle) x the share of time a request "
+                    "is in flight, so a loaded replica draws its full busy power (the study's "
+                    "Table 3 assumption; the figures before this option existed)",
+        examples=["tdp"])
 
 
 class Candidate(Strict):
