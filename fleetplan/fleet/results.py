@@ -88,6 +88,12 @@ class PoolResult:
     price_source: str
     power_w: float
     power_source: str
+    # the scenario's power model (activity | tdp), the share it scaled with (power activity
+    # or busy share) and the mean watts per GPU that gave power_w
+    power_model: str
+    power_activity: float
+    power_share: float
+    power_w_per_gpu: float
     grid_g_per_kwh: float
     grid_source: str
     embodied_source: str

@@ -67,6 +67,9 @@ class Replication:
     pool: np.ndarray              # pool index per measured request
     window_s: float
     utilization: tuple[float, ...]
+    # per pool: mean share of the idle-to-TDP power range its replicas drew over the window
+    # (engine steps' activity, ReplicaEngine.active_s_at; fleetplan.replica.power)
+    power_activity: tuple[float, ...]
     pool_overloaded: tuple[bool, ...]
     pool_completed_rps: tuple[float, ...]
     stopped_at_s: float
@@ -154,6 +157,7 @@ class _Run:
         self.snap: dict[str, list[float]] = {}
         self.churn = False
         self.dead_busy = [0.0] * len(self.engines)  # busy time of replaced engines, per slot
+        self.dead_active = [0.0] * len(self.engines)  # their power activity (s), per slot
 
     def enable_churn(self, routing: RoutingInputs) -> None:
         """Bookkeeping that failures need: which requests sit on each replica, who is up."""
@@ -188,12 +192,20 @@ class _Run:
             return self.dead_busy[slot]
         return self.dead_busy[slot] + self.engines[slot].busy_s_at(t)
 
+    def slot_active(self, slot: int, t: float) -> float:
+        """Power activity (s: step time x the steps' share of the idle-to-TDP range) of replica
+        slot ``slot`` up to ``t`` (its engines so far)."""
+        if self.churn and not self.up[slot]:
+            return self.dead_active[slot]
+        return self.dead_active[slot] + self.engines[slot].active_s_at(t)
+
     def fail(self, slot: int) -> None:
         """Replica ``slot`` goes down now: its requests are re-sent (or lost)."""
         if not self.up[slot]:
             return
         now = self.env.now
         self.dead_busy[slot] += self.engines[slot].busy_s_at(now)
+        self.dead_active[slot] += self.engines[slot].active_s_at(now)
         self.up[slot] = False
         self.gen[slot] += 1
         self.down_since[slot] = now
@@ -324,11 +336,13 @@ class _Run:
             now = env.now
             if not took_warm and now >= warmup_s:
                 snap["busy0"] = [self.slot_busy(r, warmup_s) for r in range(len(engines))]
+                snap["act0"] = [self.slot_active(r, warmup_s) for r in range(len(engines))]
                 snap["backlog0"] = list(backlog)
                 snap["done0"] = list(self.done)
                 took_warm = True
             if not took_end and now >= duration_s:
                 snap["busy1"] = [self.slot_busy(r, duration_s) for r in range(len(engines))]
+                snap["act1"] = [self.slot_active(r, duration_s) for r in range(len(engines))]
                 snap["backlog1"] = list(backlog)
                 took_end = True
             if any(b > cap for b, cap in zip(backlog, self.caps, strict=True)):
@@ -357,11 +371,13 @@ def _outcome(run: _Run) -> Replication:
         # stopped (overloaded) during or just after warm-up: measure from t=0
         w0 = 0.0
         snap["busy0"] = [0.0] * len(run.engines)
+        snap["act0"] = [0.0] * len(run.engines)
         snap["backlog0"] = [0] * len(pools)
         snap["done0"] = [0] * len(pools)
         measured = (t_arr < end)
     if "busy1" not in snap:
         snap["busy1"] = [run.slot_busy(r, end) for r in range(len(run.engines))]
+        snap["act1"] = [run.slot_active(r, end) for r in range(len(run.engines))]
         snap["backlog1"] = list(run.backlog)
     window = max(end - w0, 1e-9)
     routed_to, first, fin = run.routed_to, run.first, run.fin
@@ -375,7 +391,8 @@ def _outcome(run: _Run) -> Replication:
         cls=run.traffic.cls[m], input_tokens=run.traffic.input_tokens[m], output_tokens=outs[m],
         ttft_s=(ft - t_arr)[m], e2e_s=(fe - t_arr)[m], tpot_s=tpot[m],
         finished=~np.isnan(fin[m]), pool=routed_to[m], window_s=window,
-        utilization=_utilization(run, window),
+        utilization=_per_pool(run, window, "busy"),
+        power_activity=_per_pool(run, window, "act"),
         pool_overloaded=_overloaded(run, m),
         pool_completed_rps=tuple((d - d0) / window for d, d0 in zip(run.done, snap["done0"],
                                                                      strict=True)),
@@ -404,16 +421,18 @@ def _availability(run: _Run, w0: float, end: float) -> tuple[float, ...]:
     return tuple(out)
 
 
-def _utilization(run: _Run, window: float) -> tuple[float, ...]:
-    """Per pool, the share of the window its replicas spent stepping."""
+def _per_pool(run: _Run, window: float, what: str) -> tuple[float, ...]:
+    """Per pool, the share of the window its replicas spent stepping (``what`` ``busy``: the
+    utilization) or their power activity per replica-second (``act``), within [0, 1]."""
     snap = run.snap
-    util = []
+    start, stop = snap[f"{what}0"], snap[f"{what}1"]
+    out = []
     r0 = 0
     for pm in run.pools:
-        b = sum(snap["busy1"][r] - snap["busy0"][r] for r in range(r0, r0 + pm.count))
-        util.append(min(1.0, max(0.0, b / (window * pm.count))))
+        b = sum(stop[r] - start[r] for r in range(r0, r0 + pm.count))
+        out.append(min(1.0, max(0.0, b / (window * pm.count))))
         r0 += pm.count
-    return tuple(util)
+    return tuple(out)
 
 
 def _overloaded(run: _Run, m: np.ndarray) -> tuple[bool, ...]:

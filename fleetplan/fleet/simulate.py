@@ -3,8 +3,10 @@
 It resolves the fleet's pools (replica parameters, context windows, prices, power, grid), draws
 each replication's traffic from an independent seed (``SeedSequence(seed).spawn``), runs the
 replications one after another and aggregates them: per-class latency percentiles with 95%
-CIs, per-pool utilization, overload (offered vs sustainable rate) and the fleet's cost, energy
-and carbon. Same scenario and seed: identical result, byte for byte once serialized.
+CIs, per-pool utilization and power activity, overload (offered vs sustainable rate) and the
+fleet's cost, energy and carbon (energy by the scenario's ``power:`` model,
+:mod:`fleetplan.fleet.accounting`). Same scenario and seed: identical result, byte for byte
+once serialized.
 
 With a ``reliability:`` block, replicas of the pools it names fail and are replaced
 (:mod:`fleetplan.fleet.churn`, its own seeded stream per replication): each class then reports
@@ -45,6 +47,7 @@ from fleetplan.fleet.results import (
 from fleetplan.fleet.sim import Replication, RoutingInputs, run_replication
 from fleetplan.fleet.traffic import Traffic, build_traffic, load_traces
 from fleetplan.profiles.store import ProfileStore
+from fleetplan.replica.power import TDP_MODE
 from fleetplan.replica.steady import prefill_tokens
 from fleetplan.scenario import Pool, Scenario, parse_fleet
 from fleetplan.scenario.reliability import PoolReliability, resolve
@@ -82,8 +85,8 @@ def pool_churn(scenario: Scenario, pools: Sequence[PoolModel]) -> list[PoolRelia
 
 
 def _pool_results(pools: Sequence[PoolModel], reps: Sequence[Replication],
-                  util: Sequence[float], over: Sequence[bool], acct_pools: Sequence,
-                  churn: bool = False) -> list:
+                  util: Sequence[float], activity: Sequence[float], over: Sequence[bool],
+                  acct_pools: Sequence, churn: bool = False) -> list:
     out = []
     for p, pm in enumerate(pools):
         routed = sum(int((rep.pool == p).sum()) for rep in reps)
@@ -97,7 +100,9 @@ def _pool_results(pools: Sequence[PoolModel], reps: Sequence[Replication],
             calibrated=pm.params.calibrated, params_source=pm.params.source,
             context_window=pm.context_window,
             price_usd_per_gpu_hour=e.price_usd_per_gpu_hour, price_source=e.price_source,
-            power_w=a.power_w, power_source=e.power.source,
+            power_w=a.power_w, power_source=e.power.source, power_model=e.power.mode,
+            power_activity=activity[p], power_share=a.power_share,
+            power_w_per_gpu=a.power_w / e.gpus,
             grid_g_per_kwh=e.grid_g_per_kwh, grid_source=e.grid_source,
             embodied_source=e.embodied_source, cost_per_hour_usd=a.cost_per_hour_usd,
             energy_kwh_per_hour=a.energy_kwh_per_hour,
@@ -109,12 +114,24 @@ def _pool_results(pools: Sequence[PoolModel], reps: Sequence[Replication],
     return out
 
 
+def _power_note(pools: Sequence[PoolModel]) -> str:
+    if all(pm.economics.power.mode == TDP_MODE for pm in pools):
+        return ("utilization is the share of time a replica's engine is stepping (any request in "
+                "flight); power (power: {model: tdp}) = idle + (busy - idle) x utilization per "
+                "GPU: a loaded replica draws its full busy power, an upper bound")
+    return ("utilization is the share of time a replica's engine is stepping (any request in "
+            "flight); power follows the work (power: {model: activity}): idle + (TDP - idle) x "
+            "power_activity per GPU, power_activity the engine steps' mean share of the "
+            "idle-to-TDP range over the window (fleetplan/replica/power.py: ML.ENERGY v3.0 "
+            "H100 anchors, the same shares on every GPU type: an assumption; uncalibrated "
+            "against this fleet's own energy)")
+
+
 def _notes(pools: Sequence[PoolModel], classes: Sequence[ClassResult], reps: Sequence[Replication],
            over: Sequence[bool], offered: float, sustainable: float | None) -> list[str]:
     notes = ["rates are sustained arrivals simulated to steady state (after warm-up), not the "
              "measured runs' 200-request bursts; sustainable rates are far below burst rates",
-             "utilization is the share of time a replica's engine is stepping (any request in "
-             "flight); power = idle + (busy - idle) x utilization per GPU"]
+             _power_note(pools)]
     for pm in pools:
         if not pm.params.calibrated:
             notes.append(f"pool {pm.label}: calibrated: false, replica parameters are "
@@ -285,10 +302,11 @@ def simulate(scenario: Scenario, fleet: Sequence[Pool] | str | None = None, *,
         reps = list(executor.map(run_replication_job, jobs))
     over = [any(r.pool_overloaded[p] for r in reps) for p in range(len(pools))]
     util = [float(np.mean([r.utilization[p] for r in reps])) for p in range(len(pools))]
+    activity = [float(np.mean([r.power_activity[p] for r in reps])) for p in range(len(pools))]
     tokens_per_s = float(np.mean([
         (r.input_tokens[r.finished].sum() + r.output_tokens[r.finished].sum()) / r.window_s
         for r in reps]))
-    acct = account([pm.economics for pm in pools], util, tokens_per_s)
+    acct = account([pm.economics for pm in pools], util, tokens_per_s, activity)
     classes = [class_result(scenario, c, reps, pools, int(dropped[c]), over,
                             churn=churn is not None)
                for c in range(len(scenario.classes))]
@@ -307,7 +325,8 @@ def simulate(scenario: Scenario, fleet: Sequence[Pool] | str | None = None, *,
     return SimulationResult(
         status=status, model=scenario.model, routing=scenario.routing.policy,
         classes=tuple(classes),
-        pools=tuple(_pool_results(pools, reps, util, over, acct.pools, churn is not None)),
+        pools=tuple(_pool_results(pools, reps, util, activity, over, acct.pools,
+                                  churn is not None)),
         account=acct,
         overloaded=overloaded, offered_rps=offered, sustainable_rps=sustainable,
         seed=sim.seed, replications=sim.replications, duration_s=sim.duration_s,

@@ -21,8 +21,10 @@ dynamic part when a configuration's own NVML energy is known (:func:`fit_activit
 
 The engine sums ``f(T) x step duration`` over its steps (``EngineStats.active_s``); energy over
 a window of ``W`` seconds is ``gpus * (idle * W + (tdp - idle) * scale * active_s)``
-(:func:`energy_j`). ``power: tdp`` (every GPU at TDP whenever it serves, the study's Table 3
-assumption) stays available as :data:`TDP_MODE`.
+(:func:`energy_j`). The fleet simulator charges its pools this way (scenario
+``power: {model: activity}``, :data:`ACTIVITY_MODE`, the default); ``power: {model: tdp}``
+(:data:`TDP_MODE`: ``idle + (busy - idle) x`` the engine's busy share, every GPU at TDP whenever a
+request is in flight, the study's Table 3 assumption) stays available.
 """
 
 from __future__ import annotations
@@ -43,9 +45,10 @@ POWER_SOURCE = ("per-step power between idle and TDP, log-linear in the step's t
                 "ML.ENERGY Benchmark v3.0's H100 anchors (batch 1: 300 W, batch 128: 600 W of "
                 "700 W), capped at TDP (Splitwise: prefill near TDP); same shares on every GPU "
                 "(assumption)")
-WORK_MODE = "work"
+ACTIVITY_MODE = "activity"  # scenario ``power: {model: activity}`` (the default)
+WORK_MODE = ACTIVITY_MODE
 TDP_MODE = "tdp"
-POWER_MODES = (WORK_MODE, TDP_MODE)
+POWER_MODES = (ACTIVITY_MODE, TDP_MODE)
 
 
 def _share(watts: float) -> float:

@@ -37,6 +37,23 @@ def test_account_by_hand() -> None:
         account([pool], [1.5], tokens_per_s=1.0)
 
 
+def test_activity_mode_scales_with_the_power_activity_not_the_busy_share() -> None:
+    # the same 4 GPUs, power that follows the work: engines busy all the time (1.0) but the
+    # steps drew on average 40 % of the idle-to-TDP range
+    pool = PoolEconomics(label="2xRTX-4090@EU27", gpus=4, price_usd_per_gpu_hour=0.25,
+                         price_source="x", power=PowerModel(25.0, 450.0, "x", "activity"),
+                         grid_g_per_kwh=242.0, grid_source="x",
+                         embodied_g_per_gpu_hour=0.0, embodied_source="x")
+    a = account([pool], [1.0], tokens_per_s=1000.0, activity=[0.4])
+    assert a.pools[0].power_w == pytest.approx(4 * (25 + 425 * 0.4))        # 780 W
+    assert a.pools[0].power_share == 0.4
+    assert a.g_co2_operational_per_hour == pytest.approx(0.78 * 242)
+    with pytest.raises(ValueError, match="power activity"):
+        account([pool], [1.0], tokens_per_s=1.0)
+    with pytest.raises(ValueError, match="outside"):
+        account([pool], [1.0], tokens_per_s=1.0, activity=[-0.1])
+
+
 def test_embodied_can_be_excluded_and_amortizes_over_the_lifetime() -> None:
     g4, src = embodied_g_per_gpu_hour("H100-PCIe", True, 4)
     g8, _ = embodied_g_per_gpu_hour("H100-PCIe", True, 8)
@@ -55,13 +72,23 @@ def test_power_sources_override_measured_datasheet() -> None:
     assert measured.busy_w == pytest.approx(325.0) and measured.source.startswith("measured")
     given = power_model(model, "2xRTX-4090", "RTX-4090", 2, store, {"RTX-4090": 300.0})
     assert given.busy_w == 300.0 and "scenario" in given.source
+    # power that follows the work spans idle to TDP (or the override): a burst's measured mean
+    # power is not the top of that range
+    act = power_model(model, "2xRTX-4090", "RTX-4090", 2, store, mode="activity")
+    assert (act.idle_w, act.busy_w, act.mode) == (25.0, 450.0, "activity")
+    assert "ML.ENERGY" in act.source and "datasheet TDP 450 W" in act.source
+    act_given = power_model(model, "2xRTX-4090", "RTX-4090", 2, store, {"RTX-4090": 300.0},
+                            mode="activity")
+    assert act_given.busy_w == 300.0 and "scenario" in act_given.source
+    with pytest.raises(ValueError, match="watts"):
+        power_model(model, "2xRTX-4090", "RTX-4090", 2, mode="watts")
 
 
 def test_simulated_fleet_accounts_by_hand() -> None:
     # one H100 pool (2 replicas): $2.50 per GPU-hour given, power 700 W given (the study's
     # figure), idle 50 W, EU27 242 g/kWh, embodied 160 kg over 4 years; fixed 100 + 50 tokens
     d = base_dict(prices_usd_per_gpu_hour={"H100-PCIe": 2.5}, power_w_per_gpu={"H100-PCIe": 700},
-                  fleet=[{"config": "1xH100-PCIe", "count": 2}])
+                  fleet=[{"config": "1xH100-PCIe", "count": 2}], power={"model": "tdp"})
     d["classes"] = [{**d["classes"][0], "rate_rps": 0.5}]
     res = simulate(scenario_from_dict(d))
     pool, cls = res.pools[0], res.classes[0]
@@ -85,6 +112,24 @@ def test_simulated_fleet_accounts_by_hand() -> None:
     assert out["g_co2_per_mtok"] == pytest.approx((op + emb) / mtok_per_hour)
     assert "power_w_per_gpu 700 W (scenario)" in pool.power_source
     assert pool.price_source.startswith("user")
+    assert pool.power_model == "tdp" and pool.power_share == u
+
+
+def test_simulated_fleet_charges_the_steps_activity_by_default() -> None:
+    # the same fleet, power that follows the work: idle + (700 - 50) W x the pool's power
+    # activity, which lies below its busy share (a step draws at most the top of the range)
+    d = base_dict(power_w_per_gpu={"H100-PCIe": 700},
+                  fleet=[{"config": "1xH100-PCIe", "count": 2}])
+    d["classes"] = [{**d["classes"][0], "rate_rps": 0.5}]
+    res = simulate(scenario_from_dict(d))
+    pool = res.pools[0]
+    assert pool.power_model == "activity"
+    assert 0.0 < pool.power_activity < pool.utilization
+    watts = 2 * (50 + (700 - 50) * pool.power_activity)
+    assert pool.power_w == pytest.approx(watts)
+    assert pool.power_w_per_gpu == pytest.approx(watts / 2)
+    assert res.to_dict()["energy_kwh_per_hour"] == pytest.approx(watts / 1000)
+    assert "ML.ENERGY" in pool.power_source
 
 
 def test_embodied_false_zeroes_embodied_carbon() -> None:
