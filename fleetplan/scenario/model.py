@@ -134,8 +134,9 @@ class Scenario(Strict):
         examples=[{"EU27": 200}])
     power_w_per_gpu: dict[str, Annotated[float, Field(gt=0, le=5000)]] = Field(
         fail_fast=True,
-        default_factory=dict, description="busy power per GPU (W); default: measured in the "
-        "profiles, else datasheet TDP", examples=[{"H100-PCIe": 350}])
+        default_factory=dict, description="busy power per GPU (W), the top of the range "
+        "`power` scales (default: datasheet TDP; with `power: {model: tdp}`, measured in the "
+        "profiles when they have it)", examples=[{"H100-PCIe": 350}])
     power: PowerSettings = Field(default_factory=PowerSettings,
                                  description="how the GPUs' power is charged (default: "
                                              "`activity`, power that follows the work)",
