@@ -90,7 +90,7 @@ def _print(res: SimulationResult) -> None:
     pools = pd.DataFrame([{
         "pool": p["label"], "count": p["count"],
         "done_rps_per_replica": p["completed_rps"] / p["count"],
-        "engine_busy": p["utilization"],
+        "engine_busy": p["utilization"], "power_activity": p["power_activity"],
         "requests": p["requests"], "overloaded": "YES" if p["overloaded"] else "no",
         "calibrated": "yes" if p["calibrated"] else "no", "usd_per_hour": p["cost_per_hour_usd"],
         "power_w": p["power_w"], "g_co2_per_hour": p["g_co2_operational_per_hour"]
@@ -99,7 +99,9 @@ def _print(res: SimulationResult) -> None:
     } for p in d["pools"]])
     emit_table(pools, title="Pools", digits=2,
                caption="engine_busy: share of time the engine is stepping (one request in "
-               "flight is enough), what the power model scales with; not a share of capacity")
+               "flight is enough), not a share of capacity; power_activity: the steps' mean "
+               "share of the idle-to-TDP power range; power_w scales with power_activity "
+               "(power: {model: activity}, the default) or engine_busy (power: {model: tdp})")
     out = Console(width=160)
     per = "-" if d["cost_per_mtok_usd"] is None else f"${d['cost_per_mtok_usd']:.3f}/{MTOK}"
     out.print(f"cost: ${d['cost_per_hour_usd']:.2f}/h, {per}; energy "

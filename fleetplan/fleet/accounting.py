@@ -86,7 +86,7 @@ def power_model(model: str, config: str, gpu: str, gpu_count: int,
             busy = spec.tdp_w
             top = f"datasheet TDP {busy:g} W per GPU ({spec.spec_source})"
         return PowerModel(min(idle, busy), busy,
-                          f"power activity ({POWER_SOURCE}; data/README.md); {top}; idle "
+                          f"follows the work ({POWER_SOURCE}; data/README.md); {top}; idle "
                           f"{idle:g} W ({spec.idle_w_source})", ACTIVITY_MODE)
     if overrides and gpu in overrides:
         busy = float(overrides[gpu])
