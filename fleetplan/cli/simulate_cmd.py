@@ -90,7 +90,7 @@ def _print(res: SimulationResult) -> None:
     pools = pd.DataFrame([{
         "pool": p["label"], "count": p["count"],
         "done_rps_per_replica": p["completed_rps"] / p["count"],
-        "engine_busy": p["utilization"], "power_activity": p["power_activity"],
+        "engine_busy": p["utilization"],
         "requests": p["requests"], "overloaded": "YES" if p["overloaded"] else "no",
         "calibrated": "yes" if p["calibrated"] else "no", "usd_per_hour": p["cost_per_hour_usd"],
         "power_w": p["power_w"], "g_co2_per_hour": p["g_co2_operational_per_hour"]
@@ -99,9 +99,7 @@ def _print(res: SimulationResult) -> None:
     } for p in d["pools"]])
     emit_table(pools, title="Pools", digits=2,
                caption="engine_busy: share of time the engine is stepping (one request in "
-               "flight is enough), not a share of capacity; power_activity: the steps' mean "
-               "share of the idle-to-TDP power range; power_w scales with power_activity "
-               "(power: {model: activity}, the default) or engine_busy (power: {model: tdp})")
+               "flight is enough), not a share of capacity; power_w: see the power lines")
     out = Console(width=160)
     per = "-" if d["cost_per_mtok_usd"] is None else f"${d['cost_per_mtok_usd']:.3f}/{MTOK}"
     out.print(f"cost: ${d['cost_per_hour_usd']:.2f}/h, {per}; energy "
@@ -114,6 +112,12 @@ def _print(res: SimulationResult) -> None:
     if res.overloaded:
         out.print(f"OVERLOADED: offered {res.offered_rps:.2f} req/s, sustainable "
                   f"{res.sustainable_rps or 0:.2f} req/s")
+    for p in d["pools"]:
+        scales = ("the steps' activity" if p["power_model"] == "activity"
+                  else f"engine_busy; the steps' activity: {p['power_activity']:.2f}")
+        out.print(f"power {p['label']}: {p['power_w_per_gpu']:.0f} W per GPU on average = "
+                  f"idle + (busy - idle) x {p['power_share']:.2f} ({scales}; power: "
+                  f"{p['power_model']})")
     for p in d["pools"]:
         out.print(f"sources {p['label']}: price {p['price_source']}; power {p['power_source']}; "
                   f"grid {p['grid_source']}; embodied {p['embodied_source']}")
