@@ -12,6 +12,9 @@ engine busy at modest load), so it is modelled by the chord through the replica 
 share at capacity and one ladder step below: the intercept is charged per replica (the largest over
 the classes a configuration may serve) and the slope per req/s of each class. For a concave
 ``u`` the extended chord lies above ``u`` at lower loads, so the MILP errs on the high side there.
+That is ``power: {model: tdp}``. Under ``activity`` (the default; the simulator charges the steps'
+activity ``a <= u``, which is not linear in the rate) each replica is charged an upper bound, its
+busy share at the class tier's capacity (``a(r) <= u(r) <= u(capacity)``), with no per-req/s part.
 """
 
 from __future__ import annotations
@@ -190,9 +193,11 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
             a, b = _chord(res)
             hw = HardwareConfig.parse(config)
             pm = power_model(scenario.model, config, hw.gpu, hw.gpu_count, store,
-                             scenario.power_w_per_gpu)
+                             scenario.power_w_per_gpu, scenario.power.model)
             power_sources[config] = pm.source
             span = hw.gpu_count * (pm.busy_w - pm.idle_w)
+            if pm.mode == "activity":  # an upper bound (module docstring)
+                a, b = min(res.at_capacity.utilization if res.at_capacity else 1.0, 1.0), 0.0
             slope[(name, config)] = span * b
             intercept[config] = max(intercept.get(config, 0.0), span * a)
 
@@ -201,7 +206,7 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
         hw = HardwareConfig.parse(config)
         price = price_for(hw.gpu, scenario.market, scenario.prices_usd_per_gpu_hour)
         pm = power_model(scenario.model, config, hw.gpu, hw.gpu_count, store,
-                         scenario.power_w_per_gpu)
+                         scenario.power_w_per_gpu, scenario.power.model)
         emb, _src = embodied_g_per_gpu_hour(hw.gpu, scenario.embodied.include,
                                             scenario.embodied.lifetime_years)
         for region in regions:
@@ -224,6 +229,11 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
                           settings.slo_margin)
     uncal = sorted(c for c, p in params.items() if not p.calibrated)
     notes = []
+    if scenario.power.model == "activity":
+        notes.append("MILP carbon is an upper bound: power that follows the work is not linear "
+                     "in the load, so each replica is charged its busy share at its class's "
+                     "capacity (at least its steps' activity at any lower load); the reported "
+                     "carbon is the simulated plan's")
     if uncal:
         notes.append("spec-based (uncalibrated) replica parameters for: " + ", ".join(uncal))
     return Inputs(problem, results, power_sources, tuple(notes))
