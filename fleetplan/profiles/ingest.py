@@ -60,7 +60,9 @@ class IngestOptions:
     gpu_count: int | None = None
     engine_version: str | None = None
     dataset: str | None = None
-    # names of the models the catalog knows: a record of another model is refused (None: any)
+    # names of the models a record may be of, another is refused; None (the default): the
+    # models of the active catalog (bundled + user catalogs + model configs, see
+    # fleetplan.context.DataContext), so a store never holds a run no command can model
     known_models: Collection[str] | None = None
     # resolves a GPU spelling to its catalog name (a user catalog); default: the bundled one
     gpu_names: Callable[[str], str] | None = None
@@ -150,9 +152,18 @@ def resolve_gpu(src: SourceRef, field_name: str, raw: str, opt: IngestOptions) -
 
 
 def check_model(src: SourceRef, model: str, opt: IngestOptions) -> None:
-    """Refuse a record whose model the catalog does not know (when ``opt.known_models`` is
-    given): its runs could be stored but never predicted, calibrated or validated."""
-    if opt.known_models is not None and model not in opt.known_models:
+    """Refuse a record whose model the catalog does not know: its runs could be stored but
+    never predicted, calibrated or validated. The catalog is ``opt.known_models`` where given,
+    else the active one (:func:`fleetplan.catalog.catalog.active_catalog`): describe a model
+    with a user catalog's ``models.csv`` or its ``config.json`` (``--model-config``,
+    ``DataContext.build(model_configs=...)``) to accept its runs."""
+    if opt.known_models is not None:
+        known = model in opt.known_models
+    else:
+        from fleetplan.catalog.catalog import active_catalog
+
+        known = active_catalog().knows_model(model)
+    if not known:
         raise _fail(src, "model_id", f"unknown model {short(model)}: not in the model catalog "
                     "(add it with --model-config or a --catalog models.csv)")
 

@@ -197,7 +197,8 @@ def test_current_vllm_bench_serve_format_with_per_request_arrays(tmp_path: Path)
         "mean_e2el_ms": 33.0, "median_e2el_ms": 32.5, "std_e2el_ms": 5.0, "p99_e2el_ms": 50.0,
     }
     f = _write(tmp_path / "serve.json", obj)
-    runs, errors = read_runs(f, IngestOptions(gpu="NVIDIA GeForce RTX 4090", gpu_count=1))
+    runs, errors = read_runs(f, IngestOptions(gpu="NVIDIA GeForce RTX 4090", gpu_count=1,
+                                              known_models={"Tiny-Llama"}))  # not the catalog's
     assert errors == []
     (r,) = runs
     assert r.failed == 1 and r.max_concurrency == 8 and r.config == "1xRTX-4090"

@@ -45,7 +45,8 @@ def test_validate_refuses_bad_files_unknown_models_and_unreplayable_runs_alone(
 def test_calibrate_refuses_unknown_models_and_failing_configurations_alone(tmp_path: Path,
                                                                          cli: Any) -> None:
     st = ProfileStore(empty_frame())
-    for f, opt in ((GEMMA, None), (UNKNOWN_MODEL, None),  # stored without a catalog check
+    for f, opt in ((GEMMA, None),  # a caller naming its own models stores an unknown one
+                   (UNKNOWN_MODEL, IngestOptions(known_models={"No-Such-Model-7B"})),
                    (TINY, IngestOptions(gpu="H100-PCIe", gpu_count=2))):  # on 2xH100-PCIe
         found, errors = read_runs(f, opt)
         assert errors == []
