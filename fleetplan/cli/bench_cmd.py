@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from fleetplan.cli._format import check_output_path, dumps
+from fleetplan.cli._options import CATALOG_HELP, MODEL_CONFIG_HELP, use_cli_context
 from fleetplan.errors import InputError
 
 if TYPE_CHECKING:  # the client, numpy and rich are imported by the command when it runs
@@ -131,6 +132,11 @@ def bench(
     store: Path | None = typer.Option(None, "--store", help="Store for --ingest (default: "
                                       "your store, $XDG_DATA_HOME/fleetplan/profiles.csv, "
                                       "started from the bundled runs)."),
+    catalog: list[Path] = typer.Option(None, "--catalog", help=CATALOG_HELP + " With "
+                                       "--ingest: the models and GPUs a result may be of."),
+    model_config: list[Path] = typer.Option(None, "--model-config", help=MODEL_CONFIG_HELP
+                                            + " With --ingest: describes a model the "
+                                            "catalog lacks, so its results can be stored."),
     fmt: str = typer.Option("table", "--format", help="table (summary) or json (the results)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar on "
                                   "stderr."),
@@ -140,10 +146,16 @@ def bench(
     Example: fleetplan bench --endpoint http://127.0.0.1:8000 --model my-model --sweep 8,4,2,1
     --num-prompts 200 --out results.jsonl --ingest --gpu H100-SXM --gpu-count 1
 
+    With --ingest the model must be one the catalog knows (--catalog, --model-config add
+    one), checked before measuring; a result the store refuses is one line on stderr, the
+    others are stored.
+
     Exit codes: 0 every rate measured; 1 a rate without a successful request (its result is
     still written); 2 refused before measuring: a bad option, an unwritable --out or --store,
-    the server's test request failed (in a sweep: the rates before it are kept); 130 partial:
-    Ctrl-C or --deadline (which also end the test request), the partial result written.
+    an --ingest of a model the catalog does not know, the server's test request failed (in a
+    sweep: the rates before it are kept); also 2 when --ingest refused a result (the others
+    stored); 130 partial: Ctrl-C or --deadline (which also end the test request), the partial
+    result written.
     """
     try:
         _bench(**locals())  # the options as given
@@ -158,10 +170,11 @@ def _bench(*, endpoint: str, model: str, rate: float | None, sweep: str | None,
            dataset: Path | None, input_len: str | None, output_len: str | None,
            ignore_eos: bool, power: str, gpu: str | None, gpu_count: int | None, seed: int,
            arrival_schedule: str, request_timeout: float, deadline: float | None,
-           out: Path | None, ingest: bool, store: Path | None, fmt: str,
-           progress: bool) -> None:
+           out: Path | None, ingest: bool, store: Path | None, catalog: list[Path] | None,
+           model_config: list[Path] | None, fmt: str, progress: bool) -> None:
     if fmt not in ("table", "json"):
         raise InputError(f"--format {fmt[:40]!r}: expected table or json")
+    use_cli_context(catalog=catalog, model_config=model_config)
     from pydantic import ValidationError
     from rich.console import Console
     from rich.progress import (
@@ -199,7 +212,7 @@ def _bench(*, endpoint: str, model: str, rate: float | None, sweep: str | None,
     if out is not None:
         check_output_path(out, "--out")
     if ingest:
-        target = _ingest_target(store, gpu, power)
+        target = _ingest_target(store, gpu, power, model)
     err = Console(stderr=True)
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                    TextColumn("failed {task.fields[failed]}"), TimeElapsedColumn(),
@@ -238,8 +251,9 @@ def _bench(*, endpoint: str, model: str, rate: float | None, sweep: str | None,
     if write_error:
         raise InputError(write_error[0] + "; the results are on stdout" if fmt == "json"
                          else write_error[0])
+    refused = 0
     if ingest and results:  # what was measured is ingested, even when a later rate failed
-        _ingest(results, out, store, target, gpu, gpu_count, err)
+        refused = _ingest(results, out, store, target, gpu, gpu_count, err)
     if failure is not None:
         if results:
             where = f" written to {out}" if out is not None else " shown above"
@@ -256,6 +270,8 @@ def _bench(*, endpoint: str, model: str, rate: float | None, sweep: str | None,
               f"{', '.join(f'{r.request_rate:g}' for r in empty)} req/s "
               f"({empty[0].failed} failed; first error: {first[:200]})", file=sys.stderr)
         raise typer.Exit(1)
+    if refused:  # each refused result is one line above; the others are in the store
+        raise typer.Exit(2)
 
 
 def _show(results: list[BenchResult], fmt: str, out: Path | None, err: Console,
@@ -281,13 +297,23 @@ def _show(results: list[BenchResult], fmt: str, out: Path | None, err: Console,
                       highlight=False)
 
 
-def _ingest_target(store: Path | None, gpu: str | None, power: str) -> Path:
-    """The store ``--ingest`` will write, checked before the run (so a run is not lost to it)."""
+def _ingest_target(store: Path | None, gpu: str | None, power: str, model: str) -> Path:
+    """The store ``--ingest`` will write, checked before the run (so a run is not lost to it),
+    with the model and GPU the store would refuse a result of."""
+    from fleetplan._load import show_value
+    from fleetplan.catalog.catalog import active_catalog
+    from fleetplan.catalog.models import normalize_model
     from fleetplan.profiles.store import load_profiles, user_store_path
 
     if gpu is None and power == "none":
         raise InputError("--ingest needs --gpu (and --gpu-count) with --power none: a run is "
                          "stored under its GPU configuration")
+    if not active_catalog().knows_model(normalize_model(model)):
+        raise InputError(f"--model {show_value(model, 80)}: --ingest stores runs of the "
+                         "catalog's models only, and it does not know this one (describe it "
+                         "with --model-config config.json or a --catalog folder's models.csv)")
+    if gpu is not None:
+        active_catalog().normalize_gpu(gpu, where="--gpu")
     target = store if store is not None else user_store_path()
     load_profiles(store)  # a store that cannot be read fails now, not after the run
     check_output_path(target, "--store")
@@ -295,7 +321,9 @@ def _ingest_target(store: Path | None, gpu: str | None, power: str) -> Path:
 
 
 def _ingest(results: list[BenchResult], out: Path | None, store: Path | None, target: Path,
-            gpu: str | None, gpu_count: int | None, err: Console) -> None:
+            gpu: str | None, gpu_count: int | None, err: Console) -> int:
+    """Add the measured results to the store: every one it accepts is saved, each refused one
+    is a line on stderr. Returns how many were refused."""
     from fleetplan.bench import write_results
     from fleetplan.profiles.ingest import IngestOptions, ingest_paths
     from fleetplan.profiles.store import load_profiles
@@ -305,19 +333,22 @@ def _ingest(results: list[BenchResult], out: Path | None, store: Path | None, ta
         err.print(f"fleetplan: {len(results) - len(measured)} result(s) without a completed "
                   "request not ingested", highlight=False)
     if not measured:
-        return
+        return 0
     st = load_profiles(store)  # default: your store if it exists, else the bundled one
     opts = IngestOptions(gpu=gpu, gpu_count=gpu_count)
     with tempfile.TemporaryDirectory() as tmp:  # the store records the file's name: --out's
         src = Path(tmp) / (out.name if out is not None else "fleetplan-bench.jsonl")
         write_results(src, measured)
         report = ingest_paths([src], st, opts)
-    if report.errors:
-        raise InputError("cannot ingest: " + "; ".join(report.errors))
-    if report.added:
+    if report.added:  # the good results are stored whatever was refused beside them
         st.save(target)
+    for e in report.errors:
+        print(f"fleetplan: error: cannot ingest: {e}", file=sys.stderr)
+    refused = f", {len(report.errors)} refused" if report.errors else ""
     err.print(f"{len(report.added)} run(s) added to {target} "
-              f"({report.duplicates} already present)", soft_wrap=True, highlight=False)
+              f"({report.duplicates} already present{refused})", soft_wrap=True,
+              highlight=False)
+    return len(report.errors)
 
 
 def register(app: typer.Typer) -> None:

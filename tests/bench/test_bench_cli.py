@@ -17,6 +17,8 @@ from bench_fake_server import Plan
 from fleetplan.profiles.ingest import IngestOptions, read_runs
 from fleetplan.profiles.store import load_profiles
 
+SERVED = str(Path(__file__).resolve().parents[1] / "data" / "catalog-served-names")
+
 
 def test_sweep_writes_vllm_shaped_results_and_ingests_them(fake_server: Any, cli: Any,
                                                            tmp_path: Path) -> None:
@@ -25,6 +27,7 @@ def test_sweep_writes_vllm_shaped_results_and_ingests_them(fake_server: Any, cli
     res = cli("bench", "--endpoint", srv.url, "--model", "org/tiny-model", "--sweep", "40,20",
               "--num-prompts", "12", "--input-len", "fixed:16", "--output-len", "5",
               "--power", "none", "--out", str(out), "--ingest", "--store", str(store),
+              "--catalog", SERVED,  # a user catalog naming the served model
               "--gpu", "H100-SXM", "--gpu-count", "1", "--no-progress")
     assert res.exit_code == 0, res.stderr
     assert "TTFT mean / p50 / p99 (ms)" in res.stdout and "40.0 req/s" in res.stdout
@@ -58,7 +61,8 @@ def test_bench_result_reads_back_with_the_vllm_parser(fake_server: Any, cli: Any
     assert res.exit_code == 0, res.stderr
     shown = json.loads(res.stdout)
     assert shown["failed"] == 1 and shown["errors"].count("") == 5
-    runs, errors = read_runs(out, IngestOptions(gpu="RTX-4090", gpu_count=2))
+    runs, errors = read_runs(out, IngestOptions(gpu="RTX-4090", gpu_count=2,
+                                                known_models={"m"}))  # (not the catalog's)
     assert errors == [] and len(runs) == 1
     run = runs[0]
     assert run.failed == 1 and run.completed == 5 and run.config == "2xRTX-4090"

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from bench_fake_server import Plan
 
+SERVED = str(Path(__file__).resolve().parents[1] / "data" / "catalog-served-names")  # knows "m"
 BASE = ["--model", "m", "--input-len", "8", "--output-len", "4", "--power", "none",
         "--no-progress"]
 
@@ -68,7 +69,7 @@ def test_a_failed_later_rate_still_ingests_the_rates_before_it(fake_server: Any,
     srv = fake_server(lambda i, b: Plan(tokens=2) if i <= 3 else Plan(status=503))
     store = tmp_path / "store.csv"
     res = cli(*args(srv.url, "--sweep", "40,20", "--num-prompts", "3", "--ingest", "--store",
-                    str(store), "--gpu", "H100-SXM", "--gpu-count", "1"))
+                    str(store), "--gpu", "H100-SXM", "--gpu-count", "1", "--catalog", SERVED))
     assert res.exit_code == 2 and "at 20 req/s" in one_error_line(res.stderr)
     rows = load_profiles(store).frame
     assert list(rows["request_rate"]) == [40.0] and list(rows["completed"]) == [3]

@@ -24,6 +24,8 @@ def test_bench_ingest_without_store_writes_the_user_store(fake_server: Any, cli:
     res = cli("bench", "--endpoint", srv.url, "--model", "org/tiny-model", "--rate", "40",
               "--num-prompts", "4", "--input-len", "fixed:8", "--output-len", "3",
               "--power", "none", "--ingest", "--gpu", "H100-SXM", "--gpu-count", "1",
+              "--catalog", str(Path(__file__).resolve().parents[1] / "data"
+                               / "catalog-served-names"),  # a catalog naming tiny-model
               "--no-progress", "--format", "json")
     assert res.exit_code == 0, res.stderr
     target = tmp_path / "xdg" / "fleetplan" / "profiles.csv"
