@@ -80,3 +80,21 @@ def test_same_seed_gives_byte_identical_json_with_failures_too() -> None:
     assert runs[0] == runs[1]
     pools = json.loads(runs[0])["pools"]
     assert all(0 < p["power_activity"] <= 1 and p["power_model"] == "activity" for p in pools)
+
+
+def test_the_optimizers_carbon_is_an_upper_bound_of_the_simulated_power() -> None:
+    from fleetplan.optimize.inputs import build_problem
+
+    d = base_dict(candidates=["1xH100-PCIe"], capacity={
+        "duration_s": 40, "warmup_s": 10, "min_requests": 50, "seeds": 1, "refine_steps": 0})
+    d.pop("fleet")
+    d["classes"] = [d["classes"][0]]
+    inputs = build_problem(scenario_from_dict(d), cache_dir=False)
+    problem = inputs.problem
+    (pool,) = problem.pools
+    (cap,) = problem.capacity.values()
+    per_rps = problem.dyn_w_per_rps[("chat", "1xH100-PCIe")]
+    assert per_rps == 0.0 and any("upper bound" in n for n in inputs.notes)
+    for share in (0.1, 0.5, 1.0):
+        sim = simulate(_one_h100(share * cap)).pools[0]
+        assert sim.power_w <= pool.idle_w + per_rps * share * cap
