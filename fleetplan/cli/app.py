@@ -5,7 +5,11 @@ Each command is one module of this package, ``fleetplan.cli.<name>_cmd``, exposi
 ``--help`` shows. A command's module is imported only when that command runs (or its own
 ``--help`` is asked for), so ``fleetplan --help`` loads no numerical library. :func:`main` turns
 any :class:`~fleetplan.errors.FleetplanError` into one line on stderr and its exit code (2, or 3
-for an infeasible plan), never a traceback.
+for an infeasible plan), never a traceback. Every other way a command ends is one line too: a
+usage error (an option out of its range, a missing argument; click would print its usage
+block) is ``fleetplan: error: ...`` naming the option and value, exit 2; Ctrl-C is
+``fleetplan: interrupted (Ctrl-C) during COMMAND ...``, exit 130 (typer's own handling would
+exit 130 in silence), nothing half-written since outputs are written atomically.
 """
 
 from __future__ import annotations
@@ -20,6 +24,39 @@ from typer.core import TyperCommand, TyperGroup
 
 from fleetplan import __version__
 from fleetplan.errors import FleetplanError
+
+try:  # typer >= 0.2x carries its own copy of click, whose exceptions its commands raise
+    from typer._click.exceptions import ClickException
+except ImportError:  # pragma: no cover - an older typer uses click itself
+    from click.exceptions import ClickException  # type: ignore[assignment]
+
+
+class _Interrupted(BaseException):
+    """Ctrl-C inside a command, carried past typer's own handler (which would exit 130 with
+    nothing said) to :func:`main`. A BaseException, like KeyboardInterrupt: no ``except
+    Exception`` on the way may swallow it."""
+
+    def __init__(self, command: str | None) -> None:
+        super().__init__(command)
+        self.command = command
+
+
+class _UsageLine(BaseException):
+    """A click usage error (bad option value, missing argument, unknown command) as the one
+    line :func:`main` prints instead of click's usage block."""
+
+    def __init__(self, text: str, exit_code: int) -> None:
+        super().__init__(text)
+        self.text = text
+        self.exit_code = exit_code
+
+
+def _usage_line(exc: ClickException) -> _UsageLine:
+    text = " ".join(exc.format_message().split())
+    ctx = getattr(exc, "ctx", None)
+    if ctx is not None:
+        text += f" (see: {ctx.command_path} --help)"
+    return _UsageLine(text, exc.exit_code)
 
 # name -> summary in the root --help (the first sentence of the command's own help; a test
 # keeps the two equal). Adding a command: its module, then one line here.
@@ -80,6 +117,21 @@ class _LazyGroup(TyperGroup):
             for n in stubs:
                 self.commands.pop(n, None)
 
+    def make_context(self, info_name: str | None, args: list[str], parent: Any = None,
+                     **extra: Any) -> Any:
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except ClickException as exc:  # the root's own options (fleetplan --bogus)
+            raise _usage_line(exc) from None
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:  # anywhere in a command that does not keep a partial result
+            raise _Interrupted(ctx.invoked_subcommand) from None
+        except ClickException as exc:  # a command's options, or raised by the command itself
+            raise _usage_line(exc) from None
+
     def format_commands(self, ctx: Any, formatter: Any) -> None:
         names = self.list_commands(ctx)
         limit = formatter.width - 6 - max(len(n) for n in names)
@@ -131,16 +183,19 @@ def main(argv: list[str] | None = None) -> int:
         app(args=argv, prog_name="fleetplan")
     except FleetplanError as exc:
         text = " ".join(str(exc).split("\n"))  # one line, and never a screenful
-        if len(text) > MAX_ERROR_CHARS:
-            text = text[: MAX_ERROR_CHARS - 3] + "..."
-        print(f"fleetplan: error: {text}", file=sys.stderr)
+        print(f"fleetplan: error: {_cut(text)}", file=sys.stderr)
         return exc.exit_code
-    except SystemExit as exc:  # click's standalone mode: usage errors, typer.Exit, success
+    except _UsageLine as exc:
+        print(f"fleetplan: error: {_cut(exc.text)}", file=sys.stderr)
+        return exc.exit_code
+    except SystemExit as exc:  # click's standalone mode: typer.Exit, --help, success
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else 1)
-    except KeyboardInterrupt:  # Ctrl-C outside a command that keeps a partial result (bench)
-        print("fleetplan: interrupted (Ctrl-C); files are written atomically, so none is "
-              "half-written", file=sys.stderr)
+    except (KeyboardInterrupt, _Interrupted) as exc:  # Ctrl-C, but in bench (a partial result)
+        during = (f" during {exc.command}" if isinstance(exc, _Interrupted) and exc.command
+                  else "")
+        print(f"fleetplan: interrupted (Ctrl-C){during}; files are written atomically, so "
+              "none is half-written", file=sys.stderr)
         return 130
     except BrokenPipeError:  # the reader left (`| head`): nothing more to say to it
         _drop_stdout()
@@ -151,6 +206,10 @@ def main(argv: list[str] | None = None) -> int:
         _drop_stdout()
         return 2
     return 0
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 3] + "..."
 
 
 def _drop_stdout() -> None:
