@@ -93,7 +93,7 @@ def _economics(scenario: Scenario, config: str, region: str, store: ProfileStore
     hw = HardwareConfig.parse(config)
     price = price_for(hw.gpu, scenario.market, scenario.prices_usd_per_gpu_hour)
     power = power_model(scenario.model, config, hw.gpu, hw.gpu_count, store,
-                        scenario.power_w_per_gpu)
+                        scenario.power_w_per_gpu, scenario.power.model)
     grid = grid_intensity(region, scenario.grid_g_per_kwh)
     emb, emb_src = embodied_g_per_gpu_hour(hw.gpu, scenario.embodied.include,
                                            scenario.embodied.lifetime_years)
