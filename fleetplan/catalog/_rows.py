@@ -7,6 +7,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from fleetplan._load import show_value
 from fleetplan.errors import DataError
 
 R = TypeVar("R", bound=BaseModel)
@@ -20,5 +21,5 @@ def validate_row(cls: type[R], row: dict[str, Any], path: Path, index: int) -> R
         err = exc.errors()[0]
         field = ".".join(str(x) for x in err["loc"]) or "row"
         value = row.get(str(err["loc"][0])) if err["loc"] else None
-        raise DataError(f"{path}: row {index + 2}, column {field}: {value!r}: "
+        raise DataError(f"{path}: row {index + 2}, column {field}: {show_value(value, 60)}: "
                         f"{err['msg']}") from None

@@ -4,12 +4,14 @@
 ``fleetplan/_data``; in a source checkout it is the repository's ``data/``). The environment
 variable ``FLEETPLAN_DATA_DIR`` overrides both; it is read at each call (a default, never
 frozen: a user's folders extend the bundled tables through
-:class:`fleetplan.catalog.catalog.Catalog`). ``read_checked_csv`` loads a CSV and refuses it,
-naming file, row, column and value, when a required column is missing or a number is not finite.
+:class:`fleetplan.catalog.catalog.Catalog`). ``read_checked_csv`` loads a CSV through the bounded
+reader (regular file, at most :data:`MAX_TABLE_BYTES`) and refuses it, naming file, row, column
+and value, when a required column is missing or empty or a number is not finite.
 """
 
 from __future__ import annotations
 
+import io
 import math
 import os
 from collections.abc import Iterable
@@ -33,6 +35,10 @@ def data_dir() -> Path:
     return _PKG.parent / "data"
 
 
+MAX_TABLE_BYTES = 16 * 2**20
+"""Largest catalog table read (the bundled ones are at most ~70 KB; a user's is read whole)."""
+
+
 def read_checked_csv(
     path: str | os.PathLike[str],
     *,
@@ -43,22 +49,37 @@ def read_checked_csv(
 ) -> pd.DataFrame:
     """Read ``path`` and check it: required columns present, numbers finite (and > 0 if asked).
 
+    The file is read through the bounded reader (a regular file of at most
+    :data:`MAX_TABLE_BYTES`, UTF-8; a FIFO or device is refused by its type). Required columns
+    that are not numbers are read as text, and none of their cells may be empty.
     ``optional_numeric`` columns may be empty (NaN) but, when filled, must be finite numbers.
+    Every refusal is one :class:`DataError` line naming file, row (the CSV line), column and
+    value.
     """
-    p = Path(path)
-    if p.exists():  # a FIFO or device would hang read_csv (issue 16)
-        from fleetplan._load import check_regular_file
+    from fleetplan._load import read_text_bounded, show_value
 
-        check_regular_file(p, what="CSV table")
+    p = Path(path)
+    if not p.exists() and not p.is_symlink():
+        raise DataError(f"{p}: file not found")
+    text = read_text_bounded(p, what="CSV table", max_bytes=MAX_TABLE_BYTES)
+    required = list(required)
+    numeric, optional_numeric = list(numeric), list(optional_numeric)
+    texts = [c for c in required if c not in numeric and c not in optional_numeric]
     try:
-        df = pd.read_csv(p, keep_default_na=True)
-    except FileNotFoundError:
-        raise DataError(f"{p}: file not found") from None
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise DataError(f"{p}: not a readable CSV table ({str(exc).splitlines()[0]})") from None
+        df = pd.read_csv(io.StringIO(text), keep_default_na=True,
+                         dtype={c: str for c in texts})
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError, OverflowError) as exc:
+        why = " ".join(str(exc).split())[:200]
+        raise DataError(f"{p}: not a readable CSV table ({why})") from None
     missing = [c for c in required if c not in df.columns]
     if missing:
         raise DataError(f"{p}: missing required column(s) {', '.join(missing)}")
+    for col in texts:
+        for i, raw in enumerate(df[col]):
+            if not isinstance(raw, str) or not raw.strip():
+                shown = "" if not isinstance(raw, str) else raw
+                raise DataError(f"{p}: row {i + 2}, column {col}: {show_value(shown, 40)} "
+                                "is empty (a required column)")
     positive = set(positive)
     for col, allow_nan in [(c, False) for c in numeric] + [(c, True) for c in optional_numeric]:
         if col not in df.columns:
@@ -70,9 +91,11 @@ def read_checked_csv(
             if allow_nan and (raw is None or (isinstance(raw, float) and math.isnan(raw))):
                 continue
             if v is None or not math.isfinite(float(v)):
-                raise DataError(f"{p}: row {i + 2}, column {col}: {raw!r} is not a finite number")
+                raise DataError(f"{p}: row {i + 2}, column {col}: {show_value(raw, 40)} is not "
+                                "a finite number")
             if col in positive and not float(v) > 0:
-                raise DataError(f"{p}: row {i + 2}, column {col}: {raw!r} must be > 0")
+                raise DataError(f"{p}: row {i + 2}, column {col}: {show_value(raw, 40)} must "
+                                "be > 0")
         df[col] = values
     return df
 

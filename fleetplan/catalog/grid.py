@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -30,18 +31,20 @@ class GridIntensity(BaseModel):
 def read_grid(path: str | os.PathLike[str]) -> dict[str, GridIntensity]:
     """The regions of one ``grid_intensity.csv`` (``name``, ``year``, ``source`` may be left
     out of a user's file: the region code, ``given`` and the file's name stand in)."""
+    from fleetplan.catalog._rows import validate_row
+
     df = read_checked_csv(path, required=["region", "g_co2_per_kwh"], numeric=["g_co2_per_kwh"])
     out = {}
-    for r in df.to_dict("records"):
+    for i, r in enumerate(df.to_dict("records")):
         def text(key: str, default: str, r: dict = r) -> str:
             v = r.get(key)
             return str(v) if isinstance(v, str | int) and str(v).strip() else default
 
-        out[r["region"]] = GridIntensity.model_validate({
+        out[r["region"]] = validate_row(GridIntensity, {
             "region": r["region"], "name": text("name", str(r["region"])),
             "g_co2_per_kwh": r["g_co2_per_kwh"],
             "year": int(r["year"]) if isinstance(r.get("year"), int) else text("year", "given"),
-            "source": text("source", f"user catalog {path}")})
+            "source": text("source", f"user catalog {path}")}, Path(path), i)
     return out
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from fleetplan.catalog._tables import read_checked_csv
-from fleetplan.errors import UnknownNameError
+from fleetplan.errors import DataError, UnknownNameError
 
 
 class ModelSpec(BaseModel):
@@ -111,6 +111,9 @@ def read_models(path: str | os.PathLike[str]) -> dict[str, ModelSpec]:
             if isinstance(v, float) and math.isnan(v):
                 row.pop(k)
             elif v is not None and k not in _FLOATS:
+                if float(v) != int(v):  # 2.5 layers is a typo, not 2
+                    raise DataError(f"{path}: row {i + 2}, column {k}: {v!r} is not a whole "
+                                    "number")
                 row[k] = int(v)
         if "tied_embeddings" in row:
             row["tied_embeddings"] = str(row["tied_embeddings"]).strip().lower() in (

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -32,13 +33,16 @@ def read_prices(path: str | os.PathLike[str]) -> tuple[Price, ...]:
     user's file: they then say ``given`` and name the file)."""
     df = read_checked_csv(path, required=["gpu", "market", "price_usd_per_gpu_hour"],
                           numeric=["price_usd_per_gpu_hour"], positive=["price_usd_per_gpu_hour"])
+    from fleetplan.catalog._rows import validate_row
+
     out = []
-    for r in df.to_dict("records"):
+    for i, r in enumerate(df.to_dict("records")):
         date = r.get("price_date")
         src = r.get("source")
-        out.append(Price.model_validate({
+        out.append(validate_row(Price, {
             **r, "price_date": str(date) if isinstance(date, str | int) else "given",
-            "source": src if isinstance(src, str) and src.strip() else f"user catalog {path}"}))
+            "source": src if isinstance(src, str) and src.strip() else f"user catalog {path}"},
+            Path(path), i))
     return tuple(out)
 
 
