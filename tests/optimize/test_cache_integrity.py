@@ -42,17 +42,24 @@ def _cost(problem) -> float:
 
 
 @pytest.fixture(scope="module")
-def clean(tmp_path_factory, capacity_cache_dir):
-    """The example's capacities and MILP cost on a clean cache (the session's, then copied)."""
-    problem = _example_problem(Path(capacity_cache_dir))
+def example_cache(tmp_path_factory) -> Path:
+    """A cache holding the example's entries only (the session cache also holds other tests'
+    entries, which the example never reads: counting refused entries needs this one)."""
+    return tmp_path_factory.mktemp("example-cache")
+
+
+@pytest.fixture(scope="module")
+def clean(example_cache):
+    """The example's capacities and MILP cost on a clean cache (filled here, then copied)."""
+    problem = _example_problem(example_cache)
     return problem.capacity, _cost(problem)
 
 
 @pytest.fixture
-def copy(tmp_path, capacity_cache_dir, clean):
-    """A private copy of the session cache holding the example's entries."""
+def copy(tmp_path, example_cache, clean):
+    """A private copy of the cache holding the example's entries."""
     target = tmp_path / "cache"
-    shutil.copytree(capacity_cache_dir, target)
+    shutil.copytree(example_cache, target)
     return target
 
 
