@@ -16,8 +16,9 @@ per decoding sequence) draws ``idle + (tdp - idle) * f(T)`` per GPU, with ``f`` 
 H100 SXM's catalog idle power) and capped at 1 (TDP) beyond them, where Splitwise's near-TDP
 prefill lies; between steps the GPU draws its idle power. Named assumption: the same shares
 apply to every GPU type (the anchors were measured on H100 SXM only). ``scale`` stretches the
-dynamic part when a configuration's own NVML energy is known (:func:`fit_activity_scale`,
-``fleetplan bench`` writes it to the store).
+dynamic part when a configuration's own NVML energy is known (:func:`fit_activity_scale` fits it
+from the ``gpu_energy_j`` that ``fleetplan bench`` writes to the store; the fleet simulator does
+not apply a fitted scale yet: its energy uses ``scale`` 1).
 
 The engine sums ``f(T) x step duration`` over its steps (``EngineStats.active_s``); energy over
 a window of ``W`` seconds is ``gpus * (idle * W + (tdp - idle) * scale * active_s)``
