@@ -31,16 +31,17 @@ class Price(BaseModel):
 def read_prices(path: str | os.PathLike[str]) -> tuple[Price, ...]:
     """The prices of one ``prices.csv`` (``price_date`` and ``source`` may be left out of a
     user's file: they then say ``given`` and name the file)."""
-    df = read_checked_csv(path, required=["gpu", "market", "price_usd_per_gpu_hour"],
-                          numeric=["price_usd_per_gpu_hour"], positive=["price_usd_per_gpu_hour"])
     from fleetplan.catalog._rows import validate_row
 
+    df = read_checked_csv(path, required=["gpu", "market", "price_usd_per_gpu_hour"],
+                          numeric=["price_usd_per_gpu_hour"], positive=["price_usd_per_gpu_hour"])
     out = []
     for i, r in enumerate(df.to_dict("records")):
         date = r.get("price_date")
         src = r.get("source")
         out.append(validate_row(Price, {
-            **r, "price_date": str(date) if isinstance(date, str | int) else "given",
+            **{str(k): v for k, v in r.items()},
+            "price_date": str(date) if isinstance(date, str | int) else "given",
             "source": src if isinstance(src, str) and src.strip() else f"user catalog {path}"},
             Path(path), i))
     return tuple(out)
