@@ -55,6 +55,11 @@ class Candidate(Strict):
     max_replicas: int | None = Field(default=None, ge=0, le=100_000,
                                      description="most replicas of it per region (default: no "
                                                  "limit but `availability`)", examples=[16])
+    market: Literal["on-demand", "spot"] | None = Field(
+        default=None, description="`spot`: interruptible replicas at the spot price and failure "
+        "rate (docs/reliability.md); list the configuration twice to offer both markets "
+        "(default: the market of its `reliability:` entry, on-demand without one)",
+        examples=["spot"])
 
     _c = field_validator("config")(classmethod(lambda cls, v: canon_config(v)))
 
