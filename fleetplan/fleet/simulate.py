@@ -80,7 +80,8 @@ def pool_churn(scenario: Scenario, pools: Sequence[PoolModel]) -> list[PoolRelia
     out = []
     for pm in pools:
         hw = pm.spec.hardware
-        out.append(resolve(scenario.reliability, pm.spec.config, hw.gpu, hw.gpu_count))
+        out.append(resolve(scenario.reliability, pm.spec.config, hw.gpu, hw.gpu_count,
+                           pm.spec.market))
     return out
 
 
