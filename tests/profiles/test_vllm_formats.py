@@ -107,3 +107,20 @@ def test_the_folder_ingests_through_the_cli(tmp_path: Path, cli: Any) -> None:
     assert res.exit_code == 2 and "Traceback" not in res.stderr
     assert res.stderr.count("fleetplan: error: ") == 1 and "tensor_parallel_size" in res.stderr
     assert len(load_profiles(store)) == 4
+
+
+def test_a_06_file_has_no_traffic_shape_keys_and_reads_as_poisson_without_a_cap() -> None:
+    """0.6.3 benchmark_serving.py wrote neither burstiness nor max_concurrency (lines 693-713)."""
+    raw = _raw("vllm-0.6.3-benchmark_serving.json")
+    assert "burstiness" not in raw and "max_concurrency" not in raw and "failed" not in raw
+    run = _read("vllm-0.6.3-benchmark_serving.json")
+    assert run.burstiness == 1.0 and run.max_concurrency is None and run.request_rate == 2.0
+
+
+def test_a_current_summary_keeps_latencies_but_no_ttfts_and_uses_the_written_statistics() -> None:
+    """vllm bench serve (0.32.0 serve.py:2380-2392) drops ttfts/itls without --save-detailed but
+    keeps latencies and queue_times: the run's figures are the written ones, E2EL included."""
+    raw = _raw("vllm-bench-serve-current-summary.json")
+    assert "latencies" in raw and "queue_times" in raw and "ttfts" not in raw
+    run = _read("vllm-bench-serve-current-summary.json")
+    assert run.e2e_p90_ms == raw["p90_e2el_ms"] and run.ttft_p90_ms == raw["p90_ttft_ms"]
