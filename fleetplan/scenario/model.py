@@ -164,7 +164,8 @@ class Scenario(Strict):
         "hour (every hour of a diurnal plan; default: no budget)", examples=[40])
     reliability: dict[str, Reliability] | None = Field(
         default=None, description="failures per replica-hour and time to replace, per GPU "
-        "type or configuration (docs/reliability.md; default: none, replicas never fail)",
+        "type or configuration, or per `config@market` / `GPU@market` (`2xRTX-4090@spot`: "
+        "that market's pools only; docs/reliability.md; default: none, replicas never fail)",
         examples=[{"RTX-4090": {"failures_per_replica_hour": 0.05, "replace_s": 600}}])
     redundancy: int = Field(
         default=0, ge=0, le=100, description="spare replicas every pool of the plan keeps "
