@@ -21,7 +21,7 @@ from fleetplan.profiles.store import ProfileStore, load_profiles
 from fleetplan.replica.params import ReplicaParams, replica_params
 from fleetplan.replica.steady import cached_prompt_tokens, prefill_tokens
 from fleetplan.scenario import Pool, Scenario, match_pools
-from fleetplan.scenario.reliability import entry
+from fleetplan.scenario.reliability import entry, pool_price
 
 
 @dataclass(frozen=True)
@@ -71,12 +71,11 @@ def build_pools(scenario: Scenario, fleet: Sequence[Pool],
                     f"(model card and KV cache; {params.source})")
             window = scenario.context_window
         price = price_for(hw.gpu, scenario.market, scenario.prices_usd_per_gpu_hour)
-        per_gpu = price.price_usd_per_gpu_hour
-        price_src = f"{price.market} {price.price_date}: {price.source}"
-        rel = entry(scenario.reliability, pool.config, hw.gpu)
-        if rel is not None and rel.price_factor != 1.0:  # market: spot
-            per_gpu *= rel.price_factor
-            price_src += f"; {rel.price_source()}"
+        # spot (a spot pool, or a market: spot entry): the catalog's spot row or the discount
+        per_gpu, price_src = pool_price(
+            entry(scenario.reliability, pool.config, hw.gpu, pool.market), hw.gpu,
+            price.price_usd_per_gpu_hour, f"{price.market} {price.price_date}: {price.source}",
+            price.market == "user")
         grid = grid_intensity(pool.region, scenario.grid_g_per_kwh)
         emb, emb_src = embodied_g_per_gpu_hour(hw.gpu, scenario.embodied.include,
                                                scenario.embodied.lifetime_years)

@@ -202,7 +202,9 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
             intercept[config] = max(intercept.get(config, 0.0), span * a)
 
     pools: list[Pool] = []
-    for config, regions, max_rep in cands:
+    markets = ([c.market for c in scenario.candidates] if scenario.candidates
+               else [None] * len(cands))
+    for (config, regions, max_rep), market in zip(cands, markets, strict=True):
         hw = HardwareConfig.parse(config)
         price = price_for(hw.gpu, scenario.market, scenario.prices_usd_per_gpu_hour)
         pm = power_model(scenario.model, config, hw.gpu, hw.gpu_count, store,
@@ -216,7 +218,7 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
                 price_usd_per_hour=price.price_usd_per_gpu_hour * hw.gpu_count,
                 idle_w=hw.gpu_count * pm.idle_w + intercept.get(config, 0.0),
                 grid_g_per_kwh=grid.g_co2_per_kwh, embodied_g_per_hour=emb * hw.gpu_count,
-                max_replicas=max_rep))
+                max_replicas=max_rep, market=market))
     carbon = scenario.carbon
     limits = Limits(
         availability=_availability(scenario), budget_usd_per_hour=scenario.budget_usd_per_hour,

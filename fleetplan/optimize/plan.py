@@ -28,7 +28,7 @@ from fleetplan._io import read_data_file
 from fleetplan._notebook import NotebookRepr
 from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.errors import InputError
-from fleetplan.scenario.fleet import pool_label
+from fleetplan.scenario.fleet import pool_label, split_pool_name
 
 if TYPE_CHECKING:
     from fleetplan.optimize.problem import Tier
@@ -50,17 +50,20 @@ class FleetEntry:
     tier_ttft_p99_ms: float | None = None
     tier_tpot_p99_ms: float | None = None
     spare: int | None = None  # of ``count``, replicas kept for churn (reliability block only)
+    market: str | None = None  # ``spot`` for a spot pool (named ``config@region~spot/...``)
 
     @classmethod
     def of_pool(cls, name: str, count: int, tier: Tier, spare: int | None = None) -> FleetEntry:
-        """``count`` replicas of the pool named ``name`` (``config@region/200ms``) at ``tier``."""
-        config, _, rest = name.partition("@")
-        return cls(config, count, rest.partition("/")[0], tier.ttft_ms, tier.tpot_p99_ms, spare)
+        """``count`` replicas of the pool named ``name`` (``config@region/200ms``, or
+        ``config@region~spot/200ms``) at ``tier``."""
+        config, region, market = split_pool_name(name)
+        return cls(config, count, region, tier.ttft_ms, tier.tpot_p99_ms, spare, market)
 
     @property
     def pool(self) -> str:
-        """The pool's unique name, ``config@region/200ms``."""
-        return pool_label(self.config, self.region, self.tier_ttft_p99_ms, self.tier_tpot_p99_ms)
+        """The pool's unique name, ``config@region/200ms`` (``config@region~spot/200ms``)."""
+        return pool_label(self.config, self.region, self.tier_ttft_p99_ms, self.tier_tpot_p99_ms,
+                          self.market)
 
     @property
     def gpus_per_replica(self) -> int:
@@ -77,6 +80,8 @@ class FleetEntry:
             out["tier_tpot_p99_ms"] = self.tier_tpot_p99_ms
         if self.spare is not None:
             out["spare"] = self.spare
+        if self.market is not None and self.market != "on-demand":
+            out["market"] = self.market
         return out
 
     def scenario_pool(self) -> dict[str, Any]:

@@ -96,14 +96,18 @@ class Pool:
     # quantile the pool's spares are sized at (k: P(more than k of N + k down) <= quantile)
     unavailability: float = 0.0
     spare_quantile: float = 0.01
+    # the candidate's market when it names one (``spot``: named ``config@region~spot``)
+    market: str | None = None
 
     @property
     def key(self) -> str:
-        return f"{self.config}@{self.region}"
+        """``config@region`` (``config@region~spot`` for a spot candidate)."""
+        return pool_label(self.config, self.region, market=self.market)
 
     def name(self, tier: Tier) -> str:
-        """The name of this candidate's pool at ``tier``: ``config@region/200ms``."""
-        return pool_label(self.config, self.region, tier.ttft_ms, tier.tpot_p99_ms)
+        """The name of this candidate's pool at ``tier``: ``config@region/200ms``
+        (``config@region~spot/200ms`` for spot)."""
+        return pool_label(self.config, self.region, tier.ttft_ms, tier.tpot_p99_ms, self.market)
 
     @property
     def idle_g_per_hour(self) -> float:
@@ -174,7 +178,8 @@ class PlanProblem:
             raise InputError(f"class names must be unique, got {names}")
         keys = [p.key for p in self.pools]
         if len(set(keys)) != len(keys):
-            raise InputError(f"candidate (config, region) pairs must be unique, got {keys}")
+            raise InputError(f"candidate (config, region, market) triples must be unique, got "
+                             f"{keys}")
         hours = {len(d.rates_rps) for d in self.demands}
         if len(hours) != 1:
             raise InputError(

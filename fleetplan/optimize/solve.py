@@ -51,6 +51,7 @@ from fleetplan.optimize.problem import CommitmentMode, PlanProblem, Tier
 from fleetplan.optimize.solvers import SolverSettings
 from fleetplan.optimize.verify import ClassCheck, HourCheck, verify_plan
 from fleetplan.scenario import Scenario
+from fleetplan.scenario.fleet import split_pool_name
 
 BURST_NOTE = ("capacities are sustained per-replica rates of the replica model in steady state "
               "(fresh prompts, warm-up excluded), not the measured runs' nominal rates: those "
@@ -218,18 +219,29 @@ def _entries(counts: dict[str, int], tiers: dict[str, Tier],
 
 def with_reliability(scenario: Scenario, problem: PlanProblem) -> PlanProblem:
     """``problem`` with each candidate's steady-state unavailability from the scenario's
-    ``reliability:`` block (the MILP then keeps churn spares) and, for ``market: spot``
-    entries, its spot price; unchanged without a block."""
+    ``reliability:`` block (the MILP then keeps churn spares) and, for spot pools (a spot
+    candidate, or a ``market: spot`` entry), its spot price; unchanged without a block or a spot
+    candidate. Failures are modelled only with a block (as in ``simulate``): a spot candidate
+    of a scenario without one gets the spot price alone."""
     from fleetplan.scenario.reliability import resolve
 
-    if scenario.reliability is None:
+    if scenario.reliability is None and not any(p.market == "spot" for p in problem.pools):
         return problem
     pools = []
     for p in problem.pools:
-        rel = resolve(scenario.reliability, p.config, p.gpu, p.gpu_count)
-        pools.append(p if rel is None else replace(
-            p, unavailability=rel.unavailability, spare_quantile=rel.quantile,
-            price_usd_per_hour=p.price_usd_per_hour * rel.price_factor))
+        rel = resolve(scenario.reliability, p.config, p.gpu, p.gpu_count, p.market)
+        if rel is None:
+            pools.append(p)
+            continue
+        price = p.price_usd_per_hour * rel.price_factor
+        if rel.spot_price_usd_per_gpu_hour is not None \
+                and p.gpu not in scenario.prices_usd_per_gpu_hour:  # the catalog's spot row
+            price = rel.spot_price_usd_per_gpu_hour * p.gpu_count
+        churn = scenario.reliability is not None
+        pools.append(replace(
+            p, unavailability=rel.unavailability if churn else 0.0,
+            spare_quantile=rel.quantile if churn else p.spare_quantile,
+            price_usd_per_hour=price))
     return problem.replace(pools=tuple(pools))
 
 
@@ -319,7 +331,8 @@ def _report(scenario: Scenario, inputs: Inputs, settings: SolverSettings,
         classes=tuple(classes), solver=report, verified=out.verified,
         hours=tuple(hours) if hours is not None else None, base_fleet=base,
         g_co2_per_hour=_r(g_total / max(len(checks), 1)),
-        capacities=_capacity_notes(inputs, out), notes=_notes(inputs, out), problem=out.problem)
+        capacities=_capacity_notes(inputs, out), notes=_notes(scenario, inputs, out),
+        problem=out.problem)
 
 
 def _capacity_notes(inputs: Inputs, out: LoopOutcome) -> tuple[CapacityNote, ...]:
@@ -328,7 +341,7 @@ def _capacity_notes(inputs: Inputs, out: LoopOutcome) -> tuple[CapacityNote, ...
                    if s > 0})
     notes = []
     for name, key, tier in used:
-        config, _, rest = key.partition("@")
+        config, region, _market = split_pool_name(key)
         base = problem.capacity.get((name, config, tier), 0.0)
         f = out.derate.get((config, tier), 1.0)
         res = inputs.results.get((name, config, tier))
@@ -337,13 +350,24 @@ def _capacity_notes(inputs: Inputs, out: LoopOutcome) -> tuple[CapacityNote, ...
         if at is not None:
             src += f" (P99 TTFT {at.ttft_p99_ms:.0f} ms at capacity)"
         notes.append(CapacityNote(name, config, tier.ttft_ms, round(base * f, 4), round(f, 4),
-                                  src, pool=key, region=rest.partition("/")[0],
+                                  src, pool=key, region=region,
                                   ttft_p99_ms_at_capacity=_r(at.ttft_p99_ms, 3)
                                   if at is not None else None))
     return tuple(notes)
 
 
-def _notes(inputs: Inputs, out: LoopOutcome) -> tuple[str, ...]:
+def _spot_price_source(scenario: Scenario, p: Any) -> str:
+    from fleetplan.scenario.reliability import entry, resolve
+
+    rel = resolve(scenario.reliability, p.config, p.gpu, p.gpu_count, p.market)
+    if rel is not None and rel.spot_price_source is not None \
+            and p.gpu not in scenario.prices_usd_per_gpu_hour:
+        return f"catalog spot row, {rel.spot_price_source}"
+    spec = entry(scenario.reliability, p.config, p.gpu, p.market)
+    return "catalog price" if spec is None else spec.price_source()
+
+
+def _notes(scenario: Scenario, inputs: Inputs, out: LoopOutcome) -> tuple[str, ...]:
     notes = [BURST_NOTE, *inputs.notes, *out.history]
     for p in inputs.problem.pools:
         if p.unavailability > 0:
@@ -351,6 +375,11 @@ def _notes(inputs: Inputs, out: LoopOutcome) -> tuple[str, ...]:
                          "the time (reliability block); the plan keeps the fewest spares k with "
                          f"P(more than k of the pool down) <= {p.spare_quantile:g} (binomial, "
                          "independent replicas)")
+    for p in inputs.problem.pools:
+        if p.market == "spot":
+            notes.append(f"spot: {p.key} at ${p.price_usd_per_hour:.4g} per replica-hour "
+                         f"({_spot_price_source(scenario, p)}); its replicas fail at the spot "
+                         "rate (reliability block or bundled spot default, docs/reliability.md)")
     if not out.verified:
         notes.append(f"NOT VERIFIED: after {out.rounds} round(s) the simulated plan still "
                      "misses an SLO or the carbon cap; classes marked met=false did not meet it")

@@ -209,11 +209,20 @@ def _pool(r: _Reader, d: Any, where: str) -> PoolRow:
     row = PoolRow(config=config, count=r.int_(d, "count", where),
                   region=r.opt_str(d, "region", where) or "EU27",
                   tier_ttft_p99_ms=r.opt_num(d, "tier_ttft_p99_ms", where),
-                  tier_tpot_p99_ms=r.opt_num(d, "tier_tpot_p99_ms", where))
+                  tier_tpot_p99_ms=r.opt_num(d, "tier_tpot_p99_ms", where),
+                  market=_market(r, d, where))
     pool = r.opt_str(d, "pool", where)
     if pool is not None and pool != row.pool:
         raise r.fail(f"{where}.pool", pool, f"the name of its config, region and tier ({row.pool})")
     return row
+
+
+def _market(r: _Reader, d: Mapping[str, Any], where: str) -> str | None:
+    """``fleet[].market`` (written for a spot pool only; absent: the default market)."""
+    market = r.opt_str(d, "market", where)
+    if market not in (None, "on-demand", "spot"):
+        raise r.fail(f"{where}.market", market, "on-demand or spot")
+    return None if market == "on-demand" else market
 
 
 def _pools(r: _Reader, items: list[Any], where: str) -> tuple[PoolRow, ...]:

@@ -16,6 +16,11 @@ from fleetplan.catalog.grid import DEFAULT_REGION
 from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.errors import FleetplanError, InputError
 from fleetplan.scenario.base import Strict, canon_config, check_region
+from fleetplan.scenario.reliability import Market
+
+SPOT_MARK = "~spot"
+"""What a pool name carries after its region for the spot market: ``2xRTX-4090@EU27~spot/200ms``
+(on-demand and unmarked pools keep ``config@region/tier``)."""
 
 
 class Pool(Strict):
@@ -38,6 +43,11 @@ class Pool(Strict):
     tier_tpot_p99_ms: float | None = Field(
         default=None, gt=0, description="the P99 TPOT of the pool's tier, in ms (default: none)",
         examples=[50])
+    market: Market | None = Field(
+        default=None, description="`on-demand` or `spot` (interruptible: the spot failure "
+        "rate and price, docs/reliability.md); a spot pool is named `config@region~spot`. "
+        "Default: the market of the pool's `reliability:` entry (on-demand without one)",
+        examples=["spot"])
 
     _c = field_validator("config")(classmethod(lambda cls, v: canon_config(v)))
     _r = field_validator("region")(classmethod(lambda cls, v: check_region(v)))
@@ -46,7 +56,8 @@ class Pool(Strict):
     def label(self) -> str:
         """``config@region`` (``config@region/200ms`` for a tier): how pools are named in
         outputs, splits and pins."""
-        return pool_label(self.config, self.region, self.tier_ttft_p99_ms, self.tier_tpot_p99_ms)
+        return pool_label(self.config, self.region, self.tier_ttft_p99_ms, self.tier_tpot_p99_ms,
+                          self.market)
 
     @property
     def hardware(self) -> HardwareConfig:
@@ -54,25 +65,37 @@ class Pool(Strict):
 
 
 def pool_label(config: str, region: str, ttft_p99_ms: float | None = None,
-               tpot_p99_ms: float | None = None) -> str:
-    """A pool's name: ``config@region``, with ``/200ms`` (``/200ms-tpot50ms``) for a tier."""
+               tpot_p99_ms: float | None = None, market: str | None = None) -> str:
+    """A pool's name: ``config@region``, with ``/200ms`` (``/200ms-tpot50ms``) for a tier and
+    ``~spot`` after the region for a spot pool (``2xRTX-4090@EU27~spot/200ms``)."""
+    where = f"{config}@{region}{SPOT_MARK if market == 'spot' else ''}"
     ttft = None if ttft_p99_ms is None or ttft_p99_ms == float("inf") else ttft_p99_ms
     if ttft is None and tpot_p99_ms is None:
-        return f"{config}@{region}"
+        return where
     tier = "any" if ttft is None else f"{ttft:g}ms"
     if tpot_p99_ms is not None:
         tier += f"-tpot{tpot_p99_ms:g}ms"
-    return f"{config}@{region}/{tier}"
+    return f"{where}/{tier}"
 
 
-_FLEET_RE = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+\s*[xX].+?)\s*(?:@\s*([A-Za-z0-9_-]+))?\s*$")
+def split_pool_name(name: str) -> tuple[str, str, str | None]:
+    """(config, region, market) of a pool name ``config@region[~spot][/tier]`` (market
+    ``None`` when unmarked)."""
+    config, _, rest = name.partition("@")
+    where = rest.partition("/")[0]
+    region, mark, market = where.partition("~")
+    return config, region, (market if mark else None)
+
+
+_FLEET_RE = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+\s*[xX].+?)\s*(?:@\s*([A-Za-z0-9_-]+))?"
+                       r"(~spot)?\s*$")
 
 
 def parse_fleet(text: str) -> list[Pool]:
-    """Parse a fleet spec: pools joined by ``+``, each ``<replicas>x<config>[@<region>]``.
+    """Parse a fleet spec: pools joined by ``+``, each ``<replicas>x<config>[@<region>][~spot]``.
 
     ``2x1xH100-PCIe+4x2xRTX-4090@FRA``: two 1xH100-PCIe replicas (region EU27) and four
-    2xRTX-4090 replicas in FRA.
+    2xRTX-4090 replicas in FRA (``4x2xRTX-4090@FRA~spot``: spot replicas).
     """
     pools = []
     for part in text.split("+"):
@@ -82,6 +105,8 @@ def parse_fleet(text: str) -> list[Pool]:
                              "e.g. 2x1xH100-PCIe or 4x2xRTX-4090@FRA, joined by +")
         data = {"config": m.group(2), "count": int(m.group(1)),
                 "region": m.group(3) or DEFAULT_REGION}
+        if m.group(4):
+            data["market"] = "spot"
         try:
             pools.append(Pool.model_validate(data))
         except ValidationError as exc:
@@ -92,18 +117,21 @@ def parse_fleet(text: str) -> list[Pool]:
 
 def match_pools(key: str, fleet: Sequence[Pool]) -> list[int]:
     """Indices of the pools a split/pin key names: ``config`` (any region), ``config@region``
-    (every tier there) or a full pool name with its tier (``config@region/200ms``)."""
+    (every tier there), ``config@region~spot`` (its spot pools) or a full pool name with its
+    tier (``config@region/200ms``)."""
     if "/" in key:
         exact = [i for i, p in enumerate(fleet) if p.label == key]
         if exact:
             return exact
     config, _, region = key.partition("@")
+    region, spot, _m = region.partition("~")
     try:
         canon = HardwareConfig.parse(config).name
     except (FleetplanError, ValidationError):
         canon = config
     hits = [i for i, p in enumerate(fleet)
-            if p.config == canon and (not region or p.region == region)]
+            if p.config == canon and (not region or p.region == region)
+            and (not spot or p.market == "spot")]
     if not hits:
         labels = ", ".join(p.label for p in fleet)
         raise InputError(f"{key} names no pool of the fleet (pools: {labels})")

@@ -137,13 +137,22 @@ def _default(gpu: str, market: str) -> Default:
     return DEFAULTS[(gpu_class(gpu), market)]
 
 
+MARKETS: tuple[str, ...] = ("on-demand", "spot")
+
+
 def canon_key(key: str) -> str:
-    """A ``reliability:`` key's canonical spelling: a configuration or a GPU type."""
+    """A ``reliability:`` key's canonical spelling: a configuration or a GPU type, optionally
+    with ``@<market>`` (``2xRTX-4090@spot``: that configuration's pools of that market only)."""
     from fleetplan.scenario.base import canon_config, canon_gpu
 
-    if "x" in key.split("-")[0].lower() and key[:1].isdigit():
-        return canon_config(key)
-    return canon_gpu(key)
+    name, at, market = key.partition("@")
+    if at and market not in MARKETS:
+        raise ValueError(f"reliability key {key}: unknown market {market!r} (valid: "
+                         f"{', '.join(MARKETS)})")
+    suffix = f"@{market}" if at else ""
+    if "x" in name.split("-")[0].lower() and name[:1].isdigit():
+        return canon_config(name) + suffix
+    return canon_gpu(name) + suffix
 
 
 @dataclass(frozen=True)
@@ -155,6 +164,10 @@ class PoolReliability:
     quantile: float
     source: str
     price_factor: float = 1.0  # spot: the catalog price times this
+    # spot with a catalog row of market ``spot`` for the GPU (and no spot_discount given): that
+    # row's price per GPU-hour and its source, used instead of the factor
+    spot_price_usd_per_gpu_hour: float | None = None
+    spot_price_source: str | None = None
 
     @property
     def unavailability(self) -> float:
@@ -166,22 +179,66 @@ class PoolReliability:
 
 
 def entry(block: Mapping[str, Reliability] | None, config: str,
-          gpu: str) -> Reliability | None:
-    """``config``'s entry of the block (its own, else its GPU type's), or ``None``."""
-    if not block:
+          gpu: str, market: str | None = None) -> Reliability | None:
+    """``config``'s entry of the block (its own, else its GPU type's), or ``None``.
+
+    ``market`` (a pool or candidate that names its market): ``config@market``, else
+    ``gpu@market``, else the config's or GPU's entry when it is of that market; else a record of
+    that market with the bundled default rate that keeps the entry's ``replace_s`` and
+    ``quantile``. A spot pool always fails (absent block: the bundled spot defaults); an
+    on-demand pool the block does not name never does. ``None``: the entry's own market (today's
+    behaviour: a ``market: spot`` entry makes its GPU type's pools spot)."""
+    base = (block.get(config) or block.get(gpu)) if block else None
+    if market is None:
+        return base
+    keyed = (block.get(f"{config}@{market}") or block.get(f"{gpu}@{market}")) if block else None
+    if keyed is not None:
+        return keyed if keyed.market == market else keyed.model_copy(update={"market": market})
+    if base is not None and base.market == market:
+        return base
+    if base is None and market != "spot":
         return None
-    return block.get(config) or block.get(gpu)
+    kept = {} if base is None else {"replace_s": base.replace_s, "quantile": base.quantile}
+    return Reliability(market=market, **kept)  # type: ignore[arg-type]
+
+
+def _catalog_spot_row(gpu: str) -> tuple[float, str] | None:
+    """The active catalog's ``spot`` market price of ``gpu`` and its source, if it has one."""
+    from fleetplan.catalog.prices import load_prices
+
+    for p in load_prices():
+        if p.gpu == gpu and p.market == "spot":
+            return p.price_usd_per_gpu_hour, f"spot {p.price_date}: {p.source}"
+    return None
 
 
 def resolve(block: Mapping[str, Reliability] | None, config: str, gpu: str,
-            gpu_count: int) -> PoolReliability | None:
-    """The failure model of ``config``'s replicas (its own entry, else its GPU's), or ``None``
-    when the block names neither (the pool never fails)."""
-    spec = entry(block, config, gpu)
+            gpu_count: int, market: str | None = None) -> PoolReliability | None:
+    """The failure model of ``config``'s replicas of ``market`` (:func:`entry`), or ``None``
+    when the pool never fails."""
+    spec = entry(block, config, gpu, market)
     if spec is None:
         return None
+    row = (_catalog_spot_row(gpu) if spec.market == "spot" and spec.spot_discount is None
+           else None)
     return PoolReliability(spec.rate_per_hour(gpu, gpu_count), spec.down_s(gpu), spec.quantile,
-                           spec.source(gpu), spec.price_factor)
+                           spec.source(gpu), spec.price_factor,
+                           None if row is None else row[0], None if row is None else row[1])
+
+
+def pool_price(rel: Reliability | None, gpu: str, per_gpu: float, source: str,
+               overridden: bool) -> tuple[float, str]:
+    """A pool's price per GPU-hour and its source: the catalog's (``per_gpu``, ``source``) for
+    on-demand; for spot, the catalog's ``spot`` row of the GPU when there is one (and neither a
+    ``spot_discount`` nor a scenario price is given), else ``per_gpu`` less the discount."""
+    if rel is None or rel.market != "spot":
+        return per_gpu, source
+    row = None if overridden or rel.spot_discount is not None else _catalog_spot_row(gpu)
+    if row is not None:
+        return row[0], row[1]
+    if rel.price_factor == 1.0:
+        return per_gpu, source
+    return per_gpu * rel.price_factor, f"{source}; {rel.price_source()}"
 
 
 def unavailability(failures_per_hour: float, replace_s: float) -> float:
