@@ -12,9 +12,12 @@ time, fitted across models so they carry over to a model never measured: an opt-
 ``predict(..., efficiency="transfer")``; docs/catalogs.md has its leave-one-model-out errors).
 
 Named assumptions (documented in docs/replica-model.md): vLLM 0.8.5 V1 defaults for the OpenAI
-server (``max_num_seqs`` 256, ``max_num_batched_tokens`` 2048, block size 16,
-``gpu_memory_utilization`` 0.9), weights split evenly over the tensor-parallel group, KV heads
-split over it (replicated when fewer than the group), fp16 KV cache.
+server on a device below 70 GiB (``max_num_seqs`` 256, ``max_num_batched_tokens`` 2048, block
+size 16, ``gpu_memory_utilization`` 0.9), used for every GPU unless a version is named: 0.8.5
+gives devices of >= 70 GiB (the study's H100 PCIe) 1024 and 8192 (``vllm/engine/arg_utils.py``
+1596-1602; refitting the H100 configurations with those was measured and not adopted, see
+docs/replica-model.md), weights split evenly over the tensor-parallel group, KV heads split over
+it (replicated when fewer than the group), fp16 KV cache.
 """
 
 from __future__ import annotations
