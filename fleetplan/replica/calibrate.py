@@ -214,9 +214,15 @@ def fit_many(groups: Sequence[list[MeasuredRun]], *, lengths: LengthModel | None
         order = sorted(range(len(args)), key=lambda i: -len(args[i][0]))
         ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
         with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as ex:
-            for r in ex.map(_fit_job, [args[i] for i in order]):
-                results.append(r)
-                advance(1)
+            try:
+                for r in ex.map(_fit_job, [args[i] for i in order]):
+                    results.append(r)
+                    advance(1)
+            except BaseException:  # Ctrl-C: stop the running fits and drop the queued ones
+                for proc in list((getattr(ex, "_processes", None) or {}).values()):
+                    proc.terminate()  # (before shutdown, which forgets them; exit waited)
+                ex.shutdown(wait=False, cancel_futures=True)
+                raise
     out: list[FitResult | None] = [None] * len(args)
     for i, r in zip(order, results, strict=True):
         out[i] = r
