@@ -19,7 +19,7 @@ from fleetplan.errors import FleetplanError, InputError, UnknownNameError
 from fleetplan.scenario.base import Strict, canon_gpu, check_region
 from fleetplan.scenario.fleet import Pool, match_pools
 from fleetplan.scenario.messages import format_validation_error
-from fleetplan.scenario.reliability import Reliability, canon_key
+from fleetplan.scenario.reliability import Reliability, canon_key, keyed_markets
 from fleetplan.scenario.settings import (
     Candidate,
     CapacitySettings,
@@ -212,6 +212,11 @@ class Scenario(Strict):
     @classmethod
     def _power(cls, v: dict[str, float]) -> dict[str, float]:
         return {canon_gpu(k): w for k, w in v.items()}
+
+    @field_validator("reliability", mode="before")
+    @classmethod
+    def _reliability_markets(cls, v: Any) -> Any:
+        return keyed_markets(v)
 
     @field_validator("reliability")
     @classmethod
