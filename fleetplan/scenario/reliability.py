@@ -23,7 +23,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -138,6 +138,24 @@ def _default(gpu: str, market: str) -> Default:
 
 
 MARKETS: tuple[str, ...] = ("on-demand", "spot")
+
+
+def keyed_markets(block: Any) -> Any:
+    """A raw ``reliability:`` block whose ``config@market`` entries take the key's market (an
+    entry that names another market is refused)."""
+    if not isinstance(block, Mapping):
+        return block
+    out = {}
+    for key, spec in block.items():
+        market = str(key).partition("@")[2]
+        if market and isinstance(spec, Mapping):
+            given = spec.get("market")
+            if given is not None and given != market:
+                raise ValueError(f"reliability.{key}.market = {given}: the key names market "
+                                 f"{market}")
+            spec = {**spec, "market": market} if market in MARKETS else spec
+        out[key] = spec
+    return out
 
 
 def canon_key(key: str) -> str:

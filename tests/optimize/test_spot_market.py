@@ -1,0 +1,154 @@
+"""Spot (interruptible) consumer pools as candidates beside on-demand ones (issue 13).
+
+A candidate names its market; the MILP may open both markets of one configuration and split a
+class over them. Spot pools fail at the spot rate (their own ``config@spot`` entry, else the
+bundled spot default) and cost the spot price (the catalog's ``spot`` row, else the discount).
+Pool names of the default market do not change; a spot pool is ``config@region~spot/tier``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from optimize_helpers import H100, R2, synth_problem
+
+from fleetplan.errors import InputError
+from fleetplan.optimize.milp import solve_problem
+from fleetplan.optimize.plan import FleetEntry, Plan
+from fleetplan.optimize.problem import Tier
+from fleetplan.optimize.solvers import SolverSettings
+from fleetplan.report.plan_file import plan_from_dict
+from fleetplan.scenario import Scenario, scenario_from_dict
+from fleetplan.scenario.fleet import parse_fleet, split_pool_name
+from fleetplan.scenario.reliability import DEFAULTS, resolve, unavailability
+
+ROOT = Path(__file__).resolve().parents[2]
+EXACT = SolverSettings("cbc", time_limit_s=30, gap=0.0)
+
+
+def _hybrid(candidates: list) -> dict:
+    data = yaml.safe_load((ROOT / "examples" / "hybrid-churn.yaml").read_text())
+    data["candidates"] = candidates
+    data["sim"] = {"duration_s": 300, "warmup_s": 30, "seed": 7, "replications": 1}  # quick
+    return data
+
+
+BOTH = ["1xH100-PCIe", "2xRTX-4090", {"config": "2xRTX-4090", "market": "spot"}]
+
+
+def test_default_market_pool_names_do_not_change_and_spot_ones_are_marked() -> None:
+    tier = Tier(200.0)
+    assert FleetEntry.of_pool("1xH100-PCIe@EU27/200ms", 2, tier).pool == "1xH100-PCIe@EU27/200ms"
+    spot = FleetEntry.of_pool("2xRTX-4090@FRA~spot/200ms", 3, tier)
+    assert (spot.config, spot.region, spot.market) == ("2xRTX-4090", "FRA", "spot")
+    assert spot.pool == "2xRTX-4090@FRA~spot/200ms"
+    assert spot.to_dict()["market"] == "spot"
+    assert "market" not in FleetEntry.of_pool("2xRTX-4090@FRA/200ms", 3, tier).to_dict()
+    assert split_pool_name("2xRTX-4090@EU27~spot") == ("2xRTX-4090", "EU27", "spot")
+    pools = parse_fleet("4x2xRTX-4090@FRA~spot+1x1xH100-PCIe")
+    assert [p.label for p in pools] == ["2xRTX-4090@FRA~spot", "1xH100-PCIe@EU27"]
+
+
+def test_the_plan_reader_reads_the_market_back_and_checks_the_pool_name() -> None:
+    entry = FleetEntry.of_pool("2xRTX-4090@EU27~spot/2000ms", 8, Tier(2000.0), spare=2)
+    doc = {"status": "optimal", "fleet": [entry.to_dict()], "cost_per_hour_usd": 2.0,
+           "cost_per_mtok_usd": 1.0, "g_co2_per_mtok": 1.0, "verified": True,
+           "classes": [{"name": "batch", "rate_rps": 14, "slo_ttft_p99_ms": 2000,
+                        "ttft_p99_ms": 1000, "met": True, "split": {entry.pool: 1.0}}],
+           "solver": {"name": "cbc", "status": "optimal", "seconds": None, "gap": 0.01,
+                      "rounds": 1, "time_limit_s": 10}}
+    row = plan_from_dict(doc).fleet[0]
+    assert (row.market, row.pool) == ("spot", "2xRTX-4090@EU27~spot/2000ms")
+    assert Plan.from_dict(doc).fleet[0].scenario_pool()["market"] == "spot"
+    doc["fleet"][0]["market"] = "on-demand"  # the name says spot: a broken file
+    with pytest.raises(InputError, match=r"fleet\[0\]\.pool"):
+        plan_from_dict(doc)
+    doc["fleet"][0]["market"] = "preemptible"
+    with pytest.raises(InputError, match=r"fleet\[0\]\.market"):
+        plan_from_dict(doc)
+
+
+def test_a_spot_pool_fails_at_the_spot_rate_unless_its_own_entry_says_otherwise() -> None:
+    sc = Scenario.model_validate(_hybrid(BOTH))
+    spot = resolve(sc.reliability, "2xRTX-4090", "RTX-4090", 2, "spot")
+    on_demand = resolve(sc.reliability, "2xRTX-4090", "RTX-4090", 2, None)
+    assert on_demand is not None and on_demand.failures_per_hour == 0.05  # the RTX-4090 entry
+    assert spot is not None and spot.replace_s == 600.0
+    assert spot.failures_per_hour == 2 * DEFAULTS[("consumer", "spot")].failures_per_gpu_hour
+    assert spot.price_factor == 0.5 and on_demand.price_factor == 1.0
+    data = _hybrid(BOTH)
+    data["reliability"]["2xrtx-4090@spot"] = {"failures_per_replica_hour": 0.3,
+                                             "spot_discount": 0.7}
+    sc = Scenario.model_validate(data)
+    assert "2xRTX-4090@spot" in sc.reliability
+    own = resolve(sc.reliability, "2xRTX-4090", "RTX-4090", 2, "spot")
+    assert own is not None and own.failures_per_hour == 0.3
+    assert own.price_factor == pytest.approx(0.3)
+
+
+def test_a_reliability_key_with_an_unknown_market_is_one_line() -> None:
+    data = _hybrid(BOTH)
+    data["reliability"]["RTX-4090@reserved"] = {}
+    with pytest.raises(InputError) as exc:
+        scenario_from_dict(data, "s.yaml")
+    msg = str(exc.value)
+    assert "s.yaml" in msg and "RTX-4090@reserved" in msg and "\n" not in msg
+
+
+spot_law = settings(max_examples=8, deadline=None, derandomize=True,
+                    suppress_health_check=[HealthCheck.too_slow])
+
+
+@spot_law
+@given(rate=st.floats(2.0, 30.0), discount=st.floats(0.0, 0.9),
+       u=st.sampled_from([0.0, 0.01, 0.05, 0.2]))
+def test_offering_spot_in_addition_never_makes_the_plan_dearer(rate: float, discount: float,
+                                                                u: float) -> None:
+    base = synth_problem([("chat", 2.0, 150.0, 1.0), ("batch", rate, 2000.0, 1.0)],
+                         pools=(H100, replace(R2, unavailability=unavailability(0.05, 600))))
+    spot = replace(R2, market="spot", unavailability=u,
+                   price_usd_per_hour=R2.price_usd_per_hour * (1 - discount))
+    alone, both = solve_problem(base, EXACT), solve_problem(
+        base.replace(pools=(*base.pools, spot)), EXACT)
+    assert alone.has_plan and both.has_plan
+    assert both.cost_per_day_usd <= alone.cost_per_day_usd + 1e-6
+
+
+def test_both_markets_solve_to_the_cheaper_mix_verified_with_churn_and_replayed(
+        tmp_path: Path, capacity_cache_dir: str, cli) -> None:
+    from fleetplan import solve
+
+    sc_both = Scenario.model_validate(_hybrid(BOTH))
+    sc_od = Scenario.model_validate(_hybrid(["1xH100-PCIe", "2xRTX-4090"]))
+    both = solve(sc_both, executor="serial", cache_dir=capacity_cache_dir, max_trims=0)
+    od = solve(sc_od, executor="serial", cache_dir=capacity_cache_dir, max_trims=0)
+    assert both.verified and od.verified
+    # spot costs half at four times the churn: the spares it needs cost less than the discount
+    assert both.cost_per_hour_usd < od.cost_per_hour_usd
+    spot = [e for e in both.fleet if e.market == "spot"]
+    assert spot and all(e.pool.startswith("2xRTX-4090@EU27~spot/") for e in spot)
+    assert all(e.spare and e.spare > 0 for e in spot)
+    assert any(n.startswith("spot: 2xRTX-4090@EU27~spot at $") for n in both.notes)
+    # the on-demand answer's names are today's
+    assert {e.pool for e in od.fleet} <= {"1xH100-PCIe@EU27/150ms", "2xRTX-4090@EU27/2000ms"}
+    # simulate --plan replays the spot pools with their spot price and failures
+    scen = tmp_path / "both.yaml"
+    scen.write_text(yaml.safe_dump(_hybrid(BOTH), sort_keys=False))
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(both.to_dict(timing=False)))
+    res = cli("simulate", str(scen), "--plan", str(plan), "--format", "json")
+    assert res.exit_code == 0, res.stderr
+    out = json.loads(res.stdout)
+    pools = {p["label"]: p for p in out["pools"]}
+    for e in spot:
+        p = pools[e.pool]
+        assert p["count"] == e.count
+        assert p["price_usd_per_gpu_hour"] == pytest.approx(0.25 * 0.5)  # catalog x (1 - 0.5)
+        assert f"pool {e.pool}: 0.2 failures per replica-hour" in " ".join(out["notes"])
+    assert all(c["slo_met"] for c in out["classes"])
