@@ -81,6 +81,10 @@ def step(progress: Progress | None, name: str,
     p.start(name, total)
     try:
         yield advance
+    except KeyboardInterrupt as exc:  # the innermost step names what Ctrl-C interrupted
+        if not hasattr(exc, "fleetplan_step"):
+            exc.fleetplan_step = name  # type: ignore[attr-defined]
+        raise
     finally:
         p.finish(name)
 

@@ -58,3 +58,18 @@ def test_help_still_prints_the_usage(cli: Any) -> None:
     r = cli("simulate", "--help")
     assert r.exit_code == 0 and r.stdout.startswith("Usage: fleetplan simulate")
     assert cli("--help").exit_code == 0
+
+
+def test_ctrl_c_names_the_library_step_it_interrupted(cli: Any, tmp_path: Path,
+                                                      monkeypatch: Any) -> None:
+    import fleetplan.replica.calibrate as calibrate
+
+    def interrupted(job: Any) -> Any:  # as if Ctrl-C came during the first fit
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(calibrate, "_fit_job", interrupted)
+    out = tmp_path / "cal.json"
+    r = cli("calibrate", "--jobs", "1", "--out", str(out), "--quiet")
+    assert r.exit_code == 130 and r.stderr.count("\n") == 1, r.stderr
+    assert "interrupted (Ctrl-C) during calibrate (configuration fits)" in r.stderr
+    assert not out.exists()

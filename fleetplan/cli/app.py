@@ -8,7 +8,8 @@ any :class:`~fleetplan.errors.FleetplanError` into one line on stderr and its ex
 for an infeasible plan), never a traceback. Every other way a command ends is one line too: a
 usage error (an option out of its range, a missing argument; click would print its usage
 block) is ``fleetplan: error: ...`` naming the option and value, exit 2; Ctrl-C is
-``fleetplan: interrupted (Ctrl-C) during COMMAND ...``, exit 130 (typer's own handling would
+``fleetplan: interrupted (Ctrl-C) during COMMAND (STEP) ...`` (the library's progress step
+running, where one was), exit 130 (typer's own handling would
 exit 130 in silence), nothing half-written since outputs are written atomically.
 """
 
@@ -36,9 +37,9 @@ class _Interrupted(BaseException):
     nothing said) to :func:`main`. A BaseException, like KeyboardInterrupt: no ``except
     Exception`` on the way may swallow it."""
 
-    def __init__(self, command: str | None) -> None:
-        super().__init__(command)
-        self.command = command
+    def __init__(self, command: str | None, step: str | None = None) -> None:
+        super().__init__(command, step)
+        self.command, self.step = command, step
 
 
 class _UsageLine(BaseException):
@@ -127,8 +128,10 @@ class _LazyGroup(TyperGroup):
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
-        except KeyboardInterrupt:  # anywhere in a command that does not keep a partial result
-            raise _Interrupted(ctx.invoked_subcommand) from None
+        except KeyboardInterrupt as exc:  # in a command that does not keep a partial result
+            # the library's innermost progress step (fleetplan._progress.step) names itself
+            raise _Interrupted(ctx.invoked_subcommand,
+                               getattr(exc, "fleetplan_step", None)) from None
         except ClickException as exc:  # a command's options, or raised by the command itself
             raise _usage_line(exc) from None
 
@@ -192,8 +195,9 @@ def main(argv: list[str] | None = None) -> int:
         code = exc.code
         return code if isinstance(code, int) else (0 if code is None else 1)
     except (KeyboardInterrupt, _Interrupted) as exc:  # Ctrl-C, but in bench (a partial result)
-        during = (f" during {exc.command}" if isinstance(exc, _Interrupted) and exc.command
-                  else "")
+        during = ""
+        if isinstance(exc, _Interrupted) and exc.command:
+            during = f" during {exc.command}" + (f" ({exc.step})" if exc.step else "")
         print(f"fleetplan: interrupted (Ctrl-C){during}; files are written atomically, so "
               "none is half-written", file=sys.stderr)
         return 130

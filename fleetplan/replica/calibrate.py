@@ -214,14 +214,17 @@ def fit_many(groups: Sequence[list[MeasuredRun]], *, lengths: LengthModel | None
         order = sorted(range(len(args)), key=lambda i: -len(args[i][0]))
         ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
         with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as ex:
+            futures = [ex.submit(_fit_job, args[i]) for i in order]
             try:
-                for r in ex.map(_fit_job, [args[i] for i in order]):
-                    results.append(r)
+                for fut in futures:
+                    results.append(fut.result())
                     advance(1)
-            except BaseException:  # Ctrl-C: stop the running fits and drop the queued ones
+            except BaseException:  # Ctrl-C: stop the running fits, fail the queued ones (the
+                # exit waited for them all). Not ex.map: it cancels its futures, and the broken
+                # pool then fails on them (InvalidStateError in its thread, Python 3.11)
                 for proc in list((getattr(ex, "_processes", None) or {}).values()):
-                    proc.terminate()  # (before shutdown, which forgets them; exit waited)
-                ex.shutdown(wait=False, cancel_futures=True)
+                    proc.terminate()
+                ex.shutdown(wait=False)
                 raise
     out: list[FitResult | None] = [None] * len(args)
     for i, r in zip(order, results, strict=True):
