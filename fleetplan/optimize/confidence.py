@@ -1,18 +1,24 @@
 """Plans robust to the replica model's own error: ``solve --confidence P``.
 
-The replica model's P99 TTFT is wrong by a measured amount (``fleetplan validate --cv``,
-``docs/validation.md``): the median absolute error of ``ttft_p99_ms`` per GPU type, from
-leave-one-rate-out cross-validation for calibrated configurations and from leave-one-config-out
-(the spec-based path) for uncalibrated ones (:data:`MODEL_ERROR_PCT`). The model: the true P99 is
+The replica model's P99 TTFT is wrong by a measured amount. Calibrated configurations: the
+median absolute error of ``ttft_p99_ms`` per GPU type from leave-one-rate-out cross-validation
+(``fleetplan validate --cv``, ``docs/validation.md``; :data:`MODEL_ERROR_PCT`); the true P99 is
 the predicted one times ``exp(e)``, ``e ~ Normal(0, sigma)`` with ``sigma`` the one whose median
-``|e|`` (``0.6745 sigma``) matches the measured median error: ``sigma = ln(1 + m) / 0.6745``.
+``|e|`` (``0.6745 sigma``) matches the measured median error: ``sigma = ln(1 + m) / 0.6745``;
+at confidence ``P`` latencies are taken ``f = exp(z_P sigma)`` times worse (``z_P``: the
+standard normal quantile; ``f = 1`` for ``P <= 0.5``). Uncalibrated (spec-based) configurations
+(:func:`spec_error`): the spec path's held-out errors of ``data/spec_errors.json``
+(:mod:`fleetplan.validate.bands`; leave-one-config-out for a model measured on other
+configurations, leave-one-model-out for one never measured, and leave-one-gpu-out for a GPU
+type with no measured row), ``f`` its :func:`~fleetplan.validate.bands.safety_factor` at ``P``.
+The plan's notes name the table of each configuration's margin.
 
-At confidence ``P`` a configuration's latencies are taken ``f = exp(z_P sigma)`` times worse
-(``z_P``: the standard normal quantile; ``f = 1`` for ``P <= 0.5``): its capacities are measured
+With its factor ``f`` a configuration's capacities are measured
 at every SLO divided by ``f`` (:func:`confident_inputs`), the plan's simulation must meet the SLOs
 divided by the largest ``f`` of the pools a class uses, and each class reports ``margin_ms``
-(``SLO x (1 - 1/f)``) and ``slo_met_probability`` (``Phi(ln(SLO / simulated P99) / sigma)``,
-the smallest over its pools). Off (``confidence=None``), nothing here runs.
+(``SLO x (1 - 1/f)``) and ``slo_met_probability`` (``Phi((ln(SLO / simulated P99) + bias) /
+sigma)``, ``bias`` 0 but for the spec path's median error; the smallest over its pools).
+Off (``confidence=None``), nothing here runs.
 
 Main entries: :func:`margins` (scenario, configurations, ``P`` -> :class:`Margins`),
 :func:`confident_inputs` and :func:`tighten`.
@@ -55,6 +61,10 @@ class ConfigError:
     sigma: float
     factor: float
     source: str
+    # mean of ln(predicted / measured) (0 for the validation tables; the spec path's median
+    # error from data/spec_errors.json otherwise): the true P99 is the predicted one times
+    # exp(-x), x ~ Normal(bias, sigma)
+    bias: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -76,7 +86,7 @@ class Margins:
             return None
         if p99_ms is None or not math.isfinite(p99_ms) or p99_ms <= 0:
             return 0.0
-        probs = [float(ndtr(math.log(slo_ms / p99_ms) / e.sigma)) if e.sigma > 0
+        probs = [float(ndtr((math.log(slo_ms / p99_ms) + e.bias) / e.sigma)) if e.sigma > 0
                  else float(p99_ms <= slo_ms) for c in configs if (e := self.configs[c])]
         return min(probs) if probs else None
 
@@ -109,19 +119,66 @@ def latency_factor(confidence: float, median_abs_error_pct: float) -> float:
 
 
 def margins(scenario: Scenario, configs: Iterable[str], confidence: float) -> Margins:
-    """Each configuration's error (calibrated or spec-based) and its latency factor at
-    ``confidence``."""
+    """Each configuration's error and its latency factor at ``confidence``: a calibrated one's
+    from docs/validation.md's tables (:func:`model_error`), an uncalibrated (spec-based) one's
+    from the spec path's held-out errors (:func:`spec_error`)."""
     from fleetplan.catalog.hardware import HardwareConfig
+    from fleetplan.profiles.store import load_profiles
     from fleetplan.replica.params import replica_params
 
     check_confidence(confidence)
     out = {}
+    # a model measured on some configuration: an unmeasured one of it is a held-out config;
+    # a model never measured (a config.json): a held-out model
+    fold = ("leave-one-config-out" if load_profiles().configs(scenario.model)
+            else "leave-one-model-out")
     for config in sorted(set(configs)):
         calibrated = replica_params(scenario.model, config).calibrated
-        m, src = model_error(HardwareConfig.parse(config).gpu, calibrated)
+        gpu = HardwareConfig.parse(config).gpu
+        if not calibrated:
+            out[config] = spec_error(config, gpu, confidence, fold)
+            continue
+        m, src = model_error(gpu, calibrated)
         out[config] = ConfigError(config, calibrated, m, sigma_of(m),
                                   latency_factor(confidence, m), src)
     return Margins(confidence, out)
+
+
+Z_90 = 1.2815515655446004  # the standard normal's 90th percentile
+
+
+def spec_error(config: str, gpu: str, confidence: float,
+               fold: str = "leave-one-model-out") -> ConfigError:
+    """The error of a spec-based (uncalibrated) configuration's P99 TTFT, from
+    ``data/spec_errors.json`` (:mod:`fleetplan.validate.bands`): ``fold``'s row of its GPU type,
+    or, for a GPU type with no measured row, the leave-one-gpu-out errors of all GPU types. The
+    factor is :func:`~fleetplan.validate.bands.safety_factor` at ``confidence`` (1 below 0.5);
+    ``slo_met_probability`` takes ``ln(1 + e)`` normal through the table's 10/50/90th
+    percentiles of the signed error ``e = predicted / measured - 1``."""
+    from fleetplan.validate.bands import error_table, safety_factor
+
+    t = error_table()
+    q, basis = t.quantiles(gpu, "ttft_p99_ms", fold)
+    f = (1.0 if confidence < 0.5
+         else safety_factor(gpu, "ttft_p99_ms", confidence=confidence, fold=fold, table=t))
+    sigma = (math.log1p(q.p90) - math.log1p(q.p10)) / (2 * Z_90)
+    median_abs = _median_abs_pct(t.path, basis, gpu, fold) or abs(q.p50) * 100.0
+    src = (f"data/spec_errors.json (spec path, uncalibrated): {basis}; factor at the "
+           f"{confidence:g} quantile of those errors")
+    return ConfigError(config, False, median_abs, sigma, f, src, bias=math.log1p(q.p50))
+
+
+def _median_abs_pct(path: Any, basis: str, gpu: str, fold: str) -> float | None:
+    """The table's ``median_abs_pct`` of the row ``basis`` names, if it states one."""
+    import json
+
+    from fleetplan.validate.bands import POOLED, UNMEASURED_GPU_FOLD
+
+    folds = json.loads(path.read_text(encoding="utf-8")).get("folds", {})
+    row = (folds.get(fold, {}).get(gpu) if not basis.startswith(UNMEASURED_GPU_FOLD)
+           else folds.get(UNMEASURED_GPU_FOLD, {}).get(POOLED))
+    got = (row or {}).get("ttft_p99_ms", {}).get("median_abs_pct")
+    return float(got) if isinstance(got, int | float) else None
 
 
 def scale_slos(scenario: Scenario, f: float, names: Iterable[str] | None = None) -> Scenario:
@@ -148,8 +205,12 @@ def confident_inputs(scenario: Scenario, inputs: Any, m: Margins, **build: Any) 
     results = dict(inputs.results)
     cands = candidate_configs(scenario)
     by_factor: dict[float, list[tuple[str, list[str], int | None]]] = {}
+    seen: set[str] = set()
     for cand in cands:
         f = m.configs[cand[0]].factor
+        if cand[0] in seen:  # one configuration in two markets: its capacities are one
+            continue
+        seen.add(cand[0])
         if f > 1.0:
             by_factor.setdefault(f, []).append(cand)
     for f, group in sorted(by_factor.items()):
