@@ -103,9 +103,9 @@ def cli_reference() -> str:
              "(3 when a plan is infeasible), usage errors included (an option value out of its "
              "range, a missing argument: `fleetplan: error: Invalid value for '--num-prompts': "
              "... (see: fleetplan bench --help)`). Ctrl-C ends any command with one line, "
-             "`fleetplan: interrupted (Ctrl-C) during COMMAND ...`, and exit code 130; outputs "
-             "are written atomically, so none is half-written (`bench` writes its partial "
-             "result).", "", "| command | what it does |", "| --- | --- |"]
+             "`fleetplan: interrupted (Ctrl-C) during COMMAND (STEP) ...`, and exit code 130; "
+             "outputs are written atomically, so none is half-written (`bench` writes its "
+             "partial result).", "", "| command | what it does |", "| --- | --- |"]
     for path, summary, _ in entries[1:]:
         anchor = "-".join(path)
         lines.append(f"| [`{' '.join(path)}`](#{anchor}) | {_cell(summary)} |")
