@@ -144,7 +144,8 @@ def bench(
     """Benchmark a running server as vllm bench serve does; write vLLM-shaped results.
 
     Example: fleetplan bench --endpoint http://127.0.0.1:8000 --model my-model --sweep 8,4,2,1
-    --num-prompts 200 --out results.jsonl --ingest --gpu H100-SXM --gpu-count 1
+    --num-prompts 200 --out results.jsonl --ingest --model-config my-model/ --gpu H100-SXM
+    --gpu-count 1
 
     With --ingest the model must be one the catalog knows (--catalog, --model-config add
     one), checked before measuring; a result the store refuses is one line on stderr, the
