@@ -152,3 +152,34 @@ def test_both_markets_solve_to_the_cheaper_mix_verified_with_churn_and_replayed(
         assert p["price_usd_per_gpu_hour"] == pytest.approx(0.25 * 0.5)  # catalog x (1 - 0.5)
         assert f"pool {e.pool}: 0.2 failures per replica-hour" in " ".join(out["notes"])
     assert all(c["slo_met"] for c in out["classes"])
+
+
+def test_a_catalog_spot_row_prices_spot_pools_unless_a_discount_is_given(tmp_path: Path) -> None:
+    from fleetplan.fleet.pools import build_pools
+    from fleetplan.optimize.problem import PlanProblem
+    from fleetplan.optimize.problem import Pool as Candidate
+    from fleetplan.optimize.solve import with_reliability
+
+    cat = tmp_path / "cat"
+    cat.mkdir()
+    (cat / "prices.csv").write_text("gpu,market,price_usd_per_gpu_hour,price_date,source\n"
+                                    "RTX-4090,spot,0.09,2025-06,a marketplace's spot listing\n")
+    data = _hybrid(BOTH)
+    data["catalog"] = str(cat)
+    data["fleet"] = [{"config": "2xRTX-4090", "count": 2, "market": "spot"},
+                     {"config": "2xRTX-4090", "count": 2}]
+    sc = scenario_from_dict(data)
+    with sc.data_context().activate():
+        spot, od = build_pools(sc, sc.fleet or [])
+        cand = Candidate("2xRTX-4090", "EU27", "RTX-4090", 2, 0.5, 900.0, 242.0, market="spot")
+        base = synth_problem([("batch", 4.0, 2000.0, 1.0)], pools=(cand,))
+        priced = with_reliability(sc, base).pools[0]
+        data["reliability"]["2xRTX-4090@spot"] = {"spot_discount": 0.6}
+        discounted = with_reliability(scenario_from_dict(data), base).pools[0]
+    assert spot.label == "2xRTX-4090@EU27~spot" and od.label == "2xRTX-4090@EU27"
+    assert spot.economics.price_usd_per_gpu_hour == 0.09
+    assert "a marketplace's spot listing" in spot.economics.price_source
+    assert od.economics.price_usd_per_gpu_hour == 0.25  # the on-demand pool: the catalog's
+    assert isinstance(base, PlanProblem) and priced.price_usd_per_hour == pytest.approx(0.18)
+    assert discounted.price_usd_per_hour == pytest.approx(0.5 * 0.4)  # the given discount wins
+    assert priced.unavailability == pytest.approx(unavailability(0.2, 600))
