@@ -137,6 +137,8 @@ def test_both_markets_solve_to_the_cheaper_mix_verified_with_churn_and_replayed(
     assert any(n.startswith("spot: 2xRTX-4090@EU27~spot at $") for n in both.notes)
     # the on-demand answer's names are today's
     assert {e.pool for e in od.fleet} <= {"1xH100-PCIe@EU27/150ms", "2xRTX-4090@EU27/2000ms"}
+    assert all("market" not in e for e in od.to_dict()["fleet"])
+    assert not any("~spot" in n or n.startswith("spot:") for n in od.notes)
     # simulate --plan replays the spot pools with their spot price and failures
     scen = tmp_path / "both.yaml"
     scen.write_text(yaml.safe_dump(_hybrid(BOTH), sort_keys=False))
