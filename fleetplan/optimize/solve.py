@@ -52,6 +52,7 @@ from fleetplan.optimize.solvers import SolverSettings
 from fleetplan.optimize.verify import ClassCheck, HourCheck, verify_plan
 from fleetplan.scenario import Scenario
 from fleetplan.scenario.fleet import split_pool_name
+from fleetplan.scenario.reliability import spot_price_source
 
 BURST_NOTE = ("capacities are sustained per-replica rates of the replica model in steady state "
               "(fresh prompts, warm-up excluded), not the measured runs' nominal rates: those "
@@ -356,17 +357,6 @@ def _capacity_notes(inputs: Inputs, out: LoopOutcome) -> tuple[CapacityNote, ...
     return tuple(notes)
 
 
-def _spot_price_source(scenario: Scenario, p: Any) -> str:
-    from fleetplan.scenario.reliability import entry, resolve
-
-    rel = resolve(scenario.reliability, p.config, p.gpu, p.gpu_count, p.market)
-    if rel is not None and rel.spot_price_source is not None \
-            and p.gpu not in scenario.prices_usd_per_gpu_hour:
-        return f"catalog spot row, {rel.spot_price_source}"
-    spec = entry(scenario.reliability, p.config, p.gpu, p.market)
-    return "catalog price" if spec is None else spec.price_source()
-
-
 def _notes(scenario: Scenario, inputs: Inputs, out: LoopOutcome) -> tuple[str, ...]:
     notes = [BURST_NOTE, *inputs.notes, *out.history]
     for p in inputs.problem.pools:
@@ -377,8 +367,10 @@ def _notes(scenario: Scenario, inputs: Inputs, out: LoopOutcome) -> tuple[str, .
                          "independent replicas)")
     for p in inputs.problem.pools:
         if p.market == "spot":
+            src = spot_price_source(scenario.reliability, p.config, p.gpu, p.gpu_count,
+                                    p.gpu in scenario.prices_usd_per_gpu_hour)
             notes.append(f"spot: {p.key} at ${p.price_usd_per_hour:.4g} per replica-hour "
-                         f"({_spot_price_source(scenario, p)}); its replicas fail at the spot "
+                         f"({src}); its replicas fail at the spot "
                          "rate (reliability block or bundled spot default, docs/reliability.md)")
     if not out.verified:
         notes.append(f"NOT VERIFIED: after {out.rounds} round(s) the simulated plan still "

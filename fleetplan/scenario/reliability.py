@@ -259,6 +259,16 @@ def pool_price(rel: Reliability | None, gpu: str, per_gpu: float, source: str,
     return per_gpu * rel.price_factor, f"{source}; {rel.price_source()}"
 
 
+def spot_price_source(block: Mapping[str, Reliability] | None, config: str, gpu: str,
+                      gpu_count: int, overridden: bool) -> str:
+    """Where a spot pool's price comes from (the plan's notes)."""
+    rel = resolve(block, config, gpu, gpu_count, "spot")
+    if rel is not None and rel.spot_price_source is not None and not overridden:
+        return f"catalog spot row, {rel.spot_price_source}"
+    spec = entry(block, config, gpu, "spot")
+    return "catalog price" if spec is None else spec.price_source()
+
+
 def unavailability(failures_per_hour: float, replace_s: float) -> float:
     """Steady-state share of time a replica is down: ``lambda R / (1 + lambda R)``."""
     lr = failures_per_hour / SECONDS_PER_HOUR * replace_s
