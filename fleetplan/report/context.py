@@ -27,7 +27,8 @@ _SECTIONS = {"Leave-one-rate-out": "rate", "Leave-one-config-out": "config"}
 
 @dataclass(frozen=True)
 class PoolAssumptions:
-    """The economics of one (configuration, region) of the fleet, each with its source."""
+    """The economics of one (configuration, region, market) of the fleet, each with its
+    source (``market`` ``None``: the scenario's default market)."""
 
     config: str
     region: str
@@ -41,6 +42,7 @@ class PoolAssumptions:
     grid_source: str
     embodied_g_per_gpu_hour: float
     embodied_source: str
+    market: str | None = None
 
 
 @dataclass(frozen=True)
@@ -79,19 +81,25 @@ class ReportContext:
     calibration_file: str
 
     def pool(self, p: PoolRow) -> PoolAssumptions | None:
-        return next((a for a in self.pools if (a.config, a.region) == (p.config, p.region)),
-                    None)
+        return next((a for a in self.pools
+                     if (a.config, a.region, a.market) == (p.config, p.region, p.market)), None)
 
 
-def _economics(scenario: Scenario, config: str, region: str, store: ProfileStore
-               ) -> PoolAssumptions:
+def _economics(scenario: Scenario, config: str, region: str, market: str | None,
+               store: ProfileStore) -> PoolAssumptions:
     from fleetplan.catalog.grid import grid_intensity
     from fleetplan.catalog.hardware import HardwareConfig
     from fleetplan.catalog.prices import price_for
     from fleetplan.fleet.accounting import embodied_g_per_gpu_hour, power_model
+    from fleetplan.scenario.reliability import entry, pool_price
 
     hw = HardwareConfig.parse(config)
     price = price_for(hw.gpu, scenario.market, scenario.prices_usd_per_gpu_hour)
+    # a spot pool (or a market: spot entry) is priced as the simulator and the optimizer price it
+    per_gpu, price_src = pool_price(
+        entry(scenario.reliability, config, hw.gpu, market), hw.gpu,
+        price.price_usd_per_gpu_hour,
+        f"{price.market} market, {price.price_date}: {price.source}", price.market == "user")
     power = power_model(scenario.model, config, hw.gpu, hw.gpu_count, store,
                         scenario.power_w_per_gpu, scenario.power.model)
     grid = grid_intensity(region, scenario.grid_g_per_kwh)
@@ -99,8 +107,7 @@ def _economics(scenario: Scenario, config: str, region: str, store: ProfileStore
                                            scenario.embodied.lifetime_years)
     return PoolAssumptions(
         config=config, region=region, gpus_per_replica=hw.gpu_count,
-        price_usd_per_gpu_hour=price.price_usd_per_gpu_hour,
-        price_source=f"{price.market} market, {price.price_date}: {price.source}",
+        price_usd_per_gpu_hour=per_gpu, price_source=price_src, market=market,
         busy_w_per_gpu=power.busy_w, idle_w_per_gpu=power.idle_w, power_source=power.source,
         grid_g_per_kwh=grid.g_co2_per_kwh,
         grid_source=("scenario's grid_g_per_kwh (user-given)" if grid.year == "given"
@@ -193,16 +200,16 @@ def build_context(plan: PlanDoc, scenario: Scenario, scenario_path: str,
     from fleetplan.profiles.store import load_profiles
 
     store = load_profiles()
-    keys = sorted({(p.config, p.region) for p in _all_pools(plan)})
-    pools = tuple(_economics(scenario, c, r, store) for c, r in keys)
+    keys = sorted({(p.config, p.region, p.market or "") for p in _all_pools(plan)})
+    pools = tuple(_economics(scenario, c, r, m or None, store) for c, r, m in keys)
     emb: float | None = None
     op: float | None = None
     if plan.g_co2_per_hour is not None and not plan.hours:
-        by_key = {(a.config, a.region): a for a in pools}
-        emb = sum(p.gpus * by_key[(p.config, p.region)].embodied_g_per_gpu_hour
+        by_key = {(a.config, a.region, a.market): a for a in pools}
+        emb = sum(p.gpus * by_key[(p.config, p.region, p.market)].embodied_g_per_gpu_hour
                   for p in plan.fleet)
         op = max(plan.g_co2_per_hour - emb, 0.0)
-    configs = sorted({c for c, _ in keys})
+    configs = sorted({c for c, _, _ in keys})
     rows, cal_path = _validation(scenario.model, configs, validation_doc or validation_page())
     return ReportContext(
         scenario=scenario_path, model=scenario.model, market=scenario.market, pools=pools,

@@ -185,3 +185,33 @@ def test_a_catalog_spot_row_prices_spot_pools_unless_a_discount_is_given(tmp_pat
     assert isinstance(base, PlanProblem) and priced.price_usd_per_hour == pytest.approx(0.18)
     assert discounted.price_usd_per_hour == pytest.approx(0.5 * 0.4)  # the given discount wins
     assert priced.unavailability == pytest.approx(unavailability(0.2, 600))
+
+
+def test_the_report_prices_a_spot_pool_as_the_plan_does() -> None:
+    """``fleetplan report`` reads a pool's price by configuration, region *and* market: a spot
+    pool shows the spot price (the catalog price less the named discount), an on-demand pool of
+    the same configuration the catalog price."""
+    from fleetplan.catalog.prices import price_for
+    from fleetplan.report.context import build_context
+
+    spot = FleetEntry.of_pool("2xRTX-4090@EU27~spot/2000ms", 4, Tier(2000.0))
+    plain = FleetEntry.of_pool("2xRTX-4090@EU27/2000ms", 2, Tier(2000.0))
+    doc = {"status": "optimal", "fleet": [spot.to_dict(), plain.to_dict()],
+           "cost_per_hour_usd": 2.0, "cost_per_mtok_usd": 1.0, "g_co2_per_mtok": 1.0,
+           "verified": True,
+           "classes": [{"name": "batch", "rate_rps": 14, "slo_ttft_p99_ms": 2000,
+                        "ttft_p99_ms": 1000, "met": True,
+                        "split": {spot.pool: 0.5, plain.pool: 0.5}}],
+           "solver": {"name": "cbc", "status": "optimal", "seconds": None, "gap": 0.01,
+                      "rounds": 1, "time_limit_s": 10}}
+    sc = scenario_from_dict(_hybrid(BOTH))
+    plan = plan_from_dict(doc)
+    ctx = build_context(plan, sc, "hybrid-churn.yaml", validation_doc=Path("/nonexistent"))
+    catalog = price_for("RTX-4090", sc.market, sc.prices_usd_per_gpu_hour).price_usd_per_gpu_hour
+    by_market = {a.market: a for a in ctx.pools}
+    assert set(by_market) == {"spot", None}
+    assert by_market[None].price_usd_per_gpu_hour == pytest.approx(catalog)
+    assert by_market["spot"].price_usd_per_gpu_hour == pytest.approx(catalog * 0.5)
+    assert "spot" in by_market["spot"].price_source
+    assert ctx.pool(plan.fleet[0]) is by_market["spot"]
+    assert ctx.pool(plan.fleet[1]) is by_market[None]
