@@ -91,7 +91,9 @@ def test_live_vllm_calibrate_predict_and_crosscheck(vllm_env: Any, vllm_server: 
     assert not differ, f"fleetplan bench and vllm bench serve disagree: {differ}"
     assert cc["runs_per_client"] == [int(CROSSCHECK_REPEATS)] * 2
     # vLLM's own result file is a measured run for fleetplan ingest too
+    # (the served model is described by its config.json, not the catalog: named explicitly)
     runs, errors = read_runs(tmp_path / "work" / "crosscheck-vllm-0.json",
-                             IngestOptions(gpu="H100-SXM", gpu_count=1))
+                             IngestOptions(gpu="H100-SXM", gpu_count=1,
+                                           known_models={vllm_server.model}))
     assert errors == [] and runs[0].completed == int(NUM_PROMPTS)
     assert runs[0].request_rate == float(CROSSCHECK_RATE)
