@@ -35,18 +35,16 @@ from fleetplan.errors import InputError
 from fleetplan.optimize.problem import Tier
 from fleetplan.scenario import Scenario
 
-# median |error| of ttft_p99_ms in percent and runs, per (GPU type, calibrated): docs/validation.md
-# (fleetplan validate --cv over the bundled 92-run store; tests/optimize check these against it)
-MODEL_ERROR_PCT: dict[tuple[str, bool], tuple[float, int]] = {
-    ("H100-PCIe", True): (5.9, 24),     # leave-one-rate-out
-    ("RTX-4090", True): (27.6, 17),
-    ("H100-PCIe", False): (13.1, 48),   # leave-one-config-out (spec-based path)
-    ("RTX-4090", False): (52.1, 33),
+# median |error| of ttft_p99_ms in percent and runs per GPU type, calibrated configurations:
+# docs/validation.md's leave-one-rate-out table (fleetplan validate --cv over the bundled 92-run
+# store; tests/optimize check these against it). Uncalibrated configurations take the spec
+# path's tables instead (:func:`spec_error`).
+MODEL_ERROR_PCT: dict[str, tuple[float, int]] = {
+    "H100-PCIe": (5.9, 24),
+    "RTX-4090": (27.6, 17),
 }
-# all GPU types pooled (a GPU type without rows of its own)
-POOLED_ERROR_PCT: dict[bool, tuple[float, int]] = {True: (9.2, 41), False: (20.9, 81)}
-# a GPU type the store never measured: no same-GPU efficiency at all, worse than any
-# leave-one-config-out figure; assumed as large as the worst of them
+# a calibrated configuration of a GPU type the bundled store never measured (a user's own
+# calibration): assumed as large as the worst leave-one-config-out error of the validation page
 UNMEASURED_ERROR_PCT = 52.1
 HALF_NORMAL_MEDIAN = 0.6744897501960817  # median of |Normal(0, 1)|
 
@@ -91,15 +89,13 @@ class Margins:
         return min(probs) if probs else None
 
 
-def model_error(gpu: str, calibrated: bool) -> tuple[float, str]:
-    """Median |error| (percent) of the P99 TTFT for ``gpu`` and where the figure comes from."""
-    kind = "leave-one-rate-out" if calibrated else "leave-one-config-out (spec-based)"
-    if (gpu, calibrated) in MODEL_ERROR_PCT:
-        m, n = MODEL_ERROR_PCT[(gpu, calibrated)]
+def model_error(gpu: str) -> tuple[float, str]:
+    """Median |error| (percent) of a calibrated configuration's P99 TTFT for ``gpu``, and where
+    the figure comes from."""
+    kind = "leave-one-rate-out"
+    if gpu in MODEL_ERROR_PCT:
+        m, n = MODEL_ERROR_PCT[gpu]
         return m, f"docs/validation.md, {kind}, {gpu}: median |error| {m:g}% over {n} runs"
-    if gpu in {g for g, _c in MODEL_ERROR_PCT}:
-        m, n = POOLED_ERROR_PCT[calibrated]
-        return m, f"docs/validation.md, {kind}, all GPU types: median |error| {m:g}% ({n} runs)"
     return UNMEASURED_ERROR_PCT, (f"assumption: {gpu} has no measured run; the worst "
                                   f"leave-one-config-out error ({UNMEASURED_ERROR_PCT:g}%)")
 
@@ -138,7 +134,7 @@ def margins(scenario: Scenario, configs: Iterable[str], confidence: float) -> Ma
         if not calibrated:
             out[config] = spec_error(config, gpu, confidence, fold)
             continue
-        m, src = model_error(gpu, calibrated)
+        m, src = model_error(gpu)
         out[config] = ConfigError(config, calibrated, m, sigma_of(m),
                                   latency_factor(confidence, m), src)
     return Margins(confidence, out)

@@ -60,8 +60,7 @@ def test_a_user_gpu_takes_the_leave_one_gpu_out_margin(l4_scenario: Scenario) ->
     # a calibrated configuration keeps docs/validation.md's leave-one-rate-out figure
     h100 = m.configs["1xH100-PCIe"]
     assert h100.calibrated
-    assert h100.factor == pytest.approx(latency_factor(0.95, MODEL_ERROR_PCT[("H100-PCIe",
-                                                                              True)][0]))
+    assert h100.factor == pytest.approx(latency_factor(0.95, MODEL_ERROR_PCT["H100-PCIe"][0]))
     assert h100.source.startswith("docs/validation.md")
 
 
