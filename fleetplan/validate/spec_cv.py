@@ -14,8 +14,10 @@ count, it matches leave-one-config-out wherever that tier exists), :func:`leave_
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+import numpy as np
 
 from fleetplan._progress import Progress, step
 from fleetplan.catalog.hardware import HardwareConfig
@@ -34,33 +36,46 @@ TABLE_METRICS = ("request_throughput", "output_throughput", "ttft_p50_ms", "ttft
                  "tpot_p50_ms")
 
 
+def _spec_folds(runs: Sequence[MeasuredRun], entries: Sequence[CalibrationEntry],
+                name: str, params_of: Callable[[tuple[str, str], HardwareConfig], Any],
+                seeds: Sequence[int], progress: Progress | None) -> CvResult:
+    """Predict the runs of each calibrated configuration with ``params_of(key, hw)`` (``None``:
+    the fold is not covered), one progress unit per fold."""
+    calibrated = {e.key for e in entries if e.calibrated}
+    folds = [(key, rs) for key, rs in group_runs(runs).items() if key in calibrated]
+    records: list[RunRecord] = []
+    not_covered: list[tuple[str, str]] = []
+    with step(progress, name, len(folds)) as advance:
+        for key, rs in folds:
+            params = params_of(key, HardwareConfig.parse(key[1]))
+            if params is None:
+                not_covered.append(key)
+            else:
+                records.extend(run_record(run, False, predict_run(params, run, seeds=seeds))
+                               for run in rs)
+            advance(1)
+    return summaries(records, False, not_covered=not_covered)
+
+
 def leave_one_model_out(runs: Sequence[MeasuredRun], entries: Sequence[CalibrationEntry], *,
                         seeds: Sequence[int] = VALIDATE_SEEDS, transfer: bool = False,
                         progress: Progress | None = None) -> CvResult:
     """Predict each calibrated model's runs with ratios learned from other models only
     (``transfer``: with :func:`~fleetplan.replica.priors.fit_transfer_efficiency` of the other
     models' configurations of the GPU type instead, where it can be fitted)."""
-    calibrated = {e.key for e in entries if e.calibrated}
-    folds = [(key, rs) for key, rs in group_runs(runs).items() if key in calibrated]
-    records: list[RunRecord] = []
-    not_covered: list[tuple[str, str]] = []
-    with step(progress, "leave-one-model-out folds", len(folds)) as advance:
-        for key, rs in folds:
-            hw = HardwareConfig.parse(key[1])
-            others = [e for e in entries if e.model != key[0]]
-            eff, _how = learned_efficiency(others, hw.gpu, hw.gpu_count)
-            if eff is None or not any(e.gpu == hw.gpu for e in others if e.calibrated):
-                not_covered.append(key)
-            else:
-                params = prior_params(get_model(key[0]), hw, efficiency=eff)
-                fit = fit_transfer_efficiency(entries, hw.gpu, exclude_model=key[0]) \
-                    if transfer else None
-                if fit is not None:
-                    params = transfer_prior(get_model(key[0]), hw, fit, ratios=eff)
-                records.extend(run_record(run, False, predict_run(params, run, seeds=seeds))
-                               for run in rs)
-            advance(1)
-    return summaries(records, False, not_covered=not_covered)
+
+    def params_of(key: tuple[str, str], hw: HardwareConfig) -> Any:
+        others = [e for e in entries if e.model != key[0]]
+        eff, _how = learned_efficiency(others, hw.gpu, hw.gpu_count)
+        if eff is None or not any(e.gpu == hw.gpu for e in others if e.calibrated):
+            return None
+        fit = fit_transfer_efficiency(entries, hw.gpu, exclude_model=key[0]) \
+            if transfer else None
+        if fit is not None:
+            return transfer_prior(get_model(key[0]), hw, fit, ratios=eff)
+        return prior_params(get_model(key[0]), hw, efficiency=eff)
+
+    return _spec_folds(runs, entries, "leave-one-model-out folds", params_of, seeds, progress)
 
 
 def leave_one_gpu_out(runs: Sequence[MeasuredRun], entries: Sequence[CalibrationEntry], *,
@@ -69,33 +84,18 @@ def leave_one_gpu_out(runs: Sequence[MeasuredRun], entries: Sequence[Calibration
     """Predict each calibrated configuration with ratios pooled over the *other GPU types'*
     calibrated configurations: what a GPU absent from the store (a user's ``gpus.csv`` row)
     gets."""
-    calibrated = {e.key for e in entries if e.calibrated}
-    folds = [(key, rs) for key, rs in group_runs(runs).items() if key in calibrated]
-    records: list[RunRecord] = []
-    not_covered: list[tuple[str, str]] = []
-    with step(progress, "leave-one-gpu-out folds", len(folds)) as advance:
-        for key, rs in folds:
-            hw = HardwareConfig.parse(key[1])
-            others = [e for e in entries if e.gpu != hw.gpu]
-            eff, _how = learned_efficiency(others, hw.gpu, hw.gpu_count)
-            if eff is None:
-                not_covered.append(key)
-            else:
-                params = prior_params(get_model(key[0]), hw, efficiency=eff)
-                records.extend(run_record(run, False, predict_run(params, run, seeds=seeds))
-                               for run in rs)
-            advance(1)
-    return summaries(records, False, not_covered=not_covered)
+
+    def params_of(key: tuple[str, str], hw: HardwareConfig) -> Any:
+        others = [e for e in entries if e.gpu != hw.gpu]
+        eff, _how = learned_efficiency(others, hw.gpu, hw.gpu_count)
+        return None if eff is None else prior_params(get_model(key[0]), hw, efficiency=eff)
+
+    return _spec_folds(runs, entries, "leave-one-gpu-out folds", params_of, seeds, progress)
 
 
 def _q(values: Sequence[float], q: float) -> float:
-    xs = sorted(values)
-    if len(xs) == 1:
-        return xs[0]
-    pos = q * (len(xs) - 1)
-    lo = int(pos)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+    """The ``q`` quantile, linear between order statistics."""
+    return float(np.quantile(values, q))
 
 
 def error_quantiles(records: Sequence[RunRecord],
