@@ -224,7 +224,7 @@ def with_reliability(scenario: Scenario, problem: PlanProblem) -> PlanProblem:
     candidate, or a ``market: spot`` entry), its spot price; unchanged without a block or a spot
     candidate. Failures are modelled only with a block (as in ``simulate``): a spot candidate
     of a scenario without one gets the spot price alone."""
-    from fleetplan.scenario.reliability import resolve
+    from fleetplan.scenario.reliability import entry, pool_price, resolve
 
     if scenario.reliability is None and not any(p.market == "spot" for p in problem.pools):
         return problem
@@ -234,10 +234,11 @@ def with_reliability(scenario: Scenario, problem: PlanProblem) -> PlanProblem:
         if rel is None:
             pools.append(p)
             continue
-        price = p.price_usd_per_hour * rel.price_factor
-        if rel.spot_price_usd_per_gpu_hour is not None \
-                and p.gpu not in scenario.prices_usd_per_gpu_hour:  # the catalog's spot row
-            price = rel.spot_price_usd_per_gpu_hour * p.gpu_count
+        # the price rule the simulator and the report use, per replica-hour
+        spec = entry(scenario.reliability, p.config, p.gpu, p.market)
+        overridden = p.gpu in scenario.prices_usd_per_gpu_hour
+        price, _src = pool_price(spec, p.gpu, p.price_usd_per_hour, "", overridden,
+                                 gpus=p.gpu_count)
         churn = scenario.reliability is not None
         pools.append(replace(
             p, unavailability=rel.unavailability if churn else 0.0,

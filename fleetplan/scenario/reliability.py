@@ -244,19 +244,20 @@ def resolve(block: Mapping[str, Reliability] | None, config: str, gpu: str,
                            None if row is None else row[0], None if row is None else row[1])
 
 
-def pool_price(rel: Reliability | None, gpu: str, per_gpu: float, source: str,
-               overridden: bool) -> tuple[float, str]:
-    """A pool's price per GPU-hour and its source: the catalog's (``per_gpu``, ``source``) for
-    on-demand; for spot, the catalog's ``spot`` row of the GPU when there is one (and neither a
-    ``spot_discount`` nor a scenario price is given), else ``per_gpu`` less the discount."""
+def pool_price(rel: Reliability | None, gpu: str, price: float, source: str,
+               overridden: bool, gpus: int = 1) -> tuple[float, str]:
+    """A pool's price and its source: ``price`` (per GPU-hour, or per replica-hour of ``gpus``
+    GPUs) with its ``source`` for on-demand; for spot, the catalog's ``spot`` row of the GPU
+    (times ``gpus``) when there is one (and neither a ``spot_discount`` nor a scenario price is
+    given), else ``price`` less the discount."""
     if rel is None or rel.market != "spot":
-        return per_gpu, source
+        return price, source
     row = None if overridden or rel.spot_discount is not None else _catalog_spot_row(gpu)
     if row is not None:
-        return row[0], row[1]
+        return row[0] * gpus, row[1]
     if rel.price_factor == 1.0:
-        return per_gpu, source
-    return per_gpu * rel.price_factor, f"{source}; {rel.price_source()}"
+        return price, source
+    return price * rel.price_factor, f"{source}; {rel.price_source()}"
 
 
 def spot_price_source(block: Mapping[str, Reliability] | None, config: str, gpu: str,
