@@ -368,7 +368,7 @@ def _notes(scenario: Scenario, inputs: Inputs, out: LoopOutcome) -> tuple[str, .
                          "independent replicas)")
     for p in inputs.problem.pools:
         if p.market == "spot":
-            src = spot_price_source(scenario.reliability, p.config, p.gpu, p.gpu_count,
+            src = spot_price_source(scenario.reliability, p.config, p.gpu,
                                     p.gpu in scenario.prices_usd_per_gpu_hour)
             notes.append(f"spot: {p.key} at ${p.price_usd_per_hour:.4g} per replica-hour "
                          f"({src}); its replicas fail at the spot "

@@ -181,11 +181,7 @@ class PoolReliability:
     replace_s: float
     quantile: float
     source: str
-    price_factor: float = 1.0  # spot: the catalog price times this
-    # spot with a catalog row of market ``spot`` for the GPU (and no spot_discount given): that
-    # row's price per GPU-hour and its source, used instead of the factor
-    spot_price_usd_per_gpu_hour: float | None = None
-    spot_price_source: str | None = None
+    price_factor: float = 1.0  # spot: the catalog price times this (see :func:`pool_price`)
 
     @property
     def unavailability(self) -> float:
@@ -237,11 +233,8 @@ def resolve(block: Mapping[str, Reliability] | None, config: str, gpu: str,
     spec = entry(block, config, gpu, market)
     if spec is None:
         return None
-    row = (_catalog_spot_row(gpu) if spec.market == "spot" and spec.spot_discount is None
-           else None)
     return PoolReliability(spec.rate_per_hour(gpu, gpu_count), spec.down_s(gpu), spec.quantile,
-                           spec.source(gpu), spec.price_factor,
-                           None if row is None else row[0], None if row is None else row[1])
+                           spec.source(gpu), spec.price_factor)
 
 
 def pool_price(rel: Reliability | None, gpu: str, price: float, source: str,
@@ -261,13 +254,13 @@ def pool_price(rel: Reliability | None, gpu: str, price: float, source: str,
 
 
 def spot_price_source(block: Mapping[str, Reliability] | None, config: str, gpu: str,
-                      gpu_count: int, overridden: bool) -> str:
-    """Where a spot pool's price comes from (the plan's notes)."""
-    rel = resolve(block, config, gpu, gpu_count, "spot")
-    if rel is not None and rel.spot_price_source is not None and not overridden:
-        return f"catalog spot row, {rel.spot_price_source}"
+                      overridden: bool) -> str:
+    """Where a spot pool's price comes from (the plan's notes), by :func:`pool_price`'s rule."""
     spec = entry(block, config, gpu, "spot")
-    return "catalog price" if spec is None else spec.price_source()
+    if spec is None:
+        return "catalog price"
+    row = None if overridden or spec.spot_discount is not None else _catalog_spot_row(gpu)
+    return spec.price_source() if row is None else f"catalog spot row, {row[1]}"
 
 
 def unavailability(failures_per_hour: float, replace_s: float) -> float:
