@@ -131,7 +131,8 @@ def steady_state(params: ReplicaParams, *, rate: float, lengths: LengthModel | N
     ins, outs = lm.sample(arr.size, rng)
     cached = cached_prompt_tokens(ins, hit)
     env = simpy.Environment()
-    measured = [(warmup_s <= t < duration_s) for t in arr]
+    # requests are made as they arrive: an overloaded run stops long before its last arrival
+    measured = ((arr >= warmup_s) & (arr < duration_s)).tolist()
     left = [sum(measured)]
     done_ev = env.event()
 
@@ -142,14 +143,17 @@ def steady_state(params: ReplicaParams, *, rate: float, lengths: LengthModel | N
                 done_ev.succeed()
 
     engine = ReplicaEngine(env, params, on_finish, record_itl=False)
-    reqs = [Request(i, float(t), int(a), int(b),
-                    cached_tokens=int(cached[i]) if cached is not None else 0)
-            for i, (t, a, b) in enumerate(zip(arr, ins, outs, strict=True))]
+    times, in_tok, out_tok = arr.tolist(), ins.tolist(), outs.tolist()
+    hits = cached.tolist() if cached is not None else None
+    reqs: list[Request] = []
     limit = max(64, int(rate * overload_queue_s))
     overload = env.event()
 
     def source(env: simpy.Environment):  # type: ignore[no-untyped-def]
-        for r in reqs:
+        for i, t in enumerate(times):
+            r = Request(i, float(t), int(in_tok[i]), int(out_tok[i]),
+                        cached_tokens=int(hits[i]) if hits is not None else 0)
+            reqs.append(r)
             dt = r.arrival_s - env.now
             if dt > 0:
                 yield env.timeout(dt)
