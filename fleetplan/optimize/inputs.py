@@ -134,20 +134,24 @@ def _availability(scenario: Scenario) -> dict[str, int]:
     return out
 
 
-def build_problem(scenario: Scenario, *, executor: Executor | None = None,
-                  settings: CapacitySettings | None = None,
-                  cache_dir: str | None | bool = True,
-                  progress: Progress | None = None) -> Inputs:
-    """Everything the MILP needs for ``scenario``; capacity searches run on ``executor``.
+@dataclass(frozen=True)
+class Setup:
+    """What a scenario's MILP inputs are made of before any capacity is known: its demands,
+    the candidates' replica parameters and one capacity job per (class, configuration, tier)."""
 
-    ``cache_dir``: ``True`` for the default cache folder, a path, or ``False`` for no disk cache.
-    ``progress``: reports the capacity searches (one per candidate x class x tier).
-    """
-    from fleetplan.fleet.accounting import embodied_g_per_gpu_hour, power_model
+    scenario: Scenario
+    settings: CapacitySettings
+    demands: tuple[Demand, ...]
+    params: dict[str, Any]
+    jobs: dict[tuple[str, str, Tier], CapacityJob]
+
+
+def setup_problem(scenario: Scenario, *, settings: CapacitySettings | None = None,
+                  cache_dir: str | None | bool = True) -> Setup:
+    """The demands, candidates and capacity jobs of ``scenario`` (nothing simulated yet)."""
     from fleetplan.replica.params import replica_params
 
     settings = settings or getattr(scenario, "capacity", None) or CapacitySettings()
-    executor = executor or SerialExecutor()
     root = (str(default_cache_dir()) if cache_dir is True
             else None if cache_dir is False or cache_dir is None else str(cache_dir))
     work = [class_workload(scenario, i) for i in range(len(scenario.classes))]
@@ -157,9 +161,8 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
         for c, w, s in zip(scenario.classes, work, slos, strict=True))
     tiers = sorted({d.tier for d in demands})
 
-    cands = candidate_configs(scenario)
     params: dict[str, Any] = {}
-    for i, (config, _regions, _mx) in enumerate(cands):
+    for i, (config, _regions, _mx) in enumerate(candidate_configs(scenario)):
         try:
             params[config] = replica_params(scenario.model, config)
         except FleetplanError as exc:
@@ -175,18 +178,49 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
                     scenario.model, config, params[config], w.lengths, w.burstiness,
                     None if math.isinf(t.ttft_p99_ms) else t.ttft_p99_ms, t.tpot_p99_ms,
                     d.e2e_p99_ms, settings, root, w.prefix_cache_hit)
-    results = run_searches(jobs, executor, progress)
+    return Setup(scenario, settings, demands, params, jobs)
 
+
+def build_problem(scenario: Scenario, *, executor: Executor | None = None,
+                  settings: CapacitySettings | None = None,
+                  cache_dir: str | None | bool = True,
+                  progress: Progress | None = None) -> Inputs:
+    """Everything the MILP needs for ``scenario``; capacity searches run on ``executor``.
+
+    ``cache_dir``: ``True`` for the default cache folder, a path, or ``False`` for no disk cache.
+    ``progress``: reports the capacity searches (one per candidate x class x tier). Every
+    capacity is simulated; :class:`fleetplan.optimize.lazy.LazyCapacities` simulates only those
+    a plan could use.
+    """
+    setup = setup_problem(scenario, settings=settings, cache_dir=cache_dir)
+    results = run_searches(setup.jobs, executor or SerialExecutor(), progress)
+    return assemble(setup, results)
+
+
+def assemble(setup: Setup, results: Mapping[tuple[str, str, Tier], CapacityResult],
+             bounds: Mapping[tuple[str, str, Tier], float] | None = None) -> Inputs:
+    """The MILP inputs of ``setup`` from the capacity searches done (``results``); a job
+    without a result takes its upper bound from ``bounds`` as its capacity and adds no power
+    term (its class's per-req/s power and its share of the configuration's per-replica
+    intercept are known only once simulated; both only ever raise the carbon)."""
+    from fleetplan.fleet.accounting import embodied_g_per_gpu_hour, power_model
+
+    scenario, demands, params = setup.scenario, setup.demands, setup.params
     store = load_profiles()
     capacity: dict[tuple[str, str, Tier], float] = {}
     probes: dict[tuple[str, str], Probe] = {}
     slope: dict[tuple[str, str], float] = {}
     intercept: dict[str, float] = {}
     power_sources: dict[str, str] = {}
-    for (name, config, t), res in results.items():
-        capacity[(name, config, t)] = res.capacity_rps
-        d = next(x for x in demands if x.name == name)
-        if t == d.tier:
+    tier_of = {d.name: d.tier for d in demands}
+    for key in setup.jobs:
+        res = results.get(key)
+        if res is None:
+            capacity[key] = float((bounds or {})[key])
+            continue
+        name, config, t = key
+        capacity[key] = res.capacity_rps
+        if t == tier_of[name]:
             p = res.probe
             probes[(name, config)] = Probe(p.rate_rps, p.ttft_p99_ms, p.tpot_p99_ms,
                                            p.e2e_p99_ms)
@@ -202,6 +236,7 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
             intercept[config] = max(intercept.get(config, 0.0), span * a)
 
     pools: list[Pool] = []
+    cands = candidate_configs(scenario)
     markets = ([c.market for c in scenario.candidates] if scenario.candidates
                else [None] * len(cands))
     for (config, regions, max_rep), market in zip(cands, markets, strict=True):
@@ -228,7 +263,7 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
         commitment=CommitmentMode(scenario.commitment.mode),
         on_demand_price_factor=scenario.commitment.on_demand_price_factor)
     problem = PlanProblem(demands, tuple(pools), capacity, slope, limits, probes,
-                          settings.slo_margin)
+                          setup.settings.slo_margin)
     uncal = sorted(c for c, p in params.items() if not p.calibrated)
     notes = []
     if scenario.power.model == "activity":
@@ -238,11 +273,13 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
                      "carbon is the simulated plan's")
     if uncal:
         notes.append("spec-based (uncalibrated) replica parameters for: " + ", ".join(uncal))
-    return Inputs(problem, results, power_sources, tuple(notes))
+    return Inputs(problem, dict(results), power_sources, tuple(notes))
 
 
 def run_searches(jobs: Mapping[K, CapacityJob], executor: Executor,
-                 progress: Progress | None = None) -> dict[K, CapacityResult]:
+                 progress: Progress | None = None,
+                 name: str = "capacity searches (candidate x workload)"
+                 ) -> dict[K, CapacityResult]:
     """The result of every capacity search in ``jobs``, run on ``executor``.
 
     Jobs that differ only in their SLO (the tiers of classes with one workload, on one
@@ -251,7 +288,8 @@ def run_searches(jobs: Mapping[K, CapacityJob], executor: Executor,
     run once. Items go out dearest first (by the bracket's saturation rate: a run's cost grows
     with its rate) so that the last worker is not left with the longest one; results do not
     depend on the order. Cache entries that fail validation (here or in a worker) are
-    recomputed and reported in one warning line (:func:`fleetplan._progress.warn`)."""
+    recomputed and reported in one warning line (:func:`fleetplan._progress.warn`). ``name``:
+    the progress step's."""
     from fleetplan.optimize.cache import DiskCache, input_hash
 
     keys = {k: input_hash(j.key()) for k, j in jobs.items()}
@@ -270,7 +308,7 @@ def run_searches(jobs: Mapping[K, CapacityJob], executor: Executor,
     ordered = [dict(sorted(g.items())) for _i, g in sorted(groups.items())]
     ordered.sort(key=lambda g: _cost(list(g.values())), reverse=True)
     done = tracked_map(executor, search_group, [list(g.values()) for g in ordered],
-                       progress, "capacity searches (candidate x workload)")
+                       progress, name)
     rejected = dict(r for c in caches.values() for r in c.rejected)
     for g, out in zip(ordered, done, strict=True):
         rejected.update(out.rejected)
