@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 
 from fleetplan._progress import Progress, step
 from fleetplan.optimize.executors import Executor, SerialExecutor
+from fleetplan.optimize.lazy import LazyCapacities
 from fleetplan.optimize.milp import MilpSolution, candidate_key, solve_problem
 from fleetplan.optimize.problem import PlanProblem, Tier
 from fleetplan.optimize.solvers import SolverSettings
@@ -180,7 +181,8 @@ def _plan_key(sol: MilpSolution) -> tuple[object, ...]:
 def closed_loop(problem: PlanProblem, settings: SolverSettings, verify: Verifier, *,
                 executor: Executor | None = None, max_rounds: int = DEFAULT_MAX_ROUNDS,
                 max_trims: int = DEFAULT_MAX_TRIMS,
-                progress: Progress | None = None) -> LoopOutcome:
+                progress: Progress | None = None,
+                lazy: LazyCapacities | None = None) -> LoopOutcome:
     """Solve and verify until every class meets its SLO in simulation (see module docstring);
     then try, at most ``max_trims`` times, a plan with one replica fewer in the dearest pool
     (single-replica capacities are conservative for pools: requests spread over replicas), kept
@@ -188,7 +190,9 @@ def closed_loop(problem: PlanProblem, settings: SolverSettings, verify: Verifier
 
     Returns after the first round whose MILP has no plan (``solution.has_plan`` is false).
     ``progress`` receives each round's two steps, ``round N: MILP`` and ``round N: simulate the
-    plan``.
+    plan``. ``lazy``: capacities simulated on demand (:mod:`fleetplan.optimize.lazy`); each
+    round's MILP is then solved on its current table (``problem`` is not read for capacities)
+    and the searches its solutions use run first.
     """
     executor = executor or SerialExecutor()
     derate: dict[tuple[str, Tier], float] = {}
@@ -204,9 +208,14 @@ def closed_loop(problem: PlanProblem, settings: SolverSettings, verify: Verifier
     rnd = 0
     simulated: dict[tuple[object, ...], tuple[HourCheck, ...]] = {}
     for rnd in range(1, max_rounds + 1):
-        current = derated(problem, derate, scale)
-        with step(progress, f"round {rnd}: MILP"):
-            sol = solve_problem(current, settings)
+        if lazy is not None:
+            with step(progress, f"round {rnd}: MILP"):
+                sol, current = lazy.solve(
+                    lambda base, d=dict(derate), f=scale: derated(base, d, f), settings)
+        else:
+            current = derated(problem, derate, scale)
+            with step(progress, f"round {rnd}: MILP"):
+                sol = solve_problem(current, settings)
         seconds += sol.seconds
         first = first or sol
         if not sol.has_plan and trial is None:
