@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 from fleetplan._progress import Progress, step
 from fleetplan.optimize.executors import Executor, SerialExecutor
@@ -69,6 +70,11 @@ def derated(problem: PlanProblem, derate: dict[tuple[str, Tier], float],
                       max_kg_per_day=None if lim.max_kg_per_day is None
                       else lim.max_kg_per_day * carbon_scale)
     return replace(problem, capacity=cap, limits=lim)
+
+
+def _derated_by(derate: dict[tuple[str, Tier], float], carbon_scale: float,
+                problem: PlanProblem) -> PlanProblem:
+    return derated(problem, derate, carbon_scale)
 
 
 def _utilization(problem: PlanProblem, sol: MilpSolution, pool_key: str, hour: int) -> float:
@@ -210,8 +216,7 @@ def closed_loop(problem: PlanProblem, settings: SolverSettings, verify: Verifier
     for rnd in range(1, max_rounds + 1):
         if lazy is not None:
             with step(progress, f"round {rnd}: MILP"):
-                sol, current = lazy.solve(
-                    lambda base, d=dict(derate), f=scale: derated(base, d, f), settings)
+                sol, current = lazy.solve(partial(_derated_by, dict(derate), scale), settings)
         else:
             current = derated(problem, derate, scale)
             with step(progress, f"round {rnd}: MILP"):
