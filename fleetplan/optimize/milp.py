@@ -12,8 +12,10 @@ less traffic on tiers stricter than its class's): all of that second term is wor
 0.01 g, so it only decides between plans whose carbon differs by less. The second solve starts
 from the first's plan (CBC warm start), gets a quarter of the time limit (at least 1 s) and at
 most :data:`TIE_MAX_NODES` branch-and-bound nodes (so that it stops at the same point on every
-run); its answer is kept only where it is no worse than the plan it started from. So the answer
-is never dearer than the cost solve's.
+run); on a model with more than :data:`TIE_FULL_MAX_INTEGERS` integer variables it keeps the
+first solve's replica counts and chooses the split alone (an LP). Its answer is kept only where
+it is no worse than the plan it started from. So the answer is never dearer than the cost
+solve's.
 
 Main entries: :func:`build_model` and :func:`solve_problem` (returns a :class:`MilpSolution`).
 """
@@ -49,6 +51,11 @@ TIE_BREAKS: dict[str, str] = {"cost": "carbon", "carbon": "cost"}
 TIE_G_PER_REPLICAS = 0.01       # grams, behind carbon
 TIE_USD_PER_REPLICAS = 1e-4     # dollars, behind cost
 TIE_MAX_NODES = 200
+# above this many integer variables (a 24-hour model with hourly counts) the tie stage keeps the
+# cost solve's replica counts and re-splits the traffic (an LP): CBC spends more than 15 s at the
+# root of the full tie model of the 100-class x 8 x 24-hour benchmark, and a stage the time
+# limit stops is not the same on every run
+TIE_FULL_MAX_INTEGERS = 400
 # a stage keeps the previous objective within this (relative, absolute) of its value: solver
 # round-off, far below a price or a gram
 _KEEP_REL, _KEEP_ABS = 1e-9, 1e-7
@@ -198,7 +205,18 @@ def _break_ties(model: MilpModel, settings: SolverSettings, objective: str) -> b
     model.prob.setObjective(target)
     budget = settings.model_copy(update={"time_limit_s": min(
         settings.time_limit_s, max(1.0, settings.time_limit_s / 4))})
-    status = _solve_once(model, budget, warm=True, max_nodes=TIE_MAX_NODES)
+    ints = [v for v in model.prob.variables() if v.cat == pulp.LpInteger]
+    fixed: list[tuple[pulp.LpVariable, float | None, float | None]] = []
+    if len(ints) > TIE_FULL_MAX_INTEGERS:  # keep the fleet, re-split the traffic
+        for v in ints:
+            fixed.append((v, v.lowBound, v.upBound))
+            n = round(float(v.value() or 0.0))
+            v.lowBound = v.upBound = n
+    try:
+        status = _solve_once(model, budget, warm=True, max_nodes=TIE_MAX_NODES)
+    finally:
+        for v, lo, hi in fixed:
+            v.lowBound, v.upBound = lo, hi
     if status not in (MilpStatus.optimal, MilpStatus.feasible):
         return False
     return float(pulp.value(target) or 0.0) <= before + abs(before) * _KEEP_REL + _KEEP_ABS
