@@ -65,6 +65,12 @@ def scenario(**extra: object) -> Scenario:
         **extra})
 
 
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """One capacity cache for the module: the scenario's searches are simulated once."""
+    return str(tmp_path_factory.mktemp("lazy-cache"))
+
+
 def eager_and_lazy(sc: Scenario, cache: str, settings: SolverSettings = EXACT):
     """The first MILP answer of the full table and of the on-demand one."""
     full = build_problem(sc, cache_dir=cache)
@@ -75,9 +81,9 @@ def eager_and_lazy(sc: Scenario, cache: str, settings: SolverSettings = EXACT):
     return full, eager, table, lazy
 
 
-def test_on_demand_capacities_give_the_full_tables_optimum_with_fewer_searches(tmp_path):
+def test_on_demand_capacities_give_the_full_tables_optimum_with_fewer_searches(cache):
     sc = scenario()
-    full, eager, table, lazy = eager_and_lazy(sc, str(tmp_path))
+    full, eager, table, lazy = eager_and_lazy(sc, cache)
     assert lazy.has_plan and eager.has_plan
     assert lazy.cost_per_day_usd == pytest.approx(eager.cost_per_day_usd, rel=1e-9)
     # every capacity the lazy answer uses was simulated, and equals the full table's
@@ -89,29 +95,29 @@ def test_on_demand_capacities_give_the_full_tables_optimum_with_fewer_searches(t
     assert not table.exceeded
 
 
-def test_a_carbon_cap_and_the_tie_stage_see_the_same_optimum(tmp_path):
+def test_a_carbon_cap_and_the_tie_stage_see_the_same_optimum(cache):
     # the cap binds: the cheapest plan is too dirty, so the answer moves; lazily as eagerly
     sc = scenario(carbon={"max_g_per_mtok": 12})
-    _full, eager, table, lazy = eager_and_lazy(sc, str(tmp_path))
+    _full, eager, table, lazy = eager_and_lazy(sc, cache)
     assert lazy.has_plan == eager.has_plan
     if eager.has_plan:
         assert lazy.cost_per_day_usd == pytest.approx(eager.cost_per_day_usd, rel=1e-9)
 
 
-def test_a_bound_that_fails_sends_every_search_and_keeps_the_answer(tmp_path, monkeypatch):
+def test_a_bound_that_fails_sends_every_search_and_keeps_the_answer(cache, monkeypatch):
     sc = scenario()
     monkeypatch.setattr(lazy_mod, "capacity_bound", lambda job: 0.05)  # far too low
-    _full, eager, table, lazy = eager_and_lazy(sc, str(tmp_path))
+    _full, eager, table, lazy = eager_and_lazy(sc, cache)
     assert table.exceeded and table.searched == table.total
     # the table is then complete, so the next solve is the full table's
     again, _p = table.solve(lambda p: p, EXACT)
     assert again.cost_per_day_usd == pytest.approx(eager.cost_per_day_usd, rel=1e-9)
 
 
-def test_solve_reports_the_plan_of_the_full_table_and_says_what_it_simulated(tmp_path):
+def test_solve_reports_the_plan_of_the_full_table_and_says_what_it_simulated(cache):
     sc = scenario()
-    plan = solve(sc, cache_dir=str(tmp_path), executor="serial")
-    full = build_problem(sc, cache_dir=str(tmp_path))
+    plan = solve(sc, cache_dir=cache, executor="serial")
+    full = build_problem(sc, cache_dir=cache)
     eager = solve_inputs(sc, full, solver_settings(sc), executor=SerialExecutor())
     assert plan.cost_per_hour_usd == eager.cost_per_hour_usd
     assert [(e.pool, e.count) for e in plan.fleet] == [(e.pool, e.count) for e in eager.fleet]
@@ -128,9 +134,9 @@ def test_solve_reports_the_plan_of_the_full_table_and_says_what_it_simulated(tmp
         assert c.ttft_p99_ms_at_capacity is not None
 
 
-def test_an_infeasible_problem_is_explained_on_the_full_table(tmp_path):
+def test_an_infeasible_problem_is_explained_on_the_full_table(cache):
     sc = scenario(carbon={"max_g_per_mtok": 0.5})
-    plan = solve(sc, cache_dir=str(tmp_path), executor="serial")
+    plan = solve(sc, cache_dir=cache, executor="serial")
     assert plan.status.value == "infeasible"
     assert "capacities: 15 of 15 capacity searches" in " ".join(plan.notes)
     # every (class, candidate) capacity is listed, as the full table gives them
@@ -138,10 +144,11 @@ def test_an_infeasible_problem_is_explained_on_the_full_table(tmp_path):
     assert plan.binding == "carbon.max_g_per_mtok"
 
 
-def test_the_closed_loop_on_demand_is_deterministic(tmp_path):
+def test_the_closed_loop_on_demand_is_deterministic(cache, tmp_path):
+    # the searches a solve simulates follow from its MILPs alone, never from what the cache
+    # already holds: a solve on an empty cache and one on a full one give the same plan
     sc = scenario()
-    a = solve(sc, cache_dir=str(tmp_path / "a"), executor="serial")
-    b = solve(sc, cache_dir=str(tmp_path / "b"), executor="serial")
-    warm = solve(sc, cache_dir=str(tmp_path / "a"), executor="serial")
-    dump = [json.dumps(p.to_dict(timing=False), sort_keys=True) for p in (a, b, warm)]
-    assert dump[0] == dump[1] == dump[2]
+    cold = solve(sc, cache_dir=str(tmp_path), executor="serial")
+    warm = solve(sc, cache_dir=cache, executor="serial")
+    dump = [json.dumps(p.to_dict(timing=False), sort_keys=True) for p in (cold, warm)]
+    assert dump[0] == dump[1]
