@@ -178,7 +178,15 @@ def _solve_once(model: MilpModel, settings: SolverSettings, warm: bool = False,
         solver.optionsDict["warmStart"] = True
     if max_nodes is not None:
         solver.optionsDict["maxNodes" if cbc else "mip_max_nodes"] = max_nodes
-    model.prob.solve(solver)
+    try:
+        model.prob.solve(solver)
+    except KeyError as exc:
+        # PuLP's HiGHS API has no status for HiGHS's node limit (kSolutionLimit) and raises
+        # after writing HiGHS's last point into the variables, which may not be a plan: count
+        # it as no plan (the tie stage then keeps the cost solve's answer, read before it)
+        if "SolutionLimit" not in repr(exc):
+            raise
+        return MilpStatus.no_solution
     return _status(model.prob)
 
 

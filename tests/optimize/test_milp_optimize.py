@@ -231,3 +231,37 @@ def test_commitment_plan_is_never_dearer_than_fixed_peak_and_its_gap_is_proven(s
         assert sol.gap_achieved > 0.01
     for (k, h), n in sol.counts.items():
         assert n >= sol.base_counts.get(k, 0), (k, h)
+
+
+def test_a_tie_stage_stopped_by_highss_node_limit_keeps_the_cost_solves_plan(monkeypatch):
+    """PuLP's HiGHS API raises KeyError(kSolutionLimit) when HiGHS stops at the tie stage's node
+    limit (a per-hour instance of the scaling table in docs/optimizer.md crashed on it): the
+    solve must keep the cost solve's plan, not crash; any other KeyError still propagates."""
+    p = synth_problem([("chat", 8.0, 55.0, 1.0), ("batch", 16.0, 1000.0, 1.0)])
+    settings = SolverSettings("cbc", time_limit_s=30, gap=0.0)
+    plain = solve_problem(p, settings, ties=False)
+    real = pulp.LpProblem.solve
+    calls = []
+
+    def stopped(self, solver=None, **kw):  # type: ignore[no-untyped-def]
+        calls.append(solver)
+        if len(calls) == 2:  # the tie stage
+            raise KeyError("<HighsModelStatus.kSolutionLimit: 16>")
+        return real(self, solver, **kw)
+
+    monkeypatch.setattr(pulp.LpProblem, "solve", stopped)
+    got = solve_problem(p, settings)
+    assert len(calls) == 2
+    assert got.status is MilpStatus.optimal
+    assert got.counts == plain.counts and got.shares == plain.shares
+    calls.clear()
+
+    def broken(self, solver=None, **kw):  # type: ignore[no-untyped-def]
+        calls.append(solver)
+        if len(calls) == 2:
+            raise KeyError("something else")
+        return real(self, solver, **kw)
+
+    monkeypatch.setattr(pulp.LpProblem, "solve", broken)
+    with pytest.raises(KeyError, match="something else"):
+        solve_problem(p, settings)
