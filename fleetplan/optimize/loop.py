@@ -25,11 +25,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from functools import partial
 
 from fleetplan._progress import Progress, step
 from fleetplan.optimize.executors import Executor, SerialExecutor
-from fleetplan.optimize.lazy import LazyCapacities
 from fleetplan.optimize.milp import MilpSolution, candidate_key, solve_problem
 from fleetplan.optimize.problem import PlanProblem, Tier
 from fleetplan.optimize.solvers import SolverSettings
@@ -70,11 +68,6 @@ def derated(problem: PlanProblem, derate: dict[tuple[str, Tier], float],
                       max_kg_per_day=None if lim.max_kg_per_day is None
                       else lim.max_kg_per_day * carbon_scale)
     return replace(problem, capacity=cap, limits=lim)
-
-
-def _derated_by(derate: dict[tuple[str, Tier], float], carbon_scale: float,
-                problem: PlanProblem) -> PlanProblem:
-    return derated(problem, derate, carbon_scale)
 
 
 def _utilization(problem: PlanProblem, sol: MilpSolution, pool_key: str, hour: int) -> float:
@@ -187,8 +180,7 @@ def _plan_key(sol: MilpSolution) -> tuple[object, ...]:
 def closed_loop(problem: PlanProblem, settings: SolverSettings, verify: Verifier, *,
                 executor: Executor | None = None, max_rounds: int = DEFAULT_MAX_ROUNDS,
                 max_trims: int = DEFAULT_MAX_TRIMS,
-                progress: Progress | None = None,
-                lazy: LazyCapacities | None = None) -> LoopOutcome:
+                progress: Progress | None = None) -> LoopOutcome:
     """Solve and verify until every class meets its SLO in simulation (see module docstring);
     then try, at most ``max_trims`` times, a plan with one replica fewer in the dearest pool
     (single-replica capacities are conservative for pools: requests spread over replicas), kept
@@ -196,9 +188,7 @@ def closed_loop(problem: PlanProblem, settings: SolverSettings, verify: Verifier
 
     Returns after the first round whose MILP has no plan (``solution.has_plan`` is false).
     ``progress`` receives each round's two steps, ``round N: MILP`` and ``round N: simulate the
-    plan``. ``lazy``: capacities simulated on demand (:mod:`fleetplan.optimize.lazy`); each
-    round's MILP is then solved on its current table (``problem`` is not read for capacities)
-    and the searches its solutions use run first.
+    plan``.
     """
     executor = executor or SerialExecutor()
     derate: dict[tuple[str, Tier], float] = {}
@@ -214,13 +204,9 @@ def closed_loop(problem: PlanProblem, settings: SolverSettings, verify: Verifier
     rnd = 0
     simulated: dict[tuple[object, ...], tuple[HourCheck, ...]] = {}
     for rnd in range(1, max_rounds + 1):
-        if lazy is not None:
-            with step(progress, f"round {rnd}: MILP"):
-                sol, current = lazy.solve(partial(_derated_by, dict(derate), scale), settings)
-        else:
-            current = derated(problem, derate, scale)
-            with step(progress, f"round {rnd}: MILP"):
-                sol = solve_problem(current, settings)
+        current = derated(problem, derate, scale)
+        with step(progress, f"round {rnd}: MILP"):
+            sol = solve_problem(current, settings)
         seconds += sol.seconds
         first = first or sol
         if not sol.has_plan and trial is None:

@@ -30,8 +30,7 @@ from fleetplan.optimize.confidence import (
 from fleetplan.optimize.confidence import margins as model_margins
 from fleetplan.optimize.executors import Executor, get_executor
 from fleetplan.optimize.explain import explain_infeasible
-from fleetplan.optimize.inputs import Inputs, build_problem, setup_problem
-from fleetplan.optimize.lazy import LazyCapacities
+from fleetplan.optimize.inputs import Inputs, build_problem
 from fleetplan.optimize.loop import (
     DEFAULT_MAX_ROUNDS,
     DEFAULT_MAX_TRIMS,
@@ -96,17 +95,12 @@ def solve(scenario: Scenario, *, solver: str | None = None, executor: Any = None
     settings = solver_settings(scenario, solver)
     settings.pulp_name  # noqa: B018 - fail early on an unknown or unavailable solver
     ex = get_executor(executor)
-    if confidence is None:  # capacities simulated as plans come to use them
-        setup = setup_problem(scenario, settings=capacity, cache_dir=cache_dir)
-        lazy = LazyCapacities(setup, ex, progress,
-                              finish=lambda p: with_reliability(scenario, p))
-        return solve_inputs(scenario, lazy.inputs(), settings, executor=ex,
-                            max_rounds=max_rounds, max_trims=max_trims, progress=progress,
-                            lazy=lazy)
     inputs = build_problem(scenario, executor=ex, settings=capacity, cache_dir=cache_dir,
                            progress=progress)
-    inputs, m = confident(scenario, inputs, confidence, executor=ex, settings=capacity,
-                          cache_dir=cache_dir, progress=progress)
+    m = None
+    if confidence is not None:
+        inputs, m = confident(scenario, inputs, confidence, executor=ex, settings=capacity,
+                              cache_dir=cache_dir, progress=progress)
     return solve_inputs(scenario, inputs, settings, executor=ex, max_rounds=max_rounds,
                         max_trims=max_trims, progress=progress, margins=m)
 
@@ -121,14 +115,12 @@ def confident(scenario: Scenario, inputs: Inputs, confidence: float,
 def solve_inputs(scenario: Scenario, inputs: Inputs, settings: SolverSettings, *,
                  executor: Executor, max_rounds: int = DEFAULT_MAX_ROUNDS,
                  max_trims: int = DEFAULT_MAX_TRIMS, progress: Progress | None = None,
-                 margins: Margins | None = None, lazy: LazyCapacities | None = None) -> Plan:
+                 margins: Margins | None = None) -> Plan:
     """Closed loop and report for a scenario whose MILP inputs are already built
     (``margins``: of ``--confidence``, the capacities in ``inputs`` already use them). With
     churn spares, each round simulates the plan twice: with the scenario's failures on, and on
-    its working replicas alone (every spare down); a class meets its SLO only in both.
-    ``lazy``: capacities simulated on demand (:mod:`fleetplan.optimize.lazy`; ``inputs`` is then
-    its table as it stands, reliability applied)."""
-    problem = inputs.problem if lazy is not None else with_reliability(scenario, inputs.problem)
+    its working replicas alone (every spare down); a class meets its SLO only in both."""
+    problem = with_reliability(scenario, inputs.problem)
     inputs = replace(inputs, problem=problem)
 
     churn = any(p.unavailability > 0 for p in problem.pools)
@@ -149,13 +141,7 @@ def solve_inputs(scenario: Scenario, inputs: Inputs, settings: SolverSettings, *
         return checks
 
     out = closed_loop(problem, settings, verify, executor=executor, max_rounds=max_rounds,
-                      max_trims=max_trims, progress=progress, lazy=lazy)
-    if lazy is not None:
-        if not out.solution.has_plan:  # the explanation reads every capacity
-            lazy.complete()
-        inputs = lazy.inputs()
-        problem = inputs.problem
-        inputs = replace(inputs, notes=(*inputs.notes, lazy.note()))
+                      max_trims=max_trims, progress=progress)
     if not out.solution.has_plan:
         return _infeasible(problem, settings, out, inputs)
     return _report(scenario, inputs, settings, out, margins)
