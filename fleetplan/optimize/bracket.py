@@ -10,16 +10,8 @@ figures without simulating, for a class's length distribution and prefix-cache h
 - ``unloaded_ttft_ms``: the P99 over requests of a lone request's TTFT (overhead plus its
   prefill chunks), the floor of the P99 TTFT at any load.
 
-- ``bound_rps``: an upper bound on any rate the replica sustains (work conservation): every
-  request costs the engine at least its prefill tokens, its ``output - 1`` decode slots and the
-  KV context those decode steps read, and its share of the steps' fixed cost (a step holds at
-  most ``max_num_seqs`` decoders, ``max_num_batched_tokens`` tokens and the KV cache's tokens),
-  so a busy engine completes at most ``1 / E[work]`` requests per second.
-  :data:`BOUND_SLACK` covers what a finite run lets pass above it (a backlog too small to be
-  called an overload within the run, and the run's lengths being shorter than the mean).
-
-A queueing curve through the first two, ``ttft(r) ~ unloaded / (1 - r / saturation)``, turns
-a TTFT target into a starting rate (:meth:`Bracket.start_rps`). The start only decides *where* the
+A queueing curve through them, ``ttft(r) ~ unloaded / (1 - r / saturation)``, turns a TTFT
+target into a starting rate (:meth:`Bracket.start_rps`). The start only decides *where* the
 search looks first: every capacity it reports is still a simulated pass with the next rate of
 the search's grid a simulated fail (:mod:`fleetplan.optimize.capacity`). The start depends on
 the SLO only through the TTFT target and never decreases as it loosens, which keeps the search
@@ -37,10 +29,6 @@ import numpy as np
 from fleetplan.workload.lengths import LengthModel
 
 SAMPLES = 4000  # length draws per bracket (a fixed stream: the bracket is deterministic)
-# a capacity search may certify a rate up to this factor above the work bound: a run of 300 s
-# calls a queue an overload past 30 s of arrivals (10% above the service rate goes unnoticed),
-# and the mean work of a run's requests may fall a few per cent below the bound's 4000 draws
-BOUND_SLACK = 1.25
 
 
 @dataclass(frozen=True)
@@ -49,7 +37,6 @@ class Bracket:
 
     saturation_rps: float
     unloaded_ttft_ms: float
-    bound_rps: float = math.inf
 
     def start_rps(self, ttft_target_ms: float | None, keep: float) -> float:
         """Where the queueing curve crosses ``keep x ttft_target_ms`` (0: the unloaded P99 is
@@ -82,23 +69,4 @@ def bracket(params: Any, lengths: LengthModel, prefix_cache_hit: float = 0.0) ->
                      + p.c_kv_tok * float(np.mean(outs * (ins + outs / 2.0))))
     chunks = np.ceil(prefill / budget)
     lone_ttft_s = p.overhead_s + chunks * p.c_step + p.c_prefill_tok * prefill
-    return Bracket(1.0 / per_request_s, 1e3 * float(np.percentile(lone_ttft_s, 99)),
-                   BOUND_SLACK / _least_work_s(p, ins, outs, prefill))
-
-
-def _least_work_s(p: Any, ins: np.ndarray, outs: np.ndarray, prefill: np.ndarray) -> float:
-    """The least engine time a request of these lengths costs on average (the cost model of
-    :class:`fleetplan.replica.engine.ReplicaEngine`, every term a lower bound): its prefill
-    tokens, ``output - 1`` decode slots (the first token comes with the prefill), the KV
-    context of those decode steps (at least the prompt plus the tokens already generated),
-    and its share of the fixed cost of the steps it needs: at least its decode slots over
-    ``max_num_seqs``, its tokens over ``max_num_batched_tokens``, and the KV it reads over the
-    cache's capacity (a step's decoders hold at most the whole cache)."""
-    dec = np.maximum(outs - 1.0, 0.0)
-    kv = dec * ins + dec * np.maximum(dec - 1.0, 0.0) / 2.0
-    steps = max(float(np.mean(dec)) / float(p.max_num_seqs),
-                float(np.mean(prefill + dec)) / float(p.max_num_batched_tokens),
-                float(np.mean(kv)) / float(p.kv_capacity_tokens))
-    work = (p.c_step * steps + p.c_prefill_tok * float(np.mean(prefill))
-            + p.c_seq * float(np.mean(dec)) + p.c_kv_tok * float(np.mean(kv)))
-    return max(work, 1e-12)
+    return Bracket(1.0 / per_request_s, 1e3 * float(np.percentile(lone_ttft_s, 99)))
