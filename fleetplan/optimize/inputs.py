@@ -188,21 +188,15 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
     """Everything the MILP needs for ``scenario``; capacity searches run on ``executor``.
 
     ``cache_dir``: ``True`` for the default cache folder, a path, or ``False`` for no disk cache.
-    ``progress``: reports the capacity searches (one per candidate x class x tier). Every
-    capacity is simulated; :class:`fleetplan.optimize.lazy.LazyCapacities` simulates only those
-    a plan could use.
+    ``progress``: reports the capacity searches (one per candidate x class x tier).
     """
     setup = setup_problem(scenario, settings=settings, cache_dir=cache_dir)
     results = run_searches(setup.jobs, executor or SerialExecutor(), progress)
     return assemble(setup, results)
 
 
-def assemble(setup: Setup, results: Mapping[tuple[str, str, Tier], CapacityResult],
-             bounds: Mapping[tuple[str, str, Tier], float] | None = None) -> Inputs:
-    """The MILP inputs of ``setup`` from the capacity searches done (``results``); a job
-    without a result takes its upper bound from ``bounds`` as its capacity and adds no power
-    term (its class's per-req/s power and its share of the configuration's per-replica
-    intercept are known only once simulated; both only ever raise the carbon)."""
+def assemble(setup: Setup, results: Mapping[tuple[str, str, Tier], CapacityResult]) -> Inputs:
+    """The MILP inputs of ``setup`` from the result of every one of its capacity searches."""
     from fleetplan.fleet.accounting import embodied_g_per_gpu_hour, power_model
 
     scenario, demands, params = setup.scenario, setup.demands, setup.params
@@ -214,10 +208,7 @@ def assemble(setup: Setup, results: Mapping[tuple[str, str, Tier], CapacityResul
     power_sources: dict[str, str] = {}
     tier_of = {d.name: d.tier for d in demands}
     for key in setup.jobs:
-        res = results.get(key)
-        if res is None:
-            capacity[key] = float((bounds or {})[key])
-            continue
+        res = results[key]
         name, config, t = key
         capacity[key] = res.capacity_rps
         if t == tier_of[name]:
@@ -277,9 +268,7 @@ def assemble(setup: Setup, results: Mapping[tuple[str, str, Tier], CapacityResul
 
 
 def run_searches(jobs: Mapping[K, CapacityJob], executor: Executor,
-                 progress: Progress | None = None,
-                 name: str = "capacity searches (candidate x workload)"
-                 ) -> dict[K, CapacityResult]:
+                 progress: Progress | None = None) -> dict[K, CapacityResult]:
     """The result of every capacity search in ``jobs``, run on ``executor``.
 
     Jobs that differ only in their SLO (the tiers of classes with one workload, on one
@@ -288,8 +277,7 @@ def run_searches(jobs: Mapping[K, CapacityJob], executor: Executor,
     run once. Items go out dearest first (by the bracket's saturation rate: a run's cost grows
     with its rate) so that the last worker is not left with the longest one; results do not
     depend on the order. Cache entries that fail validation (here or in a worker) are
-    recomputed and reported in one warning line (:func:`fleetplan._progress.warn`). ``name``:
-    the progress step's."""
+    recomputed and reported in one warning line (:func:`fleetplan._progress.warn`)."""
     from fleetplan.optimize.cache import DiskCache, input_hash
 
     keys = {k: input_hash(j.key()) for k, j in jobs.items()}
@@ -308,7 +296,7 @@ def run_searches(jobs: Mapping[K, CapacityJob], executor: Executor,
     ordered = [dict(sorted(g.items())) for _i, g in sorted(groups.items())]
     ordered.sort(key=lambda g: _cost(list(g.values())), reverse=True)
     done = tracked_map(executor, search_group, [list(g.values()) for g in ordered],
-                       progress, name)
+                       progress, "capacity searches (candidate x workload)")
     rejected = dict(r for c in caches.values() for r in c.rejected)
     for g, out in zip(ordered, done, strict=True):
         rejected.update(out.rejected)
