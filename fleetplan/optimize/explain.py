@@ -14,21 +14,29 @@ Order of diagnosis:
    their own, the one whose relaxed plan is cheapest is reported. Redundancy is lowered step by
    step. If no single family suffices, all are relaxed together and every one that moved is named.
 
-Main entry: :func:`explain_infeasible` (returns an :class:`Explanation`).
+Main entry: :func:`explain_infeasible` (returns an :class:`Explanation`). For a plan that never
+passed its simulation, :func:`near_floor_notes` names the classes whose SLO a lone replica of
+their configuration barely meets (which no replica count fixes in a shared pool).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pulp
 
+from fleetplan.optimize.capacity import CapacityResult
 from fleetplan.optimize.milp import MilpSolution, build_model, solve_model
-from fleetplan.optimize.problem import Demand, PlanProblem
+from fleetplan.optimize.problem import Demand, PlanProblem, Tier
 from fleetplan.optimize.solvers import SolverSettings
+from fleetplan.optimize.verify import HourCheck
 
 ELASTIC_FAMILIES = ("carbon", "budget", "availability", "max_replicas")
+# a class whose P99 TTFT alone on a replica, at the lowest load its search passed, is at least
+# this share of its SLO cannot absorb the load other classes put on a shared pool
+FLOOR_SHARE = 0.9
 
 
 @dataclass(frozen=True)
@@ -200,3 +208,42 @@ def _with_redundancy(lim, r: int):  # type: ignore[no-untyped-def]
     from dataclasses import replace
 
     return replace(lim, redundancy=r)
+
+
+def near_floor_notes(problem: PlanProblem,
+                     results: Mapping[tuple[str, str, Tier], CapacityResult],
+                     sol: MilpSolution, checks: Sequence[HourCheck]) -> list[str]:
+    """One note per class that missed its TTFT SLO in ``checks`` although a lone replica of a
+    configuration it ran on, at the lowest load its capacity search passed there, already
+    reaches :data:`FLOOR_SHARE` of that SLO: in a pool shared with other classes, every
+    replica carries their load too, so more replicas (the closed loop's remedy) cannot bring
+    it down to the lone figure."""
+    failing: dict[str, float] = {}
+    for chk in checks:
+        for c in chk.classes:
+            if not c.met and c.ttft_p99_ms is not None:
+                failing[c.name] = max(failing.get(c.name, 0.0), c.ttft_p99_ms)
+    slo = {d.name: d.ttft_p99_ms for d in problem.demands}
+    notes = []
+    for name in sorted(failing):
+        target = slo.get(name, math.inf)
+        if not math.isfinite(target):
+            continue
+        floors = []
+        for (cls, pool, h), share in sorted(sol.shares.items()):
+            res = results.get((cls, pool.partition("@")[0], sol.tiers[(pool, h)]))
+            if cls == name and share > 0 and res is not None and res.capacity_rps > 0:
+                floors.append((res.probe.ttft_p99_ms, res.probe.rate_rps,
+                               pool.partition("@")[0]))
+        if not floors:
+            continue
+        p99, rate, config = min(floors)
+        if p99 >= FLOOR_SHARE * target:
+            notes.append(
+                f"class {name}: simulated P99 TTFT {_ms(failing[name])} ms against its SLO "
+                f"{target:g} ms; alone on one {config} replica at {rate:g} req/s (the lowest "
+                f"load its capacity search passed) it already reaches {_ms(p99)} ms "
+                f"({p99 / target:.0%} of the SLO), so in a pool shared with other classes it "
+                "misses whatever the replica count: loosen its SLO or offer a faster candidate "
+                "(replicas of its own are not modelled)")
+    return notes

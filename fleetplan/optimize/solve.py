@@ -29,7 +29,7 @@ from fleetplan.optimize.confidence import (
 )
 from fleetplan.optimize.confidence import margins as model_margins
 from fleetplan.optimize.executors import Executor, get_executor
-from fleetplan.optimize.explain import explain_infeasible
+from fleetplan.optimize.explain import explain_infeasible, near_floor_notes
 from fleetplan.optimize.inputs import Inputs, build_problem
 from fleetplan.optimize.loop import (
     DEFAULT_MAX_ROUNDS,
@@ -376,6 +376,7 @@ def _notes(scenario: Scenario, inputs: Inputs, out: LoopOutcome) -> tuple[str, .
     if not out.verified:
         notes.append(f"NOT VERIFIED: after {out.rounds} round(s) the simulated plan still "
                      "misses an SLO or the carbon cap; classes marked met=false did not meet it")
+        notes.extend(near_floor_notes(out.problem, inputs.results, out.solution, out.checks))
     return tuple(notes)
 
 

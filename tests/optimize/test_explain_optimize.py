@@ -100,3 +100,41 @@ def test_the_availability_relaxation_is_enough_and_one_gpu_less_is_not():
     assert need == int(need) and need > 2
     assert _feasible(replace(p, limits=Limits(availability={"H100-PCIe": int(need)})))
     assert not _feasible(replace(p, limits=Limits(availability={"H100-PCIe": int(need) - 1})))
+
+
+def _result(cap: float, probe_rate: float, probe_ttft: float):
+    from fleetplan.optimize.capacity import CapacityResult, PointStats
+
+    at = PointStats(cap, probe_ttft * 1.02, 20.0, 900.0, True, 0.5, cap)
+    probe = PointStats(probe_rate, probe_ttft, 20.0, 900.0, True, 0.1, probe_rate)
+    return CapacityResult(cap, at, None, probe, 5)
+
+
+@pytest.mark.parametrize(("lone_ms", "named"), [(93.0, True), (91.0, True), (60.0, False)])
+def test_an_unverified_plan_names_a_class_its_replicas_barely_serve_alone(lone_ms, named):
+    """A class that misses its SLO in simulation although a lone replica at the lowest load its
+    search passed is within 10% of that SLO is named, with the configuration and the figures:
+    no replica count fixes it in a shared pool. A class with room is not."""
+    from fleetplan.optimize.explain import near_floor_notes
+    from fleetplan.optimize.verify import ClassCheck, HourCheck
+
+    p = synth_problem([("chat", 8.0, 100.0, 1.0), ("batch", 16.0, 1000.0, 1.0)])
+    sol = solve_problem(p, S)
+    results = {}
+    for (name, pool, h), share in sol.shares.items():
+        if share > 0:
+            config, tier = pool.partition("@")[0], sol.tiers[(pool, h)]
+            ms = lone_ms if name == "chat" else 300.0
+            results[(name, config, tier)] = _result(3.0, 0.03125, ms)
+    checks = [HourCheck(0, (ClassCheck("chat", 106.4, None, None, False),
+                            ClassCheck("batch", 800.0, None, None, True)), False, 0.0, 0.0)]
+    notes = near_floor_notes(p, results, sol, checks)
+    if not named:
+        assert notes == []
+        return
+    (note,) = notes
+    config = next(pool.partition("@")[0] for (n, pool, _h), s in sol.shares.items()
+                  if n == "chat" and s > 0)
+    assert note.startswith("class chat: simulated P99 TTFT 106 ms against its SLO 100 ms")
+    assert f"alone on one {config} replica at 0.03125 req/s" in note
+    assert f"reaches {lone_ms:.0f} ms ({lone_ms:.0f}% of the SLO)" in note
