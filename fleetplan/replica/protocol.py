@@ -243,17 +243,22 @@ def run_metrics(reqs: Sequence[Request], engine: ReplicaEngine,
 
 def sample_lengths(lengths: LengthModel, n: int, seed: int,
                    totals: tuple[int, int] | None = None,
-                   pinned_outputs: Sequence[tuple[int, int]] = ()
-                   ) -> tuple[np.ndarray, np.ndarray]:
+                   pinned_outputs: Sequence[tuple[int, int]] = (),
+                   max_model_len: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``n`` (input, output) pairs for a seed; with ``totals``, rescaled to those token sums
     (a measured run's ``total_input_tokens`` and ``total_output_tokens``). ``pinned_outputs``:
     (index, output tokens) of requests whose length is known (the replies that end a burst,
-    :mod:`fleetplan.replica.burst_tail`); the other outputs share the rest of the total."""
+    :mod:`fleetplan.replica.burst_tail`); the other outputs share the rest of the total.
+    ``max_model_len``: the server's context; no pair exceeds it (a server never completes one
+    that does, so a run's lengths never did), outputs cut where a draw or a rescaling would."""
     ins, outs = lengths.sample(n, np.random.default_rng(seed))
     if totals is not None:
         ins = match_total(ins, totals[0], lengths.input.min, lengths.input.max)
-    cap = lengths.output.max if lengths.max_total is None else np.minimum(
-        lengths.output.max, lengths.max_total - ins)
+    limit = lengths.max_total
+    if max_model_len is not None and int(ins.max()) + lengths.output.max > max_model_len:
+        limit = max_model_len if limit is None else min(limit, max_model_len)
+        ins = np.minimum(ins, max_model_len - lengths.output.min)
+    cap = lengths.output.max if limit is None else np.minimum(lengths.output.max, limit - ins)
     cap_arr = np.broadcast_to(np.asarray(cap, dtype=np.int64), outs.shape)
     free = np.ones(n, dtype=bool)
     for i, tokens in pinned_outputs:
@@ -266,7 +271,12 @@ def sample_lengths(lengths: LengthModel, n: int, seed: int,
         if free.all() or lo * int(free.sum()) > rest or rest > int(cap_arr[free].sum()):
             free[:] = True  # the pins do not fit this run's total: plain rescaling
             rest = totals[1]
-        outs[free] = match_total(outs[free], rest, lo, cap_arr[free])
+        if rest > int(cap_arr[free].sum()):  # the context cuts more than the run's total allows
+            outs[free] = cap_arr[free]
+        else:
+            outs[free] = match_total(outs[free], rest, lo, cap_arr[free])
+    elif limit is not None:
+        outs = np.minimum(outs, cap_arr)
     return ins, outs
 
 
@@ -309,7 +319,8 @@ def replay(params: ReplicaParams, *, rate: float, num_prompts: int = 200,
             rng = np.random.default_rng([seed, 0x5EED])
             arr = benchmark_arrivals(num_prompts, rate, burstiness, rng)
             end_min = float(arr[-1] + gamma_gaps(1, rate, burstiness, rng)[0])
-        ins, outs = sample_lengths(lm, num_prompts, seed, totals, pinned_outputs)
+        ins, outs = sample_lengths(lm, num_prompts, seed, totals, pinned_outputs,
+                                   params.max_model_len)
         cached = ins if warm_prefix_cache else None
         if prefix_runs_before is not None and not warm_prefix_cache:
             cap = (params.kv_capacity_tokens if prefix_capacity_tokens is None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from fleetplan.replica.burst_tail import family_key, infer_burst_tails, tail_for
 from fleetplan.replica.protocol import sample_lengths, vllm_arrivals
@@ -50,3 +51,22 @@ def test_pinned_replies_keep_their_length_and_the_run_keeps_its_total() -> None:
         assert outs[K] == LONG and outs[N - 1] == LAST
         assert int(outs.sum()) == 43000 and int(ins.sum()) == 41650
         assert np.all(ins + outs <= lm.max_total)
+
+
+@pytest.mark.parametrize("totals", [None, (200 * 71, 200 * 900)])
+def test_replayed_lengths_never_exceed_the_servers_context(totals):
+    """A run's requests all fit the server's max_model_len (vLLM completes no other), so the
+    replay of a run never draws one that does: a 1024-token tiny model with outputs of up to
+    1010 tokens failed the live test with "71 + 1010 tokens exceed max_model_len 1024"."""
+    from fleetplan.workload.lengths import LengthModel
+
+    lm = LengthModel.model_validate({
+        "input": {"dist": "uniform", "low": 40, "high": 120},
+        "output": {"dist": "uniform", "low": 600, "high": 1010}})
+    for seed in range(5):
+        ins, outs = sample_lengths(lm, 200, seed, totals, max_model_len=1024)
+        assert int((ins + outs).max()) <= 1024
+        assert int(outs.min()) >= 1
+        free, _ = sample_lengths(lm, 200, seed, totals)
+        if totals is not None:
+            assert int(ins.sum()) == int(free.sum())  # the prompts' total is the run's
