@@ -134,24 +134,20 @@ def _availability(scenario: Scenario) -> dict[str, int]:
     return out
 
 
-@dataclass(frozen=True)
-class Setup:
-    """What a scenario's MILP inputs are made of before any capacity is known: its demands,
-    the candidates' replica parameters and one capacity job per (class, configuration, tier)."""
+def build_problem(scenario: Scenario, *, executor: Executor | None = None,
+                  settings: CapacitySettings | None = None,
+                  cache_dir: str | None | bool = True,
+                  progress: Progress | None = None) -> Inputs:
+    """Everything the MILP needs for ``scenario``; capacity searches run on ``executor``.
 
-    scenario: Scenario
-    settings: CapacitySettings
-    demands: tuple[Demand, ...]
-    params: dict[str, Any]
-    jobs: dict[tuple[str, str, Tier], CapacityJob]
-
-
-def setup_problem(scenario: Scenario, *, settings: CapacitySettings | None = None,
-                  cache_dir: str | None | bool = True) -> Setup:
-    """The demands, candidates and capacity jobs of ``scenario`` (nothing simulated yet)."""
+    ``cache_dir``: ``True`` for the default cache folder, a path, or ``False`` for no disk cache.
+    ``progress``: reports the capacity searches (one per candidate x class x tier).
+    """
+    from fleetplan.fleet.accounting import embodied_g_per_gpu_hour, power_model
     from fleetplan.replica.params import replica_params
 
     settings = settings or getattr(scenario, "capacity", None) or CapacitySettings()
+    executor = executor or SerialExecutor()
     root = (str(default_cache_dir()) if cache_dir is True
             else None if cache_dir is False or cache_dir is None else str(cache_dir))
     work = [class_workload(scenario, i) for i in range(len(scenario.classes))]
@@ -161,8 +157,9 @@ def setup_problem(scenario: Scenario, *, settings: CapacitySettings | None = Non
         for c, w, s in zip(scenario.classes, work, slos, strict=True))
     tiers = sorted({d.tier for d in demands})
 
+    cands = candidate_configs(scenario)
     params: dict[str, Any] = {}
-    for i, (config, _regions, _mx) in enumerate(candidate_configs(scenario)):
+    for i, (config, _regions, _mx) in enumerate(cands):
         try:
             params[config] = replica_params(scenario.model, config)
         except FleetplanError as exc:
@@ -178,40 +175,18 @@ def setup_problem(scenario: Scenario, *, settings: CapacitySettings | None = Non
                     scenario.model, config, params[config], w.lengths, w.burstiness,
                     None if math.isinf(t.ttft_p99_ms) else t.ttft_p99_ms, t.tpot_p99_ms,
                     d.e2e_p99_ms, settings, root, w.prefix_cache_hit)
-    return Setup(scenario, settings, demands, params, jobs)
+    results = run_searches(jobs, executor, progress)
 
-
-def build_problem(scenario: Scenario, *, executor: Executor | None = None,
-                  settings: CapacitySettings | None = None,
-                  cache_dir: str | None | bool = True,
-                  progress: Progress | None = None) -> Inputs:
-    """Everything the MILP needs for ``scenario``; capacity searches run on ``executor``.
-
-    ``cache_dir``: ``True`` for the default cache folder, a path, or ``False`` for no disk cache.
-    ``progress``: reports the capacity searches (one per candidate x class x tier).
-    """
-    setup = setup_problem(scenario, settings=settings, cache_dir=cache_dir)
-    results = run_searches(setup.jobs, executor or SerialExecutor(), progress)
-    return assemble(setup, results)
-
-
-def assemble(setup: Setup, results: Mapping[tuple[str, str, Tier], CapacityResult]) -> Inputs:
-    """The MILP inputs of ``setup`` from the result of every one of its capacity searches."""
-    from fleetplan.fleet.accounting import embodied_g_per_gpu_hour, power_model
-
-    scenario, demands, params = setup.scenario, setup.demands, setup.params
     store = load_profiles()
     capacity: dict[tuple[str, str, Tier], float] = {}
     probes: dict[tuple[str, str], Probe] = {}
     slope: dict[tuple[str, str], float] = {}
     intercept: dict[str, float] = {}
     power_sources: dict[str, str] = {}
-    tier_of = {d.name: d.tier for d in demands}
-    for key in setup.jobs:
-        res = results[key]
-        name, config, t = key
-        capacity[key] = res.capacity_rps
-        if t == tier_of[name]:
+    for (name, config, t), res in results.items():
+        capacity[(name, config, t)] = res.capacity_rps
+        d = next(x for x in demands if x.name == name)
+        if t == d.tier:
             p = res.probe
             probes[(name, config)] = Probe(p.rate_rps, p.ttft_p99_ms, p.tpot_p99_ms,
                                            p.e2e_p99_ms)
@@ -227,7 +202,6 @@ def assemble(setup: Setup, results: Mapping[tuple[str, str, Tier], CapacityResul
             intercept[config] = max(intercept.get(config, 0.0), span * a)
 
     pools: list[Pool] = []
-    cands = candidate_configs(scenario)
     markets = ([c.market for c in scenario.candidates] if scenario.candidates
                else [None] * len(cands))
     for (config, regions, max_rep), market in zip(cands, markets, strict=True):
@@ -254,7 +228,7 @@ def assemble(setup: Setup, results: Mapping[tuple[str, str, Tier], CapacityResul
         commitment=CommitmentMode(scenario.commitment.mode),
         on_demand_price_factor=scenario.commitment.on_demand_price_factor)
     problem = PlanProblem(demands, tuple(pools), capacity, slope, limits, probes,
-                          setup.settings.slo_margin)
+                          settings.slo_margin)
     uncal = sorted(c for c, p in params.items() if not p.calibrated)
     notes = []
     if scenario.power.model == "activity":
@@ -264,7 +238,7 @@ def assemble(setup: Setup, results: Mapping[tuple[str, str, Tier], CapacityResul
                      "carbon is the simulated plan's")
     if uncal:
         notes.append("spec-based (uncalibrated) replica parameters for: " + ", ".join(uncal))
-    return Inputs(problem, dict(results), power_sources, tuple(notes))
+    return Inputs(problem, results, power_sources, tuple(notes))
 
 
 def run_searches(jobs: Mapping[K, CapacityJob], executor: Executor,
