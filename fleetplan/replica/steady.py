@@ -143,16 +143,16 @@ def steady_state(params: ReplicaParams, *, rate: float, lengths: LengthModel | N
                 done_ev.succeed()
 
     engine = ReplicaEngine(env, params, on_finish, record_itl=False)
+    # plain Python floats and ints (int64 draws), one conversion for the whole run
     times, in_tok, out_tok = arr.tolist(), ins.tolist(), outs.tolist()
-    hits = cached.tolist() if cached is not None else None
+    hits = cached.tolist() if cached is not None else [0] * len(times)
     reqs: list[Request] = []
     limit = max(64, int(rate * overload_queue_s))
     overload = env.event()
 
     def source(env: simpy.Environment):  # type: ignore[no-untyped-def]
         for i, t in enumerate(times):
-            r = Request(i, float(t), int(in_tok[i]), int(out_tok[i]),
-                        cached_tokens=int(hits[i]) if hits is not None else 0)
+            r = Request(i, t, in_tok[i], out_tok[i], cached_tokens=hits[i])
             reqs.append(r)
             dt = r.arrival_s - env.now
             if dt > 0:
