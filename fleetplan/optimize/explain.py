@@ -231,10 +231,12 @@ def near_floor_notes(problem: PlanProblem,
             continue
         floors = []
         for (cls, pool, h), share in sorted(sol.shares.items()):
-            res = results.get((cls, pool.partition("@")[0], sol.tiers[(pool, h)]))
-            if cls == name and share > 0 and res is not None and res.capacity_rps > 0:
-                floors.append((res.probe.ttft_p99_ms, res.probe.rate_rps,
-                               pool.partition("@")[0]))
+            if cls != name or share <= 0:
+                continue
+            config = pool.partition("@")[0]
+            res = results.get((cls, config, sol.tiers[(pool, h)]))
+            if res is not None and res.capacity_rps > 0:
+                floors.append((res.probe.ttft_p99_ms, res.probe.rate_rps, config))
         if not floors:
             continue
         p99, rate, config = min(floors)
