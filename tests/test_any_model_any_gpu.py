@@ -17,19 +17,12 @@ DATA = Path(__file__).resolve().parent / "data"
 QWEN3 = DATA / "hf-configs" / "Qwen3-8B-FP8"
 GEMMA_RUN = (DATA / "ionet-vllm-0.8.5"
              / "vllm_200prompts1qps_gemma-2-9b-it_sharegpt_1xNVIDIA-H100-PCIe.json")
-L4 = ("gpu,vendor_name,vram_gb,tdp_w,fp16_tflops_dense,mem_bandwidth_gb_s,interconnect,"
-      "interconnect_gb_s,spec_source,spec_date\n"
-      "L4,NVIDIA L4,24,72,121,300,PCIe-4.0,32,NVIDIA L4 Tensor Core GPU datasheet,2023-03\n")
 
 
 @pytest.fixture
-def user_catalog(tmp_path: Path) -> Path:
-    d = tmp_path / "my-catalog"
-    d.mkdir()
-    (d / "gpus.csv").write_text(L4)
-    (d / "prices.csv").write_text("gpu,market,price_usd_per_gpu_hour,source\n"
-                                  "L4,alternative,0.45,assumption: an on-demand L4 listing\n")
-    return d
+def user_catalog() -> Path:
+    """A user catalog with one GPU the bundled one lacks (the L4) and its price."""
+    return DATA / "catalog-l4"
 
 
 def _bundled_untouched() -> None:
@@ -89,6 +82,7 @@ def test_solve_plans_a_config_json_model_and_offers_the_user_gpu(tmp_path, user_
     from fleetplan.scenario import load_scenario
 
     shutil.copytree(QWEN3, tmp_path / "models" / "Qwen3-8B-FP8")
+    shutil.copytree(user_catalog, tmp_path / "my-catalog")
     sc_path = tmp_path / "plan.yaml"
     sc_path.write_text(
         "model_config: models/Qwen3-8B-FP8\n"   # relative to the scenario file

@@ -20,9 +20,7 @@ from fleetplan.optimize.confidence import MODEL_ERROR_PCT, latency_factor, margi
 from fleetplan.scenario import Scenario, scenario_from_dict
 
 ROOT = Path(__file__).resolve().parents[2]
-L4 = ("gpu,vendor_name,vram_gb,tdp_w,fp16_tflops_dense,mem_bandwidth_gb_s,interconnect,"
-      "interconnect_gb_s,spec_source,spec_date\n"
-      "L4,NVIDIA L4,24,72,121,300,PCIe-4.0,32,NVIDIA L4 Tensor Core GPU datasheet,2023-03\n")
+L4_CATALOG = ROOT / "tests" / "data" / "catalog-l4"  # one user GPU row and its price
 
 
 def _row(fold: str, gpu: str) -> dict:
@@ -31,14 +29,9 @@ def _row(fold: str, gpu: str) -> dict:
 
 
 @pytest.fixture
-def l4_scenario(tmp_path: Path) -> Scenario:
-    d = tmp_path / "my-catalog"
-    d.mkdir()
-    (d / "gpus.csv").write_text(L4)
-    (d / "prices.csv").write_text("gpu,market,price_usd_per_gpu_hour,source\n"
-                                  "L4,alternative,0.45,assumption: an on-demand L4 listing\n")
+def l4_scenario() -> Scenario:
     return scenario_from_dict({
-        "model": "DeepSeek-R1-Distill-Qwen-1.5B", "catalog": str(d),
+        "model": "DeepSeek-R1-Distill-Qwen-1.5B", "catalog": str(L4_CATALOG),
         "classes": [{"name": "chat", "rate_rps": 2, "slo": {"ttft_p99_ms": 3000},
                      "input_tokens": {"dist": "fixed", "value": 300},
                      "output_tokens": {"dist": "fixed", "value": 50}}],
