@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from fleetplan.catalog import HardwareConfig, get_model
@@ -47,6 +49,75 @@ def test_memory_share_and_graph_sizes_by_version() -> None:
     assert engine_defaults("0.6.3").cuda_graph_max_batch == 256     # up to max_num_seqs
     assert engine_defaults("0.8.5", "H100-PCIe", 80).cuda_graph_max_batch == 512
     assert {engine_defaults(v).block_size for v in ("0.6.3", "0.8.5", "0.32.0")} == {16}
+
+
+# Values read by hand in the released PyPI sdists (docs/engine-defaults.md lists their sha256):
+# (version, gpu, GiB) -> (batched tokens, seqs, gpu_memory_utilization, block, graph max)
+@pytest.mark.parametrize(("version", "gpu", "vram", "expected"), [
+    # 0.9.0 arg_utils.py:1495 `>= 70 * GiB_bytes and "a100" not in device_name`
+    ("0.9.0", "H100-PCIe", 79.6, (8192, 1024, 0.9, 16, 512)),
+    ("0.9.0", "A100-80GB", 80, (2048, 256, 0.9, 16, 512)),
+    ("0.9.2", "H100-SXM", 79.6, (8192, 1024, 0.9, 16, 512)),      # 0.9.2 arg_utils.py:1629
+    # 0.10.1 arg_utils.py:1638; config/cache.py:43 0.9; platforms/cuda.py:137-138 block 16
+    ("0.10.1", "H100-PCIe", 79.6, (8192, 1024, 0.9, 16, 512)),
+    ("0.10.1", "RTX-4090", 24, (2048, 256, 0.9, 16, 512)),
+    ("0.10.2", "L40S", 48, (2048, 256, 0.9, 16, 512)),            # 0.10.2 arg_utils.py:1669
+    ("0.11.0", "H100-PCIe", 79.6, (8192, 1024, 0.9, 16, 512)),    # 0.11.0 arg_utils.py:1605
+    ("0.11.2", "H200", 141, (8192, 1024, 0.9, 16, 512)),          # 0.11.2 arg_utils.py:1892
+    ("0.14.1", "A100-80GB", 80, (2048, 256, 0.9, 16, 512)),       # 0.14.1 arg_utils.py:1846
+    ("0.19.1", "H100-PCIe", 79.6, (8192, 1024, 0.9, 16, 512)),    # 0.19.1 config/cache.py:41
+    ("0.20.0", "H100-PCIe", 79.6, (8192, 1024, 0.92, 16, 512)),   # 0.20.0 config/cache.py:66
+    ("0.27.1", "B200", 180, (8192, 1024, 0.92, 16, 512)),         # no 160 GiB tier yet
+    # 0.28.0 arg_utils.py:2582 (>= 160 GiB), config/vllm.py:1938 (1024 on capability 10.x)
+    ("0.28.0", "B200", 180, (16384, 1024, 0.92, 16, 1024)),
+    ("0.28.0", "H200", 141, (8192, 1024, 0.92, 16, 512)),
+    ("0.31.0", "H100-PCIe", 79.6, (8192, 1024, 0.92, 16, 512)),   # 0.31.0 arg_utils.py:2868
+    ("0.32.0", "B200", 180, (16384, 1024, 0.92, 16, 1024)),       # 0.32.0 config/vllm.py:2358
+])
+def test_released_defaults_between_0_9_and_0_32(version, gpu, vram, expected) -> None:
+    d = engine_defaults(version, gpu, vram)
+    assert (d.max_num_batched_tokens, d.max_num_seqs, d.gpu_memory_utilization, d.block_size,
+            d.cuda_graph_max_batch) == expected
+    assert d.engine == "V1" and d.chunked_prefill and d.prefix_caching
+    assert d.scheduler_budget(8192) == (expected[0], True)
+
+
+@pytest.mark.parametrize(("before", "after", "gpu", "vram", "field", "old", "new"), [
+    # A100 excluded by name: 0.8.5.post1 arg_utils.py:1596 vs 0.9.0 arg_utils.py:1495
+    ("0.8.5.post1", "0.9.0", "A100-80GB", 80, "max_num_batched_tokens", 8192, 2048),
+    ("0.8.5.post1", "0.9.0", "A100-80GB", 80, "max_num_seqs", 1024, 256),
+    # memory share: 0.19.1 config/cache.py:41 0.9 vs 0.20.0 config/cache.py:66 0.92
+    ("0.19.1", "0.20.0", "H100-PCIe", 79.6, "gpu_memory_utilization", 0.9, 0.92),
+    # >= 160 GiB tier: absent in 0.27.1, 0.28.0 arg_utils.py:2582-2591
+    ("0.27.1", "0.28.0", "B200", 180, "max_num_batched_tokens", 8192, 16384),
+    # compute capability 10.x graph cap: 0.27.1 512, 0.28.0 config/vllm.py:1937-1939 1024
+    ("0.27.1", "0.28.0", "B200", 180, "cuda_graph_max_batch", 512, 1024),
+])
+def test_each_change_point_between_the_last_release_before_and_the_first_after(
+        before, after, gpu, vram, field, old, new) -> None:
+    assert getattr(engine_defaults(before, gpu, vram), field) == old
+    assert getattr(engine_defaults(after, gpu, vram), field) == new
+
+
+@pytest.mark.parametrize(("before", "after", "cited"), [
+    ("0.9.2", "0.10.0", "vLLM 0.10.0"),    # cuda_graph_sizes default [512] -> [min(2 x seqs, 512)]
+    ("0.10.2", "0.11.0", "vLLM 0.11.0"),   # V0 engine removed
+    ("0.11.0", "0.11.1", "vLLM 0.11.1"),   # graphs step 16 from 256, VLLM_USE_V1 gone
+    ("0.11.2", "0.12.0", "vLLM 0.12.0"),   # chunked prefill / prefix caching by model support
+])
+def test_rule_only_change_points_keep_the_values_and_cite_the_new_release(
+        before, after, cited) -> None:
+    old, new = engine_defaults(before, "H100-PCIe", 79.6), engine_defaults(after, "H100-PCIe", 79.6)
+    assert (old.max_num_batched_tokens, old.max_num_seqs, old.cuda_graph_max_batch) == (
+        new.max_num_batched_tokens, new.max_num_seqs, new.cuda_graph_max_batch) == (8192, 1024, 512)
+    assert new.source.startswith(cited) and not old.source.startswith(cited)
+
+
+def test_every_row_from_0_9_cites_a_released_file_and_lines() -> None:
+    for v in ("0.9.1", "0.10.1", "0.11.0", "0.11.1", "0.13.0", "0.20.2", "0.29.0"):
+        d = engine_defaults(v, "H100-PCIe", 79.6)
+        assert "unreleased" not in d.source and "not checked" not in d.source
+        assert re.search(r"vLLM 0\.\d+\.\d+ vllm/engine/arg_utils\.py:\d+-\d+", d.source)
 
 
 def test_v0_chunks_prefill_only_for_long_context_models() -> None:
