@@ -31,7 +31,10 @@ def _cv_rows(summary: Mapping[str, CvMetricSummary], baseline: bool) -> list[lis
     for m in VALIDATED_METRICS:
         s = summary[m]
         err, target = s.median_abs_error_pct, s.target_pct
-        row = [f"`{m}`", _f(target, 0), _f(err)]
+        # one decimal, or two where one would hide which side of its target the error is on
+        near = err is not None and target is not None and err != target \
+            and round(err, 1) == target
+        row = [f"`{m}`", _f(target, 0), _f(err, 2 if near else 1)]
         if baseline:
             b = (s.baseline_median_abs_error_pct if isinstance(s, BaselineCvMetricSummary)
                  else None)

@@ -42,3 +42,19 @@ def test_baseline_rows_keep_their_baseline() -> None:
 def test_a_result_without_runs_is_a_clear_error() -> None:
     with pytest.raises(DataError, match="missing field 'runs'"):
         ValidationResult.from_dict({"summary": {}}, "saved.json")
+
+
+def test_a_median_error_that_rounds_onto_its_target_shows_which_side_it_is_on() -> None:
+    from fleetplan.replica.runs import VALIDATED_METRICS
+    from fleetplan.validate.markdown import _cv_rows
+    from fleetplan.validate.records import BaselineCvMetricSummary
+
+    def row(err: float) -> list[str]:
+        summary = {m: BaselineCvMetricSummary(err, 17, 5.0, 11.1, 17) for m in VALIDATED_METRICS}
+        return _cv_rows(summary, True)[VALIDATED_METRICS.index("tpot_p50_ms")]
+
+    # 5.01 % against a 5 % target: "5.0 ... no" would read as a contradiction
+    assert row(5.011)[2:5] == ["5.01", "11.1", "no"]
+    assert row(4.96)[2:5] == ["4.96", "11.1", "yes"]
+    assert row(5.0)[2:5] == ["5.0", "11.1", "yes"]
+    assert row(4.2)[2:5] == ["4.2", "11.1", "yes"]
