@@ -49,6 +49,9 @@ PRIOR_SIGMA = 1.5  # weak: a factor e^1.5 ~ 4.5 away from the prior costs one un
 KV_FIT_BELOW = 150_000
 ROBUST_SCALE = 0.25  # log-error above which the loss grows linearly (~28 %)
 KV_START_GRID: tuple[float, ...] = ()  # a grid start did not help on 70B (local optima)
+# Nelder-Mead evaluations per configuration fit: 40 left the 6-7 parameter fits short of
+# converged (leave-one-rate-out RTX 4090 TTFT p50 18.8 % at 40, 14.8 % at 80; docs/replica-model.md)
+DEFAULT_MAX_NFEV = 80
 BOUND = 3.0  # log-space bound around the prior (a factor of ~20 either way)
 RATIO_KEYS = ("c_step", "c_prefill_tok", "c_seq", "c_kv_tok", "overhead_s",
               "kv_capacity_tokens")
@@ -87,7 +90,7 @@ def _errors(pred: dict[str, float], run: MeasuredRun) -> dict[str, float]:
 
 
 def fit_config(runs: Sequence[MeasuredRun], *, lengths: LengthModel | None = None,
-               seeds: Sequence[int] = FIT_SEEDS, max_nfev: int = 40,
+               seeds: Sequence[int] = FIT_SEEDS, max_nfev: int = DEFAULT_MAX_NFEV,
                prior: ReplicaParams | None = None) -> FitResult:
     """Fit one configuration to its runs (flagged runs are skipped, and reported)."""
     if not runs:
@@ -96,7 +99,11 @@ def fit_config(runs: Sequence[MeasuredRun], *, lengths: LengthModel | None = Non
     if any(r.key != (model, config) for r in runs):
         raise ModelError("fit_config takes the runs of one model x configuration")
     spec, hw = get_model(model), HardwareConfig.parse(config)
-    prior = prior or prior_params(spec, hw)
+    # the server's engine limits follow the vLLM version its runs recorded (one version, else
+    # the default: fleetplan.replica.priors.DEFAULT_ENGINE_VERSION)
+    versions = {r.engine_version for r in runs}
+    version = versions.pop() if len(versions) == 1 else None
+    prior = prior or prior_params(spec, hw, engine_version=version)
     good = [r for r in runs if not r.flagged]
     names = ["c_step", "c_prefill_tok", "c_seq", "overhead_s", "c_kv_tok"]
     if prior.kv_capacity_tokens < KV_FIT_BELOW:
@@ -197,7 +204,8 @@ def group_runs(runs: Sequence[MeasuredRun]) -> dict[tuple[str, str], list[Measur
 
 
 def fit_many(groups: Sequence[list[MeasuredRun]], *, lengths: LengthModel | None = None,
-             jobs: int | None = None, max_nfev: int = 40, progress: Progress | None = None,
+             jobs: int | None = None, max_nfev: int = DEFAULT_MAX_NFEV,
+             progress: Progress | None = None,
              step_name: str = "configuration fits") -> list[FitResult]:
     """Fit several configurations, in ``jobs`` processes (default: all cores); ``progress``
     receives step ``step_name``, one unit per fitted group."""

@@ -23,7 +23,14 @@ from fleetplan.catalog.models import get_model, normalize_model
 from fleetplan.errors import UnknownNameError
 from fleetplan.profiles.store import ProfileStore
 from fleetplan.replica.burst_tail import infer_burst_tails
-from fleetplan.replica.calibrate import FIT_SEEDS, WEIGHTS, FitResult, fit_many, group_runs
+from fleetplan.replica.calibrate import (
+    DEFAULT_MAX_NFEV,
+    FIT_SEEDS,
+    WEIGHTS,
+    FitResult,
+    fit_many,
+    group_runs,
+)
 from fleetplan.replica.calibration_file import (
     CalibrationEntry,
     CalibrationFile,
@@ -36,7 +43,6 @@ from fleetplan.replica.params import geomean_rows
 from fleetplan.replica.runs import FLAG_RATIO, VLLM_BENCHMARK_SEED, MeasuredRun, runs_from_frame
 from fleetplan.workload.lengths import LengthModel, protocol_length_model
 
-DEFAULT_MAX_NFEV = 40
 WARM_PREFIX_CACHE_RULE = ("LRU over KV blocks across the runs that preceded a run on its server "
                           "(rates 32, 16, 8, 4, 1 req/s in that order, the same prompts and "
                           "replies each run; fleetplan.replica.prefix_cache): each request's "

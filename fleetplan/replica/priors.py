@@ -11,13 +11,13 @@ efficiencies of the bandwidth-, compute- and interconnect-bound parts of a step 
 time, fitted across models so they carry over to a model never measured: an opt-in alternative,
 ``predict(..., efficiency="transfer")``; docs/catalogs.md has its leave-one-model-out errors).
 
-Named assumptions (documented in docs/replica-model.md): vLLM 0.8.5 V1 defaults for the OpenAI
-server on a device below 70 GiB (``max_num_seqs`` 256, ``max_num_batched_tokens`` 2048, block
-size 16, ``gpu_memory_utilization`` 0.9), used for every GPU unless a version is named: 0.8.5
-gives devices of >= 70 GiB (the study's H100 PCIe) 1024 and 8192 (``vllm/engine/arg_utils.py``
-1596-1602; refitting the H100 configurations with those was measured and not adopted, see
-docs/replica-model.md), weights split evenly over the tensor-parallel group, KV heads split over
-it (replicated when fewer than the group), fp16 KV cache.
+Named assumptions (documented in docs/replica-model.md): a server runs the engine limits of
+its vLLM version (:mod:`fleetplan.replica.engine_defaults`; :data:`DEFAULT_ENGINE_VERSION`, the
+study's 0.8.5, when none is named or recorded: 256 sequences and 2048 batched tokens below
+70 GiB of device memory, 1024 and 8192 at or above it, ``vllm/engine/arg_utils.py`` 1596-1609,
+block size 16, ``gpu_memory_utilization`` 0.9; the constants below are the fallback for a
+version the table does not cover), weights split evenly over the tensor-parallel group, KV
+heads split over it (replicated when fewer than the group), fp16 KV cache.
 """
 
 from __future__ import annotations
@@ -38,6 +38,8 @@ if TYPE_CHECKING:
 GPU_MEMORY_UTILIZATION = 0.9
 MAX_NUM_SEQS = 256
 MAX_NUM_BATCHED_TOKENS = 2048
+# The vLLM version a server is taken to run when none is named or recorded: the study's.
+DEFAULT_ENGINE_VERSION = "0.8.5"
 BLOCK_SIZE = 16
 KV_DTYPE_BYTES = 2.0
 GIB = 1024**3
@@ -127,6 +129,27 @@ def kv_capacity_tokens(spec: ModelSpec, hw: HardwareConfig, *,
     return tokens
 
 
+def server_limits(spec: ModelSpec, hw: HardwareConfig,
+                  engine_version: str | None = None) -> tuple[int, int, int, float, str]:
+    """``(max_num_seqs, max_num_batched_tokens, block_size, gpu_memory_utilization, note)`` of a
+    vLLM server of ``engine_version`` (default :data:`DEFAULT_ENGINE_VERSION`, the study's) on
+    ``hw``, by :mod:`fleetplan.replica.engine_defaults` (device-memory rules applied); a version
+    the table does not cover keeps the 0.8.5 figures below 70 GiB and says so in ``note``."""
+    from fleetplan.errors import InputError
+    from fleetplan.replica.engine_defaults import engine_defaults
+
+    version = engine_version or DEFAULT_ENGINE_VERSION
+    try:
+        d = engine_defaults(version, hw.gpu, hw.spec.vram_gb)
+    except InputError:  # a version the table does not cover: say so, keep the assumption
+        return (MAX_NUM_SEQS, MAX_NUM_BATCHED_TOKENS, BLOCK_SIZE, GPU_MEMORY_UTILIZATION,
+                f"; vLLM {version}: no engine defaults known, the named assumption used")
+    batched, _chunked = d.scheduler_budget(spec.context_length)
+    note = (f"; engine defaults of vLLM {version} ({d.source})" if engine_version is not None
+            else "")
+    return d.max_num_seqs, batched, d.block_size, d.gpu_memory_utilization, note
+
+
 def prior_params(spec: ModelSpec, hw: HardwareConfig, *,
                  efficiency: Mapping[str, float] | Mapping[str, object] | None = None,
                  source: str | None = None,
@@ -138,25 +161,10 @@ def prior_params(spec: ModelSpec, hw: HardwareConfig, *,
     table, whose entries may also carry ``n_configs``); missing names use
     :data:`DEFAULT_RATIOS`. The result has ``calibrated=False``. ``engine_version``: the vLLM
     version whose defaults the server ran with (:mod:`fleetplan.replica.engine_defaults`;
-    default: the named assumption above, the study's).
+    default: :data:`DEFAULT_ENGINE_VERSION`, the study's).
     """
     ideal = ideal_coefficients(spec, hw)
-    seqs, batched, block, util = (MAX_NUM_SEQS, MAX_NUM_BATCHED_TOKENS, BLOCK_SIZE,
-                                  GPU_MEMORY_UTILIZATION)
-    engine_note = ""
-    if engine_version is not None:
-        from fleetplan.errors import InputError
-        from fleetplan.replica.engine_defaults import engine_defaults
-
-        try:
-            d = engine_defaults(engine_version, hw.gpu, hw.spec.vram_gb)
-        except InputError:  # a version the table does not cover: say so, keep the assumption
-            engine_note = (f"; vLLM {engine_version}: no engine defaults known, the named "
-                           "assumption used")
-        else:
-            batched, _chunked = d.scheduler_budget(spec.context_length)
-            seqs, block, util = d.max_num_seqs, d.block_size, d.gpu_memory_utilization
-            engine_note = f"; engine defaults of vLLM {engine_version} ({d.source})"
+    seqs, batched, block, util, engine_note = server_limits(spec, hw, engine_version)
     ratios = dict(DEFAULT_RATIOS)
     learned = 0
     if efficiency:

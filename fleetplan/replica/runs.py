@@ -34,7 +34,7 @@ from fleetplan.catalog.models import get_model
 from fleetplan.replica.burst_tail import BurstTail, infer_burst_tails, tail_for
 from fleetplan.replica.params import ReplicaParams
 from fleetplan.replica.prefix_cache import runs_before
-from fleetplan.replica.priors import kv_capacity_tokens
+from fleetplan.replica.priors import kv_capacity_tokens, server_limits
 from fleetplan.replica.protocol import replay
 from fleetplan.workload.lengths import LengthModel
 
@@ -87,8 +87,12 @@ class MeasuredRun:
 
 @cache
 def server_kv_tokens(model: str, config: str) -> int:
-    """KV-cache tokens vLLM allocates for ``model`` on ``config`` (first principles)."""
-    return kv_capacity_tokens(get_model(model), HardwareConfig.parse(config))
+    """KV-cache tokens vLLM allocates for ``model`` on ``config`` (first principles, with the
+    engine limits of :data:`~fleetplan.replica.priors.DEFAULT_ENGINE_VERSION`)."""
+    spec, hw = get_model(model), HardwareConfig.parse(config)
+    seqs, batched, _block, util, _note = server_limits(spec, hw)
+    return kv_capacity_tokens(spec, hw, gpu_memory_utilization=util,
+                              max_num_batched_tokens=batched, max_num_seqs=seqs)
 
 
 def flag_runs(frame: pd.DataFrame, ratio: float = FLAG_RATIO) -> dict[str, str]:

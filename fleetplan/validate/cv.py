@@ -19,7 +19,7 @@ from fleetplan._progress import Progress, step
 from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.catalog.models import get_model
 from fleetplan.replica.burst_tail import infer_burst_tails
-from fleetplan.replica.calibrate import fit_many, group_runs
+from fleetplan.replica.calibrate import DEFAULT_MAX_NFEV, fit_many, group_runs
 from fleetplan.replica.calibration_file import (
     CalibrationEntry,
     CalibrationFile,
@@ -80,7 +80,7 @@ def summaries(records: Sequence[RunRecord], with_baseline: bool, *,
 
 
 def leave_one_rate_out(runs: Sequence[MeasuredRun], *, jobs: int | None = None,
-                       max_nfev: int = 40, seeds: Sequence[int] = VALIDATE_SEEDS,
+                       max_nfev: int = DEFAULT_MAX_NFEV, seeds: Sequence[int] = VALIDATE_SEEDS,
                        progress: Progress | None = None,
                        tail_pool: Sequence[MeasuredRun] | None = None) -> CvResult:
     """Refit without each interior rate, predict it; baseline beside the model (the burst-tail

@@ -33,7 +33,7 @@ def _one_h100(rate: float, model: str = "activity", **over: Any) -> Scenario:
 def test_energy_per_token_of_a_pool_falls_as_its_load_rises() -> None:
     gpu = get_gpu("H100-PCIe")
     # its capacity: what the pool completes per second when overloaded
-    flood = simulate(_one_h100(80.0))
+    flood = simulate(_one_h100(200.0))
     assert flood.overloaded
     cap = flood.pools[0].completed_rps
     watts, per_token = [], []

@@ -135,15 +135,36 @@ def test_unknown_versions_are_refused() -> None:
         engine_defaults("latest")
 
 
+def test_the_default_prior_follows_vllm_085s_device_memory_rule() -> None:
+    # the study's version: 8192 / 1024 at >= 70 GiB (arg_utils.py 1596-1602), 2048 / 256 below
+    spec = get_model("Meta-Llama-3-8B-Instruct")
+    h100 = prior_params(spec, HardwareConfig.parse("1xH100-PCIe"))
+    rtx = prior_params(spec, HardwareConfig.parse("1xRTX-4090"))
+    assert (h100.max_num_batched_tokens, h100.max_num_seqs) == (8192, 1024)
+    assert (rtx.max_num_batched_tokens, rtx.max_num_seqs) == (2048, 256)
+    named = prior_params(spec, HardwareConfig.parse("1xH100-PCIe"), engine_version="0.8.5")
+    assert named.model_dump(exclude={"source"}) == h100.model_dump(exclude={"source"})
+
+
 def test_a_named_version_changes_only_the_engine_limits_of_the_prior() -> None:
     spec, hw = get_model("Meta-Llama-3-8B-Instruct"), HardwareConfig.parse("1xH100-PCIe")
     study = prior_params(spec, hw)
-    v085 = prior_params(spec, hw, engine_version="0.8.5")
-    assert (study.max_num_batched_tokens, study.max_num_seqs) == (2048, 256)
-    assert (v085.max_num_batched_tokens, v085.max_num_seqs) == (8192, 1024)
-    assert v085.c_step == study.c_step and v085.c_seq == study.c_seq
-    assert v085.kv_capacity_tokens < study.kv_capacity_tokens  # bigger activation reserve
-    assert "vLLM 0.8.5" in v085.source
+    v063 = prior_params(spec, hw, engine_version="0.6.3")
+    # 0.6.3 (V0): no device rule, whole prompts a step: max(max_model_len 8192, 2048)
+    assert (v063.max_num_batched_tokens, v063.max_num_seqs) == (8192, 256)
+    assert v063.c_step == study.c_step and v063.c_seq == study.c_seq
+    assert v063.kv_capacity_tokens > study.kv_capacity_tokens  # 256 sequences' logits, not 1024
+    assert "vLLM 0.6.3" in v063.source and "vLLM" not in study.source
+
+
+def test_calibration_replays_a_server_at_its_recorded_versions_limits() -> None:
+    from fleetplan.replica.calibration_file import load_calibration_file
+
+    cal = load_calibration_file()  # the bundled fit: all runs record vLLM 0.8.5
+    h100 = next(e for e in cal.configs if e.key[1] == "1xH100-PCIe")
+    rtx = next(e for e in cal.configs if e.key[1] == "1xRTX-4090")
+    assert (h100.params.max_num_batched_tokens, h100.params.max_num_seqs) == (8192, 1024)
+    assert (rtx.params.max_num_batched_tokens, rtx.params.max_num_seqs) == (2048, 256)
 
 
 def test_a_run_of_an_unknown_version_keeps_the_assumption_and_says_so(cli) -> None:
