@@ -68,7 +68,7 @@ def test_tight_slo_with_cached_prompts_uses_several_h100s_only(plan_of):
     """The same 55 ms at 16 req/s with the prompts stated to be in the prefix cache
     (prefix_cache_hit 1.0, as in the measured repeated runs): only prefill of the last block
     remains, so P99 TTFT falls to the measured 45-50 ms and H100 replicas meet it. Decode then
-    binds: a replica holds the SLO up to ~10 req/s with the bundled calibration."""
+    binds: a replica holds the SLO up to ~9 req/s with the bundled calibration."""
     plan = plan_of("tight55-cached", scenario(one(55, prefix_cache_hit=1.0)))
     cap = next(c.capacity_rps for c in plan.capacities if c.config == H100)
     assert plan.status is not PlanStatus.infeasible, (plan.reason, plan.relaxation)
