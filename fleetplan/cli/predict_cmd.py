@@ -76,8 +76,8 @@ def predict(
     engine_version: str | None = typer.Option(
         None, "--engine-version", help="vLLM version the server runs (e.g. 0.6.3, 0.8.5, "
         "0.10.1): an uncalibrated prediction uses its engine defaults (max_num_batched_tokens, "
-        "max_num_seqs, chunked prefill; docs/engine-defaults.md). Default: the study's "
-        "assumption (0.8.5 defaults of a non-H100 GPU: 2048 tokens, 256 sequences)."),
+        "max_num_seqs, chunked prefill; docs/engine-defaults.md). Default: 0.8.5, the study's "
+        "(by device memory: 8192 tokens and 1024 sequences at >= 70 GiB, else 2048 and 256)."),
     efficiency: str = typer.Option(
         "ratios", "--efficiency", help="How an uncalibrated pair's step costs are learned: "
         "ratios (per-coefficient efficiency ratios of calibrated configurations, the default "
