@@ -26,6 +26,18 @@ from fleetplan.validate.spec_cv import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
+CHOICE_METRICS = ("request_throughput", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms")
+
+
+def choose_path(ratios: dict[str, dict[str, float]],
+                transfer: dict[str, dict[str, float]]) -> str:
+    """``"transfer"`` when its median |error| is no worse than the ratios' on every metric of
+    :data:`CHOICE_METRICS` (both measured), else ``"ratios"``."""
+    if not all(m in ratios and m in transfer for m in CHOICE_METRICS):
+        return "ratios"
+    better = all(transfer[m]["median_abs_pct"] <= ratios[m]["median_abs_pct"]
+                 for m in CHOICE_METRICS)
+    return "transfer" if better else "ratios"
 
 
 def main() -> None:
@@ -37,10 +49,24 @@ def main() -> None:
     keys = {e.key for e in cal.configs}
     runs = [r for r in load_runs(store) if r.key in keys]
     seeds = tuple(range(args.seeds))
-    folds = {"leave-one-model-out": leave_one_model_out(runs, cal.configs, seeds=seeds),
-             "leave-one-config-out": leave_one_config_out(runs, cal.configs, seeds=seeds),
+    # the spec path of each GPU type: transfer efficiencies where they are no worse than the
+    # ratios on every leave-one-model-out metric (fleetplan.replica.params.spec_path)
+    gpus = sorted({r.gpu for r in runs})
+    by_path = {path: error_quantiles(leave_one_model_out(
+        runs, cal.configs, seeds=seeds, paths=dict.fromkeys(gpus, path)).runs, CHOICE_METRICS)
+        for path in ("ratios", "transfer")}
+    paths = {g: choose_path(by_path["ratios"].get(g, {}), by_path["transfer"].get(g, {}))
+             for g in gpus}
+    folds = {"leave-one-model-out": leave_one_model_out(runs, cal.configs, seeds=seeds,
+                                                        paths=paths),
+             "leave-one-config-out": leave_one_config_out(runs, cal.configs, seeds=seeds,
+                                                          paths=paths),
              "leave-one-gpu-out": leave_one_gpu_out(runs, cal.configs, seeds=seeds)}
     table = {
+        "paths": paths,
+        "path_choice": {path: {g: {m: q["median_abs_pct"] for m, q in row.items()}
+                               for g, row in rows.items() if g in gpus}
+                        for path, rows in by_path.items()},
         "source": (f"Spec-path predictions of the {len(runs)} runs of the bundled store's "
                    f"{len(keys)} calibrated configurations (data/profiles.csv, "
                    f"data/calibration.json), {args.seeds} length seeds each; "

@@ -79,10 +79,12 @@ def predict(
         "max_num_seqs, chunked prefill; docs/engine-defaults.md). Default: 0.8.5, the study's "
         "(by device memory: 8192 tokens and 1024 sequences at >= 70 GiB, else 2048 and 256)."),
     efficiency: str = typer.Option(
-        "ratios", "--efficiency", help="How an uncalibrated pair's step costs are learned: "
-        "ratios (per-coefficient efficiency ratios of calibrated configurations, the default "
-        "and what the bands measure) or transfer (per-GPU-type efficiencies of the bandwidth-, "
-        "compute- and interconnect-bound parts, fitted across models; docs/catalogs.md)."),
+        "auto", "--efficiency", help="How an uncalibrated pair's step costs are learned: "
+        "ratios (per-coefficient efficiency ratios of calibrated configurations), transfer "
+        "(per-GPU-type efficiencies of the bandwidth-, compute- and interconnect-bound parts, "
+        "fitted across models; docs/catalogs.md) or auto (the default: the path whose held-out "
+        "errors were no worse on every metric for the GPU type, the one the bands measure; "
+        "docs/spec-path-validation.md)."),
     fmt: OutputFormat = typer.Option(
         OutputFormat.table, "--format", help="table, csv (the table's rows: metric, mean, std; "
         "--steady: metric, value) or json."),

@@ -45,7 +45,7 @@ MODEL_ERROR_PCT: dict[str, tuple[float, int]] = {
 }
 # a calibrated configuration of a GPU type the bundled store never measured (a user's own
 # calibration): assumed as large as the worst leave-one-config-out error of the validation page
-UNMEASURED_ERROR_PCT = 47.4
+UNMEASURED_ERROR_PCT = 22.8
 HALF_NORMAL_MEDIAN = 0.6744897501960817  # median of |Normal(0, 1)|
 
 

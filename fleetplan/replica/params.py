@@ -112,9 +112,39 @@ def load_calibration(path: str | Path | None = None) -> dict[str, Any]:
     return _load_calibration_cached(str(p.resolve()), p.stat().st_mtime)
 
 
+EFFICIENCIES = ("auto", "ratios", "transfer")
+SPEC_ERRORS_NAME = "spec_errors.json"
+
+
+@cache
+def _spec_paths_at(path: str, mtime: float) -> dict[str, str]:
+    import json
+
+    try:
+        paths = json.loads(Path(path).read_text(encoding="utf-8")).get("paths", {})
+    except (OSError, ValueError, AttributeError) as e:
+        raise DataError(f"{path}: unreadable spec-path table ({e})") from None
+    if not isinstance(paths, dict) or not all(
+            isinstance(k, str) and v in ("ratios", "transfer") for k, v in paths.items()):
+        raise DataError(f"{path}: 'paths' must map GPU types to 'ratios' or 'transfer'")
+    return dict(paths)
+
+
+def spec_path(gpu: str) -> str:
+    """The spec path an uncalibrated pair on ``gpu`` takes by default: ``"transfer"`` where
+    ``scripts/gen_spec_errors.py`` measured the transfer efficiencies no worse than the ratios
+    on every leave-one-model-out metric of that GPU type (``paths`` in
+    ``data/spec_errors.json``), else ``"ratios"``."""
+    f = data_dir() / SPEC_ERRORS_NAME
+    if not f.is_file():
+        return "ratios"
+    return _spec_paths_at(str(f), f.stat().st_mtime).get(gpu, "ratios")
+
+
 def replica_params(model: str, config: str, *,
                    calibration: CalibrationSource = None,
-                   engine_version: str | None = None) -> ReplicaParams:
+                   engine_version: str | None = None,
+                   efficiency: str = "auto") -> ReplicaParams:
     """Parameters of ``model`` served on ``config``.
 
     Calibrated figures when the calibration (file path, loaded dict or
@@ -125,9 +155,19 @@ def replica_params(model: str, config: str, *,
     a model that does not fit the configuration's memory raises :class:`ModelError`.
     ``engine_version``: a spec-based prior uses that vLLM version's engine defaults
     (:mod:`fleetplan.replica.engine_defaults`; calibrated figures are unchanged).
+    ``efficiency``: how an uncalibrated pair's step costs are learned: ``"ratios"``
+    (per-coefficient efficiency ratios), ``"transfer"`` (per-GPU-type efficiencies of the
+    bandwidth-, compute- and interconnect-bound parts,
+    :func:`~fleetplan.replica.priors.fit_transfer_efficiency`, where the GPU type has enough
+    calibrated configurations) or ``"auto"`` (the GPU type's measured better path,
+    :func:`spec_path`).
     """
+    from fleetplan.errors import InputError
     from fleetplan.replica.calibration_file import load_calibration_file
-    from fleetplan.replica.priors import prior_params
+    from fleetplan.replica.priors import fit_transfer_efficiency, prior_params, transfer_prior
+
+    if efficiency not in EFFICIENCIES:
+        raise InputError(f"efficiency {efficiency!r}: expected one of {', '.join(EFFICIENCIES)}")
 
     spec = get_model(model)
     hw = HardwareConfig.parse(config)
@@ -138,6 +178,13 @@ def replica_params(model: str, config: str, *,
     eff, how = learned_efficiency(cal.configs, hw.gpu, hw.gpu_count)
     if eff is None:
         return prior_params(spec, hw, engine_version=engine_version)
+    path = spec_path(hw.gpu) if efficiency == "auto" else efficiency
+    fit = fit_transfer_efficiency(cal.configs, hw.gpu) if path == "transfer" else None
+    if fit is not None:
+        t = transfer_prior(spec, hw, fit, ratios=eff, engine_version=engine_version)
+        why = (f"; the {hw.gpu} spec path by held-out error (docs/spec-path-validation.md)"
+               if efficiency == "auto" else "")
+        return t.with_(source=f"{t.source}; other coefficients x efficiency ratios {how}{why}")
     return prior_params(spec, hw, efficiency=eff, source=(
         f"spec-based prior (model card + GPU datasheet) x efficiency ratios {how}"),
         engine_version=engine_version)

@@ -18,25 +18,22 @@ from fleetplan.catalog.catalog import active_catalog
 from fleetplan.catalog.models import ModelSpec
 from fleetplan.context import DataContext, active_data, use_context
 from fleetplan.errors import InputError
-from fleetplan.replica.params import ReplicaParams, replica_params
+from fleetplan.replica.params import EFFICIENCIES, ReplicaParams, replica_params
 from fleetplan.replica.protocol import ReplayResult, replay
 from fleetplan.replica.steady import SteadyResult, steady_state
 from fleetplan.workload.lengths import LengthModel
-
-EFFICIENCIES = ("ratios", "transfer")
 
 
 def resolve_params(model: str | ModelSpec, config: str, *,
                    calibration: str | Path | None = None,
                    context: DataContext | None = None,
                    engine_version: str | None = None,
-                   efficiency: str = "ratios") -> ReplicaParams:
+                   efficiency: str = "auto") -> ReplicaParams:
     """:func:`~fleetplan.replica.params.replica_params` of ``model`` (a name, or a spec that
     joins the catalog for this call) on ``config``, read through ``context``; an uncalibrated
-    pair's prior uses ``engine_version``'s vLLM defaults when given. ``efficiency="transfer"``:
-    an uncalibrated pair's step costs come from the per-GPU-type transfer efficiencies
-    (:func:`~fleetplan.replica.priors.fit_transfer_efficiency`) where its GPU type has enough
-    calibrated configurations; ``"ratios"`` (default): per-coefficient efficiency ratios."""
+    pair's prior uses ``engine_version``'s vLLM defaults when given; ``efficiency`` chooses its
+    spec path (:func:`~fleetplan.replica.params.replica_params`: ``"auto"``, the default, takes
+    the GPU type's measured better path; ``"ratios"`` or ``"transfer"`` force one)."""
     if efficiency not in EFFICIENCIES:
         raise InputError(f"efficiency {efficiency!r}: expected one of {', '.join(EFFICIENCIES)}")
     if isinstance(model, ModelSpec):
@@ -46,36 +43,15 @@ def resolve_params(model: str | ModelSpec, config: str, *,
     else:
         name = model
     with use_context(context):
-        params = replica_params(name, config, calibration=calibration,
-                                engine_version=engine_version)
-        if params.calibrated or efficiency == "ratios":
-            return params
-        return _transfer(params, calibration, engine_version)
-
-
-def _transfer(params: ReplicaParams, calibration: str | Path | None,
-              engine_version: str | None) -> ReplicaParams:
-    from fleetplan.catalog.hardware import HardwareConfig
-    from fleetplan.catalog.models import get_model
-    from fleetplan.replica.calibration_file import load_calibration_file
-    from fleetplan.replica.params import learned_efficiency
-    from fleetplan.replica.priors import fit_transfer_efficiency, transfer_prior
-
-    hw = HardwareConfig.parse(params.config)
-    entries = load_calibration_file(calibration).configs
-    fit = fit_transfer_efficiency(entries, hw.gpu)
-    if fit is None:
-        return params
-    ratios, _how = learned_efficiency(entries, hw.gpu, hw.gpu_count)
-    return transfer_prior(get_model(params.model), hw, fit, ratios=ratios,
-                          engine_version=engine_version)
+        return replica_params(name, config, calibration=calibration,
+                              engine_version=engine_version, efficiency=efficiency)
 
 
 def predict(model: str | ModelSpec, config: str, *, rate: float, steady: bool = False,
             num_prompts: int = 200, burstiness: float = 1.0,
             lengths: LengthModel | None = None, calibration: str | Path | None = None,
             context: DataContext | None = None, engine_version: str | None = None,
-            efficiency: str = "ratios", **options: Any) -> ReplayResult | SteadyResult:
+            efficiency: str = "auto", **options: Any) -> ReplayResult | SteadyResult:
     """Predict ``model`` on ``config`` at ``rate`` req/s.
 
     ``steady=False``: :func:`~fleetplan.replica.protocol.replay` of a ``num_prompts`` burst

@@ -8,7 +8,8 @@ link's bandwidth and latency), :func:`kv_capacity_tokens` (vLLM's memory arithme
 per GPU type, or the named defaults of :data:`DEFAULT_RATIOS` when no configuration of that GPU
 type is calibrated) and :func:`fit_transfer_efficiency` / :func:`transfer_prior` (per-GPU-type
 efficiencies of the bandwidth-, compute- and interconnect-bound parts of a step and a fixed host
-time, fitted across models so they carry over to a model never measured: an opt-in alternative,
+time, fitted across models so they carry over to a model never measured: the spec path of a GPU
+type where it was no worse held out, :func:`fleetplan.replica.params.spec_path`, or forced with
 ``predict(..., efficiency="transfer")``; docs/catalogs.md has its leave-one-model-out errors).
 
 Named assumptions (documented in docs/replica-model.md): a server runs the engine limits of
@@ -234,16 +235,18 @@ def _nnls_relative(rows: list[list[float]], target: list[float]) -> list[float]:
 
 
 def fit_transfer_efficiency(entries: Sequence[CalibrationEntry], gpu: str, *,
-                            exclude_model: str | None = None) -> TransferEfficiency | None:
+                            exclude_model: str | None = None,
+                            exclude: tuple[str, str] | None = None) -> TransferEfficiency | None:
     """:class:`TransferEfficiency` of ``gpu`` from its calibrated entries (``exclude_model``:
-    leave that model's configurations out, as leave-one-model-out does). None with fewer than
+    leave that model's configurations out, as leave-one-model-out does; ``exclude``: one
+    (model, configuration), as leave-one-config-out does). None with fewer than
     three configurations or two models. A part no configuration exercises (all-reduces when
     every configuration is one GPU) keeps the default ratio of :data:`DEFAULT_RATIOS`."""
     from fleetplan.catalog.models import get_model
     from fleetplan.replica.params import geomean_rows
 
     rows = [e for e in entries if e.calibrated and e.gpu == gpu and e.ratios_to_ideal
-            and e.model != exclude_model]
+            and e.model != exclude_model and e.key != exclude]
     models = tuple(sorted({e.model for e in rows}))
     if len(rows) < 3 or len(models) < 2:
         return None

@@ -26,8 +26,8 @@ from fleetplan.replica.calibration_file import (
     CalibrationSource,
     load_calibration_file,
 )
-from fleetplan.replica.params import learned_efficiency
-from fleetplan.replica.priors import prior_params
+from fleetplan.replica.params import learned_efficiency, spec_path
+from fleetplan.replica.priors import fit_transfer_efficiency, prior_params, transfer_prior
 from fleetplan.replica.runs import (
     VALIDATED_METRICS,
     VLLM_BENCHMARK_SEED,
@@ -131,11 +131,14 @@ def leave_one_rate_out(runs: Sequence[MeasuredRun], *, jobs: int | None = None,
 def leave_one_config_out(runs: Sequence[MeasuredRun],
                          entries: Sequence[CalibrationEntry] | CalibrationSource, *,
                          seeds: Sequence[int] = VALIDATE_SEEDS,
+                         paths: Mapping[str, str] | None = None,
                          progress: Progress | None = None) -> CvResult:
     """Predict each calibrated configuration's runs from specs + the efficiency ratios of the
     other calibrated configurations (same GPU and count when there are any, else same GPU type,
     as :func:`replica_params` does); configurations alone of their GPU type are listed in
     ``not_covered``. ``entries``: the calibration's entries (or the calibration itself).
+    ``paths``: GPU type -> spec path (``"ratios"`` or ``"transfer"``; default: the one an
+    unmeasured pair takes, :func:`~fleetplan.replica.params.spec_path`).
     ``progress`` receives one unit per configuration (fold)."""
     if entries is None or isinstance(entries, str | Path | Mapping | CalibrationFile):
         entries = load_calibration_file(entries).configs
@@ -155,7 +158,12 @@ def leave_one_config_out(runs: Sequence[MeasuredRun],
                                       for e in entries if e.calibrated):
                 not_covered.append(key)
             else:
-                params = prior_params(get_model(key[0]), hw, efficiency=eff)
+                path = spec_path(hw.gpu) if paths is None else paths.get(hw.gpu, "ratios")
+                fit = (fit_transfer_efficiency(entries, hw.gpu, exclude=key)
+                       if path == "transfer" else None)
+                params = (transfer_prior(get_model(key[0]), hw, fit, ratios=eff)
+                          if fit is not None else
+                          prior_params(get_model(key[0]), hw, efficiency=eff))
                 for run in rs:
                     records.append(run_record(run, False, predict_run(params, run,
                                                                       seeds=seeds)))

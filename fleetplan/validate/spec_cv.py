@@ -59,18 +59,21 @@ def _spec_folds(runs: Sequence[MeasuredRun], entries: Sequence[CalibrationEntry]
 
 def leave_one_model_out(runs: Sequence[MeasuredRun], entries: Sequence[CalibrationEntry], *,
                         seeds: Sequence[int] = VALIDATE_SEEDS, transfer: bool = False,
+                        paths: Mapping[str, str] | None = None,
                         progress: Progress | None = None) -> CvResult:
     """Predict each calibrated model's runs with ratios learned from other models only
     (``transfer``: with :func:`~fleetplan.replica.priors.fit_transfer_efficiency` of the other
-    models' configurations of the GPU type instead, where it can be fitted)."""
+    models' configurations of the GPU type instead, where it can be fitted; ``paths``: GPU
+    type -> ``"ratios"`` or ``"transfer"``, per GPU type)."""
 
     def params_of(key: tuple[str, str], hw: HardwareConfig) -> Any:
         others = [e for e in entries if e.model != key[0]]
         eff, _how = learned_efficiency(others, hw.gpu, hw.gpu_count)
         if eff is None or not any(e.gpu == hw.gpu for e in others if e.calibrated):
             return None
+        use = transfer if paths is None else paths.get(hw.gpu) == "transfer"
         fit = fit_transfer_efficiency(entries, hw.gpu, exclude_model=key[0]) \
-            if transfer else None
+            if use else None
         if fit is not None:
             return transfer_prior(get_model(key[0]), hw, fit, ratios=eff)
         return prior_params(get_model(key[0]), hw, efficiency=eff)
@@ -120,6 +123,9 @@ def error_quantiles(records: Sequence[RunRecord],
     return out
 
 
+_CHOICE = ("request_throughput", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms")
+
+
 def spec_path_markdown(table: Mapping[str, Any], *, command: str) -> str:
     """The generated page: per fold and GPU type, median |error| and the 10-90% signed range."""
     lines = [
@@ -139,10 +145,34 @@ def spec_path_markdown(table: Mapping[str, Any], *, command: str) -> str:
         "**leave-one-gpu-out** predicts each configuration with ratios pooled over the other "
         "GPU types (what a GPU absent from the store gets): a GPU type not in these tables (a "
         "user's GPU) gets its `all` rows. A model has one configuration per GPU and count, and "
-        "ratios come first from the same GPU and count, so leave-one-model-out and "
-        "leave-one-config-out agree wherever that tier exists.",
+        "ratios come first from the same GPU and count, so on the ratio path "
+        "leave-one-model-out and leave-one-config-out agree wherever that tier exists (the "
+        "transfer path's leave-one-config-out keeps the model's other configurations of the "
+        "GPU type in its fit).",
         "",
     ]
+    if table.get("paths"):
+        lines += ["## Spec path per GPU type", "",
+                  "An uncalibrated pair takes, per GPU type, the per-coefficient efficiency "
+                  "**ratios** or the **transfer** efficiencies (bandwidth-, compute- and "
+                  "interconnect-bound parts fitted across models, docs/catalogs.md): transfer "
+                  "where its leave-one-model-out median |error| is no worse than the ratios' on "
+                  "every metric below (`fleetplan.replica.params.spec_path`; `fleetplan "
+                  "predict --efficiency` overrides it). The tables after this one measure the "
+                  "chosen paths.", "",
+                  "| GPU type | path | " + " | ".join(
+                      f"`{m}` ratios / transfer %" for m in _CHOICE) + " |",
+                  "| --- | --- |" + " --- |" * len(_CHOICE)]
+        choice = table.get("path_choice", {})
+        for gpu, path in table["paths"].items():
+            cells = []
+            for m in _CHOICE:
+                a = choice.get("ratios", {}).get(gpu, {}).get(m)
+                b = choice.get("transfer", {}).get(gpu, {}).get(m)
+                cells.append(f"{'-' if a is None else f'{a:.1f}'} / "
+                             f"{'-' if b is None else f'{b:.1f}'}")
+            lines.append(f"| {gpu} | {path} | " + " | ".join(cells) + " |")
+        lines.append("")
     for fold, by_gpu in table["folds"].items():
         lines += [f"## {fold}", "",
                   "| GPU type | metric | median abs % | p10 % | p50 % | p90 % | n |",

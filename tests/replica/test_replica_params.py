@@ -21,6 +21,40 @@ def test_measured_pair_is_calibrated_and_unmeasured_pair_is_not() -> None:
     assert not r.calibrated and "pooled" in r.source and "without flagged runs" in r.source
 
 
+def test_an_unmeasured_pair_takes_its_gpu_types_better_spec_path(tmp_path, monkeypatch) -> None:
+    import json
+    import shutil
+
+    from fleetplan.catalog._tables import data_dir
+    from fleetplan.replica.params import spec_path
+
+    # the bundled table: transfer efficiencies on the RTX 4090 (no worse held out on every
+    # leave-one-model-out metric), ratios on the H100, ratios for a GPU type it never measured
+    paths = json.loads((data_dir() / "spec_errors.json").read_text())["paths"]
+    assert [spec_path(g) for g in ("RTX-4090", "H100-PCIe", "L4")] == \
+        [paths["RTX-4090"], paths["H100-PCIe"], "ratios"]
+    auto = replica_params("DeepSeek-R1-Distill-Qwen-14B", "3xRTX-4090")
+    ratios = replica_params("DeepSeek-R1-Distill-Qwen-14B", "3xRTX-4090", efficiency="ratios")
+    forced = replica_params("DeepSeek-R1-Distill-Qwen-14B", "3xRTX-4090", efficiency="transfer")
+    assert "transfer efficiencies of RTX-4090" in forced.source
+    assert "efficiency ratios" in ratios.source and "transfer" not in ratios.source
+    assert (auto.c_step, auto.c_prefill_tok) == (
+        (forced if paths["RTX-4090"] == "transfer" else ratios).c_step,
+        (forced if paths["RTX-4090"] == "transfer" else ratios).c_prefill_tok)
+    assert forced.c_step != ratios.c_step
+    # the choice is the data folder's: a copy that says ratios everywhere gives the ratio path
+    folder = tmp_path / "data"
+    shutil.copytree(data_dir(), folder)
+    table = json.loads((folder / "spec_errors.json").read_text())
+    table["paths"] = {g: "ratios" for g in table["paths"]}
+    (folder / "spec_errors.json").write_text(json.dumps(table))
+    monkeypatch.setenv("FLEETPLAN_DATA_DIR", str(folder))
+    again = replica_params("DeepSeek-R1-Distill-Qwen-14B", "3xRTX-4090")
+    assert again.c_step == ratios.c_step and "transfer" not in again.source
+    with pytest.raises(Exception, match="efficiency 'best'"):
+        replica_params("DeepSeek-R1-Distill-Qwen-14B", "3xRTX-4090", efficiency="best")
+
+
 def test_unknown_names_say_what_is_valid() -> None:
     with pytest.raises(UnknownNameError, match="did you mean DeepSeek-R1-Distill-Qwen-14B"):
         replica_params("DeepSeek-R1-Distill-Qwen-14", "1xH100-PCIe")

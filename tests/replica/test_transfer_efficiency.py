@@ -37,15 +37,19 @@ def test_a_held_out_model_is_left_out_and_too_few_configs_give_none() -> None:
     assert fit_transfer_efficiency(one, "H100-PCIe") is None
 
 
-def test_predict_uses_them_only_when_asked_and_only_uncalibrated() -> None:
-    spec_path = resolve_params("gemma-2-9b-it", "1xRTX-4090")
+def test_predict_uses_them_where_asked_or_chosen_and_only_uncalibrated() -> None:
+    ratios = resolve_params("gemma-2-9b-it", "1xRTX-4090", efficiency="ratios")
     moved = resolve_params("gemma-2-9b-it", "1xRTX-4090", efficiency="transfer")
-    assert not spec_path.calibrated and "transfer efficiencies" in moved.source
-    assert moved.c_step != spec_path.c_step
+    assert not ratios.calibrated and "transfer efficiencies" in moved.source
+    assert moved.c_step != ratios.c_step
     assert resolve_params("DeepSeek-R1-Distill-Qwen-14B", "1xH100-PCIe",
                           efficiency="transfer").calibrated
+    # the default (auto) takes the GPU type's path of data/spec_errors.json: on the H100 the
+    # ratios, on the RTX 4090 whichever it names
+    h100 = resolve_params("gemma-2-9b-it", "2xH100-PCIe")
+    assert "transfer" not in h100.source
     kw = {"rate": 4.0, "num_prompts": 40, "seeds": (0,)}
-    a = predict("gemma-2-9b-it", "1xRTX-4090", **kw)
+    a = predict("gemma-2-9b-it", "1xRTX-4090", efficiency="ratios", **kw)
     b = predict("gemma-2-9b-it", "1xRTX-4090", efficiency="transfer", **kw)
     assert a["tpot_p50_ms"] != b["tpot_p50_ms"]
     with pytest.raises(InputError, match="efficiency"):
