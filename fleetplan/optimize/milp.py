@@ -167,7 +167,20 @@ def _read(model: MilpModel, status: MilpStatus) -> tuple:  # type: ignore[type-a
         moved = float(sl.var.value() or 0.0)
         old = slack.get(sl.label, (sl.limit, 0.0))
         slack[sl.label] = (sl.limit, max(old[1], moved))
-    return counts, tiers, _normalized(shares), base_counts, spares, cost, carbon, slack
+    return counts, tiers, _normalized(_served(shares, counts)), base_counts, spares, cost, \
+        carbon, slack
+
+
+def _served(shares: dict[tuple[str, str, int], float],
+            counts: dict[tuple[str, int], int]) -> dict[tuple[str, str, int], float]:
+    """The shares that go to a pool with replicas in that hour. A share on a pool the solution
+    leaves empty is the solver's feasibility tolerance (share x rate <= capacity x 0 + tol):
+    routed traffic needs a replica, so it is dropped (the rest is renormalized); a class whose
+    every share is such keeps them all (nothing to renormalize onto)."""
+    kept = {key: s for key, s in shares.items() if counts.get((key[1], key[2]), 0) > 0}
+    classes = {(c, h) for c, _k, h in kept}
+    kept.update({key: s for key, s in shares.items() if (key[0], key[2]) not in classes})
+    return kept
 
 
 def _solve_once(model: MilpModel, settings: SolverSettings, warm: bool = False,
