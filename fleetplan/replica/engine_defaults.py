@@ -16,8 +16,9 @@ MI300X, but also an A100 80GB), 2048 and 256 below. From 0.9.0 the A100 is exclu
 (compute capability 10.x) CUDA graphs up to 1024; from 0.20.0 ``gpu_memory_utilization`` is
 0.92. An H100 (80 GB) keeps 8192 / 1024 in every release from 0.8.5 to 0.32.0. Device memory
 is the catalog's ``vram_gb`` read as GiB (the unit :mod:`fleetplan.replica.priors` uses; an
-"80 GB" H100 reports 79.6 GiB). The prior of :mod:`fleetplan.replica.priors` keeps its named
-assumption (2048 / 256) unless a version is named (``prior_params(..., engine_version=...)``).
+"80 GB" H100 reports 79.6 GiB). The priors of :mod:`fleetplan.replica.priors` take the
+version named (``prior_params(..., engine_version=...)``) or recorded by the runs, else
+``DEFAULT_ENGINE_VERSION`` (0.8.5, the study's).
 """
 
 from __future__ import annotations
