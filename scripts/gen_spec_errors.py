@@ -19,6 +19,8 @@ from fleetplan.replica.calibration_file import load_calibration_file
 from fleetplan.validate.core import load_runs
 from fleetplan.validate.cv import leave_one_config_out
 from fleetplan.validate.spec_cv import (
+    PATH_CHOICE_METRICS,
+    choose_path,
     error_quantiles,
     leave_one_gpu_out,
     leave_one_model_out,
@@ -26,18 +28,6 @@ from fleetplan.validate.spec_cv import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-CHOICE_METRICS = ("request_throughput", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms")
-
-
-def choose_path(ratios: dict[str, dict[str, float]],
-                transfer: dict[str, dict[str, float]]) -> str:
-    """``"transfer"`` when its median |error| is no worse than the ratios' on every metric of
-    :data:`CHOICE_METRICS` (both measured), else ``"ratios"``."""
-    if not all(m in ratios and m in transfer for m in CHOICE_METRICS):
-        return "ratios"
-    better = all(transfer[m]["median_abs_pct"] <= ratios[m]["median_abs_pct"]
-                 for m in CHOICE_METRICS)
-    return "transfer" if better else "ratios"
 
 
 def main() -> None:
@@ -53,7 +43,7 @@ def main() -> None:
     # ratios on every leave-one-model-out metric (fleetplan.replica.params.spec_path)
     gpus = sorted({r.gpu for r in runs})
     by_path = {path: error_quantiles(leave_one_model_out(
-        runs, cal.configs, seeds=seeds, paths=dict.fromkeys(gpus, path)).runs, CHOICE_METRICS)
+        runs, cal.configs, seeds=seeds, paths=dict.fromkeys(gpus, path)).runs, PATH_CHOICE_METRICS)
         for path in ("ratios", "transfer")}
     paths = {g: choose_path(by_path["ratios"].get(g, {}), by_path["transfer"].get(g, {}))
              for g in gpus}

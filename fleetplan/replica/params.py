@@ -112,7 +112,8 @@ def load_calibration(path: str | Path | None = None) -> dict[str, Any]:
     return _load_calibration_cached(str(p.resolve()), p.stat().st_mtime)
 
 
-EFFICIENCIES = ("auto", "ratios", "transfer")
+SPEC_PATHS = ("ratios", "transfer")
+EFFICIENCIES = ("auto", *SPEC_PATHS)
 SPEC_ERRORS_NAME = "spec_errors.json"
 
 
@@ -125,7 +126,7 @@ def _spec_paths_at(path: str, mtime: float) -> dict[str, str]:
     except (OSError, ValueError, AttributeError) as e:
         raise DataError(f"{path}: unreadable spec-path table ({e})") from None
     if not isinstance(paths, dict) or not all(
-            isinstance(k, str) and v in ("ratios", "transfer") for k, v in paths.items()):
+            isinstance(k, str) and v in SPEC_PATHS for k, v in paths.items()):
         raise DataError(f"{path}: 'paths' must map GPU types to 'ratios' or 'transfer'")
     return dict(paths)
 
@@ -164,7 +165,7 @@ def replica_params(model: str, config: str, *,
     """
     from fleetplan.errors import InputError
     from fleetplan.replica.calibration_file import load_calibration_file
-    from fleetplan.replica.priors import fit_transfer_efficiency, prior_params, transfer_prior
+    from fleetplan.replica.priors import fit_transfer_efficiency, prior_params, spec_prior
 
     if efficiency not in EFFICIENCIES:
         raise InputError(f"efficiency {efficiency!r}: expected one of {', '.join(EFFICIENCIES)}")
@@ -180,14 +181,13 @@ def replica_params(model: str, config: str, *,
         return prior_params(spec, hw, engine_version=engine_version)
     path = spec_path(hw.gpu) if efficiency == "auto" else efficiency
     fit = fit_transfer_efficiency(cal.configs, hw.gpu) if path == "transfer" else None
-    if fit is not None:
-        t = transfer_prior(spec, hw, fit, ratios=eff, engine_version=engine_version)
-        why = (f"; the {hw.gpu} spec path by held-out error (docs/spec-path-validation.md)"
-               if efficiency == "auto" else "")
-        return t.with_(source=f"{t.source}; other coefficients x efficiency ratios {how}{why}")
-    return prior_params(spec, hw, efficiency=eff, source=(
-        f"spec-based prior (model card + GPU datasheet) x efficiency ratios {how}"),
-        engine_version=engine_version)
+    p = spec_prior(spec, hw, eff, fit, engine_version=engine_version, source=(
+        f"spec-based prior (model card + GPU datasheet) x efficiency ratios {how}"))
+    if fit is None:
+        return p
+    why = (f"; the {hw.gpu} spec path by held-out error (docs/spec-path-validation.md)"
+           if efficiency == "auto" else "")
+    return p.with_(source=f"{p.source}; other coefficients x efficiency ratios {how}{why}")
 
 
 def geomean_rows(rows: Sequence[dict[str, float]]) -> dict[str, float]:

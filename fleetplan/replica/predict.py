@@ -17,8 +17,7 @@ from typing import Any
 from fleetplan.catalog.catalog import active_catalog
 from fleetplan.catalog.models import ModelSpec
 from fleetplan.context import DataContext, active_data, use_context
-from fleetplan.errors import InputError
-from fleetplan.replica.params import EFFICIENCIES, ReplicaParams, replica_params
+from fleetplan.replica.params import ReplicaParams, replica_params
 from fleetplan.replica.protocol import ReplayResult, replay
 from fleetplan.replica.steady import SteadyResult, steady_state
 from fleetplan.workload.lengths import LengthModel
@@ -34,8 +33,6 @@ def resolve_params(model: str | ModelSpec, config: str, *,
     pair's prior uses ``engine_version``'s vLLM defaults when given; ``efficiency`` chooses its
     spec path (:func:`~fleetplan.replica.params.replica_params`: ``"auto"``, the default, takes
     the GPU type's measured better path; ``"ratios"`` or ``"transfer"`` force one)."""
-    if efficiency not in EFFICIENCIES:
-        raise InputError(f"efficiency {efficiency!r}: expected one of {', '.join(EFFICIENCIES)}")
     if isinstance(model, ModelSpec):
         base = context or active_data()
         cat = (base.catalog or active_catalog()).extend(models=[model])

@@ -194,6 +194,18 @@ def prior_params(spec: ModelSpec, hw: HardwareConfig, *,
     )
 
 
+def spec_prior(spec: ModelSpec, hw: HardwareConfig, ratios: Mapping[str, float] | None,
+               fit: TransferEfficiency | None, *, engine_version: str | None = None,
+               source: str | None = None) -> ReplicaParams:
+    """An uncalibrated pair's prior: :func:`transfer_prior` with ``fit`` when there is one (the
+    other coefficients from ``ratios``), else :func:`prior_params` with ``ratios`` (``source``
+    names them)."""
+    if fit is not None:
+        return transfer_prior(spec, hw, fit, ratios=ratios, engine_version=engine_version)
+    return prior_params(spec, hw, efficiency=ratios, source=source,
+                        engine_version=engine_version)
+
+
 @dataclass(frozen=True)
 class TransferEfficiency:
     """Per-GPU-type efficiencies of the parts of a step, fitted over calibrated configurations

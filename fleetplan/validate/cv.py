@@ -27,7 +27,7 @@ from fleetplan.replica.calibration_file import (
     load_calibration_file,
 )
 from fleetplan.replica.params import learned_efficiency, spec_path
-from fleetplan.replica.priors import fit_transfer_efficiency, prior_params, transfer_prior
+from fleetplan.replica.priors import fit_transfer_efficiency, spec_prior
 from fleetplan.replica.runs import (
     VALIDATED_METRICS,
     VLLM_BENCHMARK_SEED,
@@ -161,9 +161,7 @@ def leave_one_config_out(runs: Sequence[MeasuredRun],
                 path = spec_path(hw.gpu) if paths is None else paths.get(hw.gpu, "ratios")
                 fit = (fit_transfer_efficiency(entries, hw.gpu, exclude=key)
                        if path == "transfer" else None)
-                params = (transfer_prior(get_model(key[0]), hw, fit, ratios=eff)
-                          if fit is not None else
-                          prior_params(get_model(key[0]), hw, efficiency=eff))
+                params = spec_prior(get_model(key[0]), hw, eff, fit)
                 for run in rs:
                     records.append(run_record(run, False, predict_run(params, run,
                                                                       seeds=seeds)))

@@ -25,7 +25,7 @@ from fleetplan.catalog.models import get_model
 from fleetplan.replica.calibrate import group_runs
 from fleetplan.replica.calibration_file import CalibrationEntry
 from fleetplan.replica.params import learned_efficiency
-from fleetplan.replica.priors import fit_transfer_efficiency, prior_params, transfer_prior
+from fleetplan.replica.priors import fit_transfer_efficiency, prior_params, spec_prior
 from fleetplan.replica.runs import MeasuredRun, predict_run
 from fleetplan.validate.bands import POOLED
 from fleetplan.validate.core import VALIDATE_SEEDS, run_record
@@ -74,9 +74,7 @@ def leave_one_model_out(runs: Sequence[MeasuredRun], entries: Sequence[Calibrati
         use = transfer if paths is None else paths.get(hw.gpu) == "transfer"
         fit = fit_transfer_efficiency(entries, hw.gpu, exclude_model=key[0]) \
             if use else None
-        if fit is not None:
-            return transfer_prior(get_model(key[0]), hw, fit, ratios=eff)
-        return prior_params(get_model(key[0]), hw, efficiency=eff)
+        return spec_prior(get_model(key[0]), hw, eff, fit)
 
     return _spec_folds(runs, entries, "leave-one-model-out folds", params_of, seeds, progress)
 
@@ -123,7 +121,21 @@ def error_quantiles(records: Sequence[RunRecord],
     return out
 
 
-_CHOICE = ("request_throughput", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms")
+# the metrics on which a GPU type's transfer path must be no worse to be its spec path
+PATH_CHOICE_METRICS = ("request_throughput", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms")
+
+
+def choose_path(ratios: Mapping[str, Mapping[str, Any]],
+                transfer: Mapping[str, Mapping[str, Any]]) -> str:
+    """A GPU type's spec path from its leave-one-model-out rows of :func:`error_quantiles` on
+    each path: ``"transfer"`` when its median |error| is no worse than the ratios' on every
+    metric of :data:`PATH_CHOICE_METRICS` (both measured), else ``"ratios"``
+    (:func:`fleetplan.replica.params.spec_path` reads the recorded choice)."""
+    if not all(m in ratios and m in transfer for m in PATH_CHOICE_METRICS):
+        return "ratios"
+    better = all(transfer[m]["median_abs_pct"] <= ratios[m]["median_abs_pct"]
+                 for m in PATH_CHOICE_METRICS)
+    return "transfer" if better else "ratios"
 
 
 def spec_path_markdown(table: Mapping[str, Any], *, command: str) -> str:
@@ -161,12 +173,12 @@ def spec_path_markdown(table: Mapping[str, Any], *, command: str) -> str:
                   "predict --efficiency` overrides it). The tables after this one measure the "
                   "chosen paths.", "",
                   "| GPU type | path | " + " | ".join(
-                      f"`{m}` ratios / transfer %" for m in _CHOICE) + " |",
-                  "| --- | --- |" + " --- |" * len(_CHOICE)]
+                      f"`{m}` ratios / transfer %" for m in PATH_CHOICE_METRICS) + " |",
+                  "| --- | --- |" + " --- |" * len(PATH_CHOICE_METRICS)]
         choice = table.get("path_choice", {})
         for gpu, path in table["paths"].items():
             cells = []
-            for m in _CHOICE:
+            for m in PATH_CHOICE_METRICS:
                 a = choice.get("ratios", {}).get(gpu, {}).get(m)
                 b = choice.get("transfer", {}).get(gpu, {}).get(m)
                 cells.append(f"{'-' if a is None else f'{a:.1f}'} / "
