@@ -1,4 +1,5 @@
-"""On-disk cache of simulation-derived figures (capacities at SLO, simulated points).
+"""On-disk cache of simulation-derived figures (capacities at SLO, simulated points, the
+checks of simulated plans).
 
 Entries are JSON files named by the SHA-256 of a canonical JSON of *every* input that decides
 the value (model, configuration, replica parameters, length model, burstiness, SLO, method
@@ -18,7 +19,8 @@ entry is listed in :attr:`DiskCache.rejected` (path and reason), which the optim
 one warning line (:func:`fleetplan._progress.warn`). The checksum finds edits and corruption,
 not a forger who recomputes it: the cache is the user's own folder.
 
-Main entries: :class:`DiskCache`, :func:`default_cache`, :func:`input_hash`, :func:`code_key`;
+Main entries: :class:`DiskCache`, :func:`default_cache`, :func:`input_hash`, :func:`code_key`
+(the model code, for capacities) and :func:`package_key` (all of it, for plan verifications);
 ``fleetplan cache info`` / ``fleetplan cache clear`` inspect and empty the folder.
 """
 
@@ -77,6 +79,20 @@ def code_key() -> str:
 
     h = hashlib.sha256()
     for f in _model_files():
+        h.update(f.relative_to(_PACKAGE).as_posix().encode("utf-8") + b"\0")
+        h.update(f.read_bytes() + b"\0")
+    return f"{__version__}+{h.hexdigest()[:16]}"
+
+
+@functools.cache
+def package_key() -> str:
+    """``<version>+<hash>``: like :func:`code_key` over the source of the whole package (every
+    module a fleet simulation may run: router, accounting, scenario records as well as the
+    replica model); the key of cached plan verifications, computed once per process."""
+    from fleetplan import __version__
+
+    h = hashlib.sha256()
+    for f in sorted(_PACKAGE.rglob("*.py")):
         h.update(f.relative_to(_PACKAGE).as_posix().encode("utf-8") + b"\0")
         h.update(f.read_bytes() + b"\0")
     return f"{__version__}+{h.hexdigest()[:16]}"

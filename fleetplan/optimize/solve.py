@@ -20,6 +20,7 @@ from typing import Any
 from fleetplan._io import atomic_write_text
 from fleetplan._progress import Progress
 from fleetplan.context import with_scenario_context
+from fleetplan.optimize.cache import DiskCache, default_cache_dir
 from fleetplan.optimize.capacity import CapacitySettings
 from fleetplan.optimize.confidence import (
     Margins,
@@ -102,7 +103,7 @@ def solve(scenario: Scenario, *, solver: str | None = None, executor: Any = None
         inputs, m = confident(scenario, inputs, confidence, executor=ex, settings=capacity,
                               cache_dir=cache_dir, progress=progress)
     return solve_inputs(scenario, inputs, settings, executor=ex, max_rounds=max_rounds,
-                        max_trims=max_trims, progress=progress, margins=m)
+                        max_trims=max_trims, progress=progress, margins=m, cache_dir=cache_dir)
 
 
 def confident(scenario: Scenario, inputs: Inputs, confidence: float,
@@ -115,9 +116,11 @@ def confident(scenario: Scenario, inputs: Inputs, confidence: float,
 def solve_inputs(scenario: Scenario, inputs: Inputs, settings: SolverSettings, *,
                  executor: Executor, max_rounds: int = DEFAULT_MAX_ROUNDS,
                  max_trims: int = DEFAULT_MAX_TRIMS, progress: Progress | None = None,
-                 margins: Margins | None = None) -> Plan:
+                 margins: Margins | None = None, cache_dir: str | bool | None = None) -> Plan:
     """Closed loop and report for a scenario whose MILP inputs are already built
-    (``margins``: of ``--confidence``, the capacities in ``inputs`` already use them). With
+    (``margins``: of ``--confidence``, the capacities in ``inputs`` already use them;
+    ``cache_dir``: where simulated plans' checks are cached, as in :func:`solve`; default
+    none: every round's plan is simulated). With
     churn spares, each round simulates the plan twice: with the scenario's failures on, and on
     its working replicas alone (every spare down); a class meets its SLO only in both."""
     problem = with_reliability(scenario, inputs.problem)
@@ -126,17 +129,19 @@ def solve_inputs(scenario: Scenario, inputs: Inputs, settings: SolverSettings, *
     churn = any(p.unavailability > 0 for p in problem.pools)
 
     simulated: dict[str, Any] = {}  # hour scenario -> its check, kept across rounds
+    cache = verification_cache(cache_dir)
 
     def verify(sol, ex):  # type: ignore[no-untyped-def]
         # --confidence: each class must meet its SLO with its pools' model-error margin
         sc = scenario if margins is None else tighten(scenario, margins, _configs_of(sol))
-        checks = verify_plan(sc, problem, sol, ex, simulated)
+        checks = verify_plan(sc, problem, sol, ex, simulated, cache)
         if churn and any(n > 0 for n in sol.spares.values()):
             # spares carry load while up, so the plan must also hold with them all down: the
             # working replicas alone (no further failures), else trimming would spend them
             down = replace(sol, counts={k: n - sol.spares.get(k, 0)
                                         for k, n in sol.counts.items()}, spares={})
-            worst = verify_plan(sc.with_updates(reliability=None), problem, down, ex, simulated)
+            worst = verify_plan(sc.with_updates(reliability=None), problem, down, ex, simulated,
+                                cache)
             checks = [_worse(a, b) for a, b in zip(checks, worst, strict=True)]
         return checks
 
@@ -145,6 +150,14 @@ def solve_inputs(scenario: Scenario, inputs: Inputs, settings: SolverSettings, *
     if not out.solution.has_plan:
         return _infeasible(problem, settings, out, inputs)
     return _report(scenario, inputs, settings, out, margins)
+
+
+def verification_cache(cache_dir: str | bool | None) -> DiskCache | None:
+    """The disk cache of plan checks for ``cache_dir`` (``True``: the default folder, a
+    folder, ``False`` / ``None``: none), the folder the capacities use."""
+    if cache_dir is None or cache_dir is False:
+        return None
+    return DiskCache(default_cache_dir() if cache_dir is True else cache_dir)
 
 
 def _worse(full: HourCheck, down: HourCheck) -> HourCheck:
