@@ -23,7 +23,10 @@ are kept (``probe``) to explain the SLO no candidate meets.
 
 A rate *passes* when every seed's run is stable (no growing queue) and the largest P99 over the
 seeds is within ``(1 - slo_margin) x`` each SLO target; seeds run one by one and the first that
-fails decides a fail. Seeds are the same at every rate (common random numbers), so the
+fails decides a fail. A run stops as soon as enough of its requests finished above a limit that
+its P99 must end above it (``steady_state(stop_above=)``): the verdict of the whole run, found
+sooner; what it proved (:class:`RunBound`, cached) fails any stricter SLO without a run, and the
+SLOs of one workload are searched loosest first so that it does. Seeds are the same at every rate (common random numbers), so the
 P99-vs-rate curve is a fixed function; the start never decreases as the SLO loosens and the walk
 visits the same stride-aligned cells, so the search is monotone in the SLO: a looser SLO never
 yields a lower capacity. Where the curve is monotone in the rate (one crossing), the capacity is
@@ -44,7 +47,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from fleetplan.errors import InputError
@@ -190,19 +193,77 @@ SeedFn = Callable[[CapacityJob, float, int], PointStats]
 
 def simulate_seed(job: CapacityJob, rate: float, index: int) -> PointStats:
     """One steady-state run of the replica model at ``rate``: the job's seed number ``index``."""
-    from fleetplan.replica.steady import steady_state
+    got = run_seed(job, rate, index)
+    assert isinstance(got, PointStats)
+    return got
+
+
+def run_seed(job: CapacityJob, rate: float, index: int,
+             stop_above: dict[str, float] | None = None) -> PointStats | RunBound:
+    """:func:`simulate_seed`, stopped early with ``stop_above`` (P99 limits, ms): once one of
+    the run's P99s must end above its limit, the result is that :class:`RunBound` instead of
+    the run's statistics."""
+    from fleetplan.replica.steady import SteadyStatus, steady_state
 
     s = job.settings
     duration = max(s.duration_s, s.warmup_s + s.min_requests / rate)
     r = steady_state(job.params, rate=rate, lengths=job.lengths, burstiness=job.burstiness,
                      duration_s=duration, warmup_s=s.warmup_s, seed=s.seed + index,
-                     prefix_cache_hit=job.prefix_cache_hit)
+                     prefix_cache_hit=job.prefix_cache_hit, stop_above=stop_above)
+    if getattr(r, "status", None) is SteadyStatus.ABOVE:
+        assert stop_above is not None
+        return RunBound.of(r.stopped_on, stop_above[r.stopped_on])
     t = float(getattr(r, "throughput_rps", rate))
     return PointStats(rate, _finite(getattr(r, "ttft_p99_ms", math.inf)),
                       _finite(getattr(r, "tpot_p99_ms", 0.0)),
                       _finite(getattr(r, "e2e_p99_ms", 0.0)), bool(r.stable),
                       min(float(getattr(r, "utilization", 1.0)), 1.0),
                       t if math.isfinite(t) else 0.0)
+
+
+@dataclass(frozen=True)
+class RunBound:
+    """What a run stopped early established: each P99 it proved above a limit (ms; ``None``:
+    nothing known). A judgement whose limit for one of them is at most the bound is a fail
+    without a run; any other needs one."""
+
+    ttft_p99_ms: float | None = None
+    tpot_p99_ms: float | None = None
+    e2e_p99_ms: float | None = None
+
+    @classmethod
+    def of(cls, name: str, limit: float) -> RunBound:
+        return cls(**{name: float(limit)})
+
+    def merged(self, other: RunBound | None) -> RunBound:
+        """The stronger of both bounds, figure by figure."""
+        if other is None:
+            return self
+        vals = {}
+        for f in self.__dataclass_fields__:
+            a, b = getattr(self, f), getattr(other, f)
+            vals[f] = b if a is None else a if b is None else max(a, b)
+        return RunBound(**vals)
+
+    def fails(self, limits: dict[str, float]) -> bool:
+        """Whether the bound alone fails a run judged with these P99 limits."""
+        return any(getattr(self, k) is not None and lim <= getattr(self, k)
+                   for k, lim in limits.items())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+    @classmethod
+    def checked(cls, d: Any) -> RunBound:
+        """The bound of a cache entry's ``d``, refused (``ValueError``) unless it has exactly
+        the fields, each ``None`` or a finite number >= 0, at least one a number."""
+        if not isinstance(d, dict) or set(d) != set(cls.__dataclass_fields__):
+            raise ValueError("a run bound needs exactly the fields "
+                             + ", ".join(cls.__dataclass_fields__))
+        vals = {k: None if d[k] is None else _number(d, k) for k in d}
+        if all(v is None for v in vals.values()):
+            raise ValueError("a run bound bounds nothing")
+        return cls(**vals)
 
 
 def combine(rate: float, runs: Sequence[PointStats], seeds: int) -> PointStats:
@@ -284,12 +345,25 @@ def _round(rate: float) -> float:
     return float(f"{rate:.6g}")
 
 
+def _limits(job: CapacityJob) -> dict[str, float]:
+    """The P99 limits a run of ``job`` fails above (``(1 - slo_margin) x`` each target)."""
+    keep = 1.0 - job.settings.slo_margin
+    return {k: keep * t for k, t in (("ttft_p99_ms", job.ttft_p99_ms),
+                                      ("tpot_p99_ms", job.tpot_p99_ms),
+                                      ("e2e_p99_ms", job.e2e_p99_ms)) if t is not None}
+
+
 class _Points:
     """Simulated points of one (replica, workload, run settings), shared by the searches of
     several SLOs. With ``seed_fn`` each seed's run is cached on its own, and a point is judged
     seed by seed: the first seed whose run fails the SLO decides a fail (the worst P99 over the
     seeds can only be higher), so a failing rate usually costs one run; a pass needs them all.
-    With ``point_fn`` (synthetic curves in tests) whole points are cached."""
+    A run judged against an SLO stops as soon as one of its P99s must end above the SLO's
+    limit (:func:`fleetplan.replica.steady.steady_state`'s ``stop_above``; only with the default
+    :func:`simulate_seed`): what it proved is kept as a :class:`RunBound` (in memory and in the
+    cache's ``bound`` namespace), which fails any stricter SLO without a run; a looser one runs
+    it again. The verdicts are those of whole runs. With ``point_fn`` (synthetic curves in
+    tests) whole points are cached."""
 
     def __init__(self, job: CapacityJob, cache: DiskCache, point_fn: PointFn | None,
                  seed_fn: SeedFn) -> None:
@@ -297,30 +371,55 @@ class _Points:
         self.point_fn, self.seed_fn = point_fn, seed_fn
         self._simulated: set[float] = set()  # rates with at least one run simulated here
         self._runs: dict[tuple[float, int], PointStats] = {}
+        self._bounds: dict[tuple[float, int], RunBound] = {}
         self._points: dict[float, PointStats] = {}
 
-    def _run(self, rate: float, i: int) -> tuple[PointStats, bool]:
+    def _run(self, rate: float, i: int,
+             limits: dict[str, float] | None) -> tuple[PointStats | None, bool]:
+        """(seed ``i``'s run at ``rate``, simulated now); ``None`` for a run known to fail
+        ``limits`` (a bound). ``limits=None``: the whole run, never a bound."""
         got = self._runs.get((rate, i))
         if got is not None:
             return got, False
         key = self.job.run_key(rate, i)
         hit = self.cache.get("point", key, PointStats.checked)
         if hit is not None:
-            got, new = PointStats.checked(hit), False
+            got = PointStats.checked(hit)
+            self._runs[(rate, i)] = got
+            return got, False
+        early = limits is not None and self.seed_fn is simulate_seed
+        if early:
+            assert limits is not None
+            bound = self._bounds.get((rate, i))
+            if bound is None:
+                stored = self.cache.get("bound", key, RunBound.checked)
+                bound = RunBound.checked(stored) if stored is not None else None
+            if bound is not None:
+                self._bounds[(rate, i)] = bound
+                if bound.fails(limits):
+                    return None, False
+            res = run_seed(self.job, rate, i, stop_above=limits)
         else:
-            got, new = self.seed_fn(self.job, rate, i), True
-            self.cache.put("point", key, got.to_dict())
-        self._runs[(rate, i)] = got
-        return got, new
+            res = self.seed_fn(self.job, rate, i)
+        if not isinstance(res, PointStats):
+            merged = res.merged(self._bounds.get((rate, i)))
+            self._bounds[(rate, i)] = merged
+            self.cache.put("bound", key, merged.to_dict())
+            return None, True
+        self.cache.put("point", key, res.to_dict())
+        self._runs[(rate, i)] = res
+        return res, True
 
     @property
     def simulations(self) -> int:
         """Rates at which this object simulated at least one run."""
         return len(self._simulated)
 
-    def judge(self, job: CapacityJob, rate: float, full: bool = False) -> tuple[bool, PointStats]:
+    def judge(self, job: CapacityJob, rate: float, full: bool = False,
+              whole: bool = False) -> tuple[bool, PointStats]:
         """(passes ``job``'s SLO, the point's statistics over the seeds run). ``full``: run
-        every seed even after a failing one (the point's complete statistics)."""
+        every seed, whole, even after a failing one (the point's complete statistics);
+        ``whole``: no early stop (a fail at the grid's bottom needs its whole runs anyway)."""
         got = self._points.get(rate)
         if got is not None:
             return _passes(job, got), got
@@ -335,11 +434,15 @@ class _Points:
             self._points[rate] = got
             return _passes(job, got), got
         seeds = self.job.settings.seeds
+        limits = None if full or whole else _limits(job)
         runs: list[PointStats] = []
-        ok, simulated = True, False
+        ok, simulated, complete = True, False, True
         for i in range(seeds):
-            run, new = self._run(rate, i)
+            run, new = self._run(rate, i, limits)
             simulated = simulated or new
+            if run is None:  # stopped early: above the SLO's limit
+                ok = complete = False
+                break
             runs.append(run)
             if not _passes(job, run):
                 ok = False
@@ -348,7 +451,9 @@ class _Points:
         if simulated:
             self._simulated.add(rate)
         point = combine(rate, runs, seeds)
-        if len(runs) == seeds:
+        if not complete:
+            point = replace(point, stable=False)
+        elif len(runs) == seeds:
             self._points[rate] = point
         return ok, point
 
@@ -363,7 +468,7 @@ def _search(job: CapacityJob, pts: _Points, grid: _Grid, start: int,
     seen: dict[int, PointStats] = {}  # passing points of this search, by index
 
     def passes(k: int) -> bool:
-        ok, p = pts.judge(job, grid.rate(k))
+        ok, p = pts.judge(job, grid.rate(k), whole=k == grid.bottom)
         if ok:
             seen[k] = p
         return ok
@@ -426,12 +531,20 @@ def find_capacities(jobs: Sequence[CapacityJob], *, cache: DiskCache | None = No
     grid = _Grid(first.settings)
     pts = _Points(first, cache, point_fn, seed_fn)
     keep = 1.0 - first.settings.slo_margin
-    out = []
+    out: dict[int, CapacityResult] = {}
     brackets: list[Bracket | None] = []  # computed on the first cache miss
-    for job in jobs:
+
+    def looseness(i: int) -> tuple[float, ...]:
+        j = jobs[i]
+        return tuple(math.inf if t is None else t
+                     for t in (j.ttft_p99_ms, j.tpot_p99_ms, j.e2e_p99_ms))
+
+    # loosest SLO first: a run it stopped early fails every stricter SLO without a new run
+    for n in sorted(range(len(jobs)), key=looseness, reverse=True):
+        job = jobs[n]
         hit = cache.get("capacity", job.key(), CapacityResult.from_dict)
         if hit is not None:
-            out.append(CapacityResult.from_dict(hit))
+            out[n] = CapacityResult.from_dict(hit)
             continue
         if not brackets:
             brackets.append(bracket(first.params, first.lengths, first.prefix_cache_hit))
@@ -442,8 +555,8 @@ def find_capacities(jobs: Sequence[CapacityJob], *, cache: DiskCache | None = No
             start = grid.index(br.start_rps(job.ttft_p99_ms, keep))
             res = _search(job, pts, grid, start, min(STRIDE, grid.n))
         cache.put("capacity", job.key(), res.to_dict())
-        out.append(res)
-    return out
+        out[n] = res
+    return [out[n] for n in range(len(jobs))]
 
 
 def find_capacity(job: CapacityJob, *, cache: DiskCache | None = None,

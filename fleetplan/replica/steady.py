@@ -32,6 +32,10 @@ from fleetplan.workload.lengths import LengthModel, protocol_length_model
 class SteadyStatus(enum.StrEnum):
     STABLE = "stable"
     OVERLOADED = "overloaded"
+    ABOVE = "above"  # stopped once a P99 could only end above its stop_above limit
+
+# the P99s a run may be stopped on (steady_state's stop_above), as the result names them
+P99_LIMITS = ("ttft_p99_ms", "tpot_p99_ms", "e2e_p99_ms")
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,8 @@ class SteadyResult:
     # mean share of the idle-to-TDP power range the GPUs drew over the run
     # (fleetplan.replica.power: power that follows the steps' work)
     power_activity: float = 0.0
+    # status ABOVE: the P99 (one of P99_LIMITS) proven above its stop_above limit
+    stopped_on: str = ""
 
     @property
     def stable(self) -> bool:
@@ -108,16 +114,30 @@ def _pct(a: np.ndarray, q: float) -> float:
     return float(np.percentile(a, q)) if a.size else math.nan
 
 
+def _p99_exceeded_at(n: int) -> int:
+    """How many of ``n`` values strictly above a limit make their P99 (NumPy's linear
+    percentile) exceed it whatever the others are: the values from the floor of the 99th
+    percentile's position ``0.99 (n - 1)`` up are then all above it, plus one for safety."""
+    return n - math.floor(0.99 * (n - 1)) + 1
+
+
 def steady_state(params: ReplicaParams, *, rate: float, lengths: LengthModel | None = None,
                  burstiness: float = 1.0, duration_s: float = 600, warmup_s: float = 60,
                  seed: int = 0, overload_queue_s: float = 30.0,
-                 prefix_cache_hit: float = 0.0) -> SteadyResult:
+                 prefix_cache_hit: float = 0.0,
+                 stop_above: dict[str, float] | None = None) -> SteadyResult:
     """Sustained behaviour of ``params``' replica under ``rate`` requests/s.
 
     ``stable`` is False (status ``OVERLOADED``) when the waiting queue grew past
     ``overload_queue_s`` seconds of arrivals (at least 64 requests): the replica cannot sustain
     the rate. Deterministic for a given ``seed``. ``prefix_cache_hit``: the stated share of each
     prompt already in the prefix cache (module docstring); it changes no random draw.
+
+    ``stop_above`` (``{"ttft_p99_ms": 190.0}``, names from :data:`P99_LIMITS`): stop as soon as
+    so many measured requests finished above a limit that the run's P99 of that figure must end
+    above it whatever the rest do (status ``ABOVE``, ``stopped_on`` naming it; the other figures
+    then cover the requests finished so far only). A run that is not stopped is the same as
+    without the argument: the verdict "P99 above the limit" is the whole run's, found sooner.
     """
     hit = check_prefix_cache_hit(prefix_cache_hit)
     if not (rate > 0 and math.isfinite(rate)):
@@ -135,11 +155,21 @@ def steady_state(params: ReplicaParams, *, rate: float, lengths: LengthModel | N
     measured = ((arr >= warmup_s) & (arr < duration_s)).tolist()
     left = [sum(measured)]
     done_ev = env.event()
+    watch = _watch(stop_above or {}, left[0], sum(m and o > 1 for m, o in zip(
+        measured, outs.tolist(), strict=True)) if stop_above else 0)
+    stopped: list[tuple[str, float]] = []  # the figure and limit the run stopped on
 
     def on_finish(r: Request) -> None:
         if measured[r.rid]:
             left[0] -= 1
-            if left[0] == 0 and not done_ev.triggered:
+            for name, lim, need, seen in watch:
+                v = (r.ttft_s if name == "ttft_p99_ms" else r.e2e_s if name == "e2e_p99_ms"
+                     else r.tpot_s if r.output_tokens > 1 else -math.inf)
+                if v * 1e3 > lim:
+                    seen[0] += 1
+                    if seen[0] >= need and not stopped:
+                        stopped.append((name, lim))
+            if (left[0] == 0 or stopped) and not done_ev.triggered:
                 done_ev.succeed()
 
     engine = ReplicaEngine(env, params, on_finish, record_itl=False)
@@ -167,7 +197,12 @@ def steady_state(params: ReplicaParams, *, rate: float, lengths: LengthModel | N
         raise InputError(f"no request arrives in [{warmup_s}, {duration_s}) s at rate {rate}")
     env.run(until=env.any_of([done_ev, overload]))
     status, reason = SteadyStatus.STABLE, f"waiting queue stayed below {limit} requests"
-    if overload.triggered:
+    if stopped:
+        name, lim = stopped[0]
+        status = SteadyStatus.ABOVE
+        reason = (f"stopped at t={env.now:.1f} s: enough measured requests finished above "
+                  f"{name} {lim:g} to put the run's P99 above it")
+    elif overload.triggered:
         status = SteadyStatus.OVERLOADED
         reason = (f"waiting queue passed {limit} requests (~{overload_queue_s:g} s of arrivals) "
                   f"at t={env.now:.1f} s: the replica cannot sustain {rate:g} req/s")
@@ -191,4 +226,24 @@ def steady_state(params: ReplicaParams, *, rate: float, lengths: LengthModel | N
         utilization=min(1.0, engine.busy_s / sim_s) if sim_s > 0 else 0.0,
         simulated_s=sim_s, reason=reason, prefix_cache_hit=hit,
         power_activity=min(1.0, engine.stats.active_s / sim_s) if sim_s > 0 else 0.0,
+        stopped_on=stopped[0][0] if stopped else "",
     )
+
+
+Watch = list[tuple[str, float, int, list[int]]]  # (figure, limit, count that decides, seen)
+
+
+def _watch(stop_above: dict[str, float], n_measured: int, n_multi_token: int) -> Watch:
+    """The limits of ``stop_above`` with the count of requests above each that decides the
+    run's P99 (TPOT is over requests of more than one output token)."""
+    out: Watch = []
+    for name in sorted(stop_above):
+        lim = stop_above[name]
+        if name not in P99_LIMITS:
+            raise InputError(f"stop_above: {name!r} is not one of {', '.join(P99_LIMITS)}")
+        if isinstance(lim, bool) or not isinstance(lim, int | float) or not lim >= 0:
+            raise InputError(f"stop_above.{name}(={lim!r}) must be a number >= 0")
+        n = n_multi_token if name == "tpot_p99_ms" else n_measured
+        if n > 0 and math.isfinite(lim):
+            out.append((name, float(lim), _p99_exceeded_at(n), [0]))
+    return out
