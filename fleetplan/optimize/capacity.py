@@ -26,14 +26,14 @@ seeds is within ``(1 - slo_margin) x`` each SLO target; seeds run one by one and
 fails decides a fail. A run stops as soon as enough of its requests finished above a limit that
 its P99 must end above it (``steady_state(stop_above=)``): the verdict of the whole run, found
 sooner; what it proved (:class:`RunBound`, cached) fails any stricter SLO without a run, and the
-SLOs of one workload are searched loosest first so that it does. Seeds are the same at every rate (common random numbers), so the
-P99-vs-rate curve is a fixed function; the start never decreases as the SLO loosens and the walk
-visits the same stride-aligned cells, so the search is monotone in the SLO: a looser SLO never
-yields a lower capacity. Where the curve is monotone in the rate (one crossing), the capacity is
-the crossing whatever the start: the plain ladder climb from ``start_rps`` finds the same one.
-Each seed's run at a rate is cached on disk apart from the SLO, and :func:`find_capacities`
-searches the SLOs of one workload (the tiers) on one shared set of runs, so other SLOs (tiers,
-the ``slo`` frontier) reuse them.
+SLOs of one workload are searched loosest first so that it does. Seeds are the same at every
+rate (common random numbers), so the P99-vs-rate curve is a fixed function; the start never
+decreases as the SLO loosens and the walk visits the same stride-aligned cells, so the search is
+monotone in the SLO: a looser SLO never yields a lower capacity. Where the curve is monotone in
+the rate (one crossing), the capacity is the crossing whatever the start: the plain ladder climb
+from ``start_rps`` finds the same one. Each seed's run at a rate is cached on disk apart from
+the SLO, and :func:`find_capacities` searches the SLOs of one workload (the tiers) on one shared
+set of runs, so other SLOs (tiers, the ``slo`` frontier) reuse them.
 
 Settings: the scenario's ``capacity:`` block (:class:`fleetplan.scenario.CapacitySettings`).
 Main entries: :class:`CapacityJob`, :func:`find_capacity`, :func:`find_capacities` (the SLOs
