@@ -242,9 +242,14 @@ def frontier(scenario: Scenario, sweep: str | Sweep = Sweep.carbon, points: int 
                              "progress": progress}
     if kind is Sweep.slo:
         values = _factors(lo or 0.5, hi or 2.0, points, geometric=True)
-        for f in values:
+        built: dict[float, tuple[Scenario, Inputs]] = {}
+        # loosest SLOs first: a capacity run they stopped early fails the stricter ones without
+        # being simulated again (fleetplan.optimize.capacity); the inputs do not depend on order
+        for f in sorted(values, reverse=True):
             variant = _scale_slo(scenario, f)
-            inputs = build_problem(variant, **build)
+            built[f] = (variant, build_problem(variant, **build))
+        for f in values:
+            variant, inputs = built[f]
             jobs.append((variant, inputs, settings, max_rounds, None))
     elif kind in (Sweep.confidence, Sweep.churn):
         if kind is Sweep.churn:
