@@ -1,4 +1,5 @@
-"""``fleetplan cache``: the on-disk cache of simulated capacities (``info``, ``clear``)."""
+"""``fleetplan cache``: the on-disk cache of simulated capacities and plan checks (``info``,
+``clear``)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ import typer
 from fleetplan.cli._format import TableOrJson, emit_json
 
 cache_app = typer.Typer(
-    help="The on-disk cache of simulated capacities: where it is, how big, and clearing it.\n\n"
+    help="The on-disk cache of simulated capacities and plan checks: where it is, how big, "
+    "and clearing it.\n\n"
     "The folder is $FLEETPLAN_CACHE_DIR, else ~/.cache/fleetplan. Every entry's key holds all "
     "inputs of the value and the code key (package version + a hash of the replica, workload "
-    "and capacity-search code), so entries of older code are never read; clearing only frees "
+    "and capacity-search code and of the Python, NumPy and SimPy versions; a plan's check: of "
+    "the whole package), so entries of older code are never read; clearing only frees "
     "space.\n\nExample: fleetplan cache info",
     no_args_is_help=True,
     rich_markup_mode=None,

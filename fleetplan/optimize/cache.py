@@ -73,15 +73,10 @@ def _model_files() -> list[Path]:
 @functools.cache
 def code_key() -> str:
     """``<version>+<hash>``: the package version and a SHA-256 (first 16 hex digits) of the
-    source of :data:`MODEL_CODE`; part of every cache key, computed once per process. Any edit
-    of the replica model, the workload code or the capacity search makes new keys."""
-    from fleetplan import __version__
-
-    h = hashlib.sha256()
-    for f in _model_files():
-        h.update(f.relative_to(_PACKAGE).as_posix().encode("utf-8") + b"\0")
-        h.update(f.read_bytes() + b"\0")
-    return f"{__version__}+{h.hexdigest()[:16]}"
+    source of :data:`MODEL_CODE` and of the runtime versions (:func:`_source_key`); part of every
+    cache key, computed once per process. Any edit of the replica model, the workload code or
+    the capacity search makes new keys."""
+    return _source_key(_model_files())
 
 
 @functools.cache
@@ -89,10 +84,23 @@ def package_key() -> str:
     """``<version>+<hash>``: like :func:`code_key` over the source of the whole package (every
     module a fleet simulation may run: router, accounting, scenario records as well as the
     replica model); the key of cached plan verifications, computed once per process."""
+    return _source_key(sorted(_PACKAGE.rglob("*.py")))
+
+
+def _source_key(files: list[Path]) -> str:
+    """The package version and a hash of ``files`` (paths and bytes) and of the Python, NumPy
+    and SimPy versions, whose random streams and event order decide a simulation."""
+    import platform
+
+    import numpy
+    import simpy
+
     from fleetplan import __version__
 
     h = hashlib.sha256()
-    for f in sorted(_PACKAGE.rglob("*.py")):
+    runtime = f"python {platform.python_version()} numpy {numpy.__version__} simpy "
+    h.update((runtime + str(getattr(simpy, "__version__", "?"))).encode("utf-8") + b"\0")
+    for f in files:
         h.update(f.relative_to(_PACKAGE).as_posix().encode("utf-8") + b"\0")
         h.update(f.read_bytes() + b"\0")
     return f"{__version__}+{h.hexdigest()[:16]}"
