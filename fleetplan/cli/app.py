@@ -81,7 +81,8 @@ COMMANDS: dict[str, str] = {
     "schema": "Print the JSON Schema of scenario files (YAML or JSON), for editors and "
               "validators.",
     "bench": "Benchmark a running server as vllm bench serve does; write vLLM-shaped results.",
-    "cache": "The on-disk cache of simulated capacities: where it is, how big, and clearing it.",
+    "cache": ("The on-disk cache of simulated capacities and plan checks: where it is, how big, "
+              "and clearing it."),
 }
 
 
