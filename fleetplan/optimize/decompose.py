@@ -164,7 +164,7 @@ def _as_mode(problem: PlanProblem, mode: CommitmentMode) -> PlanProblem:
     return problem.replace(limits=replace(problem.limits, commitment=mode))
 
 
-def _bound(sol: MilpSolution, settings: SolverSettings) -> float | None:
+def proven_bound(sol: MilpSolution, settings: SolverSettings) -> float | None:
     """A proven lower bound on the cost of ``sol``'s model (None when the solver gave none)."""
     if not sol.has_plan:
         return None
@@ -199,13 +199,13 @@ def _pinned_tiers(problem: PlanProblem, settings: SolverSettings,
     if not plan.has_plan:
         return replace(mono, hours=H, seconds=time.perf_counter() - t0)
     bounds: list[float] = []
-    if (b := _bound(mono, settings)) is not None:
+    if (b := proven_bound(mono, settings)) is not None:
         bounds.append(b)
     if problem.limits.on_demand_price_factor >= 1.0:
         # every replica-hour costs at least the committed price
         lower = _by_hour(_as_mode(problem, CommitmentMode.per_hour), settings, "cost", drop,
                          ties=False)
-        if (b := _bound(lower, settings)) is not None:
+        if (b := proven_bound(lower, settings)) is not None:
             bounds.append(b)
     gap = (max(0.0, (plan.cost_per_day_usd - max(bounds)) / plan.cost_per_day_usd)
            if bounds and plan.cost_per_day_usd > 0 else None)

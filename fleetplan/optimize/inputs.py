@@ -76,6 +76,10 @@ class Inputs:
     results: dict[tuple[str, str, Tier], CapacityResult]
     power_sources: dict[str, str]
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # searches deferred by build_problem(defer_stricter=True): the problem's capacity for these
+    # keys is an upper bound (the class's capacity at its own, looser SLO) until
+    # fleetplan.optimize.pricing searches or drops them
+    pending: dict[tuple[str, str, Tier], CapacityJob] = field(default_factory=dict)
 
 
 def class_workload(scenario: Scenario, index: int) -> ClassWorkload:
@@ -137,11 +141,16 @@ def _availability(scenario: Scenario) -> dict[str, int]:
 def build_problem(scenario: Scenario, *, executor: Executor | None = None,
                   settings: CapacitySettings | None = None,
                   cache_dir: str | None | bool = True,
-                  progress: Progress | None = None) -> Inputs:
+                  progress: Progress | None = None,
+                  defer_stricter: bool = False) -> Inputs:
     """Everything the MILP needs for ``scenario``; capacity searches run on ``executor``.
 
     ``cache_dir``: ``True`` for the default cache folder, a path, or ``False`` for no disk cache.
     ``progress``: reports the capacity searches (one per candidate x class x tier).
+    ``defer_stricter``: search each class only at its own SLO; its capacity at a stricter tier
+    (in a pool shared with stricter classes) is left to :func:`fleetplan.optimize.pricing.
+    price_tiers`, bounded meanwhile by the capacity at its own SLO, which is never lower (the
+    search is monotone in the SLO); a bound of 0 is exact and never searched.
     """
     from fleetplan.fleet.accounting import embodied_g_per_gpu_hour, power_model
     from fleetplan.replica.params import replica_params
@@ -175,6 +184,11 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
                     scenario.model, config, params[config], w.lengths, w.burstiness,
                     None if math.isinf(t.ttft_p99_ms) else t.ttft_p99_ms, t.tpot_p99_ms,
                     d.e2e_p99_ms, settings, root, w.prefix_cache_hit)
+    pending: dict[tuple[str, str, Tier], CapacityJob] = {}
+    if defer_stricter:
+        own = {d.name: d.tier for d in demands}
+        pending = {k: j for k, j in jobs.items() if k[2] != own[k[0]]}
+        jobs = {k: j for k, j in jobs.items() if k not in pending}
     results = run_searches(jobs, executor, progress)
 
     store = load_profiles()
@@ -183,6 +197,12 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
     slope: dict[tuple[str, str], float] = {}
     intercept: dict[str, float] = {}
     power_sources: dict[str, str] = {}
+    for key in list(pending):  # bounded by the capacity at the class's own SLO
+        name, config, _t = key
+        d = next(x for x in demands if x.name == name)
+        capacity[key] = results[(name, config, d.tier)].capacity_rps
+        if capacity[key] == 0.0:  # a bound of 0 is the capacity
+            del pending[key]
     for (name, config, t), res in results.items():
         capacity[(name, config, t)] = res.capacity_rps
         d = next(x for x in demands if x.name == name)
@@ -238,7 +258,7 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
                      "carbon is the simulated plan's")
     if uncal:
         notes.append("spec-based (uncalibrated) replica parameters for: " + ", ".join(uncal))
-    return Inputs(problem, results, power_sources, tuple(notes))
+    return Inputs(problem, results, power_sources, tuple(notes), pending)
 
 
 def run_searches(jobs: Mapping[K, CapacityJob], executor: Executor,

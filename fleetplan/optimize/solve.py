@@ -48,6 +48,7 @@ from fleetplan.optimize.plan import (
     PlanStatus,
     SolverReport,
 )
+from fleetplan.optimize.pricing import price_tiers
 from fleetplan.optimize.problem import CommitmentMode, PlanProblem, Tier
 from fleetplan.optimize.solvers import SolverSettings
 from fleetplan.optimize.verify import ClassCheck, HourCheck, verify_plan
@@ -96,8 +97,11 @@ def solve(scenario: Scenario, *, solver: str | None = None, executor: Any = None
     settings = solver_settings(scenario, solver)
     settings.pulp_name  # noqa: B018 - fail early on an unknown or unavailable solver
     ex = get_executor(executor)
+    # stricter-tier capacities on demand (optimize/pricing.py); --confidence rescales every
+    # entry of the table, so it searches them all
     inputs = build_problem(scenario, executor=ex, settings=capacity, cache_dir=cache_dir,
-                           progress=progress)
+                           progress=progress, defer_stricter=confidence is None)
+    inputs = price_tiers(inputs, settings, ex, progress)
     m = None
     if confidence is not None:
         inputs, m = confident(scenario, inputs, confidence, executor=ex, settings=capacity,
