@@ -150,7 +150,8 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
     ``defer_stricter``: search each class only at its own SLO; its capacity at a stricter tier
     (in a pool shared with stricter classes) is left to :func:`fleetplan.optimize.pricing.
     price_tiers`, bounded meanwhile by the capacity at its own SLO, which is never lower (the
-    search is monotone in the SLO); a bound of 0 is exact and never searched.
+    search is monotone in the SLO); a bound of 0 is exact and never searched, and a tier that is
+    another class's own SLO on the same workload (the same search) is searched with it.
     """
     from fleetplan.fleet.accounting import embodied_g_per_gpu_hour, power_model
     from fleetplan.replica.params import replica_params
@@ -186,8 +187,13 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
                     d.e2e_p99_ms, settings, root, w.prefix_cache_hit)
     pending: dict[tuple[str, str, Tier], CapacityJob] = {}
     if defer_stricter:
+        from fleetplan.optimize.cache import input_hash
+
         own = {d.name: d.tier for d in demands}
-        pending = {k: j for k, j in jobs.items() if k[2] != own[k[0]]}
+        searched = {input_hash(j.key()) for k, j in jobs.items() if k[2] == own[k[0]]}
+        # a stricter tier that is another class's own SLO on the same workload is searched anyway
+        pending = {k: j for k, j in jobs.items()
+                   if k[2] != own[k[0]] and input_hash(j.key()) not in searched}
         jobs = {k: j for k, j in jobs.items() if k not in pending}
     results = run_searches(jobs, executor, progress)
 

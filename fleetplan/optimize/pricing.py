@@ -18,10 +18,11 @@ decides which of them to search, by column-generation-style rounds that keep the
    that are left (the full table), so there are at most that many rounds (a relaxation the
    solver stops at its time limit proves no bound, and only the full table then settles it).
 
-If the relaxation has no plan, neither has the full table. The entries still unsearched at the
-end stay at 0 for the rest of the solve (the closed loop's derate and trim rounds then choose
-among the searched ones) and the plan says how many were searched. Main entry:
-:func:`price_tiers`.
+If the relaxation has no plan, neither has the full table; the rest of it is then searched, so
+that the explanation of the infeasibility (its cheapest relaxation) is the full table's. The
+entries still unsearched at the end stay at 0 for the rest of the solve (the closed loop's
+derate and trim rounds then choose among the searched ones) and the plan says how many were
+searched. Main entry: :func:`price_tiers`.
 """
 
 from __future__ import annotations
@@ -68,19 +69,20 @@ def price_tiers(inputs: Inputs, settings: SolverSettings, executor: Executor,
     total, rounds = len(pending), 0
     while pending:
         relaxed = solve_problem(problem.replace(capacity=capacity), settings, ties=False)
-        if not relaxed.has_plan:
-            break  # no plan with every capacity at its bound: none with the true ones
-        used = used_entries(relaxed, set(pending))
-        if not used:
-            break  # the relaxation's answer is one of the restriction's: exact
-        restricted = solve_problem(problem.replace(capacity=_zeroed(capacity, pending)),
-                                   settings, ties=False)
-        bound = proven_bound(relaxed, settings)
-        if (restricted.has_plan and bound is not None
-                and restricted.cost_per_day_usd * (1.0 - settings.gap) <= bound):
-            break
+        if relaxed.has_plan:
+            used = used_entries(relaxed, set(pending))
+            if not used:
+                break  # the relaxation's answer is one of the restriction's: exact
+            restricted = solve_problem(problem.replace(capacity=_zeroed(capacity, pending)),
+                                       settings, ties=False)
+            bound = proven_bound(relaxed, settings)
+            if (restricted.has_plan and bound is not None
+                    and restricted.cost_per_day_usd * (1.0 - settings.gap) <= bound):
+                break
         rounds += 1
-        if rounds == MAX_ROUNDS:  # no more rounds: the full table, whose optimum is exact
+        if rounds == MAX_ROUNDS or not relaxed.has_plan:
+            # the full table: no rounds left, or no plan even at the bounds (then none at all,
+            # and what the infeasibility explanation relaxes must be the full table's)
             used = set(pending)
         found = run_searches({k: pending[k] for k in sorted(used, key=_order)}, executor,
                              progress)

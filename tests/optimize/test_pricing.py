@@ -63,7 +63,7 @@ CLASSES = st.lists(st.tuples(st.floats(0.5, 12.0), st.sampled_from([100.0, 300.0
 
 
 @settings(max_examples=25, deadline=None)
-@given(CLASSES, st.sampled_from([None, 60.0]))
+@given(CLASSES, st.sampled_from([None, 60.0, 5.0]))
 def test_priced_tiers_give_the_full_tables_optimum(classes, carbon):
     monkeypatch = pytest.MonkeyPatch()  # per example (hypothesis runs many in one test)
     try:
@@ -77,6 +77,8 @@ def test_priced_tiers_give_the_full_tables_optimum(classes, carbon):
     assert got.has_plan == ref.has_plan
     if ref.has_plan:
         assert got.cost_per_day_usd == pytest.approx(ref.cost_per_day_usd, rel=1e-6, abs=1e-6)
+    else:  # no plan: the whole table is searched, so the explanation is the full table's
+        assert priced.problem.capacity == full.capacity
     # the priced table: searched entries are the true ones, the others 0, own tiers untouched
     for k, v in priced.problem.capacity.items():
         assert v == full.capacity[k] or (v == 0.0 and k not in searched)
