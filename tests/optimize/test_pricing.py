@@ -149,3 +149,36 @@ def test_the_last_round_searches_the_whole_table(monkeypatch):
     _inputs, pending = _deferred(full)
     assert set(searched) == set(pending)  # round 1 was the last: every entry searched
     assert priced.problem.capacity == full.capacity
+
+
+def test_deferred_entries_are_bounds_and_the_others_the_full_tables(capacity_cache_dir):
+    from fleetplan.optimize.inputs import build_problem
+    from fleetplan.optimize.problem import Tier
+    from fleetplan.scenario import Scenario
+
+    short = {"input_tokens": {"dist": "uniform", "low": 200, "high": 400},
+             "output_tokens": {"dist": "uniform", "low": 100, "high": 200}}
+    long = {"input_tokens": {"dist": "uniform", "low": 1500, "high": 2000},
+            "output_tokens": {"dist": "uniform", "low": 100, "high": 200}}
+    sc = Scenario.model_validate({
+        "model": "DeepSeek-R1-Distill-Qwen-14B", "candidates": ["1xH100-PCIe"],
+        "capacity": {"duration_s": 60, "warmup_s": 10, "min_requests": 100},
+        "classes": [{"name": "chat", "rate_rps": 2, **short, "slo": {"ttft_p99_ms": 300}},
+                    {"name": "batch", "rate_rps": 4, **short, "slo": {"ttft_p99_ms": 3000}},
+                    {"name": "agent", "rate_rps": 1, **long, "slo": {"ttft_p99_ms": 3000}}]})
+    deferred = build_problem(sc, executor=SerialExecutor(), cache_dir=capacity_cache_dir,
+                             defer_stricter=True)
+    full = build_problem(sc, executor=SerialExecutor(), cache_dir=capacity_cache_dir)
+    cfg, strict, lax = "1xH100-PCIe", Tier(300.0), Tier(3000.0)
+    # batch at chat's tier is chat's own search (same lengths): searched, not pending
+    assert ("batch", cfg, strict) not in deferred.pending
+    assert deferred.problem.capacity[("batch", cfg, strict)] == \
+        full.problem.capacity[("chat", cfg, strict)]
+    assert ("agent", cfg, strict) in deferred.pending  # nobody's own SLO on its lengths
+    assert deferred.problem.capacity[("agent", cfg, strict)] == \
+        full.problem.capacity[("agent", cfg, lax)]
+    for key, value in deferred.problem.capacity.items():
+        if key in deferred.pending:  # a bound: never below what the search finds
+            assert value >= full.problem.capacity[key]
+        else:
+            assert value == full.problem.capacity[key]
