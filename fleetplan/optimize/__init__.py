@@ -2,8 +2,9 @@
 
 Main entries: :func:`solve` (scenario -> verified :class:`Plan`), :func:`frontier` (cost vs carbon,
 SLO or rate; -> :class:`Frontier`), :func:`save_model` (the plan's MILP as an LP file). Building
-blocks: capacities at SLO (:mod:`.capacity`, cached on disk by :mod:`.cache`), the MILP
-(:mod:`.milp` over a :class:`PlanProblem`), the closed loop (:mod:`.loop`, :mod:`.verify`),
+blocks: capacities at SLO (:mod:`.capacity`, cached on disk by :mod:`.cache`; stricter tiers
+searched on demand by :mod:`.pricing`), the MILP (:mod:`.milp` over a :class:`PlanProblem`),
+the closed loop (:mod:`.loop`, :mod:`.verify`, whose checks are cached too),
 infeasibility explanations (:mod:`.explain`), executors (:mod:`.executors`: serial, local
 processes, Dask). See ``docs/optimizer.md``.
 """
