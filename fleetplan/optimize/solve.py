@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetplan._io import atomic_write_text
-from fleetplan._progress import Progress
+from fleetplan._progress import Progress, warn
 from fleetplan.context import with_scenario_context
 from fleetplan.optimize.cache import DiskCache, default_cache_dir
 from fleetplan.optimize.capacity import CapacitySettings
@@ -151,6 +151,11 @@ def solve_inputs(scenario: Scenario, inputs: Inputs, settings: SolverSettings, *
 
     out = closed_loop(problem, settings, verify, executor=executor, max_rounds=max_rounds,
                       max_trims=max_trims, progress=progress)
+    if cache is not None and cache.rejected:
+        path, why = min(cache.rejected)
+        n = len(cache.rejected)
+        warn(progress, f"plan-check cache: {n} entr{'y' if n == 1 else 'ies'} failed validation "
+             f"and {'was' if n == 1 else 'were'} simulated again (e.g. {path}: {why})")
     if not out.solution.has_plan:
         return _infeasible(problem, settings, out, inputs)
     return _report(scenario, inputs, settings, out, margins)

@@ -21,7 +21,8 @@ pool as :func:`fleetplan.fleet.pools.build_pools` resolves it from the active ca
 calibration and profile store (replica parameters, price, power model, grid intensity), the
 SHA-256 of each trace file a class reads, and :func:`fleetplan.optimize.cache.package_key`
 (the package's whole source). A cached check is validated when read (:meth:`HourCheck.checked`)
-and, when it fails, simulated again and rewritten.
+and, when it fails, simulated again and rewritten; the cache lists it in ``rejected``, which
+:func:`fleetplan.optimize.solve.solve` reports in one warning line.
 """
 
 from __future__ import annotations

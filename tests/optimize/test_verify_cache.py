@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from fleetplan._progress import NoProgress
 from fleetplan.optimize import solve
 from fleetplan.optimize import verify as verify_mod
 from fleetplan.optimize.cache import DiskCache
@@ -96,3 +97,26 @@ def test_a_damaged_check_is_refused() -> None:
     d["classes"][0]["ttft_p99_ms"] = float("nan")
     with pytest.raises(ValueError, match="ttft_p99_ms"):
         HourCheck.checked(d)
+
+
+def test_a_tampered_check_is_simulated_again_and_reported(tmp_path) -> None:
+    sc = _scenario()
+    cache = tmp_path / "cache"
+    first = solve(sc, executor="serial", cache_dir=str(cache))
+    for f in (cache / "verification").rglob("*.json"):
+        rec = json.loads(f.read_text())
+        rec["value"]["classes"][0]["met"] = not rec["value"]["classes"][0]["met"]  # a lie
+        f.write_text(json.dumps(rec))
+
+    class Notes(NoProgress):  # steps reported nowhere, warnings kept
+        def __init__(self) -> None:
+            self.lines: list[str] = []
+
+        def note(self, line: str) -> None:
+            self.lines.append(line)
+
+    seen = Notes()
+    again = solve(sc, executor="serial", cache_dir=str(cache), progress=seen)
+    assert _answer(again) == _answer(first)  # the lie was not believed
+    warned = [ln for ln in seen.lines if "plan-check cache" in ln]
+    assert len(warned) == 1 and "checksum" in warned[0] and warned[0].startswith("fleetplan:")
