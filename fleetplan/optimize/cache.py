@@ -145,6 +145,16 @@ def default_cache_dir() -> Path:
     return Path(env).expanduser() if env else Path.home() / ".cache" / "fleetplan"
 
 
+def cache_root(cache_dir: str | os.PathLike[str] | bool | None) -> str | None:
+    """The folder a ``cache_dir`` argument names: ``True`` the default
+    (:func:`default_cache_dir`), a path that path, ``False`` / ``None`` none (memory only)."""
+    if cache_dir is True:
+        return str(default_cache_dir())
+    if cache_dir is None or cache_dir is False:
+        return None
+    return str(cache_dir)
+
+
 class DiskCache:
     """JSON entries under ``root/<namespace>/<hash[:2]>/<hash>.json``; ``root=None``: memory only.
 

@@ -291,15 +291,17 @@ def _finite(v: Any) -> float:
     return v if math.isfinite(v) else 1e12
 
 
-def _passes(job: CapacityJob, p: PointStats) -> bool:
+def _limits(job: CapacityJob) -> dict[str, float]:
+    """The P99 limits a run of ``job`` fails above (``(1 - slo_margin) x`` each target)."""
     keep = 1.0 - job.settings.slo_margin
-    if not p.stable:
-        return False
-    for target, seen in ((job.ttft_p99_ms, p.ttft_p99_ms), (job.tpot_p99_ms, p.tpot_p99_ms),
-                         (job.e2e_p99_ms, p.e2e_p99_ms)):
-        if target is not None and seen > keep * target:
-            return False
-    return True
+    return {k: keep * t for k, t in (("ttft_p99_ms", job.ttft_p99_ms),
+                                      ("tpot_p99_ms", job.tpot_p99_ms),
+                                      ("e2e_p99_ms", job.e2e_p99_ms)) if t is not None}
+
+
+def _passes(job: CapacityJob, p: PointStats) -> bool:
+    """Whether ``p`` is stable with every P99 within its limit (:func:`_limits`)."""
+    return p.stable and not any(getattr(p, name) > lim for name, lim in _limits(job).items())
 
 
 class _Grid:
@@ -343,14 +345,6 @@ class _Grid:
 
 def _round(rate: float) -> float:
     return float(f"{rate:.6g}")
-
-
-def _limits(job: CapacityJob) -> dict[str, float]:
-    """The P99 limits a run of ``job`` fails above (``(1 - slo_margin) x`` each target)."""
-    keep = 1.0 - job.settings.slo_margin
-    return {k: keep * t for k, t in (("ttft_p99_ms", job.ttft_p99_ms),
-                                      ("tpot_p99_ms", job.tpot_p99_ms),
-                                      ("e2e_p99_ms", job.e2e_p99_ms)) if t is not None}
 
 
 class _Points:

@@ -32,7 +32,7 @@ from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.catalog.prices import price_for
 from fleetplan.errors import FleetplanError, InputError
 from fleetplan.optimize.bracket import bracket
-from fleetplan.optimize.cache import default_cache_dir
+from fleetplan.optimize.cache import cache_root
 from fleetplan.optimize.capacity import (
     CapacityJob,
     CapacityResult,
@@ -158,8 +158,7 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
 
     settings = settings or getattr(scenario, "capacity", None) or CapacitySettings()
     executor = executor or SerialExecutor()
-    root = (str(default_cache_dir()) if cache_dir is True
-            else None if cache_dir is False or cache_dir is None else str(cache_dir))
+    root = cache_root(cache_dir)
     work = [class_workload(scenario, i) for i in range(len(scenario.classes))]
     slos = [_slo(scenario, i) for i in range(len(scenario.classes))]
     demands = tuple(
@@ -203,15 +202,15 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
     slope: dict[tuple[str, str], float] = {}
     intercept: dict[str, float] = {}
     power_sources: dict[str, str] = {}
+    by_name = {d.name: d for d in demands}
     for key in list(pending):  # bounded by the capacity at the class's own SLO
         name, config, _t = key
-        d = next(x for x in demands if x.name == name)
-        capacity[key] = results[(name, config, d.tier)].capacity_rps
+        capacity[key] = results[(name, config, by_name[name].tier)].capacity_rps
         if capacity[key] == 0.0:  # a bound of 0 is the capacity
             del pending[key]
     for (name, config, t), res in results.items():
         capacity[(name, config, t)] = res.capacity_rps
-        d = next(x for x in demands if x.name == name)
+        d = by_name[name]
         if t == d.tier:
             p = res.probe
             probes[(name, config)] = Probe(p.rate_rps, p.ttft_p99_ms, p.tpot_p99_ms,

@@ -20,7 +20,7 @@ from typing import Any
 from fleetplan._io import atomic_write_text
 from fleetplan._progress import Progress, warn
 from fleetplan.context import with_scenario_context
-from fleetplan.optimize.cache import DiskCache, default_cache_dir
+from fleetplan.optimize.cache import DiskCache, cache_root
 from fleetplan.optimize.capacity import CapacitySettings
 from fleetplan.optimize.confidence import (
     Margins,
@@ -164,9 +164,8 @@ def solve_inputs(scenario: Scenario, inputs: Inputs, settings: SolverSettings, *
 def verification_cache(cache_dir: str | bool | None) -> DiskCache | None:
     """The disk cache of plan checks for ``cache_dir`` (``True``: the default folder, a
     folder, ``False`` / ``None``: none), the folder the capacities use."""
-    if cache_dir is None or cache_dir is False:
-        return None
-    return DiskCache(default_cache_dir() if cache_dir is True else cache_dir)
+    root = cache_root(cache_dir)
+    return DiskCache(root) if root is not None else None
 
 
 def _worse(full: HourCheck, down: HourCheck) -> HourCheck:

@@ -34,8 +34,10 @@ class SteadyStatus(enum.StrEnum):
     OVERLOADED = "overloaded"
     ABOVE = "above"  # stopped once a P99 could only end above its stop_above limit
 
-# the P99s a run may be stopped on (steady_state's stop_above), as the result names them
-P99_LIMITS = ("ttft_p99_ms", "tpot_p99_ms", "e2e_p99_ms")
+# the P99s a run may be stopped on (steady_state's stop_above), as the result names them,
+# and the Request figure (seconds) each is the P99 of
+_FIGURE_OF = {"ttft_p99_ms": "ttft_s", "tpot_p99_ms": "tpot_s", "e2e_p99_ms": "e2e_s"}
+P99_LIMITS = tuple(_FIGURE_OF)
 
 
 @dataclass(frozen=True)
@@ -163,9 +165,8 @@ def steady_state(params: ReplicaParams, *, rate: float, lengths: LengthModel | N
         if measured[r.rid]:
             left[0] -= 1
             for name, lim, need, seen in watch:
-                v = (r.ttft_s if name == "ttft_p99_ms" else r.e2e_s if name == "e2e_p99_ms"
-                     else r.tpot_s if r.output_tokens > 1 else -math.inf)
-                if v * 1e3 > lim:
+                # a one-token reply's TPOT is NaN, never above a limit (as the P99 skips it)
+                if getattr(r, _FIGURE_OF[name]) * 1e3 > lim:
                     seen[0] += 1
                     if seen[0] >= need and not stopped:
                         stopped.append((name, lim))
