@@ -22,8 +22,9 @@ are kept (``probe``) to explain the SLO no candidate meets.
 3. Bisect between the last pass and the first fail, down to neighbouring grid rates.
 
 A rate *passes* when every seed's run is stable (no growing queue) and the largest P99 over the
-seeds is within ``(1 - slo_margin) x`` each SLO target; seeds run one by one and the first that
-fails decides a fail. A run stops as soon as enough of its requests finished above a limit that
+seeds is within ``(1 - slo_margin) x`` each SLO target; seeds run one by one, the one whose run
+failed last first (with common random numbers it tends to fail the next rate too), and the first
+that fails decides a fail. A run stops as soon as enough of its requests finished above a limit that
 its P99 must end above it (``steady_state(stop_above=)``): the verdict of the whole run, found
 sooner; what it proved (:class:`RunBound`, cached) fails any stricter SLO without a run, and the
 SLOs of one workload are searched loosest first so that it does. Seeds are the same at every
@@ -33,7 +34,10 @@ monotone in the SLO: a looser SLO never yields a lower capacity. Where the curve
 the rate (one crossing), the capacity is the crossing whatever the start: the plain ladder climb
 from ``start_rps`` finds the same one. Each seed's run at a rate is cached on disk apart from
 the SLO, and :func:`find_capacities` searches the SLOs of one workload (the tiers) on one shared
-set of runs, so other SLOs (tiers, the ``slo`` frontier) reuse them.
+set of runs, so other SLOs (tiers, the ``slo`` frontier) reuse them. The point one ladder step
+below capacity (``below_capacity``, the busy-share chord of the ``tdp`` power model) is run only
+for a job that asks for it (``CapacityJob.chord``); otherwise it is the highest passing rate
+below capacity the search saw anyway, or none.
 
 Settings: the scenario's ``capacity:`` block (:class:`fleetplan.scenario.CapacitySettings`).
 Main entries: :class:`CapacityJob`, :func:`find_capacity`, :func:`find_capacities` (the SLOs
@@ -114,6 +118,10 @@ class CapacityJob:
     settings: CapacitySettings
     cache_root: str | None = None
     prefix_cache_hit: float = 0.0  # stated share of each prompt already in the prefix cache
+    # the result needs the point one ladder step below capacity (``below_capacity``: the busy
+    # share's chord of the ``tdp`` power model); without it a search that saw no passing rate
+    # below its capacity reports none instead of running two more whole runs
+    chord: bool = True
 
     def point_key(self, rate: float) -> dict[str, Any]:
         s = self.settings
@@ -133,7 +141,7 @@ class CapacityJob:
         return {"v": code_key(), "params": self.params, "lengths": _lengths_key(self.lengths),
                 "burstiness": self.burstiness, "prefix_cache_hit": self.prefix_cache_hit,
                 "slo": [self.ttft_p99_ms, self.tpot_p99_ms, self.e2e_p99_ms],
-                "settings": self.settings}
+                "settings": self.settings, "chord": self.chord}
 
 
 def _lengths_key(lengths: LengthModel) -> dict[str, Any]:
@@ -367,6 +375,7 @@ class _Points:
         self._runs: dict[tuple[float, int], PointStats] = {}
         self._bounds: dict[tuple[float, int], RunBound] = {}
         self._points: dict[float, PointStats] = {}
+        self._failed = 0  # the seed whose run failed last (tried first)
 
     def _run(self, rate: float, i: int,
              limits: dict[str, float] | None) -> tuple[PointStats | None, bool]:
@@ -404,6 +413,13 @@ class _Points:
         self._runs[(rate, i)] = res
         return res, True
 
+    def _seed_order(self, seeds: int) -> list[int]:
+        """The seeds in the order a point tries them: the one whose run failed last first (with
+        common random numbers a seed that fails one rate tends to fail the next; a pass needs
+        every seed anyway), then the others by index. The verdict is the same in any order."""
+        first = self._failed if self._failed < seeds else 0
+        return [first] + [i for i in range(seeds) if i != first]
+
     @property
     def simulations(self) -> int:
         """Rates at which this object simulated at least one run."""
@@ -429,22 +445,24 @@ class _Points:
             return _passes(job, got), got
         seeds = self.job.settings.seeds
         limits = None if full or whole else _limits(job)
-        runs: list[PointStats] = []
+        runs: dict[int, PointStats] = {}
         ok, simulated, complete = True, False, True
-        for i in range(seeds):
+        for i in self._seed_order(seeds):
             run, new = self._run(rate, i, limits)
             simulated = simulated or new
             if run is None:  # stopped early: above the SLO's limit
                 ok = complete = False
+                self._failed = i
                 break
-            runs.append(run)
+            runs[i] = run
             if not _passes(job, run):
                 ok = False
+                self._failed = i
                 if not full:
                     break
         if simulated:
             self._simulated.add(rate)
-        point = combine(rate, runs, seeds)
+        point = combine(rate, [runs[i] for i in sorted(runs)], seeds)
         if not complete:
             point = replace(point, stable=False)
         elif len(runs) == seeds:
@@ -500,7 +518,7 @@ def _search(job: CapacityJob, pts: _Points, grid: _Grid, start: int,
     below: PointStats | None = None
     if lower:
         below = seen[max(lower)]
-    elif good > grid.bottom:
+    elif good > grid.bottom and job.chord:
         below = pts.judge(job, grid.rate(max(good - grid.n, grid.bottom)), full=True)[1]
     at = seen[good]
     probe = seen[min(seen)] if seen else at

@@ -12,7 +12,8 @@ engine busy at modest load), so it is modelled by the chord through the replica 
 share at capacity and one ladder step below: the intercept is charged per replica (the largest over
 the classes a configuration may serve) and the slope per req/s of each class. For a concave
 ``u`` the extended chord lies above ``u`` at lower loads, so the MILP errs on the high side there.
-That is ``power: {model: tdp}``. Under ``activity`` (the default; the simulator charges the steps'
+That is ``power: {model: tdp}``, the only model whose searches run the point below capacity
+(``CapacityJob.chord``). Under ``activity`` (the default; the simulator charges the steps'
 activity ``a <= u``, which is not linear in the rate) each replica is charged an upper bound, its
 busy share at the class tier's capacity (``a(r) <= u(r) <= u(capacity)``), with no per-req/s part.
 """
@@ -155,6 +156,7 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
     """
     from fleetplan.fleet.accounting import embodied_g_per_gpu_hour, power_model
     from fleetplan.replica.params import replica_params
+    from fleetplan.replica.power import ACTIVITY_MODE
 
     settings = settings or getattr(scenario, "capacity", None) or CapacitySettings()
     executor = executor or SerialExecutor()
@@ -174,6 +176,8 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
         except FleetplanError as exc:
             raise InputError(f"candidates[{i}] ({config}): {exc}") from None
 
+    # only the tdp power model reads the busy share below capacity (module docstring)
+    chord = scenario.power.model != ACTIVITY_MODE
     jobs: dict[tuple[str, str, Tier], CapacityJob] = {}
     for d, w in zip(demands, work, strict=True):
         for config in params:
@@ -183,7 +187,7 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
                 jobs[(d.name, config, t)] = CapacityJob(
                     scenario.model, config, params[config], w.lengths, w.burstiness,
                     None if math.isinf(t.ttft_p99_ms) else t.ttft_p99_ms, t.tpot_p99_ms,
-                    d.e2e_p99_ms, settings, root, w.prefix_cache_hit)
+                    d.e2e_p99_ms, settings, root, w.prefix_cache_hit, chord)
     pending: dict[tuple[str, str, Tier], CapacityJob] = {}
     if defer_stricter:
         from fleetplan.optimize.cache import input_hash
