@@ -75,6 +75,7 @@ class ReplicaEngine:
         self._plan_pf: Chunks | None = None  # prefill chunks of a 1-step plan
         self._plan_act = 0.0  # power activity of the plan's steps (fleetplan.replica.power)
         self._busy = False
+        self._on_timer = self._timer  # bound once: one callback object for every event
 
     # ------------------------------------------------------------------ public
     @property
@@ -116,9 +117,11 @@ class ReplicaEngine:
     def kv_tokens_used(self) -> int:
         return self._sched.kv_tokens_used
 
-    def submit(self, req: Request) -> None:
-        """Hand ``req`` to the replica now (``env.now``); it reaches the scheduler after
-        ``overhead_s``. Call it at ``req.arrival_s``."""
+    def submit(self, req: Request, at: float | None = None) -> None:
+        """Hand ``req`` to the replica now (``env.now``), or at the later time ``at`` (a caller
+        that knows its arrivals in advance submits them early, in order of ``at``, and saves an
+        event per request; the engine behaves as if each came at ``at``); it reaches the
+        scheduler ``overhead_s`` later. Call it at ``req.arrival_s``, or with ``at`` that."""
         total = req.input_tokens + req.output_tokens
         if req.input_tokens < 1 or req.output_tokens < 1:
             raise ModelError(f"request {req.rid}: input and output tokens must be >= 1")
@@ -129,7 +132,7 @@ class ReplicaEngine:
         sched = self._sched
         if -(-total // sched.block_size) > sched.kv_blocks:
             raise ModelError(f"request {req.rid}: needs more KV blocks than the cache holds")
-        now = self.env.now
+        now = self.env.now if at is None else at
         req.visible_s = now + self.params.overhead_s
         req.target = req.input_tokens
         req.state = PENDING
@@ -172,10 +175,13 @@ class ReplicaEngine:
 
     def _arm(self, t: float, n: int) -> None:
         self._gen += 1
-        gen = self._gen
         self._plan_end = t
-        ev = self.env.timeout(max(0.0, t - self.env.now))
-        ev.callbacks.append(lambda _ev: self._fire(gen))
+        # the plan's generation rides as the event's value: no closure per event
+        ev = self.env.timeout(max(0.0, t - self.env.now), self._gen)
+        ev.callbacks.append(self._on_timer)
+
+    def _timer(self, ev: simpy.Event) -> None:
+        self._fire(ev.value)  # type: ignore[arg-type]  # the generation _arm gave it
 
     def _fire(self, gen: int) -> None:
         if gen != self._gen:

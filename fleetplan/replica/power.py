@@ -30,6 +30,7 @@ request is in flight, the study's Table 3 assumption) stays available.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -61,6 +62,7 @@ F_HIGH = _share(ANCHOR_HIGH[1])
 _SLOPE = (F_HIGH - F_LOW) / math.log(ANCHOR_HIGH[0] / ANCHOR_LOW[0])
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def step_activity(tokens: int) -> float:
     """Share of the idle-to-TDP power range a step of ``tokens`` tokens draws (0 when empty)."""
     if tokens <= 0:

@@ -182,16 +182,32 @@ def steady_state(params: ReplicaParams, *, rate: float, lengths: LengthModel | N
     overload = env.event()
 
     def source(env: simpy.Environment):  # type: ignore[no-untyped-def]
+        # The waiting queue is checked against the limit when the source wakes for an arrival.
+        # Arrivals add one request each, so after a check that finds ``q`` queued the next
+        # ``limit - q`` arrivals cannot pass it by themselves: they are submitted ahead, each
+        # at its own arrival instant (``at``: the clock a wake-up would have read), without an
+        # event of their own, and the source wakes for the next one. A run that never nears
+        # the limit is the same as with a wake-up per arrival; requests sent back to the queue
+        # by preemption are seen at the next check, at most ``limit - q`` arrivals later.
+        now = env.now
+        ahead = 0
         for i, t in enumerate(times):
             r = Request(i, t, in_tok[i], out_tok[i], cached_tokens=hits[i])
             reqs.append(r)
-            dt = r.arrival_s - env.now
+            dt = t - now
             if dt > 0:
-                yield env.timeout(dt)
-            engine.submit(r)
+                now = now + dt  # the clock a timeout of dt from the last arrival lands on
+            if ahead > 0:
+                ahead -= 1
+                engine.submit(r, at=now)
+                continue
+            if now > env.now:
+                yield env.timeout(now - env.now)
+            engine.submit(r, at=now)
             if engine.queue_len > limit and not overload.triggered:
                 overload.succeed()
                 return
+            ahead = limit - engine.queue_len
 
     env.process(source(env))
     if left[0] == 0:
