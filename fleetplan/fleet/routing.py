@@ -256,17 +256,19 @@ class Planned(Router):
                 raise InputError(f"planned routing: class #{c} has no split")
             self._weights.append(list(w))
             self._credit.append([0.0] * len(w))
+        # per class: its pools of positive share, in pool order, and the shares' sum
+        self._positive = [[(p, wp) for p, wp in enumerate(w) if wp > 0] for w in self._weights]
+        self._total = [sum(w) for w in self._weights]
         self._start = [0] * len(ctx.pool_replicas)
 
     def route(self, cls: int, input_tokens: int) -> int:
-        w, credit = self._weights[cls], self._credit[cls]
+        credit = self._credit[cls]
         best = -1
-        for p, wp in enumerate(w):
-            if wp > 0:
-                credit[p] += wp
-                if best < 0 or credit[p] > credit[best]:
-                    best = p
-        credit[best] -= sum(w)
+        for p, wp in self._positive[cls]:
+            credit[p] += wp
+            if best < 0 or credit[p] > credit[best]:
+                best = p
+        credit[best] -= self._total[cls]
         reps = self.ctx.pool_replicas[best]
         s = self._start[best]
         self._start[best] = (s + 1) % len(reps)

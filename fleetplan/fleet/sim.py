@@ -132,10 +132,12 @@ class _Run:
         self.duration_s = duration_s
         n = len(traffic)
         t_arr = traffic.arrival_s
-        self.first = np.full(n, np.nan)
-        self.fin = np.full(n, np.nan)
-        self.routed_to = np.full(n, -1, dtype=np.int64)
+        # per request, as Python lists (read and written once per event; arrays at the end)
+        self.first = [math.nan] * n
+        self.fin = [math.nan] * n
+        self.routed_to = [-1] * n
         self.measured = (t_arr >= warmup_s) & (t_arr < duration_s)
+        self.is_measured = self.measured.tolist()
         self.left = int(self.measured.sum())  # measured requests not finished
         self.stop = env.event()
         self.arrivals_done = False
@@ -254,7 +256,7 @@ class _Run:
         if r < 0:  # counted against the pool the router chose (no backlog: it never queues)
             self.lost[i] = True
             self.routed_to[i] = self.replica_pool[chosen]
-            if self.measured[i]:
+            if self.is_measured[i]:
                 self.left -= 1
                 if self.left == 0 and self.arrivals_done and not self.stop.triggered:
                     self.stop.succeed()
@@ -290,7 +292,7 @@ class _Run:
         self.busy_count[self.rep_of[i]] -= 1
         if self.env.now < self.duration_s:
             self.done[p] += 1
-        if self.measured[i]:
+        if self.is_measured[i]:
             self.left -= 1
             if self.left == 0 and self.arrivals_done and not self.stop.triggered:
                 self.stop.succeed()
@@ -298,28 +300,29 @@ class _Run:
     def arrivals(self) -> Generator[simpy.Event, object, None]:
         """The traffic, routed and submitted at each request's arrival."""
         env, tr = self.env, self.traffic
-        t_arr, ins, outs, cls_of = tr.arrival_s, tr.input_tokens, tr.output_tokens, tr.cls
-        cached = tr.cached_tokens
+        # plain Python floats and ints, one conversion for the whole run
+        t_arr, ins, outs, cls_of = (tr.arrival_s.tolist(), tr.input_tokens.tolist(),
+                                    tr.output_tokens.tolist(), tr.cls.tolist())
+        cached = tr.cached_tokens.tolist() if tr.cached_tokens is not None else None
         route, replica_pool, engines = self.router.route, self.replica_pool, self.engines
-        routed_to, backlog, busy_count, rep_of = (self.routed_to, self.backlog,
-                                                  self.busy_count, self.rep_of)
+        backlog, busy_count, rep_of = self.backlog, self.busy_count, self.rep_of
         for i in range(len(tr)):
-            t = float(t_arr[i])
+            t = t_arr[i]
             if t > env.now:
                 yield env.timeout(t - env.now)
             if self.churn:
                 self._place(i)
                 continue
-            c = int(cls_of[i])
-            a = int(ins[i])
-            k = int(cached[i]) if cached is not None else 0
+            c = cls_of[i]
+            a = ins[i]
+            k = cached[i] if cached is not None else 0
             r = route(c, a - min(k, a - 1) if k else a)  # tokens it must prefill
             p = replica_pool[r]
-            routed_to[i] = p
+            self.routed_to[i] = p
             backlog[p] += 1
             busy_count[r] += 1
             rep_of[i] = r
-            engines[r].submit(Request(i, t, a, int(outs[i]), c, cached_tokens=k))
+            engines[r].submit(Request(i, t, a, outs[i], c, cached_tokens=k))
         self.arrivals_done = True
         if self.left == 0 and not self.stop.triggered:
             self.stop.succeed()
@@ -380,7 +383,8 @@ def _outcome(run: _Run) -> Replication:
         snap["act1"] = [run.slot_active(r, end) for r in range(len(run.engines))]
         snap["backlog1"] = list(run.backlog)
     window = max(end - w0, 1e-9)
-    routed_to, first, fin = run.routed_to, run.first, run.fin
+    routed_to = np.asarray(run.routed_to, dtype=np.int64)
+    first, fin = np.asarray(run.first, dtype=float), np.asarray(run.fin, dtype=float)
     m = measured & (routed_to >= 0)
     # censor: no first token / not finished by the stop
     ft = np.where(np.isnan(first), now, first)
@@ -393,7 +397,7 @@ def _outcome(run: _Run) -> Replication:
         finished=~np.isnan(fin[m]), pool=routed_to[m], window_s=window,
         utilization=_per_pool(run, window, "busy"),
         power_activity=_per_pool(run, window, "act"),
-        pool_overloaded=_overloaded(run, m),
+        pool_overloaded=_overloaded(run, routed_to[m]),
         pool_completed_rps=tuple((d - d0) / window for d, d0 in zip(run.done, snap["done0"],
                                                                      strict=True)),
         stopped_at_s=now, stop_reason=run.reason,
@@ -435,11 +439,11 @@ def _per_pool(run: _Run, window: float, what: str) -> tuple[float, ...]:
     return tuple(out)
 
 
-def _overloaded(run: _Run, m: np.ndarray) -> tuple[bool, ...]:
+def _overloaded(run: _Run, pools_of: np.ndarray) -> tuple[bool, ...]:
     """Per pool: its backlog grew past normal fluctuation, or it was why the run stopped
-    (``m``: the measured requests that were routed)."""
-    snap, backlog, routed_to, reason = run.snap, run.backlog, run.routed_to, run.reason
-    routed = np.bincount(routed_to[m], minlength=len(run.pools))
+    (``pools_of``: the pool of each measured request that was routed)."""
+    snap, backlog, reason = run.snap, run.backlog, run.reason
+    routed = np.bincount(pools_of, minlength=len(run.pools))
     over = []
     for p, pm in enumerate(run.pools):
         grew = snap["backlog1"][p] - snap["backlog0"][p]
