@@ -1,7 +1,8 @@
 """A vLLM-like serving engine (one replica) as an exact, event-skipping SimPy model.
 
-Main entries: :class:`ReplicaEngine` (``submit(req)`` at the request's arrival; ``on_finish`` is
-called when its last token is out) and :class:`Request` (one request, filled in by the engine;
+Main entries: :class:`ReplicaEngine` (``submit(req)`` at the request's arrival, or earlier with
+``at=`` its arrival time when arrivals are known in advance; ``on_finish`` is called when its
+last token is out) and :class:`Request` (one request, filled in by the engine;
 defined with the engine's counters in :mod:`fleetplan.replica.records`).
 
 Scheduling follows vLLM V1 (0.8.x) iteration by iteration (FCFS queue, running requests first,
