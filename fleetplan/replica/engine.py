@@ -134,6 +134,12 @@ class ReplicaEngine:
         if -(-total // sched.block_size) > sched.kv_blocks:
             raise ModelError(f"request {req.rid}: needs more KV blocks than the cache holds")
         now = self.env.now if at is None else at
+        if at is not None and not (at >= self.env.now - _EPS and (
+                not self._pending or at + self.params.overhead_s
+                >= self._pending[-1].visible_s - _EPS)):
+            # the pending queue is in order of arrival: an earlier time would be served late
+            raise ModelError(f"request {req.rid}: submit(at={at!r}) is before the clock "
+                             f"({self.env.now:g} s) or before a request already submitted")
         req.visible_s = now + self.params.overhead_s
         req.target = req.input_tokens
         req.state = PENDING

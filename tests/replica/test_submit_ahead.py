@@ -66,3 +66,18 @@ def test_a_stable_run_does_not_depend_on_how_often_its_source_wakes(rate, seed):
         da, db = often.to_dict(), rarely.to_dict()
         assert db.pop("reason") != da.pop("reason")
         assert all(da[k] == db[k] or (da[k] != da[k] and db[k] != db[k]) for k in da)
+
+
+def test_a_submission_ahead_out_of_order_or_in_the_past_is_refused() -> None:
+    from fleetplan.errors import ModelError
+
+    env = simpy.Environment()
+    engine = ReplicaEngine(env, BASE)
+    engine.submit(Request(0, 5.0, 10, 10), at=5.0)
+    with pytest.raises(ModelError, match="before a request already submitted"):
+        engine.submit(Request(1, 4.0, 10, 10), at=4.0)
+    with pytest.raises(ModelError, match=r"submit\(at=nan\)"):
+        engine.submit(Request(2, 6.0, 10, 10), at=float("nan"))
+    env.run(until=6.0)
+    with pytest.raises(ModelError, match="before the clock"):
+        engine.submit(Request(3, 5.5, 10, 10), at=5.5)
