@@ -305,7 +305,8 @@ class _Run:
                                     tr.output_tokens.tolist(), tr.cls.tolist())
         cached = tr.cached_tokens.tolist() if tr.cached_tokens is not None else None
         route, replica_pool, engines = self.router.route, self.replica_pool, self.engines
-        backlog, busy_count, rep_of = self.backlog, self.busy_count, self.rep_of
+        routed_to, backlog, busy_count, rep_of = (self.routed_to, self.backlog,
+                                                  self.busy_count, self.rep_of)
         for i in range(len(tr)):
             t = t_arr[i]
             if t > env.now:
@@ -318,7 +319,7 @@ class _Run:
             k = cached[i] if cached is not None else 0
             r = route(c, a - min(k, a - 1) if k else a)  # tokens it must prefill
             p = replica_pool[r]
-            self.routed_to[i] = p
+            routed_to[i] = p
             backlog[p] += 1
             busy_count[r] += 1
             rep_of[i] = r

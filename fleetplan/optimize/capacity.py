@@ -417,8 +417,7 @@ class _Points:
         """The seeds in the order a point tries them: the one whose run failed last first (with
         common random numbers a seed that fails one rate tends to fail the next; a pass needs
         every seed anyway), then the others by index. The verdict is the same in any order."""
-        first = self._failed if self._failed < seeds else 0
-        return [first] + [i for i in range(seeds) if i != first]
+        return [self._failed] + [i for i in range(seeds) if i != self._failed]
 
     @property
     def simulations(self) -> int:
