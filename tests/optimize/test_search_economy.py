@@ -38,8 +38,12 @@ def _counting(monkeypatch) -> list[tuple[float, int]]:
     return runs
 
 
-@pytest.mark.parametrize(("config", "slo"), [("1xH100-PCIe", 150.0), ("2xRTX-4090", 1000.0)])
-def test_the_point_below_capacity_is_run_only_for_a_chord(config, slo, monkeypatch):
+# 120 ms on the H100 reaches its capacity from above (no lower rate passes on the way, so the
+# chord's point is two runs of its own); 1000 ms on the RTX pair walks up to it (a lower rate
+# passed, and that is the point below capacity with or without the chord)
+@pytest.mark.parametrize(("config", "slo", "from_above"), [("1xH100-PCIe", 120.0, True),
+                                                           ("2xRTX-4090", 1000.0, False)])
+def test_the_point_below_capacity_is_run_only_for_a_chord(config, slo, from_above, monkeypatch):
     runs = _counting(monkeypatch)
     with_chord = find_capacities([_job(config, slo)], cache=DiskCache(None))[0]
     n_chord = len(runs)
@@ -50,10 +54,13 @@ def test_the_point_below_capacity_is_run_only_for_a_chord(config, slo, monkeypat
     assert without.at_capacity == with_chord.at_capacity
     assert with_chord.below_capacity is not None
     assert with_chord.below_capacity.rate_rps < with_chord.capacity_rps
-    if without.below_capacity is None:  # no lower rate passed on the way: not run for it
+    if from_above:  # not run for a result that does not need it
+        assert without.below_capacity is None
+        assert with_chord.below_capacity.rate_rps not in {r for r, _i in runs}
         assert len(runs) < n_chord
-    else:  # a passing rate the search saw anyway
-        assert without.below_capacity.rate_rps < without.capacity_rps
+    else:  # the passing rate the search saw anyway, as with the chord
+        assert without.below_capacity == with_chord.below_capacity
+        assert len(runs) == n_chord
     assert _job(config, slo).key() != _job(config, slo, chord=False).key()
 
 
