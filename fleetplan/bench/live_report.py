@@ -11,6 +11,7 @@ dicts (their keys are data).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -24,15 +25,19 @@ from fleetplan.replica.params import ReplicaParams
 
 @dataclass(frozen=True)
 class HeldOutCheck:
-    """One metric at the held-out rate: relative error, its floor and bound, within it."""
+    """One metric at the held-out rate: relative error, its floor and bound, within it; ``note``
+    says which held-out runs' figures were left out and why (an error of NaN: none measured
+    it, so nothing was checked)."""
 
     error: float
     floor: float
     bound: float
     ok: bool
+    note: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"error": self.error, "floor": self.floor, "bound": self.bound, "ok": self.ok}
+        return {"error": self.error, "floor": self.floor, "bound": self.bound, "ok": self.ok,
+                "note": self.note}
 
 
 @dataclass(frozen=True)
@@ -108,15 +113,25 @@ class LiveAnalysis:
                 fit_evaluations=int(d["fit_evaluations"]), fitted=tuple(d["fitted"]),
                 fit_runs=tuple(FitRunReport.from_dict(r, f"{where}.fit_runs[{i}]")
                                for i, r in enumerate(d["fit_runs"])),
-                flagged=tuple(d["flagged"]), measured=dict(d["measured"]),
-                predicted=dict(d["predicted"]), errors=dict(d["errors"]),
-                checks={m: HeldOutCheck(c["error"], c.get("floor", c["bound"]), c["bound"],
-                                        bool(c["ok"])) for m, c in d["checks"].items()},
+                flagged=tuple(d["flagged"]), measured=_nums(d["measured"]),
+                predicted=_nums(d["predicted"]), errors=_nums(d["errors"]),
+                checks={m: HeldOutCheck(_num(c["error"]), c.get("floor", c["bound"]),
+                                        c["bound"], bool(c["ok"]), c.get("note"))
+                        for m, c in d["checks"].items()},
                 per_rate=tuple(_rate(r, metrics) for r in d["per_rate"]), ok=bool(d["ok"]))
         except KeyError as exc:
             raise DataError(f"{where}: missing field {exc}") from None
         except (TypeError, ValueError, AttributeError, ValidationError) as exc:
             raise DataError(f"{where}: not a live validation analysis ({exc})") from None
+
+
+def _num(x: Any) -> float:
+    """A float from the report (JSON writes NaN as null)."""
+    return math.nan if x is None else float(x)
+
+
+def _nums(d: Mapping[str, Any]) -> dict[str, float]:
+    return {str(k): _num(v) for k, v in d.items()}
 
 
 def _rate(d: Mapping[str, Any], metrics: list[str]) -> RateSummary:

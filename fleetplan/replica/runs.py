@@ -44,6 +44,11 @@ FLAG_RATIO = 1.25
 FLAG_PERCENTILES = ("ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms")
 FIT_METRICS = ("request_throughput", "output_throughput", "ttft_mean_ms", "ttft_p50_ms",
                "ttft_p90_ms", "ttft_p99_ms", "tpot_p50_ms", "itl_p50_ms")
+# A run whose median gap between tokens is below this share of its median time per output token
+# had its tokens delivered in bunches (a client or API process that reads several token events
+# at once; seen on the shared 2-core CPU server, never in the GPU store, whose lowest ratio is
+# 0.52): its ITL median measures the delivery, not the engine, and is left out of fits and checks.
+BUNCHED_ITL_RATIO = 0.1
 VALIDATED_METRICS = ("request_throughput", "output_throughput", "ttft_mean_ms", "ttft_p50_ms",
                      "ttft_p90_ms", "ttft_p99_ms", "tpot_p50_ms")
 
@@ -70,6 +75,8 @@ class MeasuredRun:
     duration_s: float = math.nan
     pinned_outputs: tuple[tuple[int, int], ...] = ()  # (request index, output tokens)
     engine_version: str | None = None  # the vLLM version the run recorded (spec-path prior)
+    excluded: tuple[tuple[str, str], ...] = ()  # (metric, why) measured but not believed
+
 
     @property
     def key(self) -> tuple[str, str]:
@@ -124,6 +131,20 @@ def flag_runs(frame: pd.DataFrame, ratio: float = FLAG_RATIO) -> dict[str, str]:
     return out
 
 
+def bunched_itl(itl_p50_ms: float, tpot_p50_ms: float,
+                ratio: float = BUNCHED_ITL_RATIO) -> str | None:
+    """Why a run's ITL median is a delivery artefact (None when it is not): with continuous
+    batching every running request gets one token per engine step, so the median gap between
+    a request's tokens is of the order of its time per output token; a median far below it
+    means most gaps are ~0, i.e. token events arrived together."""
+    if not (math.isfinite(itl_p50_ms) and math.isfinite(tpot_p50_ms)) or tpot_p50_ms <= 0:
+        return None
+    if itl_p50_ms >= ratio * tpot_p50_ms:
+        return None
+    return (f"ITL p50 {itl_p50_ms:.3g} ms is below {ratio:g}x the TPOT p50 {tpot_p50_ms:.3g} ms: "
+            f"tokens were delivered in bunches, so the ITL median measures delivery, not steps")
+
+
 def runs_from_frame(frame: pd.DataFrame, *, flags: dict[str, str] | None = None,
                     series: pd.DataFrame | None = None,
                     tails_from: pd.DataFrame | None = None) -> list[MeasuredRun]:
@@ -159,6 +180,9 @@ def _typed_runs(frame: pd.DataFrame, ref: pd.DataFrame, fl: dict[str, str]) -> l
     for rec in frame.to_dict("records"):
         key = (str(rec["model"]), str(rec["config"]))
         meas = {m: float(rec[m]) for m in FIT_METRICS if m in rec and pd.notna(rec[m])}
+        why = bunched_itl(meas.get("itl_p50_ms", math.nan), meas.get("tpot_p50_ms", math.nan))
+        if why is not None:
+            del meas["itl_p50_ms"]
         rid = str(rec["run_id"])
         dur = rec.get("duration_s")
         out.append(MeasuredRun(
@@ -172,6 +196,7 @@ def _typed_runs(frame: pd.DataFrame, ref: pd.DataFrame, fl: dict[str, str]) -> l
             source=f"{rec['source_file']}:{rec['source_line']}",
             duration_s=float(dur) if dur is not None and pd.notna(dur) else math.nan,
             engine_version=_version(rec.get("engine_version")),
+            excluded=(("itl_p50_ms", why),) if why is not None else (),
         ))
     return out
 

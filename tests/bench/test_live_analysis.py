@@ -149,3 +149,46 @@ def test_a_server_that_behaves_like_the_model_is_predicted(tmp_path: Path) -> No
     assert "predicted_ttft_p50_ms" in saved["analysis"]["per_rate"][1]
     assert LiveAnalysis.from_dict(saved["analysis"]) == a
     assert report_markdown(saved) == md
+
+
+def test_held_out_runs_with_bunched_token_delivery_leave_the_itl_check_out(
+        tmp_path: Path) -> None:
+    # CI once saw every held-out run measure ITL p50 0.006 ms against a TPOT p50 of 1.9 ms (the
+    # CPU server delivered tokens in bunches); the ITL median then measures delivery, not steps
+    from fleetplan.bench.live import analyze
+    from fleetplan.cli._format import dumps
+    from fleetplan.replica.params import replica_params
+    from fleetplan.workload.lengths import FixedLengths, LengthModel
+
+    truth = replica_params("DeepSeek-R1-Distill-Qwen-7B", "1xH100-SXM")
+    files = []
+    for s in range(2):
+        rows = [_replayed_result(truth, r, 60, s) for r in (32.0, 16.0, 8.0, 4.0)]
+        for row in rows:
+            if row["request_rate"] == 16.0 or (s == 1 and row["request_rate"] == 8.0):
+                row["median_itl_ms"] = 0.003 * row["median_tpot_ms"]
+        p = tmp_path / f"series-{s}.jsonl"
+        p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        files.append(p)
+    lm = LengthModel(input=FixedLengths(value=100), output=FixedLengths(value=50))
+    a = analyze(files, holdout_rate=16.0, gpu="H100-SXM", gpu_count=1, lengths=lm, max_nfev=12,
+                seeds=(0,))
+    itl = a.checks["itl_p50_ms"]
+    assert math.isnan(itl.error) and itl.ok and "bunches" in (itl.note or "")
+    assert math.isnan(a.measured["itl_p50_ms"])
+    assert all(math.isfinite(c.error) and c.note is None
+               for m, c in a.checks.items() if m != "itl_p50_ms")
+    assert a.ok  # the other metrics are still checked, and pass on this model-made server
+    # the bunched fit run (8 req/s, series 1) is fitted without its ITL median, not flagged
+    at8 = [r for r in a.fit_runs if r.request_rate == 8.0]
+    assert sorted("itl_p50_ms" in r.error_pct for r in at8) == [False, True]
+    assert all(r.used_in_fit for r in at8)
+    # ITL spread at 8 req/s is over the one believable run
+    assert a.spread_by_rate["8"]["itl_p50_ms"] == 0.0
+    saved = json.loads(dumps({"analysis": a.to_dict()}))
+    assert saved["analysis"]["checks"]["itl_p50_ms"]["error"] is None
+    back = LiveAnalysis.from_dict(saved["analysis"])
+    assert dumps(back.to_dict()) == dumps(a.to_dict())
+    md = report_markdown({"analysis": back, "server": "replayed", "date": "today",
+                          "num_prompts": 60, "crosscheck": None})
+    assert "| itl_p50_ms | n/a |" in md and "not checked (not measured in any held-out" in md

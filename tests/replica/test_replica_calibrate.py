@@ -10,7 +10,13 @@ from fleetplan.catalog import HardwareConfig, get_model
 from fleetplan.profiles.store import load_profiles
 from fleetplan.replica.calibrate import FIT_SEEDS, fit_config
 from fleetplan.replica.priors import prior_params
-from fleetplan.replica.runs import MeasuredRun, flag_runs, predict_run, runs_from_frame
+from fleetplan.replica.runs import (
+    MeasuredRun,
+    bunched_itl,
+    flag_runs,
+    predict_run,
+    runs_from_frame,
+)
 
 MODEL, CONFIG = "DeepSeek-R1-Distill-Qwen-1.5B", "1xH100-PCIe"
 
@@ -74,3 +80,22 @@ def test_tails_that_fall_as_load_rises_are_flagged_even_when_the_median_does_not
     flags = flag_runs(frame)
     assert set(flags) == {"r4"}
     assert flags["r4"].startswith("TTFT p99 753 ms at 4 req/s")
+
+
+def test_an_itl_median_far_below_the_time_per_token_is_not_believed() -> None:
+    # a server or client that delivers several tokens per event: most gaps ~0, TPOT intact
+    assert bunched_itl(0.006, 1.90) is not None and "bunches" in bunched_itl(0.006, 1.90)
+    assert bunched_itl(1.0, 1.90) is None  # an ITL median half the TPOT is ordinary (GPU: 0.52)
+    assert bunched_itl(math.nan, 1.90) is None and bunched_itl(0.006, math.nan) is None
+    store = load_profiles().frame
+    base = store.iloc[[0, 1]].copy()
+    base["run_id"] = ["ok", "bunched"]
+    base.loc[base.index[1], "itl_p50_ms"] = 0.01 * float(base.iloc[1]["tpot_p50_ms"])
+    ok, bad = runs_from_frame(base)
+    assert "itl_p50_ms" in ok.measured and ok.excluded == ()
+    assert "itl_p50_ms" not in bad.measured and not bad.flagged  # only that metric goes
+    assert [m for m, _ in bad.excluded] == ["itl_p50_ms"] and "tpot_p50_ms" in bad.measured
+
+
+def test_no_bundled_gpu_run_has_its_itl_median_left_out() -> None:
+    assert all(r.excluded == () for r in runs_from_frame(load_profiles().frame))
