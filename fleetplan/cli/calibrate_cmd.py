@@ -124,8 +124,22 @@ def calibrate(
         for r in cal.runs
         if r.flagged
     ]
+    # one metric of an otherwise usable run that its own figures contradict (runs.bunched_itl)
+    excluded = [
+        {
+            "model": r.model,
+            "config": r.config,
+            "request_rate": r.request_rate,
+            "metric": metric,
+            "reason": why,
+        }
+        for cal in cals
+        for r in cal.runs
+        for metric, why in r.excluded
+    ]
     if fmt is TableOrJson.json:
-        emit_json({"out": str(target), "configs": rows, "flagged": flagged})
+        emit_json({"out": str(target), "configs": rows, "flagged": flagged,
+                   "excluded": excluded})
         if refused:
             raise typer.Exit(2)
         return
@@ -133,8 +147,10 @@ def calibrate(
         pd.DataFrame(rows),
         title=f"Calibration -> {target}",
         caption="\n".join(
-            f"flagged: {f['model']} {f['config']} {f['request_rate']:g} req/s: {f['flag_reason']}"
-            for f in flagged
+            [f"flagged: {f['model']} {f['config']} {f['request_rate']:g} req/s: "
+             f"{f['flag_reason']}" for f in flagged]
+            + [f"left out: {e['model']} {e['config']} {e['request_rate']:g} req/s "
+               f"{e['metric']}: {e['reason']}" for e in excluded]
         )
         or None,
     )

@@ -99,3 +99,25 @@ def test_an_itl_median_far_below_the_time_per_token_is_not_believed() -> None:
 
 def test_no_bundled_gpu_run_has_its_itl_median_left_out() -> None:
     assert all(r.excluded == () for r in runs_from_frame(load_profiles().frame))
+
+
+def test_calibrate_names_the_itl_median_it_left_out(tmp_path, cli) -> None:
+    import json
+
+    from fleetplan.profiles.store import ProfileStore
+
+    frame = load_profiles().frame
+    runs = frame[(frame["model"] == MODEL) & (frame["config"] == CONFIG)].copy()
+    i = runs.index[runs["request_rate"] == 4.0][0]
+    runs.loc[i, "itl_p50_ms"] = 0.005 * float(runs.loc[i, "tpot_p50_ms"])
+    store = ProfileStore(runs).save(tmp_path / "store.csv")
+    args = ("calibrate", "--store", str(store), "--max-nfev", "5", "--jobs", "1", "--quiet",
+            "--out", str(tmp_path / "cal.json"))
+    res = cli(*args, "--format", "json")
+    assert res.exit_code == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert [(e["request_rate"], e["metric"]) for e in out["excluded"]] == [(4.0, "itl_p50_ms")]
+    assert "bunches" in out["excluded"][0]["reason"] and out["flagged"] == []
+    table = cli(*args)
+    assert table.exit_code == 0 and "left out:" in table.stdout and "4 req/s itl_p50_ms" in (
+        " ".join(table.stdout.split()))
