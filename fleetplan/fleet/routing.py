@@ -79,6 +79,11 @@ class Router:
 
     name: ClassVar[str] = ""
     Params: ClassVar[type[RoutingPolicy]] = RoutingPolicy
+    # True when the pool a request goes to never depends on the fleet's state and the replica
+    # within it only on that pool's own replicas: each pool then sees the same requests at the
+    # same times whatever the other pools do, and a replication may be simulated as parts of
+    # pools apart (fleetplan.fleet.parts), with the same result
+    pools_apart: ClassVar[bool] = False
 
     def __init__(self, ctx: RoutingContext, params: RoutingPolicy | None = None) -> None:
         self.ctx = ctx
@@ -153,6 +158,8 @@ def _least(outstanding: list[int], replicas: Sequence[int], start: int) -> int:
 @register_router("round-robin")
 class RoundRobin(Router):
     """Each class cycles over its eligible replicas in turn."""
+
+    pools_apart = True  # no state read at all
 
     def __init__(self, ctx: RoutingContext, params: RoutingPolicy | None = None) -> None:
         super().__init__(ctx, params)
@@ -245,6 +252,8 @@ class SloAware(Router):
 @register_router("planned")
 class Planned(Router):
     """Smooth weighted round-robin over pools by the class's split; least-outstanding inside."""
+
+    pools_apart = True  # the pool from the split alone; the replica from its pool's counts
 
     def __init__(self, ctx: RoutingContext, params: RoutingPolicy | None = None) -> None:
         super().__init__(ctx, params)

@@ -108,24 +108,32 @@ def run_replication(pools: Sequence[PoolModel], traffic: Traffic, routing: Routi
     ``churn``: per pool its failure model (``None``: never fails) and ``churn_seed`` the
     replication's churn stream."""
     run = _Run(pools, traffic, routing, warmup_s, duration_s)
-    env = run.env
     if churn is not None and any(c is not None and c.active for c in churn):
         from fleetplan.fleet.churn import start_churn
 
         run.enable_churn(routing)
         start_churn(run, run.replica_pool, churn, churn_seed or np.random.SeedSequence(0))
+    return _outcome(_run_to_stop(run, progress))
+
+
+def _run_to_stop(run: _Run, progress: Callable[[float], None] | None = None) -> _Run:
+    env = run.env
     env.process(run.arrivals())
     env.process(run.monitor(progress))
     env.run(until=run.stop)
-    return _outcome(run)
+    return run
 
 
 class _Run:
     """One replication's world: the engines, the router and what each request went through."""
 
     def __init__(self, pools: Sequence[PoolModel], traffic: Traffic, routing: RoutingInputs,
-                 warmup_s: float, duration_s: float) -> None:
+                 warmup_s: float, duration_s: float,
+                 own: Sequence[int] | None = None) -> None:
         self.env = env = simpy.Environment()
+        # a part (fleetplan.fleet.parts): only the pools in ``own`` get their requests; every
+        # request is still routed (the router's state), and one routed elsewhere counts as done
+        self.own = [own is None or p in set(own) for p in range(len(pools))]
         self.pools = pools
         self.traffic = traffic
         self.warmup_s = warmup_s
@@ -307,6 +315,7 @@ class _Run:
         route, replica_pool, engines = self.router.route, self.replica_pool, self.engines
         routed_to, backlog, busy_count, rep_of = (self.routed_to, self.backlog,
                                                   self.busy_count, self.rep_of)
+        own, measured = self.own, self.is_measured
         for i in range(len(tr)):
             t = t_arr[i]
             if t > env.now:
@@ -320,6 +329,10 @@ class _Run:
             r = route(c, a - min(k, a - 1) if k else a)  # tokens it must prefill
             p = replica_pool[r]
             routed_to[i] = p
+            if not own[p]:  # another part's pool simulates it
+                if measured[i]:
+                    self.left -= 1
+                continue
             backlog[p] += 1
             busy_count[r] += 1
             rep_of[i] = r
@@ -363,11 +376,12 @@ class _Run:
             yield env.timeout(nxt - now)
 
 
-def _outcome(run: _Run) -> Replication:
-    """The measured requests' latencies (censored at the stop) and each pool's statistics."""
+def _outcome(run: _Run, now: float | None = None) -> Replication:
+    """The measured requests' latencies (censored at the stop, ``now``: default the run's
+    clock) and each pool's statistics."""
     pools, snap, warmup_s, duration_s = run.pools, run.snap, run.warmup_s, run.duration_s
     t_arr, outs = run.traffic.arrival_s, run.traffic.output_tokens
-    now = run.env.now
+    now = run.env.now if now is None else now
     end = min(now, duration_s)
     w0 = warmup_s
     measured = run.measured

@@ -44,6 +44,7 @@ from fleetplan.fleet.results import (
     SimulationResult,
     class_result,
 )
+from fleetplan.fleet.routing import get_router
 from fleetplan.fleet.sim import Replication, RoutingInputs, run_replication
 from fleetplan.fleet.traffic import Traffic, build_traffic, load_traces
 from fleetplan.profiles.store import ProfileStore
@@ -236,6 +237,55 @@ def _plan_scenario(scenario: Scenario, plan: Any, routing: Any) -> Scenario:
         raise InputError(f"{source}: {exc}") from None
 
 
+def _run_jobs(executor: Any, jobs: list[tuple[Any, ...]], apart: bool) -> list[Replication]:
+    """The replications of ``jobs`` on ``executor``. When the replications do not fill its
+    workers evenly (3 on 2) and the pools may run apart (``apart``: a ``pools_apart`` router,
+    no churn, 2+ pools), the replications left over run in parts, one per worker
+    (:mod:`fleetplan.fleet.parts`), merged into the same result; a part that cannot be merged
+    (an overloaded fleet) has its replication run whole. Items go out whole replications
+    first, then the parts, heaviest first."""
+    from fleetplan.fleet.parts import merge_parts, split_pools
+
+    workers = int(getattr(executor, "workers", 1) or 1)
+    rest = len(jobs) % workers if apart and workers > 1 else 0
+    whole = len(jobs) - rest
+    items: list[tuple[str, tuple[Any, ...]]] = [("whole", j) for j in jobs[:whole]]
+    groups = []
+    for job in jobs[whole:]:
+        pools, traffic, inputs, warmup_s, duration_s = job[:5]
+        groups.append(split_pools(pools, traffic, inputs, workers))
+    for g in range(max((len(x) for x in groups), default=0)):  # heaviest parts first
+        for k, job in enumerate(jobs[whole:]):
+            if g < len(groups[k]):
+                items.append(("part", (*job[:3], groups[k][g], *job[3:5])))
+    done = list(executor.map(_run_item, items))
+    reps: list[Replication | None] = list(done[:whole])
+    at = whole
+    parts: list[list[Any]] = [[] for _ in groups]
+    for g in range(max((len(x) for x in groups), default=0)):
+        for k in range(len(groups)):
+            if g < len(groups[k]):
+                parts[k].append(done[at])
+                at += 1
+    for k, job in enumerate(jobs[whole:]):
+        pools, traffic, inputs, warmup_s, duration_s = job[:5]
+        reps.append(merge_parts(pools, traffic, inputs, parts[k], warmup_s=warmup_s,
+                                duration_s=duration_s))
+    redo = [i for i, r in enumerate(reps) if r is None]
+    for i, r in zip(redo, executor.map(run_replication_job, [jobs[i] for i in redo]),
+                    strict=True):
+        reps[i] = r
+    return [r for r in reps if r is not None]
+
+
+def _run_item(item: tuple[str, tuple[Any, ...]]) -> Any:
+    """A whole replication or one part of one (executor entry: top level, picklable)."""
+    from fleetplan.fleet.parts import run_part_job
+
+    kind, job = item
+    return run_replication_job(job) if kind == "whole" else run_part_job(job)
+
+
 def run_replication_job(job: tuple[Any, ...]) -> Replication:
     """One replication of :func:`simulate` (executor entry: top level, picklable)."""
     pools, traffic, inputs, warmup_s, duration_s, churn, churn_seed = job
@@ -256,7 +306,9 @@ def simulate(scenario: Scenario, fleet: Sequence[Pool] | str | None = None, *,
     with the fraction done (0..1). ``store`` is the profile store whose measured power is used
     (default: bundled). ``executor`` (an object with ``map``, e.g.
     :func:`fleetplan.optimize.get_executor`): runs the replications there, in parallel, with
-    the same traffic and the same result as one after another (without ``progress``).
+    the same traffic and the same result as one after another (without ``progress``); those
+    left over when they do not fill the workers evenly run in parts of pools where the router
+    allows it (:mod:`fleetplan.fleet.parts`), with the same result too.
     """
     if plan is not None and fleet is not None:
         raise InputError("simulate: give a fleet or a plan, not both")
@@ -300,7 +352,8 @@ def simulate(scenario: Scenario, fleet: Sequence[Pool] | str | None = None, *,
                                     duration_s=sim.duration_s, progress=cb, churn=churn,
                                     churn_seed=churn_ss[k] if churn_ss is not None else None))
     if jobs:
-        reps = list(executor.map(run_replication_job, jobs))
+        reps = _run_jobs(executor, jobs, churn is None and len(pools) > 1
+                         and get_router(scenario.routing.policy).pools_apart)
     over = [any(r.pool_overloaded[p] for r in reps) for p in range(len(pools))]
     util = [float(np.mean([r.utilization[p] for r in reps])) for p in range(len(pools))]
     activity = [float(np.mean([r.power_activity[p] for r in reps])) for p in range(len(pools))]

@@ -7,7 +7,8 @@ fleet simulator (:func:`fleetplan.fleet.simulate`, ``sim.replications`` seeds, a
 :data:`MIN_REPLICATIONS`), and the fleet must not be overloaded.
 
 Main entries: :func:`verify_plan` (every hour of a plan on an executor: the hours in parallel,
-or a one-hour plan's replications in parallel; the same checks as one after another),
+or a one-hour plan's replications in parallel, a replication left over in parts of pools,
+:mod:`fleetplan.fleet.parts`; the same checks as one after another),
 :func:`hour_scenarios` and :func:`run_verification` (picklable, for executors; it reads the
 typed :class:`fleetplan.fleet.results.SimulationResult`, not its JSON dict), returning
 :class:`HourCheck` records.
