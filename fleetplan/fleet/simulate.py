@@ -242,18 +242,17 @@ def _run_jobs(executor: Any, jobs: list[tuple[Any, ...]], apart: bool) -> list[R
     workers evenly (3 on 2) and the pools may run apart (``apart``: a ``pools_apart`` router,
     no churn, 2+ pools), the replications left over run in parts, one per worker
     (:mod:`fleetplan.fleet.parts`), merged into the same result; a part that cannot be merged
-    (an overloaded fleet) has its replication run whole. Items go out whole replications
-    first, then the parts, heaviest first."""
+    (an overloaded fleet) has its replication run whole, as do all of them when the load sits
+    in one pool. Items go out whole replications first, then the parts, heaviest first."""
     from fleetplan.fleet.parts import merge_parts, split_pools
 
     workers = int(getattr(executor, "workers", 1) or 1)
     rest = len(jobs) % workers if apart and workers > 1 else 0
     whole = len(jobs) - rest
+    groups = [split_pools(job[0], job[1], job[2], workers) for job in jobs[whole:]]
+    if any(len(g) < 2 for g in groups):  # the load sits in one pool: nothing to split
+        whole, groups = len(jobs), []
     items: list[tuple[str, tuple[Any, ...]]] = [("whole", j) for j in jobs[:whole]]
-    groups = []
-    for job in jobs[whole:]:
-        pools, traffic, inputs, warmup_s, duration_s = job[:5]
-        groups.append(split_pools(pools, traffic, inputs, workers))
     for g in range(max((len(x) for x in groups), default=0)):  # heaviest parts first
         for k, job in enumerate(jobs[whole:]):
             if g < len(groups[k]):

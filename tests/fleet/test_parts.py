@@ -158,3 +158,13 @@ def test_a_router_that_reads_the_fleet_runs_whole(monkeypatch: pytest.MonkeyPatc
     assert spy.results == []
     assert json.dumps(got.to_dict(), sort_keys=True) == json.dumps(simulate(sc).to_dict(),
                                                                    sort_keys=True)
+
+
+def test_a_fleet_whose_load_sits_in_one_pool_is_not_split(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    sc = scenario(splits=((1.0, 0.0, 0.0),) * 3, replications=3)
+    spy = _Spy(monkeypatch)
+    got = simulate(sc, executor=LocalExecutor(2))
+    assert spy.results == []
+    assert json.dumps(got.to_dict(), sort_keys=True) == json.dumps(simulate(sc).to_dict(),
+                                                                   sort_keys=True)
