@@ -144,6 +144,10 @@ def simulate_cmd(
         None, "--duration", help="Override sim.duration_s (seconds simulated per replication; "
         "e.g. long enough for failures of a reliability block to happen in it)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    executor: str | None = typer.Option(
+        None, "--executor", help="Run the replications in parallel: local[:N] (worker "
+        "processes), serial, or a Dask scheduler address; the same result as one after another "
+        "(default, with a progress bar on a terminal)."),
     catalog: list[Path] | None = CATALOG_OPTION,
     model_config: list[Path] | None = MODEL_CONFIG_OPTION,
     store: Path | None = STORE_OPTION,
@@ -183,8 +187,16 @@ def simulate_cmd(
     if plan is not None and fleet is not None:
         raise InputError("--plan and --fleet: give one (the plan carries its fleet)")
     pools = parse_fleet(fleet) if fleet is not None else None
-    with errors_name_file(scenario), _progress(not quiet) as cb:
-        res = simulate(sc, pools, plan=plan, routing=routing, progress=cb)
+    ex = None
+    if executor is not None:
+        from fleetplan.optimize.executors import get_executor
+
+        try:
+            ex = get_executor(executor)
+        except InputError as exc:
+            raise InputError(f"--executor: {exc}") from None
+    with errors_name_file(scenario), _progress(not quiet and ex is None) as cb:
+        res = simulate(sc, pools, plan=plan, routing=routing, progress=cb, executor=ex)
     if plot is not None:
         save_result_plot(res, plot, kind=plot_kind)
     if fmt is OutputFormat.json:

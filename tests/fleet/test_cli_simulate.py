@@ -78,3 +78,25 @@ def test_schema_prints_the_json_schema(cli) -> None:
     assert r.exit_code == 0
     schema = json.loads(r.stdout)
     assert schema["title"] == "Scenario" and "classes" in schema["required"]
+
+
+def test_executor_runs_the_replications_in_parallel_with_the_same_bytes(
+        cli, tmp_path: Path) -> None:
+    """--executor local:2: 3 replications on 2 workers (the third in parts of pools under
+    planned routing) print what one after another prints."""
+    d = base_dict(routing="planned")
+    d["classes"][0]["split"] = {"1xH100-PCIe": 0.7, "2xRTX-4090": 0.3}
+    d["classes"][1]["split"] = {"1xH100-PCIe": 0.2, "2xRTX-4090": 0.8}
+    d["sim"]["replications"] = 3
+    p = tmp_path / "s.yaml"
+    p.write_text(yaml.safe_dump(d))
+    serial = cli("simulate", str(p), "--format", "json")
+    parallel = cli("simulate", str(p), "--format", "json", "--executor", "local:2")
+    assert serial.exit_code == 0 and parallel.exit_code == 0, parallel.stderr
+    assert parallel.stdout == serial.stdout
+    assert json.loads(parallel.stdout)["replications"] == 3
+    bad = cli("simulate", str(p), "--executor", "local:two")
+    assert bad.exit_code == 2 and bad.stdout == ""
+    assert bad.stderr.strip().splitlines() == [
+        "fleetplan: error: --executor: executor local:two: the worker count must be a whole "
+        "number"]
