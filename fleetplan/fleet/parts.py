@@ -76,8 +76,8 @@ def split_pools(pools: Sequence[PoolModel], traffic: Traffic, routing: RoutingIn
         weights = ([split[p] if p < len(split) else 0.0 for p in allowed] if split is not None
                    else [float(pools[p].count) for p in allowed])
         total = sum(weights)
-        for p, w in zip(allowed, weights, strict=True):
-            if total > 0:
+        if total > 0:
+            for p, w in zip(allowed, weights, strict=True):
                 work[p] += per_class[c] * w / total
     busy = sorted((p for p in range(len(pools)) if work[p] > 0), key=lambda p: (-work[p], p))
     groups: list[list[int]] = [[] for _ in range(max(1, min(parts, len(busy))))]
@@ -97,9 +97,7 @@ def run_part(pools: Sequence[PoolModel], traffic: Traffic, routing: RoutingInput
     replica's requests may move to another pool)."""
     run = _run_to_stop(_Run(pools, traffic, routing, warmup_s, duration_s, own=own))
     routed = np.asarray(run.routed_to, dtype=np.int64)
-    mine = np.zeros(len(pools), dtype=bool)
-    mine[list(own)] = True
-    index = np.flatnonzero((routed >= 0) & mine[np.maximum(routed, 0)])
+    index = np.flatnonzero((routed >= 0) & np.asarray(run.own)[np.maximum(routed, 0)])
     snap = run.snap
     mergeable = (run.reason == "drained" and all(k in snap for k in _PER_REPLICA)
                  and run.env.now >= duration_s)

@@ -133,7 +133,8 @@ class _Run:
         self.env = env = simpy.Environment()
         # a part (fleetplan.fleet.parts): only the pools in ``own`` get their requests; every
         # request is still routed (the router's state), and one routed elsewhere counts as done
-        self.own = [own is None or p in set(own) for p in range(len(pools))]
+        mine = None if own is None else set(own)
+        self.own = [mine is None or p in mine for p in range(len(pools))]
         self.pools = pools
         self.traffic = traffic
         self.warmup_s = warmup_s

@@ -253,19 +253,17 @@ def _run_jobs(executor: Any, jobs: list[tuple[Any, ...]], apart: bool) -> list[R
     if any(len(g) < 2 for g in groups):  # the load sits in one pool: nothing to split
         whole, groups = len(jobs), []
     items: list[tuple[str, tuple[Any, ...]]] = [("whole", j) for j in jobs[:whole]]
+    owner: list[int] = []  # per part item: the leftover replication it belongs to
     for g in range(max((len(x) for x in groups), default=0)):  # heaviest parts first
         for k, job in enumerate(jobs[whole:]):
             if g < len(groups[k]):
                 items.append(("part", (*job[:3], groups[k][g], *job[3:5])))
+                owner.append(k)
     done = list(executor.map(_run_item, items))
     reps: list[Replication | None] = list(done[:whole])
-    at = whole
     parts: list[list[Any]] = [[] for _ in groups]
-    for g in range(max((len(x) for x in groups), default=0)):
-        for k in range(len(groups)):
-            if g < len(groups[k]):
-                parts[k].append(done[at])
-                at += 1
+    for k, part in zip(owner, done[whole:], strict=True):
+        parts[k].append(part)
     for k, job in enumerate(jobs[whole:]):
         pools, traffic, inputs, warmup_s, duration_s = job[:5]
         reps.append(merge_parts(pools, traffic, inputs, parts[k], warmup_s=warmup_s,
