@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import enum
 import math
+import operator
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 import simpy
 
+from fleetplan._gc import cycles_paused
 from fleetplan.errors import InputError
 from fleetplan.replica.engine import ReplicaEngine, Request
 from fleetplan.replica.params import ReplicaParams
@@ -38,6 +40,9 @@ class SteadyStatus(enum.StrEnum):
 # and the Request figure (seconds) each is the P99 of
 _FIGURE_OF = {"ttft_p99_ms": "ttft_s", "tpot_p99_ms": "tpot_s", "e2e_p99_ms": "e2e_s"}
 P99_LIMITS = tuple(_FIGURE_OF)
+_TIMES = operator.attrgetter("arrival_s", "first_token_s", "finish_s", "scheduled_s",
+                             "output_tokens")
+_OUTPUT_TOKENS = operator.attrgetter("output_tokens")
 
 
 @dataclass(frozen=True)
@@ -123,6 +128,7 @@ def _p99_exceeded_at(n: int) -> int:
     return n - math.floor(0.99 * (n - 1)) + 1
 
 
+@cycles_paused()
 def steady_state(params: ReplicaParams, *, rate: float, lengths: LengthModel | None = None,
                  burstiness: float = 1.0, duration_s: float = 600, warmup_s: float = 60,
                  seed: int = 0, overload_queue_s: float = 30.0,
@@ -224,17 +230,23 @@ def steady_state(params: ReplicaParams, *, rate: float, lengths: LengthModel | N
         reason = (f"waiting queue passed {limit} requests (~{overload_queue_s:g} s of arrivals) "
                   f"at t={env.now:.1f} s: the replica cannot sustain {rate:g} req/s")
     fin = [r for r in reqs if measured[r.rid] and r.finish_s == r.finish_s]
-    ttft = np.array([r.ttft_s for r in fin]) * 1e3
-    e2e = np.array([r.e2e_s for r in fin]) * 1e3
-    tpot = np.array([r.tpot_s for r in fin if r.output_tokens > 1]) * 1e3
-    queue = np.array([r.queue_s for r in fin]) * 1e3
+    # the figures of Request's properties, as arrays: the same float operations, per column
+    t_arr, t_first, t_fin, t_sched, n_out = np.array(
+        list(map(_TIMES, fin)), dtype=float).reshape(-1, 5).T
+    ttft = (t_first - t_arr) * 1e3
+    e2e = (t_fin - t_arr) * 1e3
+    multi = n_out > 1
+    tpot = (t_fin[multi] - t_first[multi]) / (n_out[multi] - 1) * 1e3
+    queue = (t_sched - t_arr) * 1e3
+    n_tokens = sum(map(_OUTPUT_TOKENS, fin))
+    reqs.clear()  # the requests go now, not at the next cycle collection (fleetplan._gc)
     window = duration_s - warmup_s
     sim_s = float(env.now)
     return SteadyResult(
         model=params.model, config=params.config, calibrated=params.calibrated, rate=float(rate),
         status=status, measured_requests=len(fin),
         throughput_rps=len(fin) / window if status is SteadyStatus.STABLE else math.nan,
-        output_tokens_per_s=(sum(r.output_tokens for r in fin) / window
+        output_tokens_per_s=(n_tokens / window
                              if status is SteadyStatus.STABLE else math.nan),
         ttft_p50_ms=_pct(ttft, 50), ttft_p90_ms=_pct(ttft, 90), ttft_p99_ms=_pct(ttft, 99),
         tpot_p50_ms=_pct(tpot, 50), tpot_p99_ms=_pct(tpot, 99),
