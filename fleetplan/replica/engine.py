@@ -23,6 +23,7 @@ that can join at a step boundary (a ``submit`` during a jump shortens it to that
 from __future__ import annotations
 
 import math
+import operator
 from collections import deque
 from collections.abc import Callable
 
@@ -43,6 +44,7 @@ from fleetplan.replica.records import (
 from fleetplan.replica.scheduler import Chunks, Scheduler
 
 _EPS = 1e-12
+_TOKENS = operator.itemgetter(1)  # of a prefill chunk (request, tokens)
 
 __all__ = ["DECODE", "DONE", "PENDING", "PREFILL", "WAITING", "EngineStats", "ReplicaEngine",
            "Request"]
@@ -77,6 +79,8 @@ class ReplicaEngine:
         self._plan_act = 0.0  # power activity of the plan's steps (fleetplan.replica.power)
         self._busy = False
         self._on_timer = self._timer  # bound once: one callback object for every event
+        self._overhead = p.overhead_s  # read once per submit
+        self._max_len = p.max_model_len
 
     # ------------------------------------------------------------------ public
     @property
@@ -126,24 +130,28 @@ class ReplicaEngine:
         total = req.input_tokens + req.output_tokens
         if req.input_tokens < 1 or req.output_tokens < 1:
             raise ModelError(f"request {req.rid}: input and output tokens must be >= 1")
-        if total > self.params.max_model_len:
+        if total > self._max_len:
             raise ModelError(
                 f"request {req.rid}: {req.input_tokens} + {req.output_tokens} tokens exceed "
                 f"max_model_len {self.params.max_model_len} of {self.params.config}")
         sched = self._sched
         if -(-total // sched.block_size) > sched.kv_blocks:
             raise ModelError(f"request {req.rid}: needs more KV blocks than the cache holds")
-        now = self.env.now if at is None else at
-        if at is not None and not (at >= self.env.now - _EPS and (
-                not self._pending or at + self.params.overhead_s
-                >= self._pending[-1].visible_s - _EPS)):
+        overhead = self._overhead
+        pend = self._pending
+        if at is None:
+            now = self.env.now
+        elif at >= self.env.now - _EPS and (not pend or at + overhead
+                                           >= pend[-1].visible_s - _EPS):
+            now = at
+        else:
             # the pending queue is in order of arrival: an earlier time would be served late
             raise ModelError(f"request {req.rid}: submit(at={at!r}) is before the clock "
                              f"({self.env.now:g} s) or before a request already submitted")
-        req.visible_s = now + self.params.overhead_s
+        req.visible_s = now + overhead
         req.target = req.input_tokens
         req.state = PENDING
-        self._pending.append(req)
+        pend.append(req)
         if not self._busy:
             if self._plan_end > req.visible_s + _EPS:
                 self._arm(req.visible_s, 0)
@@ -188,10 +196,8 @@ class ReplicaEngine:
         ev.callbacks.append(self._on_timer)
 
     def _timer(self, ev: simpy.Event) -> None:
-        self._fire(ev.value)  # type: ignore[arg-type]  # the generation _arm gave it
-
-    def _fire(self, gen: int) -> None:
-        if gen != self._gen:
+        """A plan's end (or an idle wake-up): apply it, take in arrivals, plan the next."""
+        if ev.value != self._gen:  # the generation _arm gave it: a superseded plan's event
             return
         now = self.env.now
         if self._busy:
@@ -209,7 +215,7 @@ class ReplicaEngine:
         n = self._plan_n
         st = self.stats
         st.steps += n
-        dur = self._cum(n)
+        dur = n * self._plan_A + self._plan_B * n * (n - 1) / 2.0  # self._cum(n), inlined
         st.busy_s += dur
         st.active_s += self._plan_act * dur
         n_dec = self._sched.n_dec
@@ -266,7 +272,7 @@ class ReplicaEngine:
     def _single_step(self, now: float) -> None:
         """Plan the one step the scheduler picks (its duration from the cost model)."""
         chunks, n_dec, kv_read = self._sched.schedule(now)
-        prefill = sum(c for _, c in chunks)
+        prefill = sum(map(_TOKENS, chunks))
         if not chunks and not n_dec:
             # nothing schedulable (cannot happen with a consistent cache); wait for arrivals
             if self._pending:

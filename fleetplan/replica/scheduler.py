@@ -226,14 +226,16 @@ class Scheduler:
         appends their first chunks and returns the KV tokens they read (cached prefixes)."""
         bs = self.block_size
         kv_read = 0
-        while self.waiting and budget > 0 and len(self.running) < self.max_seqs:
-            r = self.waiting[0]
-            cached = self.cached(r)
+        waiting, running, max_seqs = self.waiting, self.running, self.max_seqs
+        while waiting and budget > 0 and len(running) < max_seqs:
+            r = waiting[0]
+            hit = r.cached_tokens  # self.cached(r), inlined
+            cached = 0 if hit <= 0 or r.generated else min(hit, (r.target - 1) // bs * bs)
             new_tokens = min(r.target - cached, budget)
             need = -(-(cached + new_tokens) // bs)
             if need > free:
                 break
-            self.waiting.popleft()
+            waiting.popleft()
             self.wait_cached_blocks -= cached // bs
             free -= need
             budget -= new_tokens
@@ -245,7 +247,7 @@ class Scheduler:
             self.prefilling[r.rid] = r
             if r.scheduled_s != r.scheduled_s:  # NaN: first admission
                 r.scheduled_s = now
-            self.running[r.rid] = r
+            running[r.rid] = r
             chunks.append((r, new_tokens))
         return kv_read
 
@@ -282,15 +284,17 @@ class Scheduler:
         self.step += n
         last = self.step - 1
         heap = self.decode_heap
-        while heap and heap[0][0] <= last:
-            _, _, r = heapq.heappop(heap)
-            if r.state != DECODE or r.last_step > last:
-                continue  # stale entry (preempted and re-queued)
-            self.n_dec -= 1
-            self.s_off -= r.step_off
-            self.phase[r.step_off % self.block_size] -= 1
-            r.generated = r.output_tokens
-            self.finish(r, now)
+        if heap and heap[0][0] <= last:
+            phase, bs, pop = self.phase, self.block_size, heapq.heappop
+            while heap and heap[0][0] <= last:
+                _, _, r = pop(heap)
+                if r.state != DECODE or r.last_step > last:
+                    continue  # stale entry (preempted and re-queued)
+                self.n_dec -= 1
+                self.s_off -= r.step_off
+                phase[r.step_off % bs] -= 1
+                r.generated = r.output_tokens
+                self.finish(r, now)
         if chunks is None:
             return
         for r, chunk in chunks:
