@@ -61,7 +61,8 @@ if TYPE_CHECKING:
     from fleetplan.catalog.models import ModelSpec
     from fleetplan.context import DataContext
     from fleetplan.errors import FleetplanError
-    from fleetplan.fleet import SimulationResult, simulate
+    from fleetplan.fleet.results import SimulationResult
+    from fleetplan.fleet.simulate import simulate
     from fleetplan.optimize.frontier import Frontier, frontier
     from fleetplan.optimize.plan import Plan
     from fleetplan.optimize.solve import solve
