@@ -12,9 +12,11 @@ cache_app = typer.Typer(
     "and clearing it.\n\n"
     "The folder is $FLEETPLAN_CACHE_DIR, else ~/.cache/fleetplan. Every entry's key holds all "
     "inputs of the value and the code key (package version + a hash of the replica, workload "
-    "and capacity-search code and of the Python, NumPy and SimPy versions; a plan's check: of "
-    "the whole package), so entries of older code are never read; clearing only frees "
-    "space.\n\nExample: fleetplan cache info",
+    "and capacity-search code and of the Python, NumPy, SimPy and Numba versions; a plan's "
+    "check: of the whole package), so entries of older code are never read; clearing only "
+    "frees space. Its jit/ folder holds Numba's compiled steady-state engine (loaded instead "
+    "of compiled again by later processes; FLEETPLAN_JIT_CACHE=0 keeps it in memory); clear "
+    "leaves it, and deleting it is safe.\n\nExample: fleetplan cache info",
     no_args_is_help=True,
     rich_markup_mode=None,
 )

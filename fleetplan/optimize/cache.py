@@ -88,9 +88,11 @@ def package_key() -> str:
 
 
 def _source_key(files: list[Path]) -> str:
-    """The package version and a hash of ``files`` (paths and bytes) and of the Python, NumPy
-    and SimPy versions, whose random streams and event order decide a simulation."""
+    """The package version and a hash of ``files`` (paths and bytes) and of the Python, NumPy,
+    SimPy and Numba versions, whose random streams, event order and compiled arithmetic decide a
+    simulation (Numba's version read from its metadata: no import)."""
     import platform
+    from importlib.metadata import PackageNotFoundError, version
 
     import numpy
     import simpy
@@ -99,7 +101,12 @@ def _source_key(files: list[Path]) -> str:
 
     h = hashlib.sha256()
     runtime = f"python {platform.python_version()} numpy {numpy.__version__} simpy "
-    h.update((runtime + str(getattr(simpy, "__version__", "?"))).encode("utf-8") + b"\0")
+    try:
+        numba_version = version("numba")
+    except PackageNotFoundError:  # pragma: no cover - a declared dependency
+        numba_version = "?"
+    runtime += str(getattr(simpy, "__version__", "?")) + f" numba {numba_version}"
+    h.update(runtime.encode("utf-8") + b"\0")
     for f in files:
         h.update(f.relative_to(_PACKAGE).as_posix().encode("utf-8") + b"\0")
         h.update(f.read_bytes() + b"\0")

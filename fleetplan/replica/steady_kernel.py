@@ -1,0 +1,127 @@
+"""The replica engine of a steady-state run, compiled: the same schedule as the SimPy engine.
+
+A steady-state run (:func:`fleetplan.replica.steady.steady_state`) knows all its arrivals before
+it starts and has one replica, so it needs none of SimPy's generality: this module runs
+:class:`fleetplan.replica.engine.ReplicaEngine`'s steps and
+:class:`fleetplan.replica.scheduler.Scheduler`'s rules (FCFS queue, running first, admissions
+within the token budget, running cap and KV blocks, preemption of the most recently admitted
+request, prefix-cache hits, jumps over decode-only steps) as one loop over arrays, compiled with
+Numba. Every quantity is computed with the same floating-point operations in the same order as
+the Python engine, the clock included (a SimPy timeout fires at ``now + max(0, t - now)``), and
+the source's overload checks happen at the same arrivals (after a check that finds ``q``
+queued, the next ``limit - q`` arrivals are not checked), so a run gives the Python engine's
+times request by request, bit for bit (``tests/replica/test_steady_kernel.py``: preemptions,
+prefix hits, overload and early stops included). The Python engine stays the model's reference
+and serves the fleet simulator, replays and calibration, where replicas share a clock.
+
+Main entry: :func:`run_steady`; it returns per-request times and the run's counters, and
+:func:`fleetplan.replica.steady.steady_state` turns them into its result.
+The loop itself is :func:`fleetplan.replica.steady_loop.steady_loop`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fleetplan.errors import ModelError
+from fleetplan.replica.steady_loop import (
+    ERR_NOT_SCHEDULED,
+    ERR_STALLED,
+    FIGURE_CODES,
+    STOP_ABOVE,
+    STOP_DONE,
+    STOP_OVERLOAD,
+    steady_loop,
+)
+
+__all__ = ["STOP_ABOVE", "STOP_DONE", "STOP_OVERLOAD", "run_steady"]
+
+
+def _compile(fn: Any) -> Any:
+    """``fn`` compiled by Numba, or plain Python where ``FLEETPLAN_NO_JIT=1`` (debugging: the
+    same results, ~100x slower). The machine code is cached under ``jit/`` of the cache folder
+    (``$FLEETPLAN_CACHE_DIR``, else ``~/.cache/fleetplan``; not a data context's folder, so that
+    worker processes find it; ``FLEETPLAN_JIT_CACHE=0``: compile in memory only): a process
+    after the first loads it (~1 s with Numba's import) instead of compiling it (~10 s)."""
+    if os.environ.get("FLEETPLAN_NO_JIT") == "1":
+        return fn
+    from numba import njit
+    from numba.core import config
+
+    if os.environ.get("FLEETPLAN_JIT_CACHE") == "0":
+        return njit(cache=False, nogil=True)(fn)
+    from fleetplan.optimize.cache import ENV_VAR
+
+    root = os.environ.get(ENV_VAR)
+    folder = (Path(root).expanduser() if root else Path.home() / ".cache" / "fleetplan") / "jit"
+    # Numba reads its cache folder when a function is decorated: set it for this one alone
+    was = config.CACHE_DIR  # type: ignore[attr-defined]
+    config.CACHE_DIR = str(folder)  # type: ignore[attr-defined]
+    try:
+        return njit(cache=True, nogil=True)(fn)
+    finally:
+        config.CACHE_DIR = was  # type: ignore[attr-defined]
+
+
+_LOOP: list[Any] = []  # compiled on the first run, not at import
+
+
+def _check_requests(p: Any, inp: np.ndarray, out: np.ndarray) -> None:
+    """The checks :class:`fleetplan.replica.engine.ReplicaEngine` makes of its parameters and of
+    each request it is given, with its messages (the first bad request in arrival order)."""
+    if p.max_num_batched_tokens < p.max_num_seqs:
+        raise ModelError(
+            f"{p.config}: max_num_batched_tokens(={p.max_num_batched_tokens}) must be >= "
+            f"max_num_seqs(={p.max_num_seqs}) (every running sequence decodes each step)")
+    total = inp + out
+    bad = (inp < 1) | (out < 1) | (total > p.max_model_len) | (
+        -(-total // p.block_size) > p.kv_blocks)
+    if not bad.any():
+        return
+    i = int(np.argmax(bad))
+    if inp[i] < 1 or out[i] < 1:
+        raise ModelError(f"request {i}: input and output tokens must be >= 1")
+    if total[i] > p.max_model_len:
+        raise ModelError(f"request {i}: {inp[i]} + {out[i]} tokens exceed "
+                         f"max_model_len {p.max_model_len} of {p.config}")
+    raise ModelError(f"request {i}: needs more KV blocks than the cache holds")
+
+
+def run_steady(arr_t: np.ndarray, inp: np.ndarray, out: np.ndarray, hit: np.ndarray,
+               measured: np.ndarray, *, params: Any, limit: int,
+               watch: list[tuple[str, float, int]]) -> tuple[Any, ...]:
+    """One steady-state run of ``params``' replica over the given arrivals (seconds), prompt,
+    reply and cached-prompt tokens; ``measured`` marks the requests whose completion ends the
+    run; ``limit`` is the overload limit on queued requests; ``watch`` the ``(figure, limit,
+    count)`` early stops. Returns ``(first token, finish, first admission)`` times per request
+    (NaN where not reached), the stop (``STOP_*``), the watch entry stopped on (-1: none), the
+    clock at the end and the engine's busy and activity seconds."""
+    from fleetplan.replica.power import _SLOPE, ANCHOR_LOW, F_LOW
+
+    p = params
+    inp = np.ascontiguousarray(inp, dtype=np.int64)
+    out = np.ascontiguousarray(out, dtype=np.int64)
+    _check_requests(p, inp, out)
+    if not _LOOP:
+        _LOOP.append(_compile(steady_loop))
+    res = _LOOP[0](
+        np.ascontiguousarray(arr_t, dtype=np.float64), inp, out,
+        np.ascontiguousarray(hit, dtype=np.int64), np.ascontiguousarray(measured, dtype=np.bool_),
+        float(p.overhead_s), int(limit), float(p.c_step), float(p.c_prefill_tok),
+        float(p.c_seq), float(p.c_kv_tok), int(p.block_size), int(p.kv_blocks),
+        int(p.max_num_seqs), int(p.max_num_batched_tokens), float(F_LOW), float(_SLOPE),
+        float(ANCHOR_LOW[0]),
+        np.array([FIGURE_CODES[name] for name, _, _ in watch], dtype=np.int64),
+        np.array([lim for _, lim, _ in watch], dtype=np.float64),
+        np.array([need for _, _, need in watch], dtype=np.int64))
+    status = int(res[3])
+    if status == ERR_NOT_SCHEDULED:
+        raise ModelError(f"{p.config}: a decoding sequence was not scheduled")
+    if status == ERR_STALLED:
+        raise ModelError(f"{p.config}: the run stalled with measured requests unfinished")
+    return res
+

@@ -1,0 +1,109 @@
+"""The compiled steady-state engine (fleetplan.replica.steady_kernel) is the SimPy reference
+engine's run, request by request: every first-token, finish and admission time, the stop, its
+clock and the engine's busy and power-activity seconds, bit for bit. Small KV caches make it
+preempt, prefix hits and chunked prefills change the admission arithmetic, and early stops and
+overload limits end runs at the same instant."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import simpy
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fleetplan.catalog import HardwareConfig, get_model
+from fleetplan.errors import ModelError
+from fleetplan.replica.engine import ReplicaEngine, Request
+from fleetplan.replica.priors import prior_params
+from fleetplan.replica.steady import _run_simpy, _watch, steady_state
+from fleetplan.replica.steady_kernel import STOP_ABOVE, STOP_DONE, STOP_OVERLOAD, run_steady
+
+BASE = prior_params(get_model("DeepSeek-R1-Distill-Qwen-14B"), HardwareConfig.parse("1xH100-PCIe"))
+
+
+def _inputs(seed: int, n: int, rate: float, max_in: int, max_out: int, hit_share: float):
+    rng = np.random.default_rng(seed)
+    arr = np.cumsum(rng.gamma(0.5, 2.0 / rate, n))
+    ins = rng.integers(1, max_in, n)
+    outs = rng.integers(1, max_out, n)
+    hits = np.floor(hit_share * ins).astype(np.int64)
+    measured = (arr >= arr[n // 10]) & (arr < arr[-n // 5])
+    return arr, ins, outs, hits, measured
+
+
+def _both(params, arr, ins, outs, hits, measured, limit, stop_above=None):
+    n_multi = int((measured & (outs > 1)).sum())
+    watch = [(name, lim, need) for name, lim, need, _ in
+             _watch(stop_above or {}, int(measured.sum()), n_multi)]
+    a = run_steady(arr, ins, outs, hits, measured, params=params, limit=limit, watch=watch)
+    b = _run_simpy(arr, ins, outs, hits, measured, params=params, limit=limit, watch=watch)
+    return a, b
+
+
+def _assert_same(a, b) -> None:
+    for x, y in zip(a[:3], b[:3], strict=True):
+        assert np.array_equal(x, y, equal_nan=True)
+    assert tuple(a[3:]) == tuple(b[3:])
+
+
+def _preemptions(params, arr, ins, outs) -> int:
+    env = simpy.Environment()
+    eng = ReplicaEngine(env, params, record_itl=False)
+    for i, (t, a, b) in enumerate(zip(arr.tolist(), ins.tolist(), outs.tolist(), strict=True)):
+        eng.submit(Request(i, t, a, b), at=t)
+    env.run()
+    return eng.stats.preemptions
+
+
+@pytest.mark.parametrize("kv,seqs,budget,hit", [
+    (3000, 256, 2048, 0.0), (6000, 32, 512, 0.0), (6000, 256, 256, 0.9), (100_000, 8, 2048, 0.5),
+])
+def test_the_compiled_run_is_the_reference_run(kv, seqs, budget, hit):
+    params = BASE.with_(kv_capacity_tokens=kv, max_num_seqs=seqs, max_num_batched_tokens=budget,
+                        max_model_len=1500)
+    arr, ins, outs, hits, measured = _inputs(3, 1500, 6.0, 900, 500, hit)
+    a, b = _both(params, arr, ins, outs, hits, measured, limit=10_000)
+    _assert_same(a, b)
+    assert a[3] == STOP_DONE
+    if kv <= 6000 and hit == 0.0:  # the small caches preempt: the test covers that path
+        assert _preemptions(params, arr, ins, outs) > 0
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), rate=st.sampled_from([0.5, 4.0, 20.0, 80.0]),
+       kv=st.sampled_from([2500, 8000, 200_000]), seqs=st.sampled_from([4, 64, 256]),
+       budget=st.sampled_from([256, 1024, 8192]), hit=st.sampled_from([0.0, 0.6, 1.0]),
+       overhead=st.sampled_from([0.0, 0.003]), limit=st.sampled_from([64, 400, 100_000]),
+       stop=st.sampled_from([None, {"ttft_p99_ms": 100.0}, {"tpot_p99_ms": 30.0},
+                             {"e2e_p99_ms": 8000.0, "ttft_p99_ms": 2000.0}]))
+def test_the_compiled_run_is_the_reference_run_for_any_settings(seed, rate, kv, seqs, budget, hit,
+                                                                overhead, limit, stop):
+    seqs = min(seqs, budget)
+    params = BASE.with_(kv_capacity_tokens=kv, max_num_seqs=seqs, max_num_batched_tokens=budget,
+                        overhead_s=overhead, max_model_len=1200)
+    arr, ins, outs, hits, measured = _inputs(seed, 400, rate, 700, 400, hit)
+    a, b = _both(params, arr, ins, outs, hits, measured, limit=limit, stop_above=stop)
+    _assert_same(a, b)
+    assert a[3] in (STOP_DONE, STOP_OVERLOAD, STOP_ABOVE)
+
+
+@pytest.mark.parametrize("rate,stop", [(3.0, None), (40.0, None), (12.0, {"ttft_p99_ms": 80.0})])
+def test_steady_state_gives_the_same_result_on_either_engine(rate, stop):
+    kw = dict(rate=rate, duration_s=200, warmup_s=20, seed=4, stop_above=stop,
+              prefix_cache_hit=0.3)
+    a = steady_state(BASE, **kw)
+    b = steady_state(BASE, engine="simpy", **kw)
+    assert json.dumps(a.to_dict()) == json.dumps(b.to_dict())
+
+
+def test_a_request_the_engine_refuses_is_refused_with_its_message():
+    arr, ins, outs, hits, measured = _inputs(1, 50, 2.0, 300, 300, 0.0)
+    ins[7] = 5000
+    with pytest.raises(ModelError, match=r"request 7: 5000 \+ \d+ tokens exceed max_model_len"):
+        run_steady(arr, ins, outs, hits, measured, params=BASE.with_(max_model_len=4096),
+                   limit=100, watch=[])
+    with pytest.raises(Exception, match="engine"):
+        steady_state(BASE, rate=1.0, engine="fast")
