@@ -58,6 +58,14 @@ def _compile(fn: Any) -> Any:
 
     root = os.environ.get(ENV_VAR)
     folder = (Path(root).expanduser() if root else Path.home() / ".cache" / "fleetplan") / "jit"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        if not os.access(folder, os.W_OK):
+            raise OSError
+    except OSError:
+        # an unwritable cache folder: compile in memory (Numba would otherwise fall back to
+        # the package's own __pycache__, which is not ours to write)
+        return njit(cache=False, nogil=True)(fn)
     # Numba reads its cache folder when a function is decorated: set it for this one alone
     was = config.CACHE_DIR  # type: ignore[attr-defined]
     config.CACHE_DIR = str(folder)  # type: ignore[attr-defined]

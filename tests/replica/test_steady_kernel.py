@@ -107,3 +107,30 @@ def test_a_request_the_engine_refuses_is_refused_with_its_message():
                    limit=100, watch=[])
     with pytest.raises(Exception, match="engine"):
         steady_state(BASE, rate=1.0, engine="fast")
+
+
+def _double(x):
+    return 2 * x
+
+
+def test_the_compiled_code_is_cached_in_the_cache_folder_and_never_beside_the_package(
+        tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from fleetplan.replica import steady_kernel
+
+    package = Path(steady_kernel.__file__).parent
+    here = Path(__file__).parent  # where Numba's in-tree fallback would cache _double
+
+    def beside() -> set[Path]:
+        return set(package.rglob("*.nb[ic]")) | set(here.rglob("*.nb[ic]"))
+
+    before = beside()
+    monkeypatch.setenv("FLEETPLAN_CACHE_DIR", str(tmp_path / "cache"))
+    assert steady_kernel._compile(_double)(21) == 42
+    assert list((tmp_path / "cache" / "jit").rglob("*.nbi"))  # cached where the docs say
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    monkeypatch.setenv("FLEETPLAN_CACHE_DIR", str(blocked / "cache"))  # cannot be a folder
+    assert steady_kernel._compile(_double)(4) == 8  # compiled in memory instead
+    assert beside() == before
