@@ -112,6 +112,9 @@ def prefill_tokens(input_tokens: np.ndarray, cached: np.ndarray | None) -> np.nd
     return ins - np.minimum(np.asarray(cached, dtype=np.int64), np.maximum(ins - 1, 0))
 
 
+_EPS = 1e-12  # ReplicaEngine's tolerance on submission times
+
+
 def _pct(a: np.ndarray, q: float) -> float:
     return float(np.percentile(a, q)) if a.size else math.nan
 
@@ -148,10 +151,25 @@ def steady_state(params: ReplicaParams, *, rate: float, lengths: LengthModel | N
     environment; both give the same run (tested), the compiled one 10-30x faster.
     """
     hit = check_prefix_cache_hit(prefix_cache_hit)
+    for name, v in (("rate", rate), ("burstiness", burstiness), ("duration_s", duration_s),
+                    ("warmup_s", warmup_s), ("overload_queue_s", overload_queue_s)):
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise InputError(f"{name}(={v!r}) must be a number")
     if not (rate > 0 and math.isfinite(rate)):
         raise InputError(f"rate(={rate!r}) must be a finite number > 0")
-    if not duration_s > warmup_s >= 0:
-        raise InputError(f"need duration_s(={duration_s!r}) > warmup_s(={warmup_s!r}) >= 0")
+    if not (math.isfinite(duration_s) and duration_s > warmup_s >= 0):
+        raise InputError(f"need duration_s(={duration_s!r}) > warmup_s(={warmup_s!r}) >= 0, "
+                         "both finite")
+    if not (overload_queue_s > 0 and math.isfinite(overload_queue_s)):
+        raise InputError(f"overload_queue_s(={overload_queue_s!r}) must be a finite number > 0")
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+        raise InputError(f"seed(={seed!r}) must be a whole number >= 0")
+    if stop_above is not None and not isinstance(stop_above, dict):
+        raise InputError(f"stop_above(={stop_above!r}) must be a mapping of P99 names to limits")
+    if lengths is not None and not isinstance(lengths, LengthModel):
+        raise InputError(f"lengths(={lengths!r}) must be a LengthModel")
+    if engine not in ("compiled", "simpy"):
+        raise InputError(f"engine(={engine!r}) must be 'compiled' or 'simpy'")
     lm = lengths if lengths is not None else protocol_length_model()
     rng = np.random.default_rng([seed, 0x57EAD])
     tail = max(30.0, 0.1 * duration_s)
@@ -166,8 +184,6 @@ def steady_state(params: ReplicaParams, *, rate: float, lengths: LengthModel | N
         raise InputError(f"no request arrives in [{warmup_s}, {duration_s}) s at rate {rate}")
     hits = cached if cached is not None else np.zeros(arr.size, dtype=np.int64)
     limit = max(64, int(rate * overload_queue_s))
-    if engine not in ("compiled", "simpy"):
-        raise InputError(f"engine(={engine!r}) must be 'compiled' or 'simpy'")
     # imported here: Numba loads only where a steady-state run is made
     from fleetplan.replica.steady_kernel import STOP_ABOVE, STOP_OVERLOAD, run_steady
 
@@ -261,11 +277,12 @@ def _run_simpy(arr: np.ndarray, ins: np.ndarray, outs: np.ndarray, hits: np.ndar
                 now = now + dt  # the clock a timeout of dt from the last arrival lands on
             if ahead > 0:
                 ahead -= 1
-                engine.submit(r, at=now)
+                engine.submit(r, at=now if now >= env.now - _EPS else env.now)
                 continue
             if now > env.now:
                 yield env.timeout(now - env.now)
-            engine.submit(r, at=now)
+            # after ~1e5 s a timeout can land an ulp past the clock it was asked for
+            engine.submit(r, at=now if now >= env.now - _EPS else env.now)
             if engine.queue_len > limit and not overload.triggered:
                 overload.succeed()
                 return
@@ -298,6 +315,10 @@ def _watch(stop_above: dict[str, float], n_measured: int, n_multi_token: int) ->
             raise InputError(f"stop_above: {name!r} is not one of {', '.join(P99_LIMITS)}")
         if isinstance(lim, bool) or not isinstance(lim, int | float) or not lim >= 0:
             raise InputError(f"stop_above.{name}(={lim!r}) must be a number >= 0")
+        try:
+            lim = float(lim)
+        except OverflowError:
+            lim = math.inf  # an integer beyond floats: no limit
         n = n_multi_token if name == "tpot_p99_ms" else n_measured
         if n > 0 and math.isfinite(lim):
             out.append((name, float(lim), _p99_exceeded_at(n), [0]))

@@ -29,6 +29,7 @@ import numpy as np
 
 from fleetplan.errors import ModelError
 from fleetplan.replica.steady_loop import (
+    ERR_BAD_REQUEST,
     ERR_NOT_SCHEDULED,
     ERR_STALLED,
     FIGURE_CODES,
@@ -78,25 +79,27 @@ def _compile(fn: Any) -> Any:
 _LOOP: list[Any] = []  # compiled on the first run, not at import
 
 
-def _check_requests(p: Any, inp: np.ndarray, out: np.ndarray) -> None:
-    """The checks :class:`fleetplan.replica.engine.ReplicaEngine` makes of its parameters and of
-    each request it is given, with its messages (the first bad request in arrival order)."""
+def _bad_requests(p: Any, inp: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """Which requests :class:`fleetplan.replica.engine.ReplicaEngine` refuses when they are
+    submitted (token counts, ``max_model_len``, the KV cache), after its check of the
+    parameters."""
     if p.max_num_batched_tokens < p.max_num_seqs:
         raise ModelError(
             f"{p.config}: max_num_batched_tokens(={p.max_num_batched_tokens}) must be >= "
             f"max_num_seqs(={p.max_num_seqs}) (every running sequence decodes each step)")
     total = inp + out
-    bad = (inp < 1) | (out < 1) | (total > p.max_model_len) | (
-        -(-total // p.block_size) > p.kv_blocks)
-    if not bad.any():
-        return
-    i = int(np.argmax(bad))
+    return ((inp < 1) | (out < 1) | (total > p.max_model_len)
+            | (-(-total // p.block_size) > p.kv_blocks))
+
+
+def _refusal(p: Any, i: int, inp: np.ndarray, out: np.ndarray) -> ModelError:
+    """The engine's error for request ``i`` (one of :func:`_bad_requests`)."""
     if inp[i] < 1 or out[i] < 1:
-        raise ModelError(f"request {i}: input and output tokens must be >= 1")
-    if total[i] > p.max_model_len:
-        raise ModelError(f"request {i}: {inp[i]} + {out[i]} tokens exceed "
-                         f"max_model_len {p.max_model_len} of {p.config}")
-    raise ModelError(f"request {i}: needs more KV blocks than the cache holds")
+        return ModelError(f"request {i}: input and output tokens must be >= 1")
+    if inp[i] + out[i] > p.max_model_len:
+        return ModelError(f"request {i}: {inp[i]} + {out[i]} tokens exceed "
+                          f"max_model_len {p.max_model_len} of {p.config}")
+    return ModelError(f"request {i}: needs more KV blocks than the cache holds")
 
 
 def run_steady(arr_t: np.ndarray, inp: np.ndarray, out: np.ndarray, hit: np.ndarray,
@@ -113,12 +116,13 @@ def run_steady(arr_t: np.ndarray, inp: np.ndarray, out: np.ndarray, hit: np.ndar
     p = params
     inp = np.ascontiguousarray(inp, dtype=np.int64)
     out = np.ascontiguousarray(out, dtype=np.int64)
-    _check_requests(p, inp, out)
+    bad = _bad_requests(p, inp, out)  # refused when the run submits them, as the engine does
     if not _LOOP:
         _LOOP.append(_compile(steady_loop))
     res = _LOOP[0](
         np.ascontiguousarray(arr_t, dtype=np.float64), inp, out,
         np.ascontiguousarray(hit, dtype=np.int64), np.ascontiguousarray(measured, dtype=np.bool_),
+        bad,
         float(p.overhead_s), int(limit), float(p.c_step), float(p.c_prefill_tok),
         float(p.c_seq), float(p.c_kv_tok), int(p.block_size), int(p.kv_blocks),
         int(p.max_num_seqs), int(p.max_num_batched_tokens), float(F_LOW), float(_SLOPE),
@@ -129,6 +133,8 @@ def run_steady(arr_t: np.ndarray, inp: np.ndarray, out: np.ndarray, hit: np.ndar
     status = int(res[3])
     if status == ERR_NOT_SCHEDULED:
         raise ModelError(f"{p.config}: a decoding sequence was not scheduled")
+    if status == ERR_BAD_REQUEST:
+        raise _refusal(p, int(res[4]), inp, out)
     if status == ERR_STALLED:
         raise ModelError(f"{p.config}: the run stalled with measured requests unfinished")
     return res

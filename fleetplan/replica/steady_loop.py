@@ -21,7 +21,7 @@ from numba.extending import register_jitable
 __all__ = ["STOP_ABOVE", "STOP_DONE", "STOP_OVERLOAD", "steady_loop"]
 
 STOP_DONE, STOP_OVERLOAD, STOP_ABOVE = 0, 1, 2
-ERR_NOT_SCHEDULED, ERR_STALLED = 3, 4
+ERR_NOT_SCHEDULED, ERR_STALLED, ERR_BAD_REQUEST = 3, 4, 5
 # request states, as fleetplan.replica.records numbers them
 _PENDING, _WAITING, _PREFILL, _DECODE, _DONE = 0, 1, 2, 3, 4
 _EPS = 1e-12
@@ -144,7 +144,7 @@ def _finished(r, now, arr_t, out, first_s, fin_s, measured, watch_lim, watch_kin
 
 
 # ---------------------------------------------------------------------- the run
-def steady_loop(arr_t, inp, out, hit, measured, overhead, limit,  # noqa: C901, PLR0912, PLR0915
+def steady_loop(arr_t, inp, out, hit, measured, bad, overhead, limit,  # noqa: C901, PLR0912, PLR0915
                 c_step, c_pf, c_seq, c_kv, bs, kv_blocks, max_seqs, token_budget,
                 f_low, slope, anchor, watch_kind, watch_lim,
                 watch_need):  # type: ignore[no-untyped-def]
@@ -164,17 +164,16 @@ def steady_loop(arr_t, inp, out, hit, measured, overhead, limit,  # noqa: C901, 
     sched_s = np.full(n_req, nan)
     first_s = np.full(n_req, nan)
     fin_s = np.full(n_req, nan)
-    # steady_state's source: a timeout of (t - now) from its last arrival lands on
-    # now + (t - now); each request is submitted at that clock, seen overhead_s later
+    # steady_state's source clock: a timeout of (t - now) from its last arrival lands on
+    # now + (t - now); each request is submitted at that clock and seen overhead_s later
     clk = np.empty(n_req)
-    vis = np.empty(n_req)
+    vis = np.zeros(n_req)  # when each submitted request reaches the scheduler
     now_l = 0.0
     for i in range(n_req):
         dt = arr_t[i] - now_l
         if dt > 0:
             now_l = now_l + dt
         clk[i] = now_l
-        vis[i] = now_l + overhead
     r_prev = np.full(n_req, -1, np.int64)  # running, in admission order
     r_next = np.full(n_req, -1, np.int64)
     f_prev = np.full(n_req, -1, np.int64)  # running and prefilling, in admission order
@@ -205,8 +204,7 @@ def steady_loop(arr_t, inp, out, hit, measured, overhead, limit,  # noqa: C901, 
     busy_s = 0.0
     active_s = 0.0
     p_head = 0  # the first request not yet in the scheduler's queue
-    next_chk = 0  # the arrival the source wakes for next
-    src_now = 0.0
+    n_sub = 0  # requests submitted so far (the engine's pending ones: p_head .. n_sub - 1)
     ctr = np.array([0, -1], np.int64)  # measured requests left, watch entry stopped on
     for i in range(n_req):
         if measured[i]:
@@ -215,32 +213,90 @@ def steady_loop(arr_t, inp, out, hit, measured, overhead, limit,  # noqa: C901, 
     status = -1
     end_t = 0.0
     order = np.zeros(n_req, np.int64)  # a snapshot of running or prefilling for one step
-    # the idle engine's wake-up, armed by the first submission at its clock
-    timer_t = clk[0] + max(0.0, vis[0] - clk[0]) if n_req > 0 else inf
+    # SimPy's event order: by time, then by when the event was scheduled (eid)
+    eid = 0
+    timer_t = inf  # the engine's armed timer (one at a time: a re-armed plan replaces it)
+    timer_eid = 0
+    plan_end = inf  # ReplicaEngine._plan_end: the time the armed plan was asked to end at
+    plan_t0 = 0.0
+    # the source's next wake-up, for request n_sub (eid -1: it runs on without yielding)
+    src_now = 0.0
+    src_t = inf
+    src_eid = -1
+    if n_req > 0:
+        src_t = clk[0] if clk[0] > 0.0 else 0.0
+        if clk[0] > 0.0:
+            eid += 1
+            src_eid = eid
     ended = False
     while not ended:
-        # ------------------------------------------------ the source (first on a tie: its
-        # timeout was scheduled before any engine event at the same instant)
-        t_chk = inf
-        if next_chk < n_req:
-            c = clk[next_chk]
-            t_chk = src_now + (c - src_now) if c > src_now else src_now
-        if t_chk == inf and timer_t == inf:
+        if src_t == inf and timer_t == inf:
             status = ERR_STALLED
             end_t = src_now
             break
-        if t_chk <= timer_t:
-            src_now = t_chk
-            q = n_wait + (next_chk + 1 - p_head)  # ReplicaEngine.queue_len
-            if q > limit:
-                status = STOP_OVERLOAD
-                end_t = src_now
+        if src_t < timer_t or (src_t == timer_t and src_eid < timer_eid):
+            # ------------------------------------------------ steady_state's source wakes:
+            # it submits request n_sub, checks the queue, submits the next limit - q ahead
+            src_now = src_t
+            j = n_sub
+            n_ahead = -1  # unknown until the first submission's check
+            while j < n_req:
+                if n_ahead == 0:
+                    break  # request j is the next check
+                if n_ahead > 0:
+                    n_ahead -= 1
+                if bad[j]:
+                    status = ERR_BAD_REQUEST
+                    ctr[1] = j
+                    end_t = src_now
+                    ended = True
+                    break
+                # ReplicaEngine.submit(r, at=the source's clock), as steady_state calls it
+                at = clk[j] if clk[j] >= src_now - _EPS else src_now
+                vis[j] = at + overhead
+                n_sub = j + 1
+                if not busy:
+                    if plan_end > vis[j] + _EPS:
+                        plan_end = vis[j]
+                        timer_t = src_now + max(0.0, vis[j] - src_now)
+                        eid += 1
+                        timer_eid = eid
+                elif plan_n > 1 and n_wait == 0 and n_run < max_seqs:
+                    # mid-plan: the new request may join at an earlier step boundary
+                    m = _steps_until(plan_a, plan_b, vis[j] - plan_t0)
+                    if m < plan_n:
+                        plan_n = m
+                        t = plan_t0 + (m * plan_a + plan_b * m * (m - 1) / 2.0)
+                        plan_end = t
+                        timer_t = src_now + max(0.0, t - src_now)
+                        eid += 1
+                        timer_eid = eid
+                if n_ahead < 0:
+                    q = n_wait + (n_sub - p_head)  # ReplicaEngine.queue_len
+                    if q > limit:
+                        status = STOP_OVERLOAD
+                        end_t = src_now
+                        ended = True
+                        break
+                    n_ahead = limit - q
+                j += 1
+            if ended:
                 break
-            next_chk = next_chk + (limit - q) + 1
+            # the next request: a timeout to its clock, or on at once when that is not later
+            if n_sub >= n_req:
+                src_t = inf
+            elif clk[n_sub] > src_now:
+                src_t = src_now + (clk[n_sub] - src_now)
+                eid += 1
+                src_eid = eid
+            else:
+                src_t = src_now
+                src_eid = -1
             continue
         # ------------------------------------------------ ReplicaEngine._timer
         now = timer_t
         timer_t = inf
+        timer_eid = 0
         if busy:
             # ReplicaEngine._complete
             n = plan_n
@@ -301,8 +357,9 @@ def steady_loop(arr_t, inp, out, hit, measured, overhead, limit,  # noqa: C901, 
                 # as SimPy's does before the run's end condition is processed
                 status = STOP_ABOVE if ctr[1] >= 0 else STOP_DONE
                 end_t = now
+        plan_end = inf
         busy = False
-        while p_head < n_req and vis[p_head] <= now + _EPS:
+        while p_head < n_sub and vis[p_head] <= now + _EPS:
             # Scheduler.enqueue
             r = p_head
             state[r] = _WAITING
@@ -312,8 +369,11 @@ def steady_loop(arr_t, inp, out, hit, measured, overhead, limit,  # noqa: C901, 
             p_head += 1
         # ------------------------------------------------ ReplicaEngine._plan
         if n_run == 0 and n_wait == 0:
-            if p_head < n_req:
+            if p_head < n_sub:
+                plan_end = vis[p_head]
                 timer_t = now + max(0.0, vis[p_head] - now)
+                eid += 1
+                timer_eid = eid
             continue
         G = step
         jump = False
@@ -352,15 +412,19 @@ def steady_loop(arr_t, inp, out, hit, measured, overhead, limit,  # noqa: C901, 
                     n = min(n, lo + 1)
             plan_a = c_step + c_seq * n_dec + c_kv * (s_off + n_dec * G)
             plan_b = c_kv * n_dec
-            if n > 0 and p_head < n_req and n_wait == 0 and n_run < max_seqs:
+            if n > 0 and p_head < n_sub and n_wait == 0 and n_run < max_seqs:
                 n = min(n, _steps_until(plan_a, plan_b, vis[p_head] - now))
             if n > 0:
                 plan_n = n
                 plan_pf = False
                 plan_act = _activity(n_dec, f_low, slope, anchor)
                 busy = True
+                plan_t0 = now
                 t = now + (n * plan_a + plan_b * n * (n - 1) / 2.0)
+                plan_end = t
                 timer_t = now + max(0.0, t - now)
+                eid += 1
+                timer_eid = eid
                 continue
         # ------------------------------------------------ ReplicaEngine._single_step
         # Scheduler._kv_room
@@ -495,8 +559,11 @@ def steady_loop(arr_t, inp, out, hit, measured, overhead, limit,  # noqa: C901, 
             prefill += ch_tok[j]
         if n_ch == 0 and sn_dec == 0:
             # nothing schedulable (cannot happen with a consistent cache); wait for arrivals
-            if p_head < n_req:
+            if p_head < n_sub:
+                plan_end = vis[p_head]
                 timer_t = now + max(0.0, vis[p_head] - now)
+                eid += 1
+                timer_eid = eid
             continue
         dur = c_step + c_pf * prefill + c_seq * sn_dec + c_kv * kv_read
         plan_a = dur
@@ -509,6 +576,10 @@ def steady_loop(arr_t, inp, out, hit, measured, overhead, limit,  # noqa: C901, 
             status = ERR_NOT_SCHEDULED
             end_t = now
             break
+        plan_t0 = now
         t = now + dur
+        plan_end = t
         timer_t = now + max(0.0, t - now)
+        eid += 1
+        timer_eid = eid
     return first_s, fin_s, sched_s, status, ctr[1], end_t, busy_s, active_s

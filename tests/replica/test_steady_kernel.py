@@ -134,3 +134,51 @@ def test_the_compiled_code_is_cached_in_the_cache_folder_and_never_beside_the_pa
     monkeypatch.setenv("FLEETPLAN_CACHE_DIR", str(blocked / "cache"))  # cannot be a folder
     assert steady_kernel._compile(_double)(4) == 8  # compiled in memory instead
     assert beside() == before
+
+
+@pytest.mark.parametrize("params,kw", [
+    # arrivals 3e-14 s apart with no overhead: the later one is the source's next check, not
+    # submitted yet when the engine's timer fires, so it is not admitted in that step
+    ({"overhead_s": 0.0}, dict(rate=4.0, burstiness=0.01, duration_s=120, warmup_s=0, seed=5)),
+    # the engine idles from 18.5 s; the idle wake-up is armed at the submission's clock
+    ({}, dict(rate=0.5, burstiness=0.01, duration_s=60, warmup_s=0, seed=34,
+              overload_queue_s=1.0)),
+    # ~1e5 s in, a timeout lands an ulp past the clock it was asked for
+    ({}, dict(rate=0.001, duration_s=1e7, warmup_s=60, seed=0)),
+])
+def test_edge_runs_are_the_reference_run(params, kw):
+    from fleetplan.replica import replica_params
+
+    p = replica_params("DeepSeek-R1-Distill-Qwen-14B", "1xH100-PCIe").with_(**params)
+    a = steady_state(p, **kw)
+    b = steady_state(p, engine="simpy", **kw)
+    assert json.dumps(a.to_dict()) == json.dumps(b.to_dict())
+
+
+def test_a_bad_request_the_run_never_reaches_is_not_refused():
+    from fleetplan.workload.lengths import EmpiricalLengths, FixedLengths, LengthModel
+
+    lm = LengthModel(input=EmpiricalLengths(values=(100,) * 99 + (3000,)),
+                     output=FixedLengths(value=50))
+    p = BASE.with_(max_model_len=2048)
+    kw = dict(rate=1.0, duration_s=60, warmup_s=0, seed=3, lengths=lm)
+    a = steady_state(p, **kw)  # a 3000-token prompt is drawn after the run ends
+    b = steady_state(p, engine="simpy", **kw)
+    assert a.stable and json.dumps(a.to_dict()) == json.dumps(b.to_dict())
+
+
+@pytest.mark.parametrize("kw", [
+    {"overload_queue_s": 0}, {"overload_queue_s": float("nan")}, {"overload_queue_s": None},
+    {"seed": -1}, {"seed": 1.5}, {"seed": True}, {"rate": True}, {"rate": "2"},
+    {"duration_s": "100"}, {"duration_s": float("inf")}, {"burstiness": "1"},
+    {"stop_above": ["ttft_p99_ms"]}, {"stop_above": 0}, {"lengths": "protocol"},
+    {"engine": "fast", "rate": 1e9},
+])
+def test_bad_arguments_are_refused_in_one_line(kw):
+    from fleetplan.errors import InputError
+
+    args = dict(rate=2.0, duration_s=100, warmup_s=10)
+    args.update(kw)
+    with pytest.raises(InputError) as exc:
+        steady_state(BASE, **args)
+    assert "\n" not in str(exc.value)
