@@ -10,6 +10,7 @@ from fleetplan.catalog.gpus import GPUSpec, get_gpu, normalize_gpu
 from fleetplan.errors import InputError
 
 _CONFIG_RE = re.compile(r"^\s*(\d+)\s*[xX×]\s*(.+?)\s*$")
+_MAX_GPUS = 64  # GPUs one replica may span
 
 
 class HardwareConfig(BaseModel):
@@ -18,8 +19,8 @@ class HardwareConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     gpu: str = Field(min_length=1)
-    gpu_count: int = Field(ge=1, le=64)
-    tp_size: int | None = Field(default=None, ge=1, le=64)
+    gpu_count: int = Field(ge=1, le=_MAX_GPUS)
+    tp_size: int | None = Field(default=None, ge=1, le=_MAX_GPUS)
 
     @model_validator(mode="after")
     def _check(self) -> HardwareConfig:
@@ -50,7 +51,11 @@ class HardwareConfig(BaseModel):
             raise InputError(
                 f"configuration {text!r} is not of the form <count>x<GPU>, e.g. 2xRTX-4090"
             )
-        return cls(gpu=m.group(2), gpu_count=int(m.group(1)))
+        count = int(m.group(1))
+        if not 1 <= count <= _MAX_GPUS:
+            raise InputError(f"configuration {text!r}: the GPU count {count} must be within "
+                             f"1..{_MAX_GPUS}")
+        return cls(gpu=m.group(2), gpu_count=count)
 
     def __str__(self) -> str:
         return self.name

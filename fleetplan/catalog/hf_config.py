@@ -202,7 +202,11 @@ def spec_from_hf_config(path: str | os.PathLike[str], *, name: str | None = None
     head_dim = f.int_("head_dim", default=hidden // heads)
     inter = f.int_("intermediate_size", "ffn_hidden_size", "n_inner", default=4 * hidden)
     vocab = f.int_("vocab_size")
-    ctx = f.int_("max_position_embeddings", "n_positions", "seq_length", "max_seq_len")
+    ctx = f.int_("max_position_embeddings", "n_positions", "seq_length", "max_seq_len",
+                 minimum=2)  # a prompt token and a reply token
+    if kv_heads > heads or heads % kv_heads:
+        raise InputError(f"{p}: field num_key_value_heads: {kv_heads} must divide the "
+                         f"{heads} attention heads (grouped-query attention)")
     tied = f.bool_("tie_word_embeddings", default=mtype not in _UNTIED_BY_DEFAULT)
     window = f.opt_int("sliding_window")
     if window is not None and (not f.bool_("use_sliding_window", True) or window >= ctx):

@@ -152,6 +152,9 @@ def server_limits(spec: ModelSpec, hw: HardwareConfig,
     return d.max_num_seqs, batched, d.block_size, d.gpu_memory_utilization, note
 
 
+_KV_CAP = 10**9 // 16 * 16  # ReplicaParams.kv_capacity_tokens' upper bound, whole blocks
+
+
 def prior_params(spec: ModelSpec, hw: HardwareConfig, *,
                  efficiency: Mapping[str, float] | Mapping[str, object] | None = None,
                  source: str | None = None,
@@ -178,6 +181,7 @@ def prior_params(spec: ModelSpec, hw: HardwareConfig, *,
     kv = kv_capacity_tokens(spec, hw, gpu_memory_utilization=util,
                             max_num_batched_tokens=batched, max_num_seqs=seqs)
     kv = max(block * 4, int(kv * ratios["kv_capacity_tokens"]) // block * block)
+    kv = min(kv, _KV_CAP)  # a tiny model's cache: a billion tokens never binds
     how = (f"efficiency learned from {learned} calibrated {hw.gpu} configuration(s)" if learned
            else "default efficiency assumptions (no calibrated configuration of this GPU)")
     return ReplicaParams(

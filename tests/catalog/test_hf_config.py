@@ -102,6 +102,11 @@ def test_hf_cache_folder_names_the_model(tmp_path: Path) -> None:
      "quant_method: 'hqq' is not modelled"),
     ('{"num_hidden_layers": 2, "hidden_size": 8, "num_attention_heads": 2, "vocab_size": 10, '
      '"max_position_embeddings": 64, "torch_dtype": "int3"}', "field torch_dtype"),
+    ('{"num_hidden_layers": 2, "hidden_size": 8, "num_attention_heads": 2, "vocab_size": 10, '
+     '"max_position_embeddings": 1}', "field max_position_embeddings: 1 must be a whole number"),
+    ('{"num_hidden_layers": 2, "hidden_size": 24, "num_attention_heads": 12, "vocab_size": 10, '
+     '"num_key_value_heads": 24, "max_position_embeddings": 64}',
+     "field num_key_value_heads: 24 must divide the 12 attention heads"),
 ])
 def test_bad_config_files_are_one_line_naming_file_and_field(tmp_path: Path, content: str,
                                                              message: str) -> None:
@@ -124,3 +129,20 @@ def test_spec_round_trips_through_json() -> None:
     spec = ModelSpec.from_hf_config(CONFIGS / "Mixtral-8x7B-Instruct-v0.1")
     again = ModelSpec.model_validate(json.loads(spec.model_dump_json()))
     assert again == spec
+
+
+def test_a_tiny_model_gets_a_bounded_kv_cache_prior(tmp_path: Path) -> None:
+    # a 1-layer, 8-wide model leaves billions of KV tokens on an 80 GB GPU: the prior is capped
+    # where the replica model's parameters are (a cache that size never binds) instead of failing
+    from fleetplan.catalog import HardwareConfig
+    from fleetplan.replica.priors import prior_params
+
+    p = tmp_path / "tiny" / "config.json"
+    p.parent.mkdir()
+    p.write_text(json.dumps({
+        "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 8,
+        "intermediate_size": 8, "num_attention_heads": 1, "num_hidden_layers": 1,
+        "num_key_value_heads": 1, "vocab_size": 10, "max_position_embeddings": 131072,
+        "torch_dtype": "bfloat16", "tie_word_embeddings": False}))
+    params = prior_params(ModelSpec.from_hf_config(p), HardwareConfig.parse("1xH100-PCIe"))
+    assert params.kv_capacity_tokens == 10**9 // 16 * 16

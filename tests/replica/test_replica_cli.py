@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 
 def test_predict_json_says_whether_the_figures_are_calibrated(cli) -> None:
     res = cli("predict", "--model", "DeepSeek-R1-Distill-Qwen-1.5B", "--config", "1xH100-PCIe",
@@ -63,3 +65,13 @@ def test_calibrate_one_configuration_writes_a_deterministic_file(cli, tmp_path: 
     out.unlink()
     cli(*args)
     assert out.read_bytes() == first  # same store, seeds and code -> same bytes
+
+
+@pytest.mark.parametrize("config", ["128xH100-PCIe", "0xH100-PCIe",
+                                    "99999999999999999999xH100-PCIe"])
+def test_a_gpu_count_out_of_range_is_one_line(cli, config):
+    r = cli("predict", "-m", "DeepSeek-R1-Distill-Qwen-14B", "-c", config, "-r", "4", "--steady")
+    assert r.exit_code == 2
+    assert r.stderr.strip().splitlines() == [
+        f"fleetplan: error: configuration '{config}': the GPU count "
+        f"{int(config.split('x')[0])} must be within 1..64"]
