@@ -32,7 +32,7 @@ from fleetplan.cli._options import (
 )
 from fleetplan.cli._plot import PLOT_HELP, check_plot_path, save_result_plot
 from fleetplan.cli.report_cmd import REPORT_HELP, check_html_path, write_plan_page
-from fleetplan.errors import InfeasibleError
+from fleetplan.errors import InfeasibleError, InputError
 from fleetplan.optimize.plan import Plan, PlanStatus
 from fleetplan.optimize.solve import save_model, solve
 
@@ -132,6 +132,9 @@ def solve_cmd(
         if path is not None:
             check_output_path(path, option)
     check_plot_path(plot)
+    if plot is not None and plot_kind not in (None, "latency", "fleet", "hours"):
+        raise InputError(f"--plot-kind: plot kind {plot_kind!r}: expected latency, fleet or "
+                         "hours (diurnal plans)")
     sc = load_cli_scenario(scenario, chooser="solve chooses the fleet; fleetplan simulate "
                            "evaluates the given one", catalog=catalog,
                            model_config=model_config, store=store, calibration=calibration)
@@ -142,6 +145,10 @@ def solve_cmd(
         lp, side = save_model(plan.problem, save_lp)
         if fmt is not OutputFormat.json:
             _err().print(f"saved the MILP to {lp} and {side}")
+    if plot is not None and plot_kind == "hours" and not plan.hours:
+        # refused before anything is written: no --out file of a command that failed
+        raise InputError("--plot-kind: plot kind 'hours' needs a diurnal plan (a scenario "
+                         "with hours); this plan has one hour: use latency or fleet")
     doc = plan.to_dict(timing=timing)
     if out is not None:
         atomic_write_text(out, dumps(doc))

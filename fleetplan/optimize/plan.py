@@ -240,6 +240,8 @@ class Plan(NotebookRepr):
             return plot_fleet_composition([e.to_dict() for e in self.fleet], ax=ax)
         if kind == "hours" and self.hours:
             return plot_hourly_plan([h.to_dict() for h in self.hours], ax=ax)
+        if kind == "hours":
+            raise InputError("plot kind 'hours' needs a diurnal plan; this plan has one hour")
         raise InputError(f"plot kind {kind!r}: expected latency, fleet or hours (diurnal plans)")
 
     def _summary(self) -> str:

@@ -115,3 +115,17 @@ def test_frontier_cli_json_and_plot(cli, write, tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     bad = cli("frontier", write(LOOSE), "--sweep", "carbon", "--plot", str(tmp_path / "f.jpg"))
     assert bad.exit_code == 2
+
+
+@pytest.mark.parametrize("kind,message", [
+    ("bogus", "plot kind 'bogus': expected latency, fleet or hours"),
+    ("hours", "plot kind 'hours' needs a diurnal plan"),
+])
+def test_a_bad_plot_kind_fails_before_any_output_is_written(cli, write, tmp_path, kind, message):
+    out, png = tmp_path / "o" / "plan.json", tmp_path / "o" / "x.png"
+    out.parent.mkdir()
+    r = cli("solve", write(LOOSE), "-q", "--format", "json", "--out", str(out), "--plot",
+            str(png), "--plot-kind", kind)
+    assert r.exit_code == 2
+    assert message in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not out.exists() and not png.exists()
