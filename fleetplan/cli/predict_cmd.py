@@ -30,7 +30,8 @@ BURST_NOTE = (
 )
 
 
-MAX_STEADY_RATE = 1e5  # req/s, the bound of a scenario class's rate_rps
+STEADY_S = 600.0 + 60.0  # a --steady run: 600 s and the arrivals that keep the load on after
+MAX_BURST_PROMPTS = 100_000  # a burst is replayed request by request (100,000: ~20 s a seed)
 
 
 def predict(
@@ -42,14 +43,17 @@ def predict(
         ..., "--config", "-c", help="Hardware configuration, e.g. 2xRTX-4090."
     ),
     rate: float = typer.Option(..., "--rate", "-r", help="Request rate, req/s (inf: all at once)."),
-    num_prompts: int = typer.Option(200, "--num-prompts", min=1, help="Requests in the burst."),
+    num_prompts: int | None = typer.Option(
+        None, "--num-prompts", min=1, help=f"Requests in the burst (default 200, at most "
+        f"{MAX_BURST_PROMPTS:,})."),
     burstiness: float = typer.Option(
         1.0, "--burstiness", help="Gamma shape of the gaps (1.0 = Poisson)."
     ),
     max_concurrency: int | None = typer.Option(
         None, "--max-concurrency", min=1, help="Client-side cap on requests in flight."
     ),
-    seeds: int = typer.Option(5, "--seeds", min=1, max=100, help="Length seeds to average over."),
+    seeds: int | None = typer.Option(None, "--seeds", min=1, max=100,
+                                     help="Length seeds to average over (default 5)."),
     arrival_seed: int | None = typer.Option(
         None, "--arrival-seed", min=0, max=2**32 - 1,
         help="Reproduce the send times of vLLM's benchmark with --seed N (bundled runs: 42; "
@@ -99,9 +103,26 @@ def predict(
     """
     if not burstiness > 0:
         raise InputError(f"--burstiness {burstiness!r} must be > 0")
-    if steady and rate > MAX_STEADY_RATE:
-        raise InputError(f"--rate {rate:g}: a sustained load is simulated request by request; "
-                         f"at most {MAX_STEADY_RATE:g} req/s (a scenario's rate_rps bound)")
+    if steady:
+        from fleetplan.workload.arrivals import MAX_ARRIVALS
+
+        top = MAX_ARRIVALS / STEADY_S
+        if rate > top:
+            raise InputError(f"--rate {rate:g}: a sustained load is simulated request by "
+                             f"request; at most {int(top):,} req/s with --steady ({MAX_ARRIVALS:,} "
+                             f"arrivals in its {STEADY_S:g} s)")
+        burst_only = [name for name, given in (
+            ("--num-prompts", num_prompts is not None), ("--seeds", seeds is not None),
+            ("--arrival-seed", arrival_seed is not None),
+            ("--max-concurrency", max_concurrency is not None),
+            ("--warm-prefix-cache", warm_prefix_cache)) if given]
+        if burst_only:
+            raise InputError(f"{burst_only[0]} applies to a burst replay, not to --steady"
+                             + (" (use --prefix-cache-hit 1)" if burst_only[0]
+                                == "--warm-prefix-cache" else ""))
+    elif num_prompts is not None and num_prompts > MAX_BURST_PROMPTS:
+        raise InputError(f"--num-prompts {num_prompts}: at most {MAX_BURST_PROMPTS:,} requests "
+                         "in a burst (it is replayed request by request)")
     if prefix_cache_hit is not None:
         check_prefix_cache_hit(prefix_cache_hit, "--prefix-cache-hit")
         if not steady:
@@ -153,10 +174,10 @@ def predict(
     res = replay(
         params,
         rate=rate,
-        num_prompts=num_prompts,
+        num_prompts=200 if num_prompts is None else num_prompts,
         burstiness=burstiness,
         max_concurrency=max_concurrency,
-        seeds=tuple(range(seeds)),
+        seeds=tuple(range(5 if seeds is None else seeds)),
         arrival_seed=arrival_seed,
         warm_prefix_cache=warm_prefix_cache,
     )

@@ -75,3 +75,29 @@ def test_a_gpu_count_out_of_range_is_one_line(cli, config):
     assert r.stderr.strip().splitlines() == [
         f"fleetplan: error: configuration '{config}': the GPU count "
         f"{int(config.split('x')[0])} must be within 1..64"]
+
+
+@pytest.mark.parametrize("extra,message", [
+    (["--steady", "--warm-prefix-cache"], "--warm-prefix-cache applies to a burst replay, not "
+     "to --steady (use --prefix-cache-hit 1)"),
+    (["--steady", "--seeds", "5"], "--seeds applies to a burst replay"),
+    (["--steady", "--arrival-seed", "42"], "--arrival-seed applies to a burst replay"),
+    (["--steady", "--num-prompts", "1"], "--num-prompts applies to a burst replay"),
+    (["--steady", "--max-concurrency", "1"], "--max-concurrency applies to a burst replay"),
+    (["--steady", "-r", "7576"], "at most 7,575 req/s with --steady"),
+    (["--num-prompts", "2000000"], "at most 100,000 requests in a burst"),
+])
+def test_options_that_would_be_ignored_or_overflow_are_refused(cli, extra, message):
+    # a steady run takes none of the burst's options: accepting them silently misled (a
+    # --warm-prefix-cache steady run reported prefix_cache_hit 0)
+    r = cli("predict", "-m", "DeepSeek-R1-Distill-Qwen-14B", "-c", "1xH100-PCIe", "-r", "4",
+            *extra)
+    assert r.exit_code == 2
+    assert message in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_the_steady_rate_bound_is_the_one_the_run_accepts(cli):
+    r = cli("predict", "-m", "DeepSeek-R1-Distill-Qwen-1.5B", "-c", "1xH100-PCIe", "-r", "7575",
+            "--steady", "--format", "json")
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["status"] == "overloaded"
