@@ -296,6 +296,9 @@ class Plan(NotebookRepr):
 REPLAY_SPLIT_TOLERANCE = 1e-6  # a replayed split routes exactly what it says
 
 
+_MAX_POOL_COUNT = 100_000  # fleetplan.scenario.fleet.Pool.count's bound
+
+
 def plan_from_dict(data: Any, source: str = "plan") -> Plan:
     """A :class:`Plan` from its JSON contract (what ``fleetplan solve --out`` writes), to replay.
 
@@ -312,10 +315,17 @@ def plan_from_dict(data: Any, source: str = "plan") -> Plan:
     if not doc.fleet:
         raise InputError(f"{source}: fleet = []: expected at least one pool")
     pools = {e.pool for e in doc.fleet}
+    top = _MAX_POOL_COUNT
     for i, e in enumerate(doc.fleet):
-        if e.count < 1:
+        if not 1 <= e.count <= top:
             raise InputError(f"{source}: fleet[{i}].count = {e.count}: expected a whole number "
-                             ">= 1")
+                             f"within 1..{top:,} (a scenario's pool bound)")
+    seen: set[str] = set()
+    for i, c in enumerate(doc.classes):
+        if c.name in seen:
+            raise InputError(f"{source}: classes[{i}].name = {c.name!r}: repeated (each class "
+                             "has one entry)")
+        seen.add(c.name)
     for i, c in enumerate(doc.classes):
         total = sum(c.split.values())
         if abs(total - 1.0) > REPLAY_SPLIT_TOLERANCE:

@@ -306,6 +306,10 @@ def test_simulate_plan_follows_its_pools_and_split_or_another_router(cli, tmp_pa
      'to 0.7)'),
     (_plan(split={"2xRTX-4090@EU27/999ms": 1.0}),
      'classes[1].split = "2xRTX-4090@EU27/999ms": expected a pool of the fleet'),
+    ({**_plan(), "classes": _plan()["classes"] + _plan()["classes"][:1]},
+     "classes[2].name = 'chat': repeated"),
+    ({**_plan(), "fleet": [_plan()["fleet"][0], {**_plan()["fleet"][1], "count": 10**9}]},
+     "fleet[1].count = 1000000000: expected a whole number within 1..100,000"),
 ])
 def test_a_bad_plan_file_is_one_line_naming_file_field_and_value(cli, tmp_path, content, expect):
     plan = tmp_path / "plan.json"
