@@ -106,11 +106,11 @@ def solve_cmd(
     plot_kind: str | None = typer.Option(
         None, "--plot-kind", help="latency (default), fleet, or hours (diurnal plans)."),
     confidence: float | None = typer.Option(
-        None, "--confidence", min=0.0, max=1.0,
-        help="A probability (e.g. 0.95): plan so that every SLO still holds when latencies are "
-        "as much worse as the replica model's measured error (validate --cv) allows at that "
-        "quantile; the plan states each class's slo_met_probability and margin_ms. Default: "
-        "off (the model's figures as they are)."),
+        None, "--confidence",
+        help="A probability strictly between 0 and 1 (e.g. 0.95): plan so that every SLO still "
+        "holds when latencies are as much worse as the replica model's measured error "
+        "(validate --cv) allows at that quantile; the plan states each class's "
+        "slo_met_probability and margin_ms. Default: off (the model's figures as they are)."),
     progress: bool = typer.Option(False, "--progress", help=PROGRESS_HELP),
     quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
     catalog: list[Path] | None = CATALOG_OPTION,
