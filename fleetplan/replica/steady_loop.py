@@ -109,6 +109,13 @@ def _steps_until(a, b, dt):  # type: ignore[no-untyped-def]
 
 
 @register_jitable
+def _arm(cur, t, eid):  # type: ignore[no-untyped-def]
+    """ReplicaEngine._arm at clock ``cur``: ``(plan end, the timer's firing time, its eid)``, a
+    SimPy timeout firing at ``cur + max(0, t - cur)``, scheduled after event ``eid``."""
+    return t, cur + max(0.0, t - cur), eid + 1
+
+
+@register_jitable
 def _activity(tokens, f_low, slope, anchor):  # type: ignore[no-untyped-def]
     """fleetplan.replica.power.step_activity."""
     if tokens <= 0:
@@ -257,9 +264,7 @@ def steady_loop(arr_t, inp, out, hit, measured, bad, overhead, limit,  # noqa: C
                 n_sub = j + 1
                 if not busy:
                     if plan_end > vis[j] + _EPS:
-                        plan_end = vis[j]
-                        timer_t = src_now + max(0.0, vis[j] - src_now)
-                        eid += 1
+                        plan_end, timer_t, eid = _arm(src_now, vis[j], eid)
                         timer_eid = eid
                 elif plan_n > 1 and n_wait == 0 and n_run < max_seqs:
                     # mid-plan: the new request may join at an earlier step boundary
@@ -267,9 +272,7 @@ def steady_loop(arr_t, inp, out, hit, measured, bad, overhead, limit,  # noqa: C
                     if m < plan_n:
                         plan_n = m
                         t = plan_t0 + (m * plan_a + plan_b * m * (m - 1) / 2.0)
-                        plan_end = t
-                        timer_t = src_now + max(0.0, t - src_now)
-                        eid += 1
+                        plan_end, timer_t, eid = _arm(src_now, t, eid)
                         timer_eid = eid
                 if n_ahead < 0:
                     q = n_wait + (n_sub - p_head)  # ReplicaEngine.queue_len
@@ -370,9 +373,7 @@ def steady_loop(arr_t, inp, out, hit, measured, bad, overhead, limit,  # noqa: C
         # ------------------------------------------------ ReplicaEngine._plan
         if n_run == 0 and n_wait == 0:
             if p_head < n_sub:
-                plan_end = vis[p_head]
-                timer_t = now + max(0.0, vis[p_head] - now)
-                eid += 1
+                plan_end, timer_t, eid = _arm(now, vis[p_head], eid)
                 timer_eid = eid
             continue
         G = step
@@ -421,9 +422,7 @@ def steady_loop(arr_t, inp, out, hit, measured, bad, overhead, limit,  # noqa: C
                 busy = True
                 plan_t0 = now
                 t = now + (n * plan_a + plan_b * n * (n - 1) / 2.0)
-                plan_end = t
-                timer_t = now + max(0.0, t - now)
-                eid += 1
+                plan_end, timer_t, eid = _arm(now, t, eid)
                 timer_eid = eid
                 continue
         # ------------------------------------------------ ReplicaEngine._single_step
@@ -560,9 +559,7 @@ def steady_loop(arr_t, inp, out, hit, measured, bad, overhead, limit,  # noqa: C
         if n_ch == 0 and sn_dec == 0:
             # nothing schedulable (cannot happen with a consistent cache); wait for arrivals
             if p_head < n_sub:
-                plan_end = vis[p_head]
-                timer_t = now + max(0.0, vis[p_head] - now)
-                eid += 1
+                plan_end, timer_t, eid = _arm(now, vis[p_head], eid)
                 timer_eid = eid
             continue
         dur = c_step + c_pf * prefill + c_seq * sn_dec + c_kv * kv_read
@@ -578,8 +575,6 @@ def steady_loop(arr_t, inp, out, hit, measured, bad, overhead, limit,  # noqa: C
             break
         plan_t0 = now
         t = now + dur
-        plan_end = t
-        timer_t = now + max(0.0, t - now)
-        eid += 1
+        plan_end, timer_t, eid = _arm(now, t, eid)
         timer_eid = eid
     return first_s, fin_s, sched_s, status, ctr[1], end_t, busy_s, active_s
