@@ -116,6 +116,19 @@ def _arm(cur, t, eid):  # type: ignore[no-untyped-def]
 
 
 @register_jitable
+def _wake(clk, i, n_req, now, eid):  # type: ignore[no-untyped-def]
+    """steady_state's source, at clock ``now``, turning to request ``i``: ``(when it runs
+    again, that event's eid, the last eid)``; a timeout to the request's clock when that is
+    later (``now + (t - now)``), else on at once (eid -1: before any event), never after the
+    last request."""
+    if i >= n_req:
+        return math.inf, -1, eid
+    if clk[i] > now:
+        return now + (clk[i] - now), eid + 1, eid + 1
+    return now, -1, eid
+
+
+@register_jitable
 def _activity(tokens, f_low, slope, anchor):  # type: ignore[no-untyped-def]
     """fleetplan.replica.power.step_activity."""
     if tokens <= 0:
@@ -124,10 +137,13 @@ def _activity(tokens, f_low, slope, anchor):  # type: ignore[no-untyped-def]
 
 
 @register_jitable
-def _finished(r, now, arr_t, out, first_s, fin_s, measured, watch_lim, watch_kind, watch_need,
-              seen, ctr):  # type: ignore[no-untyped-def]
-    """``r``'s last token is out at ``now``: its finish time, and steady_state's on_finish
-    (``ctr``: measured requests left, the watch entry stopped on). True when the run ends."""
+def _finish(r, now, state, prev, nxt, ends, arr_t, out, first_s, fin_s, measured, watch_lim,
+            watch_kind, watch_need, seen, ctr):  # type: ignore[no-untyped-def]
+    """Scheduler.finish: ``r``'s last token is out at ``now`` (done, out of the running list,
+    its finish time), then steady_state's on_finish (``ctr``: measured requests left, the watch
+    entry stopped on). True when the run ends."""
+    state[r] = _DONE
+    _unlink(prev, nxt, ends, _R_HEAD, r)
     fin_s[r] = now
     if not measured[r]:
         return False
@@ -228,13 +244,7 @@ def steady_loop(arr_t, inp, out, hit, measured, bad, overhead, limit,  # noqa: C
     plan_t0 = 0.0
     # the source's next wake-up, for request n_sub (eid -1: it runs on without yielding)
     src_now = 0.0
-    src_t = inf
-    src_eid = -1
-    if n_req > 0:
-        src_t = clk[0] if clk[0] > 0.0 else 0.0
-        if clk[0] > 0.0:
-            eid += 1
-            src_eid = eid
+    src_t, src_eid, eid = _wake(clk, 0, n_req, src_now, eid)
     ended = False
     while not ended:
         if src_t == inf and timer_t == inf:
@@ -285,16 +295,7 @@ def steady_loop(arr_t, inp, out, hit, measured, bad, overhead, limit,  # noqa: C
                 j += 1
             if ended:
                 break
-            # the next request: a timeout to its clock, or on at once when that is not later
-            if n_sub >= n_req:
-                src_t = inf
-            elif clk[n_sub] > src_now:
-                src_t = src_now + (clk[n_sub] - src_now)
-                eid += 1
-                src_eid = eid
-            else:
-                src_t = src_now
-                src_eid = -1
+            src_t, src_eid, eid = _wake(clk, n_sub, n_req, src_now, eid)
             continue
         # ------------------------------------------------ ReplicaEngine._timer
         now = timer_t
@@ -317,11 +318,9 @@ def steady_loop(arr_t, inp, out, hit, measured, bad, overhead, limit,  # noqa: C
                 s_off -= step_off[r]
                 phase[step_off[r] % bs] -= 1
                 generated[r] = out[r]
-                state[r] = _DONE
-                _unlink(r_prev, r_next, ends, _R_HEAD, r)
                 n_run -= 1
-                if _finished(r, now, arr_t, out, first_s, fin_s, measured, watch_lim,
-                             watch_kind, watch_need, seen, ctr):
+                if _finish(r, now, state, r_prev, r_next, ends, arr_t, out, first_s, fin_s,
+                           measured, watch_lim, watch_kind, watch_need, seen, ctr):
                     ended = True
             for j in range(n_ch if plan_pf else 0):
                 r = ch_rid[j]
@@ -338,11 +337,9 @@ def steady_loop(arr_t, inp, out, hit, measured, bad, overhead, limit,  # noqa: C
                     first_s[r] = now
                 generated[r] += 1
                 if generated[r] >= out[r]:
-                    state[r] = _DONE
-                    _unlink(r_prev, r_next, ends, _R_HEAD, r)
                     n_run -= 1
-                    if _finished(r, now, arr_t, out, first_s, fin_s, measured, watch_lim,
-                                 watch_kind, watch_need, seen, ctr):
+                    if _finish(r, now, state, r_prev, r_next, ends, arr_t, out, first_s,
+                               fin_s, measured, watch_lim, watch_kind, watch_need, seen, ctr):
                         ended = True
                     continue
                 state[r] = _DECODE

@@ -126,6 +126,7 @@ def test_the_compiled_code_is_cached_in_the_cache_folder_and_never_beside_the_pa
         return set(package.rglob("*.nb[ic]")) | set(here.rglob("*.nb[ic]"))
 
     before = beside()
+    monkeypatch.delenv("FLEETPLAN_NO_JIT", raising=False)  # this test is about compiling
     monkeypatch.setenv("FLEETPLAN_CACHE_DIR", str(tmp_path / "cache"))
     assert steady_kernel._compile(_double)(21) == 42
     assert list((tmp_path / "cache" / "jit").rglob("*.nbi"))  # cached where the docs say
