@@ -50,6 +50,25 @@ __all__ = ["DECODE", "DONE", "PENDING", "PREFILL", "WAITING", "EngineStats", "Re
            "Request"]
 
 
+def check_limits(p: ReplicaParams) -> None:
+    """:class:`ModelError` for engine limits no schedule can keep."""
+    if p.max_num_batched_tokens < p.max_num_seqs:
+        raise ModelError(
+            f"{p.config}: max_num_batched_tokens(={p.max_num_batched_tokens}) must be >= "
+            f"max_num_seqs(={p.max_num_seqs}) (every running sequence decodes each step)")
+
+
+def refusal(p: ReplicaParams, rid: int, input_tokens: int, output_tokens: int) -> ModelError:
+    """Why ``p``'s engine refuses a request of these lengths (a request it refuses: fewer than
+    one token either way, longer than ``max_model_len``, or more KV blocks than the cache)."""
+    if input_tokens < 1 or output_tokens < 1:
+        return ModelError(f"request {rid}: input and output tokens must be >= 1")
+    if input_tokens + output_tokens > p.max_model_len:
+        return ModelError(f"request {rid}: {input_tokens} + {output_tokens} tokens exceed "
+                          f"max_model_len {p.max_model_len} of {p.config}")
+    return ModelError(f"request {rid}: needs more KV blocks than the cache holds")
+
+
 class ReplicaEngine:
     """One serving replica inside a SimPy environment (many may share one environment)."""
 
@@ -62,10 +81,7 @@ class ReplicaEngine:
         self.record_itl = record_itl
         self.stats = EngineStats()
         p = params
-        if p.max_num_batched_tokens < p.max_num_seqs:
-            raise ModelError(
-                f"{p.config}: max_num_batched_tokens(={p.max_num_batched_tokens}) must be >= "
-                f"max_num_seqs(={p.max_num_seqs}) (every running sequence decodes each step)")
+        check_limits(p)
         self._sched = Scheduler(p, self.stats, self._finished, record_itl=record_itl)
         self._c = (p.c_step, p.c_prefill_tok, p.c_seq, p.c_kv_tok)
         self._pending: deque[Request] = deque()  # submitted, not yet at the scheduler
@@ -128,15 +144,10 @@ class ReplicaEngine:
         event per request; the engine behaves as if each came at ``at``); it reaches the
         scheduler ``overhead_s`` later. Call it at ``req.arrival_s``, or with ``at`` that."""
         total = req.input_tokens + req.output_tokens
-        if req.input_tokens < 1 or req.output_tokens < 1:
-            raise ModelError(f"request {req.rid}: input and output tokens must be >= 1")
-        if total > self._max_len:
-            raise ModelError(
-                f"request {req.rid}: {req.input_tokens} + {req.output_tokens} tokens exceed "
-                f"max_model_len {self.params.max_model_len} of {self.params.config}")
         sched = self._sched
-        if -(-total // sched.block_size) > sched.kv_blocks:
-            raise ModelError(f"request {req.rid}: needs more KV blocks than the cache holds")
+        if (req.input_tokens < 1 or req.output_tokens < 1 or total > self._max_len
+                or -(-total // sched.block_size) > sched.kv_blocks):
+            raise refusal(self.params, req.rid, req.input_tokens, req.output_tokens)
         overhead = self._overhead
         pend = self._pending
         if at is None:

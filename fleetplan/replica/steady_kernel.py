@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from fleetplan.errors import ModelError
+from fleetplan.replica.engine import check_limits, refusal
 from fleetplan.replica.steady_loop import (
     ERR_BAD_REQUEST,
     ERR_NOT_SCHEDULED,
@@ -81,25 +82,12 @@ _LOOP: list[Any] = []  # compiled on the first run, not at import
 
 def _bad_requests(p: Any, inp: np.ndarray, out: np.ndarray) -> np.ndarray:
     """Which requests :class:`fleetplan.replica.engine.ReplicaEngine` refuses when they are
-    submitted (token counts, ``max_model_len``, the KV cache), after its check of the
-    parameters."""
-    if p.max_num_batched_tokens < p.max_num_seqs:
-        raise ModelError(
-            f"{p.config}: max_num_batched_tokens(={p.max_num_batched_tokens}) must be >= "
-            f"max_num_seqs(={p.max_num_seqs}) (every running sequence decodes each step)")
+    submitted (:func:`fleetplan.replica.engine.refusal` says why), after its check of the
+    parameters (:func:`fleetplan.replica.engine.check_limits`)."""
+    check_limits(p)
     total = inp + out
     return ((inp < 1) | (out < 1) | (total > p.max_model_len)
             | (-(-total // p.block_size) > p.kv_blocks))
-
-
-def _refusal(p: Any, i: int, inp: np.ndarray, out: np.ndarray) -> ModelError:
-    """The engine's error for request ``i`` (one of :func:`_bad_requests`)."""
-    if inp[i] < 1 or out[i] < 1:
-        return ModelError(f"request {i}: input and output tokens must be >= 1")
-    if inp[i] + out[i] > p.max_model_len:
-        return ModelError(f"request {i}: {inp[i]} + {out[i]} tokens exceed "
-                          f"max_model_len {p.max_model_len} of {p.config}")
-    return ModelError(f"request {i}: needs more KV blocks than the cache holds")
 
 
 def run_steady(arr_t: np.ndarray, inp: np.ndarray, out: np.ndarray, hit: np.ndarray,
@@ -134,7 +122,8 @@ def run_steady(arr_t: np.ndarray, inp: np.ndarray, out: np.ndarray, hit: np.ndar
     if status == ERR_NOT_SCHEDULED:
         raise ModelError(f"{p.config}: a decoding sequence was not scheduled")
     if status == ERR_BAD_REQUEST:
-        raise _refusal(p, int(res[4]), inp, out)
+        i = int(res[4])
+        raise refusal(p, i, int(inp[i]), int(out[i]))
     if status == ERR_STALLED:
         raise ModelError(f"{p.config}: the run stalled with measured requests unfinished")
     return res
