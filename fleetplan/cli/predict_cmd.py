@@ -20,7 +20,12 @@ from fleetplan.errors import InputError
 from fleetplan.replica.params import ReplicaParams
 from fleetplan.replica.predict import resolve_params
 from fleetplan.replica.protocol import METRICS, replay
-from fleetplan.replica.steady import check_prefix_cache_hit, steady_state
+from fleetplan.replica.steady import (
+    STEADY_DURATION_S,
+    arrival_span_s,
+    check_prefix_cache_hit,
+    steady_state,
+)
 
 BURST_NOTE = (
     "the rate is a burst of num_prompts requests that the server then drains, not "
@@ -30,7 +35,6 @@ BURST_NOTE = (
 )
 
 
-STEADY_S = 600.0 + 60.0  # a --steady run: 600 s and the arrivals that keep the load on after
 MAX_BURST_PROMPTS = 100_000  # a burst is replayed request by request (100,000: ~20 s a seed)
 
 
@@ -64,7 +68,7 @@ def predict(
         help="Prompts are already in vLLM's prefix cache (a repeated run of the same prompts).",
     ),
     steady: bool = typer.Option(
-        False, "--steady", help="Sustained load (600 s) instead of a burst."
+        False, "--steady", help=f"Sustained load ({STEADY_DURATION_S} s) instead of a burst."
     ),
     prefix_cache_hit: float | None = typer.Option(
         None, "--prefix-cache-hit",
@@ -106,11 +110,12 @@ def predict(
     if steady:
         from fleetplan.workload.arrivals import MAX_ARRIVALS
 
-        top = MAX_ARRIVALS / STEADY_S
+        span = arrival_span_s(STEADY_DURATION_S)
+        top = MAX_ARRIVALS / span
         if rate > top:
             raise InputError(f"--rate {rate:g}: a sustained load is simulated request by "
                              f"request; at most {int(top):,} req/s with --steady ({MAX_ARRIVALS:,} "
-                             f"arrivals in its {STEADY_S:g} s)")
+                             f"arrivals in its {span:g} s)")
         burst_only = [name for name, given in (
             ("--num-prompts", num_prompts is not None), ("--seeds", seeds is not None),
             ("--arrival-seed", arrival_seed is not None),

@@ -113,6 +113,13 @@ def prefill_tokens(input_tokens: np.ndarray, cached: np.ndarray | None) -> np.nd
 
 
 _EPS = 1e-12  # ReplicaEngine's tolerance on submission times
+STEADY_DURATION_S = 600  # steady_state's default run (s)
+
+
+def arrival_span_s(duration_s: float) -> float:
+    """How long a run of ``duration_s`` draws arrivals: its window and a tail that keeps the
+    load on while the last measured requests finish."""
+    return duration_s + max(30.0, 0.1 * duration_s)
 
 
 def _pct(a: np.ndarray, q: float) -> float:
@@ -128,7 +135,8 @@ def _p99_exceeded_at(n: int) -> int:
 
 @cycles_paused()
 def steady_state(params: ReplicaParams, *, rate: float, lengths: LengthModel | None = None,
-                 burstiness: float = 1.0, duration_s: float = 600, warmup_s: float = 60,
+                 burstiness: float = 1.0, duration_s: float = STEADY_DURATION_S,
+                 warmup_s: float = 60,
                  seed: int = 0, overload_queue_s: float = 30.0,
                  prefix_cache_hit: float = 0.0,
                  stop_above: dict[str, float] | None = None,
@@ -172,8 +180,7 @@ def steady_state(params: ReplicaParams, *, rate: float, lengths: LengthModel | N
         raise InputError(f"engine(={engine!r}) must be 'compiled' or 'simpy'")
     lm = lengths if lengths is not None else protocol_length_model()
     rng = np.random.default_rng([seed, 0x57EAD])
-    tail = max(30.0, 0.1 * duration_s)
-    arr = arrivals_until(duration_s + tail, rate, burstiness, rng)
+    arr = arrivals_until(arrival_span_s(duration_s), rate, burstiness, rng)
     ins, outs = lm.sample(arr.size, rng)
     cached = cached_prompt_tokens(ins, hit)
     measured = (arr >= warmup_s) & (arr < duration_s)
