@@ -33,7 +33,7 @@ from fleetplan.cli._options import (
 from fleetplan.cli._plot import PLOT_HELP, check_plot_path, save_result_plot
 from fleetplan.cli.report_cmd import REPORT_HELP, check_html_path, write_plan_page
 from fleetplan.errors import InfeasibleError, InputError
-from fleetplan.optimize.plan import Plan, PlanStatus
+from fleetplan.optimize.plan import PLOT_KINDS, Plan, PlanStatus
 from fleetplan.optimize.solve import save_model, solve
 
 
@@ -132,7 +132,7 @@ def solve_cmd(
         if path is not None:
             check_output_path(path, option)
     check_plot_path(plot)
-    if plot is not None and plot_kind not in (None, "latency", "fleet", "hours"):
+    if plot is not None and plot_kind is not None and plot_kind not in PLOT_KINDS:
         raise InputError(f"--plot-kind: plot kind {plot_kind!r}: expected latency, fleet or "
                          "hours (diurnal plans)")
     sc = load_cli_scenario(scenario, chooser="solve chooses the fleet; fleetplan simulate "

@@ -28,7 +28,7 @@ from fleetplan._io import read_data_file
 from fleetplan._notebook import NotebookRepr
 from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.errors import InputError
-from fleetplan.scenario.fleet import pool_label, split_pool_name
+from fleetplan.scenario.fleet import MAX_POOL_COUNT, pool_label, split_pool_name
 
 if TYPE_CHECKING:
     from fleetplan.optimize.problem import Tier
@@ -293,10 +293,8 @@ class Plan(NotebookRepr):
 
 
 # ---------------------------------------------------------------------------- reading a plan
+PLOT_KINDS = ("latency", "fleet", "hours")  # Plan.plot's kinds ("hours": diurnal plans)
 REPLAY_SPLIT_TOLERANCE = 1e-6  # a replayed split routes exactly what it says
-
-
-_MAX_POOL_COUNT = 100_000  # fleetplan.scenario.fleet.Pool.count's bound
 
 
 def plan_from_dict(data: Any, source: str = "plan") -> Plan:
@@ -315,7 +313,7 @@ def plan_from_dict(data: Any, source: str = "plan") -> Plan:
     if not doc.fleet:
         raise InputError(f"{source}: fleet = []: expected at least one pool")
     pools = {e.pool for e in doc.fleet}
-    top = _MAX_POOL_COUNT
+    top = MAX_POOL_COUNT
     for i, e in enumerate(doc.fleet):
         if not 1 <= e.count <= top:
             raise InputError(f"{source}: fleet[{i}].count = {e.count}: expected a whole number "

@@ -23,6 +23,9 @@ SPOT_MARK = "~spot"
 (on-demand and unmarked pools keep ``config@region/tier``)."""
 
 
+MAX_POOL_COUNT = 100_000  # replicas one pool may hold (a scenario's fleet, a plan file's)
+
+
 class Pool(Strict):
     """`count` replicas of one hardware configuration in one grid region."""
 
@@ -30,7 +33,8 @@ class Pool(Strict):
         description="hardware configuration of every replica: `<GPUs>x<GPU type>` (tensor "
                     "parallel over that many GPUs); names are canonicalised",
         examples=["1xH100-PCIe", "2xRTX-4090"])
-    count: int = Field(ge=1, le=100_000, description="replicas in the pool", examples=[2])
+    count: int = Field(ge=1, le=MAX_POOL_COUNT, description="replicas in the pool",
+                       examples=[2])
     region: str = Field(
         default=DEFAULT_REGION,
         description="grid region of the pool (its carbon intensity; see the region table)",
