@@ -148,6 +148,12 @@ def default_cache_dir() -> Path:
 
     if active_data().cache_dir is not None:
         return Path(active_data().cache_dir).expanduser()  # type: ignore[arg-type]
+    return user_cache_dir()
+
+
+def user_cache_dir() -> Path:
+    """``$FLEETPLAN_CACHE_DIR``, else ``~/.cache/fleetplan`` (read at call time): the
+    process-wide folder, whatever data context is active."""
     env = os.environ.get(ENV_VAR)
     return Path(env).expanduser() if env else Path.home() / ".cache" / "fleetplan"
 

@@ -22,7 +22,6 @@ The loop itself is :func:`fleetplan.replica.steady_loop.steady_loop`.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -56,10 +55,9 @@ def _compile(fn: Any) -> Any:
 
     if os.environ.get("FLEETPLAN_JIT_CACHE") == "0":
         return njit(cache=False, nogil=True)(fn)
-    from fleetplan.optimize.cache import ENV_VAR
+    from fleetplan.optimize.cache import user_cache_dir
 
-    root = os.environ.get(ENV_VAR)
-    folder = (Path(root).expanduser() if root else Path.home() / ".cache" / "fleetplan") / "jit"
+    folder = user_cache_dir() / "jit"
     try:
         folder.mkdir(parents=True, exist_ok=True)
         if not os.access(folder, os.W_OK):
