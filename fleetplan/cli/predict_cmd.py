@@ -200,10 +200,10 @@ def predict(
         return
     emit_table(
         df,
-        title=f"{params.model} on {params.config}: {num_prompts} prompts at {rate:g} req/s",
+        title=f"{params.model} on {params.config}: {res.num_prompts} prompts at {rate:g} req/s",
         caption=f"calibrated: {str(params.calibrated).lower()} ({params.source})\n"
         + (f"band_80pct: {bands['band_basis']}\n" if bands else "")
-        + f"mean and spread over {seeds} length seeds; {BURST_NOTE}",
+        + f"mean and spread over {len(res.seeds)} length seeds; {BURST_NOTE}",
     )
 
 

@@ -101,3 +101,16 @@ def test_the_steady_rate_bound_is_the_one_the_run_accepts(cli):
             "--steady", "--format", "json")
     assert r.exit_code == 0, r.stderr
     assert json.loads(r.stdout)["status"] == "overloaded"
+
+
+@pytest.mark.parametrize(("extra", "prompts", "seeds"), [
+    ((), 200, 5),  # the defaults, which the options leave unset (None) until the replay
+    (("--num-prompts", "30", "--seeds", "2"), 30, 2),
+])
+def test_the_burst_table_names_the_prompts_and_seeds_it_replayed(cli, extra, prompts, seeds):
+    res = cli("predict", "--model", "DeepSeek-R1-Distill-Qwen-1.5B", "--config", "1xH100-PCIe",
+              "--rate", "4", *extra)
+    assert res.exit_code == 0, res.stderr
+    text = " ".join(res.stdout.split())  # the table wraps its caption
+    assert f"{prompts} prompts at 4 req/s" in text
+    assert f"over {seeds} length seeds" in text and "None" not in text
