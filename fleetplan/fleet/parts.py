@@ -52,6 +52,7 @@ class PartRun:
     index: np.ndarray       # the requests routed to its pools
     first: np.ndarray       # their first-token times (NaN: none)
     fin: np.ndarray         # their finish times (NaN: not finished)
+    replica: np.ndarray     # the replica slot that served each of them (the host's lag)
     snap: dict[str, list[Any]]
     done: tuple[int, ...]   # completions per pool within the window's end (its pools')
     backlog: tuple[int, ...]
@@ -107,6 +108,7 @@ def run_part(pools: Sequence[PoolModel], traffic: Traffic, routing: RoutingInput
         routed_to=routed, index=index,
         first=np.asarray(run.first, dtype=float)[index],
         fin=np.asarray(run.fin, dtype=float)[index],
+        replica=np.asarray(run.rep_of, dtype=np.int64)[index],
         snap={k: list(v) for k, v in snap.items()}, done=tuple(run.done),
         backlog=tuple(run.backlog))
 
@@ -140,10 +142,13 @@ def merge_parts(pools: Sequence[PoolModel], traffic: Traffic, routing: RoutingIn
     run = _Run(pools, traffic, routing, warmup_s, duration_s)
     first = np.full(len(traffic), np.nan)
     fin = np.full(len(traffic), np.nan)
+    rep_of = np.zeros(len(traffic), dtype=np.int64)
     for part in parts:
         first[part.index] = part.first
         fin[part.index] = part.fin
+        rep_of[part.index] = part.replica
     run.first, run.fin, run.routed_to = first.tolist(), fin.tolist(), routed.tolist()
+    run.rep_of = rep_of.tolist()
     by_replica = [parts[owner[p]] for p in run.replica_pool]
     snap: dict[str, list[Any]] = {
         k: [part.snap[k][r] for r, part in enumerate(by_replica)] for k in _PER_REPLICA}

@@ -149,7 +149,8 @@ def p99_prompt_tokens(scenario: Scenario, class_index: int, sample: np.ndarray |
 
 
 def unloaded_ttft_s(params: ReplicaParams, prompt_tokens: int) -> float:
-    """TTFT of one request on an idle replica: overhead plus its chunked prefill steps."""
+    """TTFT of one request on an idle replica: overhead plus its chunked prefill steps (and
+    the host's lag for the one output of its last step, :mod:`fleetplan.replica.delivery`)."""
     budget = params.max_num_batched_tokens
     left, t, done = prompt_tokens, params.overhead_s, 0
     while left > 0:
@@ -157,4 +158,4 @@ def unloaded_ttft_s(params: ReplicaParams, prompt_tokens: int) -> float:
         done += chunk
         t += params.step_s(chunk, 0, done)
         left -= chunk
-    return t
+    return t + params.c_deliver

@@ -27,6 +27,7 @@ import simpy
 from fleetplan.fleet.pools import PoolModel, unloaded_ttft_s
 from fleetplan.fleet.routing import Router, RoutingContext, RoutingPolicy, make_router
 from fleetplan.fleet.traffic import Traffic
+from fleetplan.replica.delivery import delivery_lags
 from fleetplan.replica.engine import ReplicaEngine, Request
 from fleetplan.scenario.reliability import PoolReliability
 
@@ -94,7 +95,8 @@ def _predictor(engines: Sequence[ReplicaEngine], mean_prompt: float) -> Callable
         wait = 0.0
         if running >= p.max_num_seqs:  # a slot must free first: about one decode lifetime
             wait = p.step_s(0, running, e.kv_tokens_used) * 32
-        return p.overhead_s + wait + steps * p.step_s(chunk, running, e.kv_tokens_used)
+        return (p.overhead_s + wait + steps * p.step_s(chunk, running, e.kv_tokens_used)
+                + p.c_deliver * (running + 1))  # the host's lag (fleetplan.replica.delivery)
 
     return predict
 
@@ -377,6 +379,24 @@ class _Run:
             yield env.timeout(nxt - now)
 
 
+def _delivered(run: _Run, first: np.ndarray, fin: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The times the client receives each finished request's first and last token: the
+    engine's plus the host's lag on the replica slot that served it
+    (:mod:`fleetplan.replica.delivery`; requests still running at the stop have no recorded
+    first token, so they are not counted among a step's decoders)."""
+    c = np.array([pm.params.c_deliver for pm in run.pools], dtype=float)
+    if not (c > 0).any():
+        return first, fin
+    slot = np.asarray(run.rep_of, dtype=np.int64)
+    pool_of_slot = np.asarray(run.replica_pool, dtype=np.int64)
+    lag_first, lag_last = np.zeros(first.size), np.zeros(first.size)
+    for p in np.flatnonzero(c > 0):
+        mine = pool_of_slot[slot] == p
+        lag_first[mine], lag_last[mine] = delivery_lags(first[mine], fin[mine], float(c[p]),
+                                                        replica=slot[mine])
+    return first + lag_first, fin + lag_last
+
+
 def _outcome(run: _Run, now: float | None = None) -> Replication:
     """The measured requests' latencies (censored at the stop, ``now``: default the run's
     clock) and each pool's statistics."""
@@ -401,6 +421,7 @@ def _outcome(run: _Run, now: float | None = None) -> Replication:
     window = max(end - w0, 1e-9)
     routed_to = np.asarray(run.routed_to, dtype=np.int64)
     first, fin = np.asarray(run.first, dtype=float), np.asarray(run.fin, dtype=float)
+    first, fin = _delivered(run, first, fin)
     m = measured & (routed_to >= 0)
     # censor: no first token / not finished by the stop
     ft = np.where(np.isnan(first), now, first)

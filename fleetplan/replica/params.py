@@ -52,6 +52,11 @@ class ReplicaParams(BaseModel):
     max_num_batched_tokens: int = Field(ge=1, le=10**6, description="token budget per step")
     block_size: int = Field(ge=1, le=1024, description="KV-cache block, tokens")
     overhead_s: float = Field(ge=0, le=10.0, description="per-request overhead outside steps")
+    c_deliver: float = Field(
+        default=0.0, ge=0, le=0.01,
+        description="host time per streamed output: a first token waits for the outputs listed "
+                    "before it in its step (fleetplan.replica.delivery), s; 0 in calibration "
+                    "files written before it existed")
     max_model_len: int = Field(ge=2, le=10**8, description="longest prompt + output, tokens")
     calibrated: bool
     source: str = Field(min_length=1, description="where the figures come from")

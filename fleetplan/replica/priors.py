@@ -53,6 +53,11 @@ STEP_HOST_S = 1.5e-3
 ALLREDUCE_LATENCY_S = {"nvlink": 8e-6, "pcie": 30e-6}
 # Per-request overhead outside the engine (HTTP, tokenization, streaming): assumption.
 OVERHEAD_S = 5e-3
+# Host time per streamed output (API server + client on the server's host; a first token waits
+# for the outputs listed before it in its step: fleetplan.replica.delivery). One figure for
+# every server, never fitted per configuration: chosen by the summed calibration loss of all 21
+# bundled configurations over 0-150 us, refitting each at every value (docs/replica-model.md).
+C_DELIVER_S = 60e-6
 # Efficiency ratios (fitted / ideal) used when no configuration of a GPU type is calibrated.
 DEFAULT_RATIOS: dict[str, float] = {
     "c_step": 1.25, "c_prefill_tok": 2.0, "c_seq": 1.0, "c_kv_tok": 1.25, "overhead_s": 1.0,
@@ -190,7 +195,7 @@ def prior_params(spec: ModelSpec, hw: HardwareConfig, *,
         c_prefill_tok=ideal["c_prefill_tok"] * ratios["c_prefill_tok"],
         c_seq=ideal["c_seq"] * ratios["c_seq"],
         c_kv_tok=ideal["c_kv_tok"] * ratios["c_kv_tok"],
-        overhead_s=ideal["overhead_s"] * ratios["overhead_s"],
+        overhead_s=ideal["overhead_s"] * ratios["overhead_s"], c_deliver=C_DELIVER_S,
         kv_capacity_tokens=kv, max_num_seqs=seqs,
         max_num_batched_tokens=batched, block_size=block,
         max_model_len=int(min(spec.context_length, kv)), calibrated=False,

@@ -26,6 +26,7 @@ import simpy
 
 from fleetplan._notebook import NotebookRepr
 from fleetplan.errors import InputError
+from fleetplan.replica.delivery import delivery_lags
 from fleetplan.replica.engine import ReplicaEngine, Request
 from fleetplan.replica.params import ReplicaParams
 from fleetplan.replica.prefix_cache import cached_prompt_tokens, hit_share
@@ -219,10 +220,13 @@ def itl_stats(engine: ReplicaEngine) -> tuple[float, float, float]:
 def run_metrics(reqs: Sequence[Request], engine: ReplicaEngine,
                 end_min_s: float) -> dict[str, float]:
     """vLLM's benchmark metrics of one simulated run."""
-    ttft = np.array([r.first_token_s - r.arrival_s for r in reqs]) * 1e3
     outs = np.array([r.output_tokens for r in reqs])
     fin = np.array([r.finish_s for r in reqs])
     first = np.array([r.first_token_s for r in reqs])
+    # the client receives each stream after the host's lag (fleetplan.replica.delivery)
+    lag_first, lag_last = delivery_lags(first, fin, engine.params.c_deliver)
+    first, fin = first + lag_first, fin + lag_last
+    ttft = (first - np.array([r.arrival_s for r in reqs])) * 1e3
     multi = outs > 1
     tpot = (fin[multi] - first[multi]) / (outs[multi] - 1) * 1e3
     itl_mean, itl_p50, itl_p99 = itl_stats(engine)
