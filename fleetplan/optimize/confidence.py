@@ -40,12 +40,12 @@ from fleetplan.scenario import Scenario
 # store; tests/optimize check these against it). Uncalibrated configurations take the spec
 # path's tables instead (:func:`spec_error`).
 MODEL_ERROR_PCT: dict[str, tuple[float, int]] = {
-    "H100-PCIe": (4.3, 24),
-    "RTX-4090": (26.5, 17),
+    "H100-PCIe": (3.4, 24),
+    "RTX-4090": (23.5, 17),
 }
 # a calibrated configuration of a GPU type the bundled store never measured (a user's own
 # calibration): assumed as large as the worst leave-one-config-out error of the validation page
-UNMEASURED_ERROR_PCT = 22.8
+UNMEASURED_ERROR_PCT = 19.6
 HALF_NORMAL_MEDIAN = 0.6744897501960817  # median of |Normal(0, 1)|
 
 

@@ -134,9 +134,14 @@ def validation_markdown(result: ValidationResult, *, command: str) -> str:
               "in bunches (docs/replica-model.md has the evidence); the runs whose TTFT p50, "
               "p90 or p99 falls as load rises are flagged, and the milder delays of their "
               "16 req/s runs remain the largest TTFT errors.",
+              "- A first token reaches the client after the host (API server and client) has "
+              "handled the outputs listed before it in its step: one host time per streamed "
+              "output for every server (`c_deliver`, docs/replica-model.md), not fitted per "
+              "configuration, so it cannot follow one host's load; the TTFT tails of the one-GPU "
+              "RTX 4090 runs at 16 req/s are the ones it leaves short.",
               "- The step-time model is linear in the step's contents; its decode cost cannot "
               "bend (memory- to compute-bound) as batches grow, which shows as TPOT error at the "
-              "highest rates (one RTX 4090 with an 8B model at 16 req/s: +33-37 %).",
+              "highest rates (the per-run table's largest TPOT errors are at 16 req/s).",
               "- The prefix cache is an LRU over blocks across the protocol's run sequence, "
               "walked one request at a time; it predicts all-or-nothing hit shares on the "
               "bundled configurations (a cache smaller than a run's working set thrashes), "

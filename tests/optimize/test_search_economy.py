@@ -38,10 +38,10 @@ def _counting(monkeypatch) -> list[tuple[float, int]]:
     return runs
 
 
-# 120 ms on the H100 reaches its capacity from above (no lower rate passes on the way, so the
+# 130 ms on the H100 reaches its capacity from above (no lower rate passes on the way, so the
 # chord's point is two runs of its own); 1000 ms on the RTX pair walks up to it (a lower rate
 # passed, and that is the point below capacity with or without the chord)
-@pytest.mark.parametrize(("config", "slo", "from_above"), [("1xH100-PCIe", 120.0, True),
+@pytest.mark.parametrize(("config", "slo", "from_above"), [("1xH100-PCIe", 130.0, True),
                                                            ("2xRTX-4090", 1000.0, False)])
 def test_the_point_below_capacity_is_run_only_for_a_chord(config, slo, from_above, monkeypatch):
     runs = _counting(monkeypatch)
@@ -89,7 +89,8 @@ def test_only_the_tdp_power_model_asks_for_the_chord(monkeypatch):
     assert res_tdp.below_capacity is not None
 
 
-@pytest.mark.parametrize(("config", "slos"), [("1xH100-PCIe", (120.0, 300.0)),
+# SLOs whose searches meet a failing seed after a passing one (so the order can save runs)
+@pytest.mark.parametrize(("config", "slos"), [("1xH100-PCIe", (140.0, 300.0)),
                                                ("2xRTX-4090", (300.0, 1000.0))])
 def test_the_seed_that_failed_last_goes_first_and_no_verdict_changes(config, slos, monkeypatch):
     jobs = [_job(config, s) for s in slos]
