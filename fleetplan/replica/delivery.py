@@ -18,13 +18,14 @@ among the requests whose first token came at the same instant (in request order,
 admission order of a FCFS engine). Its last token, at ``E_i``, is one of that step's ``m_i``
 decoding outputs, listed at a place that depends on which earlier-admitted requests still run;
 it is taken at their mean place, ``c_deliver x (m_i + 1) / 2`` (a named simplification). So TTFT
-and E2E grow by the lags of the first and last token, TPOT by the difference of the two over
-the request's tokens (it shrinks a little: a request moves up the list as older ones finish),
-and the gaps between tokens are the engine's (a token's place changes little from one step to
-the next).
+and E2E grow by the lags of the first and last token, TPOT changes by the difference of the
+two over the request's tokens (a request moves up the list as older ones finish, down as it
+shares steps with more decoders), and the gaps between tokens are the engine's (a token's place
+changes little from one step to the next).
 The engine itself does not wait for the host (vLLM sends outputs from a separate thread), so
-step times, admissions and throughput are unchanged; the lag is added to the engine's
-per-request times by every consumer that reports client-side latencies: burst replays
+step times and admissions are unchanged (a burst's duration grows by its last reply's lag);
+the lag is added to the engine's per-request times by every consumer that reports client-side
+latencies: burst replays
 (:mod:`fleetplan.replica.protocol`), steady state (:mod:`fleetplan.replica.steady`) and the
 fleet simulator (:mod:`fleetplan.fleet.sim`, per replica).
 
