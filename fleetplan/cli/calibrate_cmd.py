@@ -19,6 +19,7 @@ from fleetplan.cli._options import (
     use_cli_context,
 )
 from fleetplan.replica.calibration import DEFAULT_MAX_NFEV
+from fleetplan.replica.priors import C_DELIVER_S
 
 
 def calibrate(
@@ -34,6 +35,12 @@ def calibrate(
     max_nfev: int = typer.Option(
         DEFAULT_MAX_NFEV, "--max-nfev", min=5, max=1000, help="Simulations per configuration fit."
     ),
+    host_time_us: float | None = typer.Option(
+        None, "--host-time-us", min=0.0, max=10_000.0,
+        help="Host time per streamed output (API server and client on the server's host), us, "
+        "for every configuration fitted: a first token waits for the outputs listed before it "
+        f"in its step. Default {C_DELIVER_S * 1e6:g}, chosen over the bundled study's servers "
+        "(docs/replica-model.md); compare the summed loss of a few values on your own runs."),
     fmt: TableOrJson = typer.Option(TableOrJson.table, "--format", help="table or json."),
     catalog: list[Path] | None = typer.Option(None, "--catalog", help=CATALOG_HELP),
     model_config: list[Path] | None = typer.Option(None, "--model-config",
@@ -60,6 +67,7 @@ def calibrate(
 
     use_cli_context(catalog=catalog, model_config=model_config, store=store)
     note_user_files(store=store is None)
+    c_deliver = None if host_time_us is None else host_time_us * 1e-6
     st, refused = load_profiles(store).split_known()  # unknown model/GPU: refused alone
     for line in refused:
         print(f"fleetplan: error: {line}", file=sys.stderr)
@@ -68,7 +76,7 @@ def calibrate(
     with progress_reporter(quiet, progress) as reporter:
         try:
             cals = [calibrate_store(st, model=model, config=config, jobs=jobs,
-                                    max_nfev=max_nfev, progress=reporter)]
+                                    max_nfev=max_nfev, progress=reporter, c_deliver=c_deliver)]
         except FleetplanError:
             if config is not None:
                 raise  # the one configuration asked for: its error is the answer
@@ -78,7 +86,8 @@ def calibrate(
                                if model is None or r["model"] == normalize_model(model)}):
                 try:
                     cals.append(calibrate_store(st, model=key[0], config=key[1], jobs=jobs,
-                                                max_nfev=max_nfev, progress=reporter))
+                                                max_nfev=max_nfev, progress=reporter,
+                                                c_deliver=c_deliver))
                 except FleetplanError as exc:
                     line = (f"{st.path or 'store'}: {key[0]} on {key[1]}: {exc}; this "
                             "configuration is refused, the others are fitted")
@@ -110,6 +119,7 @@ def calibrate(
                 "c_seq_us": p.c_seq * 1e6,
                 "c_kv_tok_ns": p.c_kv_tok * 1e9,
                 "overhead_ms": p.overhead_s * 1e3,
+                "host_time_us": p.c_deliver * 1e6,
                 "kv_capacity_tokens": p.kv_capacity_tokens,
             }
         )

@@ -91,8 +91,11 @@ def _errors(pred: dict[str, float], run: MeasuredRun) -> dict[str, float]:
 
 def fit_config(runs: Sequence[MeasuredRun], *, lengths: LengthModel | None = None,
                seeds: Sequence[int] = FIT_SEEDS, max_nfev: int = DEFAULT_MAX_NFEV,
-               prior: ReplicaParams | None = None) -> FitResult:
-    """Fit one configuration to its runs (flagged runs are skipped, and reported)."""
+               prior: ReplicaParams | None = None,
+               c_deliver: float | None = None) -> FitResult:
+    """Fit one configuration to its runs (flagged runs are skipped, and reported).
+    ``c_deliver``: the host time per streamed output the runs' host had
+    (:mod:`fleetplan.replica.delivery`; default the prior's, kept fixed by the fit)."""
     if not runs:
         raise ModelError("no runs to calibrate from")
     model, config = runs[0].model, runs[0].config
@@ -104,6 +107,8 @@ def fit_config(runs: Sequence[MeasuredRun], *, lengths: LengthModel | None = Non
     versions = {r.engine_version for r in runs}
     version = versions.pop() if len(versions) == 1 else None
     prior = prior or prior_params(spec, hw, engine_version=version)
+    if c_deliver is not None:
+        prior = prior.with_(c_deliver=float(c_deliver))
     good = [r for r in runs if not r.flagged]
     names = ["c_step", "c_prefill_tok", "c_seq", "overhead_s", "c_kv_tok"]
     if prior.kv_capacity_tokens < KV_FIT_BELOW:
@@ -190,9 +195,9 @@ def fit_config(runs: Sequence[MeasuredRun], *, lengths: LengthModel | None = Non
     return FitResult(params, prior, ratios, loss, nfev, tuple(names), tuple(report))
 
 
-def _fit_job(args: tuple[list[MeasuredRun], LengthModel | None, int]) -> FitResult:
-    runs, lengths, max_nfev = args
-    return fit_config(runs, lengths=lengths, max_nfev=max_nfev)
+def _fit_job(args: tuple[list[MeasuredRun], LengthModel | None, int, float | None]) -> FitResult:
+    runs, lengths, max_nfev, c_deliver = args
+    return fit_config(runs, lengths=lengths, max_nfev=max_nfev, c_deliver=c_deliver)
 
 
 def group_runs(runs: Sequence[MeasuredRun]) -> dict[tuple[str, str], list[MeasuredRun]]:
@@ -206,11 +211,13 @@ def group_runs(runs: Sequence[MeasuredRun]) -> dict[tuple[str, str], list[Measur
 def fit_many(groups: Sequence[list[MeasuredRun]], *, lengths: LengthModel | None = None,
              jobs: int | None = None, max_nfev: int = DEFAULT_MAX_NFEV,
              progress: Progress | None = None,
-             step_name: str = "configuration fits") -> list[FitResult]:
+             step_name: str = "configuration fits",
+             c_deliver: float | None = None) -> list[FitResult]:
     """Fit several configurations, in ``jobs`` processes (default: all cores); ``progress``
-    receives step ``step_name``, one unit per fitted group."""
+    receives step ``step_name``, one unit per fitted group; ``c_deliver`` as in
+    :func:`fit_config`, for every group."""
     jobs = jobs or os.cpu_count() or 1
-    args = [(list(g), lengths, max_nfev) for g in groups]
+    args = [(list(g), lengths, max_nfev, c_deliver) for g in groups]
     results: list[FitResult] = []
     with step(progress, step_name, len(args)) as advance:
         if jobs <= 1 or len(args) <= 1:

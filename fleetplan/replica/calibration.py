@@ -20,7 +20,7 @@ from fleetplan._io import atomic_write_text
 from fleetplan._progress import Progress
 from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.catalog.models import get_model, normalize_model
-from fleetplan.errors import UnknownNameError
+from fleetplan.errors import InputError, UnknownNameError
 from fleetplan.profiles.store import ProfileStore
 from fleetplan.replica.burst_tail import infer_burst_tails
 from fleetplan.replica.calibrate import (
@@ -143,13 +143,19 @@ def select_runs(store: ProfileStore, model: str | None = None,
 def calibrate_store(store: ProfileStore, *, model: str | None = None, config: str | None = None,
                     jobs: int | None = None, max_nfev: int = DEFAULT_MAX_NFEV,
                     lengths: LengthModel | None = None,
-                    progress: Progress | None = None) -> Calibration:
+                    progress: Progress | None = None,
+                    c_deliver: float | None = None) -> Calibration:
     """Fit every (selected) configuration of ``store`` to its unflagged runs; ``progress``
-    receives one unit per configuration (:mod:`fleetplan._progress`)."""
+    receives one unit per configuration (:mod:`fleetplan._progress`); ``c_deliver``: the host
+    time per streamed output of the store's host (default the prior's,
+    :data:`fleetplan.replica.priors.C_DELIVER_S`), fixed in every fit."""
+    if c_deliver is not None and not (math.isfinite(c_deliver) and 0 <= c_deliver <= 0.01):
+        raise InputError(f"c_deliver(={c_deliver!r}) must be between 0 and 0.01 s")
     runs = select_runs(store, model, config)
     lm = lengths or protocol_length_model()
     groups = list(group_runs(runs).values())
-    fits = fit_many(groups, lengths=lengths, jobs=jobs, max_nfev=max_nfev, progress=progress)
+    fits = fit_many(groups, lengths=lengths, jobs=jobs, max_nfev=max_nfev, progress=progress,
+                    c_deliver=c_deliver)
     return Calibration(fits, runs, lm, store_digest(store), max_nfev)
 
 

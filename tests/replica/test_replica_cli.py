@@ -114,3 +114,30 @@ def test_the_burst_table_names_the_prompts_and_seeds_it_replayed(cli, extra, pro
     text = " ".join(res.stdout.split())  # the table wraps its caption
     assert f"{prompts} prompts at 4 req/s" in text
     assert f"over {seeds} length seeds" in text and "None" not in text
+
+
+def test_calibrate_takes_the_hosts_time_per_streamed_output(cli, tmp_path: Path) -> None:
+    from fleetplan.replica.priors import C_DELIVER_S
+
+    def fitted(*extra: str) -> dict:
+        out = tmp_path / "cal.json"
+        res = cli("calibrate", "--model", "DeepSeek-R1-Distill-Qwen-1.5B", "--config",
+                  "1xH100-PCIe", "--out", str(out), "--max-nfev", "6", "--jobs", "1",
+                  "--format", "json", *extra)
+        assert res.exit_code == 0, res.stderr
+        (entry,) = json.loads(out.read_text())["configs"]
+        out.unlink()
+        return entry
+
+    assert fitted()["params"]["c_deliver"] == C_DELIVER_S  # the default: the shared prior
+    own = fitted("--host-time-us", "250")
+    assert own["params"]["c_deliver"] == pytest.approx(250e-6)
+    assert fitted("--host-time-us", "0")["params"]["c_deliver"] == 0.0
+
+
+@pytest.mark.parametrize("value", ["-1", "20000", "nan", "fast"])
+def test_a_bad_host_time_is_one_line_and_writes_nothing(cli, tmp_path: Path, value) -> None:
+    out = tmp_path / "cal.json"
+    res = cli("calibrate", "--config", "1xH100-PCIe", "--out", str(out), "--host-time-us", value)
+    assert res.exit_code == 2 and not out.exists()
+    assert "Traceback" not in res.stderr and "host" in res.stderr.lower() + res.stdout.lower()
