@@ -85,9 +85,9 @@ def delivery_lags(first_s: np.ndarray, finish_s: np.ndarray, c_deliver: float,
         done = np.isfinite(e)
         ed = e[done]
         m = np.searchsorted(fs, ed, side="left") - np.searchsorted(es, ed, side="left")
-        ll = np.zeros(fs.size)
-        ll[done] = c_deliver * (m + 1) / 2.0
-        # one output token: the first token is the last
-        ll = np.where(e <= f, lf, np.maximum(ll, f + lf - np.where(done, e, 0.0)))
-        lag_first[ids], lag_last[ids] = lf, np.where(done, ll, 0.0)
+        ll = np.zeros(fs.size)  # no last token yet: no lag
+        ll[done] = np.maximum(c_deliver * (m + 1) / 2.0, f[done] + lf[done] - ed)  # in order
+        one = e <= f  # one output token: its first token is its last
+        ll[one] = lf[one]
+        lag_first[ids], lag_last[ids] = lf, ll
     return lag_first, lag_last
