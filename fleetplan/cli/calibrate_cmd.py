@@ -19,6 +19,7 @@ from fleetplan.cli._options import (
     use_cli_context,
 )
 from fleetplan.replica.calibration import DEFAULT_MAX_NFEV
+from fleetplan.replica.params import C_DELIVER_MAX_S
 from fleetplan.replica.priors import C_DELIVER_S
 
 
@@ -36,7 +37,7 @@ def calibrate(
         DEFAULT_MAX_NFEV, "--max-nfev", min=5, max=1000, help="Simulations per configuration fit."
     ),
     host_time_us: float | None = typer.Option(
-        None, "--host-time-us", min=0.0, max=10_000.0,
+        None, "--host-time-us", min=0.0, max=C_DELIVER_MAX_S * 1e6,
         help="Host time per streamed output (API server and client on the server's host), us, "
         "for every configuration fitted: a first token waits for the outputs listed before it "
         f"in its step. Default {C_DELIVER_S * 1e6:g}, chosen over the bundled study's servers "

@@ -39,7 +39,7 @@ from fleetplan.replica.calibration_file import (
     FlaggedRun,
     load_calibration_file,
 )
-from fleetplan.replica.params import geomean_rows
+from fleetplan.replica.params import C_DELIVER_MAX_S, geomean_rows
 from fleetplan.replica.runs import FLAG_RATIO, VLLM_BENCHMARK_SEED, MeasuredRun, runs_from_frame
 from fleetplan.workload.lengths import LengthModel, protocol_length_model
 
@@ -149,8 +149,9 @@ def calibrate_store(store: ProfileStore, *, model: str | None = None, config: st
     receives one unit per configuration (:mod:`fleetplan._progress`); ``c_deliver``: the host
     time per streamed output of the store's host (default the prior's,
     :data:`fleetplan.replica.priors.C_DELIVER_S`), fixed in every fit."""
-    if c_deliver is not None and not (math.isfinite(c_deliver) and 0 <= c_deliver <= 0.01):
-        raise InputError(f"c_deliver(={c_deliver!r}) must be between 0 and 0.01 s")
+    if c_deliver is not None and not (math.isfinite(c_deliver)
+                                      and 0 <= c_deliver <= C_DELIVER_MAX_S):
+        raise InputError(f"c_deliver(={c_deliver!r}) must be between 0 and {C_DELIVER_MAX_S:g} s")
     runs = select_runs(store, model, config)
     lm = lengths or protocol_length_model()
     groups = list(group_runs(runs).values())

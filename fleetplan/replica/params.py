@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 DEFAULT_CALIBRATION_NAME = "calibration.json"
 STEP_COEFFS = ("c_step", "c_prefill_tok", "c_seq", "c_kv_tok", "overhead_s")
+C_DELIVER_MAX_S = 0.01  # the largest host time per streamed output a parameter set may state
 
 
 class ReplicaParams(BaseModel):
@@ -53,7 +54,7 @@ class ReplicaParams(BaseModel):
     block_size: int = Field(ge=1, le=1024, description="KV-cache block, tokens")
     overhead_s: float = Field(ge=0, le=10.0, description="per-request overhead outside steps")
     c_deliver: float = Field(
-        default=0.0, ge=0, le=0.01,
+        default=0.0, ge=0, le=C_DELIVER_MAX_S,
         description="host time per streamed output: a first token waits for the outputs listed "
                     "before it in its step (fleetplan.replica.delivery), s; 0 in calibration "
                     "files written before it existed")
