@@ -159,7 +159,9 @@ def replica_params(model: str, config: str, *,
     ``data/calibration.json``) holds this pair; otherwise first-principles priors scaled by the
     efficiency factors learned from calibrated configurations of the same GPU type, with
     ``calibrated=False``. Unknown names raise :class:`UnknownNameError` (with did-you-mean);
-    a model that does not fit the configuration's memory raises :class:`ModelError`.
+    a model that does not fit the configuration's memory, or whose heads vLLM cannot split over
+    its tensor-parallel group (:func:`~fleetplan.replica.priors.check_tensor_parallel`), raises
+    :class:`ModelError`.
     ``engine_version``: a spec-based prior uses that vLLM version's engine defaults
     (:mod:`fleetplan.replica.engine_defaults`; calibrated figures are unchanged).
     ``efficiency``: how an uncalibrated pair's step costs are learned: ``"ratios"``

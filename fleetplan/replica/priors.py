@@ -3,7 +3,8 @@
 Main entries: :func:`ideal_coefficients` (the step-time coefficients of a perfectly efficient
 engine: weights streamed once per step at full memory bandwidth, two FLOPs per parameter per
 token at full tensor throughput, KV read at full bandwidth, tensor-parallel all-reduces at the
-link's bandwidth and latency), :func:`kv_capacity_tokens` (vLLM's memory arithmetic) and
+link's bandwidth and latency), :func:`kv_capacity_tokens` (vLLM's memory arithmetic, after
+:func:`check_tensor_parallel`: whether vLLM can split the model's heads over the group) and
 :func:`prior_params` (ideal figures x efficiency ratios; the ratios are learned by calibration
 per GPU type, or the named defaults of :data:`DEFAULT_RATIOS` when no configuration of that GPU
 type is calibrated) and :func:`fit_transfer_efficiency` / :func:`transfer_prior` (per-GPU-type
@@ -109,13 +110,33 @@ def kv_bytes_per_token_per_gpu(spec: ModelSpec, tp: int) -> float:
     return 2.0 * spec.layers * heads * spec.head_dim * KV_DTYPE_BYTES
 
 
+def check_tensor_parallel(spec: ModelSpec, hw: HardwareConfig) -> None:
+    """:class:`ModelError` for a tensor-parallel degree vLLM cannot split the model over: its
+    attention heads must divide evenly (``ModelConfig.verify_with_parallel_config``), and its
+    KV heads must divide evenly over the group or, when fewer than the group, divide the group
+    (each replicated ``tp / kv_heads`` times: ``QKVParallelLinear``'s ``divide``). The server
+    refuses to start otherwise, so such a configuration is never a candidate."""
+    tp = int(hw.tp_size or hw.gpu_count)
+    if spec.attention_heads % tp:
+        raise ModelError(
+            f"{spec.model} cannot run on {hw.name}: vLLM needs its {spec.attention_heads} "
+            f"attention heads divisible by the tensor-parallel size {tp}")
+    kv = spec.kv_heads
+    if (kv % tp) if kv >= tp else (tp % kv):
+        raise ModelError(
+            f"{spec.model} cannot run on {hw.name}: vLLM splits its {kv} KV heads over the "
+            f"tensor-parallel size {tp} only when one divides the other")
+
+
 def kv_capacity_tokens(spec: ModelSpec, hw: HardwareConfig, *,
                        gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
                        max_num_batched_tokens: int = MAX_NUM_BATCHED_TOKENS,
                        max_num_seqs: int = MAX_NUM_SEQS) -> int:
     """KV-cache tokens vLLM allocates: (VRAM x utilization - weights - activations - non-torch
     memory) / KV bytes per token, per GPU, in whole blocks. Raises :class:`ModelError` when the
-    model does not fit."""
+    model does not fit, or when vLLM cannot split it over the tensor-parallel group
+    (:func:`check_tensor_parallel`)."""
+    check_tensor_parallel(spec, hw)
     tp = int(hw.tp_size or hw.gpu_count)
     gpu = hw.spec
     budget = gpu.vram_gb * GIB * gpu_memory_utilization

@@ -77,6 +77,15 @@ def test_a_gpu_count_out_of_range_is_one_line(cli, config):
         f"{int(config.split('x')[0])} must be within 1..64"]
 
 
+def test_a_tensor_parallel_split_vllm_refuses_is_one_line(cli):
+    # 28 attention heads cannot be split over 3 GPUs: vLLM would not start this server
+    r = cli("predict", "-m", "DeepSeek-R1-Distill-Qwen-7B", "-c", "3xRTX-4090", "-r", "4")
+    assert r.exit_code == 2 and not r.stdout
+    assert r.stderr.strip().splitlines() == [
+        "fleetplan: error: DeepSeek-R1-Distill-Qwen-7B cannot run on 3xRTX-4090: vLLM needs "
+        "its 28 attention heads divisible by the tensor-parallel size 3"]
+
+
 @pytest.mark.parametrize("extra,message", [
     (["--steady", "--warm-prefix-cache"], "--warm-prefix-cache applies to a burst replay, not "
      "to --steady (use --prefix-cache-hit 1)"),

@@ -15,7 +15,7 @@ def test_measured_pair_is_calibrated_and_unmeasured_pair_is_not() -> None:
     assert p.calibrated and "calibrated" in p.source
     q = replica_params("DeepSeek-R1-Distill-Qwen-14B", "2xH100-PCIe")
     assert not q.calibrated and "2xH100-PCIe configuration" in q.source
-    t = replica_params("DeepSeek-R1-Distill-Qwen-14B", "3xRTX-4090")
+    t = replica_params("DeepSeek-R1-Distill-Qwen-1.5B", "6xRTX-4090")  # 12 heads, 2 KV heads
     assert not t.calibrated and "RTX-4090 configuration(s) of other GPU counts" in t.source
     r = replica_params("DeepSeek-R1-Distill-Qwen-14B", "1xH100-SXM")
     assert not r.calibrated and "pooled" in r.source and "without flagged runs" in r.source
@@ -33,9 +33,9 @@ def test_an_unmeasured_pair_takes_its_gpu_types_better_spec_path(tmp_path, monke
     paths = json.loads((data_dir() / "spec_errors.json").read_text())["paths"]
     assert [spec_path(g) for g in ("RTX-4090", "H100-PCIe", "L4")] == \
         [paths["RTX-4090"], paths["H100-PCIe"], "ratios"]
-    auto = replica_params("DeepSeek-R1-Distill-Qwen-14B", "3xRTX-4090")
-    ratios = replica_params("DeepSeek-R1-Distill-Qwen-14B", "3xRTX-4090", efficiency="ratios")
-    forced = replica_params("DeepSeek-R1-Distill-Qwen-14B", "3xRTX-4090", efficiency="transfer")
+    auto = replica_params("DeepSeek-R1-Distill-Llama-8B", "4xRTX-4090")
+    ratios = replica_params("DeepSeek-R1-Distill-Llama-8B", "4xRTX-4090", efficiency="ratios")
+    forced = replica_params("DeepSeek-R1-Distill-Llama-8B", "4xRTX-4090", efficiency="transfer")
     assert "transfer efficiencies of RTX-4090" in forced.source
     assert "efficiency ratios" in ratios.source and "transfer" not in ratios.source
     assert (auto.c_step, auto.c_prefill_tok) == (
@@ -49,10 +49,10 @@ def test_an_unmeasured_pair_takes_its_gpu_types_better_spec_path(tmp_path, monke
     table["paths"] = {g: "ratios" for g in table["paths"]}
     (folder / "spec_errors.json").write_text(json.dumps(table))
     monkeypatch.setenv("FLEETPLAN_DATA_DIR", str(folder))
-    again = replica_params("DeepSeek-R1-Distill-Qwen-14B", "3xRTX-4090")
+    again = replica_params("DeepSeek-R1-Distill-Llama-8B", "4xRTX-4090")
     assert again.c_step == ratios.c_step and "transfer" not in again.source
     with pytest.raises(Exception, match="efficiency 'best'"):
-        replica_params("DeepSeek-R1-Distill-Qwen-14B", "3xRTX-4090", efficiency="best")
+        replica_params("DeepSeek-R1-Distill-Llama-8B", "4xRTX-4090", efficiency="best")
 
 
 def test_unknown_names_say_what_is_valid() -> None:
@@ -65,6 +65,20 @@ def test_unknown_names_say_what_is_valid() -> None:
 def test_a_model_that_does_not_fit_is_refused() -> None:
     with pytest.raises(ModelError, match="does not fit"):
         replica_params("DeepSeek-R1-Distill-Llama-70B", "1xRTX-4090")
+
+
+def test_a_tensor_parallel_split_vllm_refuses_is_refused() -> None:
+    # vLLM 0.8.5 refuses to start these servers: 40 attention heads over 3 GPUs; 8 KV heads
+    # over 5 (neither divides the other); 12 heads of the 1.5B model over 8
+    for model, config, what in (("DeepSeek-R1-Distill-Qwen-14B", "3xRTX-4090", "40 attention"),
+                                ("DeepSeek-R1-Distill-Qwen-14B", "5xH100-PCIe", "8 KV heads"),
+                                ("DeepSeek-R1-Distill-Qwen-1.5B", "8xRTX-4090", "12 attention")):
+        with pytest.raises(ModelError, match=f"cannot run on {config}: vLLM .*{what}"):
+            replica_params(model, config)
+    # KV heads fewer than the group are replicated when they divide it: 2 KV heads over 4 GPUs
+    spec = get_model("DeepSeek-R1-Distill-Qwen-1.5B")
+    assert (spec.attention_heads, spec.kv_heads) == (12, 2)
+    assert not replica_params("DeepSeek-R1-Distill-Qwen-1.5B", "4xRTX-4090").calibrated
 
 
 def test_70b_fp16_on_two_h100_leaves_almost_no_kv_cache() -> None:
