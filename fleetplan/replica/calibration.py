@@ -39,6 +39,7 @@ from fleetplan.replica.calibration_file import (
     FlaggedRun,
     load_calibration_file,
 )
+from fleetplan.replica.host_time import HostTimeChoice, choose_host_time
 from fleetplan.replica.params import C_DELIVER_MAX_S, geomean_rows
 from fleetplan.replica.runs import FLAG_RATIO, VLLM_BENCHMARK_SEED, MeasuredRun, runs_from_frame
 from fleetplan.workload.lengths import LengthModel, protocol_length_model
@@ -62,6 +63,8 @@ class Calibration:
     store_sha256: str
     max_nfev: int
     entries: list[CalibrationEntry] = field(default_factory=list)
+    #: how the host time was chosen, when it was (``calibrate_store(host_time_grid=...)``)
+    host_time: HostTimeChoice | None = None
 
     def to_file(self) -> CalibrationFile:
         """The file's record (``entries`` when set, else this calibration's fits)."""
@@ -144,17 +147,27 @@ def calibrate_store(store: ProfileStore, *, model: str | None = None, config: st
                     jobs: int | None = None, max_nfev: int = DEFAULT_MAX_NFEV,
                     lengths: LengthModel | None = None,
                     progress: Progress | None = None,
-                    c_deliver: float | None = None) -> Calibration:
+                    c_deliver: float | None = None,
+                    host_time_grid: Sequence[float] | None = None) -> Calibration:
     """Fit every (selected) configuration of ``store`` to its unflagged runs; ``progress``
     receives one unit per configuration (:mod:`fleetplan._progress`); ``c_deliver``: the host
     time per streamed output of the store's host (default the prior's,
-    :data:`fleetplan.replica.priors.C_DELIVER_S`), fixed in every fit."""
+    :data:`fleetplan.replica.priors.C_DELIVER_S`), fixed in every fit. ``host_time_grid``
+    (instead of ``c_deliver``): choose it from the runs, the grid value of lowest summed loss
+    (:func:`fleetplan.replica.host_time.choose_host_time`; the result's ``host_time``)."""
     if c_deliver is not None and not (math.isfinite(c_deliver)
                                       and 0 <= c_deliver <= C_DELIVER_MAX_S):
         raise InputError(f"c_deliver(={c_deliver!r}) must be between 0 and {C_DELIVER_MAX_S:g} s")
+    if c_deliver is not None and host_time_grid is not None:
+        raise InputError("give a host time (c_deliver) or a grid to choose it from, not both")
     runs = select_runs(store, model, config)
     lm = lengths or protocol_length_model()
     groups = list(group_runs(runs).values())
+    if host_time_grid is not None:
+        choice = choose_host_time(groups, grid=host_time_grid, lengths=lengths, jobs=jobs,
+                                  max_nfev=max_nfev, progress=progress)
+        return Calibration(list(choice.fits), runs, lm, store_digest(store), max_nfev,
+                           host_time=choice)
     fits = fit_many(groups, lengths=lengths, jobs=jobs, max_nfev=max_nfev, progress=progress,
                     c_deliver=c_deliver)
     return Calibration(fits, runs, lm, store_digest(store), max_nfev)
