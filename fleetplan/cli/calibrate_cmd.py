@@ -19,8 +19,11 @@ from fleetplan.cli._options import (
     use_cli_context,
 )
 from fleetplan.replica.calibration import DEFAULT_MAX_NFEV
+from fleetplan.replica.host_time import HOST_TIME_GRID_S
 from fleetplan.replica.params import C_DELIVER_MAX_S
 from fleetplan.replica.priors import C_DELIVER_S
+
+_GRID_US = ", ".join(f"{v * 1e6:g}" for v in HOST_TIME_GRID_S)
 
 
 def calibrate(
@@ -41,7 +44,13 @@ def calibrate(
         help="Host time per streamed output (API server and client on the server's host), us, "
         "for every configuration fitted: a first token waits for the outputs listed before it "
         f"in its step. Default {C_DELIVER_S * 1e6:g}, chosen over the bundled study's servers "
-        "(docs/replica-model.md); compare the summed loss of a few values on your own runs."),
+        "(docs/replica-model.md); or let --fit-host-time choose it from your runs."),
+    fit_host_time: bool = typer.Option(
+        False, "--fit-host-time",
+        help="Choose the host time from the runs: every configuration is fitted at "
+        f"{_GRID_US} us and the value of lowest "
+        "summed loss is kept (its fits are the result; six calibrations' time). One host "
+        "time for the whole store: calibrate runs from different hosts separately."),
     fmt: TableOrJson = typer.Option(TableOrJson.table, "--format", help="table or json."),
     catalog: list[Path] | None = typer.Option(None, "--catalog", help=CATALOG_HELP),
     model_config: list[Path] | None = typer.Option(None, "--model-config",
@@ -66,6 +75,11 @@ def calibrate(
     from fleetplan.replica.calibration import calibrate_store, write_calibration
     from fleetplan.replica.params import default_calibration_path, user_calibration_path
 
+    if fit_host_time and host_time_us is not None:
+        print("fleetplan: error: --host-time-us and --fit-host-time: give a host time or let "
+              "the runs choose it, not both", file=sys.stderr)
+        raise typer.Exit(2)
+    grid = HOST_TIME_GRID_S if fit_host_time else None
     use_cli_context(catalog=catalog, model_config=model_config, store=store)
     note_user_files(store=store is None)
     c_deliver = None if host_time_us is None else host_time_us * 1e-6
@@ -77,7 +91,8 @@ def calibrate(
     with progress_reporter(quiet, progress) as reporter:
         try:
             cals = [calibrate_store(st, model=model, config=config, jobs=jobs,
-                                    max_nfev=max_nfev, progress=reporter, c_deliver=c_deliver)]
+                                    max_nfev=max_nfev, progress=reporter, c_deliver=c_deliver,
+                                    host_time_grid=grid)]
         except FleetplanError:
             if config is not None:
                 raise  # the one configuration asked for: its error is the answer
@@ -88,7 +103,7 @@ def calibrate(
                 try:
                     cals.append(calibrate_store(st, model=key[0], config=key[1], jobs=jobs,
                                                 max_nfev=max_nfev, progress=reporter,
-                                                c_deliver=c_deliver))
+                                                c_deliver=c_deliver, host_time_grid=grid))
                 except FleetplanError as exc:
                     line = (f"{st.path or 'store'}: {key[0]} on {key[1]}: {exc}; this "
                             "configuration is refused, the others are fitted")
@@ -148,9 +163,15 @@ def calibrate(
         for r in cal.runs
         for metric, why in r.excluded
     ]
+    chosen = [cal.host_time for cal in cals if cal.host_time is not None]
     if fmt is TableOrJson.json:
-        emit_json({"out": str(target), "configs": rows, "flagged": flagged,
-                   "excluded": excluded})
+        doc: dict[str, object] = {"out": str(target), "configs": rows, "flagged": flagged,
+                                  "excluded": excluded}
+        if chosen:  # one per calibration: several when the fallback fitted one at a time
+            doc["host_time_search"] = [
+                {"host_time_us": c.host_time_s * 1e6, "configs": c.configs,
+                 "points": [p.to_dict() for p in c.points]} for c in chosen]
+        emit_json(doc)
         if refused:
             raise typer.Exit(2)
         return
@@ -158,7 +179,8 @@ def calibrate(
         pd.DataFrame(rows),
         title=f"Calibration -> {target}",
         caption="\n".join(
-            [f"flagged: {f['model']} {f['config']} {f['request_rate']:g} req/s: "
+            [c.summary() for c in chosen]
+            + [f"flagged: {f['model']} {f['config']} {f['request_rate']:g} req/s: "
              f"{f['flag_reason']}" for f in flagged]
             + [f"left out: {e['model']} {e['config']} {e['request_rate']:g} req/s "
                f"{e['metric']}: {e['reason']}" for e in excluded]

@@ -150,3 +150,31 @@ def test_a_bad_host_time_is_one_line_and_writes_nothing(cli, tmp_path: Path, val
     res = cli("calibrate", "--config", "1xH100-PCIe", "--out", str(out), "--host-time-us", value)
     assert res.exit_code == 2 and not out.exists()
     assert "Traceback" not in res.stderr and "host" in res.stderr.lower() + res.stdout.lower()
+
+
+def test_calibrate_can_choose_the_host_time_from_the_runs(cli, tmp_path: Path) -> None:
+    from fleetplan.replica.host_time import HOST_TIME_GRID_S
+
+    out = tmp_path / "cal.json"
+    res = cli("calibrate", "--model", "DeepSeek-R1-Distill-Qwen-1.5B", "--config", "1xH100-PCIe",
+              "--out", str(out), "--max-nfev", "5", "--jobs", "1", "--format", "json",
+              "--fit-host-time")
+    assert res.exit_code == 0, res.stderr
+    (search,) = json.loads(res.stdout)["host_time_search"]
+    losses = {p["host_time_us"]: p["summed_loss"] for p in search["points"]}
+    assert sorted(losses) == pytest.approx([v * 1e6 for v in HOST_TIME_GRID_S])
+    # the value kept is the lowest summed loss, and it is the one the file's entry carries
+    assert losses[search["host_time_us"]] == min(losses.values()) and search["configs"] == 1
+    (entry,) = json.loads(out.read_text())["configs"]
+    assert entry["params"]["c_deliver"] == pytest.approx(search["host_time_us"] * 1e-6)
+    assert entry["loss"] == pytest.approx(losses[search["host_time_us"]])
+
+
+def test_a_host_time_and_its_search_together_are_refused(cli, tmp_path: Path) -> None:
+    out = tmp_path / "cal.json"
+    res = cli("calibrate", "--config", "1xH100-PCIe", "--out", str(out), "--host-time-us", "60",
+              "--fit-host-time")
+    assert res.exit_code == 2 and not out.exists()
+    assert res.stderr.strip().splitlines() == [
+        "fleetplan: error: --host-time-us and --fit-host-time: give a host time or let the runs "
+        "choose it, not both"]
