@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from fleetplan._progress import Progress
 from fleetplan.errors import InputError
@@ -103,4 +103,8 @@ def choose_host_time(groups: Sequence[list[MeasuredRun]], *,
     points = tuple(HostTimePoint(v, math.fsum(fits[i].loss for i in usable))
                    for v, fits in zip(values, by_value, strict=True))
     best = min(range(len(values)), key=lambda k: (points[k].summed_loss, values[k]))
-    return HostTimeChoice(values[best], points, len(usable), tuple(by_value[best]))
+    why = (f"; host time {values[best] * 1e6:g} us chosen by the lowest summed loss over "
+           f"{len(usable)} configuration(s) (fleetplan calibrate --fit-host-time)")
+    fits = tuple(replace(f, params=f.params.with_(source=f.params.source + why))
+                 for f in by_value[best])
+    return HostTimeChoice(values[best], points, len(usable), fits)

@@ -40,6 +40,8 @@ def test_the_host_time_the_runs_were_made_with_is_the_one_chosen(host_time_s) ->
     assert [p.summed_loss for p in choice.points if p.host_time_s == host_time_s] == [best]
     # the calibration is the fits at the chosen value: each carries it
     assert [f.params.c_deliver for f in choice.fits] == [host_time_s] * 2
+    assert all(f"host time {host_time_s * 1e6:g} us chosen" in f.params.source
+               for f in choice.fits)  # the file's entries say where the figure came from
     assert "2 configuration(s)" in choice.summary() and "cannot separate" not in choice.summary()
 
 

@@ -1,0 +1,75 @@
+"""An experiment, not adopted: a host delay on the way in (docs/replica-model.md).
+
+Usage: python scripts/try_admission_delay.py GPU_TYPE HOST_US [--jobs N]
+  e.g. python scripts/try_admission_delay.py RTX-4090 200
+
+Leave-one-rate-out over the bundled store's configurations of one GPU type (refitted in every
+fold, the burst tails relearned without the held-out runs, as ``fleetplan validate --cv``),
+with every request of every replay reaching the client ``d = HOST_US x n x u`` later, where
+``n`` is the requests in the engine when it was sent and ``u`` in [0, 1) is spread by the
+golden ratio over the request index (deterministic). ``d`` shifts the first and the last
+token alike: TTFT and E2E grow, TPOT does not, the engine's schedule is unchanged (a named
+simplification: the request would join a later step). HOST_US 0 reproduces the committed
+figures of docs/validation.md. Prints the median |error| % (throughput / TTFT p50 / p90 / p99 /
+TPOT p50) and the per-run errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+import fleetplan.replica.protocol as protocol
+from fleetplan.profiles.store import load_profiles
+from fleetplan.replica.records import Request
+from fleetplan.validate.core import load_runs
+from fleetplan.validate.cv import leave_one_rate_out
+
+METRICS = ("request_throughput", "ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms", "tpot_p50_ms")
+GOLDEN = 0.6180339887498949
+
+
+def delayed_run_metrics(host_s: float):  # type: ignore[no-untyped-def]
+    """``protocol.run_metrics`` with every request's tokens ``d`` later (module docstring)."""
+    original = protocol.run_metrics
+
+    def run_metrics(reqs: list[Request], engine, end_min_s: float):  # type: ignore[no-untyped-def]
+        if host_s > 0:
+            sent = np.array([r.arrival_s for r in reqs])
+            done = np.array([r.finish_s for r in reqs])
+            n = (np.searchsorted(np.sort(sent), sent, side="left")
+                 - np.searchsorted(np.sort(done), sent, side="right"))
+            u = ((np.arange(len(reqs)) + 1) * GOLDEN) % 1.0
+            for r, d in zip(reqs, host_s * np.maximum(n, 0) * u, strict=True):
+                r.first_token_s += float(d)
+                r.finish_s += float(d)
+        return original(reqs, engine, end_min_s)
+
+    return run_metrics
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("gpu")
+    ap.add_argument("host_us", type=float)
+    ap.add_argument("--jobs", type=int, default=2)
+    args = ap.parse_args()
+    protocol.run_metrics = delayed_run_metrics(args.host_us * 1e-6)  # replay reads it late
+    runs = load_runs(load_profiles())
+    t0 = time.perf_counter()
+    res = leave_one_rate_out([r for r in runs if r.gpu == args.gpu], jobs=args.jobs,
+                             tail_pool=runs)
+    print(f"{args.gpu}, host delay {args.host_us:g} us per request in the engine "
+          f"({time.perf_counter() - t0:.0f} s)")
+    print("median |error| %: " + " / ".join(
+        f"{res.summary[m].median_abs_error_pct:.1f}" for m in METRICS))
+    for r in res.runs:
+        print(f"  {r.model} {r.config} {r.request_rate:g}: " + " ".join(
+            f"{r.metrics[m].error_pct:+.0f}" for m in METRICS))
+
+
+if __name__ == "__main__":
+    main()
