@@ -1,0 +1,86 @@
+"""How a calibrated pair reproduces its own measured runs: what a calibrated prediction carries.
+
+A spec-path (uncalibrated) prediction carries error bands from held-out runs
+(:mod:`fleetplan.validate.bands`). A calibrated one has its own runs to answer for: the
+calibration file keeps, per configuration, every run's in-sample error and the runs it flagged
+and did not fit (:class:`~fleetplan.replica.calibration_file.FitRunReport`). Where the step model
+cannot describe a server (the tensor-parallel RTX 4090 delivery delays of
+docs/replica-model.md: in-sample TTFT p99 -83 % at 16 req/s, its 1 and 4 req/s runs flagged), a
+prediction that said only "calibrated: true" would claim more than the data do.
+
+Main entry: :func:`own_runs` (the record of one calibration entry; ``None`` for no entry),
+``to_dict`` (the ``own_runs`` field of ``fleetplan predict --format json``) and ``caption``
+(the line under its table). The figures are in-sample: how far the fit misses runs it was fitted
+to, a floor on its error at rates it was not (docs/validation.md has the held-out ones).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from fleetplan.replica.calibration_file import CalibrationEntry
+
+#: The metrics whose worst in-sample error a calibrated prediction reports.
+OWN_RUN_METRICS = ("request_throughput", "ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms",
+                   "tpot_p50_ms")
+
+
+@dataclass(frozen=True)
+class WorstError:
+    """The largest in-sample |error| of one metric over the fitted runs, signed, and its rate."""
+
+    error_pct: float
+    request_rate: float
+
+
+@dataclass(frozen=True)
+class OwnRuns:
+    """A calibration entry's runs: fitted rates, flagged ones (with why), worst errors."""
+
+    fitted_rates: tuple[float, ...]
+    flagged: tuple[tuple[float, str], ...]  # (request rate, flag reason)
+    worst: dict[str, WorstError]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "fitted_rates": list(self.fitted_rates),
+            "flagged": [{"request_rate": r, "flag_reason": why} for r, why in self.flagged],
+            "worst_error_pct": {m: {"error_pct": w.error_pct, "request_rate": w.request_rate}
+                                for m, w in self.worst.items()},
+            "note": "in-sample: the fit against the runs it was fitted to (docs/validation.md "
+                    "has held-out errors)",
+        }
+
+    def caption(self) -> str:
+        """One or two lines for a table's caption."""
+        rates = ", ".join(f"{r:g}" for r in self.fitted_rates) or "none"
+        worst = ", ".join(f"{_LABEL[m]} {w.error_pct:+.0f} % ({w.request_rate:g} req/s)"
+                          for m, w in self.worst.items())
+        line = f"its own runs: fitted at {rates} req/s; worst in-sample error {worst}"
+        if self.flagged:
+            line += (f"\nflagged, not fitted: {', '.join(f'{r:g}' for r, _ in self.flagged)} "
+                     f"req/s ({self.flagged[0][1]}): its measured TTFT there is above any "
+                     "work-conserving server's, so expect TTFT above this prediction near "
+                     "those rates (docs/replica-model.md)")
+        return line
+
+
+_LABEL = {"request_throughput": "throughput", "ttft_p50_ms": "TTFT p50",
+          "ttft_p90_ms": "TTFT p90", "ttft_p99_ms": "TTFT p99", "tpot_p50_ms": "TPOT p50"}
+
+
+def own_runs(entry: CalibrationEntry | None) -> OwnRuns | None:
+    """The record of ``entry``'s runs (None without an entry or without runs)."""
+    if entry is None or not entry.runs:
+        return None
+    fitted = [r for r in entry.runs if r.used_in_fit and not r.flagged]
+    worst: dict[str, WorstError] = {}
+    for m in OWN_RUN_METRICS:
+        errs = [(r.error_pct[m], r.request_rate) for r in fitted if m in r.error_pct]
+        if errs:
+            e, rate = max(errs, key=lambda t: (abs(t[0]), -t[1]))
+            worst[m] = WorstError(float(e), float(rate))
+    flagged = tuple((float(r.request_rate), r.flag_reason or "flagged")
+                    for r in sorted(entry.runs, key=lambda r: r.request_rate) if r.flagged)
+    return OwnRuns(tuple(sorted({float(r.request_rate) for r in fitted})), flagged, worst)

@@ -1,0 +1,53 @@
+"""A calibrated prediction answers for its own runs (validate/own_runs.py)."""
+
+from __future__ import annotations
+
+import json
+
+from fleetplan.replica.calibration_file import load_calibration_file
+from fleetplan.validate.own_runs import OWN_RUN_METRICS, own_runs
+
+
+def test_the_worst_error_is_the_largest_over_the_fitted_runs_only() -> None:
+    for entry in load_calibration_file().configs:
+        rec = own_runs(entry)
+        assert rec is not None
+        fitted = [r for r in entry.runs if r.used_in_fit and not r.flagged]
+        assert rec.fitted_rates == tuple(sorted({r.request_rate for r in fitted}))
+        assert [r for r, _ in rec.flagged] == sorted(r.request_rate for r in entry.runs
+                                                     if r.flagged)
+        for m in OWN_RUN_METRICS:
+            w = rec.worst[m]
+            assert abs(w.error_pct) == max(abs(r.error_pct[m]) for r in fitted)
+            assert w.request_rate in rec.fitted_rates
+
+
+def test_the_tensor_parallel_4090_server_says_what_its_runs_show() -> None:
+    entry = load_calibration_file().entry("DeepSeek-R1-Distill-Qwen-7B", "2xRTX-4090")
+    rec = own_runs(entry)
+    assert rec is not None and [r for r, _ in rec.flagged] == [1.0, 4.0]
+    assert "TTFT does not fall as load rises" in rec.flagged[0][1]
+    # its step model misses its own 16 req/s TTFT tail: the figure says so, not "calibrated"
+    assert rec.worst["ttft_p99_ms"].request_rate == 16.0
+    assert rec.worst["ttft_p99_ms"].error_pct < -50
+    text = rec.caption()
+    assert "flagged, not fitted: 1, 4 req/s" in text and "TTFT p99 -" in text
+
+
+def test_predict_carries_its_own_runs_when_calibrated_only(cli) -> None:
+    def run(config: str) -> dict:
+        res = cli("predict", "-m", "DeepSeek-R1-Distill-Qwen-7B", "-c", config, "-r", "4",
+                  "--seeds", "1", "--format", "json")
+        assert res.exit_code == 0, res.stderr
+        return json.loads(res.stdout)
+
+    tp = run("2xRTX-4090")
+    assert tp["calibrated"] and [f["request_rate"] for f in tp["own_runs"]["flagged"]] == [1, 4]
+    assert set(tp["own_runs"]["worst_error_pct"]) == set(OWN_RUN_METRICS)
+    one = run("1xH100-PCIe")
+    assert one["calibrated"] and one["own_runs"]["flagged"] == []
+    spec = run("4xH100-PCIe")  # never measured: held-out bands instead
+    assert not spec["calibrated"] and "own_runs" not in spec and "ttft_p99_ms_band" in spec
+    table = cli("predict", "-m", "DeepSeek-R1-Distill-Qwen-7B", "-c", "2xRTX-4090", "-r", "4",
+                "--seeds", "1")
+    assert "flagged, not fitted" in " ".join(table.stdout.split())
