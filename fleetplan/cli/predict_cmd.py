@@ -26,6 +26,7 @@ from fleetplan.replica.steady import (
     check_prefix_cache_hit,
     steady_state,
 )
+from fleetplan.validate.own_runs import OwnRuns
 
 BURST_NOTE = (
     "the rate is a burst of num_prompts requests that the server then drains, not "
@@ -104,6 +105,8 @@ def predict(
     An uncalibrated pair (calibrated: false) is predicted from the model's spec and the GPU's
     datasheet; its ttft_p99_ms_band (and the other *_band fields) give the range the measured
     value fell in for 80% of held-out runs of the bundled store (docs/spec-path-validation.md).
+    A calibrated pair's own_runs (the caption's "its own runs") give the fit's worst error on
+    the runs it was fitted to and the runs it flagged and did not fit (docs/validation.md).
     """
     if not burstiness > 0:
         raise InputError(f"--burstiness {burstiness!r} must be > 0")
@@ -142,12 +145,16 @@ def predict(
     note_user_files(calibration=calibration is None)
     params = resolve_params(name, config, calibration=calibration,
                             engine_version=engine_version, efficiency=efficiency)
-    head = {
+    head: dict[str, object] = {
         "model": params.model,
         "config": params.config,
         "calibrated": params.calibrated,
         "params_source": params.source,
     }
+    own = _own_runs(params, calibration)
+    if own is not None:
+        head["own_runs"] = own.to_dict()
+    own_line = f"\n{own.caption()}" if own is not None else ""
     if steady:
         sres = steady_state(params, rate=rate, burstiness=burstiness,
                             prefix_cache_hit=prefix_cache_hit or 0.0)
@@ -173,7 +180,7 @@ def predict(
             df,
             title=f"{params.model} on {params.config}: sustained {rate:g} req/s",
             caption=f"calibrated: {str(params.calibrated).lower()} ({params.source})"
-            + (f"\nband_80pct: {bands['band_basis']}" if bands else ""),
+            + own_line + (f"\nband_80pct: {bands['band_basis']}" if bands else ""),
         )
         return
     res = replay(
@@ -201,10 +208,20 @@ def predict(
     emit_table(
         df,
         title=f"{params.model} on {params.config}: {res.num_prompts} prompts at {rate:g} req/s",
-        caption=f"calibrated: {str(params.calibrated).lower()} ({params.source})\n"
-        + (f"band_80pct: {bands['band_basis']}\n" if bands else "")
+        caption=f"calibrated: {str(params.calibrated).lower()} ({params.source})"
+        + own_line + "\n" + (f"band_80pct: {bands['band_basis']}\n" if bands else "")
         + f"mean and spread over {len(res.seeds)} length seeds; {BURST_NOTE}",
     )
+
+
+def _own_runs(params: ReplicaParams, calibration: Path | None) -> OwnRuns | None:
+    """How a calibrated pair's fit reproduces its own runs (none for an uncalibrated one)."""
+    if not params.calibrated:
+        return None
+    from fleetplan.replica.calibration_file import load_calibration_file
+    from fleetplan.validate.own_runs import own_runs
+
+    return own_runs(load_calibration_file(calibration).entry(params.model, params.config))
 
 
 def _bands(params: ReplicaParams, metrics: dict[str, float]) -> dict[str, object]:
