@@ -71,7 +71,7 @@ def calibrate(
     from fleetplan._io import write_bytes_atomic
     from fleetplan.catalog.models import normalize_model
     from fleetplan.errors import FleetplanError
-    from fleetplan.profiles.store import load_profiles
+    from fleetplan.profiles.store import ProfileStore, load_profiles
     from fleetplan.replica.calibration import calibrate_store, write_calibration
     from fleetplan.replica.params import default_calibration_path, user_calibration_path
 
@@ -97,20 +97,28 @@ def calibrate(
             if config is not None:
                 raise  # the one configuration asked for: its error is the answer
             cals = []  # find the configuration(s) at fault; fit the others
+            bad = []
             for key in sorted({(r["model"], r["config"]) for r in
                                st.frame[["model", "config"]].to_dict("records")
                                if model is None or r["model"] == normalize_model(model)}):
-                try:
+                try:  # with a grid, a short fit finds the fault: the search comes after
                     cals.append(calibrate_store(st, model=key[0], config=key[1], jobs=jobs,
-                                                max_nfev=max_nfev, progress=reporter,
-                                                c_deliver=c_deliver, host_time_grid=grid))
+                                                max_nfev=max_nfev if grid is None else 5,
+                                                progress=reporter, c_deliver=c_deliver))
                 except FleetplanError as exc:
                     line = (f"{st.path or 'store'}: {key[0]} on {key[1]}: {exc}; this "
                             "configuration is refused, the others are fitted")
                     print(f"fleetplan: error: {line}", file=sys.stderr)
                     refused.append(line)
+                    bad.append(key)
             if not cals:
                 raise typer.Exit(2) from None
+            if grid is not None:  # one host time for the others together, as asked
+                keys = list(zip(st.frame["model"], st.frame["config"], strict=True))
+                rest = ProfileStore(st.frame[[k not in bad for k in keys]]
+                                    .reset_index(drop=True), st.path)
+                cals = [calibrate_store(rest, model=model, jobs=jobs, max_nfev=max_nfev,
+                                        progress=reporter, host_time_grid=grid)]
     target = out if out is not None else user_calibration_path()
     start = default_calibration_path()
     if out is None and not target.exists() and start.is_file():  # start from the bundled one
@@ -163,14 +171,15 @@ def calibrate(
         for r in cal.runs
         for metric, why in r.excluded
     ]
-    chosen = [cal.host_time for cal in cals if cal.host_time is not None]
+    chosen = [cal.host_time for cal in cals if cal.host_time is not None]  # at most one
     if fmt is TableOrJson.json:
         doc: dict[str, object] = {"out": str(target), "configs": rows, "flagged": flagged,
                                   "excluded": excluded}
-        if chosen:  # one per calibration: several when the fallback fitted one at a time
-            doc["host_time_search"] = [
-                {"host_time_us": c.host_time_s * 1e6, "configs": c.configs,
-                 "points": [p.to_dict() for p in c.points]} for c in chosen]
+        if chosen:
+            c = chosen[0]
+            doc["host_time_search"] = {"host_time_us": c.host_time_s * 1e6,
+                                       "configs": c.configs,
+                                       "points": [p.to_dict() for p in c.points]}
         emit_json(doc)
         if refused:
             raise typer.Exit(2)

@@ -9,6 +9,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from fleetplan.profiles.ingest import IngestOptions, read_runs
 from fleetplan.profiles.store import ProfileStore, empty_frame, load_profiles
 
@@ -42,8 +44,10 @@ def test_validate_refuses_bad_files_unknown_models_and_unreplayable_runs_alone(
     assert [(r["model"], r["request_rate"]) for r in out["runs"]] == [("gemma-2-9b-it", 1.0)]
 
 
+@pytest.mark.parametrize("extra", [(), ("--fit-host-time",)])
 def test_calibrate_refuses_unknown_models_and_failing_configurations_alone(tmp_path: Path,
-                                                                         cli: Any) -> None:
+                                                                         cli: Any,
+                                                                         extra: tuple) -> None:
     st = ProfileStore(empty_frame())
     for f, opt in ((GEMMA, None),  # a caller naming its own models stores an unknown one
                    (UNKNOWN_MODEL, IngestOptions(known_models={"No-Such-Model-7B"})),
@@ -54,7 +58,7 @@ def test_calibrate_refuses_unknown_models_and_failing_configurations_alone(tmp_p
     store = st.save(tmp_path / "store.csv")
     out = tmp_path / "cal.json"
     res = cli("calibrate", "--store", str(store), "--max-nfev", "5", "--out", str(out),
-              "--format", "json", "--quiet")
+              "--format", "json", "--quiet", *extra)
     assert res.exit_code == 2 and "Traceback" not in res.stderr
     errs = _errors(res.stderr)
     assert len(errs) == 2, res.stderr
@@ -66,3 +70,8 @@ def test_calibrate_refuses_unknown_models_and_failing_configurations_alone(tmp_p
     written = json.loads(out.read_text())  # the others' fit is written
     assert "1xH100-PCIe" in json.dumps(written) and "2xH100-PCIe" not in json.dumps(written)
     assert len(load_profiles(store)) == 3  # the store itself is left as it was
+    if extra:  # the host time is chosen over the configurations left, together
+        search = shown["host_time_search"]
+        assert search["configs"] == 1 and len(search["points"]) == 6
+        (entry,) = written["configs"]
+        assert entry["params"]["c_deliver"] == pytest.approx(search["host_time_us"] * 1e-6)

@@ -160,7 +160,7 @@ def test_calibrate_can_choose_the_host_time_from_the_runs(cli, tmp_path: Path) -
               "--out", str(out), "--max-nfev", "5", "--jobs", "1", "--format", "json",
               "--fit-host-time")
     assert res.exit_code == 0, res.stderr
-    (search,) = json.loads(res.stdout)["host_time_search"]
+    search = json.loads(res.stdout)["host_time_search"]
     losses = {p["host_time_us"]: p["summed_loss"] for p in search["points"]}
     assert sorted(losses) == pytest.approx([v * 1e6 for v in HOST_TIME_GRID_S])
     # the value kept is the lowest summed loss, and it is the one the file's entry carries
