@@ -1,6 +1,6 @@
 """An experiment, not adopted: a host delay on the way in (docs/replica-model.md).
 
-Usage: python scripts/try_admission_delay.py GPU_TYPE HOST_US [--jobs N]
+Usage: python scripts/try_admission_delay.py GPU_TYPE HOST_US [--jobs N] [--fit-seeds 0,1,2]
   e.g. python scripts/try_admission_delay.py RTX-4090 200
 
 Leave-one-rate-out over the bundled store's configurations of one GPU type (refitted in every
@@ -11,7 +11,9 @@ golden ratio over the request index (deterministic). ``d`` shifts the first and 
 token alike: TTFT and E2E grow, TPOT does not, the engine's schedule is unchanged (a named
 simplification: the request would join a later step). HOST_US 0 reproduces the committed
 figures of docs/validation.md. Prints the median |error| % (throughput / TTFT p50 / p90 / p99 /
-TPOT p50) and the per-run errors.
+TPOT p50) and the per-run errors. ``--fit-seeds``: the length seeds every fold's fit replays
+(default the calibration's, ``fleetplan.replica.calibrate.FIT_SEEDS``): the other experiment of
+docs/replica-model.md's section, with HOST_US 0.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import time
 
 import numpy as np
 
+import fleetplan.replica.calibrate as calibrate
 import fleetplan.replica.protocol as protocol
 from fleetplan.profiles.store import load_profiles
 from fleetplan.replica.records import Request
@@ -56,14 +59,18 @@ def main() -> None:
     ap.add_argument("gpu")
     ap.add_argument("host_us", type=float)
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--fit-seeds", default=None, help="comma-separated, e.g. 0,1,2")
     args = ap.parse_args()
+    if args.fit_seeds:  # fit_config's keyword default, read by every fold (forked workers)
+        seeds = tuple(int(s) for s in args.fit_seeds.split(","))
+        calibrate.fit_config.__kwdefaults__["seeds"] = seeds
     protocol.run_metrics = delayed_run_metrics(args.host_us * 1e-6)  # replay reads it late
     runs = load_runs(load_profiles())
     t0 = time.perf_counter()
     res = leave_one_rate_out([r for r in runs if r.gpu == args.gpu], jobs=args.jobs,
                              tail_pool=runs)
-    print(f"{args.gpu}, host delay {args.host_us:g} us per request in the engine "
-          f"({time.perf_counter() - t0:.0f} s)")
+    print(f"{args.gpu}, host delay {args.host_us:g} us per request in the engine, fit seeds "
+          f"{calibrate.fit_config.__kwdefaults__['seeds']} ({time.perf_counter() - t0:.0f} s)")
     print("median |error| %: " + " / ".join(
         f"{res.summary[m].median_abs_error_pct:.1f}" for m in METRICS))
     for r in res.runs:
