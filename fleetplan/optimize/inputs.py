@@ -269,30 +269,18 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
         notes.append("spec-based (uncalibrated) replica parameters for: " + ", ".join(uncal))
     flagged = _flagged_servers(scenario.model, [c for c, p in params.items() if p.calibrated])
     if flagged:
-        notes.append("calibrated with runs flagged and not fitted (TTFT that falls as load "
-                     "rises, which no work-conserving server does; on the bundled "
-                     "tensor-parallel RTX 4090 servers a delivery delay, docs/replica-model.md): "
-                     "expect TTFT above the plan's near the flagged rates on "
-                     + "; ".join(flagged))
+        from fleetplan.validate.own_runs import FLAGGED_MEANING
+
+        notes.append(f"calibrated with runs flagged and not fitted ({FLAGGED_MEANING}): expect "
+                     "TTFT above the plan's near the flagged rates on " + "; ".join(flagged))
     return Inputs(problem, results, power_sources, tuple(notes), pending)
 
 
 def _flagged_servers(model: str, configs: Sequence[str]) -> list[str]:
-    """``config (rates req/s)`` for each calibrated configuration whose calibration flagged runs
-    (:mod:`fleetplan.validate.own_runs`)."""
-    from fleetplan.catalog.hardware import HardwareConfig
-    from fleetplan.catalog.models import get_model
-    from fleetplan.replica.calibration_file import load_calibration_file
-    from fleetplan.validate.own_runs import own_runs
+    """``config (rates req/s)`` for each configuration whose calibration flagged runs."""
+    from fleetplan.validate.own_runs import flagged_rates, rates_text
 
-    cal = load_calibration_file()
-    name = get_model(model).model
-    out = []
-    for config in sorted(configs):
-        rec = own_runs(cal.entry(name, HardwareConfig.parse(config).name))
-        if rec is not None and rec.flagged:
-            out.append(f"{config} ({', '.join(f'{r:g}' for r, _ in rec.flagged)} req/s)")
-    return out
+    return [f"{c} ({rates_text(r)})" for c in sorted(configs) if (r := flagged_rates(model, c))]
 
 
 def run_searches(jobs: Mapping[K, CapacityJob], executor: Executor,

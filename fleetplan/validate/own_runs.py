@@ -10,8 +10,10 @@ prediction that said only "calibrated: true" would claim more than the data do.
 
 Main entry: :func:`own_runs` (the record of one calibration entry; ``None`` for no entry),
 ``to_dict`` (the ``own_runs`` field of ``fleetplan predict --format json``) and ``caption``
-(the line under its table). The figures are in-sample: how far the fit misses runs it was fitted
-to, a floor on its error at rates it was not (docs/validation.md has the held-out ones).
+(the line under its table); :func:`flagged_rates` (the flagged rates of a calibrated pair in
+the active calibration, which ``solve`` and ``simulate`` name in their notes). The figures are
+in-sample: how far the fit misses runs it was fitted to, a floor on its error at rates it was
+not (docs/validation.md has the held-out ones).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from fleetplan.replica.calibration_file import CalibrationEntry
+from fleetplan.replica.calibration_file import CalibrationEntry, load_calibration_file
 
 #: The metrics whose worst in-sample error a calibrated prediction reports. Not throughput:
 #: the file's figures are the fit's replay over its two length seeds
@@ -88,3 +90,24 @@ def own_runs(entry: CalibrationEntry | None) -> OwnRuns | None:
     flagged = tuple((float(r.request_rate), r.flag_reason or "flagged")
                     for r in sorted(entry.runs, key=lambda r: r.request_rate) if r.flagged)
     return OwnRuns(tuple(sorted({float(r.request_rate) for r in fitted})), flagged, worst)
+
+
+#: What a flagged run means for a prediction, in the notes of ``solve`` and ``simulate``.
+FLAGGED_MEANING = ("TTFT that falls as load rises, which no work-conserving server does; on the "
+                   "bundled tensor-parallel RTX 4090 servers a delivery delay, "
+                   "docs/replica-model.md")
+
+
+def flagged_rates(model: str, config: str) -> tuple[float, ...]:
+    """The request rates of ``model`` on ``config`` that the active calibration flagged and
+    did not fit (empty for an uncalibrated pair or one without flags)."""
+    from fleetplan.catalog.hardware import HardwareConfig
+    from fleetplan.catalog.models import get_model
+
+    rec = own_runs(load_calibration_file().entry(get_model(model).model,
+                                                 HardwareConfig.parse(config).name))
+    return tuple(r for r, _ in rec.flagged) if rec is not None else ()
+
+
+def rates_text(rates: tuple[float, ...]) -> str:
+    return ", ".join(f"{r:g}" for r in rates) + " req/s"

@@ -149,6 +149,11 @@ def test_no_fleet_and_bad_fleet_are_errors() -> None:
         simulate(sc)
     res = simulate(sc, "1x1xH100-PCIe+1x2xRTX-4090")
     assert [p.label for p in res.pools] == ["1xH100-PCIe@EU27", "2xRTX-4090@EU27"]
+    # the 14B 2 x RTX 4090 calibration flagged its 1 req/s run (docs/validation.md); the
+    # H100's flagged none: only the RTX pool's note says so
+    flagged = [n for n in res.notes if "flagged and not fitted" in n]
+    assert len(flagged) == 1 and flagged[0].startswith(
+        "pool 2xRTX-4090@EU27: calibrated with runs at 1 req/s flagged")
     with pytest.raises(InputError, match="does not fit on 1xRTX-4090"):
         simulate(sc, "1x1xRTX-4090")
     with pytest.raises(InputError, match="repeats fleet"):
