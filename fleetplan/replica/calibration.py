@@ -40,7 +40,7 @@ from fleetplan.replica.calibration_file import (
     load_calibration_file,
 )
 from fleetplan.replica.host_time import HostTimeChoice, choose_host_time
-from fleetplan.replica.params import C_DELIVER_MAX_S, geomean_rows
+from fleetplan.replica.params import C_DELIVER_MAX_S, geomean_rows, is_host_time
 from fleetplan.replica.runs import FLAG_RATIO, VLLM_BENCHMARK_SEED, MeasuredRun, runs_from_frame
 from fleetplan.workload.lengths import LengthModel, protocol_length_model
 
@@ -155,8 +155,7 @@ def calibrate_store(store: ProfileStore, *, model: str | None = None, config: st
     :data:`fleetplan.replica.priors.C_DELIVER_S`), fixed in every fit. ``host_time_grid``
     (instead of ``c_deliver``): choose it from the runs, the grid value of lowest summed loss
     (:func:`fleetplan.replica.host_time.choose_host_time`; the result's ``host_time``)."""
-    if c_deliver is not None and not (math.isfinite(c_deliver)
-                                      and 0 <= c_deliver <= C_DELIVER_MAX_S):
+    if c_deliver is not None and not is_host_time(c_deliver):
         raise InputError(f"c_deliver(={c_deliver!r}) must be between 0 and {C_DELIVER_MAX_S:g} s")
     if c_deliver is not None and host_time_grid is not None:
         raise InputError("give a host time (c_deliver) or a grid to choose it from, not both")

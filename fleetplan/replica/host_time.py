@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from fleetplan._progress import Progress
 from fleetplan.errors import InputError
 from fleetplan.replica.calibrate import FitResult, fit_many
-from fleetplan.replica.params import C_DELIVER_MAX_S
+from fleetplan.replica.params import C_DELIVER_MAX_S, is_host_time
 from fleetplan.replica.runs import MeasuredRun
 from fleetplan.workload.lengths import LengthModel
 
@@ -76,7 +76,7 @@ def check_grid(grid: Sequence[float]) -> tuple[float, ...]:
     if not values:
         raise InputError("host time grid: give at least one value")
     for v in values:
-        if not (math.isfinite(v) and 0 <= v <= C_DELIVER_MAX_S):
+        if not is_host_time(v):
             raise InputError(f"host time grid: {v!r} s must be between 0 and "
                              f"{C_DELIVER_MAX_S:g} s")
     return tuple(values)

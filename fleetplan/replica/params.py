@@ -37,6 +37,12 @@ STEP_COEFFS = ("c_step", "c_prefill_tok", "c_seq", "c_kv_tok", "overhead_s")
 C_DELIVER_MAX_S = 0.01  # the largest host time per streamed output a parameter set may state
 
 
+def is_host_time(value: float) -> bool:
+    """Whether ``value`` (s) is a host time per streamed output a parameter set may state:
+    finite, 0..:data:`C_DELIVER_MAX_S` (the bound of ``ReplicaParams.c_deliver``)."""
+    return math.isfinite(value) and 0 <= value <= C_DELIVER_MAX_S
+
+
 class ReplicaParams(BaseModel):
     """Everything the replica model needs to know about one (model, configuration)."""
 
