@@ -39,6 +39,26 @@ def parse_pairs(values: list[str] | None, option: str) -> dict[str, float]:
     return out
 
 
+def parse_fit_seeds(text: str | None, option: str = "--fit-seeds") -> tuple[int, ...] | None:
+    """``"2,3"`` -> ``(2, 3)`` (the length seeds a fit replays); None stays None (the default
+    seeds). One-line :class:`InputError` naming the option and value otherwise."""
+    if text is None:
+        return None
+    from fleetplan.replica.calibrate import check_fit_seeds
+
+    parts = [p.strip() for p in text.split(",")]
+    if not all(p.isascii() and p.isdigit() for p in parts):
+        raise InputError(f"{option} {text!r}: expected whole numbers separated by commas, "
+                         "e.g. 2,3")
+    try:
+        return check_fit_seeds([int(p) for p in parts])
+    except InputError as exc:
+        raise InputError(f"{option} {text!r}: {exc}") from None
+
+
+FIT_SEEDS_HELP = ("Length seeds every fit replays, comma-separated (default: the "
+                  "calibration's, 0,1). Another set shows how far the fit's own noise moves "
+                  "the figures (docs/replica-model.md).")
 PROGRESS_HELP = ("Show progress bars on stderr even when it is not a terminal (e.g. CI logs: "
                  "one line per step). Default: only on a terminal.")
 QUIET_HELP = "No progress bars."

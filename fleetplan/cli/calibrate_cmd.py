@@ -4,20 +4,24 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import typer
 
 from fleetplan.cli._format import TableOrJson, emit_json, emit_table
 from fleetplan.cli._options import (
     CATALOG_HELP,
+    FIT_SEEDS_HELP,
     MODEL_CONFIG_HELP,
     PROGRESS_HELP,
     QUIET_HELP,
     STORE_DEFAULT,
     note_user_files,
+    parse_fit_seeds,
     progress_reporter,
     use_cli_context,
 )
+from fleetplan.replica.calibrate import FIT_SEEDS
 from fleetplan.replica.calibration import DEFAULT_MAX_NFEV
 from fleetplan.replica.host_time import HOST_TIME_GRID_S
 from fleetplan.replica.params import C_DELIVER_MAX_S
@@ -51,6 +55,8 @@ def calibrate(
         f"{_GRID_US} us and the value of lowest "
         "summed loss is kept (its fits are the result; six calibrations' time). One host "
         "time for the whole store: calibrate runs from different hosts separately."),
+    fit_seeds: str | None = typer.Option(None, "--fit-seeds", metavar="N,N",
+                                         help=FIT_SEEDS_HELP),
     fmt: TableOrJson = typer.Option(TableOrJson.table, "--format", help="table or json."),
     catalog: list[Path] | None = typer.Option(None, "--catalog", help=CATALOG_HELP),
     model_config: list[Path] | None = typer.Option(None, "--model-config",
@@ -72,7 +78,11 @@ def calibrate(
     from fleetplan.catalog.models import normalize_model
     from fleetplan.errors import FleetplanError
     from fleetplan.profiles.store import ProfileStore, load_profiles
-    from fleetplan.replica.calibration import calibrate_store, write_calibration
+    from fleetplan.replica.calibration import (
+        calibrate_store,
+        check_merge_seeds,
+        write_calibration,
+    )
     from fleetplan.replica.params import default_calibration_path, user_calibration_path
 
     if fit_host_time and host_time_us is not None:
@@ -80,6 +90,7 @@ def calibrate(
               "the runs choose it, not both", file=sys.stderr)
         raise typer.Exit(2)
     grid = HOST_TIME_GRID_S if fit_host_time else None
+    seeds = parse_fit_seeds(fit_seeds) or FIT_SEEDS
     use_cli_context(catalog=catalog, model_config=model_config, store=store)
     note_user_files(store=store is None)
     c_deliver = None if host_time_us is None else host_time_us * 1e-6
@@ -88,11 +99,18 @@ def calibrate(
         print(f"fleetplan: error: {line}", file=sys.stderr)
     if refused and not len(st):
         raise typer.Exit(2)
+    target = out if out is not None else user_calibration_path()
+    start = default_calibration_path()
+    into = target if target.exists() else (start if out is None and start.is_file() else None)
+    if into is not None:  # before the fits: a file records one set of length seeds
+        check_merge_seeds(into, _selected_keys(st, model, config), seeds,
+                          name=str(target) if into == target
+                          else f"{target} (to start from the bundled {into})")
     with progress_reporter(quiet, progress) as reporter:
         try:
             cals = [calibrate_store(st, model=model, config=config, jobs=jobs,
                                     max_nfev=max_nfev, progress=reporter, c_deliver=c_deliver,
-                                    host_time_grid=grid)]
+                                    host_time_grid=grid, fit_seeds=seeds)]
         except FleetplanError:
             if config is not None:
                 raise  # the one configuration asked for: its error is the answer
@@ -104,7 +122,8 @@ def calibrate(
                 try:  # with a grid, a short fit finds the fault: the search comes after
                     cals.append(calibrate_store(st, model=key[0], config=key[1], jobs=jobs,
                                                 max_nfev=max_nfev if grid is None else 5,
-                                                progress=reporter, c_deliver=c_deliver))
+                                                progress=reporter, c_deliver=c_deliver,
+                                                fit_seeds=seeds))
                 except FleetplanError as exc:
                     line = (f"{st.path or 'store'}: {key[0]} on {key[1]}: {exc}; this "
                             "configuration is refused, the others are fitted")
@@ -118,9 +137,8 @@ def calibrate(
                 rest = ProfileStore(st.frame[[k not in bad for k in keys]]
                                     .reset_index(drop=True), st.path)
                 cals = [calibrate_store(rest, model=model, jobs=jobs, max_nfev=max_nfev,
-                                        progress=reporter, host_time_grid=grid)]
-    target = out if out is not None else user_calibration_path()
-    start = default_calibration_path()
+                                        progress=reporter, host_time_grid=grid,
+                                        fit_seeds=seeds)]
     if out is None and not target.exists() and start.is_file():  # start from the bundled one
         write_bytes_atomic(target, start.read_bytes())
     for cal in cals:  # each merges into the file: configurations not refitted keep theirs
@@ -202,3 +220,12 @@ def calibrate(
 
 def register(app: typer.Typer) -> None:
     app.command("calibrate")(calibrate)
+
+
+def _selected_keys(st: Any, model: str | None, config: str | None) -> set[tuple[str, str]]:
+    """The (model, configuration) pairs of the store that this command refits."""
+    from fleetplan.catalog.models import normalize_model
+
+    want = None if model is None else normalize_model(model)
+    return {(m, c) for m, c in zip(st.frame["model"], st.frame["config"], strict=True)
+            if (want is None or m == want) and (config is None or c == config)}

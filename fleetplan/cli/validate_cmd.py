@@ -18,9 +18,11 @@ from fleetplan.cli._options import (
     QUIET_HELP,
     STORE_DEFAULT,
     note_user_files,
+    parse_fit_seeds,
     progress_reporter,
     use_cli_context,
 )
+from fleetplan.replica.calibrate import FIT_SEEDS
 
 
 class ValidateFormat(enum.StrEnum):
@@ -41,6 +43,12 @@ def validate_cmd(
         None, "--calibration", help=f"Calibration file ({CALIBRATION_DEFAULT})."
     ),
     jobs: int | None = typer.Option(None, "--jobs", min=1, help="Processes for --cv refits."),
+    fit_seeds: str | None = typer.Option(
+        None, "--fit-seeds", metavar="N,N",
+        help="With --cv: the length seeds every leave-one-rate-out refit replays, "
+        "comma-separated (default: the calibration's, 0,1); another set shows how far the "
+        "fit's own noise moves the figures. The in-sample and leave-one-config-out figures "
+        "use the calibration file as it is (calibrate --fit-seeds writes one)."),
     model_config: list[Path] | None = typer.Option(
         None, "--model-config", help=MODEL_CONFIG_HELP),
     catalog: list[Path] | None = typer.Option(None, "--catalog", help=CATALOG_HELP),
@@ -70,6 +78,11 @@ def validate_cmd(
     from fleetplan.validate.markdown import validation_markdown
     from fleetplan.validate.records import CrossValidation
 
+    if fit_seeds is not None and not cv:
+        print("fleetplan: error: --fit-seeds sets the seeds of --cv's refits: give --cv too",
+              file=sys.stderr)
+        raise typer.Exit(2)
+    seeds = parse_fit_seeds(fit_seeds) or FIT_SEEDS
     use_cli_context(catalog=catalog, model_config=model_config, store=store,
                     calibration=calibration)
     note_user_files(store=store is None, calibration=calibration is None)
@@ -110,9 +123,11 @@ def validate_cmd(
                 result,
                 cv=CrossValidation(
                     leave_one_rate_out=leave_one_rate_out(store_runs, jobs=jobs,
-                                                          progress=reporter),
+                                                          progress=reporter,
+                                                          fit_seeds=seeds),
                     leave_one_config_out=leave_one_config_out(store_runs, cal.configs,
                                                               progress=reporter),
+                    fit_seeds=seeds,
                 ),
             )
     if fmt is ValidateFormat.json:
@@ -125,6 +140,7 @@ def validate_cmd(
                 "fleetplan validate",
                 *(str(p) for p in runs or []),
                 *(["--cv"] if cv else []),
+                *([f"--fit-seeds {','.join(map(str, seeds))}"] if fit_seeds is not None else []),
                 "--format markdown",
             ]
         )

@@ -33,7 +33,7 @@ from scipy.optimize import minimize
 from fleetplan._progress import Progress, step
 from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.catalog.models import get_model
-from fleetplan.errors import ModelError
+from fleetplan.errors import InputError, ModelError
 from fleetplan.replica.calibration_file import FitRunReport
 from fleetplan.replica.params import ReplicaParams
 from fleetplan.replica.priors import ideal_coefficients, prior_params
@@ -44,7 +44,8 @@ WEIGHTS: dict[str, float] = {
     "request_throughput": 1.0, "ttft_mean_ms": 0.5, "ttft_p50_ms": 1.0, "ttft_p90_ms": 1.0,
     "ttft_p99_ms": 0.7, "tpot_p50_ms": 1.5, "itl_p50_ms": 0.7,
 }
-FIT_SEEDS = (0, 1)
+FIT_SEEDS = (0, 1)  # the length seeds every fit replays (fleetplan calibrate --fit-seeds)
+MAX_FIT_SEEDS = 16
 PRIOR_SIGMA = 1.5  # weak: a factor e^1.5 ~ 4.5 away from the prior costs one unit of residual
 KV_FIT_BELOW = 150_000
 ROBUST_SCALE = 0.25  # log-error above which the loss grows linearly (~28 %)
@@ -55,6 +56,23 @@ DEFAULT_MAX_NFEV = 80
 BOUND = 3.0  # log-space bound around the prior (a factor of ~20 either way)
 RATIO_KEYS = ("c_step", "c_prefill_tok", "c_seq", "c_kv_tok", "overhead_s",
               "kv_capacity_tokens")
+
+
+def check_fit_seeds(seeds: Sequence[int]) -> tuple[int, ...]:
+    """``seeds`` as the tuple a fit replays: 1..:data:`MAX_FIT_SEEDS` distinct whole numbers
+    0..2**32-1 (numpy's seed range); otherwise an :class:`InputError` naming the value."""
+    if isinstance(seeds, str | bytes) or not isinstance(seeds, Sequence):
+        raise InputError(f"fit seeds(={seeds!r}) must be a list of whole numbers")
+    out = []
+    for v in seeds:
+        if isinstance(v, bool) or not isinstance(v, int | np.integer) or not 0 <= v < 2**32:
+            raise InputError(f"fit seed {v!r} must be a whole number from 0 to {2**32 - 1}")
+        out.append(int(v))
+    if not 1 <= len(out) <= MAX_FIT_SEEDS:
+        raise InputError(f"fit seeds: give 1 to {MAX_FIT_SEEDS} seeds, not {len(out)}")
+    if len(set(out)) != len(out):
+        raise InputError(f"fit seeds {tuple(out)}: each seed at most once")
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -195,9 +213,11 @@ def fit_config(runs: Sequence[MeasuredRun], *, lengths: LengthModel | None = Non
     return FitResult(params, prior, ratios, loss, nfev, tuple(names), tuple(report))
 
 
-def _fit_job(args: tuple[list[MeasuredRun], LengthModel | None, int, float | None]) -> FitResult:
-    runs, lengths, max_nfev, c_deliver = args
-    return fit_config(runs, lengths=lengths, max_nfev=max_nfev, c_deliver=c_deliver)
+def _fit_job(args: tuple[list[MeasuredRun], LengthModel | None, int, float | None,
+                         tuple[int, ...]]) -> FitResult:
+    runs, lengths, max_nfev, c_deliver, seeds = args
+    return fit_config(runs, lengths=lengths, max_nfev=max_nfev, c_deliver=c_deliver,
+                      seeds=seeds)
 
 
 def group_runs(runs: Sequence[MeasuredRun]) -> dict[tuple[str, str], list[MeasuredRun]]:
@@ -212,12 +232,15 @@ def fit_many(groups: Sequence[list[MeasuredRun]], *, lengths: LengthModel | None
              jobs: int | None = None, max_nfev: int = DEFAULT_MAX_NFEV,
              progress: Progress | None = None,
              step_name: str = "configuration fits",
-             c_deliver: float | None = None) -> list[FitResult]:
+             c_deliver: float | None = None,
+             seeds: Sequence[int] = FIT_SEEDS) -> list[FitResult]:
     """Fit several configurations, in ``jobs`` processes (default: all cores); ``progress``
-    receives step ``step_name``, one unit per fitted group; ``c_deliver`` as in
-    :func:`fit_config`, for every group."""
+    receives step ``step_name``, one unit per fitted group; ``c_deliver`` and ``seeds`` (the
+    length seeds every fit replays, :func:`check_fit_seeds`) as in :func:`fit_config`, for
+    every group."""
     jobs = jobs or os.cpu_count() or 1
-    args = [(list(g), lengths, max_nfev, c_deliver) for g in groups]
+    fit_seeds = check_fit_seeds(seeds)
+    args = [(list(g), lengths, max_nfev, c_deliver, fit_seeds) for g in groups]
     results: list[FitResult] = []
     with step(progress, step_name, len(args)) as advance:
         if jobs <= 1 or len(args) <= 1:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ from fleetplan.replica.calibrate import (
     FIT_SEEDS,
     WEIGHTS,
     FitResult,
+    check_fit_seeds,
     fit_many,
     group_runs,
 )
@@ -65,6 +66,8 @@ class Calibration:
     entries: list[CalibrationEntry] = field(default_factory=list)
     #: how the host time was chosen, when it was (``calibrate_store(host_time_grid=...)``)
     host_time: HostTimeChoice | None = None
+    #: the length seeds every fit replayed (``calibrate_store(fit_seeds=...)``)
+    fit_seeds: tuple[int, ...] = FIT_SEEDS
 
     def to_file(self) -> CalibrationFile:
         """The file's record (``entries`` when set, else this calibration's fits)."""
@@ -80,7 +83,7 @@ class Calibration:
                 length_model=self.lengths.model_dump(mode="json", by_alias=True),
                 burst_tails={k: t.to_dict() for k, t in infer_burst_tails(
                     self.runs, seed=VLLM_BENCHMARK_SEED).items()}),
-            fit=FitSettings(method=FIT_METHOD, seeds=tuple(FIT_SEEDS), max_nfev=self.max_nfev,
+            fit=FitSettings(method=FIT_METHOD, seeds=tuple(self.fit_seeds), max_nfev=self.max_nfev,
                             weights=dict(WEIGHTS)),
             efficiency_note=EFFICIENCY_NOTE,
             efficiency_by_config=efficiency_from_entries(
@@ -148,13 +151,17 @@ def calibrate_store(store: ProfileStore, *, model: str | None = None, config: st
                     lengths: LengthModel | None = None,
                     progress: Progress | None = None,
                     c_deliver: float | None = None,
-                    host_time_grid: Sequence[float] | None = None) -> Calibration:
+                    host_time_grid: Sequence[float] | None = None,
+                    fit_seeds: Sequence[int] = FIT_SEEDS) -> Calibration:
     """Fit every (selected) configuration of ``store`` to its unflagged runs; ``progress``
     receives one unit per configuration (:mod:`fleetplan._progress`); ``c_deliver``: the host
     time per streamed output of the store's host (default the prior's,
     :data:`fleetplan.replica.priors.C_DELIVER_S`), fixed in every fit. ``host_time_grid``
     (instead of ``c_deliver``): choose it from the runs, the grid value of lowest summed loss
-    (:func:`fleetplan.replica.host_time.choose_host_time`; the result's ``host_time``)."""
+    (:func:`fleetplan.replica.host_time.choose_host_time`; the result's ``host_time``).
+    ``fit_seeds``: the length seeds every fit replays (default
+    :data:`fleetplan.replica.calibrate.FIT_SEEDS`; recorded in the file's ``fit.seeds``)."""
+    seeds = check_fit_seeds(fit_seeds)
     if c_deliver is not None and not is_host_time(c_deliver):
         raise InputError(f"c_deliver(={c_deliver!r}) must be between 0 and {C_DELIVER_MAX_S:g} s")
     if c_deliver is not None and host_time_grid is not None:
@@ -164,20 +171,43 @@ def calibrate_store(store: ProfileStore, *, model: str | None = None, config: st
     groups = list(group_runs(runs).values())
     if host_time_grid is not None:
         choice = choose_host_time(groups, grid=host_time_grid, lengths=lengths, jobs=jobs,
-                                  max_nfev=max_nfev, progress=progress)
+                                  max_nfev=max_nfev, progress=progress, seeds=seeds)
         return Calibration(list(choice.fits), runs, lm, store_digest(store), max_nfev,
-                           host_time=choice)
+                           host_time=choice, fit_seeds=seeds)
     fits = fit_many(groups, lengths=lengths, jobs=jobs, max_nfev=max_nfev, progress=progress,
-                    c_deliver=c_deliver)
-    return Calibration(fits, runs, lm, store_digest(store), max_nfev)
+                    c_deliver=c_deliver, seeds=seeds)
+    return Calibration(fits, runs, lm, store_digest(store), max_nfev, fit_seeds=seeds)
+
+
+def check_merge_seeds(path: str | Path | None, keys: Iterable[tuple[str, str]],
+                      seeds: Sequence[int], *, name: str | None = None
+                      ) -> tuple[CalibrationEntry, ...]:
+    """The entries of the calibration file at ``path`` (default: the one commands read), after
+    checking that those not among ``keys`` (the configurations about to be refitted) were
+    fitted with the length ``seeds`` too: the file records one ``fit.seeds`` for all its
+    entries, so mixing is refused with an :class:`InputError` naming both (and the file as
+    ``name``, default ``path``)."""
+    existing = load_calibration_file(path)
+    refit = set(keys)
+    kept = [e for e in existing.configs if e.key not in refit]
+    # a file without fit settings predates them: it was fitted with the default seeds
+    had = tuple(existing.fit.seeds) if existing.fit is not None else FIT_SEEDS
+    if kept and had != tuple(seeds):
+        raise InputError(
+            f"{name or path or 'the calibration file'}: its {len(kept)} other entries were "
+            f"fitted with length seeds {had}, these would be with {tuple(seeds)}; one file "
+            "records one set of seeds: write these to another file (--out)")
+    return existing.configs
 
 
 def merged_entries(cal: Calibration, path: str | Path | None) -> list[CalibrationEntry]:
-    """The file's existing entries with ``cal``'s configurations replaced or added."""
+    """The file's existing entries with ``cal``'s configurations replaced or added. Refused
+    (:class:`InputError`) when entries would be kept that were fitted with other length seeds
+    than ``cal``'s: the file records one ``fit.seeds`` for all its entries."""
     new = {e.key: e for e in (fit_entry(f) for f in cal.fits)}
     old: tuple[CalibrationEntry, ...] = ()
     if path is None or Path(path).exists():
-        old = load_calibration_file(path).configs
+        old = check_merge_seeds(path, new, cal.fit_seeds)
     out = {e.key: e for e in old}
     out.update(new)
     return [out[k] for k in sorted(out)]

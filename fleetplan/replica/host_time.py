@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 
 from fleetplan._progress import Progress
 from fleetplan.errors import InputError
-from fleetplan.replica.calibrate import FitResult, fit_many
+from fleetplan.replica.calibrate import FIT_SEEDS, FitResult, fit_many
 from fleetplan.replica.params import C_DELIVER_MAX_S, is_host_time
 from fleetplan.replica.runs import MeasuredRun
 from fleetplan.workload.lengths import LengthModel
@@ -85,15 +85,17 @@ def check_grid(grid: Sequence[float]) -> tuple[float, ...]:
 def choose_host_time(groups: Sequence[list[MeasuredRun]], *,
                      grid: Sequence[float] = HOST_TIME_GRID_S,
                      lengths: LengthModel | None = None, jobs: int | None = None,
-                     max_nfev: int, progress: Progress | None = None) -> HostTimeChoice:
+                     max_nfev: int, progress: Progress | None = None,
+                     seeds: Sequence[int] = FIT_SEEDS) -> HostTimeChoice:
     """Fit every group (one model x configuration each) at every host time of ``grid`` and
-    keep the value of lowest summed loss. A configuration whose fit has no finite loss at some
-    value (no unflagged run) takes no part in the sum."""
+    keep the value of lowest summed loss (every fit replaying the length ``seeds``). A
+    configuration whose fit has no finite loss at some value (no unflagged run) takes no part
+    in the sum."""
     values = check_grid(grid)
     if not groups:
         raise InputError("no configurations to choose a host time from")
     by_value = [fit_many(groups, lengths=lengths, jobs=jobs, max_nfev=max_nfev,
-                         progress=progress, c_deliver=v,
+                         progress=progress, c_deliver=v, seeds=seeds,
                          step_name=f"fits at host time {v * 1e6:g} us")
                 for v in values]
     usable = [i for i in range(len(groups))

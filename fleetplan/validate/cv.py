@@ -19,7 +19,13 @@ from fleetplan._progress import Progress, step
 from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.catalog.models import get_model
 from fleetplan.replica.burst_tail import infer_burst_tails
-from fleetplan.replica.calibrate import DEFAULT_MAX_NFEV, fit_many, group_runs
+from fleetplan.replica.calibrate import (
+    DEFAULT_MAX_NFEV,
+    FIT_SEEDS,
+    check_fit_seeds,
+    fit_many,
+    group_runs,
+)
 from fleetplan.replica.calibration_file import (
     CalibrationEntry,
     CalibrationFile,
@@ -82,14 +88,18 @@ def summaries(records: Sequence[RunRecord], with_baseline: bool, *,
 def leave_one_rate_out(runs: Sequence[MeasuredRun], *, jobs: int | None = None,
                        max_nfev: int = DEFAULT_MAX_NFEV, seeds: Sequence[int] = VALIDATE_SEEDS,
                        progress: Progress | None = None,
-                       tail_pool: Sequence[MeasuredRun] | None = None) -> CvResult:
+                       tail_pool: Sequence[MeasuredRun] | None = None,
+                       fit_seeds: Sequence[int] = FIT_SEEDS) -> CvResult:
     """Refit without each interior rate, predict it; baseline beside the model (the burst-tail
     lengths of :mod:`fleetplan.replica.burst_tail` are relearned without the held-out runs
     too). ``progress`` receives one unit per fold (refit).
 
     The burst-tail lengths are learned per prompt set from every run of ``tail_pool`` (default:
     ``runs``) except the held-out ones, so validating a subset of configurations with
-    ``tail_pool`` set to the whole store gives the same rows as the whole cross-validation."""
+    ``tail_pool`` set to the whole store gives the same rows as the whole cross-validation.
+    ``fit_seeds``: the length seeds every fold's fit replays (default the calibration's,
+    :data:`fleetplan.replica.calibrate.FIT_SEEDS`); ``seeds``: those of the predictions."""
+    fit_seeds = check_fit_seeds(fit_seeds)
     pool = runs if tail_pool is None else tail_pool
     table = rate_table(runs)
     groups = group_runs(runs)
@@ -107,7 +117,7 @@ def leave_one_rate_out(runs: Sequence[MeasuredRun], *, jobs: int | None = None,
                                           seed=VLLM_BENCHMARK_SEED)
                 tasks.append((with_burst_tails(rest, tails), with_burst_tails(held, tails)))
     fits = fit_many([t[0] for t in tasks], jobs=jobs, max_nfev=max_nfev, progress=progress,
-                    step_name="leave-one-rate-out folds")
+                    step_name="leave-one-rate-out folds", seeds=fit_seeds)
     records = []
     for (_rest, held), fit in zip(tasks, fits, strict=True):
         for run in held:

@@ -68,7 +68,9 @@ def validation_markdown(result: ValidationResult, *, command: str) -> str:
         loro = cv.leave_one_rate_out
         lines += ["## Leave-one-rate-out (interior rates, refit without the run)", "",
                   "The targets of issue 3 apply here; the baseline is geometric interpolation of "
-                  "the metric between the two neighbouring measured rates.", ""]
+                  "the metric between the two neighbouring measured rates. Every fold's fit "
+                  f"replays length seeds {', '.join(map(str, cv.fit_seeds))} "
+                  "(`--fit-seeds`).", ""]
         lines += _table(["metric", "target %", "model %", "baseline %", "meets target",
                          "beats baseline", "n"], _cv_rows(loro.summary, True))
         lines += ["", "### Per GPU type", ""]
@@ -147,7 +149,8 @@ def validation_markdown(result: ValidationResult, *, command: str) -> str:
               "bundled configurations (a cache smaller than a run's working set thrashes), "
               "which the measured TTFT of the small-cache configurations supports.",
               "- The fit replays each run over two length seeds (`calibrate.FIT_SEEDS`); refitted "
-              "with two other seeds, the same model's leave-one-rate-out medians move by about "
+              "with two others (`--fit-seeds 2,3`), the same model's leave-one-rate-out medians "
+              "move by about "
               "1 point (throughput), 2 (TPOT) and up to 8 (RTX 4090 TTFT): a target met by less "
               "than that is met within the fit's noise (docs/replica-model.md, \"Tried: the "
               "prompts' spread\").",

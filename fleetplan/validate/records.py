@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from fleetplan.errors import DataError
+from fleetplan.replica.calibrate import FIT_SEEDS
 
 
 @dataclass(frozen=True)
@@ -136,10 +137,13 @@ class CvResult:
 class CrossValidation:
     leave_one_rate_out: CvResult
     leave_one_config_out: CvResult
+    #: the length seeds every leave-one-rate-out fold's fit replayed
+    fit_seeds: tuple[int, ...] = FIT_SEEDS
 
     def to_dict(self) -> dict[str, Any]:
         return {"leave_one_rate_out": self.leave_one_rate_out.to_dict(),
-                "leave_one_config_out": self.leave_one_config_out.to_dict()}
+                "leave_one_config_out": self.leave_one_config_out.to_dict(),
+                "fit_seeds": list(self.fit_seeds)}
 
 
 @dataclass(frozen=True)
@@ -173,7 +177,9 @@ class ValidationResult:
                     {m: NoiseMetric(**v) for m, v in obj["noise_floor"]["metrics"].items()}),
                 cv=None if not cv else CrossValidation(
                     _cv(cv["leave_one_rate_out"], BaselineCvMetricSummary),
-                    _cv(cv["leave_one_config_out"], CvMetricSummary)))
+                    _cv(cv["leave_one_config_out"], CvMetricSummary),
+                    # a result saved before the field: the default seeds made it
+                    tuple(int(s) for s in cv.get("fit_seeds", FIT_SEEDS))))
         except KeyError as exc:
             raise DataError(f"{where}: missing field {exc}") from None
         except (TypeError, AttributeError) as exc:
