@@ -36,6 +36,7 @@ from fleetplan.catalog.gpus import normalize_gpu
 from fleetplan.catalog.models import normalize_model
 from fleetplan.errors import FleetplanError, InputError, UnknownNameError
 from fleetplan.profiles.record import BenchmarkRun
+from fleetplan.profiles.request_lengths import usable_lengths
 from fleetplan.profiles.schema import LATENCY_METRICS
 from fleetplan.profiles.vllm import (
     MAX_GPUS,
@@ -247,6 +248,10 @@ def _parse_vllm(obj: dict[str, Any], src: SourceRef, opt: IngestOptions) -> dict
         "gpu_avg_power_w": res.gpu_avg_power_w,
         "partial": res.partial,
     }
+    lens = usable_lengths(res.input_lens, res.output_lens, num_prompts=res.num_prompts,
+                          completed=res.completed)
+    if lens is not None and not res.partial:
+        rec["input_lens"], rec["output_lens"] = lens
     samples = per_request_samples(res)
     for metric in LATENCY_METRICS:
         vkey = VLLM_METRICS[metric]

@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from fleetplan.profiles.request_lengths import MAX_CELL_CHARS, check_cell
 from fleetplan.profiles.schema import INF_ALLOWED
 from fleetplan.profiles.vllm import MAX_COUNT, MAX_GPUS, MAX_NUMBER
 
@@ -80,6 +81,8 @@ class BenchmarkRun(BaseModel):
     gpu_energy_j: float | None = Field(default=None, ge=0)
     gpu_avg_power_w: float | None = Field(default=None, ge=0)
     partial: bool = False
+    input_lens: str | None = Field(default=None, max_length=MAX_CELL_CHARS)
+    output_lens: str | None = Field(default=None, max_length=MAX_CELL_CHARS)
 
     @field_validator("*", mode="after")
     @classmethod
@@ -92,6 +95,11 @@ class BenchmarkRun(BaseModel):
             raise ValueError(f"{v!r} is out of range (at most {MAX_NUMBER:g})")
         return v
 
+    @field_validator("input_lens", "output_lens", mode="after")
+    @classmethod
+    def _lens(cls, v: str | None) -> str | None:
+        return v if v is None else check_cell(v, least=1)
+
     @model_validator(mode="after")
     def _counts_add_up(self) -> BenchmarkRun:
         if self.completed + self.failed > self.num_prompts:
@@ -99,4 +107,11 @@ class BenchmarkRun(BaseModel):
                              f"num_prompts = {self.num_prompts}")
         if self.tp_size > self.gpu_count:
             raise ValueError(f"tp_size {self.tp_size} exceeds gpu_count {self.gpu_count}")
+        if (self.input_lens is None) != (self.output_lens is None):
+            raise ValueError("input_lens and output_lens: give both or neither")
+        if self.input_lens is not None and self.output_lens is not None:
+            n_in, n_out = self.input_lens.count(" ") + 1, self.output_lens.count(" ") + 1
+            if not n_in == n_out == self.num_prompts:
+                raise ValueError(f"input_lens has {n_in} and output_lens {n_out} entries; "
+                                 f"need one per request sent (num_prompts = {self.num_prompts})")
         return self

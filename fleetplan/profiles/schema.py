@@ -70,6 +70,11 @@ COLUMNS: tuple[Column, ...] = (
     Column("gpu_energy_j", "float", False, "GPU energy over the run, all GPUs, measured"),
     Column("gpu_avg_power_w", "float", False, "average GPU power over the run, all GPUs, measured"),
     Column("partial", "bool", True, "the run was interrupted; its figures cover part of it"),
+    Column("input_lens", "str", False, "prompt tokens of each request in send order, "
+           "space-separated (from the result's per-request arrays; empty when it had none or "
+           "a request failed)"),
+    Column("output_lens", "str", False, "generated tokens of each request in send order, "
+           "space-separated (as input_lens)"),
 )
 
 COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in COLUMNS)

@@ -49,6 +49,9 @@ def test_sweep_writes_vllm_shaped_results_and_ingests_them(fake_server: Any, cli
     assert row["model"] == "tiny-model" and row["config"] == "1xH100-SXM"
     assert row["completed"] == 12 and not row["partial"]
     assert abs(row["ttft_mean_ms"] - first["mean_ttft_ms"]) < 1e-6
+    # every request recorded: a replay of this run sends these requests, not drawn ones
+    assert row["input_lens"] == " ".join(["16"] * 12)
+    assert row["output_lens"] == " ".join(["5"] * 12)
 
 
 def test_bench_result_reads_back_with_the_vllm_parser(fake_server: Any, cli: Any,
