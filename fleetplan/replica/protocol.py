@@ -287,6 +287,21 @@ def sample_lengths(lengths: LengthModel, n: int, seed: int,
     return ins, outs
 
 
+def _known_lengths(lengths: tuple[Sequence[int], Sequence[int]], n: int,
+                   max_model_len: int) -> tuple[np.ndarray, np.ndarray]:
+    """Recorded (prompt, reply) tokens as arrays, checked: one pair per request, every count
+    >= 1; a pair longer than the context is cut to it (prompt first keeps one reply token)."""
+    ins = np.asarray(lengths[0], dtype=np.int64)
+    outs = np.asarray(lengths[1], dtype=np.int64)
+    if ins.shape != (n,) or outs.shape != (n,):
+        raise InputError(f"request_lengths: need {n} prompt and {n} reply counts, got "
+                         f"{ins.size} and {outs.size}")
+    if n and (int(ins.min()) < 1 or int(outs.min()) < 1):
+        raise InputError("request_lengths: every prompt and reply count must be >= 1")
+    ins = np.minimum(ins, max_model_len - 1)
+    return ins, np.minimum(outs, max_model_len - ins)
+
+
 def replay(params: ReplicaParams, *, rate: float, num_prompts: int = 200,
            burstiness: float = 1.0, max_concurrency: int | None = None,
            lengths: LengthModel | None = None, seeds: Sequence[int] = (0, 1, 2, 3, 4),
@@ -294,7 +309,8 @@ def replay(params: ReplicaParams, *, rate: float, num_prompts: int = 200,
            warm_prefix_cache: bool = False,
            pinned_outputs: Sequence[tuple[int, int]] = (),
            prefix_runs_before: int | None = None,
-           prefix_capacity_tokens: int | None = None) -> ReplayResult:
+           prefix_capacity_tokens: int | None = None,
+           request_lengths: tuple[Sequence[int], Sequence[int]] | None = None) -> ReplayResult:
     """Replay vLLM's serving benchmark on the replica model, averaged over ``seeds``.
 
     ``seeds`` drive the request lengths (and the arrivals unless ``arrival_seed`` is given).
@@ -308,7 +324,11 @@ def replay(params: ReplicaParams, *, rate: float, num_prompts: int = 200,
     bookkeeping of :mod:`fleetplan.replica.prefix_cache` over them (instead of
     ``warm_prefix_cache``'s all-or-nothing), and ``prefix_hit_share`` joins the metrics;
     ``prefix_capacity_tokens``: the cache those runs shared (default the parameters' KV
-    capacity).
+    capacity). ``request_lengths``: the (prompt, reply) tokens of each request in send order,
+    when the run recorded them (:mod:`fleetplan.profiles.request_lengths`): sent as they are
+    instead of drawn (``lengths``, ``totals`` and ``pinned_outputs`` are then not used; a
+    request longer than the parameters' context is cut to it); with ``arrival_seed`` every
+    seed is then the same run, simulated once.
     """
     if num_prompts < 1:
         raise InputError(f"num_prompts(={num_prompts}) must be >= 1")
@@ -317,29 +337,46 @@ def replay(params: ReplicaParams, *, rate: float, num_prompts: int = 200,
     if max_concurrency is not None and max_concurrency < 1:
         raise InputError(f"max_concurrency(={max_concurrency}) must be >= 1")
     lm = lengths if lengths is not None else protocol_length_model()
+    known = (None if request_lengths is None
+             else _known_lengths(request_lengths, num_prompts, params.max_model_len))
     per_seed: dict[str, list[float]] = {k: [] for k in METRICS}
     pre = 0.0
+    memo: tuple[dict[str, float], float, float | None] | None = None
     for seed in seeds:
+        if memo is not None:  # recorded lengths and exact send times: the same run again
+            for k in METRICS:
+                per_seed[k].append(memo[0][k])
+            pre += memo[1] / len(seeds)
+            if memo[2] is not None:
+                per_seed["prefix_hit_share"].append(memo[2])
+            continue
         if arrival_seed is not None:
             arr, end_min = vllm_arrivals(num_prompts, rate, burstiness, arrival_seed)
         else:
             rng = np.random.default_rng([seed, 0x5EED])
             arr = benchmark_arrivals(num_prompts, rate, burstiness, rng)
             end_min = float(arr[-1] + gamma_gaps(1, rate, burstiness, rng)[0])
-        ins, outs = sample_lengths(lm, num_prompts, seed, totals, pinned_outputs,
-                                   params.max_model_len)
+        if known is not None:
+            ins, outs = known[0].copy(), known[1].copy()
+        else:
+            ins, outs = sample_lengths(lm, num_prompts, seed, totals, pinned_outputs,
+                                       params.max_model_len)
         cached = ins if warm_prefix_cache else None
+        share = None
         if prefix_runs_before is not None and not warm_prefix_cache:
             cap = (params.kv_capacity_tokens if prefix_capacity_tokens is None
                    else prefix_capacity_tokens)
             cached = cached_prompt_tokens(ins, outs, cap, params.block_size, prefix_runs_before)
-            per_seed.setdefault("prefix_hit_share", []).append(hit_share(ins, cached))
+            share = hit_share(ins, cached)
+            per_seed.setdefault("prefix_hit_share", []).append(share)
         reqs, engine = simulate_requests(params, arr, ins, outs, cached=cached,
                                          max_concurrency=max_concurrency)
         m = run_metrics(reqs, engine, end_min)
         pre += engine.stats.preemptions / len(seeds)
         for k in METRICS:
             per_seed[k].append(m[k])
+        if known is not None and arrival_seed is not None:
+            memo = ({k: m[k] for k in METRICS}, float(engine.stats.preemptions), share)
     stats = {}
     for k, vals in per_seed.items():
         a = np.asarray(vals, dtype=float)

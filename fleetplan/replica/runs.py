@@ -31,6 +31,7 @@ import pandas as pd
 
 from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.catalog.models import get_model
+from fleetplan.profiles.request_lengths import decode
 from fleetplan.replica.burst_tail import BurstTail, infer_burst_tails, tail_for
 from fleetplan.replica.params import ReplicaParams
 from fleetplan.replica.prefix_cache import runs_before
@@ -76,6 +77,8 @@ class MeasuredRun:
     pinned_outputs: tuple[tuple[int, int], ...] = ()  # (request index, output tokens)
     engine_version: str | None = None  # the vLLM version the run recorded (spec-path prior)
     excluded: tuple[tuple[str, str], ...] = ()  # (metric, why) measured but not believed
+    # (prompt, reply) tokens per request in send order, when the run recorded them
+    request_lengths: tuple[tuple[int, ...], tuple[int, ...]] | None = None
 
 
     @property
@@ -174,6 +177,13 @@ def _version(v: object) -> str | None:
     return str(v).strip() or None if isinstance(v, str) else None
 
 
+def _lengths(ins: object, outs: object) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """A store row's recorded lengths (:mod:`fleetplan.profiles.request_lengths`), if any."""
+    if not isinstance(ins, str) or not isinstance(outs, str) or not ins or not outs:
+        return None
+    return (tuple(int(v) for v in decode(ins)), tuple(int(v) for v in decode(outs)))
+
+
 def _typed_runs(frame: pd.DataFrame, ref: pd.DataFrame, fl: dict[str, str]) -> list[MeasuredRun]:
     max_rate = ref.groupby(["model", "config"])["request_rate"].max().to_dict()
     out = []
@@ -197,6 +207,7 @@ def _typed_runs(frame: pd.DataFrame, ref: pd.DataFrame, fl: dict[str, str]) -> l
             duration_s=float(dur) if dur is not None and pd.notna(dur) else math.nan,
             engine_version=_version(rec.get("engine_version")),
             excluded=(("itl_p50_ms", why),) if why is not None else (),
+            request_lengths=_lengths(rec.get("input_lens"), rec.get("output_lens")),
         ))
     return out
 
@@ -213,6 +224,7 @@ def predict_run(params: ReplicaParams, run: MeasuredRun, *, lengths: LengthModel
                  totals=(run.total_input_tokens, run.total_output_tokens),
                  warm_prefix_cache=bool(warm),
                  pinned_outputs=run.pinned_outputs,
+                 request_lengths=run.request_lengths,
                  prefix_runs_before=(runs_before(run.request_rate, run.series_max_rate)
                                      if warm is None else None),
                  prefix_capacity_tokens=server_kv_tokens(run.model, run.config))
