@@ -149,11 +149,10 @@ def validation_markdown(result: ValidationResult, *, command: str) -> str:
               "bundled configurations (a cache smaller than a run's working set thrashes), "
               "which the measured TTFT of the small-cache configurations supports.",
               "- The fit replays each run over two length seeds (`calibrate.FIT_SEEDS`); refitted "
-              "with two others (`--fit-seeds 2,3`), the same model's leave-one-rate-out medians "
-              "move by about "
-              "1 point (throughput), 2 (TPOT) and up to 8 (RTX 4090 TTFT): a target met by less "
-              "than that is met within the fit's noise (docs/replica-model.md, \"Tried: the "
-              "prompts' spread\").",
+              "with other pairs (`--fit-seeds 2,3`, `4,5`, `6,7`), the same model's "
+              "leave-one-rate-out medians move by about 1 point (throughput), 2 (TPOT) and up "
+              "to 7 (RTX 4090 TTFT p50): a target met by less than that is met within the "
+              "fit's noise (docs/replica-model.md, \"Tried: the prompts' spread\").",
               "- The default prompt lengths (lognormal, cv 0.8) are less skewed than the study's "
               "200 prompts, whose low-load TTFT on cold-cache servers shows a lower median and "
               "longer p99 against the mean; a wider spread fits those runs' shape but does not "
