@@ -155,6 +155,10 @@ def calibrate(
                 "calibrated": p.calibrated,
                 "runs": len(f.runs),
                 "flagged": sum(r.flagged for r in f.runs),
+                # replayed with each request's recorded tokens instead of drawn lengths
+                "runs_with_recorded_lengths": sum(
+                    r.key == (p.model, p.config) and r.request_lengths is not None
+                    for cal in cals for r in cal.runs),
                 "loss": f.loss,
                 "c_step_ms": p.c_step * 1e3,
                 "c_prefill_tok_us": p.c_prefill_tok * 1e6,
@@ -192,7 +196,7 @@ def calibrate(
     chosen = [cal.host_time for cal in cals if cal.host_time is not None]  # at most one
     if fmt is TableOrJson.json:
         doc: dict[str, object] = {"out": str(target), "configs": rows, "flagged": flagged,
-                                  "excluded": excluded}
+                                  "excluded": excluded, "fit_seeds": list(seeds)}
         if chosen:
             c = chosen[0]
             doc["host_time_search"] = {"host_time_us": c.host_time_s * 1e6,
@@ -202,11 +206,15 @@ def calibrate(
         if refused:
             raise typer.Exit(2)
         return
+    table = pd.DataFrame(rows)
+    if not table.empty and not table["runs_with_recorded_lengths"].any():
+        table = table.drop(columns="runs_with_recorded_lengths")
     emit_table(
-        pd.DataFrame(rows),
+        table,
         title=f"Calibration -> {target}",
         caption="\n".join(
             [c.summary() for c in chosen]
+            + ([f"fit seeds: {', '.join(map(str, seeds))}"] if seeds != FIT_SEEDS else [])
             + [f"flagged: {f['model']} {f['config']} {f['request_rate']:g} req/s: "
              f"{f['flag_reason']}" for f in flagged]
             + [f"left out: {e['model']} {e['config']} {e['request_rate']:g} req/s "

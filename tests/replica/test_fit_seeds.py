@@ -52,8 +52,9 @@ def test_the_seeds_reach_the_fit() -> None:
 def test_calibrate_records_the_seeds_and_refuses_to_mix_them_in_one_file(
         cli, tmp_path: Path) -> None:
     out = tmp_path / "cal.json"
-    res = cli("calibrate", *ONE, "--fit-seeds", "2,3", "--out", str(out))
+    res = cli("calibrate", *ONE, "--fit-seeds", "2,3", "--out", str(out), "--format", "json")
     assert res.exit_code == 0, res.stderr
+    assert json.loads(res.stdout)["fit_seeds"] == [2, 3]
     first = out.read_bytes()
     assert json.loads(first)["fit"]["seeds"] == [2, 3]
     res = cli("calibrate", *ONE, "--fit-seeds", "2, 3", "--out", str(out))

@@ -63,6 +63,12 @@ def test_recorded_lengths_go_into_the_store_and_come_back_as_the_runs_requests(
     assert frame["output_lens"].tolist() == ["3 4 5 6"]
     (run,) = runs_from_frame(frame)
     assert run.request_lengths == ((10, 17, 24, 31), (3, 4, 5, 6))
+    # calibrating that store says the run was replayed with its recorded requests
+    res = cli("calibrate", "--store", str(store), "--out", str(tmp_path / "cal.json"),
+              "--max-nfev", "5", "--jobs", "1", "-q", "--format", "json")
+    assert res.exit_code == 0, res.stderr
+    (row,) = json.loads(res.stdout)["configs"]
+    assert row["runs_with_recorded_lengths"] == 1
 
 
 @pytest.mark.parametrize("over", [
