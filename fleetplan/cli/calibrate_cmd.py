@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
 
 import typer
 
@@ -81,6 +80,7 @@ def calibrate(
     from fleetplan.replica.calibration import (
         calibrate_store,
         check_merge_seeds,
+        selected_keys,
         write_calibration,
     )
     from fleetplan.replica.params import default_calibration_path, user_calibration_path
@@ -103,7 +103,7 @@ def calibrate(
     start = default_calibration_path()
     into = target if target.exists() else (start if out is None and start.is_file() else None)
     if into is not None:  # before the fits: a file records one set of length seeds
-        check_merge_seeds(into, _selected_keys(st, model, config), seeds,
+        check_merge_seeds(into, selected_keys(st, model, config), seeds,
                           name=str(target) if into == target
                           else f"{target} (to start from the bundled {into})")
     with progress_reporter(quiet, progress) as reporter:
@@ -228,12 +228,3 @@ def calibrate(
 
 def register(app: typer.Typer) -> None:
     app.command("calibrate")(calibrate)
-
-
-def _selected_keys(st: Any, model: str | None, config: str | None) -> set[tuple[str, str]]:
-    """The (model, configuration) pairs of the store that this command refits."""
-    from fleetplan.catalog.models import normalize_model
-
-    want = None if model is None else normalize_model(model)
-    return {(m, c) for m, c in zip(st.frame["model"], st.frame["config"], strict=True)
-            if (want is None or m == want) and (config is None or c == config)}

@@ -128,18 +128,32 @@ def store_digest(store: ProfileStore) -> str:
     return hashlib.sha256(store.to_csv().encode("utf-8")).hexdigest()[:16]
 
 
+def _selection(model: str | None, config: str | None) -> tuple[str | None, str | None]:
+    """The model's short name and the configuration's canonical name that a selection means."""
+    return (None if model is None else normalize_model(model),
+            None if config is None else HardwareConfig.parse(config).name)
+
+
+def selected_keys(store: ProfileStore, model: str | None = None,
+                  config: str | None = None) -> set[tuple[str, str]]:
+    """The (model, configuration) pairs of ``store`` that :func:`select_runs` selects (without
+    its checks or its typed runs): what a calibration of that selection refits."""
+    short, name = _selection(model, config)
+    return {(m, c) for m, c in zip(store.frame["model"], store.frame["config"], strict=True)
+            if (short is None or m == short) and (name is None or c == name)}
+
+
 def select_runs(store: ProfileStore, model: str | None = None,
                 config: str | None = None) -> list[MeasuredRun]:
     """The store's runs (flagged against the whole store), optionally one model / config."""
     runs = runs_from_frame(store.frame)
-    if model is not None:
-        short = normalize_model(model)
+    short, name = _selection(model, config)
+    if short is not None:
         get_model(short)
         if short not in {r.model for r in runs}:
             raise UnknownNameError("measured model", short, {r.model for r in runs})
         runs = [r for r in runs if r.model == short]
-    if config is not None:
-        name = HardwareConfig.parse(config).name
+    if name is not None:
         if name not in {r.config for r in runs}:
             raise UnknownNameError("measured configuration", name, {r.config for r in runs})
         runs = [r for r in runs if r.config == name]

@@ -103,3 +103,16 @@ def test_leave_one_rate_out_refits_with_the_seeds_and_the_result_says_which() ->
     del saved["cv"]["fit_seeds"]
     old = ValidationResult.from_dict(saved)
     assert old.cv is not None and old.cv.fit_seeds == FIT_SEEDS
+
+
+def test_refitting_every_entry_of_a_file_with_other_seeds_is_not_mixing(
+        cli, tmp_path: Path) -> None:
+    """The configuration is named as the user spells it (an alias of the GPU): the entry it
+    replaces is the file's only one, so nothing fitted with the old seeds stays."""
+    out = tmp_path / "cal.json"
+    assert cli("calibrate", *ONE, "--out", str(out)).exit_code == 0
+    res = cli("calibrate", "--model", KEY[0], "--config", "1xh100-pcie", "--max-nfev", "6",
+              "--jobs", "1", "-q", "--fit-seeds", "2,3", "--out", str(out))
+    assert res.exit_code == 0, res.stderr
+    data = json.loads(out.read_text())
+    assert data["fit"]["seeds"] == [2, 3] and len(data["configs"]) == 1
