@@ -249,8 +249,8 @@ def _parse_vllm(obj: dict[str, Any], src: SourceRef, opt: IngestOptions) -> dict
         "partial": res.partial,
     }
     lens = usable_lengths(res.input_lens, res.output_lens, num_prompts=res.num_prompts,
-                          completed=res.completed)
-    if lens is not None and not res.partial:
+                          completed=res.completed, partial=res.partial)
+    if lens is not None:
         rec["input_lens"], rec["output_lens"] = lens
     samples = per_request_samples(res)
     for metric in LATENCY_METRICS:

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-
 # the store's cells: up to 10**6 requests of up to 9 digits each, with separators
 MAX_CELL_CHARS = 10 * 10**6
 
@@ -36,17 +34,17 @@ def check_cell(text: str, *, least: int) -> str:
     return text
 
 
-def decode(text: str) -> np.ndarray:
-    """``"12 7"`` -> ``array([12, 7])`` (int64), for a cell :func:`check_cell` accepted."""
-    return np.array([int(p) for p in text.split(" ")], dtype=np.int64)
+def decode(text: str) -> tuple[int, ...]:
+    """``"12 7"`` -> ``(12, 7)``, for a cell :func:`check_cell` accepted."""
+    return tuple(int(p) for p in text.split(" "))
 
 
 def usable_lengths(input_lens: Sequence[int] | None, output_lens: Sequence[int] | None, *,
-                   num_prompts: int, completed: int) -> tuple[str, str] | None:
+                   num_prompts: int, completed: int, partial: bool) -> tuple[str, str] | None:
     """The two cells for a result file's arrays, or None when the run cannot be replayed
     request by request from them (arrays missing or not one entry per request sent, a request
-    that did not complete, a prompt of no tokens)."""
-    if input_lens is None or output_lens is None or completed != num_prompts:
+    that did not complete, a prompt of no tokens, an interrupted run)."""
+    if input_lens is None or output_lens is None or completed != num_prompts or partial:
         return None
     if not len(input_lens) == len(output_lens) == num_prompts:
         return None

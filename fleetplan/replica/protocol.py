@@ -341,15 +341,9 @@ def replay(params: ReplicaParams, *, rate: float, num_prompts: int = 200,
              else _known_lengths(request_lengths, num_prompts, params.max_model_len))
     per_seed: dict[str, list[float]] = {k: [] for k in METRICS}
     pre = 0.0
-    memo: tuple[dict[str, float], float, float | None] | None = None
-    for seed in seeds:
-        if memo is not None:  # recorded lengths and exact send times: the same run again
-            for k in METRICS:
-                per_seed[k].append(memo[0][k])
-            pre += memo[1] / len(seeds)
-            if memo[2] is not None:
-                per_seed["prefix_hit_share"].append(memo[2])
-            continue
+    # recorded lengths and exact send times: every seed is the same run, simulated once
+    simulated = seeds[:1] if known is not None and arrival_seed is not None else seeds
+    for seed in simulated:
         if arrival_seed is not None:
             arr, end_min = vllm_arrivals(num_prompts, rate, burstiness, arrival_seed)
         else:
@@ -362,21 +356,19 @@ def replay(params: ReplicaParams, *, rate: float, num_prompts: int = 200,
             ins, outs = sample_lengths(lm, num_prompts, seed, totals, pinned_outputs,
                                        params.max_model_len)
         cached = ins if warm_prefix_cache else None
-        share = None
         if prefix_runs_before is not None and not warm_prefix_cache:
             cap = (params.kv_capacity_tokens if prefix_capacity_tokens is None
                    else prefix_capacity_tokens)
             cached = cached_prompt_tokens(ins, outs, cap, params.block_size, prefix_runs_before)
-            share = hit_share(ins, cached)
-            per_seed.setdefault("prefix_hit_share", []).append(share)
+            per_seed.setdefault("prefix_hit_share", []).append(hit_share(ins, cached))
         reqs, engine = simulate_requests(params, arr, ins, outs, cached=cached,
                                          max_concurrency=max_concurrency)
         m = run_metrics(reqs, engine, end_min)
-        pre += engine.stats.preemptions / len(seeds)
+        pre += engine.stats.preemptions / len(simulated)
         for k in METRICS:
             per_seed[k].append(m[k])
-        if known is not None and arrival_seed is not None:
-            memo = ({k: m[k] for k in METRICS}, float(engine.stats.preemptions), share)
+    if len(simulated) < len(seeds):
+        per_seed = {k: vals * len(seeds) for k, vals in per_seed.items()}
     stats = {}
     for k, vals in per_seed.items():
         a = np.asarray(vals, dtype=float)

@@ -181,7 +181,7 @@ def _lengths(ins: object, outs: object) -> tuple[tuple[int, ...], tuple[int, ...
     """A store row's recorded lengths (:mod:`fleetplan.profiles.request_lengths`), if any."""
     if not isinstance(ins, str) or not isinstance(outs, str) or not ins or not outs:
         return None
-    return (tuple(int(v) for v in decode(ins)), tuple(int(v) for v in decode(outs)))
+    return decode(ins), decode(outs)
 
 
 def _typed_runs(frame: pd.DataFrame, ref: pd.DataFrame, fl: dict[str, str]) -> list[MeasuredRun]:

@@ -22,7 +22,6 @@ from fleetplan.replica.burst_tail import infer_burst_tails
 from fleetplan.replica.calibrate import (
     DEFAULT_MAX_NFEV,
     FIT_SEEDS,
-    check_fit_seeds,
     fit_many,
     group_runs,
 )
@@ -99,7 +98,6 @@ def leave_one_rate_out(runs: Sequence[MeasuredRun], *, jobs: int | None = None,
     ``tail_pool`` set to the whole store gives the same rows as the whole cross-validation.
     ``fit_seeds``: the length seeds every fold's fit replays (default the calibration's,
     :data:`fleetplan.replica.calibrate.FIT_SEEDS`); ``seeds``: those of the predictions."""
-    fit_seeds = check_fit_seeds(fit_seeds)
     pool = runs if tail_pool is None else tail_pool
     table = rate_table(runs)
     groups = group_runs(runs)
