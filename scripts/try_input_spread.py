@@ -15,8 +15,8 @@ are those of the prompt lengths whatever ``a`` and ``b`` (the step coefficients)
 prints them for each such run, measured, and replayed with the bundled calibration and the
 protocol length model at each input cv given (default 0.8, the committed value, to 3.0), with
 the mean squared difference over the runs (S and R) as the score. docs/replica-model.md
-("Tried: the prompts' spread from the shape of low-load TTFT") has the results and what a
-recalibration at the chosen spread did to the held-out figures.
+("Tried: the prompts' spread read from low-load TTFT, and stratified lengths") has the results
+and what a recalibration at each spread did to the held-out figures.
 """
 
 from __future__ import annotations
@@ -56,17 +56,17 @@ def main() -> None:
     params = {(e["model"], e["config"]): ReplicaParams.model_validate(e["params"])
               for e in cal["configs"]}
     runs = length_revealing(runs_from_frame(load_profiles().frame), params)
+    measured = [shape(r.measured) for r in runs]
     print(f"{len(runs)} runs: model, config, rate, measured S / R / p99:p50")
-    for r in runs:
-        s, q, ratio = shape(r.measured)
+    for r, (s, q, ratio) in zip(runs, measured, strict=True):
         print(f"  {r.model:30s} {r.config:11s} {r.request_rate:3g}  {s:.3f} / {q:.3f} / "
               f"{ratio:.2f}")
     for cv in args.cv:
         lm = protocol_length_model(cv, PROTOCOL_CV_OUTPUT)
         got = [shape(predict_run(params[r.key], r, lengths=lm, seeds=tuple(range(args.seeds))))
                for r in runs]
-        score = math.fsum((g[0] - shape(r.measured)[0]) ** 2 + (g[1] - shape(r.measured)[1]) ** 2
-                          for g, r in zip(got, runs, strict=True)) / len(runs)
+        score = math.fsum((g[0] - m[0]) ** 2 + (g[1] - m[1]) ** 2
+                          for g, m in zip(got, measured, strict=True)) / len(runs)
         print(f"cv_input {cv:g}: score {score:.4f}; replayed S / R / p99:p50 per run: "
               + ", ".join(f"{a:.3f}/{b:.3f}/{c:.2f}" for a, b, c in got), flush=True)
 
