@@ -12,8 +12,11 @@ from fleetplan.cli._options import (
     CALIBRATION_DEFAULT,
     CATALOG_HELP,
     MODEL_CONFIG_HELP,
+    PROGRESS_HELP,
+    QUIET_HELP,
     model_name,
     note_user_files,
+    progress_reporter,
     use_cli_context,
 )
 from fleetplan.errors import InputError
@@ -97,6 +100,8 @@ def predict(
     fmt: OutputFormat = typer.Option(
         OutputFormat.table, "--format", help="table, csv (the table's rows: metric, mean, std; "
         "--steady: metric, value) or json."),
+    progress: bool = typer.Option(False, "--progress", help=PROGRESS_HELP),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
 ) -> None:
     """Predict what vLLM's benchmark would measure for MODEL on CONFIG at RATE.
 
@@ -156,8 +161,9 @@ def predict(
         head["own_runs"] = own.to_dict()
     own_line = f"\n{own.caption()}" if own is not None else ""
     if steady:
-        sres = steady_state(params, rate=rate, burstiness=burstiness,
-                            prefix_cache_hit=prefix_cache_hit or 0.0)
+        with progress_reporter(quiet, progress) as reporter:
+            sres = steady_state(params, rate=rate, burstiness=burstiness,
+                                prefix_cache_hit=prefix_cache_hit or 0.0, progress=reporter)
         out = {**head, "mode": "steady", **sres.to_dict()}
         bands = _bands(params, {k: v for k, v in sres.to_dict().items()
                                 if isinstance(v, int | float)})

@@ -311,6 +311,11 @@ def run_searches(jobs: Mapping[K, CapacityJob], executor: Executor,
         groups.setdefault(ident, {}).setdefault(keys[k], j)
     ordered = [dict(sorted(g.items())) for _i, g in sorted(groups.items())]
     ordered.sort(key=lambda g: _cost(list(g.values())), reverse=True)
+    if ordered and getattr(executor, "name", None) in ("serial", "local"):
+        # compiled here, once, as a step of its own: forked workers inherit it
+        from fleetplan.replica.steady_kernel import prepare
+
+        prepare(next(iter(ordered[0].values())).params, progress)
     done = tracked_map(executor, search_group, [list(g.values()) for g in ordered],
                        progress, "capacity searches (candidate x workload)")
     rejected = dict(r for c in caches.values() for r in c.rejected)

@@ -15,7 +15,9 @@ prefix hits, overload and early stops included). The Python engine stays the mod
 and serves the fleet simulator, replays and calibration, where replicas share a clock.
 
 Main entry: :func:`run_steady`; it returns per-request times and the run's counters, and
-:func:`fleetplan.replica.steady.steady_state` turns them into its result.
+:func:`fleetplan.replica.steady.steady_state` turns them into its result. :func:`prepare`
+compiles (or loads) the loop ahead, as a named progress step: the first run in a process waits
+for it, ~10 s the first time on a machine.
 The loop itself is :func:`fleetplan.replica.steady_loop.steady_loop`.
 """
 
@@ -26,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from fleetplan._progress import Progress, step
 from fleetplan.errors import ModelError
 from fleetplan.replica.engine import check_limits, refusal
 from fleetplan.replica.steady_loop import (
@@ -39,7 +42,10 @@ from fleetplan.replica.steady_loop import (
     steady_loop,
 )
 
-__all__ = ["STOP_ABOVE", "STOP_DONE", "STOP_OVERLOAD", "run_steady"]
+__all__ = ["PREPARE_STEP", "STOP_ABOVE", "STOP_DONE", "STOP_OVERLOAD", "prepare", "run_steady"]
+
+#: The progress step of :func:`prepare`.
+PREPARE_STEP = "preparing the compiled steady-state engine (~10 s the first time on a machine)"
 
 
 def _compile(fn: Any) -> Any:
@@ -76,6 +82,19 @@ def _compile(fn: Any) -> Any:
 
 
 _LOOP: list[Any] = []  # compiled on the first run, not at import
+
+
+def prepare(params: Any, progress: Progress | None = None) -> None:
+    """Make the compiled loop ready in this process (a one-request run of ``params``' replica),
+    reported to ``progress`` as :data:`PREPARE_STEP`; nothing to do once it is ready, or where
+    ``FLEETPLAN_NO_JIT=1``. Worker processes forked afterwards inherit it; others load it from
+    the cache folder (:func:`_compile`)."""
+    if _LOOP or os.environ.get("FLEETPLAN_NO_JIT") == "1":
+        return
+    one = np.ones(1, dtype=np.int64)
+    with step(progress, PREPARE_STEP):
+        run_steady(np.zeros(1), one, one, np.zeros(1, dtype=np.int64), np.ones(1, dtype=bool),
+                   params=params, limit=64, watch=[])
 
 
 def _bad_requests(p: Any, inp: np.ndarray, out: np.ndarray) -> np.ndarray:

@@ -183,3 +183,44 @@ def test_bad_arguments_are_refused_in_one_line(kw):
     with pytest.raises(InputError) as exc:
         steady_state(BASE, **args)
     assert "\n" not in str(exc.value)
+
+
+class _Steps:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str]] = []
+
+    def start(self, name: str, total: int | None = None) -> None:
+        self.events.append(("start", name))
+
+    def advance(self, name: str, amount: int = 1) -> None:
+        self.events.append(("advance", name))
+
+    def finish(self, name: str) -> None:
+        self.events.append(("finish", name))
+
+
+def test_the_engine_is_prepared_once_per_process_as_a_step_of_its_own(monkeypatch) -> None:
+    import fleetplan.replica.steady_kernel as kernel
+
+    monkeypatch.setattr(kernel, "_LOOP", [])  # as in a new process (loads the machine code)
+    rec = _Steps()
+    first = steady_state(BASE, rate=2.0, duration_s=120, warmup_s=30, progress=rec)
+    assert rec.events == [("start", kernel.PREPARE_STEP), ("finish", kernel.PREPARE_STEP)]
+    again = steady_state(BASE, rate=2.0, duration_s=120, warmup_s=30, progress=rec)
+    assert len(rec.events) == 2  # ready: nothing more to report
+    assert first.to_dict() == again.to_dict() == steady_state(
+        BASE, rate=2.0, duration_s=120, warmup_s=30).to_dict()
+
+
+def test_predict_steady_shows_the_preparation_on_stderr_only(cli, monkeypatch) -> None:
+    import fleetplan.replica.steady_kernel as kernel
+
+    args = ("predict", "-m", "DeepSeek-R1-Distill-Qwen-14B", "-c", "1xH100-PCIe", "-r", "2",
+            "--steady", "--format", "json")
+    monkeypatch.setattr(kernel, "_LOOP", [])
+    shown = cli(*args, "--progress")
+    assert shown.exit_code == 0, shown.stderr
+    assert kernel.PREPARE_STEP in shown.stderr and kernel.PREPARE_STEP not in shown.stdout
+    monkeypatch.setattr(kernel, "_LOOP", [])
+    quiet = cli(*args, "--progress", "--quiet")
+    assert kernel.PREPARE_STEP not in quiet.stderr and quiet.stdout == shown.stdout
