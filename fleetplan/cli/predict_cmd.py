@@ -111,7 +111,9 @@ def predict(
     datasheet; its ttft_p99_ms_band (and the other *_band fields) give the range the measured
     value fell in for 80% of held-out runs of the bundled store (docs/spec-path-validation.md).
     A calibrated pair's own_runs (the caption's "its own runs") give the fit's worst error on
-    the runs it was fitted to and the runs it flagged and did not fit (docs/validation.md).
+    the runs it was fitted to and the runs it flagged and did not fit, each with its replayed
+    token gap against the measured one (itl_p50_error_pct: a fit made from high-rate runs can
+    be slow at light load, docs/replica-model.md; docs/validation.md).
     """
     if not burstiness > 0:
         raise InputError(f"--burstiness {burstiness!r} must be > 0")

@@ -39,18 +39,31 @@ class WorstError:
     request_rate: float
 
 
+#: The one figure of a flagged run that still judges the fit: its token gaps. A flagged run's
+#: first tokens came late, so its TTFT and TPOT (which divides E2E - TTFT) say nothing of the
+#: server's steps, but its tokens were computed on time (docs/replica-model.md). Where a
+#: fit made only from high-rate runs puts the per-sequence cost into the fixed step, this is
+#: where it shows (14B on 4 x RTX 4090: ITL p50 replayed +133 % at 1 req/s).
+FLAGGED_GAP_METRIC = "itl_p50_ms"
+
+
 @dataclass(frozen=True)
 class OwnRuns:
-    """A calibration entry's runs: fitted rates, flagged ones (with why), worst errors."""
+    """A calibration entry's runs: fitted rates, flagged ones (with why and their token-gap
+    error), worst errors."""
 
     fitted_rates: tuple[float, ...]
     flagged: tuple[tuple[float, str], ...]  # (request rate, flag reason)
     worst: dict[str, WorstError]
+    #: ITL p50 error % of each flagged run, by request rate (None where the file has none)
+    flagged_gap_error_pct: tuple[float | None, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
+        gaps = self.flagged_gap_error_pct or (None,) * len(self.flagged)
         return {
             "fitted_rates": list(self.fitted_rates),
-            "flagged": [{"request_rate": r, "flag_reason": why} for r, why in self.flagged],
+            "flagged": [{"request_rate": r, "flag_reason": why, "itl_p50_error_pct": gap}
+                        for (r, why), gap in zip(self.flagged, gaps, strict=True)],
             "worst_error_pct": {m: {"error_pct": w.error_pct, "request_rate": w.request_rate}
                                 for m, w in self.worst.items()},
             "note": "in-sample: the fit's replay of the runs it was fitted to, over its length "
@@ -69,8 +82,19 @@ class OwnRuns:
                      f"req/s ({self.flagged[0][1]}): its measured TTFT there is above any "
                      "work-conserving server's, so expect TTFT above this prediction near "
                      "those rates (docs/replica-model.md)")
+            gaps = [(r, g) for (r, _), g in zip(self.flagged, self.flagged_gap_error_pct,
+                                                strict=False) if g is not None]
+            if gaps and max(g for _, g in gaps) > LIGHT_LOAD_SLOW_PCT:
+                line += ("\nits token gaps there were computed on time and replay "
+                         + ", ".join(f"{g:+.0f} % ({r:g} req/s)" for r, g in gaps)
+                         + " (ITL p50, replayed against measured): at light load this "
+                         "prediction's TPOT may run that much above the server's")
         return line
 
+
+#: A flagged run's replayed token gaps above this (%) get a line of their own in the caption:
+#: twice the TPOT target of docs/validation.md, well outside its noise floor.
+LIGHT_LOAD_SLOW_PCT = 10.0
 
 _LABEL = {"ttft_p50_ms": "TTFT p50",
           "ttft_p90_ms": "TTFT p90", "ttft_p99_ms": "TTFT p99", "tpot_p50_ms": "TPOT p50"}
@@ -87,9 +111,11 @@ def own_runs(entry: CalibrationEntry | None) -> OwnRuns | None:
         if errs:
             e, rate = max(errs, key=lambda t: (abs(t[0]), -t[1]))
             worst[m] = WorstError(float(e), float(rate))
-    flagged = tuple((float(r.request_rate), r.flag_reason or "flagged")
-                    for r in sorted(entry.runs, key=lambda r: r.request_rate) if r.flagged)
-    return OwnRuns(tuple(sorted({float(r.request_rate) for r in fitted})), flagged, worst)
+    flagged_runs = sorted((r for r in entry.runs if r.flagged), key=lambda r: r.request_rate)
+    flagged = tuple((float(r.request_rate), r.flag_reason or "flagged") for r in flagged_runs)
+    gaps = tuple(float(r.error_pct[FLAGGED_GAP_METRIC]) if FLAGGED_GAP_METRIC in r.error_pct
+                 else None for r in flagged_runs)
+    return OwnRuns(tuple(sorted({float(r.request_rate) for r in fitted})), flagged, worst, gaps)
 
 
 #: What a flagged run means for a prediction, in the notes of ``solve`` and ``simulate``.

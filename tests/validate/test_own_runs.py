@@ -5,7 +5,13 @@ from __future__ import annotations
 import json
 
 from fleetplan.replica.calibration_file import load_calibration_file
-from fleetplan.validate.own_runs import OWN_RUN_METRICS, own_runs
+from fleetplan.validate.own_runs import (
+    FLAGGED_GAP_METRIC,
+    LIGHT_LOAD_SLOW_PCT,
+    OWN_RUN_METRICS,
+    OwnRuns,
+    own_runs,
+)
 
 
 def test_the_worst_error_is_the_largest_over_the_fitted_runs_only() -> None:
@@ -34,6 +40,40 @@ def test_the_tensor_parallel_4090_server_says_what_its_runs_show() -> None:
     assert "flagged, not fitted: 1, 4 req/s" in text and "TTFT p99 -" in text
 
 
+def test_a_flagged_run_still_judges_the_step_by_its_token_gaps() -> None:
+    for entry in load_calibration_file().configs:
+        rec = own_runs(entry)
+        assert rec is not None
+        flagged = sorted((r for r in entry.runs if r.flagged), key=lambda r: r.request_rate)
+        got = [f["itl_p50_error_pct"] for f in rec.to_dict()["flagged"]]
+        assert got == [r.error_pct[FLAGGED_GAP_METRIC] for r in flagged]
+
+
+def test_tensor_parallel_4090_fits_say_their_light_load_steps_are_slow() -> None:
+    # docs/replica-model.md ("What it means for a plan"): fitted from their 16 and 32 req/s runs,
+    # these servers replay the token gaps of their flagged 1 req/s runs 1.4-2.8x the measured
+    for model, config in [("DeepSeek-R1-Distill-Qwen-7B", "2xRTX-4090"),
+                          ("DeepSeek-R1-Distill-Qwen-14B", "4xRTX-4090"),
+                          ("DeepSeek-R1-Distill-Qwen-14B", "8xRTX-4090")]:
+        rec = own_runs(load_calibration_file().entry(model, config))
+        assert rec is not None and rec.flagged[0][0] == 1.0
+        gap = rec.flagged_gap_error_pct[0]
+        assert gap is not None and 35 <= gap <= 180, (config, gap)
+        assert "at light load this prediction's TPOT may run that much above" in rec.caption()
+
+
+def test_the_light_load_line_needs_a_slow_flagged_step() -> None:
+    def rec(gaps: tuple[float | None, ...]) -> OwnRuns:
+        return OwnRuns((16.0, 32.0), tuple((r, "why") for r in (1.0, 4.0)[:len(gaps)]), {},
+                       gaps)
+
+    assert "at light load" not in rec((LIGHT_LOAD_SLOW_PCT - 1, -40.0)).caption()
+    assert "at light load" not in rec((None, None)).caption()
+    text = rec((LIGHT_LOAD_SLOW_PCT - 1, LIGHT_LOAD_SLOW_PCT + 1)).caption()
+    assert "+9 % (1 req/s), +11 % (4 req/s)" in text
+    assert "at light load" not in OwnRuns((16.0,), (), {}).caption()
+
+
 def test_predict_carries_its_own_runs_when_calibrated_only(cli) -> None:
     def run(config: str) -> dict:
         res = cli("predict", "-m", "DeepSeek-R1-Distill-Qwen-7B", "-c", config, "-r", "4",
@@ -44,6 +84,7 @@ def test_predict_carries_its_own_runs_when_calibrated_only(cli) -> None:
     tp = run("2xRTX-4090")
     assert tp["calibrated"] and [f["request_rate"] for f in tp["own_runs"]["flagged"]] == [1, 4]
     assert set(tp["own_runs"]["worst_error_pct"]) == set(OWN_RUN_METRICS)
+    assert all(f["itl_p50_error_pct"] > 0 for f in tp["own_runs"]["flagged"])
     one = run("1xH100-PCIe")
     assert one["calibrated"] and one["own_runs"]["flagged"] == []
     spec = run("4xH100-PCIe")  # never measured: held-out bands instead
