@@ -134,16 +134,21 @@ def _notes(pools: Sequence[PoolModel], classes: Sequence[ClassResult], reps: Seq
     notes = ["rates are sustained arrivals simulated to steady state (after warm-up), not the "
              "measured runs' 200-request bursts; sustainable rates are far below burst rates",
              _power_note(pools)]
-    from fleetplan.validate.own_runs import FLAGGED_MEANING, flagged_rates, rates_text
+    from fleetplan.validate import own_runs as own
 
     for pm in pools:
         if not pm.params.calibrated:
             notes.append(f"pool {pm.label}: calibrated: false, replica parameters are "
                          f"{pm.params.source}")
-        elif rates := flagged_rates(pm.params.model, pm.params.config):
-            notes.append(f"pool {pm.label}: calibrated with runs at {rates_text(rates)} flagged "
-                         f"and not fitted ({FLAGGED_MEANING}): expect TTFT above the simulated "
-                         "near those rates")
+        elif rates := own.flagged_rates(pm.params.model, pm.params.config):
+            notes.append(f"pool {pm.label}: calibrated with runs at {own.rates_text(rates)} "
+                         f"flagged and not fitted ({own.FLAGGED_MEANING}): expect TTFT above "
+                         "the simulated near those rates")
+            if (gap := own.slow_light_load_step(pm.params.model, pm.params.config)) is not None:
+                notes.append(f"pool {pm.label}: its calibration replays the token gaps of its "
+                             f"flagged runs up to {gap:.0f} % slower than measured "
+                             f"({own.SLOW_STEP_MEANING}): at light load expect TPOT below the "
+                             "simulated")
     for p, pm in enumerate(pools):
         if over[p]:
             stops = sorted({f"{r.stop_reason} at t={r.stopped_at_s:.0f} s" for r in reps})

@@ -273,6 +273,13 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
 
         notes.append(f"calibrated with runs flagged and not fitted ({FLAGGED_MEANING}): expect "
                      "TTFT above the plan's near the flagged rates on " + "; ".join(flagged))
+    slow = _slow_step_servers(scenario.model, [c for c, p in params.items() if p.calibrated])
+    if slow:
+        from fleetplan.validate.own_runs import SLOW_STEP_MEANING
+
+        notes.append(f"calibrated with a step slower at light load than its flagged runs' token "
+                     f"gaps ({SLOW_STEP_MEANING}): expect TPOT below the plan's at light load "
+                     "on " + "; ".join(slow))
     return Inputs(problem, results, power_sources, tuple(notes), pending)
 
 
@@ -281,6 +288,15 @@ def _flagged_servers(model: str, configs: Sequence[str]) -> list[str]:
     from fleetplan.validate.own_runs import flagged_rates, rates_text
 
     return [f"{c} ({rates_text(r)})" for c in sorted(configs) if (r := flagged_rates(model, c))]
+
+
+def _slow_step_servers(model: str, configs: Sequence[str]) -> list[str]:
+    """``config (ITL p50 +X %)`` for each configuration whose flagged runs' token gaps the
+    calibration replays slower than :data:`~fleetplan.validate.own_runs.LIGHT_LOAD_SLOW_PCT`."""
+    from fleetplan.validate.own_runs import slow_light_load_step
+
+    return [f"{c} (token gaps replayed up to {g:.0f} % slower)" for c in sorted(configs)
+            if (g := slow_light_load_step(model, c)) is not None]
 
 
 def run_searches(jobs: Mapping[K, CapacityJob], executor: Executor,

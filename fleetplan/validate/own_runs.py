@@ -135,5 +135,25 @@ def flagged_rates(model: str, config: str) -> tuple[float, ...]:
     return tuple(r for r, _ in rec.flagged) if rec is not None else ()
 
 
+def slow_light_load_step(model: str, config: str) -> float | None:
+    """The largest replayed token-gap error (ITL p50, %) of the runs the active calibration
+    flagged for ``model`` on ``config``, where it is above :data:`LIGHT_LOAD_SLOW_PCT` (the
+    fit's step is slow at light load: its TPOT there is overstated); else ``None``."""
+    from fleetplan.catalog.hardware import HardwareConfig
+    from fleetplan.catalog.models import get_model
+
+    rec = own_runs(load_calibration_file().entry(get_model(model).model,
+                                                 HardwareConfig.parse(config).name))
+    gaps = [g for g in (rec.flagged_gap_error_pct if rec is not None else ()) if g is not None]
+    worst = max(gaps, default=None)
+    return worst if worst is not None and worst > LIGHT_LOAD_SLOW_PCT else None
+
+
+#: What a slow light-load step means, in the notes of ``solve`` and ``simulate``.
+SLOW_STEP_MEANING = ("fitted from the high-rate runs, whose steps carry a per-sequence cost in "
+                     "the fixed step; the flagged runs' token gaps, computed on time, are faster "
+                     "(docs/replica-model.md)")
+
+
 def rates_text(rates: tuple[float, ...]) -> str:
     return ", ".join(f"{r:g}" for r in rates) + " req/s"
