@@ -13,7 +13,10 @@ seconds; one entry per request sent, failed ones with an error and zero output),
 fleetplan's: ``gpu``, ``gpu_count``, power (``gpu_energy_j``, ``gpu_avg_power_w``,
 ``gpu_energy_per_output_token_j``, ``power_status`` ...), ``partial`` and ``partial_reason``, and
 the protocol facts (``seed``, ``arrival_schedule``) and how late the client sent against its
-schedule (``send_lag_p50_ms``, ``send_lag_p99_ms``, ``send_lag_max_ms``). A statistic over no
+schedule (``send_lag_p50_ms``, ``send_lag_p99_ms``, ``send_lag_max_ms``), and the client host's
+CPUs over the run (``host_cpus``, ``host_cpu_limit``, ``host_cpu_throttled_ms``,
+``client_cpu_s``, ``client_cpu_share``, ``host_load_avg_1m``: :mod:`fleetplan.bench.host`; None
+where the host does not say). A statistic over no
 sample is ``null``, never 0. ``start_times`` count from the run's start.
 """
 
@@ -29,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from fleetplan._io import atomic_write_text, json_safe
+from fleetplan.bench.host import HostFacts
 from fleetplan.bench.power import PowerReport
 from fleetplan.bench.stream import RequestOutcome
 
@@ -103,7 +107,8 @@ class SendLag:
 
 @dataclass(frozen=True)
 class RunFacts:
-    """fleetplan's trailing fields: engine, GPUs and power, partial, protocol, send lag."""
+    """fleetplan's trailing fields: engine, GPUs and power, partial, protocol, send lag, the
+    client host's CPUs (:mod:`fleetplan.bench.host`)."""
 
     engine: str
     engine_version: str | None
@@ -121,6 +126,7 @@ class RunFacts:
     endpoint: str
     client: str
     send_lag: SendLag
+    host: HostFacts = HostFacts()
 
     def to_dict(self) -> dict[str, Any]:
         return {"engine": self.engine, "engine_version": self.engine_version,
@@ -129,7 +135,8 @@ class RunFacts:
                 "partial_reason": self.partial_reason, "num_sent": self.num_sent,
                 "seed": self.seed, "arrival_schedule": self.arrival_schedule,
                 "ignore_eos": self.ignore_eos, "request_timeout_s": self.request_timeout_s,
-                "endpoint": self.endpoint, "client": self.client, **self.send_lag.fields()}
+                "endpoint": self.endpoint, "client": self.client, **self.send_lag.fields(),
+                **self.host.fields()}
 
 
 @dataclass(frozen=True)
@@ -305,7 +312,7 @@ def summary_rows(result: BenchResult) -> list[tuple[str, str]]:
             return "unknown"
         return f"{v:.{digits}f}" if isinstance(v, float) else str(v)
 
-    power, lag = result.facts.power, result.facts.send_lag
+    power, lag, host = result.facts.power, result.facts.send_lag, result.facts.host
     rows = [
         ("Request rate (req/s, target)", str(result.request_rate)),
         ("Requests completed / failed", f"{result.completed} / {result.failed}"),
@@ -325,6 +332,10 @@ def summary_rows(result: BenchResult) -> list[tuple[str, str]]:
         ("Power source", str(power.source)),
         ("Send lag p50 / p99 / max (ms)",
          f"{f(lag.p50_ms, 1)} / {f(lag.p99_ms, 1)} / {f(lag.max_ms, 1)}"),
+        ("Host CPUs / limit / throttled (ms)",
+         f"{f(host.cpus)} / {f(host.cpu_limit) if host.cpu_limit else 'none or unknown'} / "
+         f"{f(host.throttled_ms, 0)}"),
+        ("Client CPU share of one core", f(host.client_cpu_share)),
     ]
     if result.partial:
         rows.append(("PARTIAL RESULT", str(result.facts.partial_reason)))

@@ -43,6 +43,7 @@ import numpy as np
 
 from fleetplan import __version__
 from fleetplan.bench.config import MAX_SCHEDULE_S, BenchConfig, send_schedule
+from fleetplan.bench.host import HostFacts, start_host_watch
 from fleetplan.bench.power import PowerReport, open_power
 from fleetplan.bench.requests import BenchRequest
 from fleetplan.bench.response import version_of
@@ -199,21 +200,24 @@ async def run_benchmark(cfg: BenchConfig, requests: Sequence[BenchRequest],
         report: PowerReport | None = None
         try:
             run.t0 = time.perf_counter()
+            watch = start_host_watch()
             driver = asyncio.create_task(run.drive(client, offsets, headers))
             partial_reason = await _race(driver, stop, cfg, deadline_at)
             duration = time.perf_counter() - run.t0
+            host = watch.stop()
         finally:
             report = power.stop()
     sent = sorted(run.outcomes)
     if partial_reason is not None:
         partial_reason += f"; {len(sent)} of {cfg.num_prompts} requests sent"
     return _assemble(cfg, requests, run, sent, duration, report, version, partial_reason,
-                     offsets)
+                     offsets, host)
 
 
 def _assemble(cfg: BenchConfig, requests: Sequence[BenchRequest], run: _Run, sent: list[int],
               duration: float, power: PowerReport, version: str | None,
-              partial_reason: str | None, offsets: np.ndarray) -> BenchResult:
+              partial_reason: str | None, offsets: np.ndarray,
+              host: HostFacts | None = None) -> BenchResult:
     header = RunHeader(
         date=datetime.now(UTC).strftime("%Y%m%d-%H%M%S"),
         endpoint_type="openai" if cfg.api == "completions" else "openai-chat",
@@ -245,6 +249,7 @@ def _assemble(cfg: BenchConfig, requests: Sequence[BenchRequest], run: _Run, sen
         endpoint=cfg.url,
         client=f"fleetplan {__version__} bench",
         send_lag=send_lag([run.outcomes[i].start_s - run.t0 - float(offsets[i]) for i in sent]),
+        host=host or HostFacts(),
     )
     fallback = [requests[i].prompt_tokens or len(requests[i].prompt.split()) for i in sent]
     return bench_result([run.outcomes[i] for i in sent], t0=run.t0, duration_s=duration,

@@ -24,8 +24,9 @@ TRAILING = ["engine", "engine_version", "dataset_name", "gpu", "gpu_count", "pow
             "gpu_avg_power_w", "gpu_sampled_power_mean_w", "gpu_sampled_power_max_w",
             "gpu_power_samples", "partial", "partial_reason", "num_sent", "seed",
             "arrival_schedule", "ignore_eos", "request_timeout_s", "endpoint", "client",
-            "send_lag_p50_ms", "send_lag_p99_ms", "send_lag_max_ms",
-            "gpu_energy_per_output_token_j"]
+            "send_lag_p50_ms", "send_lag_p99_ms", "send_lag_max_ms", "host_cpus",
+            "host_cpu_limit", "host_cpu_throttled_ms", "client_cpu_s", "client_cpu_share",
+            "host_load_avg_1m", "gpu_energy_per_output_token_j"]
 
 
 def _result(energy_j: float | None):
