@@ -49,6 +49,7 @@ from fleetplan.validate.records import (
     CvResult,
     MetricRow,
     RunRecord,
+    server_kind,
 )
 
 TARGETS_PCT = {"request_throughput": 3.0, "output_throughput": 3.0, "ttft_p50_ms": 8.0,
@@ -74,14 +75,17 @@ def _summary(records: Sequence[RunRecord], with_baseline: bool) -> dict[str, CvM
 
 def summaries(records: Sequence[RunRecord], with_baseline: bool, *,
               not_covered: Sequence[tuple[str, str]] | None = None) -> CvResult:
-    """Overall and per-GPU-type summaries."""
+    """Overall, per-GPU-type and per-server-kind (:func:`server_kind`) summaries."""
     by_gpu: dict[str, list[RunRecord]] = {}
+    by_kind: dict[str, list[RunRecord]] = {}
     for r in records:
         by_gpu.setdefault(r.gpu, []).append(r)
+        by_kind.setdefault(server_kind(r.gpu, r.gpu_count), []).append(r)
     return CvResult(
         runs=tuple(records), summary=_summary(records, with_baseline),
         by_gpu={g: _summary(rs, with_baseline) for g, rs in sorted(by_gpu.items())},
-        not_covered=None if not_covered is None else tuple(not_covered))
+        not_covered=None if not_covered is None else tuple(not_covered),
+        by_kind={k: _summary(rs, with_baseline) for k, rs in sorted(by_kind.items())})
 
 
 def leave_one_rate_out(runs: Sequence[MeasuredRun], *, jobs: int | None = None,

@@ -26,6 +26,23 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return out
 
 
+KIND_METRICS = ("request_throughput", "ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms",
+                "tpot_p50_ms")
+
+
+def _kind_section(by_kind: Mapping[str, Mapping[str, CvMetricSummary]]) -> list[str]:
+    """Model median |error| % per server kind: the figures ``solve --confidence`` takes."""
+    if not by_kind:
+        return []
+    rows = [[kind] + [_f(rows[m].median_abs_error_pct) for m in KIND_METRICS]
+            + [str(rows["ttft_p99_ms"].n)] for kind, rows in by_kind.items()]
+    return ["### Per server kind (one GPU or tensor-parallel)", "",
+            "Model median |error| %, the same runs as above split by whether the server spans "
+            "several GPUs; `solve --confidence` takes its margins from the `ttft_p99_ms` column "
+            "(fleetplan/optimize/confidence.py).", "",
+            *_table(["server kind", *[f"`{m}`" for m in KIND_METRICS], "n"], rows), ""]
+
+
 def _cv_rows(summary: Mapping[str, CvMetricSummary], baseline: bool) -> list[list[str]]:
     rows = []
     for m in VALIDATED_METRICS:
@@ -79,6 +96,7 @@ def validation_markdown(result: ValidationResult, *, command: str) -> str:
             lines += _table(["metric", "target %", "model %", "baseline %", "meets target",
                              "beats baseline", "n"], _cv_rows(summ, True))
             lines.append("")
+        lines += _kind_section(loro.by_kind)
         lines += ["### Per run (model / baseline error, %)", ""]
         short = ("request_throughput", "ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms",
                  "tpot_p50_ms")

@@ -11,7 +11,7 @@ Mappings keyed by metric or GPU name stay dicts (the keys are data, not field na
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from fleetplan.errors import DataError
@@ -36,6 +36,12 @@ class BaselineMetricRow(MetricRow):
 
     baseline_predicted: float | None = None
     baseline_error_pct: float | None = None
+
+
+def server_kind(gpu: str, gpu_count: int) -> str:
+    """``"<GPU type>, one GPU"`` or ``"<GPU type>, tensor-parallel"``: the groups whose model
+    errors differ (the tensor-parallel RTX 4090 first-token delays, docs/replica-model.md)."""
+    return f"{gpu}, {'tensor-parallel' if gpu_count > 1 else 'one GPU'}"
 
 
 @dataclass(frozen=True)
@@ -121,6 +127,8 @@ class CvResult:
     summary: dict[str, CvMetricSummary]
     by_gpu: dict[str, dict[str, CvMetricSummary]]
     not_covered: tuple[tuple[str, str], ...] | None = None
+    #: the same per :func:`server_kind` (GPU type, one GPU or tensor-parallel)
+    by_kind: dict[str, dict[str, CvMetricSummary]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -130,6 +138,9 @@ class CvResult:
                        for g, rows in self.by_gpu.items()}}
         if self.not_covered is not None:
             out["not_covered"] = [{"model": m, "config": c} for m, c in self.not_covered]
+        if self.by_kind:
+            out["by_kind"] = {k: {m: s.to_dict() for m, s in rows.items()}
+                              for k, rows in self.by_kind.items()}
         return out
 
 
@@ -200,4 +211,6 @@ def _cv(d: Mapping[str, Any], summary: type[CvMetricSummary]) -> CvResult:
         runs=tuple(_run(r) for r in d["runs"]),
         summary={m: summary(**s) for m, s in d["summary"].items()},
         by_gpu={g: {m: summary(**s) for m, s in rows.items()} for g, rows in d["by_gpu"].items()},
+        by_kind={k: {m: summary(**s) for m, s in rows.items()}
+                 for k, rows in d.get("by_kind", {}).items()},
         not_covered=None if nc is None else tuple((c["model"], c["config"]) for c in nc))
