@@ -18,8 +18,10 @@ from hypothesis import strategies as st
 from optimize_helpers import H100, R2, R4, synth_capacity, synth_problem
 
 from fleetplan.optimize.confidence import (
+    MODEL_ERROR_BY_KIND_PCT,
     MODEL_ERROR_PCT,
     latency_factor,
+    model_error,
 )
 from fleetplan.optimize.milp import build_model, solve_problem
 from fleetplan.optimize.problem import PlanProblem
@@ -142,3 +144,38 @@ def test_model_errors_are_the_validation_tables() -> None:
         cells = [c.strip() for c in _doc_rows(text, loro, gpu).split("|")]
         # rate-out rows: target, model, baseline, ..., n
         assert float(cells[1]) == pct and int(cells[-2]) == n, (gpu, cells)
+
+
+def _kind_cells(text: str, kind: str) -> list[str]:
+    part = text.split("### Per server kind", 1)[1].split("###", 1)[0]
+    row = re.search(rf"\| {re.escape(kind)} \|([^\n]*)", part)
+    assert row is not None, kind
+    return [c.strip() for c in row.group(1).split("|")]
+
+
+def test_server_kind_errors_are_the_validation_tables() -> None:
+    """The per-kind figures are docs/validation.md's "Per server kind" table (ttft_p99_ms, n)."""
+    text = (ROOT / "docs" / "validation.md").read_text()
+    header = text.split("### Per server kind", 1)[1].split("| --- |", 1)[0]
+    cols = [c.strip() for c in header.strip().splitlines()[-1].strip("|").split("|")]
+    p99 = cols.index("`ttft_p99_ms`") - 1  # the cells after the kind's own
+    for kind, (pct, n) in MODEL_ERROR_BY_KIND_PCT.items():
+        cells = _kind_cells(text, kind)
+        assert float(cells[p99]) == pct and int(cells[-2]) == n, (kind, cells)
+
+
+def test_a_tensor_parallel_server_takes_its_kinds_larger_margin(monkeypatch) -> None:
+    one, src1 = model_error("RTX-4090", 1)
+    tp, src = model_error("RTX-4090", 4)
+    assert (one, tp) == (MODEL_ERROR_BY_KIND_PCT["RTX-4090, one GPU"][0],
+                         MODEL_ERROR_BY_KIND_PCT["RTX-4090, tensor-parallel"][0])
+    assert "RTX-4090, tensor-parallel" in src and "RTX-4090, one GPU" in src1
+    assert latency_factor(0.9, tp) > latency_factor(0.9, MODEL_ERROR_PCT["RTX-4090"][0]) \
+        > latency_factor(0.9, one)
+    # a kind with too few held-out runs falls back to its GPU type's figure
+    import fleetplan.optimize.confidence as confidence
+
+    monkeypatch.setitem(confidence.MODEL_ERROR_BY_KIND_PCT, "RTX-4090, tensor-parallel",
+                        (90.0, confidence.MIN_KIND_RUNS - 1))
+    assert model_error("RTX-4090", 2)[0] == MODEL_ERROR_PCT["RTX-4090"][0]
+    assert model_error("L4", 2)[0] == confidence.UNMEASURED_ERROR_PCT  # no figure at all
