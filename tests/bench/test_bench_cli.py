@@ -118,26 +118,34 @@ def test_ctrl_c_in_the_cli_writes_the_partial_result(fake_server: Any, tmp_path:
     assert "partial" in stderr
 
 
+def _at_third_request(monkeypatch: pytest.MonkeyPatch, event: Any) -> Any:
+    """Make ``bench`` call ``event()`` when its third request is done; returns the real
+    ``run_sweep`` (the command imports it from :mod:`fleetplan.bench` when it runs)."""
+    import fleetplan.bench as bench_pkg
+
+    real = bench_pkg.run_sweep
+
+    def sweep(cfg: Any, rates: Any, reqs: Any, on_start: Any, on_progress: Any,
+              *rest: Any) -> Any:
+        def tick(done: int, failed: int, total: int) -> None:
+            on_progress(done, failed, total)
+            if done == 3:
+                event()
+        return real(cfg, rates, reqs, on_start, tick, *rest)
+
+    monkeypatch.setattr(bench_pkg, "run_sweep", sweep)
+    return real
+
+
 def test_bench_warns_when_the_client_fell_behind_its_schedule(fake_server: Any, cli: Any,
                                                               monkeypatch: pytest.MonkeyPatch
                                                               ) -> None:
-    import fleetplan.bench as bench_pkg  # the command imports run_sweep from it when it runs
-
     srv = fake_server(lambda i, b: Plan(tokens=2))
-    real = bench_pkg.run_sweep
-
-    def starved(cfg: Any, rates: Any, reqs: Any, on_start: Any, on_progress: Any,
-                *rest: Any) -> Any:
-        def hog(done: int, failed: int, total: int) -> None:
-            on_progress(done, failed, total)
-            if done == 3:
-                time.sleep(0.3)  # the event loop blocked, as by a CPU-starved client
-        return real(cfg, rates, reqs, on_start, hog, *rest)
-
+    # the event loop blocked, as by a CPU-starved client
+    _at_third_request(monkeypatch, lambda: time.sleep(0.3))
     args = ("bench", "--endpoint", srv.url, "--model", "m", "--rate", "40", "--num-prompts",
             "30", "--input-len", "8", "--output-len", "2", "--power", "none", "--no-progress",
             "--format", "json")
-    monkeypatch.setattr(bench_pkg, "run_sweep", starved)
     res = cli(*args)
     assert res.exit_code == 0, res.stderr
     assert json.loads(res.stdout)["send_lag_max_ms"] >= 200.0
@@ -146,7 +154,6 @@ def test_bench_warns_when_the_client_fell_behind_its_schedule(fake_server: Any, 
 
 def test_bench_reports_the_hosts_cpus_and_warns_when_its_cgroup_was_throttled(
         fake_server: Any, cli: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    import fleetplan.bench as bench_pkg
     import fleetplan.bench.host as host
 
     cgroup = tmp_path / "cgroup"
@@ -155,26 +162,20 @@ def test_bench_reports_the_hosts_cpus_and_warns_when_its_cgroup_was_throttled(
     (cgroup / "cpu.stat").write_text("throttled_usec 5000000\n")
     monkeypatch.setattr(host, "CGROUP_ROOT", cgroup)
     srv = fake_server(lambda i, b: Plan(tokens=2))
-    real = bench_pkg.run_sweep
-
-    def throttled(cfg: Any, rates: Any, reqs: Any, on_start: Any, on_progress: Any,
-                  *rest: Any) -> Any:
-        def tick(done: int, failed: int, total: int) -> None:
-            on_progress(done, failed, total)
-            if done == 3:  # the kernel throttles the container for 40 ms mid-run
-                (cgroup / "cpu.stat").write_text("throttled_usec 5040000\n")
-        return real(cfg, rates, reqs, on_start, tick, *rest)
-
+    # the kernel throttles the container for 40 ms mid-run
+    real = _at_third_request(
+        monkeypatch, lambda: (cgroup / "cpu.stat").write_text("throttled_usec 5040000\n"))
     args = ("bench", "--endpoint", srv.url, "--model", "m", "--rate", "40", "--num-prompts",
             "10", "--input-len", "8", "--output-len", "2", "--power", "none", "--no-progress",
             "--format", "json")
-    monkeypatch.setattr(bench_pkg, "run_sweep", throttled)
     res = cli(*args)
     assert res.exit_code == 0, res.stderr
     d = json.loads(res.stdout)
     assert d["host_cpu_limit"] == 2.0 and d["host_cpu_throttled_ms"] == pytest.approx(40.0)
     assert d["host_cpus"] >= 1 and d["client_cpu_s"] > 0 and d["client_cpu_share"] > 0
     assert "cgroup was throttled for 40 ms" in " ".join(res.stderr.split())
+    import fleetplan.bench as bench_pkg
+
     monkeypatch.setattr(bench_pkg, "run_sweep", real)
     calm = cli(*args)  # nothing throttled: the figures, no warning
     assert calm.exit_code == 0 and json.loads(calm.stdout)["host_cpu_throttled_ms"] == 0.0
