@@ -296,11 +296,11 @@ def _show(results: list[BenchResult], fmt: str, out: Path | None, err: Console,
                       f"{lag.max_ms or 0.0:.0f} ms): it was short of CPU, so the load was "
                       "burstier than asked and its latencies include its own delay",
                       highlight=False)
-        throttled = r.facts.host.throttled_ms
-        if throttled is not None and throttled > 0:
+        host = r.facts.host
+        if host.throttled_ms is not None and host.throttled_ms > 0:
+            limit = f" (CPU limit {host.cpu_limit:g} CPUs)" if host.cpu_limit else ""
             err.print(f"fleetplan: warning: at {r.request_rate:g} req/s this host's cgroup was "
-                      f"throttled for {throttled:.0f} ms (CPU limit "
-                      f"{r.facts.host.cpu_limit or 0.0:g} CPUs): a server on this host was "
+                      f"throttled for {host.throttled_ms:.0f} ms{limit}: a server on this host was "
                       "short of CPU too, and its first tokens may include the host's delay "
                       "(docs/replica-model.md)", highlight=False)
 

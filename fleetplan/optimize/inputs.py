@@ -267,13 +267,14 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
                      "carbon is the simulated plan's")
     if uncal:
         notes.append("spec-based (uncalibrated) replica parameters for: " + ", ".join(uncal))
-    flagged = _flagged_servers(scenario.model, [c for c, p in params.items() if p.calibrated])
+    calibrated = [c for c, p in params.items() if p.calibrated]
+    flagged = _flagged_servers(scenario.model, calibrated)
     if flagged:
         from fleetplan.validate.own_runs import FLAGGED_MEANING
 
         notes.append(f"calibrated with runs flagged and not fitted ({FLAGGED_MEANING}): expect "
                      "TTFT above the plan's near the flagged rates on " + "; ".join(flagged))
-    slow = _slow_step_servers(scenario.model, [c for c, p in params.items() if p.calibrated])
+    slow = _slow_step_servers(scenario.model, calibrated)
     if slow:
         from fleetplan.validate.own_runs import SLOW_STEP_MEANING
 
@@ -291,8 +292,9 @@ def _flagged_servers(model: str, configs: Sequence[str]) -> list[str]:
 
 
 def _slow_step_servers(model: str, configs: Sequence[str]) -> list[str]:
-    """``config (ITL p50 +X %)`` for each configuration whose flagged runs' token gaps the
-    calibration replays slower than :data:`~fleetplan.validate.own_runs.LIGHT_LOAD_SLOW_PCT`."""
+    """``config (token gaps replayed up to X % slower)`` for each configuration whose flagged
+    runs' token gaps the calibration replays slower than
+    :data:`~fleetplan.validate.own_runs.LIGHT_LOAD_SLOW_PCT`."""
     from fleetplan.validate.own_runs import slow_light_load_step
 
     return [f"{c} (token gaps replayed up to {g:.0f} % slower)" for c in sorted(configs)

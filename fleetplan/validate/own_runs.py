@@ -58,12 +58,21 @@ class OwnRuns:
     #: ITL p50 error % of each flagged run, by request rate (None where the file has none)
     flagged_gap_error_pct: tuple[float | None, ...] = ()
 
+    def _gaps(self) -> tuple[float | None, ...]:
+        """:attr:`flagged_gap_error_pct`, one per flagged run (None where not given)."""
+        return self.flagged_gap_error_pct or (None,) * len(self.flagged)
+
+    def slowest_flagged_gap(self) -> float | None:
+        """The largest token-gap error of the flagged runs where it is above
+        :data:`LIGHT_LOAD_SLOW_PCT` (the fit's step is slow at light load), else ``None``."""
+        worst = max((g for g in self._gaps() if g is not None), default=None)
+        return worst if worst is not None and worst > LIGHT_LOAD_SLOW_PCT else None
+
     def to_dict(self) -> dict[str, Any]:
-        gaps = self.flagged_gap_error_pct or (None,) * len(self.flagged)
         return {
             "fitted_rates": list(self.fitted_rates),
             "flagged": [{"request_rate": r, "flag_reason": why, "itl_p50_error_pct": gap}
-                        for (r, why), gap in zip(self.flagged, gaps, strict=True)],
+                        for (r, why), gap in zip(self.flagged, self._gaps(), strict=True)],
             "worst_error_pct": {m: {"error_pct": w.error_pct, "request_rate": w.request_rate}
                                 for m, w in self.worst.items()},
             "note": "in-sample: the fit's replay of the runs it was fitted to, over its length "
@@ -82,9 +91,9 @@ class OwnRuns:
                      f"req/s ({self.flagged[0][1]}): its measured TTFT there is above any "
                      "work-conserving server's, so expect TTFT above this prediction near "
                      "those rates (docs/replica-model.md)")
-            gaps = [(r, g) for (r, _), g in zip(self.flagged, self.flagged_gap_error_pct,
-                                                strict=False) if g is not None]
-            if gaps and max(g for _, g in gaps) > LIGHT_LOAD_SLOW_PCT:
+            if self.slowest_flagged_gap() is not None:
+                gaps = [(r, g) for (r, _), g in zip(self.flagged, self._gaps(), strict=True)
+                        if g is not None]
                 line += ("\nits token gaps there were computed on time and replay "
                          + ", ".join(f"{g:+.0f} % ({r:g} req/s)" for r, g in gaps)
                          + " (ITL p50, replayed against measured): at light load this "
@@ -124,14 +133,19 @@ FLAGGED_MEANING = ("TTFT that falls as load rises, which no work-conserving serv
                    "docs/replica-model.md")
 
 
-def flagged_rates(model: str, config: str) -> tuple[float, ...]:
-    """The request rates of ``model`` on ``config`` that the active calibration flagged and
-    did not fit (empty for an uncalibrated pair or one without flags)."""
+def _active(model: str, config: str) -> OwnRuns | None:
+    """The record of ``model`` on ``config`` in the active calibration (None: not calibrated)."""
     from fleetplan.catalog.hardware import HardwareConfig
     from fleetplan.catalog.models import get_model
 
-    rec = own_runs(load_calibration_file().entry(get_model(model).model,
-                                                 HardwareConfig.parse(config).name))
+    return own_runs(load_calibration_file().entry(get_model(model).model,
+                                                  HardwareConfig.parse(config).name))
+
+
+def flagged_rates(model: str, config: str) -> tuple[float, ...]:
+    """The request rates of ``model`` on ``config`` that the active calibration flagged and
+    did not fit (empty for an uncalibrated pair or one without flags)."""
+    rec = _active(model, config)
     return tuple(r for r, _ in rec.flagged) if rec is not None else ()
 
 
@@ -139,14 +153,8 @@ def slow_light_load_step(model: str, config: str) -> float | None:
     """The largest replayed token-gap error (ITL p50, %) of the runs the active calibration
     flagged for ``model`` on ``config``, where it is above :data:`LIGHT_LOAD_SLOW_PCT` (the
     fit's step is slow at light load: its TPOT there is overstated); else ``None``."""
-    from fleetplan.catalog.hardware import HardwareConfig
-    from fleetplan.catalog.models import get_model
-
-    rec = own_runs(load_calibration_file().entry(get_model(model).model,
-                                                 HardwareConfig.parse(config).name))
-    gaps = [g for g in (rec.flagged_gap_error_pct if rec is not None else ()) if g is not None]
-    worst = max(gaps, default=None)
-    return worst if worst is not None and worst > LIGHT_LOAD_SLOW_PCT else None
+    rec = _active(model, config)
+    return rec.slowest_flagged_gap() if rec is not None else None
 
 
 #: What a slow light-load step means, in the notes of ``solve`` and ``simulate``.
