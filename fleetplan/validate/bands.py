@@ -33,10 +33,13 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from fleetplan.errors import DataError, InputError
 
@@ -63,6 +66,24 @@ class ErrorQuantiles:
     p50: float
     p90: float
     n: int
+
+    @classmethod
+    def of(cls, errors: Sequence[float]) -> ErrorQuantiles:
+        """The quantiles of signed relative errors (fractions), linear between order
+        statistics, rounded to 4 decimals as the tables store them."""
+        if not errors:
+            raise DataError("no errors to summarize")
+        p10, p50, p90 = (round(float(v), 4) for v in np.quantile(errors, (0.1, 0.5, 0.9)))
+        return cls(p10, p50, p90, len(errors))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"p10": self.p10, "p50": self.p50, "p90": self.p90, "n": self.n}
+
+    def latency_factor(self, confidence: float) -> float:
+        """How many times worse a predicted latency is taken so that the measured one
+        (``predicted / (1 + e)``) meets it at ``confidence`` of these errors: ``1 / (1 +
+        e_(1 - confidence))``, at least 1 (never loosens a prediction)."""
+        return max(1.0, 1.0 / (1.0 + self.at(1.0 - confidence)))
 
     def at(self, q: float) -> float:
         """The error at quantile ``q`` (0-1), linear between the stored ones, clamped."""
@@ -193,6 +214,6 @@ def safety_factor(gpu: str, metric: str, *, confidence: float = 0.9,
     t = table or error_table()
     q, _basis = t.quantiles(gpu, metric, fold)
     if metric in LATENCY:
-        return max(1.0, 1.0 / (1.0 + q.at(1.0 - confidence)))
+        return q.latency_factor(confidence)
     # measured = pred / (1 + e): the measured throughput is below pred / (1 + e_hi) ...
     return min(1.0, 1.0 / (1.0 + q.at(confidence)))

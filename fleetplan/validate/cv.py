@@ -5,7 +5,8 @@ the configuration without that rate's runs, predict them; the geometric-interpol
 predicts them from the neighbouring measured rates) and :func:`leave_one_config_out` (for each
 calibrated configuration: predict its runs from the specs with efficiency ratios learned from the
 other calibrated configurations of the same GPU type: the path of an unmeasured pair).
-Summaries are medians of absolute percent errors over unflagged runs, overall and per GPU type.
+Summaries are medians of absolute percent errors over unflagged runs, overall, per GPU type and
+per server kind, and per server kind the quantiles of the signed errors.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from fleetplan.replica.runs import (
     predict_run,
     with_burst_tails,
 )
+from fleetplan.validate.bands import ErrorQuantiles
 from fleetplan.validate.baseline import interpolate, is_interior, rate_table
 from fleetplan.validate.core import VALIDATE_SEEDS, run_record, summarize
 from fleetplan.validate.records import (
@@ -85,7 +87,19 @@ def summaries(records: Sequence[RunRecord], with_baseline: bool, *,
         runs=tuple(records), summary=_summary(records, with_baseline),
         by_gpu={g: _summary(rs, with_baseline) for g, rs in sorted(by_gpu.items())},
         not_covered=None if not_covered is None else tuple(not_covered),
-        by_kind={k: _summary(rs, with_baseline) for k, rs in sorted(by_kind.items())})
+        by_kind={k: _summary(rs, with_baseline) for k, rs in sorted(by_kind.items())},
+        error_quantiles_by_kind={k: _signed(rs) for k, rs in sorted(by_kind.items())})
+
+
+def _signed(records: Sequence[RunRecord]) -> dict[str, ErrorQuantiles]:
+    """Per metric, the quantiles of the unflagged records' signed errors (fractions)."""
+    out = {}
+    for m in VALIDATED_METRICS:
+        errs = [e / 100.0 for r in records
+                if not r.flagged and (e := r.metrics[m].error_pct) is not None]
+        if errs:
+            out[m] = ErrorQuantiles.of(errs)
+    return out
 
 
 def leave_one_rate_out(runs: Sequence[MeasuredRun], *, jobs: int | None = None,

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from fleetplan.replica.runs import VALIDATED_METRICS
+from fleetplan.validate.bands import ErrorQuantiles
 from fleetplan.validate.records import (
     BaselineCvMetricSummary,
     BaselineMetricRow,
@@ -30,17 +31,31 @@ KIND_METRICS = ("request_throughput", "ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms
                 "tpot_p50_ms")
 
 
-def _kind_section(by_kind: Mapping[str, Mapping[str, CvMetricSummary]]) -> list[str]:
-    """Model median |error| % per server kind: the figures ``solve --confidence`` takes."""
+def _kind_section(by_kind: Mapping[str, Mapping[str, CvMetricSummary]],
+                  signed: Mapping[str, Mapping[str, ErrorQuantiles]]) -> list[str]:
+    """Model median |error| % per server kind, and the signed TTFT p99 errors' quantiles that
+    ``solve --confidence`` takes."""
     if not by_kind:
         return []
     rows = [[kind] + [_f(rows[m].median_abs_error_pct) for m in KIND_METRICS]
             + [str(rows["ttft_p99_ms"].n)] for kind, rows in by_kind.items()]
-    return ["### Per server kind (one GPU or tensor-parallel)", "",
-            "Model median |error| %, the same runs as above split by whether the server spans "
-            "several GPUs; `solve --confidence` takes its margins from the `ttft_p99_ms` column "
-            "(fleetplan/optimize/confidence.py).", "",
-            *_table(["server kind", *[f"`{m}`" for m in KIND_METRICS], "n"], rows), ""]
+    out = ["### Per server kind (one GPU or tensor-parallel)", "",
+           "Model median |error| %, the same runs as above split by whether the server spans "
+           "several GPUs.", "",
+           *_table(["server kind", *[f"`{m}`" for m in KIND_METRICS], "n"], rows), ""]
+    q99 = {kind: q["ttft_p99_ms"] for kind, q in signed.items() if "ttft_p99_ms" in q}
+    if q99:
+        out += ["Signed `ttft_p99_ms` error per server kind (predicted / measured - 1, %; "
+                "percentiles of the same runs, linear between order statistics). "
+                "`solve --confidence P` takes a calibrated configuration's margin from its "
+                "kind's row: the measured P99 is the predicted one / (1 + e), so at `P` it "
+                "plans with latencies `1 / (1 + e_(1-P))` times the predicted ones, the 10th "
+                "percentile from P 0.9 on (fleetplan/optimize/confidence.py). A negative "
+                "median is a model that predicts the tail too short.", "",
+                *_table(["server kind", "p10 %", "p50 %", "p90 %", "n"],
+                        [[kind, _f(100 * q.p10, 2), _f(100 * q.p50, 2), _f(100 * q.p90, 2),
+                          str(q.n)] for kind, q in q99.items()]), ""]
+    return out
 
 
 def _cv_rows(summary: Mapping[str, CvMetricSummary], baseline: bool) -> list[list[str]]:
@@ -96,7 +111,7 @@ def validation_markdown(result: ValidationResult, *, command: str) -> str:
             lines += _table(["metric", "target %", "model %", "baseline %", "meets target",
                              "beats baseline", "n"], _cv_rows(summ, True))
             lines.append("")
-        lines += _kind_section(loro.by_kind)
+        lines += _kind_section(loro.by_kind, loro.error_quantiles_by_kind)
         lines += ["### Per run (model / baseline error, %)", ""]
         short = ("request_throughput", "ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms",
                  "tpot_p50_ms")

@@ -16,6 +16,7 @@ from typing import Any
 
 from fleetplan.errors import DataError
 from fleetplan.replica.calibrate import FIT_SEEDS
+from fleetplan.validate.bands import ErrorQuantiles
 
 
 @dataclass(frozen=True)
@@ -129,6 +130,10 @@ class CvResult:
     not_covered: tuple[tuple[str, str], ...] | None = None
     #: the same per :func:`server_kind` (GPU type, one GPU or tensor-parallel)
     by_kind: dict[str, dict[str, CvMetricSummary]] = field(default_factory=dict)
+    #: per server kind and metric, the signed errors (predicted / measured - 1) of the
+    #: unflagged runs: 10/50/90th percentile and n (``solve --confidence`` takes its margins
+    #: from ``ttft_p99_ms``'s, fleetplan/optimize/confidence.py)
+    error_quantiles_by_kind: dict[str, dict[str, ErrorQuantiles]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -141,6 +146,10 @@ class CvResult:
         if self.by_kind:
             out["by_kind"] = {k: {m: s.to_dict() for m, s in rows.items()}
                               for k, rows in self.by_kind.items()}
+        if self.error_quantiles_by_kind:
+            out["error_quantiles_by_kind"] = {
+                k: {m: q.to_dict() for m, q in rows.items()}
+                for k, rows in self.error_quantiles_by_kind.items()}
         return out
 
 
@@ -213,4 +222,6 @@ def _cv(d: Mapping[str, Any], summary: type[CvMetricSummary]) -> CvResult:
         by_gpu={g: {m: summary(**s) for m, s in rows.items()} for g, rows in d["by_gpu"].items()},
         by_kind={k: {m: summary(**s) for m, s in rows.items()}
                  for k, rows in d.get("by_kind", {}).items()},
+        error_quantiles_by_kind={k: {m: ErrorQuantiles(**q) for m, q in rows.items()}
+                                 for k, rows in d.get("error_quantiles_by_kind", {}).items()},
         not_covered=None if nc is None else tuple((c["model"], c["config"]) for c in nc))

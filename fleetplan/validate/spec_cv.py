@@ -17,8 +17,6 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
 from fleetplan._progress import Progress, step
 from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.catalog.models import get_model
@@ -27,7 +25,7 @@ from fleetplan.replica.calibration_file import CalibrationEntry
 from fleetplan.replica.params import learned_efficiency
 from fleetplan.replica.priors import fit_transfer_efficiency, prior_params, spec_prior
 from fleetplan.replica.runs import MeasuredRun, predict_run
-from fleetplan.validate.bands import POOLED
+from fleetplan.validate.bands import POOLED, ErrorQuantiles
 from fleetplan.validate.core import VALIDATE_SEEDS, run_record
 from fleetplan.validate.cv import summaries
 from fleetplan.validate.records import CvResult, RunRecord
@@ -94,11 +92,6 @@ def leave_one_gpu_out(runs: Sequence[MeasuredRun], entries: Sequence[Calibration
     return _spec_folds(runs, entries, "leave-one-gpu-out folds", params_of, seeds, progress)
 
 
-def _q(values: Sequence[float], q: float) -> float:
-    """The ``q`` quantile, linear between order statistics."""
-    return float(np.quantile(values, q))
-
-
 def error_quantiles(records: Sequence[RunRecord],
                     metrics: Sequence[str] = TABLE_METRICS) -> dict[str, dict[str, Any]]:
     """GPU type (and ``all``) -> metric -> ``{p10, p50, p90, n, median_abs_pct}`` of the signed
@@ -113,8 +106,7 @@ def error_quantiles(records: Sequence[RunRecord],
             errs = [e / 100.0 for r in rs if not r.flagged
                     and (e := r.metrics[m].error_pct) is not None]
             if errs:
-                row[m] = {"p10": round(_q(errs, 0.1), 4), "p50": round(_q(errs, 0.5), 4),
-                          "p90": round(_q(errs, 0.9), 4), "n": len(errs),
+                row[m] = {**ErrorQuantiles.of(errs).to_dict(),
                           "median_abs_pct": round(100 * statistics.median(
                               abs(e) for e in errs), 1)}
         out[g] = row

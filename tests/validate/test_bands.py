@@ -6,9 +6,17 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fleetplan.errors import DataError, InputError
-from fleetplan.validate.bands import error_band, error_table, prediction_bands, safety_factor
+from fleetplan.validate.bands import (
+    ErrorQuantiles,
+    error_band,
+    error_table,
+    prediction_bands,
+    safety_factor,
+)
 
 
 def _table(tmp_path: Path, rows: dict) -> Path:
@@ -72,3 +80,22 @@ def test_the_bundled_table_covers_the_study_gpus_and_is_checked(tmp_path: Path) 
                                                           "n": 3}}}
     with pytest.raises(DataError, match="ordered"):
         error_table(_table(tmp_path, bad))
+
+
+def test_quantiles_of_signed_errors_are_numpys_linear_ones() -> None:
+    # seven held-out runs, two of them 10x under-predicted
+    q = ErrorQuantiles.of([-0.93, -0.92, -0.90, -0.61, -0.49, -0.35, 2.13])
+    assert (q.p10, q.p50, q.p90, q.n) == (-0.924, -0.61, 0.642, 7)
+    with pytest.raises(DataError):
+        ErrorQuantiles.of([])
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(st.lists(st.floats(-0.95, 3.0), min_size=1, max_size=30),
+       st.floats(0.01, 0.99), st.floats(0.01, 0.99))
+def test_a_latency_factor_never_loosens_and_grows_with_confidence(errs, p1, p2) -> None:
+    q = ErrorQuantiles.of(errs)
+    lo, hi = sorted((p1, p2))
+    assert 1.0 <= q.latency_factor(lo) <= q.latency_factor(hi)
+    # at the 10th percentile's confidence and beyond, 90% of the runs measured within it
+    assert q.latency_factor(0.9) == pytest.approx(max(1.0, 1.0 / (1.0 + q.p10)))

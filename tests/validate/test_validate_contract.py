@@ -78,7 +78,10 @@ def test_cross_validation_shapes_on_one_configuration() -> None:
     assert out["summary"]["ttft_p50_ms"]["baseline_n"] == 2
     assert "H100-PCIe" in out["by_gpu"]
     loco = leave_one_config_out(runs, load_calibration_file().configs, seeds=(0,)).to_dict()
-    assert list(loco) == ["runs", "summary", "by_gpu", "not_covered", "by_kind"]
+    assert list(loco) == ["runs", "summary", "by_gpu", "not_covered", "by_kind",
+                         "error_quantiles_by_kind"]
+    assert list(loco["error_quantiles_by_kind"]["H100-PCIe, one GPU"]["ttft_p99_ms"]) == [
+        "p10", "p50", "p90", "n"]
     assert list(loco["by_kind"]) == ["H100-PCIe, one GPU"]  # the one configuration's kind
     assert loco["runs"] and all(r["calibrated"] is False for r in loco["runs"])
     assert list(loco["summary"]["ttft_p50_ms"]) == ["median_abs_error_pct", "n", "target_pct"]
