@@ -1,25 +1,35 @@
 """Plans robust to the replica model's own error: ``solve --confidence P``.
 
-The replica model's P99 TTFT is wrong by a measured amount. Calibrated configurations: the median
-absolute error of ``ttft_p99_ms`` per server kind (GPU type, one GPU or tensor-parallel;
-:data:`MODEL_ERROR_BY_KIND_PCT`), else per GPU type (:data:`MODEL_ERROR_PCT`), from
-leave-one-rate-out cross-validation (``fleetplan validate --cv``, ``docs/validation.md``); the true
-P99 is the predicted one times ``exp(e)``, ``e ~ Normal(0, sigma)`` with ``sigma`` the one whose
-median ``|e|`` (``0.6745 sigma``) matches the measured median error: ``sigma = ln(1 + m) / 0.6745``;
-at confidence ``P`` latencies are taken ``f = exp(z_P sigma)`` times worse (``z_P``: the standard
-normal quantile; ``f = 1`` for ``P <= 0.5``). Uncalibrated (spec-based) configurations
-(:func:`spec_error`): the spec path's held-out errors of ``data/spec_errors.json``
-(:mod:`fleetplan.validate.bands`; leave-one-config-out for a model measured on other configurations,
-leave-one-model-out for one never measured, and leave-one-gpu-out for a GPU type with no measured
-row), ``f`` its :func:`~fleetplan.validate.bands.safety_factor` at ``P``. The plan's notes name the
-table of each configuration's margin.
+The replica model's P99 TTFT is wrong by a measured amount, and not always symmetrically (the
+tensor-parallel RTX 4090 servers' tails come out far too short, docs/replica-model.md). Every
+margin is read from held-out signed errors ``e = predicted / measured - 1`` (the measured P99
+is the predicted one / ``(1 + e)``):
+
+- a calibrated configuration whose server kind (GPU type, one GPU or tensor-parallel) held at
+  least :data:`MIN_KIND_RUNS` leave-one-rate-out runs: that kind's 10/50/90th percentiles of
+  ``e`` (:data:`MODEL_ERROR_QUANTILES_BY_KIND`, docs/validation.md's "Signed ttft_p99_ms error
+  per server kind", from ``fleetplan validate --cv``);
+- an uncalibrated (spec-based) one (:func:`spec_error`): the spec path's held-out errors of
+  ``data/spec_errors.json`` (:mod:`fleetplan.validate.bands`; leave-one-config-out for a model
+  measured on other configurations, leave-one-model-out for one never measured, and
+  leave-one-gpu-out for a GPU type with no measured row).
+
+Both take ``f = 1 / (1 + e_(1-P))`` at confidence ``P`` (quantiles between the stored ones
+linear, outside them clamped; ``f >= 1``, and ``f = 1`` for ``P < 0.5``;
+:meth:`~fleetplan.validate.bands.ErrorQuantiles.latency_factor`), and for
+``slo_met_probability`` take ``ln(1 + e)`` normal through the 10/50/90th percentiles (``bias``
+its median, ``sigma`` from the 10-90 spread). A calibrated configuration of a kind with fewer
+runs falls back to its GPU type's median absolute error (:data:`MODEL_ERROR_PCT`; a GPU type the
+bundled store never measured: :data:`UNMEASURED_ERROR_PCT`), read as an unbiased log-normal:
+``sigma = ln(1 + m) / 0.6745`` (the median ``|e|`` of ``Normal(0, sigma)``), ``f = exp(z_P
+sigma)`` (:func:`latency_factor`). The plan's notes name the table of each configuration's
+margin.
 
 With its factor ``f`` a configuration's capacities are measured
 at every SLO divided by ``f`` (:func:`confident_inputs`), the plan's simulation must meet the SLOs
 divided by the largest ``f`` of the pools a class uses, and each class reports ``margin_ms``
 (``SLO x (1 - 1/f)``) and ``slo_met_probability`` (``Phi((ln(SLO / simulated P99) + bias) /
-sigma)``, ``bias`` 0 but for the spec path's median error; the smallest over its pools).
-Off (``confidence=None``), nothing here runs.
+sigma)``; the smallest over its pools). Off (``confidence=None``), nothing here runs.
 
 Main entries: :func:`margins` (scenario, configurations, ``P`` -> :class:`Margins`),
 :func:`confident_inputs` and :func:`tighten`.
@@ -35,6 +45,7 @@ from typing import Any
 from fleetplan.errors import InputError
 from fleetplan.optimize.problem import Tier
 from fleetplan.scenario import Scenario
+from fleetplan.validate.bands import ErrorQuantiles
 
 # median |error| of ttft_p99_ms in percent and runs per GPU type, calibrated configurations:
 # docs/validation.md's leave-one-rate-out table (fleetplan validate --cv over the bundled 92-run
@@ -56,10 +67,19 @@ MODEL_ERROR_BY_KIND_PCT: dict[str, tuple[float, int]] = {
     "RTX-4090, tensor-parallel": (90.2, 7),
 }
 MIN_KIND_RUNS = 3
+# the signed errors behind those figures (docs/validation.md, "Signed ttft_p99_ms error per
+# server kind"): what a calibrated configuration's margin is read from
+MODEL_ERROR_QUANTILES_BY_KIND: dict[str, ErrorQuantiles] = {
+    "H100-PCIe, one GPU": ErrorQuantiles(-0.0506, -0.0009, 0.0582, 20),
+    "H100-PCIe, tensor-parallel": ErrorQuantiles(-0.6621, -0.0678, -0.0233, 4),
+    "RTX-4090, one GPU": ErrorQuantiles(-0.2356, -0.0818, -0.0087, 10),
+    "RTX-4090, tensor-parallel": ErrorQuantiles(-0.9259, -0.6072, 0.6412, 7),
+}
 # a calibrated configuration of a GPU type the bundled store never measured (a user's own
 # calibration): assumed as large as the worst leave-one-config-out error of the validation page
 UNMEASURED_ERROR_PCT = 19.6
 HALF_NORMAL_MEDIAN = 0.6744897501960817  # median of |Normal(0, 1)|
+Z_90 = 1.2815515655446004  # the standard normal's 90th percentile
 
 
 @dataclass(frozen=True)
@@ -72,9 +92,9 @@ class ConfigError:
     sigma: float
     factor: float
     source: str
-    # mean of ln(predicted / measured) (0 for the validation tables; the spec path's median
-    # error from data/spec_errors.json otherwise): the true P99 is the predicted one times
-    # exp(-x), x ~ Normal(bias, sigma)
+    # mean of ln(predicted / measured): ln(1 + the median signed error) of the server kind's
+    # or the spec path's held-out runs, 0 for a figure with no signed errors (a median |error|
+    # alone); the true P99 is the predicted one times exp(-x), x ~ Normal(bias, sigma)
     bias: float = 0.0
 
 
@@ -98,7 +118,8 @@ class Margins:
         if p99_ms is None or not math.isfinite(p99_ms) or p99_ms <= 0:
             return 0.0
         probs = [float(ndtr((math.log(slo_ms / p99_ms) + e.bias) / e.sigma)) if e.sigma > 0
-                 else float(p99_ms <= slo_ms) for c in configs if (e := self.configs[c])]
+                 else float(p99_ms <= slo_ms * math.exp(e.bias))
+                 for c in configs if (e := self.configs[c])]
         return min(probs) if probs else None
 
 
@@ -118,6 +139,30 @@ def model_error(gpu: str, tp_size: int = 1) -> tuple[float, str]:
         return m, f"docs/validation.md, {kind}, {gpu}: median |error| {m:g}% over {n} runs"
     return UNMEASURED_ERROR_PCT, (f"assumption: {gpu} has no measured run; the worst "
                                   f"leave-one-config-out error ({UNMEASURED_ERROR_PCT:g}%)")
+
+
+def kind_quantiles(gpu: str, tp_size: int = 1) -> tuple[ErrorQuantiles, str] | None:
+    """The signed held-out errors of a calibrated configuration's P99 TTFT for ``gpu`` at
+    tensor-parallel size ``tp_size`` when its server kind held at least :data:`MIN_KIND_RUNS`
+    runs, and where they come from; else None."""
+    from fleetplan.validate.records import server_kind
+
+    server = server_kind(gpu, tp_size)
+    q = MODEL_ERROR_QUANTILES_BY_KIND.get(server)
+    if q is None or q.n < MIN_KIND_RUNS:
+        return None
+    return q, (f"docs/validation.md, leave-one-rate-out, {server}: signed errors of {q.n} runs "
+               f"(10/50/90th {100 * q.p10:.1f} / {100 * q.p50:.1f} / {100 * q.p90:.1f}%)")
+
+
+def quantile_error(config: str, calibrated: bool, q: ErrorQuantiles, median_abs_pct: float,
+                   confidence: float, source: str) -> ConfigError:
+    """A configuration's error read from signed error quantiles (module docstring): factor
+    ``1 / (1 + e_(1-P))`` (1 below ``P`` 0.5), ``ln(1 + e)`` normal through the 10/50/90th."""
+    f = 1.0 if confidence < 0.5 else q.latency_factor(confidence)
+    sigma = (math.log1p(q.p90) - math.log1p(q.p10)) / (2 * Z_90)
+    return ConfigError(config, calibrated, median_abs_pct, sigma, f, source,
+                       bias=math.log1p(q.p50))
 
 
 def sigma_of(median_abs_error_pct: float) -> float:
@@ -155,13 +200,14 @@ def margins(scenario: Scenario, configs: Iterable[str], confidence: float) -> Ma
         if not calibrated:
             out[config] = spec_error(config, gpu, confidence, fold)
             continue
-        m, src = model_error(gpu, int(hw.tp_size or hw.gpu_count))
-        out[config] = ConfigError(config, calibrated, m, sigma_of(m),
-                                  latency_factor(confidence, m), src)
+        tp = int(hw.tp_size or hw.gpu_count)
+        m, src = model_error(gpu, tp)
+        signed = kind_quantiles(gpu, tp)
+        out[config] = (quantile_error(config, True, signed[0], m, confidence, signed[1])
+                       if signed is not None else
+                       ConfigError(config, calibrated, m, sigma_of(m),
+                                   latency_factor(confidence, m), src))
     return Margins(confidence, out)
-
-
-Z_90 = 1.2815515655446004  # the standard normal's 90th percentile
 
 
 def spec_error(config: str, gpu: str, confidence: float,
@@ -169,20 +215,18 @@ def spec_error(config: str, gpu: str, confidence: float,
     """The error of a spec-based (uncalibrated) configuration's P99 TTFT, from
     ``data/spec_errors.json`` (:mod:`fleetplan.validate.bands`): ``fold``'s row of its GPU type,
     or, for a GPU type with no measured row, the leave-one-gpu-out errors of all GPU types. The
-    factor is :func:`~fleetplan.validate.bands.safety_factor` at ``confidence`` (1 below 0.5);
+    factor and probability are :func:`quantile_error`'s (as
+    :func:`~fleetplan.validate.bands.safety_factor` at ``confidence``, 1 below 0.5);
     ``slo_met_probability`` takes ``ln(1 + e)`` normal through the table's 10/50/90th
     percentiles of the signed error ``e = predicted / measured - 1``."""
-    from fleetplan.validate.bands import error_table, safety_factor
+    from fleetplan.validate.bands import error_table
 
     t = error_table()
     q, basis = t.quantiles(gpu, "ttft_p99_ms", fold)
-    f = (1.0 if confidence < 0.5
-         else safety_factor(gpu, "ttft_p99_ms", confidence=confidence, fold=fold, table=t))
-    sigma = (math.log1p(q.p90) - math.log1p(q.p10)) / (2 * Z_90)
     median_abs = _median_abs_pct(t.path, basis, gpu, fold) or abs(q.p50) * 100.0
     src = (f"data/spec_errors.json (spec path, uncalibrated): {basis}; factor at the "
            f"{confidence:g} quantile of those errors")
-    return ConfigError(config, False, median_abs, sigma, f, src, bias=math.log1p(q.p50))
+    return quantile_error(config, False, q, median_abs, confidence, src)
 
 
 def _median_abs_pct(path: Any, basis: str, gpu: str, fold: str) -> float | None:

@@ -20,6 +20,8 @@ from optimize_helpers import H100, R2, R4, synth_capacity, synth_problem
 from fleetplan.optimize.confidence import (
     MODEL_ERROR_BY_KIND_PCT,
     MODEL_ERROR_PCT,
+    MODEL_ERROR_QUANTILES_BY_KIND,
+    kind_quantiles,
     latency_factor,
     model_error,
 )
@@ -164,6 +166,37 @@ def test_server_kind_errors_are_the_validation_tables() -> None:
         assert float(cells[p99]) == pct and int(cells[-2]) == n, (kind, cells)
 
 
+def test_signed_kind_errors_are_the_validation_tables() -> None:
+    """The quantiles the margins are read from are docs/validation.md's signed table."""
+    text = (ROOT / "docs" / "validation.md").read_text()
+    part = text.split("Signed `ttft_p99_ms` error per server kind", 1)[1].split("###", 1)[0]
+    assert len(MODEL_ERROR_QUANTILES_BY_KIND) == len(re.findall(r"^\| [^-|][^|]*, ", part,
+                                                                re.M))
+    for kind, q in MODEL_ERROR_QUANTILES_BY_KIND.items():
+        row = re.search(rf"\| {re.escape(kind)} \|([^\n]*)", part)
+        assert row is not None, kind
+        p10, p50, p90, n = (c.strip() for c in row.group(1).strip(" |").split("|"))
+        assert (float(p10), float(p50), float(p90), int(n)) == (
+            round(100 * q.p10, 2), round(100 * q.p50, 2), round(100 * q.p90, 2), q.n), kind
+        assert q.n == MODEL_ERROR_BY_KIND_PCT[kind][1]
+
+
+def test_a_kind_whose_tails_come_out_short_gets_a_margin_even_at_the_median() -> None:
+    """Tensor-parallel RTX 4090 P99s are predicted too short (negative median error): the
+    margin follows the signed errors, not a symmetric band around the prediction."""
+    got = kind_quantiles("RTX-4090", 2)
+    assert got is not None
+    q, src = got
+    assert q.p50 < -0.5 and "RTX-4090, tensor-parallel" in src
+    assert q.latency_factor(0.5) == pytest.approx(1 / (1 + q.p50))
+    assert q.latency_factor(0.5) > 2.0
+    # 95 %: as bad as the 10th percentile of the held-out errors (no extrapolation past it)
+    assert q.latency_factor(0.95) == pytest.approx(1 / (1 + q.p10))
+    # a symmetric log-normal with the same median |error| would allow far less at 95 %
+    assert q.latency_factor(0.95) > 2 * latency_factor(0.95, MODEL_ERROR_BY_KIND_PCT[
+        "RTX-4090, tensor-parallel"][0])
+
+
 def test_a_tensor_parallel_server_takes_its_kinds_larger_margin(monkeypatch) -> None:
     one, src1 = model_error("RTX-4090", 1)
     tp, src = model_error("RTX-4090", 4)
@@ -178,4 +211,9 @@ def test_a_tensor_parallel_server_takes_its_kinds_larger_margin(monkeypatch) -> 
     monkeypatch.setitem(confidence.MODEL_ERROR_BY_KIND_PCT, "RTX-4090, tensor-parallel",
                         (90.0, confidence.MIN_KIND_RUNS - 1))
     assert model_error("RTX-4090", 2)[0] == MODEL_ERROR_PCT["RTX-4090"][0]
+    few = replace(MODEL_ERROR_QUANTILES_BY_KIND["RTX-4090, tensor-parallel"],
+                  n=confidence.MIN_KIND_RUNS - 1)
+    monkeypatch.setitem(confidence.MODEL_ERROR_QUANTILES_BY_KIND, "RTX-4090, tensor-parallel",
+                        few)
+    assert kind_quantiles("RTX-4090", 2) is None
     assert model_error("L4", 2)[0] == confidence.UNMEASURED_ERROR_PCT  # no figure at all

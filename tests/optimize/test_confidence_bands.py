@@ -16,7 +16,11 @@ from pathlib import Path
 import pytest
 
 from fleetplan.optimize import solve
-from fleetplan.optimize.confidence import MODEL_ERROR_BY_KIND_PCT, latency_factor, margins
+from fleetplan.optimize.confidence import (
+    MODEL_ERROR_BY_KIND_PCT,
+    MODEL_ERROR_QUANTILES_BY_KIND,
+    margins,
+)
 from fleetplan.scenario import Scenario, scenario_from_dict
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,12 +54,14 @@ def test_a_user_gpu_takes_the_leave_one_gpu_out_margin(l4_scenario: Scenario) ->
     assert l4.factor == pytest.approx(1.0 / (1.0 + row["p10"]))
     assert "data/spec_errors.json" in l4.source and "leave-one-gpu-out" in l4.source
     assert "none measured on L4" in l4.source
-    # a calibrated configuration keeps docs/validation.md's leave-one-rate-out figure, its
+    # a calibrated configuration keeps docs/validation.md's leave-one-rate-out errors, its
     # server kind's (one H100)
     h100 = m.configs["1xH100-PCIe"]
     assert h100.calibrated
-    one = MODEL_ERROR_BY_KIND_PCT["H100-PCIe, one GPU"][0]
-    assert h100.factor == pytest.approx(latency_factor(0.95, one))
+    one = MODEL_ERROR_QUANTILES_BY_KIND["H100-PCIe, one GPU"]
+    assert h100.factor == pytest.approx(1.0 / (1.0 + one.p10))
+    assert h100.bias == pytest.approx(math.log1p(one.p50))
+    assert h100.median_abs_error_pct == MODEL_ERROR_BY_KIND_PCT["H100-PCIe, one GPU"][0]
     assert h100.source.startswith("docs/validation.md")
 
 
