@@ -1,7 +1,9 @@
 """An experiment, not adopted: a host delay on the way in (docs/replica-model.md).
 
 Usage: python scripts/try_admission_delay.py GPU_TYPE HOST_US [--jobs N] [--fit-seeds 0,1,2]
+       python scripts/try_admission_delay.py GPU_TYPE HOST_US [HOST_US ...] --in-sample
   e.g. python scripts/try_admission_delay.py RTX-4090 200
+       python scripts/try_admission_delay.py RTX-4090 0 100 200 300 --in-sample
 
 Leave-one-rate-out over the bundled store's configurations of one GPU type (refitted in every
 fold, the burst tails relearned without the held-out runs, as ``fleetplan validate --cv``),
@@ -13,7 +15,10 @@ simplification: the request would join a later step). HOST_US 0 reproduces the c
 figures of docs/validation.md. Prints the median |error| % (throughput / TTFT p50 / p90 / p99 /
 TPOT p50) and the per-run errors. ``--fit-seeds``: the length seeds every fold's fit replays
 (default the calibration's, ``fleetplan.replica.calibrate.FIT_SEEDS``): the other experiment of
-docs/replica-model.md's section, with HOST_US 0.
+docs/replica-model.md's section, with HOST_US 0. ``--in-sample``: instead, calibrate every
+configuration of the GPU type at each HOST_US (as ``fleetplan calibrate``) and print the summed
+fit loss, one GPU and tensor-parallel apart: how ``c_deliver``'s 60 us was chosen, so a delay
+the fits themselves prefer would show here (~15 s a value for RTX 4090 on 2 cores).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import numpy as np
 import fleetplan.replica.calibrate as calibrate
 import fleetplan.replica.protocol as protocol
 from fleetplan.profiles.store import load_profiles
+from fleetplan.replica.calibration import select_runs
 from fleetplan.replica.records import Request
 from fleetplan.validate.core import load_runs
 from fleetplan.validate.cv import leave_one_rate_out
@@ -53,14 +59,37 @@ def delayed_run_metrics(host_s: float):  # type: ignore[no-untyped-def]
     return run_metrics
 
 
+def in_sample(gpu: str, grid: list[float], jobs: int) -> None:
+    """Summed fit loss of the GPU type's configurations at each host delay of ``grid`` (us)."""
+    groups = list(calibrate.group_runs([r for r in select_runs(load_profiles())
+                                        if r.gpu == gpu]).values())
+    for us in grid:
+        protocol.run_metrics = delayed_run_metrics(us * 1e-6)
+        fits = calibrate.fit_many(groups, jobs=jobs)
+        one = sum(f.loss for g, f in zip(groups, fits, strict=True) if g[0].gpu_count == 1)
+        tp = sum(f.loss for g, f in zip(groups, fits, strict=True) if g[0].gpu_count > 1)
+        print(f"{gpu}, host delay {us:g} us: summed fit loss one GPU {one:.3f}, "
+              f"tensor-parallel {tp:.3f}", flush=True)
+        for g, f in zip(groups, fits, strict=True):
+            print(f"  {g[0].model} {g[0].config}: {f.loss:.3f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("gpu")
-    ap.add_argument("host_us", type=float)
+    ap.add_argument("host_us", type=float, nargs="+")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--fit-seeds", default=None, help="comma-separated, e.g. 0,1,2")
+    ap.add_argument("--in-sample", action="store_true",
+                    help="summed calibration loss at each HOST_US instead of held-out errors")
     args = ap.parse_args()
+    if args.in_sample:
+        in_sample(args.gpu, args.host_us, args.jobs)
+        return
+    if len(args.host_us) != 1:
+        ap.error("give one HOST_US (several only with --in-sample)")
+    args.host_us = args.host_us[0]
     if args.fit_seeds:  # fit_config's keyword default, read by every fold (forked workers)
         seeds = tuple(int(s) for s in args.fit_seeds.split(","))
         calibrate.fit_config.__kwdefaults__["seeds"] = seeds
