@@ -86,10 +86,14 @@ def summarize(records: Sequence[RunRecord],
     """Median absolute error per metric over the unflagged records."""
     out: dict[str, MetricSummary] = {}
     for m in metrics:
-        errs = [abs(e) for r in records
-                if not r.flagged and (e := r.metrics[m].error_pct) is not None]
+        errs = [abs(e) for e in unflagged_errors_pct(records, m)]
         out[m] = MetricSummary(statistics.median(errs) if errs else None, len(errs))
     return out
+
+
+def unflagged_errors_pct(records: Sequence[RunRecord], metric: str) -> list[float]:
+    """The signed percent errors of ``metric`` over the unflagged records that have one."""
+    return [e for r in records if not r.flagged and (e := r.metrics[metric].error_pct) is not None]
 
 
 def noise_floor(runs: Sequence[MeasuredRun],

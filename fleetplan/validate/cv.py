@@ -43,7 +43,12 @@ from fleetplan.replica.runs import (
 )
 from fleetplan.validate.bands import ErrorQuantiles
 from fleetplan.validate.baseline import interpolate, is_interior, rate_table
-from fleetplan.validate.core import VALIDATE_SEEDS, run_record, summarize
+from fleetplan.validate.core import (
+    VALIDATE_SEEDS,
+    run_record,
+    summarize,
+    unflagged_errors_pct,
+)
 from fleetplan.validate.records import (
     BaselineCvMetricSummary,
     BaselineMetricRow,
@@ -95,9 +100,7 @@ def _signed(records: Sequence[RunRecord]) -> dict[str, ErrorQuantiles]:
     """Per metric, the quantiles of the unflagged records' signed errors (fractions)."""
     out = {}
     for m in VALIDATED_METRICS:
-        errs = [e / 100.0 for r in records
-                if not r.flagged and (e := r.metrics[m].error_pct) is not None]
-        if errs:
+        if errs := [e / 100.0 for e in unflagged_errors_pct(records, m)]:
             out[m] = ErrorQuantiles.of(errs)
     return out
 

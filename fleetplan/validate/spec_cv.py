@@ -26,7 +26,7 @@ from fleetplan.replica.params import learned_efficiency
 from fleetplan.replica.priors import fit_transfer_efficiency, prior_params, spec_prior
 from fleetplan.replica.runs import MeasuredRun, predict_run
 from fleetplan.validate.bands import POOLED, ErrorQuantiles
-from fleetplan.validate.core import VALIDATE_SEEDS, run_record
+from fleetplan.validate.core import VALIDATE_SEEDS, run_record, unflagged_errors_pct
 from fleetplan.validate.cv import summaries
 from fleetplan.validate.records import CvResult, RunRecord
 
@@ -103,9 +103,7 @@ def error_quantiles(records: Sequence[RunRecord],
     for g, rs in sorted(groups.items()):
         row: dict[str, Any] = {}
         for m in metrics:
-            errs = [e / 100.0 for r in rs if not r.flagged
-                    and (e := r.metrics[m].error_pct) is not None]
-            if errs:
+            if errs := [e / 100.0 for e in unflagged_errors_pct(rs, m)]:
                 row[m] = {**ErrorQuantiles.of(errs).to_dict(),
                           "median_abs_pct": round(100 * statistics.median(
                               abs(e) for e in errs), 1)}
