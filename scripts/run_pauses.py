@@ -20,38 +20,53 @@ from __future__ import annotations
 
 import argparse
 import statistics
+from dataclasses import dataclass
 from datetime import datetime
+
+import pandas as pd
 
 from fleetplan.profiles.store import load_profiles
 
 ORDER = (32.0, 16.0, 8.0, 4.0, 1.0)  # the protocol's sequence of rates on one server
 
 
-def kind(config: str) -> str:
-    """'H100-PCIe, one GPU', 'RTX-4090, 4 GPUs' ...: the server kind a pause belongs to."""
-    count, gpu = config.split("x", 1)
-    return f"{gpu}, {'one GPU' if count == '1' else count + ' GPUs'}"
+@dataclass(frozen=True)
+class SeriesPauses:
+    """The client's pauses (s) before a server's 16 and 1 req/s runs (the first series where
+    the sequence ran twice; None where the store lacks the pair) and its 1 req/s TTFT p50."""
+
+    model: str
+    config: str
+    before_16: float | None
+    before_1: float | None
+    ttft_p50_1_ms: float | None
+
+    @property
+    def kind(self) -> str:
+        """'H100-PCIe, one GPU', 'RTX-4090, 4 GPUs' ...: the server kind."""
+        count, gpu = self.config.split("x", 1)
+        return f"{gpu}, {'one GPU' if count == '1' else count + ' GPUs'}"
 
 
-def pauses(frame) -> list[dict[str, object]]:  # type: ignore[no-untyped-def]
-    """One row per configuration: the pauses (s) before its 16 and 1 req/s runs (the first
-    series when a server ran the sequence twice) and its 1 req/s TTFT p50 (ms)."""
-    rows = []
+def pauses(frame: pd.DataFrame) -> list[SeriesPauses]:
+    """One record per configuration of a store's frame (module docstring)."""
+    out = []
     for (model, config), g in frame.groupby(["model", "config"], sort=True):
-        g = g.assign(t=[datetime.strptime(d, "%Y%m%d-%H%M%S") for d in g["date"]])
-        g = g.sort_values("t")
-        row: dict[str, object] = {"model": model, "config": config}
-        prev = None
-        for r in g.itertuples():
-            if prev is not None and ORDER.index(r.request_rate) == ORDER.index(
-                    prev.request_rate) + 1 and f"before_{r.request_rate:g}" not in row:
-                row[f"before_{r.request_rate:g}"] = ((r.t - prev.t).total_seconds()
-                                                     - r.duration_s)
-            if r.request_rate == 1.0 and "ttft_p50_1" not in row:
-                row["ttft_p50_1"] = r.ttft_p50_ms
-            prev = r
-        rows.append(row)
-    return rows
+        runs = sorted(zip((datetime.strptime(str(d), "%Y%m%d-%H%M%S") for d in g["date"]),
+                          map(float, g["request_rate"]), map(float, g["duration_s"]),
+                          map(float, g["ttft_p50_ms"]), strict=True))
+        before: dict[float, float] = {}
+        for (t0, rate0, _, _), (t, rate, duration, _) in zip(runs, runs[1:], strict=False):
+            if rate not in before and ORDER.index(rate) == ORDER.index(rate0) + 1:
+                before[rate] = (t - t0).total_seconds() - duration
+        low = [ttft for _, rate, _, ttft in runs if rate == 1.0]
+        out.append(SeriesPauses(str(model), str(config), before.get(16.0), before.get(1.0),
+                                low[0] if low else None))
+    return out
+
+
+def _cell(v: float | None, width: int, unit: str = "") -> str:
+    return f"{v:{width}.0f}{unit}" if v is not None else f"{'-':>{width}s}{unit}"
 
 
 def main() -> None:
@@ -59,22 +74,18 @@ def main() -> None:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--store", default=None, help="profile store (default: the bundled one)")
     args = ap.parse_args()
-    rows = pauses(load_profiles(args.store).frame)
+    rows = sorted(pauses(load_profiles(args.store).frame), key=lambda r: (r.kind, r.model))
     print(f"{'model':48s} {'config':12s} {'pause before 16':>15s} {'before 1':>9s} "
           f"{'TTFT p50 at 1 req/s':>20s}")
     by_kind: dict[str, list[float]] = {}
-    for row in sorted(rows, key=lambda r: (kind(str(r["config"])), str(r["model"]))):
-        p16, p1 = row.get("before_16"), row.get("before_1")
-        cells = [f"{p:15.0f}" if isinstance(p, float) else f"{'-':>15s}" for p in (p16,)]
-        cells += [f"{p1:9.0f}" if isinstance(p1, float) else f"{'-':>9s}"]
-        t1 = row.get("ttft_p50_1")
-        print(f"{row['model']!s:48s} {row['config']!s:12s} {' '.join(cells)} "
-              f"{t1 if not isinstance(t1, float) else round(t1):>17} ms")
-        by_kind.setdefault(kind(str(row["config"])), []).extend(
-            p for p in (p16, p1) if isinstance(p, float))
+    for r in rows:
+        print(f"{r.model:48s} {r.config:12s} {_cell(r.before_16, 15)} {_cell(r.before_1, 9)} "
+              f"{_cell(r.ttft_p50_1_ms, 17, ' ms')}")
+        by_kind.setdefault(r.kind, []).extend(
+            p for p in (r.before_16, r.before_1) if p is not None)
     print("\nmedian pause per server kind (s): "
           + "; ".join(f"{k} {statistics.median(v):.0f} (n {len(v)}, {min(v):.0f}-{max(v):.0f})"
-                      for k, v in sorted(by_kind.items())))
+                      for k, v in sorted(by_kind.items()) if v))
 
 
 if __name__ == "__main__":
