@@ -57,7 +57,8 @@ def pauses(frame: pd.DataFrame) -> list[SeriesPauses]:
                           map(float, g["ttft_p50_ms"]), strict=True))
         before: dict[float, float] = {}
         for (t0, rate0, _, _), (t, rate, duration, _) in zip(runs, runs[1:], strict=False):
-            if rate not in before and ORDER.index(rate) == ORDER.index(rate0) + 1:
+            if (rate not in before and rate in ORDER and rate0 in ORDER
+                    and ORDER.index(rate) == ORDER.index(rate0) + 1):
                 before[rate] = (t - t0).total_seconds() - duration
         low = [ttft for _, rate, _, ttft in runs if rate == 1.0]
         out.append(SeriesPauses(str(model), str(config), before.get(16.0), before.get(1.0),
