@@ -42,9 +42,9 @@ from scipy.optimize import least_squares
 import fleetplan.replica.protocol as protocol
 from fleetplan.profiles.store import load_profiles
 from fleetplan.replica.engine import ReplicaEngine
-from fleetplan.replica.params import ReplicaParams, load_calibration
+from fleetplan.replica.params import ReplicaParams, replica_params
 from fleetplan.replica.runs import MeasuredRun, predict_run
-from fleetplan.validate.core import load_runs
+from fleetplan.validate.core import error_pct, load_runs
 
 TTFT = ("ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms")
 FIT_RATES = (1.0, 4.0)
@@ -156,8 +156,8 @@ def choose(items: list[tuple[ReplicaParams, list[Sim]]]) -> tuple[float, float, 
         return sum(loss([s for s in sims if s.rate in FIT_RATES], g[0] * p.c_step, g[1] * 1e-6)
                    ** 2 for p, sims in items)
 
-    best = min(itertools.product(RATIOS, PER_OUTPUT_US), key=total)
-    return best[0], best[1], math.sqrt(total(best) / len(items))
+    least, best = min((total(g), g) for g in itertools.product(RATIOS, PER_OUTPUT_US))
+    return best[0], best[1], math.sqrt(least / len(items))
 
 
 def prepare(job: tuple[ReplicaParams, list[MeasuredRun], MeasuredRun, float, int]
@@ -175,7 +175,7 @@ def show(t: tuple[float, ...]) -> str:
 
 
 def pct(pred: tuple[float, ...], meas: tuple[float, ...]) -> str:
-    return "/".join(f"{100 * (p / m - 1):+.0f}" for p, m in zip(pred, meas, strict=True))
+    return "/".join(f"{error_pct(m, p):+.0f}" for p, m in zip(pred, meas, strict=True))
 
 
 def main() -> None:
@@ -187,9 +187,6 @@ def main() -> None:
     ap.add_argument("--draw-seed", type=int, default=7, help="seed of those times")
     ap.add_argument("--jobs", type=int, default=2)
     args = ap.parse_args()
-    cal = load_calibration(None)
-    params = {(e["model"], e["config"]): ReplicaParams.model_validate(e["params"])
-              for e in cal["configs"]}
     runs = [r for r in load_runs(load_profiles()) if r.gpu == "RTX-4090" and r.gpu_count > 1]
     series = {k: sorted((r for r in runs if r.key == k), key=lambda r: r.request_rate)
               for k in sorted({r.key for r in runs})}
@@ -199,7 +196,7 @@ def main() -> None:
     else:
         held = [(k, next(r for r in rs if r.request_rate == HELD_OUT))
                 for k, rs in series.items()]
-    jobs = [(params[k], series[k], h, args.cv, args.draw_seed) for k, h in held]
+    jobs = [(replica_params(*k), series[k], h, args.cv, args.draw_seed) for k, h in held]
     with ProcessPoolExecutor(args.jobs) as ex:
         done = list(ex.map(prepare, jobs))
     if args.folds:
@@ -208,13 +205,12 @@ def main() -> None:
         for (_, h), (p, sims) in zip(held, done, strict=True):
             ratio, per_out, _ = choose([(p, sims[:-1])])
             t = sims[-1]
-            other = [100 * (t.engine[k] / h.measured[k] - 1)
-                     for k in ("request_throughput", "tpot_p50_ms")]
+            other = ("request_throughput", "tpot_p50_ms")
             print(f"  {h.model:30s} {h.config:11s} {h.request_rate:3g}  "
                   f"{pct(tuple(t.engine[k] for k in TTFT), t.measured)}; "
                   f"{pct(t.ttft(ratio * p.c_step, per_out * 1e-6), t.measured)}  "
                   f"(a {ratio:.2f} x c_step, b {per_out:.0f} us) | "
-                  + "/".join(f"{e:+.0f}" for e in other))
+                  + pct(tuple(t.engine[k] for k in other), tuple(h.measured[k] for k in other)))
         return
     pooled = choose(done)
     print(f"pooled over {len(done)} configurations: a = {pooled[0]:.2f} x c_step, b = "
