@@ -122,6 +122,19 @@ def _fmt_cell(v: Any, digits: int) -> str:
     return str(v)
 
 
+def stdout_console(width: int | None = None) -> Any:
+    """A rich console on standard output whose reader may leave (``| head``): the write raises
+    ``BrokenPipeError`` (the CLI then exits 0, as with JSON) where rich would exit 1."""
+    from rich.console import Console
+
+    class _Out(Console):
+        def on_broken_pipe(self) -> None:
+            self.quiet = True
+            raise BrokenPipeError
+
+    return _Out(width=width)
+
+
 def emit_table(df: pd.DataFrame, title: str | None = None, digits: int = 3,
                columns: Sequence[str] | None = None, caption: str | None = None) -> None:
     import pandas as pd
@@ -135,4 +148,4 @@ def emit_table(df: pd.DataFrame, title: str | None = None, digits: int = 3,
         table.add_column(c, justify="right" if numeric else "left", overflow="fold")
     for rec in df[cols].to_dict("records"):
         table.add_row(*(_fmt_cell(rec[c], digits) for c in cols))
-    Console(width=max(160, Console().width)).print(table)
+    stdout_console(width=max(160, Console().width)).print(table)

@@ -20,6 +20,7 @@ from fleetplan.cli._format import (
     emit_json,
     emit_table,
     errors_name_file,
+    stdout_console,
 )
 from fleetplan.cli._options import (
     CALIBRATION_OPTION,
@@ -100,7 +101,7 @@ def _print(res: SimulationResult) -> None:
     emit_table(pools, title="Pools", digits=2,
                caption="engine_busy: share of time the engine is stepping (one request in "
                "flight is enough), not a share of capacity; power_w: see the power lines")
-    out = Console(width=160)
+    out = stdout_console(width=160)
     per = "-" if d["cost_per_mtok_usd"] is None else f"${d['cost_per_mtok_usd']:.3f}/{MTOK}"
     out.print(f"cost: ${d['cost_per_hour_usd']:.2f}/h, {per}; energy "
               f"{d['energy_kwh_per_hour']:.2f} kWh/h")

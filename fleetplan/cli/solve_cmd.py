@@ -18,6 +18,7 @@ from fleetplan.cli._format import (
     emit_json,
     emit_table,
     errors_name_file,
+    stdout_console,
 )
 from fleetplan.cli._options import (
     CALIBRATION_OPTION,
@@ -42,7 +43,7 @@ def _err() -> Console:
 
 
 def _print_plan(plan: Plan) -> None:
-    out = Console(width=160)
+    out = stdout_console(width=160)
     fleet = pd.DataFrame([e.to_dict() for e in plan.fleet])
     emit_table(fleet, title="Fleet" + (" (peak hour)" if plan.hours else ""),
                columns=["pool", "config", "region", "tier_ttft_p99_ms", "count"]
