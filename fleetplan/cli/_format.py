@@ -78,6 +78,40 @@ def check_output_path(path: str | os.PathLike[str], option: str, *,
     return p
 
 
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet): the same path is the same file
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def scenario_inputs(scenario: Path | None, *, catalog: Sequence[Path] | None = None,
+                    model_config: Sequence[Path] | None = None, store: Path | None = None,
+                    calibration: Path | None = None) -> list[tuple[str, Path | None]]:
+    """The files a scenario command reads, as :func:`check_no_overwrite` takes them."""
+    return [("the scenario", scenario), *(("a --catalog", c) for c in catalog or ()),
+            *(("a --model-config", m) for m in model_config or ()), ("the --store", store),
+            ("the --calibration", calibration)]
+
+
+def check_no_overwrite(outputs: Sequence[tuple[str, Path | None]],
+                       inputs: Sequence[tuple[str, Path | None]]) -> None:
+    """One :class:`InputError` line when an output file would replace a file the command reads
+    (``solve S.yaml --out S.yaml``, ``report P.json -o P.json``) or another of its outputs
+    (``--out x.json --report x.json``), checked before any work: the same path, a link to it or
+    a hard link. ``outputs`` and ``inputs`` are ``(option, path)`` pairs (None: not given)."""
+    given = [(o, Path(p)) for o, p in outputs if p is not None]
+    for i, (option, path) in enumerate(given):
+        for what, src in inputs:
+            if src is not None and _same_file(path, Path(src)):
+                raise InputError(f"{option} {path}: is {what} {src}, which this command reads; "
+                                 "name another file to write")
+        for other, path2 in given[:i]:
+            if _same_file(path, path2):
+                raise InputError(f"{option} {path}: also named by {other}; give each output "
+                                 "its own file")
+
+
 @contextlib.contextmanager
 def errors_name_file(path: str | os.PathLike[str]) -> Iterator[None]:
     """Input errors raised inside (a simulation or solve of the scenario loaded from ``path``)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from fleetplan.cli._format import check_output_path, dumps, stdout_console
+from fleetplan.cli._format import check_no_overwrite, check_output_path, dumps, stdout_console
 from fleetplan.cli._options import CATALOG_HELP, MODEL_CONFIG_HELP, use_cli_context
 from fleetplan.errors import InputError
 
@@ -212,6 +212,7 @@ def _bench(*, endpoint: str, model: str, rate: float | None, sweep: str | None,
         raise InputError(f"--{flag}: {msg}") from None
     if out is not None:
         check_output_path(out, "--out")
+        check_no_overwrite([("--out", out)], [("the --store", store), ("the --dataset", dataset)])
     if ingest:
         target = _ingest_target(store, gpu, power, model)
     err = Console(stderr=True)
