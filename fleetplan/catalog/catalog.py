@@ -130,9 +130,10 @@ class Catalog:
         def build() -> dict[str, str]:
             from fleetplan.catalog.gpus import read_aliases
 
-            out = dict(read_aliases(self.base / "gpu_aliases.csv"))
+            gpus = self.gpus()
+            out = dict(read_aliases(self.base / "gpu_aliases.csv", gpus))
             for path in self._user_files("gpu_aliases.csv"):
-                out.update(read_aliases(path))
+                out.update(read_aliases(path, gpus))
             return out
 
         return self._cached("aliases", build)  # type: ignore[no-any-return]

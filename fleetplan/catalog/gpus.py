@@ -69,9 +69,25 @@ def user_gpu_defaults(row: dict[str, Any], path: Path) -> dict[str, Any]:
     }
 
 
-def read_aliases(path: str | os.PathLike[str]) -> dict[str, str]:
+def read_aliases(path: str | os.PathLike[str],
+                 gpus: dict[str, Any] | None = None) -> dict[str, str]:
+    """Normalized alias -> canonical GPU name, from ``path``'s ``alias,gpu`` rows. With ``gpus``
+    (the catalog's GPUs by canonical name), every target must be one of them: a row naming
+    another is one :class:`DataError` line with the file, row, alias and target."""
+    from fleetplan._load import show_value
+    from fleetplan.errors import DataError
+
     df = read_checked_csv(path, required=["alias", "gpu"])
-    return {_key(a): g for a, g in zip(df["alias"], df["gpu"], strict=True)}
+    out = {}
+    for i, (alias, gpu) in enumerate(zip(df["alias"], df["gpu"], strict=True)):
+        target = str(gpu).strip()
+        if gpus is not None and target not in gpus:
+            raise DataError(
+                f"{path}: row {i + 2}, column gpu: {show_value(target, 60)} (the GPU alias "
+                f"{show_value(str(alias), 60)} stands for): not a GPU of the catalog (valid: "
+                f"{', '.join(sorted(gpus))}; a GPU of your own goes in gpus.csv)")
+        out[_key(alias)] = target
+    return out
 
 
 def load_gpus() -> dict[str, GPUSpec]:
