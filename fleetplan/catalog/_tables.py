@@ -86,7 +86,10 @@ def read_checked_csv(
             if allow_nan:
                 continue
             raise DataError(f"{p}: missing required column {col}")
-        values = pd.to_numeric(df[col], errors="coerce")
+        try:
+            values = pd.to_numeric(df[col], errors="coerce")
+        except OverflowError:  # a whole number beyond any float (400 digits): not finite
+            values = pd.Series([_number(x) for x in df[col]], index=df.index, dtype=float)
         for i, (raw, v) in enumerate(zip(df[col], values, strict=True)):
             if allow_nan and (raw is None or (isinstance(raw, float) and math.isnan(raw))):
                 continue
@@ -103,3 +106,13 @@ def read_checked_csv(
 def bundled(name: str) -> Path:
     """Path of a bundled table by file name (e.g. ``gpus.csv``)."""
     return data_dir() / name
+
+
+def _number(raw: object) -> float:
+    """``raw`` as a float: NaN where it is no number, infinite where it is too large for one."""
+    try:
+        return float(raw)  # type: ignore[arg-type]
+    except OverflowError:
+        return math.inf
+    except (TypeError, ValueError):
+        return math.nan

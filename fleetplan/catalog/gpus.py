@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from fleetplan.catalog._tables import read_checked_csv
 from fleetplan.errors import UnknownNameError
@@ -24,20 +24,31 @@ class GPUSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    # Bounds are what a GPU can plausibly have (an order of magnitude or more beyond today's
+    # cards): a typo like 1e-9 TFLOPS is refused here, with its file and row, not met as an
+    # overflow in the replica model. docs/catalogs.md lists them.
     gpu: str = Field(min_length=1, description="canonical catalog name, e.g. RTX-4090")
     vendor_name: str
-    vram_gb: float = Field(gt=0)
-    tdp_w: float = Field(gt=0, description="board power from the datasheet")
-    idle_w: float = Field(ge=0)
+    vram_gb: float = Field(ge=1, le=4096)
+    tdp_w: float = Field(ge=5, le=5000, description="board power from the datasheet")
+    idle_w: float = Field(ge=0, le=5000)
     idle_w_source: str
-    fp16_tflops_dense: float = Field(gt=0)
-    mem_bandwidth_gb_s: float = Field(gt=0)
+    fp16_tflops_dense: float = Field(ge=0.5, le=100_000)
+    mem_bandwidth_gb_s: float = Field(ge=10, le=1_000_000)
     interconnect: str
-    interconnect_gb_s: float = Field(gt=0, description="GPU-to-GPU bandwidth per direction")
-    embodied_kg_co2e: float = Field(ge=0)
+    interconnect_gb_s: float = Field(ge=0.1, le=100_000,
+                                     description="GPU-to-GPU bandwidth per direction")
+    embodied_kg_co2e: float = Field(ge=0, le=100_000)
     embodied_source: str
     spec_source: str
     spec_date: str
+
+    @model_validator(mode="after")
+    def _idle_below_board_power(self) -> GPUSpec:
+        if self.idle_w > self.tdp_w:
+            raise ValueError(f"idle_w: {self.idle_w:g} W is above the board power tdp_w "
+                             f"{self.tdp_w:g} W")
+        return self
 
 
 _NUMERIC = ["vram_gb", "tdp_w", "idle_w", "fp16_tflops_dense", "mem_bandwidth_gb_s",
