@@ -24,19 +24,20 @@ class GPUSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    # Bounds are what a GPU can plausibly have (an order of magnitude or more beyond today's
-    # cards): a typo like 1e-9 TFLOPS is refused here, with its file and row, not met as an
-    # overflow in the replica model. docs/catalogs.md lists them.
+    # Bounds are what a serving device can plausibly have (an order of magnitude or more
+    # beyond today's cards, and down to a CPU backend's effective figures, tests/live): a typo
+    # like 1e-9 TFLOPS is refused here, with its file and row, not met as an overflow in the
+    # replica model. docs/catalogs.md lists them.
     gpu: str = Field(min_length=1, description="canonical catalog name, e.g. RTX-4090")
     vendor_name: str
-    vram_gb: float = Field(ge=1, le=4096)
-    tdp_w: float = Field(ge=5, le=5000, description="board power from the datasheet")
+    vram_gb: float = Field(ge=0.1, le=4096)
+    tdp_w: float = Field(ge=1, le=5000, description="board power from the datasheet")
     idle_w: float = Field(ge=0, le=5000)
     idle_w_source: str
-    fp16_tflops_dense: float = Field(ge=0.5, le=100_000)
-    mem_bandwidth_gb_s: float = Field(ge=10, le=1_000_000)
+    fp16_tflops_dense: float = Field(ge=0.001, le=100_000)
+    mem_bandwidth_gb_s: float = Field(ge=0.1, le=1_000_000)
     interconnect: str
-    interconnect_gb_s: float = Field(ge=0.1, le=100_000,
+    interconnect_gb_s: float = Field(ge=0.01, le=100_000,
                                      description="GPU-to-GPU bandwidth per direction")
     embodied_kg_co2e: float = Field(ge=0, le=100_000)
     embodied_source: str

@@ -46,7 +46,7 @@ def _one_line(exc: BaseException, *words: str) -> None:
 
 
 @pytest.mark.parametrize("column,value", [
-    ("fp16_tflops_dense", "1e-9"), ("vram_gb", "1e12"), ("mem_bandwidth_gb_s", "0.001"),
+    ("fp16_tflops_dense", "1e-9"), ("vram_gb", "1e12"), ("mem_bandwidth_gb_s", "0.00001"),
     ("tdp_w", "1e9"), ("interconnect_gb_s", "1e-12"), ("idle_w", "500"),  # above its 72 W TDP
 ])
 def test_an_implausible_gpu_figure_is_one_line_naming_file_row_column_value(
