@@ -12,8 +12,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from fleetplan.catalog._names import check_name
 from fleetplan.catalog._tables import read_checked_csv
 from fleetplan.errors import UnknownNameError
 
@@ -43,6 +44,11 @@ class GPUSpec(BaseModel):
     embodied_source: str
     spec_source: str
     spec_date: str
+
+    @field_validator("gpu")
+    @classmethod
+    def _gpu_name(cls, v: str) -> str:
+        return check_name("GPU", v)
 
     @model_validator(mode="after")
     def _idle_below_board_power(self) -> GPUSpec:

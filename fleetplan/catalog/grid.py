@@ -10,8 +10,9 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from fleetplan.catalog._names import check_name
 from fleetplan.catalog._tables import read_checked_csv
 from fleetplan.errors import InputError, UnknownNameError
 
@@ -26,6 +27,11 @@ class GridIntensity(BaseModel):
     g_co2_per_kwh: float = Field(ge=0)
     year: int | str
     source: str
+
+    @field_validator("region")
+    @classmethod
+    def _region_code(cls, v: str) -> str:
+        return check_name("region", v)
 
 
 def read_grid(path: str | os.PathLike[str]) -> dict[str, GridIntensity]:

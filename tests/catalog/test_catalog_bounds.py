@@ -148,3 +148,35 @@ def test_the_docs_state_the_bounds_the_records_apply() -> None:
                  "head_dim", "vocab_size", "context_length", "weight_bytes_per_param",
                  "num_experts"):
         assert rows[name].startswith(said(*plausible_bounds(name))), (name, rows[name])
+
+
+@pytest.mark.parametrize("table,head,row,column", [
+    ("grid_intensity.csv", "region,g_co2_per_kwh\n", "EU27~spot,50\n", "region"),
+    ("grid_intensity.csv", "region,g_co2_per_kwh\n", "FRA/200ms,50\n", "region"),
+    ("grid_intensity.csv", "region,g_co2_per_kwh\n", "a@b,50\n", "region"),
+    ("gpus.csv", GPU_HEAD, "$x^{2}$,24,72,121,300,32,7\n", "gpu"),
+    ("gpus.csv", GPU_HEAD, "L4@EU27,24,72,121,300,32,7\n", "gpu"),
+    ("gpus.csv", GPU_HEAD, "L4+H100,24,72,121,300,32,7\n", "gpu"),
+])
+def test_a_name_holding_a_pool_name_separator_is_refused_where_it_is_read(
+        tmp_path: Path, table: str, head: str, row: str, column: str) -> None:
+    # a region 'EU27~spot' would be read back from a pool name as a spot pool in EU27
+    from fleetplan.catalog import load_grid, load_gpus
+
+    folder = tmp_path / "cat"
+    folder.mkdir()
+    (folder / table).write_text(head + row)
+    with pytest.raises(DataError) as err, use_catalog(Catalog(folder)):
+        load_grid() if column == "region" else load_gpus()
+    _one_line(err.value, f"{folder / table}: row 2, column {column}: ", "separators")
+
+
+@pytest.mark.parametrize("name", ["EU27", "US-CA", "R_1", "9ZONE"])
+def test_region_codes_of_the_grammar_are_read(tmp_path: Path, name: str) -> None:
+    from fleetplan.catalog import load_grid
+
+    folder = tmp_path / "cat"
+    folder.mkdir()
+    (folder / "grid_intensity.csv").write_text(f"region,g_co2_per_kwh\n{name},50\n")
+    with use_catalog(Catalog(folder)):
+        assert load_grid()[name].g_co2_per_kwh == 50
