@@ -62,3 +62,22 @@ def test_every_console_on_stdout_is_one_whose_reader_may_leave() -> None:
                         m.group(1) == "" and line[m.end():].startswith(".width")):
                     bad.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
     assert not bad, bad
+
+
+def test_a_library_warning_is_one_line_without_its_source(monkeypatch, capsys) -> None:
+    import warnings
+
+    import numpy as np
+
+    from fleetplan.cli import app as app_mod
+
+    def noisy(**_kw: object) -> None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            np.mean(np.array([]))  # numpy: "Mean of empty slice", and its source line
+
+    monkeypatch.setattr(app_mod, "app", noisy)
+    assert app_mod.main(["anything"]) == 0
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines and all(line.startswith("fleetplan: warning: ") for line in lines), lines
+    assert any("Mean of empty slice (RuntimeWarning)" in line for line in lines), lines

@@ -113,7 +113,8 @@ class Catalog:
                                   numeric=[c for c in _NUMERIC if c in USER_REQUIRED],
                                   positive=[c for c in USER_REQUIRED if c != "gpu"],
                                   optional_numeric=[c for c in _NUMERIC
-                                                    if c not in USER_REQUIRED])
+                                                    if c not in USER_REQUIRED],
+                                  unique=["gpu"])
             for i, r in enumerate(df.to_dict("records")):
                 given = {k: v for k, v in r.items() if k in GPUSpec.model_fields
                          and not (isinstance(v, float) and math.isnan(v))}

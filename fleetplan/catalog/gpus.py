@@ -64,7 +64,8 @@ _NUMERIC = ["vram_gb", "tdp_w", "idle_w", "fp16_tflops_dense", "mem_bandwidth_gb
 
 def read_gpus(path: str | os.PathLike[str]) -> dict[str, GPUSpec]:
     """The GPUs of one ``gpus.csv`` in the bundled schema (every column given)."""
-    df = read_checked_csv(path, required=list(GPUSpec.model_fields), numeric=_NUMERIC)
+    df = read_checked_csv(path, required=list(GPUSpec.model_fields), numeric=_NUMERIC,
+                          unique=["gpu"])
     return {r["gpu"]: GPUSpec.model_validate(r) for r in df.to_dict("records")}
 
 
@@ -95,7 +96,7 @@ def read_aliases(path: str | os.PathLike[str],
     from fleetplan._load import show_value
     from fleetplan.errors import DataError
 
-    df = read_checked_csv(path, required=["alias", "gpu"])
+    df = read_checked_csv(path, required=["alias", "gpu"], unique=["alias"])
     out = {}
     for i, (alias, gpu) in enumerate(zip(df["alias"], df["gpu"], strict=True)):
         target = str(gpu).strip()

@@ -39,7 +39,8 @@ def read_grid(path: str | os.PathLike[str]) -> dict[str, GridIntensity]:
     out of a user's file: the region code, ``given`` and the file's name stand in)."""
     from fleetplan.catalog._rows import validate_row
 
-    df = read_checked_csv(path, required=["region", "g_co2_per_kwh"], numeric=["g_co2_per_kwh"])
+    df = read_checked_csv(path, required=["region", "g_co2_per_kwh"], numeric=["g_co2_per_kwh"],
+                          unique=["region"])
     out = {}
     for i, r in enumerate(df.to_dict("records")):
         def text(key: str, default: str, r: dict = r) -> str:

@@ -147,7 +147,7 @@ def read_models(path: str | os.PathLike[str]) -> dict[str, ModelSpec]:
     from fleetplan.catalog._rows import validate_row
 
     df = read_checked_csv(path, required=REQUIRED, numeric=_NUMERIC, positive=_NUMERIC,
-                          optional_numeric=_OPTIONAL)
+                          optional_numeric=_OPTIONAL, unique=["model"])
     out: dict[str, ModelSpec] = {}
     for i, r in enumerate(df.to_dict("records")):
         row: dict[str, Any] = {k: v for k, v in r.items() if k in ModelSpec.model_fields}

@@ -15,11 +15,13 @@ exit 130 in silence), nothing half-written since outputs are written atomically.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import importlib
 import io
 import os
 import sys
+import warnings
 from typing import Any
 
 import typer
@@ -205,8 +207,23 @@ class _ClosedStdout(io.TextIOBase):
         pass
 
 
+def _show_warning(message: Warning | str, category: type[Warning], filename: str,
+                  lineno: int, file: Any = None, line: str | None = None) -> None:
+    """A library's warning (numpy, matplotlib) as one line on stderr, without the source line
+    that raised it (a planner has no use for ``return _methods._mean(a, ...)``)."""
+    text = " ".join(str(message).split())
+    with contextlib.suppress(OSError, ValueError, AttributeError):  # no stderr to say it on
+        print(f"fleetplan: warning: {_cut(text)} ({category.__name__})", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: returns the exit code instead of exiting."""
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
     if sys.stdout is None:  # closed by the shell: Python then sets it to None
         sys.stdout = _ClosedStdout()
     try:

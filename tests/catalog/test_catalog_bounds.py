@@ -161,7 +161,7 @@ def test_the_docs_state_the_bounds_the_records_apply() -> None:
 def test_a_name_holding_a_pool_name_separator_is_refused_where_it_is_read(
         tmp_path: Path, table: str, head: str, row: str, column: str) -> None:
     # a region 'EU27~spot' would be read back from a pool name as a spot pool in EU27
-    from fleetplan.catalog import load_grid, load_gpus
+    from fleetplan.catalog import load_gpus, load_grid
 
     folder = tmp_path / "cat"
     folder.mkdir()
@@ -180,3 +180,36 @@ def test_region_codes_of_the_grammar_are_read(tmp_path: Path, name: str) -> None
     (folder / "grid_intensity.csv").write_text(f"region,g_co2_per_kwh\n{name},50\n")
     with use_catalog(Catalog(folder)):
         assert load_grid()[name].g_co2_per_kwh == 50
+
+
+@pytest.mark.parametrize("table,text,words", [
+    ("gpus.csv", GPU_HEAD + "L4,24,72,121,300,32,7\nL4,48,72,121,300,32,7\n", "gpu 'L4'"),
+    ("grid_intensity.csv", "region,g_co2_per_kwh\nZZ,10\nYY,5\n ZZ,20\n", "region 'ZZ'"),
+    ("prices.csv", "gpu,market,price_usd_per_gpu_hour\nRTX-4090,alternative,0.3\n"
+     "RTX-4090,alternative,0.4\n", "gpu 'RTX-4090', market 'alternative'"),
+    ("gpu_aliases.csv", "alias,gpu\nMy Card,RTX-4090\nMy Card,L40S\n", "alias 'My Card'"),
+])
+def test_a_name_given_twice_in_one_table_is_refused_naming_both_rows(
+        tmp_path: Path, table: str, text: str, words: str) -> None:
+    # the later row used to win silently
+    from fleetplan.catalog import load_gpus, load_grid, normalize_gpu
+    from fleetplan.catalog.prices import load_prices
+
+    folder = tmp_path / "cat"
+    folder.mkdir()
+    (folder / table).write_text(text)
+    read = {"gpus.csv": load_gpus, "grid_intensity.csv": load_grid, "prices.csv": load_prices,
+            "gpu_aliases.csv": lambda: normalize_gpu("My Card")}[table]
+    with pytest.raises(DataError) as err, use_catalog(Catalog(folder)):
+        read()
+    _one_line(err.value, f"{folder / table}: rows 2 and ", f"the same {words} twice")
+
+
+def test_a_model_given_twice_in_models_csv_is_refused(tmp_path: Path) -> None:
+    row = ",".join(GOOD_MODEL[c] for c in MODEL_HEAD.strip().split(",")) + "\n"
+    folder = tmp_path / "cat"
+    folder.mkdir()
+    (folder / "models.csv").write_text(MODEL_HEAD + row + row)
+    with pytest.raises(DataError) as err, use_catalog(Catalog(folder)):
+        get_model("Mine-8B")
+    _one_line(err.value, "rows 2 and 3: the same model 'Mine-8B' twice")
