@@ -47,6 +47,13 @@ from fleetplan.bench.response import (
 Api = Literal["completions", "chat"]
 _MAX_ERROR_BODY = 300
 _MAX_ERROR_READ = 4096
+#: The most bytes of one response body, after decompression: a compressed body that inflates to
+#: a gigabyte fails its request at this size instead of keeping the client busy.
+MAX_BODY_BYTES = 256 << 20
+#: Lines that carry no token or usage (blank lines, comments, other SSE fields, empty events)
+#: one response may send: a few per event, and keep-alive comments for a long prefill.
+MAX_IDLE_LINES = 1024
+IDLE_LINES_PER_EVENT = 4
 
 
 @dataclass
@@ -117,12 +124,20 @@ class _Events:
         self.max_events = expected.max_token_events
         self.events = 0
         self.text_events = 0  # token events whose text is not empty (the count without usage)
+        self.idle = 0  # lines that carried no token and no usage
+
+    def _idle(self) -> bool:
+        self.idle += 1
+        if self.idle > MAX_IDLE_LINES + IDLE_LINES_PER_EVENT * self.events:
+            raise StreamError(f"server sent {self.idle} lines that carry no token after "
+                              f"{self.events} token events: refused")
+        return False
 
     def line(self, raw: bytes) -> bool:
         """Take one line; True once ``[DONE]`` is seen."""
         data = _event_data(raw.decode("utf-8").rstrip("\r"))
         if data is None:
-            return False
+            return self._idle()
         data = data.strip()
         if data == "[DONE]":
             return True
@@ -144,6 +159,8 @@ class _Events:
                                   f"max_tokens={self.expected.max_tokens}")
         elif event.usage is not None:
             self.usage = event.usage
+        else:
+            return self._idle()
         return False
 
 
@@ -166,7 +183,15 @@ async def _consume(resp: aiohttp.ClientResponse, out: RequestOutcome, t0: float,
     ev = _Events(out, t0, expected)
     pending = bytearray()  # the line being received; bounded by MAX_LINE_BYTES
     done = False
+    size = 0
     async for chunk in resp.content.iter_any():
+        # a read that finds data waiting does not give the event loop a turn: give it one, so
+        # the request's timeout and the run's deadline fire however fast the body comes
+        await asyncio.sleep(0)
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise StreamError(f"response body larger than {MAX_BODY_BYTES >> 20} MiB "
+                              "(after decompression): refused")
         start = 0
         while (nl := chunk.find(b"\n", start)) >= 0:  # a line is complete at its LF (CRLF too)
             if len(pending) + nl - start > MAX_LINE_BYTES:

@@ -21,5 +21,9 @@ def validate_row(cls: type[R], row: dict[str, Any], path: Path, index: int) -> R
         err = exc.errors()[0]
         field = ".".join(str(x) for x in err["loc"]) or "row"
         value = row.get(str(err["loc"][0])) if err["loc"] else None
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        named, _, why = msg.partition(": ")
+        if not err["loc"] and named in row:  # a rule between columns names its column first
+            field, value, msg = named, row[named], why
         raise DataError(f"{path}: row {index + 2}, column {field}: {show_value(value, 60)}: "
-                        f"{err['msg']}") from None
+                        f"{msg}") from None

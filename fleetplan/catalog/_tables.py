@@ -46,6 +46,7 @@ def read_checked_csv(
     numeric: Iterable[str] = (),
     positive: Iterable[str] = (),
     optional_numeric: Iterable[str] = (),
+    unique: Iterable[str] = (),
 ) -> pd.DataFrame:
     """Read ``path`` and check it: required columns present, numbers finite (and > 0 if asked).
 
@@ -53,6 +54,8 @@ def read_checked_csv(
     :data:`MAX_TABLE_BYTES`, UTF-8; a FIFO or device is refused by its type). Required columns
     that are not numbers are read as text, and none of their cells may be empty.
     ``optional_numeric`` columns may be empty (NaN) but, when filled, must be finite numbers.
+    ``unique``: the columns that name a row (``gpu``; ``gpu`` and ``market``): two rows naming
+    the same thing are refused, both rows named (the later one would win silently).
     Every refusal is one :class:`DataError` line naming file, row (the CSV line), column and
     value.
     """
@@ -86,7 +89,10 @@ def read_checked_csv(
             if allow_nan:
                 continue
             raise DataError(f"{p}: missing required column {col}")
-        values = pd.to_numeric(df[col], errors="coerce")
+        try:
+            values = pd.to_numeric(df[col], errors="coerce")
+        except OverflowError:  # a whole number beyond any float (400 digits): not finite
+            values = pd.Series([_number(x) for x in df[col]], index=df.index, dtype=float)
         for i, (raw, v) in enumerate(zip(df[col], values, strict=True)):
             if allow_nan and (raw is None or (isinstance(raw, float) and math.isnan(raw))):
                 continue
@@ -97,9 +103,30 @@ def read_checked_csv(
                 raise DataError(f"{p}: row {i + 2}, column {col}: {show_value(raw, 40)} must "
                                 "be > 0")
         df[col] = values
+    key = list(unique)
+    if key:
+        seen: dict[tuple[str, ...], int] = {}
+        for i, row in enumerate(df[key].astype(str).itertuples(index=False, name=None)):
+            name = tuple(v.strip() for v in row)
+            if name in seen:
+                shown = ", ".join(f"{c} {show_value(v, 40)}" for c, v in zip(key, name,
+                                                                           strict=True))
+                raise DataError(f"{p}: rows {seen[name] + 2} and {i + 2}: the same {shown} "
+                                "twice (one row each)")
+            seen[name] = i
     return df
 
 
 def bundled(name: str) -> Path:
     """Path of a bundled table by file name (e.g. ``gpus.csv``)."""
     return data_dir() / name
+
+
+def _number(raw: object) -> float:
+    """``raw`` as a float: NaN where it is no number, infinite where it is too large for one."""
+    try:
+        return float(raw)  # type: ignore[arg-type]
+    except OverflowError:
+        return math.inf
+    except (TypeError, ValueError):
+        return math.nan

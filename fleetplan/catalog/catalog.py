@@ -113,7 +113,8 @@ class Catalog:
                                   numeric=[c for c in _NUMERIC if c in USER_REQUIRED],
                                   positive=[c for c in USER_REQUIRED if c != "gpu"],
                                   optional_numeric=[c for c in _NUMERIC
-                                                    if c not in USER_REQUIRED])
+                                                    if c not in USER_REQUIRED],
+                                  unique=["gpu"])
             for i, r in enumerate(df.to_dict("records")):
                 given = {k: v for k, v in r.items() if k in GPUSpec.model_fields
                          and not (isinstance(v, float) and math.isnan(v))}
@@ -130,9 +131,10 @@ class Catalog:
         def build() -> dict[str, str]:
             from fleetplan.catalog.gpus import read_aliases
 
-            out = dict(read_aliases(self.base / "gpu_aliases.csv"))
+            gpus = self.gpus()
+            out = dict(read_aliases(self.base / "gpu_aliases.csv", gpus))
             for path in self._user_files("gpu_aliases.csv"):
-                out.update(read_aliases(path))
+                out.update(read_aliases(path, gpus))
             return out
 
         return self._cached("aliases", build)  # type: ignore[no-any-return]

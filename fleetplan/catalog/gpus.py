@@ -12,8 +12,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from fleetplan.catalog._names import check_name
 from fleetplan.catalog._tables import read_checked_csv
 from fleetplan.errors import UnknownNameError
 
@@ -24,20 +25,37 @@ class GPUSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    # Bounds are what a serving device can plausibly have (an order of magnitude or more
+    # beyond today's cards, and down to a CPU backend's effective figures, tests/live): a typo
+    # like 1e-9 TFLOPS is refused here, with its file and row, not met as an overflow in the
+    # replica model. docs/catalogs.md lists them.
     gpu: str = Field(min_length=1, description="canonical catalog name, e.g. RTX-4090")
     vendor_name: str
-    vram_gb: float = Field(gt=0)
-    tdp_w: float = Field(gt=0, description="board power from the datasheet")
-    idle_w: float = Field(ge=0)
+    vram_gb: float = Field(ge=0.1, le=4096)
+    tdp_w: float = Field(ge=1, le=5000, description="board power from the datasheet")
+    idle_w: float = Field(ge=0, le=5000)
     idle_w_source: str
-    fp16_tflops_dense: float = Field(gt=0)
-    mem_bandwidth_gb_s: float = Field(gt=0)
+    fp16_tflops_dense: float = Field(ge=0.001, le=100_000)
+    mem_bandwidth_gb_s: float = Field(ge=0.1, le=1_000_000)
     interconnect: str
-    interconnect_gb_s: float = Field(gt=0, description="GPU-to-GPU bandwidth per direction")
-    embodied_kg_co2e: float = Field(ge=0)
+    interconnect_gb_s: float = Field(ge=0.01, le=100_000,
+                                     description="GPU-to-GPU bandwidth per direction")
+    embodied_kg_co2e: float = Field(ge=0, le=100_000)
     embodied_source: str
     spec_source: str
     spec_date: str
+
+    @field_validator("gpu")
+    @classmethod
+    def _gpu_name(cls, v: str) -> str:
+        return check_name("GPU", v)
+
+    @model_validator(mode="after")
+    def _idle_below_board_power(self) -> GPUSpec:
+        if self.idle_w > self.tdp_w:
+            raise ValueError(f"idle_w: {self.idle_w:g} W is above the board power tdp_w "
+                             f"{self.tdp_w:g} W")
+        return self
 
 
 _NUMERIC = ["vram_gb", "tdp_w", "idle_w", "fp16_tflops_dense", "mem_bandwidth_gb_s",
@@ -46,7 +64,8 @@ _NUMERIC = ["vram_gb", "tdp_w", "idle_w", "fp16_tflops_dense", "mem_bandwidth_gb
 
 def read_gpus(path: str | os.PathLike[str]) -> dict[str, GPUSpec]:
     """The GPUs of one ``gpus.csv`` in the bundled schema (every column given)."""
-    df = read_checked_csv(path, required=list(GPUSpec.model_fields), numeric=_NUMERIC)
+    df = read_checked_csv(path, required=list(GPUSpec.model_fields), numeric=_NUMERIC,
+                          unique=["gpu"])
     return {r["gpu"]: GPUSpec.model_validate(r) for r in df.to_dict("records")}
 
 
@@ -69,9 +88,25 @@ def user_gpu_defaults(row: dict[str, Any], path: Path) -> dict[str, Any]:
     }
 
 
-def read_aliases(path: str | os.PathLike[str]) -> dict[str, str]:
-    df = read_checked_csv(path, required=["alias", "gpu"])
-    return {_key(a): g for a, g in zip(df["alias"], df["gpu"], strict=True)}
+def read_aliases(path: str | os.PathLike[str],
+                 gpus: dict[str, Any] | None = None) -> dict[str, str]:
+    """Normalized alias -> canonical GPU name, from ``path``'s ``alias,gpu`` rows. With ``gpus``
+    (the catalog's GPUs by canonical name), every target must be one of them: a row naming
+    another is one :class:`DataError` line with the file, row, alias and target."""
+    from fleetplan._load import show_value
+    from fleetplan.errors import DataError
+
+    df = read_checked_csv(path, required=["alias", "gpu"], unique=["alias"])
+    out = {}
+    for i, (alias, gpu) in enumerate(zip(df["alias"], df["gpu"], strict=True)):
+        target = str(gpu).strip()
+        if gpus is not None and target not in gpus:
+            raise DataError(
+                f"{path}: row {i + 2}, column gpu: {show_value(target, 60)} (the GPU alias "
+                f"{show_value(str(alias), 60)} stands for): not a GPU of the catalog (valid: "
+                f"{', '.join(sorted(gpus))}; a GPU of your own goes in gpus.csv)")
+        out[_key(alias)] = target
+    return out
 
 
 def load_gpus() -> dict[str, GPUSpec]:

@@ -10,8 +10,9 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from fleetplan.catalog._names import check_name
 from fleetplan.catalog._tables import read_checked_csv
 from fleetplan.errors import InputError, UnknownNameError
 
@@ -27,13 +28,19 @@ class GridIntensity(BaseModel):
     year: int | str
     source: str
 
+    @field_validator("region")
+    @classmethod
+    def _region_code(cls, v: str) -> str:
+        return check_name("region", v)
+
 
 def read_grid(path: str | os.PathLike[str]) -> dict[str, GridIntensity]:
     """The regions of one ``grid_intensity.csv`` (``name``, ``year``, ``source`` may be left
     out of a user's file: the region code, ``given`` and the file's name stand in)."""
     from fleetplan.catalog._rows import validate_row
 
-    df = read_checked_csv(path, required=["region", "g_co2_per_kwh"], numeric=["g_co2_per_kwh"])
+    df = read_checked_csv(path, required=["region", "g_co2_per_kwh"], numeric=["g_co2_per_kwh"],
+                          unique=["region"])
     out = {}
     for i, r in enumerate(df.to_dict("records")):
         def text(key: str, default: str, r: dict = r) -> str:

@@ -16,11 +16,13 @@ multi-head latent attention, DeepSeek-V2/V3's ``kv_lora_rank``).
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fleetplan._load import show_value
 from fleetplan.errors import InputError
 
 if TYPE_CHECKING:
@@ -88,16 +90,25 @@ class _Fields:
                 return n, self.cfg[n]
         return None, None
 
-    def int_(self, *names: str, default: int | None = None, minimum: int = 1) -> int:
+    def int_(self, *names: str, default: int | None = None, minimum: int = 1,
+             spec: str | None = None) -> int:
+        """A whole number >= ``minimum``, within the bounds of :class:`ModelSpec`'s ``spec``
+        field when given (checked before any arithmetic: a 400-digit layer count is one line,
+        not an overflow later)."""
+        from fleetplan.catalog.models import plausible_bounds
+
         name, v = self.raw(*names)
         if name is None:
             if default is not None:
                 return default
             raise InputError(f"{self.path}: field {names[0]} is missing (a decoder-only "
                              "language model's config.json states it)")
-        if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
-            raise InputError(f"{self.path}: field {name}: {v!r} must be a whole number >= "
-                             f"{minimum}")
+        lo, hi = (minimum, math.inf) if spec is None else plausible_bounds(spec)
+        lo = max(lo, minimum)
+        if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+            bound = f">= {lo:g}" if hi == math.inf else f"from {lo:g} to {hi:g}"
+            raise InputError(f"{self.path}: field {name}: {show_value(v, 40)} must be a whole "
+                             f"number {bound}")
         return v
 
     def opt_int(self, *names: str) -> int | None:
@@ -144,6 +155,9 @@ def _precision(f: _Fields, dtype: str) -> Precision:
         if not isinstance(w, dict) or not isinstance(w.get("num_bits"), int):
             raise InputError(f"{where}.config_groups: no weights.num_bits in the first group")
         bits = int(w["num_bits"])
+        if isinstance(w["num_bits"], bool) or bits not in (2, 3, 4, 8, 16):
+            raise InputError(f"{where}.config_groups: weights.num_bits {show_value(bits, 40)} "
+                             "must be 2, 3, 4, 8 or 16")
         group = w.get("group_size")
         per_group = (2.0 / group) if isinstance(group, int) and group > 0 else 0.0
         kind = "fp" if w.get("type") == "float" else "int"
@@ -184,7 +198,7 @@ def spec_from_hf_config(path: str | os.PathLike[str], *, name: str | None = None
     Parameters are counted from the architecture, so they can be checked against the published
     figure of the model card.
     """
-    from fleetplan.catalog.models import ModelSpec
+    from fleetplan.catalog.models import model_inconsistency
 
     p, cfg = read_hf_config(path)
     f = _Fields(p, cfg)
@@ -194,37 +208,43 @@ def spec_from_hf_config(path: str | os.PathLike[str], *, name: str | None = None
     mtype = str(f.cfg.get("model_type", "")).lower()
     archs = f.cfg.get("architectures") or []
     arch = str(archs[0]) if isinstance(archs, list) and archs else mtype or "unknown"
-    layers = f.int_("num_hidden_layers", "n_layer", "num_layers")
-    hidden = f.int_("hidden_size", "n_embd", "d_model")
-    heads = f.int_("num_attention_heads", "n_head")
+    layers = f.int_("num_hidden_layers", "n_layer", "num_layers", spec="layers")
+    hidden = f.int_("hidden_size", "n_embd", "d_model", spec="hidden_size")
+    heads = f.int_("num_attention_heads", "n_head", spec="attention_heads")
     kv_heads = f.int_("num_key_value_heads", "num_kv_heads", default=(
-        1 if f.cfg.get("multi_query") else heads))
-    head_dim = f.int_("head_dim", default=hidden // heads)
-    inter = f.int_("intermediate_size", "ffn_hidden_size", "n_inner", default=4 * hidden)
-    vocab = f.int_("vocab_size")
+        1 if f.cfg.get("multi_query") else heads), spec="kv_heads")
+    # the architecture rules of ModelSpec, named by this file's fields, before any arithmetic
+    for field, why in model_inconsistency(heads, kv_heads, hidden, 0, 0):
+        key = {"kv_heads": "num_key_value_heads", "hidden_size": "hidden_size"}[field]
+        raise InputError(f"{p}: field {key}: {why}")
+    head_dim = f.int_("head_dim", default=hidden // heads, spec="head_dim")
+    inter = f.int_("intermediate_size", "ffn_hidden_size", "n_inner", default=4 * hidden,
+                   spec="intermediate_size")
+    vocab = f.int_("vocab_size", spec="vocab_size")
     ctx = f.int_("max_position_embeddings", "n_positions", "seq_length", "max_seq_len",
-                 minimum=2)  # a prompt token and a reply token
-    if kv_heads > heads or heads % kv_heads:
-        raise InputError(f"{p}: field num_key_value_heads: {kv_heads} must divide the "
-                         f"{heads} attention heads (grouped-query attention)")
+                 spec="context_length")  # a prompt token and a reply token at least
     tied = f.bool_("tie_word_embeddings", default=mtype not in _UNTIED_BY_DEFAULT)
-    window = f.opt_int("sliding_window")
+    window = (None if f.raw("sliding_window")[0] is None
+              else f.int_("sliding_window", spec="sliding_window"))
     if window is not None and (not f.bool_("use_sliding_window", True) or window >= ctx):
         window = None
     experts = f.int_("num_local_experts", "num_experts", "n_routed_experts", default=0,
-                     minimum=0)
+                     minimum=0, spec="num_experts")
     if experts == 1:
         experts = 0
-    per_tok = f.int_("num_experts_per_tok", "moe_topk", default=2 if experts else 0, minimum=0)
-    moe_inter = f.int_("moe_intermediate_size", default=inter)
-    shared_inter = f.int_("shared_expert_intermediate_size", default=0, minimum=0)
-    n_shared = f.int_("n_shared_experts", default=0, minimum=0)
+    per_tok = f.int_("num_experts_per_tok", "moe_topk", default=2 if experts else 0, minimum=0,
+                     spec="experts_per_token")
+    moe_inter = f.int_("moe_intermediate_size", default=inter, spec="moe_intermediate_size")
+    shared_inter = f.int_("shared_expert_intermediate_size", default=0, minimum=0,
+                          spec="shared_expert_intermediate_size")
+    n_shared = f.int_("n_shared_experts", default=0, minimum=0, spec="num_experts")
     if n_shared and not shared_inter:
         shared_inter = n_shared * moe_inter
-    dense_first = f.int_("first_k_dense_replace", default=0, minimum=0) if experts else 0
-    if experts and per_tok > experts:
-        raise InputError(f"{p}: field num_experts_per_tok: {per_tok} is more than the "
-                         f"{experts} experts")
+    dense_first = (f.int_("first_k_dense_replace", default=0, minimum=0, spec="layers")
+                   if experts else 0)
+    if experts and not 1 <= per_tok <= experts:
+        moe = dict(model_inconsistency(heads, kv_heads, hidden, experts, per_tok))
+        raise InputError(f"{p}: field num_experts_per_tok: {moe['experts_per_token']}")
 
     raw_dtype = str(f.cfg.get("torch_dtype") or f.cfg.get("dtype") or "bfloat16")
     dtype = raw_dtype.removeprefix("torch.")
@@ -261,7 +281,7 @@ def spec_from_hf_config(path: str | os.PathLike[str], *, name: str | None = None
                     + head * head_bytes)
 
     short, hub = _model_name(p, cfg)
-    return ModelSpec(
+    return _spec(p, dict(
         model=name or short, hf_id=hub, architecture=arch.removesuffix("ForCausalLM"),
         params_b=resident / 1e9, layers=layers, hidden_size=hidden, intermediate_size=inter,
         attention_heads=heads, kv_heads=kv_heads, head_dim=head_dim, vocab_size=vocab,
@@ -273,4 +293,32 @@ def spec_from_hf_config(path: str | os.PathLike[str], *, name: str | None = None
         shared_expert_intermediate_size=shared_inter,
         moe_intermediate_size=moe_inter if experts else None,
         active_params_b=active / 1e9,
-    )
+    ))
+
+
+# ModelSpec's fields as a config.json names them (for the one-line refusal of a derived value)
+_KEYS = {"params_b": "the parameter count (from the sizes)", "layers": "num_hidden_layers",
+         "hidden_size": "hidden_size", "intermediate_size": "intermediate_size",
+         "attention_heads": "num_attention_heads", "kv_heads": "num_key_value_heads",
+         "head_dim": "head_dim", "vocab_size": "vocab_size",
+         "context_length": "max_position_embeddings",
+         "weight_bytes_per_param": "the bytes per parameter (quantization_config)",
+         "active_params_b": "the active parameter count (from the sizes)"}
+
+
+def _spec(p: Path, fields: dict[str, Any]) -> ModelSpec:
+    """:class:`ModelSpec` of ``fields``; a value its bounds refuse is one line naming the file
+    and the config.json field it comes from."""
+    from pydantic import ValidationError
+
+    from fleetplan.catalog.models import ModelSpec
+
+    try:
+        return ModelSpec(**fields)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        name = str(err["loc"][0]) if err["loc"] else ""
+        shown = (f" {show_value(fields[name], 40)}" if name in fields else "")
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        raise InputError(f"{p}: field {_KEYS.get(name, name or 'config')}:{shown}: "
+                         f"{msg}") from None

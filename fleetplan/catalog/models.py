@@ -13,10 +13,37 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from fleetplan.catalog._tables import read_checked_csv
 from fleetplan.errors import DataError, UnknownNameError
+
+
+def model_inconsistency(heads: int, kv_heads: int, hidden: int, experts: int,
+                        per_token: int) -> list[tuple[str, str]]:
+    """``(field, why)`` for each architecture rule a model breaks: KV heads divide the attention
+    heads (grouped-query attention), at least one hidden unit per head, an MoE layer routes each
+    token to 1..experts experts. Empty when it breaks none."""
+    out = []
+    if kv_heads > heads or heads % kv_heads:
+        out.append(("kv_heads", f"{kv_heads} must divide the {heads} attention heads "
+                    "(grouped-query attention)"))
+    if hidden < heads:
+        out.append(("hidden_size", f"{hidden} is fewer than the {heads} attention heads"))
+    if experts and not 1 <= per_token <= experts:
+        out.append(("experts_per_token", f"{per_token} must be 1 to the {experts} experts"))
+    if not experts and per_token:
+        out.append(("experts_per_token", f"{per_token} with no experts (num_experts 0)"))
+    return out
+
+
+def plausible_bounds(field: str) -> tuple[float, float]:
+    """``(lowest, highest)`` that :class:`ModelSpec` accepts for ``field``."""
+    lo, hi = -math.inf, math.inf
+    for m in ModelSpec.model_fields[field].metadata:
+        lo = getattr(m, "ge", lo)
+        hi = getattr(m, "le", hi)
+    return lo, hi
 
 
 class ModelSpec(BaseModel):
@@ -28,29 +55,47 @@ class ModelSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    # Bounds are what a served LLM can plausibly have (far beyond today's largest, and far below
+    # what overflows the arithmetic downstream); the config.json reader checks its fields
+    # against the same ones (plausible_bounds). docs/catalogs.md lists them.
     model: str = Field(min_length=1)
     hf_id: str
     architecture: str
-    params_b: float = Field(gt=0, description="parameters, billions (resident)")
-    layers: int = Field(gt=0)
-    hidden_size: int = Field(gt=0)
-    intermediate_size: int = Field(gt=0)
-    attention_heads: int = Field(gt=0)
-    kv_heads: int = Field(gt=0)
-    head_dim: int = Field(gt=0)
-    vocab_size: int = Field(gt=0)
-    context_length: int = Field(gt=0)
+    params_b: float = Field(gt=0, le=1e5, description="parameters, billions (resident)")
+    layers: int = Field(ge=1, le=4096)
+    hidden_size: int = Field(ge=8, le=1 << 20)
+    intermediate_size: int = Field(ge=1, le=1 << 22)
+    attention_heads: int = Field(ge=1, le=1 << 14)
+    kv_heads: int = Field(ge=1, le=1 << 14)
+    head_dim: int = Field(ge=1, le=1 << 14)
+    vocab_size: int = Field(ge=2, le=1 << 26)
+    context_length: int = Field(ge=2, le=1 << 30, description="a prompt token and a reply token "
+                                "at least")
     served_dtype: str
-    weight_bytes_per_param: float = Field(gt=0)
+    weight_bytes_per_param: float = Field(ge=0.05, le=8.0, description="1 bit with scales to "
+                                          "fp64")
     source: str
     tied_embeddings: bool = False
-    sliding_window: int | None = Field(default=None, gt=0)
-    num_experts: int = Field(default=0, ge=0, description="routed experts per MoE layer")
-    experts_per_token: int = Field(default=0, ge=0)
-    shared_expert_intermediate_size: int = Field(default=0, ge=0)
-    moe_intermediate_size: int | None = Field(default=None, gt=0)
-    active_params_b: float | None = Field(default=None, gt=0,
+    sliding_window: int | None = Field(default=None, ge=1, le=1 << 30)
+    num_experts: int = Field(default=0, ge=0, le=1 << 16,
+                             description="routed experts per MoE layer")
+    experts_per_token: int = Field(default=0, ge=0, le=1 << 16)
+    shared_expert_intermediate_size: int = Field(default=0, ge=0, le=1 << 22)
+    moe_intermediate_size: int | None = Field(default=None, ge=1, le=1 << 22)
+    active_params_b: float | None = Field(default=None, gt=0, le=1e5,
                                           description="parameters a token passes, billions")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ModelSpec:
+        # one rule for models.csv rows and config.json files (hf_config reads it from here)
+        for field, why in model_inconsistency(self.attention_heads, self.kv_heads,
+                                              self.hidden_size, self.num_experts,
+                                              self.experts_per_token):
+            raise ValueError(f"{field}: {why}")
+        if self.active_params_b is not None and self.active_params_b > self.params_b * 1.0001:
+            raise ValueError(f"active_params_b: {self.active_params_b:g} is more than the "
+                             f"{self.params_b:g} billion parameters resident")
+        return self
 
     @classmethod
     def from_hf_config(cls, path: str | os.PathLike[str], *, name: str | None = None
@@ -102,7 +147,7 @@ def read_models(path: str | os.PathLike[str]) -> dict[str, ModelSpec]:
     from fleetplan.catalog._rows import validate_row
 
     df = read_checked_csv(path, required=REQUIRED, numeric=_NUMERIC, positive=_NUMERIC,
-                          optional_numeric=_OPTIONAL)
+                          optional_numeric=_OPTIONAL, unique=["model"])
     out: dict[str, ModelSpec] = {}
     for i, r in enumerate(df.to_dict("records")):
         row: dict[str, Any] = {k: v for k, v in r.items() if k in ModelSpec.model_fields}

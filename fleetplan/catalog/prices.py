@@ -34,7 +34,8 @@ def read_prices(path: str | os.PathLike[str]) -> tuple[Price, ...]:
     from fleetplan.catalog._rows import validate_row
 
     df = read_checked_csv(path, required=["gpu", "market", "price_usd_per_gpu_hour"],
-                          numeric=["price_usd_per_gpu_hour"], positive=["price_usd_per_gpu_hour"])
+                          numeric=["price_usd_per_gpu_hour"], positive=["price_usd_per_gpu_hour"],
+                          unique=["gpu", "market"])
     out = []
     for i, r in enumerate(df.to_dict("records")):
         date = r.get("price_date")

@@ -78,6 +78,40 @@ def check_output_path(path: str | os.PathLike[str], option: str, *,
     return p
 
 
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet): the same path is the same file
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def scenario_inputs(scenario: Path | None, *, catalog: Sequence[Path] | None = None,
+                    model_config: Sequence[Path] | None = None, store: Path | None = None,
+                    calibration: Path | None = None) -> list[tuple[str, Path | None]]:
+    """The files a scenario command reads, as :func:`check_no_overwrite` takes them."""
+    return [("the scenario", scenario), *(("a --catalog", c) for c in catalog or ()),
+            *(("a --model-config", m) for m in model_config or ()), ("the --store", store),
+            ("the --calibration", calibration)]
+
+
+def check_no_overwrite(outputs: Sequence[tuple[str, Path | None]],
+                       inputs: Sequence[tuple[str, Path | None]]) -> None:
+    """One :class:`InputError` line when an output file would replace a file the command reads
+    (``solve S.yaml --out S.yaml``, ``report P.json -o P.json``) or another of its outputs
+    (``--out x.json --report x.json``), checked before any work: the same path, a link to it or
+    a hard link. ``outputs`` and ``inputs`` are ``(option, path)`` pairs (None: not given)."""
+    given = [(o, Path(p)) for o, p in outputs if p is not None]
+    for i, (option, path) in enumerate(given):
+        for what, src in inputs:
+            if src is not None and _same_file(path, Path(src)):
+                raise InputError(f"{option} {path}: is {what} {src}, which this command reads; "
+                                 "name another file to write")
+        for other, path2 in given[:i]:
+            if _same_file(path, path2):
+                raise InputError(f"{option} {path}: also named by {other}; give each output "
+                                 "its own file")
+
+
 @contextlib.contextmanager
 def errors_name_file(path: str | os.PathLike[str]) -> Iterator[None]:
     """Input errors raised inside (a simulation or solve of the scenario loaded from ``path``)
@@ -122,6 +156,19 @@ def _fmt_cell(v: Any, digits: int) -> str:
     return str(v)
 
 
+def stdout_console(width: int | None = None) -> Any:
+    """A rich console on standard output whose reader may leave (``| head``): the write raises
+    ``BrokenPipeError`` (the CLI then exits 0, as with JSON) where rich would exit 1."""
+    from rich.console import Console
+
+    class _Out(Console):
+        def on_broken_pipe(self) -> None:
+            self.quiet = True
+            raise BrokenPipeError
+
+    return _Out(width=width)
+
+
 def emit_table(df: pd.DataFrame, title: str | None = None, digits: int = 3,
                columns: Sequence[str] | None = None, caption: str | None = None) -> None:
     import pandas as pd
@@ -135,4 +182,4 @@ def emit_table(df: pd.DataFrame, title: str | None = None, digits: int = 3,
         table.add_column(c, justify="right" if numeric else "left", overflow="fold")
     for rec in df[cols].to_dict("records"):
         table.add_row(*(_fmt_cell(rec[c], digits) for c in cols))
-    Console(width=max(160, Console().width)).print(table)
+    stdout_console(width=max(160, Console().width)).print(table)

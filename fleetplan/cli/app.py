@@ -15,9 +15,13 @@ exit 130 in silence), nothing half-written since outputs are written atomically.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import importlib
+import io
 import os
 import sys
+import warnings
 from typing import Any
 
 import typer
@@ -94,6 +98,11 @@ def load_command(name: str) -> Any:
     return typer.main.get_group(sub).commands[name]
 
 
+class _ReaderLeft(Exception):
+    """The reader of standard output left while a command wrote (``fleetplan solve S | head``):
+    :func:`main` ends quietly with exit code 0, whether the table or the JSON was cut."""
+
+
 class _LazyGroup(TyperGroup):
     """Commands imported on first use; the root listing comes from :data:`COMMANDS`."""
 
@@ -135,6 +144,8 @@ class _LazyGroup(TyperGroup):
                                getattr(exc, "fleetplan_step", None)) from None
         except ClickException as exc:  # a command's options, or raised by the command itself
             raise _usage_line(exc) from None
+        except BrokenPipeError:  # past click, which would make it exit 1 (main: exit 0)
+            raise _ReaderLeft from None
 
     def format_commands(self, ctx: Any, formatter: Any) -> None:
         names = self.list_commands(ctx)
@@ -181,8 +192,40 @@ MAX_ERROR_CHARS = 2000
 last guard)."""
 
 
+class _ClosedStdout(io.TextIOBase):
+    """Standard output when the shell closed it (``fleetplan ... >&-``): a command that writes
+    nothing succeeds, one that writes fails with one line, as any output it cannot write does
+    (``main``'s ``OSError``), never a traceback."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, s: str) -> int:
+        raise OSError(errno.EBADF, "standard output is closed")
+
+    def flush(self) -> None:
+        pass
+
+
+def _show_warning(message: Warning | str, category: type[Warning], filename: str,
+                  lineno: int, file: Any = None, line: str | None = None) -> None:
+    """A library's warning (numpy, matplotlib) as one line on stderr, without the source line
+    that raised it (a planner has no use for ``return _methods._mean(a, ...)``)."""
+    text = " ".join(str(message).split())
+    with contextlib.suppress(OSError, ValueError, AttributeError):  # no stderr to say it on
+        print(f"fleetplan: warning: {_cut(text)} ({category.__name__})", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: returns the exit code instead of exiting."""
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
+    if sys.stdout is None:  # closed by the shell: Python then sets it to None
+        sys.stdout = _ClosedStdout()
     try:
         app(args=argv, prog_name="fleetplan")
     except FleetplanError as exc:
@@ -202,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fleetplan: interrupted (Ctrl-C){during}; files are written atomically, so "
               "none is half-written", file=sys.stderr)
         return 130
-    except BrokenPipeError:  # the reader left (`| head`): nothing more to say to it
+    except (BrokenPipeError, _ReaderLeft):  # the reader left (`| head`): nothing more to say
         _drop_stdout()
         return 0
     except OSError as exc:  # the output cannot be written (disk full, /dev/full ...)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from fleetplan.cli._format import check_output_path, dumps
+from fleetplan.cli._format import check_no_overwrite, check_output_path, dumps, stdout_console
 from fleetplan.cli._options import CATALOG_HELP, MODEL_CONFIG_HELP, use_cli_context
 from fleetplan.errors import InputError
 
@@ -212,6 +212,7 @@ def _bench(*, endpoint: str, model: str, rate: float | None, sweep: str | None,
         raise InputError(f"--{flag}: {msg}") from None
     if out is not None:
         check_output_path(out, "--out")
+        check_no_overwrite([("--out", out)], [("the --store", store), ("the --dataset", dataset)])
     if ingest:
         target = _ingest_target(store, gpu, power, model)
     err = Console(stderr=True)
@@ -285,7 +286,7 @@ def _show(results: list[BenchResult], fmt: str, out: Path | None, err: Console,
         dicts = [r.to_dict() for r in results]
         sys.stdout.write(dumps(dicts[0] if len(dicts) == 1 else dicts))
     else:
-        Console(width=max(100, Console().width)).print(_table(results))
+        stdout_console(width=max(100, Console().width)).print(_table(results))
     if out is not None and not write_error:
         err.print(f"{len(results)} result(s) written to {out}", soft_wrap=True, highlight=False)
     for r in results:

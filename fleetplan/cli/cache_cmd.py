@@ -16,7 +16,8 @@ cache_app = typer.Typer(
     "check: of the whole package), so entries of older code are never read; clearing only "
     "frees space. Its jit/ folder holds Numba's compiled steady-state engine (loaded instead "
     "of compiled again by later processes; FLEETPLAN_JIT_CACHE=0 keeps it in memory); clear "
-    "leaves it, and deleting it is safe.\n\nExample: fleetplan cache info",
+    "removes it too (the next run compiles it again, ~10 s), and a damaged file there means "
+    "compiling again, with a warning.\n\nExample: fleetplan cache info",
     no_args_is_help=True,
     rich_markup_mode=None,
 )
@@ -42,12 +43,16 @@ def info(
 
 @cache_app.command("clear")
 def clear() -> None:
-    """Remove fleetplan's cache entries (other files in the folder stay); says how many."""
+    """Remove fleetplan's cache entries and the compiled engine's machine code (jit/); other
+    files in the folder stay. Says how many of each."""
     from fleetplan.optimize.cache import default_cache
+    from fleetplan.replica.steady_kernel import clear_jit_cache, jit_cache_dir
 
     cache = default_cache()
     n = cache.clear()
-    typer.echo(f"removed {n} cache entr{'y' if n == 1 else 'ies'} from {cache.root}")
+    jit = clear_jit_cache()
+    typer.echo(f"removed {n} cache entr{'y' if n == 1 else 'ies'} from {cache.root} and "
+               f"{jit} compiled-engine file{'' if jit == 1 else 's'} from {jit_cache_dir()}")
 
 
 def register(app: typer.Typer) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from fleetplan.cli._format import TableOrJson, emit_json, emit_table
+from fleetplan.cli._format import TableOrJson, check_no_overwrite, emit_json, emit_table
 from fleetplan.cli._options import (
     CATALOG_HELP,
     FIT_SEEDS_HELP,
@@ -89,6 +89,10 @@ def calibrate(
         print("fleetplan: error: --host-time-us and --fit-host-time: give a host time or let "
               "the runs choose it, not both", file=sys.stderr)
         raise typer.Exit(2)
+    # --out is read too (the new fits join it), never a file of another kind
+    check_no_overwrite([("--out", out)],
+                       [("the --store", store), *(("a --catalog", c) for c in catalog or ()),
+                        *(("a --model-config", m) for m in model_config or ())])
     grid = HOST_TIME_GRID_S if fit_host_time else None
     seeds = parse_fit_seeds(fit_seeds) or FIT_SEEDS
     use_cli_context(catalog=catalog, model_config=model_config, store=store)

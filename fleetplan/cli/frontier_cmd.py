@@ -11,10 +11,12 @@ from fleetplan.cli._format import (
     MTOK,
     MTOK_NOTE,
     OutputFormat,
+    check_no_overwrite,
     emit_csv,
     emit_json,
     emit_table,
     errors_name_file,
+    scenario_inputs,
 )
 from fleetplan.cli._options import (
     CALIBRATION_OPTION,
@@ -69,6 +71,9 @@ def frontier_cmd(
     if plot is not None and plot.suffix.lower() != ".png":
         raise InputError(f"--plot {plot}: the plot is written as PNG; name it FILE.png")
     check_plot_path(plot, suffixes=(".png",))  # writable, before the sweep (issue 16)
+    check_no_overwrite([("--plot", plot)],
+                       scenario_inputs(scenario, catalog=catalog, model_config=model_config,
+                                       store=store, calibration=calibration))
     sc = load_cli_scenario(scenario, chooser="each point's solve chooses the fleet",
                            catalog=catalog, model_config=model_config, store=store,
                            calibration=calibration)

@@ -16,10 +16,13 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from fleetplan.cli._format import (
     MTOK,
     OutputFormat,
+    check_no_overwrite,
     emit_csv,
     emit_json,
     emit_table,
     errors_name_file,
+    scenario_inputs,
+    stdout_console,
 )
 from fleetplan.cli._options import (
     CALIBRATION_OPTION,
@@ -100,7 +103,7 @@ def _print(res: SimulationResult) -> None:
     emit_table(pools, title="Pools", digits=2,
                caption="engine_busy: share of time the engine is stepping (one request in "
                "flight is enough), not a share of capacity; power_w: see the power lines")
-    out = Console(width=160)
+    out = stdout_console(width=160)
     per = "-" if d["cost_per_mtok_usd"] is None else f"${d['cost_per_mtok_usd']:.3f}/{MTOK}"
     out.print(f"cost: ${d['cost_per_hour_usd']:.2f}/h, {per}; energy "
               f"{d['energy_kwh_per_hour']:.2f} kWh/h")
@@ -171,6 +174,10 @@ def simulate_cmd(
     The JSON (--format json) is a contract; same scenario and seed give byte-identical output.
     """
     check_plot_path(plot)  # before the run: an unwritable --plot fails at once, nothing lost
+    check_no_overwrite([("--plot", plot)],
+                       [*scenario_inputs(scenario, catalog=catalog, model_config=model_config,
+                                         store=store, calibration=calibration),
+                        ("the --plan", plan)])
     if plot is not None and plot_kind not in ("latency", "fleet"):
         raise InputError(f"--plot-kind: plot kind {plot_kind!r}: expected latency or fleet")
     sc = load_cli_scenario(scenario, catalog=catalog, model_config=model_config, store=store,

@@ -12,12 +12,15 @@ from fleetplan._io import atomic_write_text
 from fleetplan.cli._format import (
     MTOK,
     OutputFormat,
+    check_no_overwrite,
     check_output_path,
     dumps,
     emit_csv,
     emit_json,
     emit_table,
     errors_name_file,
+    scenario_inputs,
+    stdout_console,
 )
 from fleetplan.cli._options import (
     CALIBRATION_OPTION,
@@ -42,7 +45,7 @@ def _err() -> Console:
 
 
 def _print_plan(plan: Plan) -> None:
-    out = Console(width=160)
+    out = stdout_console(width=160)
     fleet = pd.DataFrame([e.to_dict() for e in plan.fleet])
     emit_table(fleet, title="Fleet" + (" (peak hour)" if plan.hours else ""),
                columns=["pool", "config", "region", "tier_ttft_p99_ms", "count"]
@@ -132,6 +135,12 @@ def solve_cmd(
         if path is not None:
             check_output_path(path, option)
     check_plot_path(plot)
+    check_no_overwrite(
+        [("--out", out), ("--save-lp", save_lp),
+         ("--save-lp", None if save_lp is None else Path(f"{save_lp}.json")),
+         ("--report", report), ("--plot", plot)],
+        scenario_inputs(scenario, catalog=catalog, model_config=model_config, store=store,
+                        calibration=calibration))
     if plot is not None and plot_kind is not None and plot_kind not in PLOT_KINDS:
         raise InputError(f"--plot-kind: plot kind {plot_kind!r}: expected latency, fleet or "
                          "hours (diurnal plans)")

@@ -23,12 +23,15 @@ The loop itself is :func:`fleetplan.replica.steady_loop.steady_loop`.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import traceback
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from fleetplan._progress import Progress, step
+from fleetplan._progress import Progress, step, warn
 from fleetplan.errors import ModelError
 from fleetplan.replica.engine import check_limits, refusal
 from fleetplan.replica.steady_loop import (
@@ -48,22 +51,48 @@ __all__ = ["PREPARE_STEP", "STOP_ABOVE", "STOP_DONE", "STOP_OVERLOAD", "prepare"
 PREPARE_STEP = "preparing the compiled steady-state engine (~10 s the first time on a machine)"
 
 
-def _compile(fn: Any) -> Any:
+def jit_cache_dir() -> Path:
+    """The folder of the compiled engine's machine code: ``jit/`` of the cache folder
+    (``$FLEETPLAN_CACHE_DIR``, else ``~/.cache/fleetplan``; read at call time)."""
+    from fleetplan.optimize.cache import user_cache_dir
+
+    return user_cache_dir() / "jit"
+
+
+def clear_jit_cache() -> int:
+    """Remove the compiled engine's cached machine code (a later process compiles it again,
+    ~10 s); returns how many files were removed."""
+    folder = jit_cache_dir()
+    n = 0
+    if folder.is_dir():
+        for f in sorted(folder.rglob("*"), reverse=True):  # files before their folders
+            try:
+                if f.is_dir() and not f.is_symlink():
+                    f.rmdir()
+                else:
+                    f.unlink()
+                    n += 1
+            except OSError:
+                pass  # a file another process holds, or a folder not empty: left alone
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+    return n
+
+
+def _compile(fn: Any, cache: bool = True) -> Any:
     """``fn`` compiled by Numba, or plain Python where ``FLEETPLAN_NO_JIT=1`` (debugging: the
-    same results, ~100x slower). The machine code is cached under ``jit/`` of the cache folder
-    (``$FLEETPLAN_CACHE_DIR``, else ``~/.cache/fleetplan``; not a data context's folder, so that
-    worker processes find it; ``FLEETPLAN_JIT_CACHE=0``: compile in memory only): a process
-    after the first loads it (~1 s with Numba's import) instead of compiling it (~10 s)."""
+    same results, ~100x slower). The machine code is cached under :func:`jit_cache_dir` (not a
+    data context's folder, so that worker processes find it; ``FLEETPLAN_JIT_CACHE=0`` or
+    ``cache=False``: compile in memory only): a process after the first loads it (~1 s with
+    Numba's import) instead of compiling it (~10 s)."""
     if os.environ.get("FLEETPLAN_NO_JIT") == "1":
         return fn
     from numba import njit
     from numba.core import config
 
-    if os.environ.get("FLEETPLAN_JIT_CACHE") == "0":
+    if not cache or os.environ.get("FLEETPLAN_JIT_CACHE") == "0":
         return njit(cache=False, nogil=True)(fn)
-    from fleetplan.optimize.cache import user_cache_dir
-
-    folder = user_cache_dir() / "jit"
+    folder = jit_cache_dir()
     try:
         folder.mkdir(parents=True, exist_ok=True)
         if not os.access(folder, os.W_OK):
@@ -122,9 +151,7 @@ def run_steady(arr_t: np.ndarray, inp: np.ndarray, out: np.ndarray, hit: np.ndar
     inp = np.ascontiguousarray(inp, dtype=np.int64)
     out = np.ascontiguousarray(out, dtype=np.int64)
     bad = _bad_requests(p, inp, out)  # refused when the run submits them, as the engine does
-    if not _LOOP:
-        _LOOP.append(_compile(steady_loop))
-    res = _LOOP[0](
+    args = (
         np.ascontiguousarray(arr_t, dtype=np.float64), inp, out,
         np.ascontiguousarray(hit, dtype=np.int64), np.ascontiguousarray(measured, dtype=np.bool_),
         bad,
@@ -135,6 +162,11 @@ def run_steady(arr_t: np.ndarray, inp: np.ndarray, out: np.ndarray, hit: np.ndar
         np.array([FIGURE_CODES[name] for name, _, _ in watch], dtype=np.int64),
         np.array([lim for _, lim, _ in watch], dtype=np.float64),
         np.array([need for _, _, need in watch], dtype=np.int64))
+    if _LOOP:
+        res = _LOOP[0](*args)
+    else:
+        loop, res = first_call(steady_loop, args)
+        _LOOP.append(loop)
     status = int(res[3])
     if status == ERR_NOT_SCHEDULED:
         raise ModelError(f"{p.config}: a decoding sequence was not scheduled")
@@ -145,3 +177,35 @@ def run_steady(arr_t: np.ndarray, inp: np.ndarray, out: np.ndarray, hit: np.ndar
         raise ModelError(f"{p.config}: the run stalled with measured requests unfinished")
     return res
 
+
+def _from_jit_cache(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised while Numba read (or wrote) its cache files."""
+    return any(f.filename.replace(os.sep, "/").endswith("numba/core/caching.py")
+               for f in traceback.extract_tb(exc.__traceback__))
+
+
+def first_call(fn: Any, args: tuple[Any, ...]) -> tuple[Any, Any]:
+    """``fn`` compiled (:func:`_compile`) and its result on ``args``. The first call is where
+    Numba loads the cached machine code: a damaged cache (a truncated, empty or garbage file
+    under :func:`jit_cache_dir`) means compiling again, with one warning, never a failed run.
+    The cache is cleared and the new code cached again; where even that fails, the code is
+    compiled in memory."""
+    compiled = _compile(fn)
+    try:
+        return compiled, compiled(*args)
+    except Exception as exc:  # noqa: BLE001 - re-raised unless Numba's cache raised it
+        if not _from_jit_cache(exc):
+            raise
+        why = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+    folder = jit_cache_dir()
+    clear_jit_cache()
+    warn(None, f"the compiled steady-state engine's cache in {folder} could not be read "
+               f"({why}); compiling it again (~10 s)")
+    compiled = _compile(fn)
+    try:
+        return compiled, compiled(*args)
+    except Exception as exc:  # noqa: BLE001 - as above
+        if not _from_jit_cache(exc):
+            raise
+    compiled = _compile(fn, cache=False)
+    return compiled, compiled(*args)

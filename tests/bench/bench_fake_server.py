@@ -43,6 +43,7 @@ class Plan:
     stall_after: int | None = None
     reset_after: int | None = None
     raw_body: bytes | None = None
+    gzip_body: bytes | None = None  # sent as is with Content-Encoding: gzip
     endless_body: bool = False
     endless_line: bool = False
     usage_override: dict[str, Any] | None = None
@@ -163,7 +164,9 @@ class FakeServer:
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
             writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-                         b"Transfer-Encoding: chunked\r\n\r\n")
+                         + (b"Content-Encoding: gzip\r\n" if plan.gzip_body is not None
+                            else b"")
+                         + b"Transfer-Encoding: chunked\r\n\r\n")
             await writer.drain()
 
             async def send(payload: str | bytes) -> None:
@@ -173,8 +176,11 @@ class FakeServer:
 
             if plan.hang:
                 await asyncio.sleep(3600)
-            if plan.raw_body is not None:
-                await send(plan.raw_body)
+            if plan.raw_body is not None or plan.gzip_body is not None:
+                body_bytes = plan.raw_body if plan.raw_body is not None else plan.gzip_body
+                assert body_bytes is not None
+                for at in range(0, len(body_bytes), 0x10000):
+                    await send(body_bytes[at:at + 0x10000])
                 writer.write(b"0\r\n\r\n")
                 await writer.drain()
                 return True

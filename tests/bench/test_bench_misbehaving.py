@@ -155,3 +155,24 @@ def test_ctrl_c_ends_a_hanging_test_request(fake_server: Any) -> None:
     assert res["partial"] is True and "interrupted (Ctrl-C) during the test request" in \
         res["partial_reason"]
     assert res["num_sent"] == 0 and res["power_status"] == "unknown"
+
+
+def _gzip_bomb(line: bytes, mib: int) -> bytes:
+    """``mib`` MiB of ``line`` repeated, as gzip members of 1 MiB each (a gzip body may be
+    several members; each compresses to about a kilobyte)."""
+    import gzip
+
+    member = gzip.compress(line * ((1 << 20) // len(line)), compresslevel=9)
+    return member * mib
+
+
+@pytest.mark.parametrize("line,reason", [
+    (b"\n", "lines that carry no token"),  # a gigabyte of blank lines
+    (b":" + b"x" * ((1 << 20) - 2) + b"\n", "larger than 256 MiB"),  # of 1 MiB comments
+])
+def test_a_compressed_body_that_inflates_to_a_gigabyte_fails_its_request_bounded(
+        fake_server: Any, line: bytes, reason: str) -> None:
+    srv = fake_server(faulty({"gzip_body": _gzip_bomb(line, 1024)}))
+    res = bench(srv.url, 2, rate=math.inf, request_timeout_s=20)
+    assert res["completed"] == 0 and res["failed"] == 2
+    assert res["errors"] and all(reason in e for e in res["errors"]), res["errors"]

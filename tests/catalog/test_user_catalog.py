@@ -136,3 +136,24 @@ def test_a_context_names_the_store_and_calibration_read_by_default(tmp_path: Pat
     with DataContext.build(store=store, calibration=cal).activate():
         assert default_store_path() == store and default_calibration_path() == cal
     assert default_store_path() != store and default_calibration_path() != cal
+
+
+def test_an_alias_must_stand_for_a_gpu_of_the_catalog(tmp_path: Path) -> None:
+    folder = _folder(tmp_path, gpu_aliases="alias,gpu\nGeForce 4090 OC,RTX-4090\nMy Card,AAA\n")
+    with use_catalog(Catalog(folder)), pytest.raises(DataError) as err:
+        normalize_gpu("My Card")
+    msg = str(err.value)
+    assert "\n" not in msg and f"{folder / 'gpu_aliases.csv'}: row 3, column gpu: 'AAA'" in msg
+    assert "'My Card'" in msg and "RTX-4090" in msg  # the alias, and the valid names
+    # an alias of a GPU the same catalog adds is fine, and so is one of a bundled GPU
+    folder = _folder(tmp_path, gpus=L4_ROW, gpu_aliases="alias,gpu\nMy Card,L4\nOC,RTX-4090\n")
+    with use_catalog(Catalog(folder)):
+        assert normalize_gpu("my card") == "L4" and normalize_gpu("OC") == "RTX-4090"
+
+
+def test_every_bundled_alias_stands_for_a_bundled_gpu() -> None:
+    import csv
+
+    rows = list(csv.DictReader((data_dir() / "gpu_aliases.csv").open()))
+    gpus = set(load_gpus())
+    assert rows and {r["gpu"] for r in rows} <= gpus

@@ -75,6 +75,10 @@ def test_cache_info_and_clear(cli, tmp_path, monkeypatch) -> None:
     stale = entry.parent / f".{entry.name}.k2j3.tmp"  # an interrupted write, hours ago
     stale.write_text("{")
     os.utime(stale, (1e9, 1e9))
+    jit = root / "jit" / "replica_0123"  # Numba's files of the compiled engine
+    jit.mkdir(parents=True)
+    (jit / "steady_loop.steady_loop-170.py311.nbi").write_bytes(b"index")
+    (jit / "steady_loop.steady_loop-170.py311.1.nbc").write_bytes(b"code")
     r = cli("cache", "info", "--format", "json")
     assert r.exit_code == 0, r.stderr
     d = json.loads(r.stdout)
@@ -83,6 +87,7 @@ def test_cache_info_and_clear(cli, tmp_path, monkeypatch) -> None:
                  "bytes": sum(p.stat().st_size for p in entries), "code_key": code_key()}
     r = cli("cache", "clear")
     assert r.exit_code == 0 and "removed 2 cache entries" in r.stdout
+    assert "and 2 compiled-engine files" in r.stdout  # the machine code goes too
     assert sorted(p.relative_to(root).as_posix() for p in root.rglob("*")) == [
         "notes.txt", "point", "point/README"]
     assert json.loads(cli("cache", "info", "--format", "json").stdout)["entries"] == 0

@@ -224,3 +224,44 @@ def test_predict_steady_shows_the_preparation_on_stderr_only(cli, monkeypatch) -
     monkeypatch.setattr(kernel, "_LOOP", [])
     quiet = cli(*args, "--progress", "--quiet")
     assert kernel.PREPARE_STEP not in quiet.stderr and quiet.stdout == shown.stdout
+
+
+def _triple(x):
+    return 3 * x
+
+
+@pytest.mark.parametrize("damage", ["truncated", "empty", "garbage"])
+def test_a_damaged_compiled_code_cache_means_compiling_again_with_one_warning(
+        tmp_path, monkeypatch, caplog, damage):
+    from fleetplan.replica import steady_kernel
+
+    monkeypatch.delenv("FLEETPLAN_NO_JIT", raising=False)  # this test is about compiling
+    monkeypatch.delenv("FLEETPLAN_JIT_CACHE", raising=False)
+    monkeypatch.setenv("FLEETPLAN_CACHE_DIR", str(tmp_path / "cache"))
+    _, y = steady_kernel.first_call(_triple, (2,))
+    assert y == 6 and not caplog.records
+    files = sorted((tmp_path / "cache" / "jit").rglob("*.nb[ic]"))
+    assert len(files) == 2  # the index and the machine code
+    for f in files:
+        body = f.read_bytes()
+        f.write_bytes({"truncated": body[:10], "empty": b"",
+                       "garbage": bytes(range(256)) * 8}[damage])
+    fn, y = steady_kernel.first_call(_triple, (5,))  # a later process's first call
+    assert y == 15 and fn(7) == 21
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 1 and "could not be read" in warnings[0] \
+        and "compiling it again" in warnings[0], warnings
+    # the cache was written anew: the next first call loads it without a word
+    caplog.clear()
+    assert steady_kernel.first_call(_triple, (1,))[1] == 3 and not caplog.records
+    assert len(sorted((tmp_path / "cache" / "jit").rglob("*.nb[ic]"))) == 2
+
+
+def test_an_error_of_the_compiled_code_itself_is_not_taken_for_a_damaged_cache(
+        tmp_path, monkeypatch):
+    from fleetplan.replica import steady_kernel
+
+    monkeypatch.delenv("FLEETPLAN_NO_JIT", raising=False)
+    monkeypatch.setenv("FLEETPLAN_CACHE_DIR", str(tmp_path / "cache"))
+    with pytest.raises(Exception, match="(?i)typing|cannot determine|resolution"):
+        steady_kernel.first_call(_triple, (object(),))
