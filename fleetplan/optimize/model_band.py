@@ -28,7 +28,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from fleetplan.optimize.plan import ClassResult, FleetEntry, Plan, PlanStatus
+from fleetplan.optimize.plan import ClassResult, Plan, PlanStatus
 
 BAND_LEVEL = 0.8  # the share of held-out runs whose measured value fell inside the band
 Z_90 = 1.2815515655446004  # the standard normal's 90th percentile (10-90: 80%)
@@ -96,7 +96,9 @@ def class_band(model: str, p99_ms: float | None, configs: Iterable[str]
     """``([lo, hi] ms, basis, calibrated)`` of a class whose simulated P99 is ``p99_ms``,
     carried by ``configs``: the widest of their bands; ``calibrated`` only when every one is.
     ``(None, None, None)`` without a simulated P99 or a configuration."""
-    bands = [pool_band(model, c) for c in sorted(set(configs))]
+    names = sorted(set(configs))
+    fold = spec_fold(model) if names else ""
+    bands = [_pool_band(model, c, fold) for c in names]
     if not bands:
         return None, None, None
     calibrated = all(b.calibrated for b in bands)
@@ -120,9 +122,7 @@ def with_model_bands(model: str, plan: Plan) -> Plan:
         band, basis, calibrated = class_band(model, c.ttft_p99_ms, configs)
         classes.append(replace(c, ttft_p99_band_ms=band, band_basis=basis,
                                calibrated=calibrated))
-    fleet = tuple(_calibrated(model, e) for e in plan.fleet)
+    fold = spec_fold(model)
+    fleet = tuple(replace(e, calibrated=_pool_band(model, e.config, fold).calibrated)
+                  for e in plan.fleet)
     return replace(plan, classes=tuple(classes), fleet=fleet)
-
-
-def _calibrated(model: str, e: FleetEntry) -> FleetEntry:
-    return replace(e, calibrated=pool_band(model, e.config).calibrated)
