@@ -72,8 +72,9 @@ def report_cmd(
     Example: fleetplan report plan.json -s examples/hybrid-chat-batch.yaml
 
     The page shows the fleet and its pools, cost per hour and per 1M tokens (input + output),
-    carbon (operational and embodied), each class's SLO against its simulated P99 with the 95%
-    interval, the split, the hourly plan and the frontier when there are ones, the replica
+    carbon (operational and embodied), each class's SLO against its simulated P99 with the
+    simulation's 95% interval and the replica model's 80% error band, spot pools and spares, the
+    split, the hourly plan and the frontier when there are ones, the replica
     model's accuracy per configuration, and every assumption with its source. With two plans:
     what changed from A to B and what it costs. Give --scenario and the data options
     (--catalog, --model-config, --store, --calibration) as they were given to solve.
