@@ -74,10 +74,11 @@ def _class_records(plan: PlanDoc, bands: list[Any] | None = None) -> list[dict[s
 
 def _hour_records(plan: PlanDoc) -> list[dict[str, Any]]:
     return [{"hour": h.hour, "rate_rps": h.rate_rps,
-             "fleet": [{"config": p.config, "region": p.region, "count": p.count}
-                       for p in h.fleet],
-             "on_demand": [{"config": p.config, "region": p.region, "count": p.count}
-                           for p in h.on_demand]} for h in plan.hours or ()]
+             "fleet": [{"config": p.config, "region": p.region, "count": p.count,
+                        "market": p.market} for p in h.fleet],
+             "on_demand": [{"config": p.config, "region": p.region, "count": p.count,
+                            "market": p.market} for p in h.on_demand]}
+            for h in plan.hours or ()]
 
 
 def frontier_frame(frontier: FrontierDoc) -> Any:

@@ -229,3 +229,16 @@ def test_fleet_title_counts_spot_replicas_and_spares() -> None:
     ax = plot_fleet_composition(fleet)
     assert ax.get_title() == "Fleet: 8 replicas (6 spot, 2 spares for churn), 8 GPUs"
     assert plot_fleet_composition(fleet[:1]).get_title() == "Fleet: 2 replicas, 2 GPUs"
+
+
+def test_hourly_plan_title_says_when_spot_replicas_are_in_the_bars() -> None:
+    hours = [{"hour": h, "rate_rps": 5.0, "fleet": [
+        {"config": "1xRTX-4090", "region": "EU27", "count": 2},
+        {"config": "1xRTX-4090", "region": "EU27", "count": 1 + h, "market": "spot"}]}
+        for h in range(3)]
+    ax = plot_hourly_plan({"hours": hours})
+    assert ax.get_title() == ("Hourly plan: replicas per configuration (spot included: up to 3 "
+                              "an hour)")
+    assert list(hours_frame(hours)["market"]) == ["on-demand", "spot"] * 3
+    assert plot_hourly_plan({"hours": HOURS}).get_title() == \
+        "Hourly plan: replicas per configuration"
