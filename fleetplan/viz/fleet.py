@@ -69,7 +69,8 @@ def plot_fleet_composition(fleet: Any, *, unit: str = "replicas", ax: Axes | Non
     One bar per pool (its ``pool`` name when the records carry one, e.g. one per SLO tier, else
     configuration @ region), coloured by configuration; the label at the end of each bar gives
     replicas, GPUs and, when the records carry it, utilization. The count axis has whole-number
-    ticks only.
+    ticks only. The title counts spot replicas (``market``) and spares (``spare``) when the
+    records carry them.
     """
     if unit not in ("replicas", "gpus"):
         raise InputError(f"unit {unit!r}: expected 'replicas' or 'gpus'")
@@ -130,6 +131,9 @@ def plot_class_latency(classes: Any, *, metric: str = "ttft_p99_ms", ax: Axes | 
     difference survives greyscale and colour-vision deficiencies). ``met`` (solve) or
     ``slo_met`` (simulate) decides; without either, the bar is compared with the SLO. The
     interval comes from ``<metric>_ci_ms`` ([lo, hi]) or ``<metric>_ci_lo_ms``/``_ci_hi_ms``.
+    The replica model's own error band, ``<metric>_band_ms`` ([lo, hi], or ``_band_lo_ms`` /
+    ``_band_hi_ms``: where the real P99 fell for 80% of held-out runs, solve's plans), is drawn in
+    grey beside the interval, with its own legend entry.
     ``logy=None`` picks a log axis when the values span more than a factor of 10 (a 100 ms bar
     beside a 2 s SLO stays readable). Given a whole plan (a result or its ``to_dict()`` with
     ``fleet`` and ``cost_per_hour_usd``), the title also names the fleet and its cost.
