@@ -146,8 +146,9 @@ def _verdict(plan: PlanDoc, classes: list[dict[str, Any]]) -> dict[str, Any]:
         return {"kind": "warn", "text": "every class's SLO verified by simulation of "
                 "predictions that are not calibrated", "classes": spec}
     if unknown:
-        return {"kind": "met", "text": "every class's SLO verified by simulation (whether its "
-                "predictions are calibrated is not recorded in this plan file)"}
+        return {"kind": "met", "text": "every class's SLO verified by simulation (whether the "
+                "predictions are calibrated is not recorded in this plan file; --scenario "
+                "says)"}
     return {"kind": "met", "text": "every class's SLO verified by simulation of calibrated "
             "predictions"}
 

@@ -218,6 +218,9 @@ def test_an_infeasible_plan_says_why_and_what_to_relax() -> None:
     assert page.title.startswith("Fleet plan: infeasible")
     assert "no candidate meets chat's P99 TTFT SLO of 10 ms" in page.text
     assert "chat's SLO to 95 ms" in page.text and page.svgs == 0
+    # no plan was simulated: no band, no calibration, and no "missed" verdict per class
+    assert page.rows("classes-table") == [["chat", "4.00", "10", "\u2014", "\u2014", "\u2014",
+                                           "\u2014", "no plan"]]
 
 
 def test_without_the_scenario_the_page_says_what_it_needs(example_plan: dict) -> None:

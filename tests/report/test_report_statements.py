@@ -199,7 +199,7 @@ def test_an_older_plan_file_gets_its_band_computed_or_not_recorded(scenario: Any
     cols = header(bare, "classes-table")
     rows = {r[0]: dict(zip(cols, r, strict=True)) for r in bare.rows("classes-table")}
     assert {r["model error band, 80% (ms)"] for r in rows.values()} == {"not recorded"}
-    assert "whether its predictions are calibrated is not recorded in this plan file" \
+    assert "whether the predictions are calibrated is not recorded in this plan file" \
         in bare.text
     assert "verified by simulation of calibrated predictions" not in bare.text
 
