@@ -290,3 +290,14 @@ def test_money_is_within_half_its_last_digit_and_three_figures(v: float) -> None
     assert decimals >= 2
     assert abs(shown - v) <= 0.5 * 10 ** -decimals + 1e-12
     assert abs(shown - v) <= 0.005 * v + 1e-12  # at least three significant figures
+
+
+def test_a_calibrated_band_above_the_slo_is_said_too(scenario: Any) -> None:
+    d = spot_plan()
+    d["classes"][0]["ttft_p99_band_ms"] = [80.0, 180.0]  # calibrated chat, SLO 150 ms
+    page, html = page_of(d, scenario)
+    assert 'id="band-banner"' in html
+    assert "chat: simulated 100.0 ms, model error band 80.0 to 180.0 ms, SLO 150 ms." \
+        in page.text
+    _, plain = page_of(spot_plan(), scenario)  # 94.5 to 105.3 ms: within the SLO
+    assert 'id="band-banner"' not in plain
