@@ -90,13 +90,18 @@ def report_cmd(
     target = _out_path(out, plans)
     if out is None:
         check_output_path(target, "--out")
-    docs = [load_plan(p) for p in plans]
-    sc = None
-    if scenario is not None:  # read as solve read it: its catalog, model_config, store, ...
-        from fleetplan.cli._options import load_cli_scenario
+    # the scenario first, read as solve read it (its catalog, model_config; the data options):
+    # a plan's configurations may name a GPU only that catalog knows
+    from fleetplan.cli._options import load_cli_scenario, use_cli_context
 
+    sc = None
+    if scenario is not None:
         sc = load_cli_scenario(scenario, catalog=catalog, model_config=model_config,
                                store=store, calibration=calibration)
+    else:
+        use_cli_context(catalog=catalog, model_config=model_config, store=store,
+                        calibration=calibration)
+    docs = [load_plan(p) for p in plans]
     if len(docs) == 1:
         fr = load_frontier(frontier) if frontier is not None else None
         write_report(target, docs[0], scenario=sc, scenario_path=str(scenario or ""),

@@ -301,3 +301,34 @@ def test_a_calibrated_band_above_the_slo_is_said_too(scenario: Any) -> None:
         in page.text
     _, plain = page_of(spot_plan(), scenario)  # 94.5 to 105.3 ms: within the SLO
     assert 'id="band-banner"' not in plain
+
+
+def test_report_reads_the_scenarios_own_catalog(cli, tmp_path: Path) -> None:
+    """A GPU only a user catalog knows (L4, tests/data/catalog-l4): priced from that catalog,
+    and banded with the spec path's errors of GPU types never measured (leave-one-gpu-out)."""
+    catalog = ROOT / "tests" / "data" / "catalog-l4"
+    config = ROOT / "tests" / "data" / "hf-configs" / "Llama-3.1-8B-Instruct"
+    sc = {"model_config": str(config), "catalog": str(catalog),
+          "classes": [{"name": "chat", "rate_rps": 2, "slo": {"ttft_p99_ms": 500}}],
+          "candidates": ["1xL4"]}
+    f = tmp_path / "l4.yaml"
+    f.write_text(yaml.safe_dump(sc), encoding="utf-8")
+    l4 = FleetEntry("1xL4", 3, "EU27", 500.0)
+    plan = Plan(PlanStatus.optimal, (l4,), 1.35, 0.05, 10.0,
+                (ClassResult("chat", 2.0, 500.0, 200.0, True, {l4.pool: 1.0}),), SOLVER, True)
+    pf = tmp_path / "plan.json"
+    pf.write_text(json.dumps(plan.to_dict(timing=False)), encoding="utf-8")
+    res = cli("report", str(pf), "-s", str(f), "-o", str(tmp_path / "p.html"))
+    assert res.exit_code == 0, res.stderr
+    page = valid_page((tmp_path / "p.html").read_text(encoding="utf-8"))
+    cols = header(page, "fleet-table")
+    row = dict(zip(cols, page.rows("fleet-table")[0], strict=True))
+    with open(catalog / "prices.csv", encoding="utf-8") as fh:
+        price = float(next(r for r in fh if r.startswith("L4,")).split(",")[2])
+    assert row["$ per GPU-hour"] == usd(price) == "$0.45" and row["$ per hour"] == "$1.35"
+    q = spec_row("leave-one-gpu-out", "all")
+    rows = {r[0]: dict(zip(header(page, "classes-table"), r, strict=True))
+            for r in page.rows("classes-table")}
+    assert rows["chat"]["model error band, 80% (ms)"] == \
+        f"{200 / (1 + q['p90']):,.1f} to {200 / (1 + q['p10']):,.1f}"
+    assert "none measured on L4" in page.text
