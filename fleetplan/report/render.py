@@ -35,6 +35,7 @@ def _env() -> Any:
         keep_trailing_newline=True)
     env.filters["num"] = num
     env.filters["usd"] = usd
+    env.filters["grams"] = grams
     env.filters["pct"] = pct
     env.filters["signed"] = signed
     return env
@@ -47,6 +48,11 @@ def num(v: float | None, digits: int = 1) -> str:
     if math.isinf(v):
         return "\u221e"
     return f"{v:,.{digits}f}"
+
+
+def grams(v: float | None, digits: int = 1) -> str:
+    """``1,225.5 g``; an em dash (no unit) for no value."""
+    return "\u2014" if v is None else f"{num(v, digits)} g"
 
 
 def usd(v: float | None, digits: int = 2) -> str:
@@ -172,7 +178,10 @@ def report_view(plan: PlanDoc, ctx: ReportContext | None = None,
     classes = _class_views(plan, ctx)
     figs: list[Figure] = plan_figures(plan, frontier, [v["band"] for v in classes])
     infeasible = plan.status == "infeasible"
+    # a diurnal plan's fleet is its peak hour's, its cost per hour the day's average
     title = (f"Fleet plan: infeasible ({_name(plan.source)})" if infeasible else
+             f"Fleet plan: {plan.fleet_label()} at the peak hour, "
+             f"{usd(plan.cost_per_hour_usd)}/h averaged over the day" if plan.hours else
              f"Fleet plan: {plan.fleet_label()}, {usd(plan.cost_per_hour_usd)}/h")
     pools = [_pool_view(p, ctx) for p in plan.fleet]
     fr_rows = []
@@ -186,6 +195,8 @@ def report_view(plan: PlanDoc, ctx: ReportContext | None = None,
         "ctx": ctx, "scenario_file": _name(ctx.scenario) if ctx else None,
         "infeasible": infeasible, "mtok": MTOK,
         "pools": pools, "show_market": any(p["market"] == "spot" for p in pools),
+        "fleet_cost": (plan.cost_per_hour_usd if not plan.hours else None if ctx is None
+                       else sum(p["cost"] or 0.0 for p in pools)),
         "show_spare": any(p["spare"] is not None for p in pools),
         "spares": sum(p["spare"] or 0 for p in pools),
         "spec_configs": sorted({p["config"] for p in pools if p["calibrated"] is False}),

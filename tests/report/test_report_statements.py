@@ -332,3 +332,25 @@ def test_report_reads_the_scenarios_own_catalog(cli, tmp_path: Path) -> None:
     assert rows["chat"]["model error band, 80% (ms)"] == \
         f"{200 / (1 + q['p90']):,.1f} to {200 / (1 + q['p10']):,.1f}"
     assert "none measured on L4" in page.text
+
+
+def test_a_diurnal_plan_says_its_fleet_is_the_peak_hours_and_its_cost_the_days_average(
+        ) -> None:
+    from fleetplan.optimize.plan import HourPlan
+
+    peak = FleetEntry("1xH100-PCIe", 3, "EU27", 150.0)
+    hours = tuple(HourPlan(h, 1.0 + h, (FleetEntry("1xH100-PCIe", 1 + h, "EU27", 150.0),),
+                           2.0 * (1 + h), 200.0 * (1 + h), True) for h in range(3))
+    day = sum(h.cost_per_hour_usd for h in hours) / 3  # $4.00: the day's average, not the peak
+    plan = Plan(PlanStatus.optimal, (peak,), day, 0.3, 20.0,
+                (ClassResult("chat", 2.0, 150.0, 120.0, True, {peak.pool: 1.0}),), SOLVER, True,
+                hours=hours)
+    page, _ = page_of(plan.to_dict(timing=False), load_scenario(EXAMPLE))
+    assert page.title == ("Fleet plan: 3x1xH100-PCIe at the peak hour, $4.00/h averaged over "
+                          "the day")
+    price = catalog_price("H100-PCIe")[0]
+    total = page.tables["fleet-table"][-1]
+    assert total[:3] == ["total", "3", "3"] and f"${3 * price:.2f}" in total  # the peak fleet
+    assert "per hour, averaged over the day" in page.text
+    carbon = {r[0]: r[1:] for r in page.rows("carbon-table")}
+    assert carbon["carbon, operational (energy x grid)"] == ["\u2014", "\u2014"]  # no "— g"
