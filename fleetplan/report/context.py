@@ -1,6 +1,10 @@
 """What a plan file does not record but a reader needs: the assumptions behind its numbers (prices
 with their dates, power, grid intensity, embodied carbon, failure rates), the split of its carbon
-into operational and embodied, and how accurate the replica model is on each configuration used.
+into operational and embodied, and how accurate the replica model is on each configuration used
+(from files installed with the package: the calibration file and the held-out error tables of
+:mod:`fleetplan.optimize.model_band`, never the docs). For a plan file written before classes
+recorded their model-error band, the band is computed here (:class:`ClassBand`, ``recorded``
+false) and the page says so.
 
 Main entry: :func:`build_context` (a plan + the scenario it was solved from ->
 :class:`ReportContext`). Every figure carries its source. Without the scenario there is no
