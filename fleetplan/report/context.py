@@ -177,9 +177,11 @@ def _all_pools(plan: PlanDoc) -> list[PoolRow]:
     return pools
 
 
-def build_context(plan: PlanDoc, scenario: Scenario, scenario_path: str) -> ReportContext:
+def build_context(plan: PlanDoc, scenario: Scenario, scenario_path: str,
+                  *, validation_doc: object = None) -> ReportContext:
     """The assumptions, carbon split and model accuracy behind ``plan`` solved from
-    ``scenario``."""
+    ``scenario``. ``validation_doc`` is accepted and ignored (the accuracy no longer comes from
+    the docs), so callers written for the older signature still work."""
     from fleetplan.profiles.store import load_profiles
 
     store = load_profiles()
