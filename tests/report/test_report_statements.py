@@ -121,6 +121,7 @@ def test_spot_spares_and_an_uncalibrated_pool_are_stated(scenario: Any) -> None:
     assert "batch: simulated 900.0 ms, model error band 736.0 to 1,986.3 ms, SLO 2,000 ms" \
         in words
     assert "chat:" not in words and "reaches above the SLO" not in words
+    assert "solve --confidence P sizes the fleet for these errors" in words
 
 
 def test_the_classes_show_the_recorded_band_next_to_the_simulations_interval(
