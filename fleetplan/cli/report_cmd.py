@@ -8,6 +8,12 @@ from typing import Any
 import typer
 
 from fleetplan.cli._format import check_output_path
+from fleetplan.cli._options import (
+    CALIBRATION_OPTION,
+    CATALOG_OPTION,
+    MODEL_CONFIG_OPTION,
+    STORE_OPTION,
+)
 from fleetplan.errors import InputError
 
 REPORT_HELP = ("Also write the plan as one self-contained HTML page (fleetplan report, with "
@@ -56,16 +62,22 @@ def report_cmd(
     frontier: Path | None = typer.Option(
         None, "--frontier", help="A frontier file (fleetplan frontier --format json) to show "
         "beside the plan."),
+    catalog: list[Path] | None = CATALOG_OPTION,
+    model_config: list[Path] | None = MODEL_CONFIG_OPTION,
+    store: Path | None = STORE_OPTION,
+    calibration: Path | None = CALIBRATION_OPTION,
 ) -> None:
     """A plan as one self-contained HTML page (no scripts, no network), or the diff of two plans.
 
     Example: fleetplan report plan.json -s examples/hybrid-chat-batch.yaml
 
     The page shows the fleet and its pools, cost per hour and per 1M tokens (input + output),
-    carbon (operational and embodied), each class's SLO against its simulated P99 with the 95%
-    interval, the split, the hourly plan and the frontier when there are ones, the replica
+    carbon (operational and embodied), each class's SLO against its simulated P99 with the
+    simulation's 95% interval and the replica model's 80% error band, spot pools and spares, the
+    split, the hourly plan and the frontier when there are ones, the replica
     model's accuracy per configuration, and every assumption with its source. With two plans:
-    what changed from A to B and what it costs.
+    what changed from A to B and what it costs. Give --scenario and the data options
+    (--catalog, --model-config, --store, --calibration) as they were given to solve.
     """
     from fleetplan.report import load_frontier, load_plan
     from fleetplan.report.render import write_diff, write_report
@@ -78,12 +90,18 @@ def report_cmd(
     target = _out_path(out, plans)
     if out is None:
         check_output_path(target, "--out")
-    docs = [load_plan(p) for p in plans]
+    # the scenario first, read as solve read it (its catalog, model_config; the data options):
+    # a plan's configurations may name a GPU only that catalog knows
+    from fleetplan.cli._options import load_cli_scenario, use_cli_context
+
     sc = None
     if scenario is not None:
-        from fleetplan.scenario import load_scenario
-
-        sc = load_scenario(scenario)
+        sc = load_cli_scenario(scenario, catalog=catalog, model_config=model_config,
+                               store=store, calibration=calibration)
+    else:
+        use_cli_context(catalog=catalog, model_config=model_config, store=store,
+                        calibration=calibration)
+    docs = [load_plan(p) for p in plans]
     if len(docs) == 1:
         fr = load_frontier(frontier) if frontier is not None else None
         write_report(target, docs[0], scenario=sc, scenario_path=str(scenario or ""),

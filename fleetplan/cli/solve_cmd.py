@@ -53,7 +53,11 @@ def _print_plan(plan: Plan) -> None:
     rows = []
     for c in plan.classes:
         rows.append({"class": c.name, "rate_rps": c.rate_rps, "slo_ttft_p99_ms": c.slo_ttft_p99_ms,
-                     "sim_ttft_p99_ms": c.ttft_p99_ms, "met": "yes" if c.met else "NO",
+                     "sim_ttft_p99_ms": c.ttft_p99_ms,
+                     "model_band_80pct_ms": "-" if c.ttft_p99_band_ms is None else
+                     f"{c.ttft_p99_band_ms[0]:.1f}-{c.ttft_p99_band_ms[1]:.1f}",
+                     "calibrated": {None: "-", True: "yes", False: "NO"}[c.calibrated],
+                     "met": "yes" if c.met else "NO",
                      "split": ", ".join(f"{k} {v:.1%}" for k, v in c.split.items()),
                      **({} if c.slo_met_probability is None else {
                          "slo_met_probability": c.slo_met_probability,

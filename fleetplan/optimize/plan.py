@@ -51,6 +51,9 @@ class FleetEntry:
     tier_tpot_p99_ms: float | None = None
     spare: int | None = None  # of ``count``, replicas kept for churn (reliability block only)
     market: str | None = None  # ``spot`` for a spot pool (named ``config@region~spot/...``)
+    # whether the replica model of this configuration is calibrated (measured runs) or
+    # spec-based; None in plan files written before it was recorded
+    calibrated: bool | None = field(default=None, compare=False)
 
     @classmethod
     def of_pool(cls, name: str, count: int, tier: Tier, spare: int | None = None) -> FleetEntry:
@@ -82,12 +85,14 @@ class FleetEntry:
             out["spare"] = self.spare
         if self.market is not None and self.market != "on-demand":
             out["market"] = self.market
+        if self.calibrated is not None:
+            out["calibrated"] = self.calibrated
         return out
 
     def scenario_pool(self) -> dict[str, Any]:
         """The entry as a scenario's ``fleet`` item."""
         return {k: v for k, v in self.to_dict().items()
-                if k not in ("pool", "spare") and v is not None}
+                if k not in ("pool", "spare", "calibrated") and v is not None}
 
 
 @dataclass(frozen=True)
@@ -109,6 +114,12 @@ class ClassResult:
     # the latency margin (ms off the TTFT SLO) the plan was sized with
     slo_met_probability: float | None = None
     margin_ms: float | None = None
+    # the replica model's own error (fleetplan.optimize.model_band): where the real P99 TTFT
+    # fell for 80% of held-out runs, given the simulated one [lo, hi]; the words naming the
+    # error table; whether every pool carrying the class is calibrated
+    ttft_p99_band_ms: tuple[float, float] | None = None
+    band_basis: str | None = None
+    calibrated: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -119,6 +130,11 @@ class ClassResult:
             out["ttft_p99_ci_ms"] = list(self.ttft_p99_ci_ms)
         for k in ("slo_tpot_p99_ms", "tpot_p99_ms", "slo_e2e_p99_ms", "e2e_p99_ms",
                   "slo_met_probability", "margin_ms"):
+            if getattr(self, k) is not None:
+                out[k] = getattr(self, k)
+        if self.ttft_p99_band_ms is not None:
+            out["ttft_p99_band_ms"] = list(self.ttft_p99_band_ms)
+        for k in ("band_basis", "calibrated"):
             if getattr(self, k) is not None:
                 out[k] = getattr(self, k)
         return out
@@ -223,6 +239,9 @@ class Plan(NotebookRepr):
             ci = d.pop("ttft_p99_ci_ms", None)
             if ci is not None:
                 d["ttft_p99_ci_lo_ms"], d["ttft_p99_ci_hi_ms"] = ci
+            band = d.pop("ttft_p99_band_ms", None)
+            if band is not None:
+                d["ttft_p99_band_lo_ms"], d["ttft_p99_band_hi_ms"] = band
             d.update({f"share_{k}": v for k, v in split.items()})
             rows.append(d)
         return pd.DataFrame(rows)

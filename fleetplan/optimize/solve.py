@@ -39,6 +39,7 @@ from fleetplan.optimize.loop import (
     closed_loop,
 )
 from fleetplan.optimize.milp import MilpStatus, build_model, candidate_key
+from fleetplan.optimize.model_band import with_model_bands
 from fleetplan.optimize.plan import (
     CapacityNote,
     ClassResult,
@@ -347,7 +348,7 @@ def _report(scenario: Scenario, inputs: Inputs, settings: SolverSettings,
     report = SolverReport(settings.name, sol.status.value, _r(out.solve_seconds, 3),
                           settings.gap, out.rounds, settings.time_limit_s,
                           _r(sol.gap_achieved))
-    return Plan(
+    return with_model_bands(scenario.model, Plan(
         status=status, fleet=_entries(peak, tiers, spares), cost_per_hour_usd=_r(cost_h),
         cost_per_mtok_usd=_r(sol.cost_per_day_usd / mtok_day) if mtok_day else None,
         g_co2_per_mtok=_r(g_total / tokens * 1e6) if tokens else None,
@@ -355,7 +356,7 @@ def _report(scenario: Scenario, inputs: Inputs, settings: SolverSettings,
         hours=tuple(hours) if hours is not None else None, base_fleet=base,
         g_co2_per_hour=_r(g_total / max(len(checks), 1)),
         capacities=_capacity_notes(inputs, out), notes=_notes(scenario, inputs, out),
-        problem=out.problem)
+        problem=out.problem))
 
 
 def _capacity_notes(inputs: Inputs, out: LoopOutcome) -> tuple[CapacityNote, ...]:

@@ -54,27 +54,31 @@ def _render(draw: Any, key: str, title: str, caption: str,
 
 
 def _fleet_records(plan: PlanDoc) -> list[dict[str, Any]]:
-    return [{"pool": p.pool, "config": p.config, "region": p.region, "count": p.count}
-            for p in plan.fleet]
+    return [{"pool": p.pool, "config": p.config, "region": p.region, "count": p.count,
+             "market": p.market or "on-demand", "spare": p.spare or 0} for p in plan.fleet]
 
 
-def _class_records(plan: PlanDoc) -> list[dict[str, Any]]:
+def _class_records(plan: PlanDoc, bands: list[Any] | None = None) -> list[dict[str, Any]]:
     out = []
-    for c in plan.classes:
+    for i, c in enumerate(plan.classes):
         rec: dict[str, Any] = {"name": c.name, "ttft_p99_ms": c.ttft_p99_ms,
                                "slo_ttft_p99_ms": c.slo_ttft_p99_ms, "met": c.met}
         if c.ttft_p99_ci_ms is not None:
             rec["ttft_p99_ci_ms"] = list(c.ttft_p99_ci_ms)
+        band = bands[i] if bands else c.ttft_p99_band_ms
+        if band is not None:
+            rec["ttft_p99_band_ms"] = list(band)
         out.append(rec)
     return out
 
 
 def _hour_records(plan: PlanDoc) -> list[dict[str, Any]]:
     return [{"hour": h.hour, "rate_rps": h.rate_rps,
-             "fleet": [{"config": p.config, "region": p.region, "count": p.count}
-                       for p in h.fleet],
-             "on_demand": [{"config": p.config, "region": p.region, "count": p.count}
-                           for p in h.on_demand]} for h in plan.hours or ()]
+             "fleet": [{"config": p.config, "region": p.region, "count": p.count,
+                        "market": p.market} for p in h.fleet],
+             "on_demand": [{"config": p.config, "region": p.region, "count": p.count,
+                            "market": p.market} for p in h.on_demand]}
+            for h in plan.hours or ()]
 
 
 def frontier_frame(frontier: FrontierDoc) -> Any:
@@ -98,9 +102,11 @@ def frontier_frame(frontier: FrontierDoc) -> Any:
 FRONTIER_X = {"carbon": "g_co2_per_mtok", "slo": "slo_ttft_p99_ms", "rate": "rate_rps"}
 
 
-def plan_figures(plan: PlanDoc, frontier: FrontierDoc | None = None) -> list[Figure]:
+def plan_figures(plan: PlanDoc, frontier: FrontierDoc | None = None,
+                 bands: list[Any] | None = None) -> list[Figure]:
     """The figures of one plan: fleet and latency vs SLO (when a fleet exists), the hourly plan
-    (diurnal plans) and the frontier (when one is given)."""
+    (diurnal plans) and the frontier (when one is given). ``bands``: each class's model-error
+    band ([lo, hi] ms or None), when the report has them (default: the plan's own)."""
     from fleetplan.viz.fleet import plot_class_latency, plot_fleet_composition
     from fleetplan.viz.plans import plot_frontier, plot_hourly_plan
 
@@ -110,10 +116,15 @@ def plan_figures(plan: PlanDoc, frontier: FrontierDoc | None = None) -> list[Fig
                             "fleet", "Fleet composition",
                             "Replicas per pool; the label gives replicas and GPUs."))
     if any(c.ttft_p99_ms is not None for c in plan.classes):
-        figs.append(_render(lambda ax: plot_class_latency(_class_records(plan), ax=ax),
+        records = _class_records(plan, bands)
+        banded = any("ttft_p99_band_ms" in r for r in records)
+        figs.append(_render(lambda ax: plot_class_latency(records, ax=ax),
                             "latency", "P99 TTFT per class against its SLO",
-                            "Bars: simulated P99 time to first token with its 95% interval; "
-                            "dashed line: the class's SLO."))
+                            "Bars: simulated P99 time to first token with the simulation's "
+                            "95% interval (black)"
+                            + ("; grey: the replica model's 80% error band, where the real "
+                               "P99 fell for 80% of held-out runs" if banded else "")
+                            + "; dashed line: the class's SLO."))
     if plan.hours:
         figs.append(_render(lambda ax: plot_hourly_plan(_hour_records(plan), ax=ax), "hours",
                             "Hourly plan", "Replicas per configuration for each hour "

@@ -86,12 +86,14 @@ class PlanDoc:
 
 
 def fleet_label(fleet: tuple[PoolRow, ...]) -> str:
-    """Replicas per configuration, tiers and regions added up: ``2x1xH100-PCIe + 4x2xRTX-4090``."""
-    counts: dict[str, int] = {}
+    """Replicas per configuration and market, tiers and regions added up: ``2x1xH100-PCIe +
+    4x2xRTX-4090 (spot)``."""
+    counts: dict[tuple[str, str | None], int] = {}
     for p in fleet:
         if p.count:
-            counts[p.config] = counts.get(p.config, 0) + p.count
-    return " + ".join(f"{n}x{c}" for c, n in counts.items()) or "-"
+            counts[(p.config, p.market)] = counts.get((p.config, p.market), 0) + p.count
+    return " + ".join(f"{n}x{c}" + (f" ({m})" if m else "")
+                      for (c, m), n in counts.items()) or "-"
 
 
 @dataclass(frozen=True)
@@ -210,7 +212,9 @@ def _pool(r: _Reader, d: Any, where: str) -> PoolRow:
                   region=r.opt_str(d, "region", where) or "EU27",
                   tier_ttft_p99_ms=r.opt_num(d, "tier_ttft_p99_ms", where),
                   tier_tpot_p99_ms=r.opt_num(d, "tier_tpot_p99_ms", where),
-                  market=_market(r, d, where))
+                  market=_market(r, d, where),
+                  spare=None if d.get("spare") is None else r.int_(d, "spare", where),
+                  calibrated=_opt_bool(r, d, "calibrated", where))
     pool = r.opt_str(d, "pool", where)
     if pool is not None and pool != row.pool:
         raise r.fail(f"{where}.pool", pool, f"the name of its config, region and tier ({row.pool})")
@@ -258,6 +262,18 @@ def _class(r: _Reader, d: Any, where: str, *, split_required: bool) -> ClassRow:
                            for x in raw_ci) or raw_ci[0] > raw_ci[1]):
             raise r.fail(f"{where}.ttft_p99_ci_ms", raw_ci, "[lo, hi] in ms with lo <= hi")
         ci = (float(raw_ci[0]), float(raw_ci[1]))
+    band = None
+    raw_band = d.get("ttft_p99_band_ms")
+    if raw_band is not None:
+        if (not isinstance(raw_band, list) or len(raw_band) != 2
+                or not all(isinstance(x, int | float) and not isinstance(x, bool)
+                           for x in raw_band) or not 0 <= raw_band[0] <= raw_band[1]):
+            raise r.fail(f"{where}.ttft_p99_band_ms", raw_band,
+                         "[lo, hi] in ms with 0 <= lo <= hi")
+        band = (float(raw_band[0]), float(raw_band[1]))
+    prob = r.opt_num(d, "slo_met_probability", where)
+    if prob is not None and prob > 1:
+        raise r.fail(f"{where}.slo_met_probability", prob, "a probability in [0, 1]")
     return ClassRow(
         name=name, rate_rps=r.num(d, "rate_rps", where),
         slo_ttft_p99_ms=r.opt_num(d, "slo_ttft_p99_ms", where),
@@ -266,7 +282,15 @@ def _class(r: _Reader, d: Any, where: str, *, split_required: bool) -> ClassRow:
         slo_tpot_p99_ms=r.opt_num(d, "slo_tpot_p99_ms", where),
         tpot_p99_ms=r.opt_num(d, "tpot_p99_ms", where),
         slo_e2e_p99_ms=r.opt_num(d, "slo_e2e_p99_ms", where),
-        e2e_p99_ms=r.opt_num(d, "e2e_p99_ms", where))
+        e2e_p99_ms=r.opt_num(d, "e2e_p99_ms", where),
+        slo_met_probability=prob, margin_ms=r.opt_num(d, "margin_ms", where),
+        ttft_p99_band_ms=band, band_basis=r.opt_str(d, "band_basis", where),
+        calibrated=_opt_bool(r, d, "calibrated", where))
+
+
+def _opt_bool(r: _Reader, d: Mapping[str, Any], key: str, where: str) -> bool | None:
+    """true, false or absent (None: a plan file written before the field was recorded)."""
+    return None if d.get(key) is None else r.bool_(d, key, where)
 
 
 def _classes(r: _Reader, d: Mapping[str, Any], where: str, *, split_required: bool

@@ -35,6 +35,7 @@ def _env() -> Any:
         keep_trailing_newline=True)
     env.filters["num"] = num
     env.filters["usd"] = usd
+    env.filters["grams"] = grams
     env.filters["pct"] = pct
     env.filters["signed"] = signed
     return env
@@ -49,8 +50,21 @@ def num(v: float | None, digits: int = 1) -> str:
     return f"{v:,.{digits}f}"
 
 
+def grams(v: float | None, digits: int = 1) -> str:
+    """``1,225.5 g``; an em dash (no unit) for no value."""
+    return "\u2014" if v is None else f"{num(v, digits)} g"
+
+
 def usd(v: float | None, digits: int = 2) -> str:
-    return "\u2014" if v is None else f"${v:,.{digits}f}"
+    """Dollars with at least ``digits`` decimals: a figure exact to 4 decimals as it is
+    ($0.125, not $0.12), any other with at least 3 significant figures."""
+    if v is None:
+        return "\u2014"
+    for d in range(digits, 5):
+        if abs(round(v, d) - v) < 1e-9:
+            return f"${v:,.{d}f}"
+    sig3 = 2 - math.floor(math.log10(abs(v))) if v else digits
+    return f"${v:,.{max(digits, sig3)}f}"
 
 
 def pct(v: float | None, digits: int = 1) -> str:
@@ -70,10 +84,14 @@ def signed(v: float | None, digits: int = 2, unit: str = "") -> str:
 
 def _pool_view(p: PoolRow, ctx: ReportContext | None) -> dict[str, Any]:
     a = ctx.pool(p) if ctx else None
+    calibrated = p.calibrated
+    if calibrated is None and ctx is not None:  # an older plan file: the scenario's model says
+        calibrated = next((v.calibrated for v in ctx.validation if v.config == p.config), None)
     return {
         "pool": p.pool, "config": p.config, "region": p.region,
+        "market": p.market or "on-demand",
         "tier": None if p.tier_ttft_p99_ms is None else f"{p.tier_ttft_p99_ms:g} ms",
-        "count": p.count, "gpus": p.gpus,
+        "count": p.count, "gpus": p.gpus, "spare": p.spare, "calibrated": calibrated,
         "price": None if a is None else a.price_usd_per_gpu_hour,
         "cost": None if a is None else p.gpus * a.price_usd_per_gpu_hour,
         "grid": None if a is None else a.grid_g_per_kwh,
@@ -96,10 +114,49 @@ def _carbon_view(plan: PlanDoc, ctx: ReportContext | None) -> dict[str, Any]:
     share = (op / total_h) if op is not None and total_h else None
     return {"total_per_hour": total_h, "operational_per_hour": op, "embodied_per_hour": emb,
             "total_per_mtok": per_mtok,
+            "embodied_counted": ctx is None or ctx.embodied_included,
             "operational_per_mtok": None if share is None or per_mtok is None
             else per_mtok * share,
             "embodied_per_mtok": None if share is None or per_mtok is None
             else per_mtok * (1 - share)}
+
+
+def _class_views(plan: PlanDoc, ctx: ReportContext | None) -> list[dict[str, Any]]:
+    """Each class with its model-error band: the plan's, else the context's (computed from the
+    scenario for an older plan file), else not recorded."""
+    bands = {b.name: b for b in ctx.bands} if ctx else {}
+    out = []
+    for c in plan.classes:
+        b = bands.get(c.name)
+        band, basis, calibrated, recorded = (
+            (c.ttft_p99_band_ms, c.band_basis, c.calibrated, True)
+            if c.ttft_p99_band_ms is not None or c.calibrated is not None or b is None
+            else (b.band_ms, b.basis, b.calibrated, b.recorded))
+        out.append({"c": c, "band": band, "basis": basis, "calibrated": calibrated,
+                    "recorded": recorded,
+                    "band_above_slo": band is not None and c.slo_ttft_p99_ms is not None
+                    and band[1] > c.slo_ttft_p99_ms})
+    return out
+
+
+def _verdict(plan: PlanDoc, classes: list[dict[str, Any]]) -> dict[str, Any]:
+    """The banner: what the simulation verified and on what kind of predictions."""
+    if plan.status == "infeasible":
+        return {"kind": "missed", "text": "no plan meets the constraints"}
+    if not plan.verified:
+        return {"kind": "missed", "text": "not verified by simulation: a class missed its SLO "
+                "or the carbon cap in the simulated plan"}
+    unknown = [v for v in classes if v["calibrated"] is None]
+    spec = [v for v in classes if v["calibrated"] is False]
+    if spec:
+        return {"kind": "warn", "text": "every class's SLO verified by simulation of "
+                "predictions that are not calibrated", "classes": spec}
+    if unknown:
+        return {"kind": "met", "text": "every class's SLO verified by simulation (whether the "
+                "predictions are calibrated is not recorded in this plan file; --scenario "
+                "says)"}
+    return {"kind": "met", "text": "every class's SLO verified by simulation of calibrated "
+            "predictions"}
 
 
 def _tokens_per_hour(plan: PlanDoc) -> float | None:
@@ -118,10 +175,15 @@ def report_view(plan: PlanDoc, ctx: ReportContext | None = None,
     """Everything the template shows, as plain values (the template only lays them out)."""
     from fleetplan import __version__
 
-    figs: list[Figure] = plan_figures(plan, frontier)
+    classes = _class_views(plan, ctx)
+    figs: list[Figure] = plan_figures(plan, frontier, [v["band"] for v in classes])
     infeasible = plan.status == "infeasible"
+    # a diurnal plan's fleet is its peak hour's, its cost per hour the day's average
     title = (f"Fleet plan: infeasible ({_name(plan.source)})" if infeasible else
+             f"Fleet plan: {plan.fleet_label()} at the peak hour, "
+             f"{usd(plan.cost_per_hour_usd)}/h averaged over the day" if plan.hours else
              f"Fleet plan: {plan.fleet_label()}, {usd(plan.cost_per_hour_usd)}/h")
+    pools = [_pool_view(p, ctx) for p in plan.fleet]
     fr_rows = []
     for p in frontier.points if frontier else ():
         fr_rows.append({"value": p.value, "status": p.status, "verified": p.verified,
@@ -132,7 +194,15 @@ def report_view(plan: PlanDoc, ctx: ReportContext | None = None,
         "title": title, "version": __version__, "plan": plan, "plan_file": _name(plan.source),
         "ctx": ctx, "scenario_file": _name(ctx.scenario) if ctx else None,
         "infeasible": infeasible, "mtok": MTOK,
-        "pools": [_pool_view(p, ctx) for p in plan.fleet],
+        "pools": pools, "show_market": any(p["market"] == "spot" for p in pools),
+        "fleet_cost": (plan.cost_per_hour_usd if not plan.hours else None if ctx is None
+                       else sum(p["cost"] or 0.0 for p in pools)),
+        "show_spare": any(p["spare"] is not None for p in pools),
+        "spares": sum(p["spare"] or 0 for p in pools),
+        "spec_configs": sorted({p["config"] for p in pools if p["calibrated"] is False}),
+        "classes": classes, "verdict": _verdict(plan, classes),
+        "show_confidence": any(c.slo_met_probability is not None for c in plan.classes),
+        "failures": ctx is not None and any(a.failure_source for a in ctx.pools),
         "base_fleet": [_pool_view(p, ctx) for p in plan.base_fleet or ()],
         "split": _split_view(plan), "carbon": _carbon_view(plan, ctx),
         "tokens_per_hour": _tokens_per_hour(plan),

@@ -4,15 +4,18 @@ Main entries (each accepts a result object, its ``to_dict()``, or the list of re
 
 * :func:`plot_fleet_composition`: replicas (or GPUs) per pool, from records with ``config``,
   ``count`` and optionally ``region`` and ``utilization`` (``fleetplan simulate``'s ``pools`` or
-  ``fleetplan solve``'s ``fleet``).
+  ``fleetplan solve``'s ``fleet``); the title counts spot replicas (``market``) and spares
+  (``spare``) when the records carry them.
 * :func:`plot_class_latency`: each class's P99 TTFT next to its SLO, from records with ``name``,
   ``ttft_p99_ms``, ``slo_ttft_p99_ms`` and optionally ``ttft_p99_ci_ms`` ([lo, hi]) and
-  ``met``/``slo_met`` (``classes`` of the simulate and solve JSON).
+  ``met``/``slo_met`` (``classes`` of the simulate and solve JSON), and the replica model's
+  error band ``ttft_p99_band_ms`` ([lo, hi], solve) drawn in grey beside the interval.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -66,7 +69,8 @@ def plot_fleet_composition(fleet: Any, *, unit: str = "replicas", ax: Axes | Non
     One bar per pool (its ``pool`` name when the records carry one, e.g. one per SLO tier, else
     configuration @ region), coloured by configuration; the label at the end of each bar gives
     replicas, GPUs and, when the records carry it, utilization. The count axis has whole-number
-    ticks only.
+    ticks only. The title counts spot replicas (``market``) and spares (``spare``) when the
+    records carry them.
     """
     if unit not in ("replicas", "gpus"):
         raise InputError(f"unit {unit!r}: expected 'replicas' or 'gpus'")
@@ -104,7 +108,17 @@ def plot_fleet_composition(fleet: Any, *, unit: str = "replicas", ax: Axes | Non
     ax.set_xlim(0, float(values.max()) * 1.6)
     integer_axis(ax.xaxis)
     total_r, total_g = int(df["count"].sum()), int(df["gpus"].sum())
-    ax.set_title(f"Fleet: {_n(total_r, 'replica')}, {_n(total_g, 'GPU')}", fontsize="medium")
+    extra = []
+    if "market" in df.columns:
+        spot = int(df.loc[df["market"] == "spot", "count"].sum())
+        if spot:
+            extra.append("all spot" if spot == total_r else f"{spot} spot")
+    if "spare" in df.columns:
+        spares = int(pd.to_numeric(df["spare"], errors="coerce").fillna(0).sum())
+        if spares:
+            extra.append(f"{_n(spares, 'spare')} for churn")
+    ax.set_title(f"Fleet: {_n(total_r, 'replica')}" + (f" ({', '.join(extra)})" if extra else "")
+                 + f", {_n(total_g, 'GPU')}", fontsize="medium")
     ax.grid(True, axis="x", alpha=0.3)
     return ax
 
@@ -117,6 +131,9 @@ def plot_class_latency(classes: Any, *, metric: str = "ttft_p99_ms", ax: Axes | 
     difference survives greyscale and colour-vision deficiencies). ``met`` (solve) or
     ``slo_met`` (simulate) decides; without either, the bar is compared with the SLO. The
     interval comes from ``<metric>_ci_ms`` ([lo, hi]) or ``<metric>_ci_lo_ms``/``_ci_hi_ms``.
+    The replica model's own error band, ``<metric>_band_ms`` ([lo, hi], or ``_band_lo_ms`` /
+    ``_band_hi_ms``: where the real P99 fell for 80% of held-out runs, solve's plans), is drawn in
+    grey beside the interval, with its own legend entry.
     ``logy=None`` picks a log axis when the values span more than a factor of 10 (a 100 ms bar
     beside a 2 s SLO stays readable). Given a whole plan (a result or its ``to_dict()`` with
     ``fleet`` and ``cost_per_hour_usd``), the title also names the fleet and its cost.
@@ -129,6 +146,7 @@ def plot_class_latency(classes: Any, *, metric: str = "ttft_p99_ms", ax: Axes | 
     x = np.arange(len(df))
     slo = df[slo_col] if slo_col in df.columns else pd.Series([None] * len(df))
     met_col = "met" if "met" in df.columns else "slo_met" if "slo_met" in df.columns else None
+    banded = False
     for i, rec in enumerate(df.to_dict("records")):
         value = rec[metric]
         target = slo.iloc[i]
@@ -148,6 +166,12 @@ def plot_class_latency(classes: Any, *, metric: str = "ttft_p99_ms", ax: Axes | 
         if isinstance(ci, list | tuple) and len(ci) == 2:
             ax.errorbar(x[i], height, yerr=[[height - ci[0]], [ci[1] - height]],
                         color=REFERENCE_COLOR, capsize=4, linewidth=1)
+        band = _band(rec, stem)
+        if band is not None and height > 0:  # beside the bar's centre, so both stay readable
+            ax.errorbar(x[i] + 0.18, height, yerr=[[max(height - band[0], 0.0)],
+                                                    [max(band[1] - height, 0.0)]],
+                        color=BAND_COLOR, capsize=6, linewidth=2.5, alpha=0.9)
+            banded = True
         if target is not None and not pd.isna(target):
             ax.hlines(float(target), x[i] - 0.4, x[i] + 0.4, color=REFERENCE_COLOR,
                       linestyles="--", linewidth=2)
@@ -157,7 +181,10 @@ def plot_class_latency(classes: Any, *, metric: str = "ttft_p99_ms", ax: Axes | 
     ax.set_xticks(x, list(df["name"]))
     ax.set_xlabel("traffic class")
     ax.set_ylabel(f"simulated {label_for(metric)}")
-    shown = [float(v) for v in [*df[metric], *slo] if v is not None and not pd.isna(v) and v > 0]
+    ends = [v for rec in df.to_dict("records")
+            for v in (_band(rec, metric.removesuffix("_ms")) or ())]
+    shown = [float(v) for v in [*df[metric], *slo, *ends]
+             if v is not None and not pd.isna(v) and v > 0]
     if logy is None:
         logy = bool(shown) and max(shown) / min(shown) > 10
     if not logy and shown:  # room above the tallest bar or SLO for the legend
@@ -172,6 +199,9 @@ def plot_class_latency(classes: Any, *, metric: str = "ttft_p99_ms", ax: Axes | 
                Patch(facecolor=MISSED_COLOR, hatch="//", edgecolor=REFERENCE_COLOR,
                      label="missed"),
                Line2D([], [], color=REFERENCE_COLOR, linestyle="--", linewidth=2, label="SLO")]
+    if banded:
+        handles.append(Line2D([], [], color=BAND_COLOR, linewidth=2.5,
+                              label="model error band (80%)"))
     ax.legend(handles=handles, frameon=False, fontsize="small")
     title = f"{label_for(metric).split(' (')[0]} per class vs SLO"
     caption = plan_caption(classes)
@@ -180,15 +210,30 @@ def plot_class_latency(classes: Any, *, metric: str = "ttft_p99_ms", ax: Axes | 
     return ax
 
 
+BAND_COLOR = "#8c8c8c"  # the model's error band: grey, apart from the simulation's black CI
+
+
+def _band(rec: Mapping[Any, Any], stem: str) -> tuple[float, float] | None:
+    """A record's model-error band ``<stem>_band_ms`` ([lo, hi], or split in frames)."""
+    band = rec.get(f"{stem}_band_ms")
+    if band is None and f"{stem}_band_lo_ms" in rec:
+        band = [rec[f"{stem}_band_lo_ms"], rec.get(f"{stem}_band_hi_ms")]
+    if not isinstance(band, list | tuple) or len(band) != 2 or any(
+            v is None or pd.isna(v) for v in band):
+        return None
+    return float(band[0]), float(band[1])
+
+
 def plan_caption(plan: Any) -> str | None:
     """``fleet 1x1xH100-PCIe + 4x2xRTX-4090: $4.00/h, 37.7 g CO2e/Mtok`` for a plan (a result
     or its ``to_dict()``); None for anything without a fleet and a cost."""
     d = plan.to_dict() if hasattr(plan, "to_dict") and not isinstance(plan, dict) else plan
     if not isinstance(d, dict) or not d.get("fleet") or d.get("cost_per_hour_usd") is None:
         return None
-    counts: dict[str, int] = {}  # replicas per configuration, over its regions and tiers
+    counts: dict[str, int] = {}  # replicas per configuration and market, over regions, tiers
     for e in d["fleet"]:
-        counts[e["config"]] = counts.get(e["config"], 0) + int(e.get("count") or 0)
+        key = e["config"] + (" (spot)" if e.get("market") == "spot" else "")
+        counts[key] = counts.get(key, 0) + int(e.get("count") or 0)
     fleet = " + ".join(f"{n}x{c}" for c, n in counts.items() if n)
     out = f"fleet {fleet}: ${float(d['cost_per_hour_usd']):.2f}/h"
     g = d.get("g_co2_per_mtok")

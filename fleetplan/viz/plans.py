@@ -114,7 +114,7 @@ def _x_label(x: str, df: pd.DataFrame) -> str:
 
 def hours_frame(hours: Any) -> pd.DataFrame:
     """A plan's ``hours`` as a long frame: ``hour``, ``config``, ``region``, ``count``, ``kind``
-    (``base`` or ``on_demand``), ``rate_rps``."""
+    (``base`` or ``on_demand``), ``rate_rps``, ``market`` (``on-demand`` or ``spot``)."""
     if isinstance(hours, pd.DataFrame):
         return as_frame(hours, required=("hour", "config", "count"), what="plot_hourly_plan")
     obj = hours.to_dict() if hasattr(hours, "to_dict") and not isinstance(hours, dict) else hours
@@ -129,11 +129,13 @@ def hours_frame(hours: Any) -> pd.DataFrame:
                 rows.append({"hour": int(h["hour"]), "config": e["config"],
                              "region": e.get("region", ""), "count": int(e["count"]),
                              "kind": "base" if kind == "fleet" else "on_demand",
-                             "rate_rps": h.get("rate_rps")})
+                             "rate_rps": h.get("rate_rps"),
+                             "market": e.get("market") or "on-demand"})
         if not (h.get("fleet") or h.get("on_demand")):  # an hour with no replicas still shows
             rows.append({"hour": int(h["hour"]), "config": None, "region": "", "count": 0,
-                         "kind": "base", "rate_rps": h.get("rate_rps")})
-    return pd.DataFrame(rows, columns=["hour", "config", "region", "count", "kind", "rate_rps"])
+                         "kind": "base", "rate_rps": h.get("rate_rps"), "market": "on-demand"})
+    return pd.DataFrame(rows, columns=["hour", "config", "region", "count", "kind", "rate_rps",
+                                       "market"])
 
 
 def plot_hourly_plan(hours: Any, *, ax: Axes | None = None) -> Axes:
@@ -180,6 +182,10 @@ def plot_hourly_plan(hours: Any, *, ax: Axes | None = None) -> Axes:
         handles.append(line)
     ax.legend(handles=handles, frameon=False, fontsize="small", loc="upper center",
               bbox_to_anchor=(0.5, -0.14), ncols=min(4, len(handles)))
-    ax.set_title("Hourly plan: replicas per configuration", fontsize="medium")
+    title = "Hourly plan: replicas per configuration"
+    if "market" in df.columns and (df["market"] == "spot").any():  # spot shares its config's bar
+        spot = int(df[df["market"] == "spot"].groupby("hour")["count"].sum().max())
+        title += f" (spot included: up to {spot} an hour)"
+    ax.set_title(title, fontsize="medium")
     ax.grid(True, axis="y", alpha=0.3)
     return ax

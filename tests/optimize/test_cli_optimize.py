@@ -41,8 +41,9 @@ def test_solve_json_contract_and_determinism(cli, write):
     assert list(out)[:7] == ["status", "fleet", "cost_per_hour_usd", "cost_per_mtok_usd",
                              "g_co2_per_mtok", "classes", "solver"]
     assert out["status"] in ("optimal", "feasible") and out["verified"] is True
-    assert all(list(e) == ["pool", "config", "region", "tier_ttft_p99_ms", "count"]
-               for e in out["fleet"])
+    # issue 39 extends each entry with whether the replica model is calibrated on its config
+    assert all(list(e) == ["pool", "config", "region", "tier_ttft_p99_ms", "count", "calibrated"]
+               and isinstance(e["calibrated"], bool) for e in out["fleet"])
     assert [e["pool"] for e in out["fleet"]] == [
         f"{e['config']}@{e['region']}/1000ms" for e in out["fleet"]]
     (c,) = out["classes"]

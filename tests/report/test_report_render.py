@@ -82,7 +82,7 @@ def test_classes_show_the_scenario_slo_the_simulated_p99_and_its_interval(
         assert r[2] == f"{slos[c['name']]:,.0f}"
         assert r[3] == f"{c['ttft_p99_ms']:,.1f}"
         lo, hi = c["ttft_p99_ci_ms"]
-        assert r[4] == f"{lo:,.1f} to {hi:,.1f}" and r[5] == "met"
+        assert r[4] == f"{lo:,.1f} to {hi:,.1f}" and r[-1] == "met"
     split = Page(example_html).tables["split-table"]
     keys = split[0][1:]
     assert set(keys) == {k for c in example_plan["classes"] for k in c["split"]}
@@ -97,11 +97,13 @@ def test_cost_per_token_and_carbon_are_stated_with_their_basis(example_html: str
     page = Page(example_html)
     assert "per 1M tokens (input + output)" in page.text
     assert f"${example_plan['cost_per_mtok_usd']:.3f}" in page.text
-    # the example excludes embodied carbon: all of it is operational
+    # the example excludes embodied carbon: all of it is operational, and the embodied row
+    # says that it was not counted (not "0.0 g", which would read as measured)
     g = example_plan["g_co2_per_hour"]
     rows = {r[0]: r[1:] for r in page.rows("carbon-table")}
     assert rows["carbon, operational (energy x grid)"][0] == f"{g:,.1f} g"
-    assert rows["carbon, embodied (manufacturing, amortized)"] == ["0.0 g", "0.0 g"]
+    assert rows["carbon, embodied (manufacturing, amortized)"] == [
+        "not counted (embodied.include: false)"]
     assert rows["carbon, total"] == [f"{g:,.1f} g", f"{example_plan['g_co2_per_mtok']:,.1f} g"]
 
 
@@ -132,7 +134,7 @@ def test_assumptions_name_their_sources_and_the_model_accuracy_each_config(
         assert r[1].startswith(f"${price:.2f} per GPU-hour") and date in r[1]
         assert "W busy" in r[2] and "datasheet" in r[2]
         assert r[3].startswith("242 g CO2e/kWh")  # the scenario's grid_g_per_kwh
-        assert "excluded" in r[4]
+        assert r[4] == "not counted (embodied.include: false)"
     names = [r[0] for r in page.rows("scenario-assumptions")]
     assert {"price market", "embodied carbon", "failure rates", "grid intensity overrides"} \
         <= set(names)
@@ -216,6 +218,9 @@ def test_an_infeasible_plan_says_why_and_what_to_relax() -> None:
     assert page.title.startswith("Fleet plan: infeasible")
     assert "no candidate meets chat's P99 TTFT SLO of 10 ms" in page.text
     assert "chat's SLO to 95 ms" in page.text and page.svgs == 0
+    # no plan was simulated: no band, no calibration, and no "missed" verdict per class
+    assert page.rows("classes-table") == [["chat", "4.00", "10", "\u2014", "\u2014", "\u2014",
+                                           "\u2014", "no plan"]]
 
 
 def test_without_the_scenario_the_page_says_what_it_needs(example_plan: dict) -> None:

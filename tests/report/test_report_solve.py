@@ -33,6 +33,14 @@ def test_solve_writes_the_report_of_its_plan(cli, tmp_path: Path, monkeypatch) -
     assert [r[0] for r in page.rows("classes-table")] == ["chat"]
     assert "plan.json" in page.text  # named by its --out file
     assert [r[0] for r in page.rows("validation-table")] == ["1xH100-PCIe"]
+    # the plan records the model's band and calibration; the page is the one report writes
+    assert plan["classes"][0]["calibrated"] is True and plan["fleet"][0]["calibrated"] is True
+    lo, hi = plan["classes"][0]["ttft_p99_band_ms"]
+    assert lo <= hi and "H100-PCIe, one GPU" in plan["classes"][0]["band_basis"]
+    again = tmp_path / "again.html"
+    res = cli("report", str(plan_file), "-s", str(sc), "-o", str(again))
+    assert res.exit_code == 0, res.stderr
+    assert again.read_text(encoding="utf-8") == page_html
 
 
 def test_solve_refuses_a_report_name_before_solving(cli, tmp_path: Path, monkeypatch) -> None:

@@ -204,3 +204,41 @@ def test_hours_frame_and_a_plan_without_hours() -> None:
     assert int(df[df["hour"] == 12]["count"].sum()) == 2 + 1 + 1
     with pytest.raises(InputError, match="no hours"):
         plot_hourly_plan({"status": "optimal", "fleet": []})
+
+
+def test_class_latency_draws_the_model_error_band_beside_the_interval() -> None:
+    classes = [dict(c) for c in SIM["classes"]]
+    classes[0]["ttft_p99_band_ms"] = [60.0, 240.0]  # reaches above chat's 100 ms SLO
+    ax = plot_class_latency(classes)
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+        "met", "missed", "SLO", "model error band (80%)"]
+    vertical = sorted((float(s[0][1]), float(s[1][1])) for c in ax.collections
+                      if hasattr(c, "get_segments") for s in c.get_segments()
+                      if s[0][0] == s[1][0])
+    assert (60.0, 240.0) in vertical and (70.0, 92.0) in vertical  # band and CI, both drawn
+    assert ax.get_ylim()[1] >= 240.0  # the band's top is on the axis
+    # without a band nothing is added: the legend stays as it was
+    plain = plot_class_latency(SIM)
+    assert "model error band (80%)" not in [t.get_text() for t in plain.get_legend().get_texts()]
+
+
+def test_fleet_title_counts_spot_replicas_and_spares() -> None:
+    fleet = [{"pool": "1xH100-PCIe@EU27/150ms", "config": "1xH100-PCIe", "count": 2},
+             {"pool": "1xRTX-4090@EU27~spot/2s", "config": "1xRTX-4090", "count": 6,
+              "market": "spot", "spare": 2}]
+    ax = plot_fleet_composition(fleet)
+    assert ax.get_title() == "Fleet: 8 replicas (6 spot, 2 spares for churn), 8 GPUs"
+    assert plot_fleet_composition(fleet[:1]).get_title() == "Fleet: 2 replicas, 2 GPUs"
+
+
+def test_hourly_plan_title_says_when_spot_replicas_are_in_the_bars() -> None:
+    hours = [{"hour": h, "rate_rps": 5.0, "fleet": [
+        {"config": "1xRTX-4090", "region": "EU27", "count": 2},
+        {"config": "1xRTX-4090", "region": "EU27", "count": 1 + h, "market": "spot"}]}
+        for h in range(3)]
+    ax = plot_hourly_plan({"hours": hours})
+    assert ax.get_title() == ("Hourly plan: replicas per configuration (spot included: up to 3 "
+                              "an hour)")
+    assert list(hours_frame(hours)["market"]) == ["on-demand", "spot"] * 3
+    assert plot_hourly_plan({"hours": HOURS}).get_title() == \
+        "Hourly plan: replicas per configuration"
