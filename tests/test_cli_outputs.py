@@ -34,12 +34,16 @@ def _digest(folder: Path) -> dict[str, str]:
      "--plot {d}/plan.png: is the --plan {d}/plan.png"),
     (["calibrate", "--store", "{d}/store.csv", "--out", "{d}/store.csv"],
      "--out {d}/store.csv: is the --store {d}/store.csv"),
+    (["report", "{d}/plan.html", "-o", "{d}/plan.html"],
+     "--out {d}/plan.html: is the plan {d}/plan.html"),
+    (["report", "{d}/plan.html"], "--out {d}/plan.html: is the plan"),  # the default name
 ])
 def test_an_output_that_names_an_input_or_another_output_is_refused_before_any_work(
         cli, tmp_path, args, words) -> None:
     s = tmp_path / "s.yaml"
     shutil.copy(EXAMPLE, s)
     (tmp_path / "plan.png").write_text("{}")
+    (tmp_path / "plan.html").write_text("{}")
     (tmp_path / "store.csv").write_text("model,config\n")
     os.symlink(s, tmp_path / "link.yaml")
     before = _digest(tmp_path)

@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from fleetplan.cli._format import check_output_path
+from fleetplan.cli._format import check_no_overwrite, check_output_path, scenario_inputs
 from fleetplan.cli._options import (
     CALIBRATION_OPTION,
     CATALOG_OPTION,
@@ -90,6 +90,10 @@ def report_cmd(
     target = _out_path(out, plans)
     if out is None:
         check_output_path(target, "--out")
+    check_no_overwrite([("--out", target)],
+                       [*(("the plan", p) for p in plans), ("the --frontier", frontier),
+                        *scenario_inputs(scenario, catalog=catalog, model_config=model_config,
+                                         store=store, calibration=calibration)])
     # the scenario first, read as solve read it (its catalog, model_config; the data options):
     # a plan's configurations may name a GPU only that catalog knows
     from fleetplan.cli._options import load_cli_scenario, use_cli_context
