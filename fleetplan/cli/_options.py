@@ -62,6 +62,8 @@ FIT_SEEDS_HELP = ("Length seeds every fit replays, comma-separated (default: the
 PROGRESS_HELP = ("Show progress bars on stderr even when it is not a terminal (e.g. CI logs: "
                  "one line per step). Default: only on a terminal.")
 QUIET_HELP = "No progress bars."
+VERBOSE_HELP = ("Print every note (how each figure was made); by default at most three notes "
+                "about the pools on hand. --format json always carries all of them.")
 TIMING_HELP = "Report solver seconds (--no-timing: byte-identical JSON)."
 
 

@@ -151,9 +151,10 @@ def test_no_fleet_and_bad_fleet_are_errors() -> None:
     assert [p.label for p in res.pools] == ["1xH100-PCIe@EU27", "2xRTX-4090@EU27"]
     # the 14B 2 x RTX 4090 calibration flagged its 1 req/s run (docs/validation.md); the
     # H100's flagged none: only the RTX pool's note says so
-    flagged = [n for n in res.notes if "flagged and not fitted" in n]
+    flagged = [n for n in res.notes if "left out of its fit" in n]
     assert len(flagged) == 1 and flagged[0].startswith(
-        "pool 2xRTX-4090@EU27: calibrated with runs at 1 req/s flagged")
+        "pool 2xRTX-4090@EU27: its measured runs at 1 req/s")
+    assert "expect a higher TTFT than simulated" in flagged[0]
     # and its fit, made from the higher rates, replays that run's token gaps slow (+75 % in the
     # bundled calibration, docs/replica-model.md): TPOT at light load is overstated, said once
     (slow,) = [n for n in res.notes if "slower than measured" in n]
