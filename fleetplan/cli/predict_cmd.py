@@ -118,7 +118,7 @@ def predict(
 
     A burst the profile store measured (this model, configuration, rate, number of prompts,
     burstiness and concurrency cap) is shown beside the prediction: one "measured" column per
-    run, and measured_runs in the JSON.
+    run in the table, and measured_runs in the JSON.
     """
     if not burstiness > 0:
         raise InputError(f"--burstiness {burstiness!r} must be > 0")
@@ -218,13 +218,14 @@ def predict(
              else [f"measured {i + 1}" for i in range(len(measured))])
     df = pd.DataFrame(
         [{"metric": k, "mean": res.metrics[k].mean, "std": res.metrics[k].std,
-          **({"band_80pct": _fmt_band(bands.get(f"{k}_band"))} if bands else {}),
-          **{h: getattr(r, k, None) for h, r in zip(heads, measured, strict=True)}}
+          **({"band_80pct": _fmt_band(bands.get(f"{k}_band"))} if bands else {})}
          for k in METRICS]
     )
     if fmt is OutputFormat.csv:
         emit_csv(df)
         return
+    for h, r in zip(heads, measured, strict=True):  # the table's, beside the prediction
+        df[h] = [getattr(r, k, None) for k in METRICS]
     emit_table(
         df,
         title=f"{params.model} on {params.config}: {res.num_prompts} prompts at {rate:g} req/s",

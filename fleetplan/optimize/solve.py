@@ -18,7 +18,17 @@ from pathlib import Path
 from typing import Any
 
 from fleetplan._io import atomic_write_text
-from fleetplan._notes import P_ACCURACY, P_FIT, P_NOT_MET, P_PRICE, P_SPARES, PLAN, Note, as_note
+from fleetplan._notes import (
+    P_ACCURACY,
+    P_FIT,
+    P_NOT_MET,
+    P_PRICE,
+    P_SPARES,
+    PLAN,
+    Note,
+    as_note,
+    datasheet_band,
+)
 from fleetplan._progress import Progress, warn
 from fleetplan.context import with_scenario_context
 from fleetplan.optimize.cache import DiskCache, cache_root
@@ -431,26 +441,15 @@ def _accuracy_notes(scenario: Scenario, pools: list[Any]) -> list[str]:
     """How far the latencies of the plan's pools may be off: uncalibrated pools (predicted
     from datasheets) with the held-out error band of such predictions; calibrated pools whose
     measured runs the model does not reproduce at some rates."""
-    from fleetplan.profiles.store import load_profiles
     from fleetplan.replica.params import replica_params
-    from fleetplan.validate.bands import error_table
     from fleetplan.validate.own_runs import flagged_rates, rates_text
 
     configs = sorted({p.config for p in pools})
     uncal = [c for c in configs if not replica_params(scenario.model, c).calibrated]
     notes: list[str] = []
     if uncal:
-        # the fold the spec path's errors were measured on for a model like this one (as
-        # optimize/confidence.py reads them): measured on other configurations, or never
-        fold = ("leave-one-config-out" if load_profiles().configs(scenario.model)
-                else "leave-one-model-out")
-        table = error_table()
-        bands = {}
         gpus = {p.config: p.gpu for p in pools}
-        for c in uncal:
-            gpu = gpus[c]
-            q, _basis = table.quantiles(gpu, "ttft_p99_ms", fold)
-            bands[gpu] = (1.0 / (1.0 + q.p90), 1.0 / (1.0 + q.p10))
+        bands = {gpus[c]: datasheet_band(scenario.model, gpus[c]) for c in uncal}
         ranges = ", ".join(f"{lo:.2g}-{hi:.2g}x" + (f" ({gpu})" if len(bands) > 1 else "")
                            for gpu, (lo, hi) in bands.items())
         notes.append(Note(
