@@ -119,7 +119,9 @@ def print_notes(print_line: Any, notes: Iterable[str], pools: Collection[str], *
     shown: list[str] = list(notes) if verbose else list(headline(notes, pools))
     for n in shown:
         print_line(f"note: {n}")
-    rest = len(notes) - len(shown)
-    if rest > 0:
-        print_line(f"({rest} more note{'s' * (rest > 1)} on how the figures were made: "
-                   "--verbose, or --format json)")
+    left = [as_note(n) for n in notes if not any(n is m for m in shown)]
+    if left:
+        about = sum(n.level == PLAN and concerns(n, pools) for n in left)
+        what = f"{len(left)} more note{'s' * (len(left) > 1)}" + (
+            f", {about} of them about these pools" if about else "")
+        print_line(f"({what}; --verbose prints them, --format json has them all)")

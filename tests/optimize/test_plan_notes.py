@@ -55,6 +55,21 @@ def test_a_note_is_a_string_and_keeps_its_fields_through_a_process_pool() -> Non
     assert note_detail("plain")["level"] == "detail"  # a plain string: a detail note
 
 
+def test_the_line_after_the_notes_counts_what_was_left_out() -> None:
+    from fleetplan._notes import print_notes
+
+    notes = [Note(f"about {i}", "accuracy", pools=["2xRTX-4090"], level=PLAN, priority=i)
+             for i in range(5)]
+    notes += ["how it was made", Note("unused", "price", pools=["8xRTX-4090"], level=PLAN)]
+    lines: list[str] = []
+    print_notes(lines.append, notes, {"2xRTX-4090"}, verbose=False)
+    assert lines[:3] == ["note: about 0", "note: about 1", "note: about 2"]
+    assert lines[3].startswith("(4 more notes, 2 of them about these pools; --verbose")
+    lines.clear()
+    print_notes(lines.append, notes, {"2xRTX-4090"}, verbose=True)
+    assert lines == [f"note: {n}" for n in notes]
+
+
 def _note_lines(text: str) -> list[str]:
     """The ``note: ...`` paragraphs of a table output (rich wraps long lines); the notes come
     last, then the "(N more notes ...)" line."""
