@@ -36,6 +36,7 @@ from fleetplan.viz.style import (
     style_map,
 )
 
+LABEL_LINE = 32  # a frontier label longer than this is drawn one pool per line
 _X_CANDIDATES = ("g_co2_per_mtok", "kg_co2_per_day", "slo_ttft_p99_ms", "rate_rps")
 
 
@@ -97,7 +98,10 @@ def plot_frontier(points: Any, *, x: str | None = None, y: str = "cost_per_hour_
         mid = (float(xs.min()) + float(xs.max())) / 2
         for lx, ly, text in zip(fx, fy, ok["label"].to_numpy()[front][order], strict=True):
             right = len(fx) > 1 and lx > mid  # labels of the right half point left: inside
-            ax.annotate(str(text), (lx, ly), xytext=(-4 if right else 4, 4),
+            # a long fleet one pool per line, so the labels do not crowd the axes out
+            text = str(text) if len(str(text)) <= LABEL_LINE else str(text).replace(" + ",
+                                                                                "\n+ ")
+            ax.annotate(text, (lx, ly), xytext=(-4 if right else 4, 4),
                         textcoords="offset points", ha="right" if right else "left",
                         fontsize="x-small")
     ax.set_xlabel(xlabel or _x_label(x, ok))

@@ -83,6 +83,8 @@ def test_fleet_labels_name_spot_and_the_tier_and_the_slo_axis_every_class() -> N
     assert label == ("2x1xH100-SXM/150ms + 3x1xH100-SXM/2000ms + 4x1xRTX-4090 spot/2000ms")
     ax = f.plot()
     assert ax.get_legend().get_title().get_text().startswith("fleet: replicas x configuration/")
+    # a long fleet is drawn one pool per line (the same words as the table's label)
+    assert label.replace(" + ", "\n+ ") in [t.get_text() for t in ax.texts]
     xlabel = ax.get_xlabel()
     assert "every class" in xlabel and "chat 150 ms" in xlabel and "batch 2000 ms" in xlabel
     assert f.to_dict()["points"][1]["outcome"] == "not verified"
