@@ -142,22 +142,21 @@ def _notes(pools: Sequence[PoolModel], classes: Sequence[ClassResult], reps: Seq
     for pm in pools:
         if not pm.params.calibrated:
             lo, hi = datasheet_band(pm.params.model, pm.spec.hardware.gpu)
-            notes.append(Note(f"pool {pm.label}: latencies are predicted from datasheets, not "
-                              "fitted to measured runs (calibrated: false): in 80% of held-out "
-                              f"cases such a prediction's real P99 TTFT was {lo:.2g}-{hi:.2g}x "
-                              "the predicted one (docs/spec-path-validation.md)", "accuracy",
+            notes.append(Note(f"pool {pm.label}: latencies predicted from datasheets, not from "
+                              "measured runs (calibrated: false): real P99 TTFT was "
+                              f"{lo:.2g}-{hi:.2g}x such predictions in 80% of held-out cases "
+                              "(docs/spec-path-validation.md)", "accuracy",
                               pools=(pm.label,), level=PLAN, priority=P_ACCURACY))
             notes.append(Note(f"pool {pm.label}: replica parameters are {pm.params.source}",
                               "accuracy", pools=(pm.label,)))
         elif rates := own.flagged_rates(pm.params.model, pm.params.config):
             # planner's words; own.FLAGGED_MEANING and the calibration say why (predict
             # shows the runs themselves)
-            notes.append(Note(f"pool {pm.label}: its measured runs at "
-                              f"{own.rates_text(rates)} had TTFTs the model does not "
-                              "reproduce (left out of its fit, docs/replica-model.md); at a "
-                              "load near those rates per replica, expect a higher TTFT than "
-                              "simulated", "accuracy", pools=(pm.label,), level=PLAN,
-                              priority=P_FIT))
+            notes.append(Note(f"pool {pm.label}: near {own.rates_text(rates)} per replica "
+                              "expect a higher TTFT than simulated: its runs measured there "
+                              "had a higher TTFT than the model reproduces (left out of its "
+                              "fit, docs/replica-model.md)", "accuracy", pools=(pm.label,),
+                              level=PLAN, priority=P_FIT))
             if (gap := own.slow_light_load_step(pm.params.model, pm.params.config)) is not None:
                 notes.append(Note(f"pool {pm.label}: its calibration replays the token gaps "
                                   f"of its flagged runs up to {gap:.0f} % slower than measured "

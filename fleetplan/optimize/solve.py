@@ -453,10 +453,9 @@ def _accuracy_notes(scenario: Scenario, pools: list[Any]) -> list[str]:
         ranges = ", ".join(f"{lo:.2g}-{hi:.2g}x" + (f" ({gpu})" if len(bands) > 1 else "")
                            for gpu, (lo, hi) in bands.items())
         notes.append(Note(
-            f"{', '.join(uncal)}: latencies of {scenario.model} are predicted from datasheets, "
-            "not fitted to measured runs (uncalibrated): in 80% of held-out "
-            f"cases such a prediction's real P99 TTFT was {ranges} the predicted one "
-            "(docs/spec-path-validation.md); solve --confidence P plans for that "
+            f"{', '.join(uncal)}: latencies predicted from datasheets, not from measured runs "
+            f"(uncalibrated): real P99 TTFT was {ranges} such predictions in 80% of held-out "
+            "cases (docs/spec-path-validation.md); solve --confidence P plans for that "
             "error", "accuracy", pools=uncal, level=PLAN, priority=P_ACCURACY))
     for c in configs:
         if c in uncal:
@@ -464,10 +463,10 @@ def _accuracy_notes(scenario: Scenario, pools: list[Any]) -> list[str]:
         rates = flagged_rates(scenario.model, c)
         if rates:
             notes.append(Note(
-                f"{c}: its measured runs at {rates_text(rates)} had TTFTs the model does not "
-                "reproduce (left out of its fit, docs/replica-model.md); at a load near those "
-                "rates per replica, expect a higher TTFT than planned", "accuracy",
-                pools=(c,), level=PLAN, priority=P_FIT))
+                f"{c}: near {rates_text(rates)} per replica expect a higher TTFT than planned: "
+                "its runs measured there had a higher TTFT than the model reproduces (left out "
+                "of its fit, docs/replica-model.md)", "accuracy", pools=(c,), level=PLAN,
+                priority=P_FIT))
     return notes
 
 
