@@ -95,8 +95,9 @@ def frontier_cmd(
     cols = {**swept, **_COMMON}
     names = " / ".join(c.name for c in _classes(result))
     emit_table(table[list(cols)].rename(columns=cols), fit=True,
-               title=f"Frontier: cost vs {result.parameter} ({result.unit})", digits=2,
-               caption="each point: MILP + simulation of the plan. outcome: verified (the "
+               title=f"Frontier: cost vs {result.parameter} ({result.unit})", digits=3,
+               caption=_SWEPT_NOTE[result.sweep] + " Each point: MILP + simulation of the "
+               "plan. outcome: verified (the "
                "simulation met every SLO), not verified (a plan whose simulation still missed "
                "an SLO or the cap: not drawn in the plot), infeasible (no plan). pareto: not "
                f"dominated in (swept quantity, cost). {LABEL_NOTE}."
@@ -116,6 +117,16 @@ _SWEPT: dict[Sweep, dict[str, str]] = {
     Sweep.rate: {"value": "rate x", "rate_rps": "req/s"},
     Sweep.confidence: {"value": "confidence"},
     Sweep.churn: {"value": "failures/h"},
+}
+
+
+_SWEPT_NOTE = {
+    Sweep.carbon: "cap g/Mtok: the point's carbon cap; g/Mtok: its plan's simulated carbon.",
+    Sweep.slo: "SLO x: every class's P99 TTFT SLO scaled by it.",
+    Sweep.rate: "rate x: every class's rate scaled by it; req/s: all classes together.",
+    Sweep.confidence: "confidence: solve --confidence of the point.",
+    Sweep.churn: "failures/h: failures per replica-hour of the reliability entries that state "
+                 "one.",
 }
 
 
