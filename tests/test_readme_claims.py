@@ -292,18 +292,19 @@ def test_tour_predict_burst_line(run_json: Any) -> None:
     assert len(shown) >= 3, line
     for name, text in shown.items():
         _printed(text, out["metrics"][name]["mean"])
-    # "(measured: ...)": the store's run at that configuration and rate, same metrics in order
-    measured = re.search(r"\(measured: ([^)]*)\)", line)
+    # "(measured, N runs: a / b, ...)": what predict prints beside its figures (measured_runs:
+    # the store's runs of that burst, oldest first), same metrics in order, one value per run
+    measured = re.search(r"\(measured, (\d+) runs?: ([^)]*)\)", line)
     assert measured, line
-    values = [x.strip() for x in measured[1].split(",")]
+    values = [[v.strip() for v in x.split("/")] for x in measured[2].split(",")]
+    printed = out["measured_runs"]
+    assert len(printed) == int(measured[1]) and all(len(v) == len(printed) for v in values)
     runs = [r for r in _measured_runs(run_json, out["model"])
             if r["config"] == out["config"] and r["request_rate"] == out["request_rate"]]
-
-    def prints_as(run: dict[str, Any]) -> bool:
-        return all(f"{run[n]:.{len(t.partition('.')[2])}f}" == t
-                   for n, t in zip(shown, values, strict=True))
-
-    assert any(prints_as(r) for r in runs), (values, runs)
+    assert sorted(r["run_id"] for r in runs) == sorted(r["run_id"] for r in printed)
+    for i, run in enumerate(printed):
+        for name, cell in zip(shown, values, strict=True):
+            _printed(cell[i], run[name])
 
 
 def test_tour_predict_steady_line(run_json: Any) -> None:

@@ -170,16 +170,29 @@ def stdout_console(width: int | None = None) -> Any:
 
 
 def emit_table(df: pd.DataFrame, title: str | None = None, digits: int = 3,
-               columns: Sequence[str] | None = None, caption: str | None = None) -> None:
+               columns: Sequence[str] | None = None, caption: str | None = None, *,
+               fit: bool = False) -> None:
+    """Print ``df`` as a rich table on stdout, 160 columns wide at least; ``fit``: as wide as
+    the terminal (``COLUMNS``; 80 when not a terminal), headers never wrapped (each column at
+    least its header and its longest word wide: cells wrap between words), a lighter frame."""
     import pandas as pd
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
     cols = list(columns) if columns is not None else list(df.columns)
+    rows = [[_fmt_cell(rec[c], digits) for c in cols] for rec in df[cols].to_dict("records")]
     table = Table(title=title, caption=caption, caption_justify="left")
+    if fit:
+        table.box, table.pad_edge, table.collapse_padding = box.SIMPLE_HEAD, False, True
     for c in cols:
         numeric = pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])
-        table.add_column(c, justify="right" if numeric else "left", overflow="fold")
-    for rec in df[cols].to_dict("records"):
-        table.add_row(*(_fmt_cell(rec[c], digits) for c in cols))
-    stdout_console(width=max(160, Console().width)).print(table)
+        # fit: the header and the longest word of a cell (up to 30) are never broken
+        words = [len(w) for r in rows for w in r[cols.index(c)].split()]
+        table.add_column(c, justify="right" if numeric else "left", overflow="fold",
+                         min_width=max(len(str(c)), min(max(words, default=0), 30))
+                         if fit else None)
+    for row in rows:
+        table.add_row(*row)
+    width = Console().width
+    stdout_console(width=width if fit else max(160, width)).print(table)

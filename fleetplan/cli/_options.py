@@ -62,14 +62,19 @@ FIT_SEEDS_HELP = ("Length seeds every fit replays, comma-separated (default: the
 PROGRESS_HELP = ("Show progress bars on stderr even when it is not a terminal (e.g. CI logs: "
                  "one line per step). Default: only on a terminal.")
 QUIET_HELP = "No progress bars."
+VERBOSE_HELP = ("Print every note (how each figure was made); by default at most three notes "
+                "about the pools on hand. --format json always carries all of them.")
 TIMING_HELP = "Report solver seconds (--no-timing: byte-identical JSON)."
 
 
 class RichProgress:
     """:class:`fleetplan._progress.Progress` as rich bars on stderr when it is a terminal, else
-    (``--progress`` into a log) one line per finished step: name, count, seconds."""
+    (``--progress`` into a log) one line per finished step: name, count, seconds. ``lines``:
+    off a terminal, also one line per unit done (``fleetplan: leave-one-config-out folds 3/14:
+    DeepSeek-R1-Distill-Qwen-14B on 1xH100-PCIe``), for steps whose units take seconds each;
+    the unit's label is what the library last passed to :meth:`describe`."""
 
-    def __init__(self) -> None:
+    def __init__(self, lines: bool = False) -> None:
         from rich.console import Console
         from rich.progress import (
             BarColumn,
@@ -87,6 +92,8 @@ class RichProgress:
                             console=self.console, disable=not self.live)
         self.steps: dict[str, tuple[Any, int | None, float]] = {}  # task, total, start time
         self.done: dict[str, int] = {}
+        self.lines = lines
+        self.labels: dict[str, str] = {}
 
     def __enter__(self) -> RichProgress:
         self.bar.start()
@@ -99,9 +106,19 @@ class RichProgress:
         self.steps[name] = (self.bar.add_task(name, total=total), total, time.monotonic())
         self.done[name] = 0
 
+    def describe(self, name: str, label: str) -> None:
+        """The unit of step ``name`` just done, named on its line (``lines``)."""
+        self.labels[name] = label
+
     def advance(self, name: str, amount: int = 1) -> None:
         self.done[name] += amount
         self.bar.advance(self.steps[name][0], amount)
+        if self.lines and not self.live:
+            total = self.steps[name][1]
+            label = self.labels.pop(name, None)
+            self.console.print(f"fleetplan: {name} {self.done[name]}"
+                               + (f"/{total}" if total is not None else "")
+                               + (f": {label}" if label else ""), soft_wrap=True)
 
     def finish(self, name: str) -> None:
         task, total, t0 = self.steps.pop(name)
@@ -115,13 +132,13 @@ class RichProgress:
 
 
 @contextlib.contextmanager
-def progress_reporter(quiet: bool, force: bool) -> Iterator[Any]:
+def progress_reporter(quiet: bool, force: bool, *, lines: bool = False) -> Iterator[Any]:
     """The reporter a command passes to the library: ``None`` (nothing shown) unless stderr is
-    a terminal or ``force``; ``quiet`` wins."""
+    a terminal or ``force``; ``quiet`` wins. ``lines``: see :class:`RichProgress`."""
     if quiet or not (force or sys.stderr.isatty()):
         yield None
         return
-    with RichProgress() as reporter:
+    with RichProgress(lines=lines) as reporter:
         yield reporter
 
 

@@ -8,7 +8,6 @@ import typer
 from rich.console import Console
 
 from fleetplan.cli._format import (
-    MTOK,
     MTOK_NOTE,
     OutputFormat,
     check_no_overwrite,
@@ -31,7 +30,8 @@ from fleetplan.cli._options import (
 )
 from fleetplan.cli._plot import check_plot_path
 from fleetplan.errors import InputError
-from fleetplan.optimize.frontier import Sweep, frontier
+from fleetplan.optimize.frontier import LABEL_NOTE, Frontier, Sweep, frontier
+from fleetplan.optimize.plan import ClassResult
 
 
 def frontier_cmd(
@@ -91,13 +91,53 @@ def frontier_cmd(
     if fmt is OutputFormat.csv:
         emit_csv(df)
         return
-    shown = df.rename(columns={"cost_per_mtok_usd": f"usd_per_{MTOK}",
-                               "g_co2_per_mtok": f"g_co2_per_{MTOK}"})
-    emit_table(shown, title=f"Frontier: cost vs {result.parameter} ({result.unit})", digits=3,
-               caption="each point: MILP + simulation of the plan; pareto: not dominated in "
-               f"(swept quantity, cost); {MTOK_NOTE}")
+    swept = _SWEPT[result.sweep]
+    table = df.assign(pareto=df["pareto"].map({True: "yes", False: ""}))
+    if result.sweep is Sweep.slo:  # every class's SLO at this scale, not only the strictest
+        table["SLOs ms"] = [" / ".join(f"{c['slo_ttft_p99_ms']:.4g}" for c in pt["classes"]
+                                       if c["slo_ttft_p99_ms"]) or "-"
+                            for pt in result.to_dict()["points"]]
+    cols = {**swept, **_COMMON}
+    names = " / ".join(c.name for c in _classes(result))
+    emit_table(table[list(cols)].rename(columns=cols), fit=True,
+               title=f"Frontier: cost vs {result.parameter} ({result.unit})", digits=3,
+               caption=_SWEPT_NOTE[result.sweep] + " Each point: MILP + simulation of the "
+               "plan. outcome: verified (the "
+               "simulation met every SLO), not verified (a plan whose simulation still missed "
+               "an SLO or the cap: not drawn in the plot), infeasible (no plan). pareto: not "
+               f"dominated in (swept quantity, cost). {LABEL_NOTE}."
+               + (f" SLOs ms: {names}." if result.sweep is Sweep.slo and names else "")
+               + f" {MTOK_NOTE}.")
     if plot is not None:
         Console(stderr=True).print(f"plot written to {plot}")
+
+
+# the table's columns (frame column -> header: short, so no header wraps at 80 columns)
+_COMMON = {"outcome": "outcome", "cost_per_hour_usd": "$/h", "cost_per_mtok_usd": "$/Mtok",
+           "pareto": "pareto", "label": "fleet"}
+# per sweep, the swept quantity's own columns first (--format csv or json: every column)
+_SWEPT: dict[Sweep, dict[str, str]] = {
+    Sweep.carbon: {"value": "cap g/Mtok", "g_co2_per_mtok": "g/Mtok"},
+    Sweep.slo: {"value": "SLO x", "SLOs ms": "SLOs ms"},
+    Sweep.rate: {"value": "rate x", "rate_rps": "req/s"},
+    Sweep.confidence: {"value": "confidence"},
+    Sweep.churn: {"value": "failures/h"},
+}
+
+
+_SWEPT_NOTE = {
+    Sweep.carbon: "cap g/Mtok: the point's carbon cap; g/Mtok: its plan's simulated carbon.",
+    Sweep.slo: "SLO x: every class's P99 TTFT SLO scaled by it.",
+    Sweep.rate: "rate x: every class's rate scaled by it; req/s: all classes together.",
+    Sweep.confidence: "confidence: solve --confidence of the point.",
+    Sweep.churn: "failures/h: failures per replica-hour of the reliability entries that state "
+                 "one.",
+}
+
+
+def _classes(result: Frontier) -> tuple[ClassResult, ...]:
+    """The classes of the first point that has a plan (their names label the SLO column)."""
+    return next((pt.plan.classes for pt in result.points if pt.plan.classes), ())
 
 
 def register(app: typer.Typer) -> None:

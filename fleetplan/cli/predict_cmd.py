@@ -20,6 +20,7 @@ from fleetplan.cli._options import (
     use_cli_context,
 )
 from fleetplan.errors import InputError
+from fleetplan.profiles.record import BenchmarkRun
 from fleetplan.replica.params import ReplicaParams
 from fleetplan.replica.predict import resolve_params
 from fleetplan.replica.protocol import METRICS, replay
@@ -114,6 +115,10 @@ def predict(
     the runs it was fitted to and the runs it flagged and did not fit, each with its replayed
     token gap against the measured one (itl_p50_error_pct: a fit made from high-rate runs can
     be slow at light load, docs/replica-model.md; docs/validation.md).
+
+    A burst the profile store measured (this model, configuration, rate, number of prompts,
+    burstiness and concurrency cap) is shown beside the prediction: one "measured" column per
+    run in the table, and measured_runs in the JSON.
     """
     if not burstiness > 0:
         raise InputError(f"--burstiness {burstiness!r} must be > 0")
@@ -202,9 +207,15 @@ def predict(
         warm_prefix_cache=warm_prefix_cache,
     )
     bands = _bands(params, {k: res.metrics[k].mean for k in METRICS})
+    measured = _measured_runs(params.model, params.config, rate, res.num_prompts, burstiness,
+                              max_concurrency)
     if fmt is OutputFormat.json:
-        emit_json({**head, "mode": "burst", **res.to_dict(), **bands, "note": BURST_NOTE})
+        emit_json({**head, "mode": "burst", **res.to_dict(), **bands, "note": BURST_NOTE,
+                   **({"measured_runs": [_measured_dict(r) for r in measured]}
+                      if measured else {})})
         return
+    heads = (["measured"] if len(measured) == 1
+             else [f"measured {i + 1}" for i in range(len(measured))])
     df = pd.DataFrame(
         [{"metric": k, "mean": res.metrics[k].mean, "std": res.metrics[k].std,
           **({"band_80pct": _fmt_band(bands.get(f"{k}_band"))} if bands else {})}
@@ -213,13 +224,39 @@ def predict(
     if fmt is OutputFormat.csv:
         emit_csv(df)
         return
+    for h, r in zip(heads, measured, strict=True):  # the table's, beside the prediction
+        df[h] = [getattr(r, k, None) for k in METRICS]
     emit_table(
         df,
         title=f"{params.model} on {params.config}: {res.num_prompts} prompts at {rate:g} req/s",
         caption=f"calibrated: {str(params.calibrated).lower()} ({params.source})"
         + own_line + "\n" + (f"band_80pct: {bands['band_basis']}\n" if bands else "")
-        + f"mean and spread over {len(res.seeds)} length seeds; {BURST_NOTE}",
+        + f"mean and spread over {len(res.seeds)} length seeds; {BURST_NOTE}"
+        + (f"\n{', '.join(heads)}: the store's run{'s' * (len(measured) > 1)} of this model "
+           f"and configuration at {rate:g} req/s, {res.num_prompts} prompts, burstiness "
+           f"{burstiness:g}: " + ", ".join(f"{r.run_id} ({r.date or 'no date'})" for r in measured)
+           if measured else ""),
     )
+
+
+def _measured_runs(model: str, config: str, rate: float, num_prompts: int, burstiness: float,
+                   max_concurrency: int | None) -> list[BenchmarkRun]:
+    """The profile store's runs of exactly this burst (model, configuration, rate, prompts,
+    burstiness, concurrency cap), oldest first: what the prediction can be read beside."""
+    from fleetplan.profiles.store import load_profiles
+
+    out = [r for r in load_profiles().runs()
+           if r.model == model and r.config == config and r.request_rate == rate
+           and r.num_prompts == num_prompts and r.burstiness == burstiness
+           and (r.max_concurrency or None) == max_concurrency]
+    return sorted(out, key=lambda r: (r.date or "", r.run_id))
+
+
+def _measured_dict(run: BenchmarkRun) -> dict[str, object]:
+    """A measured run beside the prediction (``measured_runs`` of the JSON): its id, where it
+    comes from and the predicted metrics it has."""
+    return {"run_id": run.run_id, "source_file": run.source_file, "date": run.date,
+            **{k: getattr(run, k) for k in METRICS if getattr(run, k, None) is not None}}
 
 
 def _own_runs(params: ReplicaParams, calibration: Path | None) -> OwnRuns | None:

@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from fleetplan._notes import print_notes
 from fleetplan.cli._format import (
     MTOK,
     OutputFormat,
@@ -29,6 +30,7 @@ from fleetplan.cli._options import (
     CATALOG_OPTION,
     MODEL_CONFIG_OPTION,
     STORE_OPTION,
+    VERBOSE_HELP,
     load_cli_scenario,
 )
 from fleetplan.cli._plot import PLOT_HELP, check_plot_path, save_result_plot
@@ -71,7 +73,7 @@ def _progress(enabled: bool) -> Iterator[Callable[[float], None] | None]:
             bar.stop()
 
 
-def _print(res: SimulationResult) -> None:
+def _print(res: SimulationResult, verbose: bool = False) -> None:
     d = res.to_dict()
     classes = pd.DataFrame([{
         "class": c["name"], "requests": c["requests"], "rate_rps": c["rate_rps"],
@@ -124,8 +126,7 @@ def _print(res: SimulationResult) -> None:
     for p in d["pools"]:
         out.print(f"sources {p['label']}: price {p['price_source']}; power {p['power_source']}; "
                   f"grid {p['grid_source']}; embodied {p['embodied_source']}")
-    for note in res.notes:
-        out.print(f"note: {note}")
+    print_notes(out.print, res.notes, {p["label"] for p in d["pools"]}, verbose=verbose)
 
 
 def simulate_cmd(
@@ -147,6 +148,7 @@ def simulate_cmd(
         None, "--duration", help="Override sim.duration_s (seconds simulated per replication; "
         "e.g. long enough for failures of a reliability block to happen in it)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help=VERBOSE_HELP),
     executor: str | None = typer.Option(
         None, "--executor", help="Run the replications in parallel: local[:N] (worker "
         "processes), serial, or a Dask scheduler address; the same result as one after another "
@@ -211,7 +213,7 @@ def simulate_cmd(
     elif fmt is OutputFormat.csv:
         emit_csv(res.to_frame())
     else:
-        _print(res)
+        _print(res, verbose)
 
 
 def register(app: typer.Typer) -> None:

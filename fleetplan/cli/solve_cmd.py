@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 
 from fleetplan._io import atomic_write_text
+from fleetplan._notes import pool_names, print_notes
 from fleetplan.cli._format import (
     MTOK,
     OutputFormat,
@@ -30,6 +31,7 @@ from fleetplan.cli._options import (
     QUIET_HELP,
     STORE_OPTION,
     TIMING_HELP,
+    VERBOSE_HELP,
     load_cli_scenario,
     progress_reporter,
 )
@@ -44,7 +46,7 @@ def _err() -> Console:
     return Console(stderr=True)
 
 
-def _print_plan(plan: Plan) -> None:
+def _print_plan(plan: Plan, verbose: bool = False) -> None:
     out = stdout_console(width=160)
     fleet = pd.DataFrame([e.to_dict() for e in plan.fleet])
     emit_table(fleet, title="Fleet" + (" (peak hour)" if plan.hours else ""),
@@ -85,8 +87,7 @@ def _print_plan(plan: Plan) -> None:
                      for c in plan.capacities)
     if caps:
         out.print(f"sustained capacity per replica at the SLO tier: {caps}")
-    for note in plan.notes:
-        out.print(f"note: {note}")
+    print_notes(out.print, plan.notes, pool_names(plan.fleet), verbose=verbose)
 
 
 def solve_cmd(
@@ -120,6 +121,7 @@ def solve_cmd(
         "slo_met_probability and margin_ms. Default: off (the model's figures as they are)."),
     progress: bool = typer.Option(False, "--progress", help=PROGRESS_HELP),
     quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help=VERBOSE_HELP),
     catalog: list[Path] | None = CATALOG_OPTION,
     model_config: list[Path] | None = MODEL_CONFIG_OPTION,
     store: Path | None = STORE_OPTION,
@@ -178,7 +180,7 @@ def solve_cmd(
         raise InfeasibleError(f"infeasible: {plan.reason}; cheapest relaxation: "
                               f"{plan.relaxation}")
     if fmt is OutputFormat.table:
-        _print_plan(plan)
+        _print_plan(plan, verbose)
 
 
 def register(app: typer.Typer) -> None:

@@ -6,6 +6,7 @@ import enum
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -55,8 +56,12 @@ def validate_cmd(
     fmt: ValidateFormat = typer.Option(
         ValidateFormat.table, "--format", help="table, json or markdown."
     ),
-    progress: bool = typer.Option(False, "--progress", help=PROGRESS_HELP),
+    progress: bool = typer.Option(False, "--progress", help=PROGRESS_HELP + (
+        " --cv shows its progress on stderr by default, one line per fold off a terminal.")),
     quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
+    verbose: bool = typer.Option(
+        False, "--verbose", "-v", help="With --cv: the per-run table of the in-sample replay "
+        "too (without --cv it is the output)."),
 ) -> None:
     """Predicted vs measured for each run, with percent errors; parameters come from the store's
     calibration only, never from RUNS. A file or record that cannot be read, or a run whose
@@ -118,7 +123,8 @@ def validate_cmd(
         store_runs = load_runs(st)
         cal_keys = {e.key for e in cal.configs}
         store_runs = [r for r in store_runs if r.key in cal_keys]
-        with progress_reporter(quiet, progress) as reporter:
+        # minutes of refits: progress by default, also into a log (one line per fold)
+        with progress_reporter(quiet, True, lines=True) as reporter:
             result = replace(
                 result,
                 cv=CrossValidation(
@@ -147,6 +153,8 @@ def validate_cmd(
         sys.stdout.write(validation_markdown(result, command=args) + "\n")
         _exit_if(refused)
         return
+    if result.cv is not None:  # the answer first: what the README quotes, then the tables
+        _print_cv_summary(result)
     rows = []
     for r in result.runs:
         row: dict[str, object] = {
@@ -164,11 +172,6 @@ def validate_cmd(
         for m, v in result.summary.items()
         if v.median_abs_error_pct is not None
     )
-    emit_table(
-        pd.DataFrame(rows),
-        title="Predicted vs measured (percent error)",
-        caption=f"median |error| over unflagged runs: {summ}",
-    )
     if result.cv is not None:
         for name, part in (
             ("leave_one_rate_out", result.cv.leave_one_rate_out),
@@ -176,7 +179,45 @@ def validate_cmd(
         ):
             df = pd.DataFrame([{"metric": m, **v.to_dict()} for m, v in part.summary.items()])
             emit_table(df, title=name.replace("_", "-"))
+    if result.cv is None or verbose:
+        emit_table(
+            pd.DataFrame(rows),
+            title="Predicted vs measured (percent error)",
+            caption=f"median |error| over unflagged runs: {summ}",
+        )
+    else:
+        print(f"in-sample (the calibration replaying its own {len(rows)} runs), median "
+              f"|error| over unflagged runs: {summ}; per run: --verbose")
     _exit_if(refused)
+
+
+def _print_cv_summary(result: Any) -> None:
+    """The cross-validation's answer, one line per metric: the model's median |error| on runs
+    it was not fitted to, beside the interpolation baseline's (leave-one-rate-out), and the
+    spec path's (leave-one-config-out); the lines README.md and docs/validation.md quote."""
+    from fleetplan.replica.runs import VALIDATED_METRICS
+
+    def pct(v: float | None) -> str:
+        return "-" if v is None else f"{v:.1f}%"  # as docs/validation.md prints them
+
+    loro, loco = result.cv.leave_one_rate_out, result.cv.leave_one_config_out
+    held = sum(not r.flagged for r in loro.runs)
+    print(f"leave-one-rate-out: each interior rate refitted without its runs and predicted "
+          f"({held} unflagged run{'s' * (held != 1)} held out); interpolation baseline: "
+          "between the two "
+          "neighbouring measured rates")
+    for m in VALIDATED_METRICS:
+        v = loro.summary.get(m)
+        if v is not None:
+            print(f"  {m}: model {pct(v.median_abs_error_pct)} median error, interpolation "
+                  f"baseline {pct(v.baseline_median_abs_error_pct)}")
+    n = sum(not r.flagged for r in loco.runs)
+    print("leave-one-config-out: each calibrated configuration predicted from specs and the "
+          f"other configurations' efficiencies ({n} unflagged run{'s' * (n != 1)})")
+    for m in VALIDATED_METRICS:
+        v = loco.summary.get(m)
+        if v is not None:
+            print(f"  {m}: spec path {pct(v.median_abs_error_pct)} median error")
 
 
 def _exit_if(refused: list[str]) -> None:

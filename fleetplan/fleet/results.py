@@ -21,6 +21,7 @@ import pandas as pd
 from scipy.special import stdtrit
 
 from fleetplan._notebook import NotebookRepr
+from fleetplan._notes import note_detail
 from fleetplan.errors import InputError
 from fleetplan.fleet.accounting import Account
 from fleetplan.fleet.pools import PoolModel
@@ -151,6 +152,8 @@ class SimulationResult(NotebookRepr):
             "sustainable_rps": self.sustainable_rps,
             "calibrated": all(p.calibrated for p in self.pools),
             "notes": list(self.notes),
+            # the same notes with their topic, pools, level and priority (fleetplan._notes)
+            "notes_detail": [note_detail(n) for n in self.notes],
         }
 
     def to_frame(self) -> pd.DataFrame:

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from fleetplan._notes import P_ACCURACY, P_FIT, P_NOT_MET, PLAN, Note, datasheet_band
 from fleetplan.context import with_scenario_context
 from fleetplan.errors import InputError
 from fleetplan.fleet.accounting import account
@@ -131,40 +132,57 @@ def _power_note(pools: Sequence[PoolModel]) -> str:
 
 def _notes(pools: Sequence[PoolModel], classes: Sequence[ClassResult], reps: Sequence[Replication],
            over: Sequence[bool], offered: float, sustainable: float | None) -> list[str]:
-    notes = ["rates are sustained arrivals simulated to steady state (after warm-up), not the "
+    notes: list[str] = [
+        Note("rates are sustained arrivals simulated to steady state (after warm-up), not the "
              "measured runs' 200-request bursts; sustainable rates are far below burst rates",
-             _power_note(pools)]
+             "capacity"),
+        Note(_power_note(pools), "power")]
     from fleetplan.validate import own_runs as own
 
     for pm in pools:
         if not pm.params.calibrated:
-            notes.append(f"pool {pm.label}: calibrated: false, replica parameters are "
-                         f"{pm.params.source}")
+            lo, hi = datasheet_band(pm.params.model, pm.spec.hardware.gpu)
+            notes.append(Note(f"pool {pm.label}: latencies predicted from datasheets, not from "
+                              "measured runs (calibrated: false): real P99 TTFT was "
+                              f"{lo:.2g}-{hi:.2g}x such predictions in 80% of held-out cases "
+                              "(docs/spec-path-validation.md)", "accuracy",
+                              pools=(pm.label,), level=PLAN, priority=P_ACCURACY))
+            notes.append(Note(f"pool {pm.label}: replica parameters are {pm.params.source}",
+                              "accuracy", pools=(pm.label,)))
         elif rates := own.flagged_rates(pm.params.model, pm.params.config):
-            notes.append(f"pool {pm.label}: calibrated with runs at {own.rates_text(rates)} "
-                         f"flagged and not fitted ({own.FLAGGED_MEANING}): expect TTFT above "
-                         "the simulated near those rates")
+            # planner's words; own.FLAGGED_MEANING and the calibration say why (predict
+            # shows the runs themselves)
+            notes.append(Note(f"pool {pm.label}: near {own.rates_text(rates)} per replica "
+                              "expect a higher TTFT than simulated: its runs measured there "
+                              "had a higher TTFT than the model reproduces (left out of its "
+                              "fit, docs/replica-model.md)", "accuracy", pools=(pm.label,),
+                              level=PLAN, priority=P_FIT))
             if (gap := own.slow_light_load_step(pm.params.model, pm.params.config)) is not None:
-                notes.append(f"pool {pm.label}: its calibration replays the token gaps of its "
-                             f"flagged runs up to {gap:.0f} % slower than measured "
-                             f"({own.SLOW_STEP_MEANING}): at light load expect TPOT below the "
-                             "simulated")
+                notes.append(Note(f"pool {pm.label}: its calibration replays the token gaps "
+                                  f"of its flagged runs up to {gap:.0f} % slower than measured "
+                                  f"({own.SLOW_STEP_MEANING}): at light load expect TPOT below "
+                                  "the simulated", "accuracy", pools=(pm.label,)))
     for p, pm in enumerate(pools):
         if over[p]:
             stops = sorted({f"{r.stop_reason} at t={r.stopped_at_s:.0f} s" for r in reps})
-            notes.append(f"pool {pm.label} overloaded: its queue grows without bound; it "
-                         f"completes {np.mean([r.pool_completed_rps[p] for r in reps]):.3g} "
-                         f"req/s (runs stopped: {', '.join(stops)})")
+            notes.append(Note(
+                f"pool {pm.label} overloaded: its queue grows without bound; it completes "
+                f"{np.mean([r.pool_completed_rps[p] for r in reps]):.3g} req/s (runs stopped: "
+                f"{', '.join(stops)})", "overload", pools=(pm.label,), level=PLAN,
+                priority=P_NOT_MET))
     if sustainable is not None:
-        notes.append(f"overloaded: offered {offered:.3g} req/s, sustainable {sustainable:.3g} "
-                     "req/s; latency figures include censored waits (lower bounds)")
+        notes.append(Note(f"overloaded: offered {offered:.3g} req/s, sustainable "
+                          f"{sustainable:.3g} req/s; latency figures include censored waits "
+                          "(lower bounds)", "overload", level=PLAN, priority=P_NOT_MET))
     for c in classes:
         if c.requests == 0:
-            notes.append(f"class {c.name}: no request arrived in the measured window; its SLO "
-                         "is not judged (slo_met: null)")
+            notes.append(Note(f"class {c.name}: no request arrived in the measured window; "
+                              "its SLO is not judged (slo_met: null)", "verification",
+                              level=PLAN, priority=P_NOT_MET + 1))
         if c.dropped:
-            notes.append(f"class {c.name}: {c.dropped} request(s) longer than the context "
-                         "window dropped (overlong: drop)")
+            notes.append(Note(f"class {c.name}: {c.dropped} request(s) longer than the "
+                              "context window dropped (overlong: drop)", "verification",
+                              level=PLAN, priority=P_NOT_MET + 1))
     return notes
 
 
@@ -405,10 +423,12 @@ def _churn_notes(pools: Sequence[PoolModel],
     out = []
     for pm, rel in zip(pools, churn, strict=True):
         if rel is None:
-            out.append(f"pool {pm.label}: no failures (the reliability block names neither "
-                       f"{pm.spec.config} nor its GPU type)")
+            out.append(Note(f"pool {pm.label}: no failures (the reliability block names "
+                            f"neither {pm.spec.config} nor its GPU type)", "reliability",
+                            pools=(pm.label,)))
         else:
-            out.append(f"pool {pm.label}: {rel.failures_per_hour:g} failures per replica-hour, "
-                       f"replaced after {rel.replace_s:g} s (steady-state availability "
-                       f"{1 - rel.unavailability:.4f}); {rel.source}")
+            out.append(Note(f"pool {pm.label}: {rel.failures_per_hour:g} failures per "
+                            f"replica-hour, replaced after {rel.replace_s:g} s (steady-state "
+                            f"availability {1 - rel.unavailability:.4f}); {rel.source}",
+                            "reliability", pools=(pm.label,)))
     return tuple(out)

@@ -25,6 +25,7 @@ Main entries: :func:`frontier` -> :class:`Frontier` (``to_dict``, ``to_frame``, 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
@@ -62,10 +63,41 @@ _PARAM = {Sweep.carbon: ("carbon.max_g_per_mtok", "g CO2e/Mtok"),
           Sweep.rate: ("rate scale", "x every class's rate"),
           Sweep.confidence: ("confidence", "probability the SLOs hold given the model's error"),
           Sweep.churn: ("reliability.*.failures_per_replica_hour", "failures per replica-hour")}
-_TITLE = {Sweep.confidence: "cost vs confidence (the price of certainty about the model)",
+_TITLE = {Sweep.slo: "cost vs SLO scale",
+          Sweep.confidence: "cost vs confidence (the price of certainty about the model)",
           Sweep.churn: "cost vs churn (spares for hosts that fail)"}
 _XLABEL = {Sweep.confidence: "confidence (solve --confidence)",
            Sweep.churn: "failures per replica-hour (reliability entries that state one)"}
+
+
+#: What became of a point, in the words the table, the CSV and the plot share: ``verified``
+#: (a plan whose simulation met every SLO and the constraints), ``not verified`` (the MILP found
+#: a plan, but its simulation still missed an SLO or the cap after the closed loop's rounds: not
+#: a plan to rent, not drawn) or ``infeasible`` (no plan at all).
+VERIFIED, NOT_VERIFIED, INFEASIBLE = "verified", "not verified", "infeasible"
+#: What a fleet label says (the table's caption, the plot's legend)
+LABEL_NOTE = "fleet: replicas x configuration/P99 TTFT target of the pool (its tier)"
+
+
+def outcome(plan: Plan) -> str:
+    """:data:`VERIFIED`, :data:`NOT_VERIFIED` or :data:`INFEASIBLE` for a point's plan."""
+    if plan.status is PlanStatus.infeasible:
+        return INFEASIBLE
+    return VERIFIED if plan.verified else NOT_VERIFIED
+
+
+def fleet_label(fleet: list[dict[str, Any]], *, regions: bool = False) -> str:
+    """``2x1xH100-SXM/150ms + 3x1xRTX-4090 spot/2000ms``: each pool's replicas, configuration,
+    market (spot) and tier (``regions``: ``@region`` too, for a frontier over several)."""
+    parts = []
+    for e in fleet:
+        where = f"@{e['region']}" if regions and e.get("region") else ""
+        spot = " spot" if e.get("market") == "spot" else ""
+        # the pool's tier, its figures as the table prints numbers (106.066ms -> 106.1ms)
+        tier = re.sub(r"\d+\.\d+", lambda m: f"{float(m[0]):.4g}",
+                      str(e["pool"]).partition("/")[2])
+        parts.append(f"{e['count']}x{e['config']}{where}{spot}" + (f"/{tier}" if tier else ""))
+    return " + ".join(parts) or "-"
 
 
 @dataclass(frozen=True)
@@ -78,6 +110,7 @@ class FrontierPoint:
         p = self.plan
         return {
             "value": self.value, "status": p.status.value, "verified": p.verified,
+            "outcome": outcome(p),
             "cost_per_hour_usd": p.cost_per_hour_usd, "cost_per_mtok_usd": p.cost_per_mtok_usd,
             "g_co2_per_mtok": p.g_co2_per_mtok, "pareto": self.pareto,
             "fleet": [e.to_dict() for e in p.fleet],
@@ -103,9 +136,11 @@ class Frontier(NotebookRepr):
                 "points": [p.to_dict(timing=timing) for p in self.points]}
 
     def to_frame(self) -> pd.DataFrame:
-        """One row per point: the swept value, status, cost, carbon, the strictest TTFT SLO and
-        its class, the total rate, whether it is on the frontier, and the fleet (as ``label``)."""
+        """One row per point: the swept value, status, verified, cost, carbon, the strictest
+        TTFT SLO and its class, the total rate, whether it is on the frontier, the fleet (as
+        ``label``, :func:`fleet_label`) and the point's :func:`outcome`."""
         rows = []
+        regions = len({e.region for pt in self.points for e in pt.plan.fleet}) > 1
         for pt in self.points:
             d = pt.to_dict()
             slos = [c["slo_ttft_p99_ms"] for c in d["classes"] if c["slo_ttft_p99_ms"]]
@@ -118,7 +153,8 @@ class Frontier(NotebookRepr):
                 "slo_class": ", ".join(strict) or None,  # whose SLO that is (the plot says so)
                 "rate_rps": sum(c["rate_rps"] or 0.0 for c in d["classes"]) or None,
                 "pareto": bool(d["pareto"]),
-                "label": " + ".join(f"{e['count']}x{e['config']}" for e in d["fleet"]) or "-",
+                "label": fleet_label(d["fleet"], regions=regions),
+                "outcome": d["outcome"],  # added last: the CSV's earlier columns keep their place
             })
         return pd.DataFrame(rows)
 
@@ -131,14 +167,24 @@ class Frontier(NotebookRepr):
         :func:`fleetplan.viz.plans.plot_frontier`). Returns the matplotlib Axes."""
         from fleetplan.viz.plans import plot_frontier
 
-        df = self.to_frame()
-        df.loc[~df["verified"], "status"] = PlanStatus.infeasible.value  # not drawn as plans
-        x = {Sweep.carbon: "g_co2_per_mtok", Sweep.slo: "slo_ttft_p99_ms",
-             Sweep.rate: "rate_rps"}.get(self.sweep, "value")
-        out = plot_frontier(df, x=x, ax=ax, annotate=annotate, xlabel=_XLABEL.get(self.sweep))
-        if self.sweep in _TITLE:  # keeps the "(n infeasible points not shown)" tail
+        df = self.to_frame()  # its outcome column: only verified points are drawn
+        x = {Sweep.carbon: "g_co2_per_mtok", Sweep.rate: "rate_rps"}.get(self.sweep, "value")
+        xlabel = self.slo_axis() if self.sweep is Sweep.slo else _XLABEL.get(self.sweep)
+        out = plot_frontier(df, x=x, ax=ax, annotate=annotate, xlabel=xlabel,
+                            label_note=LABEL_NOTE)
+        if self.sweep in _TITLE:  # keeps the "(not shown: ...)" tail
             out.set_title(_TITLE[self.sweep] + out.get_title().partition(" vs value")[2])
         return out
+
+    def slo_axis(self) -> str:
+        """An SLO sweep's axis: the scale factor of every class's P99 TTFT SLO, with each
+        class's SLO at 1x (from any point whose plan has classes)."""
+        for pt in self.points:
+            if pt.plan.classes and pt.value > 0:
+                base = ", ".join(f"{c.name} {c.slo_ttft_p99_ms / pt.value:.4g} ms"
+                                 for c in pt.plan.classes if c.slo_ttft_p99_ms)
+                return f"SLO scale (x every class's P99 TTFT SLO; 1x: {base})"
+        return "SLO scale (x every class's P99 TTFT SLO)"
 
 
 Job = tuple[Scenario, Inputs, SolverSettings, int, Margins | None]

@@ -26,6 +26,7 @@ import pandas as pd
 
 from fleetplan._io import read_data_file
 from fleetplan._notebook import NotebookRepr
+from fleetplan._notes import note_detail
 from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.errors import InputError
 from fleetplan.scenario.fleet import MAX_POOL_COUNT, pool_label, split_pool_name
@@ -308,6 +309,8 @@ class Plan(NotebookRepr):
             out["hours"] = [h.to_dict() for h in self.hours]
         out["capacities"] = [c.to_dict() for c in self.capacities]
         out["notes"] = list(self.notes)
+        # the same notes with their topic, pools, level and priority (fleetplan._notes)
+        out["notes_detail"] = [note_detail(n) for n in self.notes]
         return out
 
 

@@ -18,6 +18,17 @@ from pathlib import Path
 from typing import Any
 
 from fleetplan._io import atomic_write_text
+from fleetplan._notes import (
+    P_ACCURACY,
+    P_FIT,
+    P_NOT_MET,
+    P_PRICE,
+    P_SPARES,
+    PLAN,
+    Note,
+    as_note,
+    datasheet_band,
+)
 from fleetplan._progress import Progress, warn
 from fleetplan.context import with_scenario_context
 from fleetplan.optimize.cache import DiskCache, cache_root
@@ -355,7 +366,8 @@ def _report(scenario: Scenario, inputs: Inputs, settings: SolverSettings,
         classes=tuple(classes), solver=report, verified=out.verified,
         hours=tuple(hours) if hours is not None else None, base_fleet=base,
         g_co2_per_hour=_r(g_total / max(len(checks), 1)),
-        capacities=_capacity_notes(inputs, out), notes=_notes(scenario, inputs, out),
+        capacities=_capacity_notes(inputs, out),
+        notes=_notes(scenario, inputs, out, peak, spares),
         problem=out.problem))
 
 
@@ -380,26 +392,116 @@ def _capacity_notes(inputs: Inputs, out: LoopOutcome) -> tuple[CapacityNote, ...
     return tuple(notes)
 
 
-def _notes(scenario: Scenario, inputs: Inputs, out: LoopOutcome) -> tuple[str, ...]:
-    notes = [BURST_NOTE, *inputs.notes, *out.history]
-    for p in inputs.problem.pools:
+def _notes(scenario: Scenario, inputs: Inputs, out: LoopOutcome,
+           counts: dict[str, int] | None = None,
+           spares: dict[str, int] | None = None) -> tuple[str, ...]:
+    """The plan's notes (:mod:`fleetplan._notes`): first what a planner should know about the
+    pools in the plan (``counts``: pool name -> replicas, ``spares``: of those, spares), then
+    every note on how the figures were made (the MILP inputs', the closed loop's, each
+    candidate's churn and spot price)."""
+    problem = inputs.problem
+    counts = {k: n for k, n in (counts or {}).items() if n > 0}
+    held = {candidate_key(k) for k in counts}
+    in_plan = [p for p in problem.pools if p.key in held]
+    plan: list[str] = []
+    if not out.verified:
+        plan.append(Note(
+            f"NOT VERIFIED: after {out.rounds} round(s) the simulated plan still misses an SLO "
+            "or the carbon cap; classes marked met=false did not meet it", "verification",
+            level=PLAN, priority=P_NOT_MET))
+        plan.extend(Note(n, "verification", level=PLAN, priority=P_NOT_MET + 1) for n in
+                    near_floor_notes(out.problem, inputs.results, out.solution, out.checks))
+    plan.extend(_accuracy_notes(scenario, in_plan))
+    plan.extend(_market_notes(scenario, in_plan, counts, spares or {}))
+    detail = [Note(BURST_NOTE, "capacity"), *map(as_note, inputs.notes),
+              *(Note(h, "solver") for h in out.history)]
+    for p in problem.pools:
         if p.unavailability > 0:
-            notes.append(f"churn: {p.key} replicas are down {p.unavailability * 100:.3g}% of "
-                         "the time (reliability block); the plan keeps the fewest spares k with "
-                         f"P(more than k of the pool down) <= {p.spare_quantile:g} (binomial, "
-                         "independent replicas)")
-    for p in inputs.problem.pools:
+            detail.append(Note(
+                f"churn: {p.key} replicas are down {p.unavailability * 100:.3g}% of the time "
+                "(reliability block); the plan keeps the fewest spares k with P(more than k of "
+                f"the pool down) <= {p.spare_quantile:g} (binomial, independent replicas)",
+                "reliability", pools=(p.key,)))
+    for p in problem.pools:
         if p.market == "spot":
             src = spot_price_source(scenario.reliability, p.config, p.gpu,
                                     p.gpu in scenario.prices_usd_per_gpu_hour)
-            notes.append(f"spot: {p.key} at ${p.price_usd_per_hour:.4g} per replica-hour "
-                         f"({src}); its replicas fail at the spot "
-                         "rate (reliability block or bundled spot default, docs/reliability.md)")
-    if not out.verified:
-        notes.append(f"NOT VERIFIED: after {out.rounds} round(s) the simulated plan still "
-                     "misses an SLO or the carbon cap; classes marked met=false did not meet it")
-        notes.extend(near_floor_notes(out.problem, inputs.results, out.solution, out.checks))
-    return tuple(notes)
+            detail.append(Note(
+                f"spot: {p.key} at ${p.price_usd_per_hour:.4g} per replica-hour ({src}); its "
+                "replicas fail at the spot rate (reliability block or bundled spot default, "
+                "docs/reliability.md)", "price", pools=(p.key,)))
+    return (*plan, *detail)
+
+
+def _pool_words(p: Any) -> str:
+    """A candidate as a planner names it: ``1xRTX-4090 spot``."""
+    return p.config + (" spot" if p.market == "spot" else "")
+
+
+def _accuracy_notes(scenario: Scenario, pools: list[Any]) -> list[str]:
+    """How far the latencies of the plan's pools may be off: uncalibrated pools (predicted
+    from datasheets) with the held-out error band of such predictions; calibrated pools whose
+    measured runs the model does not reproduce at some rates."""
+    from fleetplan.replica.params import replica_params
+    from fleetplan.validate.own_runs import flagged_rates, rates_text
+
+    configs = sorted({p.config for p in pools})
+    uncal = [c for c in configs if not replica_params(scenario.model, c).calibrated]
+    notes: list[str] = []
+    if uncal:
+        gpus = {p.config: p.gpu for p in pools}
+        bands = {gpus[c]: datasheet_band(scenario.model, gpus[c]) for c in uncal}
+        ranges = ", ".join(f"{lo:.2g}-{hi:.2g}x" + (f" ({gpu})" if len(bands) > 1 else "")
+                           for gpu, (lo, hi) in bands.items())
+        notes.append(Note(
+            f"{', '.join(uncal)}: latencies predicted from datasheets, not from measured runs "
+            f"(uncalibrated): real P99 TTFT was {ranges} such predictions in 80% of held-out "
+            "cases (docs/spec-path-validation.md); solve --confidence P plans for that "
+            "error", "accuracy", pools=uncal, level=PLAN, priority=P_ACCURACY))
+    for c in configs:
+        if c in uncal:
+            continue
+        rates = flagged_rates(scenario.model, c)
+        if rates:
+            notes.append(Note(
+                f"{c}: near {rates_text(rates)} per replica expect a higher TTFT than planned: "
+                "its runs measured there had a higher TTFT than the model reproduces (left out "
+                "of its fit, docs/replica-model.md)", "accuracy", pools=(c,), level=PLAN,
+                priority=P_FIT))
+    return notes
+
+
+def _market_notes(scenario: Scenario, pools: list[Any], counts: dict[str, int],
+                  spares: dict[str, int]) -> list[str]:
+    """Spot prices and churn spares of the plan's pools (``counts``, ``spares``: by pool
+    name, ``config@region/tier``), in a planner's words: one note each, however many pools."""
+    notes: list[str] = []
+    spot = [p for p in pools if p.market == "spot"]
+    if spot:
+        prices = []
+        for p in spot:
+            src = spot_price_source(scenario.reliability, p.config, p.gpu,
+                                    p.gpu in scenario.prices_usd_per_gpu_hour)
+            prices.append(f"{_pool_words(p)}: ${p.price_usd_per_hour:.4g} per replica-hour, "
+                          f"{src.removeprefix('spot: ')}")
+        notes.append(Note("; ".join(prices) + "; the provider can take spot replicas back",
+                          "price", pools=[p.key for p in spot], level=PLAN, priority=P_PRICE))
+    by_key = {p.key: p for p in pools}
+    held = []
+    for name, k in sorted(spares.items()):
+        p = by_key.get(candidate_key(name))
+        if k > 0 and p is not None and p.unavailability > 0:
+            tier = name.partition("/")[2]
+            held.append((p, f"{_pool_words(p)}{f' ({tier} tier)' if tier else ''}: {k} of its "
+                            f"{counts.get(name, 0)} replicas are spares (a replica is down "
+                            f"{p.unavailability * 100:.3g}% of the time)"))
+    if held:
+        notes.append(Note(
+            "; ".join(text for _p, text in held) + ", by the failure and replacement times "
+            "of the reliability block; the plan was also simulated with every spare down",
+            "reliability", pools=sorted({p.key for p, _t in held}), level=PLAN,
+            priority=P_SPARES))
+    return notes
 
 
 def save_model(problem: PlanProblem, path: str | os.PathLike[str]) -> tuple[Path, Path]:

@@ -194,5 +194,14 @@ def leave_one_config_out(runs: Sequence[MeasuredRun],
                 for run in rs:
                     records.append(run_record(run, False, predict_run(params, run,
                                                                       seeds=seeds)))
+            _describe(progress, "leave-one-config-out folds", f"{key[0]} on {key[1]}")
             advance(1)
     return summaries(records, False, not_covered=not_covered)
+
+
+def _describe(progress: Progress | None, name: str, label: str) -> None:
+    """Name the unit of step ``name`` just done, for a reporter that shows it (an optional
+    ``describe`` method, as the CLI's progress lines have; others are not asked)."""
+    describe = getattr(progress, "describe", None)
+    if callable(describe):
+        describe(name, label)

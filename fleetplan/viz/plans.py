@@ -36,6 +36,7 @@ from fleetplan.viz.style import (
     style_map,
 )
 
+LABEL_LINE = 32  # a frontier label longer than this is drawn one pool per line
 _X_CANDIDATES = ("g_co2_per_mtok", "kg_co2_per_day", "slo_ttft_p99_ms", "rate_rps")
 
 
@@ -50,14 +51,16 @@ def pareto_mask(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 def plot_frontier(points: Any, *, x: str | None = None, y: str = "cost_per_hour_usd",
                   ax: Axes | None = None, annotate: bool | None = None,
-                  xlabel: str | None = None) -> Axes:
+                  xlabel: str | None = None, label_note: str | None = None) -> Axes:
     """Cost vs carbon (or the swept quantity): every feasible solve, the frontier highlighted.
 
     ``x`` defaults to the first of ``g_co2_per_mtok``, ``kg_co2_per_day``, ``slo_ttft_p99_ms``,
     ``rate_rps`` present in the data. Each frontier point is labelled with the ``label`` column
     (the fleet) when there is one (``annotate=False``: not). The x axis of an SLO names its class
     (from ``slo_class``, or give ``xlabel``). The y axis starts at zero, so plans that differ by
-    a few cents do not look a factor apart.
+    a few cents do not look a factor apart. Points whose ``outcome`` (when given) is not
+    ``verified``, or whose ``status`` is ``infeasible``, are not drawn; the title counts them in
+    the words of their outcome. ``label_note``: what a label says, as the legend's title.
     """
     df = as_frame(points, required=(y,), what="plot_frontier")
     if x is None:
@@ -68,9 +71,14 @@ def plot_frontier(points: Any, *, x: str | None = None, y: str = "cost_per_hour_
         x = found[0]
     elif x not in df.columns:
         raise InputError(f"plot_frontier: no column {x!r} (has: {', '.join(map(str, df.columns))})")
-    infeasible = df["status"].astype(str).eq("infeasible") if "status" in df.columns \
-        else pd.Series(False, index=df.index)
-    ok = df[~infeasible & df[x].notna() & df[y].notna()].copy()
+    if "outcome" in df.columns:  # fleetplan.optimize.frontier's words: verified or not
+        why = df["outcome"].astype(str).where(df["outcome"].astype(str) != "verified")
+    elif "status" in df.columns:
+        why = df["status"].astype(str).where(df["status"].astype(str) == "infeasible")
+    else:
+        why = pd.Series(None, index=df.index, dtype=object)
+    hidden = why.notna()
+    ok = df[~hidden & df[x].notna() & df[y].notna()].copy()
     if ok.empty:
         raise InputError("plot_frontier: no feasible point to plot")
     xs, ys = ok[x].astype(float).to_numpy(), ok[y].astype(float).to_numpy()
@@ -85,22 +93,30 @@ def plot_frontier(points: Any, *, x: str | None = None, y: str = "cost_per_hour_
                    marker="s", label="dominated plans")
     if annotate is None:
         annotate = "label" in ok.columns
-    if annotate and "label" in ok.columns:
+    annotated = bool(annotate and "label" in ok.columns)
+    if annotated:
         mid = (float(xs.min()) + float(xs.max())) / 2
         for lx, ly, text in zip(fx, fy, ok["label"].to_numpy()[front][order], strict=True):
             right = len(fx) > 1 and lx > mid  # labels of the right half point left: inside
-            ax.annotate(str(text), (lx, ly), xytext=(-4 if right else 4, 4),
+            # a long fleet one pool per line, so the labels do not crowd the axes out
+            text = str(text) if len(str(text)) <= LABEL_LINE else str(text).replace(" + ",
+                                                                                "\n+ ")
+            ax.annotate(text, (lx, ly), xytext=(-4 if right else 4, 4),
                         textcoords="offset points", ha="right" if right else "left",
                         fontsize="x-small")
     ax.set_xlabel(xlabel or _x_label(x, ok))
     ax.set_ylabel(label_for(y))
     ax.set_ylim(bottom=0, top=max(float(ys.max()) * 1.15, 1e-9))
-    n_bad = int(infeasible.sum())
+    counts = why.dropna().value_counts(sort=False)
     title = f"{label_for(y).split(' (')[0]} vs {label_for(x).split(' (')[0]}"
-    ax.set_title(title + (f" ({n_bad} infeasible point{'s' * (n_bad > 1)} not shown)"
-                          if n_bad else ""), fontsize="medium")
+    if len(counts):
+        title += " (not shown: " + ", ".join(
+            f"{n} {word} point{'s' * (n > 1)}" for word, n in
+            sorted(counts.items(), key=lambda kv: str(kv[0]))) + ")"
+    ax.set_title(title, fontsize="medium")
     ax.grid(True, alpha=0.3)
-    ax.legend(frameon=False, fontsize="small")
+    ax.legend(frameon=False, fontsize="small",
+              title=label_note if annotated and label_note else None, title_fontsize="x-small")
     return ax
 
 

@@ -26,6 +26,7 @@ def _strip(d: dict) -> dict:
         p.pop("availability", None)
     d["notes"] = [n for n in d["notes"] if not n.startswith("pool ") or "failure" not in n
                   and "no failures" not in n]
+    d["notes_detail"] = [n for n in d["notes_detail"] if n["text"] in d["notes"]]
     return d
 
 

@@ -119,6 +119,7 @@ def _plan_json(plan) -> dict:
     d = plan.to_dict()
     d["solver"].pop("seconds")
     d["notes"] = [n for n in d["notes"] if "stricter tiers" not in n]
+    d["notes_detail"] = [n for n in d["notes_detail"] if "stricter tiers" not in n["text"]]
     return d
 
 

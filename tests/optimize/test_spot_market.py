@@ -135,6 +135,14 @@ def test_both_markets_solve_to_the_cheaper_mix_verified_with_churn_and_replayed(
     assert spot and all(e.pool.startswith("2xRTX-4090@EU27~spot/") for e in spot)
     assert all(e.spare and e.spare > 0 for e in spot)
     assert any(n.startswith("spot: 2xRTX-4090@EU27~spot at $") for n in both.notes)
+    # what the terminal shows first says so in a planner's words: the spot price and, per spot
+    # pool, how many of its replicas are spares (the fleet's own figures)
+    from fleetplan._notes import headline, pool_names
+
+    shown = " ".join(headline(both.notes, pool_names(both.fleet)))
+    assert "2xRTX-4090 spot: $0.25 per replica-hour" in shown
+    for e in spot:
+        assert f"{e.spare} of its {e.count} replicas are spares" in shown
     # the on-demand answer's names are today's
     assert {e.pool for e in od.fleet} <= {"1xH100-PCIe@EU27/150ms", "2xRTX-4090@EU27/2000ms"}
     assert all("market" not in e for e in od.to_dict()["fleet"])

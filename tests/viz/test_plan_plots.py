@@ -144,7 +144,7 @@ def test_frontier_highlights_pareto_points_and_counts_infeasible() -> None:
     assert dominated.get_offsets().tolist() == [[35.0, 16.0]]
     assert ax.get_xlabel() == "carbon (g CO2e per 1M tokens)"
     assert ax.get_ylabel() == "cost (USD per hour)"
-    assert "1 infeasible point not shown" in ax.get_title()
+    assert "(not shown: 1 infeasible point)" in ax.get_title()
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["Pareto-optimal plans",
                                                                    "dominated plans"]
 

@@ -134,7 +134,7 @@ def test_solve_plot_of_a_plan_names_fleet_and_cost(tmp_path) -> None:
     assert "fleet 2x1xH100-PCIe: $4.00/h" in svg.read_text(encoding="utf-8")
 
 
-def test_frontier_result_plot_over_slo_names_the_class_and_fleets() -> None:
+def test_frontier_result_plot_over_slo_names_every_class_and_fleets() -> None:
     """What ``fleetplan frontier --sweep slo --plot`` draws: ``Frontier.plot()``."""
     from fleetplan.optimize.frontier import Frontier, FrontierPoint, Sweep
     from fleetplan.optimize.plan import ClassResult, FleetEntry, Plan, PlanStatus, SolverReport
@@ -149,6 +149,9 @@ def test_frontier_result_plot_over_slo_names_the_class_and_fleets() -> None:
         FrontierPoint(0.5, plan(0.5, (FleetEntry("1xH100-PCIe", 3, "EU27"),), 6.0), True),
         FrontierPoint(1.0, plan(1.0, (FleetEntry("1xH100-PCIe", 2, "EU27"),), 4.0), True)))
     ax = fr.plot()
-    assert ax.get_xlabel() == "P99 TTFT objective of class chat (ms)"
+    # every class's SLO is scaled: the axis is the scale, with each class's SLO at 1x
+    assert ax.get_xlabel() == ("SLO scale (x every class's P99 TTFT SLO; 1x: chat 150 ms, "
+                               "batch 2000 ms)")
+    assert list(ax.get_lines()[0].get_xdata()) == [0.5, 1.0]
     assert set(_texts(ax)) == {"3x1xH100-PCIe", "2x1xH100-PCIe"}
     assert ax.get_ylim()[0] == 0
