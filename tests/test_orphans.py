@@ -221,13 +221,14 @@ def test_kill_9_of_a_frontier_sweep_mid_points_leaves_no_worker(run: Any,
 # --- the pieces: a worker killed while writing, stale files of dead writers ------------------
 
 _HOLDER = textwrap.dedent("""\
-    import sys, time
+    import subprocess, sys, time
     from pathlib import Path
     from fleetplan._io import create_temp
     from fleetplan._pool import pool_imap
 
-    def hold(i):  # a write under way that never ends
+    def hold(i):  # a write under way that never ends, and a child (as a CBC solver run)
         fd, tmp = create_temp(Path(sys.argv[1]), f".entry{i}.")
+        subprocess.Popen(["sleep", "600"])
         Path(sys.argv[1], f"ready{i}").touch()
         time.sleep(600)
 
@@ -236,7 +237,7 @@ _HOLDER = textwrap.dedent("""\
     """)
 
 
-def test_workers_killed_mid_write_remove_their_temporary_files(tmp_path: Path) -> None:
+def test_workers_killed_mid_write_remove_their_temporary_files_and_children(tmp_path: Path) -> None:
     folder = tmp_path / "out"
     folder.mkdir()
     script = tmp_path / "holder.py"
@@ -248,6 +249,7 @@ def test_workers_killed_mid_write_remove_their_temporary_files(tmp_path: Path) -
         _wait_for(lambda: len(list(folder.glob("ready*"))) == 2, START_WITHIN_S,
                   "both workers writing", proc)
         assert len(list(folder.glob(".entry*.tmp"))) == 2
+        assert len(_run_pids(tag)) == 5  # the parent, two workers, two sleeps
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
         _wait_for(lambda: not _run_pids(tag), GONE_WITHIN_S, "the workers gone")
