@@ -197,6 +197,28 @@ def pool_imap(fn: Callable[[T], R], items: Sequence[T], workers: int) -> Iterato
     here, and ends the pool like Ctrl-C does (the remaining jobs are not waited for)."""
     items = list(items)
     with WorkerPool(workers) as pool:
-        futures: list[Future[R]] = [pool.submit(fn, x) for x in items]
+        with _ctrl_c_after():  # the first submit forks the workers
+            futures: list[Future[R]] = [pool.submit(fn, x) for x in items]
         for fut in futures:
             yield fut.result()
+
+
+@contextlib.contextmanager
+def _ctrl_c_after() -> Iterator[None]:
+    """Hold a Ctrl-C that comes while the workers are forked, and raise it after. Python runs
+    its fork hooks (``logging``'s among them) in the parent after each fork; a
+    ``KeyboardInterrupt`` raised in one is printed as "Exception ignored" and lost, and the
+    command would go on as if no Ctrl-C had come. Only where Python's own handler is set and in
+    the main thread (the only one that may set a handler)."""
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        yield
+        return
+    held: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        if held:
+            raise KeyboardInterrupt
