@@ -64,8 +64,7 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     write_bytes_atomic(path, text.encode("utf-8"))
 
 
-def umask() -> int:
-    """The process's umask (read without changing it where /proc allows)."""
+def _umask() -> int:
     try:  # Linux: read it without changing it
         with open("/proc/self/status", encoding="ascii") as fh:
             for line in fh:
@@ -82,7 +81,7 @@ def _mode_for(target: Path) -> int:
     try:
         return target.stat().st_mode & 0o7777
     except FileNotFoundError:
-        return 0o666 & ~umask()
+        return 0o666 & ~_umask()
 
 
 class WriteError(InputError, OSError):
@@ -168,15 +167,29 @@ if hasattr(os, "register_at_fork"):  # POSIX
     os.register_at_fork(after_in_child=_forget_parents_temps)
 
 
-def create_temp(folder: str | os.PathLike[str], prefix: str,
-                suffix: str = ".tmp") -> tuple[int, str]:
-    """A new temporary file in ``folder`` (:func:`tempfile.mkstemp`: ``prefix``, a random part,
-    ``suffix``, mode 0600), open for writing and locked (:func:`_lock`), listed until
-    :func:`finish_temp`: ``(fd, path)``."""
+def create_temp(folder: str | os.PathLike[str], prefix: str, suffix: str = ".tmp", *,
+                mode: int | None = None) -> tuple[int, str]:
+    """A new temporary file in ``folder`` named ``prefix``, a random part and ``suffix``, open
+    for writing and locked (:func:`_lock`), listed until :func:`finish_temp`: ``(fd, path)``.
+    Its mode: 0600 (:func:`tempfile.mkstemp`), or ``mode`` less the umask (as ``open`` gives)."""
+    import secrets
     import tempfile
 
     with _GUARD:
-        fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=folder)
+        if mode is None:
+            fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=folder)
+        else:
+            flags = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+                     | getattr(os, "O_BINARY", 0))
+            for _ in range(100):
+                tmp = os.path.join(folder, f"{prefix}{secrets.token_hex(6)}{suffix}")
+                try:
+                    fd = os.open(tmp, flags, mode)
+                    break
+                except FileExistsError:
+                    continue
+            else:
+                raise FileExistsError(f"{folder}: no free name for a temporary file")
         _TEMPS.add(tmp)
     _lock(fd)
     return fd, tmp

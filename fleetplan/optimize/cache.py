@@ -7,7 +7,9 @@ settings and :func:`code_key`: the package version and a hash of the model code)
 recalibration, a changed setting or an edited replica model never reads a stale value. The
 folder is ``$FLEETPLAN_CACHE_DIR`` or ``~/.cache/fleetplan``; it is created on the first write,
 never at import. Writes are atomic, so parallel workers (local processes, Dask) can share one
-folder.
+folder. A write's temporary file is locked while written and listed for a worker that must end
+at once (:func:`fleetplan._io.abandon_temp_files`); those of writers killed mid-write are swept
+by a process's first write to the folder (:func:`sweep_temp_files`).
 
 Nothing read back is trusted. An entry carries its format version (:data:`FORMAT`), its
 namespace, its key (the file's name) and a SHA-256 checksum of all of them with the inputs and
@@ -41,7 +43,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from fleetplan._io import create_temp, finish_temp, is_stale_temp, umask
+from fleetplan._io import create_temp, finish_temp, is_stale_temp
 from fleetplan.errors import FleetplanError
 
 ENV_VAR = "FLEETPLAN_CACHE_DIR"
@@ -278,11 +280,9 @@ def _write_entry(path: Path, text: str) -> None:
     if path.is_symlink() or path.is_dir():
         raise OSError(f"{path}: not an entry file")
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = create_temp(path.parent, f".{path.name}.")
+    fd, tmp = create_temp(path.parent, f".{path.name}.", mode=0o666)  # the umask applies
     try:
         with os.fdopen(fd, "wb") as fh:
-            if hasattr(os, "fchmod"):
-                os.fchmod(fd, _entry_mode())  # as open(path, "w") would, not mkstemp's 0600
             fh.write(text.encode("utf-8"))
             finish_temp(tmp, path)  # still locked: no sweep can take it
             tmp = ""
@@ -313,11 +313,6 @@ def sweep_temp_files(root: str | os.PathLike[str], min_age_s: float = 0.0) -> in
                         f.unlink()
                         n += 1
     return n
-
-
-@functools.cache
-def _entry_mode() -> int:  # read once per process
-    return 0o666 & ~umask()
 
 
 _SWEPT: set[tuple[int, str]] = set()  # (process, root) swept once, on its first write
