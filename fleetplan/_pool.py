@@ -9,16 +9,17 @@ without shutting the pool down (``kill -9``, the OOM killer, a CI job's ``timeou
 re-parented to init and wait, holding their memory, for as long as the machine runs. Here each
 worker runs a watchdog thread that ends the worker within milliseconds when
 
-- its parent dies, however it dies: on Linux the workers are forked, and each holds the read
-  end of a pipe whose only write end is the parent's, so the kernel's closing of that end at
-  the parent's death is an EOF for every worker (elsewhere, spawned workers poll
-  ``os.getppid()`` every :data:`POLL_S` seconds and end when it changes);
+- its parent dies, however it dies: forked workers (Linux) each hold the read end of a pipe
+  whose only write end is the parent's, so the kernel's closing of that end at the parent's
+  death is an EOF for every worker; workers started otherwise (spawn on macOS, forkserver)
+  check every :data:`POLL_S` seconds whether they were re-parented or the process that made
+  the pool is gone (a forkserver stays while its children live: it ends after them);
 - or it receives SIGTERM (the parent ending the pool, or a user).
 
 The watchdog first removes the temporary files the worker is writing
 (:func:`fleetplan._io.abandon_temp_files`: a cache entry or an atomic write cut short leaves
-nothing behind) and kills the worker's own children (a CBC solver process), then
-``os._exit``\\ s. Workers ignore SIGINT: a terminal's Ctrl-C reaches the whole process group, and
+nothing behind) and kills the worker's own children (a CBC solver process), then exits
+(``os._exit``). Workers ignore SIGINT: a terminal's Ctrl-C reaches the whole process group, and
 the parent, which gets ``KeyboardInterrupt``, ends its pool itself (SIGTERM to every worker,
 SIGKILL to any still there after :data:`STOP_WAIT_S`) without waiting for the queued jobs.
 
@@ -85,16 +86,15 @@ def _worker_init(parent_fd: int | None, parent_pid: int) -> None:
     # fd is set before the handler, so no SIGTERM falls between them unseen.
     signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
     signal.signal(signal.SIGTERM, _on_sigterm)
-    ppid = parent_pid if parent_fd is not None else os.getppid()
-    threading.Thread(target=_watch, args=(parent_fd, wake_r, ppid), daemon=True,
-                     name="fleetplan-pool-watchdog").start()
+    threading.Thread(target=_watch, args=(parent_fd, wake_r, parent_pid, os.getppid()),
+                     daemon=True, name="fleetplan-pool-watchdog").start()
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
     """Nothing in the main thread: the watchdog, woken by the same signal, ends the worker."""
 
 
-def _watch(parent_fd: int | None, wake_r: int, ppid: int) -> None:
+def _watch(parent_fd: int | None, wake_r: int, parent_pid: int, ppid: int) -> None:
     import select
 
     fds = [wake_r] if parent_fd is None else [parent_fd, wake_r]
@@ -105,9 +105,21 @@ def _watch(parent_fd: int | None, wake_r: int, ppid: int) -> None:
             break  # EOF: the parent is gone (or closed the pipe to end the pool)
         if wake_r in ready and signal.SIGTERM in os.read(wake_r, 512):
             break
-        if parent_fd is None and os.getppid() != ppid:
-            break  # re-parented: the parent is gone
+        # re-parented, or (a forkserver's child: the forkserver stays while its children
+        # live) the process that made the pool is gone
+        if parent_fd is None and (os.getppid() != ppid or not _alive(parent_pid)):
+            break
     _end_worker()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists (POSIX)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's: it exists
+        return True
+    return True
 
 
 def _end_worker() -> None:
@@ -148,8 +160,12 @@ class WorkerPool(ProcessPoolExecutor):
             parent_fd, self._write_fd = os.pipe()
             _WRITE_ENDS.add(self._write_fd)
         self._read_fd = parent_fd
-        super().__init__(max_workers=workers, mp_context=ctx, initializer=_worker_init,
-                         initargs=(parent_fd, os.getpid()))
+        try:
+            super().__init__(max_workers=workers, mp_context=ctx, initializer=_worker_init,
+                             initargs=(parent_fd, os.getpid()))
+        except BaseException:
+            self._close_pipe()
+            raise
 
     def stop(self) -> None:
         """End the workers now: queued jobs cancelled, running ones abandoned (each worker
