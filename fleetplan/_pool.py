@@ -18,10 +18,12 @@ worker runs a watchdog thread that ends the worker within milliseconds when
 
 The watchdog first removes the temporary files the worker is writing
 (:func:`fleetplan._io.abandon_temp_files`: a cache entry or an atomic write cut short leaves
-nothing behind) and kills the worker's own children (a CBC solver process), then exits
-(``os._exit``). Workers ignore SIGINT: a terminal's Ctrl-C reaches the whole process group, and
-the parent, which gets ``KeyboardInterrupt``, ends its pool itself (SIGTERM to every worker,
-SIGKILL to any still there after :data:`STOP_WAIT_S`) without waiting for the queued jobs.
+nothing behind), kills the worker's own children (a CBC solver process) and removes the
+worker's own temporary folder (``TMPDIR`` in the worker: PuLP's model and solution files), then
+exits (``os._exit``). Workers ignore SIGINT: a terminal's Ctrl-C reaches the whole process
+group, and the parent, which gets ``KeyboardInterrupt``, ends its pool itself (SIGTERM to every
+worker, SIGKILL to any still there after :data:`STOP_WAIT_S`) without waiting for the queued
+jobs.
 
 Start method: ``fork`` on Linux (the compiled steady-state loop that ``solve`` prepares before
 its searches is inherited; and there is no forkserver process that could outlive the parent),
@@ -86,8 +88,36 @@ def _worker_init(parent_fd: int | None, parent_pid: int) -> None:
     # fd is set before the handler, so no SIGTERM falls between them unseen.
     signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
     signal.signal(signal.SIGTERM, _on_sigterm)
+    _private_temp_folder()
     threading.Thread(target=_watch, args=(parent_fd, wake_r, parent_pid, os.getppid()),
                      daemon=True, name="fleetplan-pool-watchdog").start()
+
+
+_TEMP_FOLDER: list[str] = []  # this worker's own temporary folder
+
+
+def _private_temp_folder() -> None:
+    """Point this worker's temporary files (``tempfile``; ``TMPDIR`` / ``TMP``, which PuLP reads
+    for a solver's model and solution files and its CBC child inherits) into a folder of its
+    own: removed with all in it when the watchdog ends the worker, removed if empty when the
+    worker ends normally (a file a job made and left there stays, as it would in the system's
+    folder)."""
+    import tempfile
+    from multiprocessing.util import Finalize
+
+    try:
+        folder = tempfile.mkdtemp(prefix=f"fleetplan-worker-{os.getpid()}-")
+    except OSError:  # no writable temporary folder: files go where they would have gone
+        return
+    _TEMP_FOLDER.append(folder)
+    os.environ["TMPDIR"] = os.environ["TMP"] = folder
+    tempfile.tempdir = folder
+    Finalize(None, _remove_if_empty, args=(folder,), exitpriority=0)
+
+
+def _remove_if_empty(folder: str) -> None:
+    with contextlib.suppress(OSError):
+        os.rmdir(folder)
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
@@ -127,6 +157,10 @@ def _end_worker() -> None:
 
     abandon_temp_files()
     _kill_children()
+    if _TEMP_FOLDER:
+        import shutil
+
+        shutil.rmtree(_TEMP_FOLDER[0], ignore_errors=True)
     os._exit(WORKER_EXIT)
 
 

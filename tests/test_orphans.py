@@ -108,6 +108,7 @@ class Run:
         self.tag = uuid.uuid4().hex
         self.cache = tmp_path / "cache"
         self.stderr = tmp_path / "stderr.txt"
+        self.seen_workers: set[int] = set()
         env = {**os.environ, MARK: self.tag, "FLEETPLAN_CACHE_DIR": str(self.cache),
                "XDG_DATA_HOME": str(tmp_path / "data")}
         if no_jit:
@@ -119,13 +120,22 @@ class Run:
                 start_new_session=True)  # its own process group, as a terminal's job
 
     def workers(self) -> list[int]:
-        return _children(self.proc.pid)
+        found = _children(self.proc.pid)
+        self.seen_workers.update(found)
+        return found
 
     def cache_entries(self) -> list[Path]:
         return list(self.cache.rglob("*.json")) if self.cache.is_dir() else []
 
     def temp_files(self) -> list[str]:
-        return [p.name for p in self.cache.rglob("*.tmp")] if self.cache.is_dir() else []
+        """Temporary files in the cache folder, and the temporary folders of this run's
+        workers (``fleetplan-worker-PID-*`` in the system's temporary folder)."""
+        import tempfile
+
+        out = [p.name for p in self.cache.rglob("*.tmp")] if self.cache.is_dir() else []
+        for pid in self.seen_workers:
+            out += [p.name for p in Path(tempfile.gettempdir()).glob(f"fleetplan-worker-{pid}-*")]
+        return out
 
     def assert_all_gone(self) -> float:
         """Every process of the run ends within GONE_WITHIN_S; returns how long it took."""
@@ -196,8 +206,21 @@ def test_kill_9_of_calibrate_jobs_2_leaves_no_worker(run: Any, tmp_path: Path) -
     os.kill(r.proc.pid, signal.SIGKILL)
     r.proc.wait(timeout=30)
     r.assert_all_gone()
-    assert not out.exists()
+    assert not out.exists() and r.temp_files() == []
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_ctrl_c_of_calibrate_jobs_2_ends_its_fits_in_one_line(run: Any, tmp_path: Path) -> None:
+    out = tmp_path / "cal.json"
+    r = run("calibrate", "--jobs", "2", "--out", str(out), "--quiet")
+    _wait_for(lambda: len(r.workers()) >= 2, START_WITHIN_S, "two fit workers", r.proc)
+    os.killpg(r.proc.pid, signal.SIGINT)
+    assert r.proc.wait(timeout=30) == 130  # the remaining fits (minutes) not waited for
+    r.assert_all_gone()
+    err = r.stderr.read_text()
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert "interrupted (Ctrl-C) during calibrate (configuration fits)" in err, err
+    assert not out.exists() and r.temp_files() == []
 
 
 def test_kill_9_of_a_frontier_sweep_mid_points_leaves_no_worker(run: Any,
@@ -221,16 +244,18 @@ def test_kill_9_of_a_frontier_sweep_mid_points_leaves_no_worker(run: Any,
 # --- the pieces: a worker killed while writing, stale files of dead writers ------------------
 
 _HOLDER = textwrap.dedent("""\
-    import multiprocessing, subprocess, sys, time
+    import multiprocessing, subprocess, sys, tempfile, time
     from pathlib import Path
     import fleetplan._pool
     from fleetplan._io import create_temp
     from fleetplan._pool import pool_imap
 
-    def hold(i):  # a write under way that never ends, and a child (as a CBC solver run)
+    def hold(i):  # a write under way that never ends, a child (as a CBC solver run) and a
+        # file in the temporary folder (as PuLP's model file for it)
         fd, tmp = create_temp(Path(sys.argv[1]), f".entry{i}.")
         subprocess.Popen(["sleep", "600"])
-        Path(sys.argv[1], f"ready{i}").touch()
+        model = tempfile.mkstemp(suffix="-pulp.mps")[1]
+        Path(sys.argv[1], f"ready{i}").write_text(model)
         time.sleep(600)
 
     if __name__ == "__main__":
@@ -255,11 +280,14 @@ def test_workers_killed_mid_write_remove_their_temporary_files_and_children(
         _wait_for(lambda: len(list(folder.glob("ready*"))) == 2, START_WITHIN_S,
                   "both workers writing", proc)
         assert len(list(folder.glob(".entry*.tmp"))) == 2
+        models = [Path(p.read_text()) for p in folder.glob("ready*")]
+        assert all(m.is_file() for m in models)
         assert len(_run_pids(tag)) >= 5  # the parent, two workers, two sleeps (a forkserver)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
         _wait_for(lambda: not _run_pids(tag), GONE_WITHIN_S, "the workers gone")
         assert sorted(p.name for p in folder.iterdir()) == ["ready0", "ready1"]
+        assert not any(m.exists() or m.parent.exists() for m in models)
     finally:
         for pid in _run_pids(tag):
             with contextlib.suppress(OSError):
