@@ -9,7 +9,12 @@ An atomic write keeps the mode of the file it replaces; a new file gets ``0o666 
 ``open(path, "w")`` would (not the 0600 of the temporary file). A symlink is followed: its target
 is replaced (the temporary file lies beside the target) and the link stays. The temporary file
 is removed on any exception (Ctrl-C too); one a killed writer left (``.<name>.*.tmp``, unlocked)
-is swept on the next write of that file. Failures are one :class:`WriteError` line."""
+is swept on the next write of that file. Failures are one :class:`WriteError` line.
+
+Every temporary file this process has open for writing is listed (:func:`create_temp`,
+:func:`finish_temp`), so a pool worker that must end at once (its parent died:
+:mod:`fleetplan._pool`) removes them first (:func:`abandon_temp_files`) instead of leaving them
+to a later sweep."""
 
 from __future__ import annotations
 
@@ -17,7 +22,7 @@ import contextlib
 import math
 import os
 import sys
-import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -94,14 +99,14 @@ def _resolve(target: Path) -> Path:
 
 def _lock(fd: int) -> None:
     """Hold an advisory lock on our temporary file while it is written, so that another
-    writer's sweep (:func:`_sweep_stale`) can tell a live temporary file from a dead one."""
+    writer's sweep (:func:`is_stale_temp`) can tell a live temporary file from a dead one."""
     with contextlib.suppress(ImportError, OSError):
         import fcntl
 
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
 
-def _is_stale(tmp: Path) -> bool:
+def is_stale_temp(tmp: Path) -> bool:
     """Whether a ``.<name>.*.tmp`` file was left by a dead writer (kill -9, power cut): no
     process holds its lock. Without ``fcntl`` (Windows) only files over an hour old count."""
     try:
@@ -131,7 +136,7 @@ def _sweep_stale(folder: Path, name: str) -> None:
     """Remove temporary files of ``name`` that dead writers left in ``folder``."""
     with contextlib.suppress(OSError):
         for tmp in folder.glob(f".{glob_escape(name)}.*.tmp"):
-            if tmp.is_file() and not tmp.is_symlink() and _is_stale(tmp):
+            if tmp.is_file() and not tmp.is_symlink() and is_stale_temp(tmp):
                 with contextlib.suppress(OSError):
                     tmp.unlink()
 
@@ -141,6 +146,84 @@ def glob_escape(name: str) -> str:
     import glob
 
     return glob.escape(name)
+
+
+# The temporary files this process is writing. Creating one (and listing it) and replacing its
+# target (and unlisting it) each happen under _GUARD, which abandon_temp_files takes for good:
+# a worker ending from another thread cannot miss a file created a moment later.
+_GUARD = threading.Lock()
+_TEMPS: set[str] = set()
+
+
+def _forget_parents_temps() -> None:
+    """In a forked child: the parent's temporary files are not ours to remove, and a lock a
+    parent thread held at the fork would never be released here."""
+    global _GUARD
+    _GUARD = threading.Lock()
+    _TEMPS.clear()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_forget_parents_temps)
+
+
+def create_temp(folder: str | os.PathLike[str], prefix: str, suffix: str = ".tmp", *,
+                mode: int | None = None) -> tuple[int, str]:
+    """A new temporary file in ``folder`` named ``prefix``, a random part and ``suffix``, open
+    for writing and locked (:func:`_lock`), listed until :func:`finish_temp`: ``(fd, path)``.
+    Its mode: 0600 (:func:`tempfile.mkstemp`), or ``mode`` less the umask (as ``open`` gives)."""
+    import secrets
+    import tempfile
+
+    with _GUARD:
+        if mode is None:
+            fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=folder)
+        else:
+            flags = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+                     | getattr(os, "O_BINARY", 0))
+            for _ in range(100):
+                tmp = os.path.join(folder, f"{prefix}{secrets.token_hex(6)}{suffix}")
+                try:
+                    fd = os.open(tmp, flags, mode)
+                    break
+                except FileExistsError:
+                    continue
+            else:
+                raise FileExistsError(f"{folder}: no free name for a temporary file")
+        _TEMPS.add(tmp)
+    _lock(fd)
+    return fd, tmp
+
+
+def finish_temp(tmp: str, target: str | os.PathLike[str] | None) -> None:
+    """``os.replace(tmp, target)``, or with ``target=None`` remove ``tmp`` (an error path: a
+    missing file is fine). Afterwards ``tmp`` is gone and no longer listed, a failed replace
+    included (its error is raised)."""
+    with _GUARD:
+        try:
+            if target is not None:
+                try:
+                    os.replace(tmp, target)
+                except BaseException:
+                    with contextlib.suppress(OSError):
+                        os.unlink(tmp)
+                    raise
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp)
+        finally:
+            _TEMPS.discard(tmp)
+
+
+def abandon_temp_files(wait_s: float = 2.0) -> None:
+    """Remove every temporary file this process is writing, and keep any other thread from
+    creating or renaming one from now on: for a process about to ``os._exit``. Waits up to
+    ``wait_s`` for a create or a rename under way (a hung disk: remove what is listed anyway)."""
+    _GUARD.acquire(timeout=wait_s)  # never released: the process is ending
+    for tmp in list(_TEMPS):
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+    _TEMPS.clear()
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -174,18 +257,17 @@ def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
     mode = _mode_for(target)
     tmp: str | None = None
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        fd, tmp = create_temp(target.parent, f".{target.name}.")
         with os.fdopen(fd, "wb") as fh:
-            _lock(fh.fileno())
             os.chmod(tmp, mode)
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
             if os.name == "posix":  # replaced while still locked: no sweep can take it
-                os.replace(tmp, target)
+                finish_temp(tmp, target)
                 tmp = None
         if tmp is not None:
-            os.replace(tmp, target)
+            finish_temp(tmp, target)
             tmp = None
         _fsync_dir(target.parent)
     except OSError as exc:
@@ -193,7 +275,7 @@ def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> None:
     finally:
         if tmp is not None:
             with contextlib.suppress(OSError):
-                os.unlink(tmp)
+                finish_temp(tmp, None)
 
 
 def read_data_file(path: str | os.PathLike[str], what: str, *, yaml_ok: bool = False,

@@ -7,7 +7,9 @@ settings and :func:`code_key`: the package version and a hash of the model code)
 recalibration, a changed setting or an edited replica model never reads a stale value. The
 folder is ``$FLEETPLAN_CACHE_DIR`` or ``~/.cache/fleetplan``; it is created on the first write,
 never at import. Writes are atomic, so parallel workers (local processes, Dask) can share one
-folder.
+folder. A write's temporary file is locked while written and listed for a worker that must end
+at once (:func:`fleetplan._io.abandon_temp_files`); those of writers killed mid-write are swept
+by a process's first write to the folder (:func:`sweep_temp_files`).
 
 Nothing read back is trusted. An entry carries its format version (:data:`FORMAT`), its
 namespace, its key (the file's name) and a SHA-256 checksum of all of them with the inputs and
@@ -33,7 +35,6 @@ import json
 import math
 import os
 import re
-import secrets
 import stat
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -42,6 +43,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from fleetplan._io import create_temp, finish_temp, is_stale_temp
 from fleetplan.errors import FleetplanError
 
 ENV_VAR = "FLEETPLAN_CACHE_DIR"
@@ -52,7 +54,8 @@ MODEL_CODE = ("replica", "workload", "optimize/capacity.py", "optimize/bracket.p
 _PACKAGE = Path(__file__).resolve().parent.parent
 _ENTRY = re.compile(r"[0-9a-f]{64}\.json")
 _TEMP = re.compile(r"\.[0-9a-f]{64}\.json\..+\.tmp")  # left by a write that was killed
-STALE_TEMP_S = 3600.0  # clear removes temporary files older than this
+STALE_TEMP_S = 3600.0  # clear removes temporary files older than this (unlocked ones at once)
+SWEEP_MIN_AGE_S = 10.0  # a process's first write sweeps dead writers' files older than this
 FORMAT = 2  # entry format: 1 (no version field) had key, inputs and value only
 MAX_ENTRY_BYTES = 1 << 20  # an entry is a few hundred bytes; a larger file is not one
 
@@ -223,6 +226,7 @@ class DiskCache:
             return
         # e.g. a folder where the entry goes, a read-only cache: the value stays in memory only
         with contextlib.suppress(OSError, FleetplanError):
+            _sweep_once(self.root)  # what writers killed mid-write left (once per process)
             _write_entry(self._path(namespace, key),
                          json.dumps(record, sort_keys=True, allow_nan=False) + "\n")
 
@@ -241,9 +245,9 @@ class DiskCache:
                     yield f
 
     def clear(self) -> int:
-        """Remove every entry file, the temporary files of interrupted writes (older than
-        :data:`STALE_TEMP_S`), and the folders left empty; other files stay. Returns how many
-        entries were removed."""
+        """Remove every entry file, the temporary files of interrupted writes (no writer holds
+        them, or older than :data:`STALE_TEMP_S`), and the folders left empty; other files
+        stay. Returns how many entries were removed."""
         n = 0
         for sub in self._entry_dirs():
             for f in sorted(sub.iterdir()):
@@ -251,8 +255,8 @@ class DiskCache:
                     f.unlink(missing_ok=True)
                     n += 1
                 elif (f.is_file() and _TEMP.fullmatch(f.name)
-                      and f.stat().st_mtime < time.time() - STALE_TEMP_S):
-                    f.unlink(missing_ok=True)  # a write running now keeps its file
+                      and (f.stat().st_mtime < time.time() - STALE_TEMP_S or is_stale_temp(f))):
+                    f.unlink(missing_ok=True)  # a write running now keeps its (locked) file
             for folder in (sub, sub.parent):
                 try:
                     folder.rmdir()
@@ -270,20 +274,55 @@ def _write_entry(path: Path, text: str) -> None:
     the old entry or the new one), without the ``fsync`` of :func:`fleetplan._io.atomic_write_text`
     (4 ms an entry here, 0.3 ms without; a cold 100-class solve writes ~10^4 entries): a cache
     needs no durability, since an entry a crash cut short fails its checksum and is
-    recomputed. The temporary file is removed on any exception."""
+    recomputed. The temporary file is locked while written (a sweep leaves it alone,
+    :func:`sweep_temp_files`), listed for a worker that must end at once
+    (:func:`fleetplan._io.abandon_temp_files`) and removed on any exception."""
     if path.is_symlink() or path.is_dir():
         raise OSError(f"{path}: not an entry file")
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.{os.getpid()}-{secrets.token_hex(6)}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies
+    fd, tmp = create_temp(path.parent, f".{path.name}.", mode=0o666)  # the umask applies
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(text.encode("utf-8"))
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+            finish_temp(tmp, path)  # still locked: no sweep can take it
+            tmp = ""
+    finally:
+        if tmp:
+            finish_temp(tmp, None)
+
+
+def sweep_temp_files(root: str | os.PathLike[str], min_age_s: float = 0.0) -> int:
+    """Remove the temporary files of entry writes that dead writers left under ``root`` (a
+    worker or solve killed mid-write): unlocked by any process (where locks exist; elsewhere
+    only those older than :data:`STALE_TEMP_S`) and at least ``min_age_s`` old (a file a writer
+    has created but not yet locked is younger). Returns how many were removed."""
+    n = 0
+    now = time.time()
+    for sub in DiskCache(root)._entry_dirs():
+        with contextlib.suppress(OSError):
+            for f in sub.iterdir():
+                if not _TEMP.fullmatch(f.name):
+                    continue
+                try:
+                    st = f.lstat()
+                except OSError:
+                    continue
+                if (stat.S_ISREG(st.st_mode) and st.st_mtime <= now - min_age_s
+                        and is_stale_temp(f)):
+                    with contextlib.suppress(OSError):
+                        f.unlink()
+                        n += 1
+    return n
+
+
+_SWEPT: set[tuple[int, str]] = set()  # (process, root) swept once, on its first write
+
+
+def _sweep_once(root: Path) -> None:
+    mark = (os.getpid(), str(root))
+    if mark not in _SWEPT:
+        _SWEPT.add(mark)
+        sweep_temp_files(root, min_age_s=SWEEP_MIN_AGE_S)
 
 
 def _short(exc: BaseException) -> str:

@@ -9,15 +9,20 @@ and ``dask`` (a Dask distributed cluster; ``pip install 'fleetplan[dask]'``).
 Main entry: :func:`get_executor` (``None`` -> local processes; ``"serial"``; ``"local"`` or
 ``"local:N"``; a scheduler address such as ``tcp://host:8786`` -> Dask; a
 ``distributed.Client`` -> Dask on that client; any object with ``map`` passes through).
+
+The local pool is :func:`fleetplan._pool.pool_imap`, the one maker of process pools (also of
+``calibrate --jobs``): its workers end on their own when the process that started them dies,
+however it dies, and leave no temporary file; Ctrl-C or an error ends them at once. A Dask run
+that fails or is interrupted cancels its futures, so a user's cluster is left as it was found.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from fleetplan._pool import pool_imap
 from fleetplan.errors import InputError, UnknownNameError
 
 T = TypeVar("T")
@@ -45,7 +50,8 @@ class SerialExecutor:
 
 
 class LocalExecutor:
-    """A pool of local worker processes (``workers`` defaults to the CPU count)."""
+    """A pool of local worker processes (``workers`` defaults to the CPU count), made by
+    :func:`fleetplan._pool.pool_imap` (workers that never outlive this process)."""
 
     name = "local"
 
@@ -64,8 +70,7 @@ class LocalExecutor:
         if n <= 1:
             yield from (fn(x) for x in items)
             return
-        with ProcessPoolExecutor(max_workers=n) as pool:
-            yield from pool.map(fn, items)
+        yield from pool_imap(fn, items, n)
 
 
 class DaskExecutor:
@@ -89,16 +94,30 @@ class DaskExecutor:
         if not items:
             return []
         if not self._own:
-            client = self.scheduler
-            return list(client.gather(client.map(fn, items, pure=False)))
+            return _gather(self.scheduler, fn, items)
         try:
             client = distributed.Client(self.scheduler, timeout="20s")
         except (OSError, TimeoutError) as exc:
             raise InputError(f"cannot reach Dask scheduler {self.scheduler}: {exc}") from None
         try:
-            return list(client.gather(client.map(fn, items, pure=False)))
+            return _gather(client, fn, items)
         finally:
             client.close()
+
+
+def _gather(client: Any, fn: Callable[[T], R], items: list[T]) -> list[R]:
+    """``fn`` over ``items`` on ``client``'s cluster, results in input order. On an error or
+    Ctrl-C the jobs still queued or running are cancelled: the cluster (perhaps the user's own,
+    serving others) is left as it was found, not busy with work nobody will read."""
+    futures = client.map(fn, items, pure=False)
+    try:
+        return list(client.gather(futures))
+    except BaseException:
+        import contextlib
+
+        with contextlib.suppress(Exception):
+            client.cancel(futures)
+        raise
 
 
 _KINDS: dict[str, Callable[[str], Executor]] = {}

@@ -20,16 +20,15 @@ deterministic).
 from __future__ import annotations
 
 import math
-import multiprocessing as mp
 import os
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from scipy.optimize import minimize
 
+from fleetplan._pool import pool_imap
 from fleetplan._progress import Progress, step
 from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.catalog.models import get_model
@@ -248,22 +247,12 @@ def fit_many(groups: Sequence[list[MeasuredRun]], *, lengths: LengthModel | None
                 results.append(_fit_job(a))
                 advance(1)
             return results
-        # biggest first keeps both cores busy to the end
+        # biggest first keeps both cores busy to the end; Ctrl-C or an error ends the pool's
+        # workers at once (fleetplan._pool), as does this process's death
         order = sorted(range(len(args)), key=lambda i: -len(args[i][0]))
-        ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as ex:
-            futures = [ex.submit(_fit_job, args[i]) for i in order]
-            try:
-                for fut in futures:
-                    results.append(fut.result())
-                    advance(1)
-            except BaseException:  # Ctrl-C: stop the running fits, fail the queued ones (the
-                # exit waited for them all). Not ex.map: it cancels its futures, and the broken
-                # pool then fails on them (InvalidStateError in its thread, Python 3.11)
-                for proc in list((getattr(ex, "_processes", None) or {}).values()):
-                    proc.terminate()
-                ex.shutdown(wait=False)
-                raise
+        for r in pool_imap(_fit_job, [args[i] for i in order], min(jobs, len(args))):
+            results.append(r)
+            advance(1)
     out: list[FitResult | None] = [None] * len(args)
     for i, r in zip(order, results, strict=True):
         out[i] = r
