@@ -1,6 +1,6 @@
 """Evidence: how long a pool's workers outlive a ``kill -9`` of the fleetplan command (issue 45).
 
-Usage: python scripts/measure_worker_exit.py KIND [--runs N]   (Linux; KIND: solve, simulate,
+Usage: python benchmarks/bench_worker_exit.py KIND [--runs N]   (Linux; KIND: solve, simulate,
 frontier, calibrate, cv)
 
 Starts the command with every process tagged by a unique environment variable, waits (polling)
