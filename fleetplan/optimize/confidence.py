@@ -288,6 +288,7 @@ def confident_inputs(scenario: Scenario, inputs: Any, m: Margins, **build: Any) 
     problem = inputs.problem
     capacity = dict(problem.capacity)
     results = dict(inputs.results)
+    probes = dict(problem.probes)
     cands = candidate_configs(scenario)
     by_factor: dict[float, list[tuple[str, list[str], int | None]]] = {}
     seen: set[str] = set()
@@ -312,10 +313,14 @@ def confident_inputs(scenario: Scenario, inputs: Any, m: Margins, **build: Any) 
             capacity[(name, config, tiers[t])] = cap
         for (name, config, t), res in tight.results.items():
             results[(name, config, tiers[t])] = res
+        # the best P99 a lone replica reached in the search at the tightened SLO (which walks
+        # down to the lowest rate when it fails): what an infeasibility is explained with
+        probes.update(tight.problem.probes)
     note = ("confidence {:g}: capacities measured at each SLO divided by the model-error factor "
             "of the configuration ({})").format(m.confidence, "; ".join(
                 f"{c} x{e.factor:.3f} ({e.source})" for c, e in sorted(m.configs.items())))
-    return replace(inputs, problem=replace(problem, capacity=capacity), results=results,
+    return replace(inputs, problem=replace(problem, capacity=capacity, probes=probes),
+                   results=results,
                    notes=(*inputs.notes, note))
 
 

@@ -112,6 +112,8 @@ def highest_confidence(feasible: Callable[[float], bool], requested: float,
 
     if guess is not None and LOWEST <= snap(guess) < hi:
         test(snap(guess))
+        if lo is not None and snap(guess) + STEP < hi - 1e-9:  # the guess is usually the edge
+            test(round(snap(guess) + STEP, 2))
     if lo is None and hi > LOWEST:
         test(LOWEST)
     if lo is None:

@@ -135,14 +135,16 @@ def _highest_confidence(scenario: Scenario, base: Inputs, settings: SolverSettin
         inputs, _m = confident(scenario, base, level, **build)
         return solve_problem(with_reliability(scenario, inputs.problem), settings).has_plan
 
-    # where one replica's best P99 stops meeting the margin of some configuration (a guess:
-    # a class needs one configuration that serves it)
+    # where one replica's best P99 (in the searches at the requested confidence, which walk
+    # down to the lowest rate) stops meeting the margin of its configuration: above it, no
+    # candidate has capacity for the class
+    probes = plan.problem.probes if plan.problem is not None else problem.probes
     keep = 1.0 - problem.slo_margin
     guess = None
     for d in problem.demands:
         best = max((floor_confidence(m.configs[p.config], d.ttft_p99_ms, probe.ttft_p99_ms, keep)
                     for p in problem.pools
-                    if (probe := problem.probes.get((d.name, p.config))) is not None
+                    if (probe := probes.get((d.name, p.config))) is not None
                     and p.config in m.configs and math.isfinite(d.ttft_p99_ms)), default=None)
         if best is not None:
             guess = best if guess is None else min(guess, best)
