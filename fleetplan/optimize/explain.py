@@ -96,6 +96,15 @@ def _slo_explanation(problem: PlanProblem, index: int, d: Demand,
         if worst is not None and (best is None or worst[0] < best[0]):
             best = (worst[0], pool.config, worst[1], worst[2], probe.rate_rps, f)
     field = f"classes[{index}].slo"
+    unfit = [(p.config, problem.unfit[(d.name, p.config)]) for p in problem.pools
+             if (d.name, p.config) in problem.unfit]
+    if best is None and unfit:
+        cands = "; ".join(dict.fromkeys(f"{c}: {why}" for c, why in unfit))
+        return Explanation(
+            f"classes[{index}].input_tokens",
+            f"class {d.name}: no candidate configuration holds its requests ({cands})",
+            "shorter requests for the class (input_tokens / output_tokens max), or a "
+            "candidate with a longer context")
     if best is None:
         target = d.ttft_p99_ms
         return Explanation(
