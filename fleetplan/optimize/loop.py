@@ -40,6 +40,7 @@ Main entry: :func:`closed_loop` (returns a :class:`LoopOutcome`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -58,6 +59,12 @@ MIN_DERATE = 0.05
 _SAVING = 1e-6
 # at most this many probe MILPs are solved per probe round (the dearest pools first)
 MAX_PROBE_MILPS = 8
+# a probe raises a multiplier to at most this (twice the measured capacity), and the least uplift
+# that saves anything is searched (LEAST_STEPS bisection MILPs) for the LEAST_KEYS dearest keys
+UPLIFT_CAP = 2.0
+LEAST_KEYS = 4
+LEAST_STEPS = 5
+PICK = "uplift"
 
 Key = tuple[str, Tier]  # (configuration, tier)
 
@@ -272,6 +279,26 @@ def _probes(problem: PlanProblem, best: _Seen, ev: _Evidence,
     return probes
 
 
+def _keys_by_price(problem: PlanProblem, sol: MilpSolution) -> list[Key]:
+    """The (configuration, tier) keys of ``sol``'s pools, dearest pool first."""
+    prices = {p.key: p.price_usd_per_hour for p in problem.pools}
+    ranked: dict[Key, tuple[float, int, str]] = {}
+    for (key, h), n in sorted(sol.counts.items()):
+        if (key, h) in sol.tiers and n > 0:
+            ct = _config_tier(sol, key, h)
+            ranked[ct] = max(ranked.get(ct, (0.0, 0, "")), (prices[candidate_key(key)], n, key))
+    return [ct for ct, _r in sorted(ranked.items(), key=lambda kv: kv[1], reverse=True)]
+
+
+def _pick(sol: MilpSolution, ratio: float, found: tuple) -> bool:  # type: ignore[type-arg]
+    """Whether a probe's plan beats the one found so far (``found[6]``: its uplift ratio)."""
+    if PICK == "cheapest":
+        return sol.cost_per_day_usd < found[0].cost_per_day_usd - 1e-9
+    return ratio < found[6] - 1e-9 or (abs(ratio - found[6]) <= 1e-9
+                                        and sol.cost_per_day_usd < found[0].cost_per_day_usd
+                                        - 1e-9)
+
+
 def _probe_key(ev: _Evidence, ct: Key, m: float) -> tuple[object, ...]:
     """A probe as its MILP sees it: the multiplier table with ``ct`` at ``m``."""
     return tuple(sorted({**ev.table(), ct: round(m, 9)}.items()))
@@ -354,19 +381,43 @@ def closed_loop(problem: PlanProblem, settings: SolverSettings, verify: Verifier
             break
         found = None
         rejected: list[str] = []
-        for ct, m, label in _probes(problem, best, ev, tried, failed)[:MAX_PROBE_MILPS]:
+        bar = best.solution.cost_per_day_usd * (1 - _SAVING) - 1e-9
+
+        def cheaper(sol: MilpSolution, bar: float = bar) -> bool:
+            return sol.has_plan and sol.cost_per_day_usd < bar and _plan_key(sol) not in seen
+
+        cands = _probes(problem, best, ev, tried, failed)[:MAX_PROBE_MILPS]
+        for ct in _keys_by_price(problem, best.solution)[:LEAST_KEYS]:
+            top = min(failed.get(ct, math.inf) * (1 - 1e-6), UPLIFT_CAP)
+            if top > ev.m(ct) * (1 + 1e-6) and _probe_key(ev, ct, top) not in tried:
+                cands.append((ct, top, "least"))
+        for ct, m, label in cands:
             table = {**ev.table(), ct: m}
             sol, current = milp(table, f"round {rnd}: MILP ({label})")
-            cheaper = (sol.has_plan and sol.cost_per_day_usd
-                       < best.solution.cost_per_day_usd * (1 - _SAVING) - 1e-9)
-            if not cheaper:
+            if label == "least":  # the smallest uplift of ct that saves anything
+                if not cheaper(sol):
+                    tried.add(_probe_key(ev, ct, m))
+                    continue
+                lo_m, hi_m = ev.m(ct), m
+                for _ in range(LEAST_STEPS):
+                    mid = math.sqrt(lo_m * hi_m)
+                    t2 = {**ev.table(), ct: mid}
+                    s2, c2 = milp(t2, f"round {rnd}: MILP (least uplift of {ct[0]})")
+                    if cheaper(s2):
+                        hi_m, sol, current, table = mid, s2, c2, t2
+                    else:
+                        lo_m = mid
+                m = hi_m
+                label = (f"x{m / ev.m(ct):.3f} the capacity of {ct[0]} at {ct[1].label} "
+                         "(the least that saves anything)")
+            if not sol.has_plan or sol.cost_per_day_usd >= bar:
                 rejected.append(f"{label} saved nothing")
                 tried.add(_probe_key(ev, ct, m))
             elif _plan_key(sol) in seen:
                 rejected.append(f"{label} gave a plan simulated before, which was not accepted")
                 tried.add(_probe_key(ev, ct, m))
-            elif found is None or sol.cost_per_day_usd < found[0].cost_per_day_usd - 1e-9:
-                found = (sol, current, table, ct, m, label)
+            elif found is None or _pick(sol, m / ev.m(ct), found):
+                found = (sol, current, table, ct, m, label, m / ev.m(ct))
         if found is None:
             rnd -= 1  # no simulation: this round did not happen
             if rejected:
@@ -374,7 +425,7 @@ def closed_loop(problem: PlanProblem, settings: SolverSettings, verify: Verifier
                                + "; kept the verified plan")
             break
         probes += 1
-        sol, current, table, ct, m, label = found
+        sol, current, table, ct, m, label, _ratio = found
         s = evaluate(sol, current, table)
         if s.accepted:
             best = s

@@ -108,3 +108,35 @@ def test_a_pool_that_passed_at_a_load_is_not_blamed_for_a_class_split_with_anoth
     loop_mod._cut(problem, seen, ev, repeat=False)
     assert vouched not in ev.hi
     assert ev.hi[other] == max(keys[other] * 0.93, 0.3)
+
+
+def _plan(cost: float, carbon: float, verified: bool):
+    from fleetplan.optimize.plan import Plan, PlanStatus, SolverReport
+
+    return Plan(PlanStatus.optimal, (), cost, None, carbon, (), SolverReport("cbc", "optimal",
+                                                                             None, 0.0, 1, 10.0),
+                verified)
+
+
+@settings(max_examples=50, deadline=None)
+@given(points=st.lists(st.tuples(st.floats(1.0, 20.0), st.floats(0.5, 30.0), st.booleans()),
+                       min_size=1, max_size=6),
+       caps=st.lists(st.floats(1.0, 30.0), min_size=6, max_size=6))
+def test_no_frontier_point_is_dearer_than_a_verified_one_at_a_tighter_cap(points, caps) -> None:
+    """A carbon sweep shares its verified plans: a point takes another's plan whose simulated
+    carbon is within its cap when it is cheaper (what a point at an equal or tighter cap
+    verified is a plan for this one too)."""
+    from fleetplan.optimize.frontier import share_verified
+
+    caps = sorted(caps[:len(points)])
+    # a point's own plan keeps its cap (simulated carbon within it) when verified
+    plans = [_plan(cost, min(g, cap), ok) for (cost, g, ok), cap in zip(points, caps, strict=True)]
+    out = share_verified(caps, plans)
+    for i, (cap, got) in enumerate(zip(caps, out, strict=True)):
+        if got is not plans[i]:  # adopted: verified, within this cap, cheaper than its own
+            assert got.verified and got.g_co2_per_mtok <= cap
+            assert not plans[i].verified or got.cost_per_hour_usd < plans[i].cost_per_hour_usd
+            assert got.notes[-1].startswith("frontier: the plan of the point at carbon cap")
+        for j in range(i + 1):  # every point at an equal or tighter cap
+            if plans[j].verified:
+                assert got.verified and got.cost_per_hour_usd <= plans[j].cost_per_hour_usd
