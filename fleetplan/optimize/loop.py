@@ -23,12 +23,15 @@ and, where it runs a pool above its measured capacity (``u > 1``), every P99 is 
 ``(1 - slo_margin) x`` its SLO (capacities above the measurement carry no safety margin of their
 own). The rule reads the plan and its simulation only, never the path that led to it.
 
-Once a plan is accepted, up to ``max_trims`` rounds *probe* a cheaper plan: for every pool of the
-best plan with two or more working replicas, the multiplier that lets it run one replica fewer,
-and for every (configuration, tier) the failures cut below its measured capacity, its measured
-capacity back; each probe's MILP is solved (cheap), and the one whose answer is cheapest, below
-the best plan's cost and not simulated before, is simulated. An accepted probe raises that
-multiplier's lower bound; a rejected one is not tried again. So the returned plan is the cheapest
+Once a plan is accepted, up to ``max_trims`` rounds *probe* a cheaper plan. Candidates: for every
+pool of the best plan with two or more working replicas, the multiplier that lets it run one
+replica fewer; for every (configuration, tier) the failures cut below its measured capacity, its
+measured capacity back; and for the :data:`LEAST_KEYS` dearest keys of the best plan, the least
+multiplier (up to :data:`UPLIFT_CAP`) at which the MILP finds any cheaper plan
+(:data:`LEAST_STEPS` bisection MILPs). MILP solves are cheap, simulations are not: of the
+candidates whose answer is cheaper than the best plan and was never simulated, the one with the
+smallest uplift (then the cheapest) is simulated. An accepted probe raises that multiplier's
+lower bound; a rejected one is not tried again at or above it. So the returned plan is the cheapest
 accepted plan of all that were simulated, and the MILP optimum (within the solver's gap) of the
 final multiplier table (``LoopOutcome.derate``): no cheaper plan fits what the loop learned.
 At most ``max_rounds`` rounds in all (a round: MILP solves and at most one simulation); a plan
@@ -64,7 +67,6 @@ MAX_PROBE_MILPS = 8
 UPLIFT_CAP = 2.0
 LEAST_KEYS = 4
 LEAST_STEPS = 5
-PICK = "uplift"
 
 Key = tuple[str, Tier]  # (configuration, tier)
 
@@ -291,9 +293,8 @@ def _keys_by_price(problem: PlanProblem, sol: MilpSolution) -> list[Key]:
 
 
 def _pick(sol: MilpSolution, ratio: float, found: tuple) -> bool:  # type: ignore[type-arg]
-    """Whether a probe's plan beats the one found so far (``found[6]``: its uplift ratio)."""
-    if PICK == "cheapest":
-        return sol.cost_per_day_usd < found[0].cost_per_day_usd - 1e-9
+    """Whether a probe's plan beats the one found so far (``found[6]``: its uplift ratio): a
+    smaller uplift (the likelier to pass), then a cheaper plan."""
     return ratio < found[6] - 1e-9 or (abs(ratio - found[6]) <= 1e-9
                                         and sol.cost_per_day_usd < found[0].cost_per_day_usd
                                         - 1e-9)
