@@ -28,7 +28,9 @@ pool of the best plan with two or more working replicas, the multiplier that let
 replica fewer; for every (configuration, tier) the failures cut below its measured capacity, its
 measured capacity back; and for the :data:`LEAST_KEYS` dearest keys of the best plan, the least
 multiplier (up to :data:`UPLIFT_CAP`) at which the MILP finds any cheaper plan
-(:data:`LEAST_STEPS` bisection MILPs). MILP solves are cheap, simulations are not: of the
+(:data:`LEAST_STEPS` bisection MILPs; on a problem larger than :data:`SMALL_PROBLEM` only
+the first :data:`LARGE_PROBE_MILPS` trims and un-cuts, whose MILPs take seconds there). MILP
+solves are cheap, simulations are not: of the
 candidates whose answer is cheaper than the best plan and was never simulated, the one with the
 smallest uplift (then the cheapest) is simulated. An accepted probe raises that multiplier's
 lower bound; a rejected one is not tried again at or above it. So the returned plan is the cheapest
@@ -67,6 +69,11 @@ MAX_PROBE_MILPS = 8
 UPLIFT_CAP = 2.0
 LEAST_KEYS = 4
 LEAST_STEPS = 5
+# above this many classes x candidates x hours (a MILP of a second or more: the 100-class
+# benchmark has 800), a probe round solves at most LARGE_PROBE_MILPS MILPs, trims and un-cuts,
+# and searches no least uplift
+SMALL_PROBLEM = 200
+LARGE_PROBE_MILPS = 2
 
 Key = tuple[str, Tier]  # (configuration, tier)
 
@@ -387,8 +394,11 @@ def closed_loop(problem: PlanProblem, settings: SolverSettings, verify: Verifier
         def cheaper(sol: MilpSolution, bar: float = bar) -> bool:
             return sol.has_plan and sol.cost_per_day_usd < bar and _plan_key(sol) not in seen
 
-        cands = _probes(problem, best, ev, tried, failed)[:MAX_PROBE_MILPS]
-        for ct in _keys_by_price(problem, best.solution)[:LEAST_KEYS]:
+        small = (len(problem.demands) * len(problem.pools) * problem.hours
+                 <= SMALL_PROBLEM)
+        cands = _probes(problem, best, ev, tried, failed)[:MAX_PROBE_MILPS if small
+                                                           else LARGE_PROBE_MILPS]
+        for ct in _keys_by_price(problem, best.solution)[:LEAST_KEYS if small else 0]:
             top = min(failed.get(ct, math.inf) * (1 - 1e-6), UPLIFT_CAP)
             if top > ev.m(ct) * (1 + 1e-6) and _probe_key(ev, ct, top) not in tried:
                 cands.append((ct, top, "least"))
