@@ -134,7 +134,7 @@ def test_no_frontier_point_is_dearer_than_a_verified_one_at_a_tighter_cap(points
     out = share_verified(caps, plans)
     for i, (cap, got) in enumerate(zip(caps, out, strict=True)):
         if got is not plans[i]:  # adopted: verified, within this cap, cheaper than its own
-            assert got.verified and got.g_co2_per_mtok <= cap
+            assert got.verified and got.g_co2_per_mtok <= cap * (1 + 1e-9)  # as the loop checks it
             assert not plans[i].verified or got.cost_per_hour_usd < plans[i].cost_per_hour_usd
             assert got.notes[-1].startswith("frontier: the plan of the point at carbon cap")
         for j in range(i + 1):  # every point at an equal or tighter cap
