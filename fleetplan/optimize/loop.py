@@ -27,18 +27,18 @@ Once a plan is accepted, up to ``max_trims`` rounds *probe* a cheaper plan. Cand
 pool of the best plan with two or more working replicas, the multiplier that lets it run one
 replica fewer; for every (configuration, tier) the failures cut below its measured capacity, its
 measured capacity back; and for the :data:`LEAST_KEYS` dearest keys of the best plan, the least
-multiplier (up to :data:`UPLIFT_CAP`) at which the MILP finds any cheaper plan
-(:data:`LEAST_STEPS` bisection MILPs; on a problem larger than :data:`SMALL_PROBLEM` only
-the first :data:`LARGE_PROBE_MILPS` trims and un-cuts, whose MILPs take seconds there). MILP
-solves are cheap, simulations are not: of the
-candidates whose answer is cheaper than the best plan and was never simulated, the one with the
-smallest uplift (then the cheapest) is simulated. An accepted probe raises that multiplier's
-lower bound; a rejected one is not tried again at or above it. So the returned plan is the cheapest
-accepted plan of all that were simulated, and the MILP optimum (within the solver's gap) of the
-final multiplier table (``LoopOutcome.derate``): no cheaper plan fits what the loop learned.
-At most ``max_rounds`` rounds in all (a round: MILP solves and at most one simulation); a plan
-already simulated (same pools, counts, tiers and splits) reuses its checks. An answer that never
-passed is returned with ``verified=False`` and its failing classes marked as not met.
+multiplier (up to :data:`UPLIFT_CAP`) at which the MILP finds any cheaper plan (:data:`LEAST_STEPS`
+bisection MILPs; on a problem larger than :data:`SMALL_PROBLEM` only the first
+:data:`LARGE_PROBE_MILPS` trims and un-cuts, whose MILPs take seconds there). MILP solves are
+cheap, simulations are not: of the candidates whose answer is cheaper than the best plan and was
+never simulated, the one with the smallest uplift (then the cheapest) is simulated. An accepted
+probe raises that multiplier's lower bound; a rejected one is not tried again above
+:data:`PROBE_BACKOFF` times it. So the returned plan is the cheapest accepted plan of all that were
+simulated, and the MILP optimum (within the solver's gap) of the final multiplier table
+(``LoopOutcome.derate``): no cheaper plan fits what the loop learned. At most ``max_rounds`` rounds
+in all (a round: MILP solves and at most one simulation); a plan already simulated (same pools,
+counts, tiers and splits) reuses its checks. An answer that never passed is returned with
+``verified=False`` and its failing classes marked as not met.
 
 Main entry: :func:`closed_loop` (returns a :class:`LoopOutcome`).
 """
@@ -73,6 +73,9 @@ LEAST_STEPS = 5
 # benchmark has 800), a probe round solves at most LARGE_PROBE_MILPS MILPs, trims and un-cuts,
 # and searches no least uplift
 SMALL_PROBLEM = 200
+# after a probe of a key failed at a multiplier, the next probe of that key stays this much
+# below it (a plan a hair less loaded fails too, and each try costs a simulation)
+PROBE_BACKOFF = 0.97
 LARGE_PROBE_MILPS = 2
 
 Key = tuple[str, Tier]  # (configuration, tier)
@@ -275,14 +278,15 @@ def _probes(problem: PlanProblem, best: _Seen, ev: _Evidence,
         m = max(u * n / (n - 1), ev.m(ct)) * (1 + 1e-6)
         hour = f" (hour {h})" if problem.hours > 1 else ""  # no hour in a one-rate plan
         rank = (prices[candidate_key(key)], sol.counts[(key, h)], key)
-        if (_probe_key(ev, ct, m) not in tried and m < failed.get(ct, float("inf")) - 1e-9
+        if (_probe_key(ev, ct, m) not in tried
+                and m < failed.get(ct, math.inf) * PROBE_BACKOFF
                 and (ct not in out or m < out[ct][1])):
             out[ct] = (rank, m, f"one replica fewer than {sol.counts[(key, h)]}x{key}{hour}")
     ranked = sorted(out.items(), key=lambda kv: kv[1][0], reverse=True)
     probes = [(ct, m, label) for ct, (_r, m, label) in ranked]
     for ct, hi in sorted(ev.hi.items()):  # a cut that a joint blame may have put there
         if (hi < 1.0 and ev.m(ct) < 1.0 and _probe_key(ev, ct, 1.0) not in tried
-                and failed.get(ct, float("inf")) > 1.0):
+                and failed.get(ct, math.inf) * PROBE_BACKOFF > 1.0):
             probes.append((ct, 1.0, f"the measured capacity of {ct[0]} at {ct[1].label} "
                                     f"(cut to x{ev.m(ct):.3f})"))
     return probes
@@ -399,7 +403,7 @@ def closed_loop(problem: PlanProblem, settings: SolverSettings, verify: Verifier
         cands = _probes(problem, best, ev, tried, failed)[:MAX_PROBE_MILPS if small
                                                            else LARGE_PROBE_MILPS]
         for ct in _keys_by_price(problem, best.solution)[:LEAST_KEYS if small else 0]:
-            top = min(failed.get(ct, math.inf) * (1 - 1e-6), UPLIFT_CAP)
+            top = min(failed.get(ct, math.inf) * PROBE_BACKOFF, UPLIFT_CAP)
             if top > ev.m(ct) * (1 + 1e-6) and _probe_key(ev, ct, top) not in tried:
                 cands.append((ct, top, "least"))
         for ct, m, label in cands:
