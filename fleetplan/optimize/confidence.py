@@ -14,22 +14,25 @@ is the predicted one / ``(1 + e)``):
   measured on other configurations, leave-one-model-out for one never measured, and
   leave-one-gpu-out for a GPU type with no measured row).
 
-Both take ``f = 1 / (1 + e_(1-P))`` at confidence ``P`` (quantiles between the stored ones
-linear, outside them clamped; ``f >= 1``, and ``f = 1`` for ``P < 0.5``;
-:meth:`~fleetplan.validate.bands.ErrorQuantiles.latency_factor`), and for
-``slo_met_probability`` take ``ln(1 + e)`` normal through the 10/50/90th percentiles (``bias``
-its median, ``sigma`` from the 10-90 spread). A calibrated configuration of a kind with fewer
-runs falls back to its GPU type's median absolute error (:data:`MODEL_ERROR_PCT`; a GPU type the
-bundled store never measured: :data:`UNMEASURED_ERROR_PCT`), read as an unbiased log-normal:
+Both read ``ln(1 + e)`` as normal through the 10/50/90th percentiles (``bias`` its median,
+``sigma`` from the 10-90 spread), and the factor at confidence ``P`` is that model's:
+``f = exp(z_P sigma - bias)``, at least 1 (:func:`normal_factor`), so that a simulated P99 of
+``SLO / f`` meets the SLO with probability exactly ``P`` under the very model that
+``slo_met_probability`` states (an interpolation of the three quantiles for the factor gave 0.70
+at ``--confidence 0.75``, issue 39). A calibrated configuration of a kind with fewer runs falls
+back to its GPU type's median absolute error (:data:`MODEL_ERROR_PCT`; a GPU type the bundled
+store never measured: :data:`UNMEASURED_ERROR_PCT`), read as an unbiased log-normal:
 ``sigma = ln(1 + m) / 0.6745`` (the median ``|e|`` of ``Normal(0, sigma)``), ``f = exp(z_P
-sigma)`` (:func:`latency_factor`). The plan's notes name the table of each configuration's
-margin.
+sigma)`` (:func:`latency_factor`, the same rule with ``bias`` 0). The plan's notes name the
+table of each configuration's margin.
 
 With its factor ``f`` a configuration's capacities are measured
 at every SLO divided by ``f`` (:func:`confident_inputs`), the plan's simulation must meet the SLOs
 divided by the largest ``f`` of the pools a class uses, and each class reports ``margin_ms``
 (``SLO x (1 - 1/f)``) and ``slo_met_probability`` (``Phi((ln(SLO / simulated P99) + bias) /
-sigma)``; the smallest over its pools). Off (``confidence=None``), nothing here runs.
+sigma)``; the smallest over its pools); a plan is verified only where every class's
+``slo_met_probability`` is at least ``P`` (:func:`hold_confidence`). Off (``confidence=None``),
+nothing here runs.
 
 Main entries: :func:`margins` (scenario, configurations, ``P`` -> :class:`Margins`),
 :func:`confident_inputs` and :func:`tighten`.
@@ -38,7 +41,7 @@ Main entries: :func:`margins` (scenario, configurations, ``P`` -> :class:`Margin
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -157,12 +160,34 @@ def kind_quantiles(gpu: str, tp_size: int = 1) -> tuple[ErrorQuantiles, str] | N
 
 def quantile_error(config: str, calibrated: bool, q: ErrorQuantiles, median_abs_pct: float,
                    confidence: float, source: str) -> ConfigError:
-    """A configuration's error read from signed error quantiles (module docstring): factor
-    ``1 / (1 + e_(1-P))`` (1 below ``P`` 0.5), ``ln(1 + e)`` normal through the 10/50/90th."""
-    f = 1.0 if confidence < 0.5 else q.latency_factor(confidence)
+    """A configuration's error read from signed error quantiles (module docstring):
+    ``ln(1 + e)`` normal through the 10/50/90th, its factor :func:`normal_factor`."""
     sigma = (math.log1p(q.p90) - math.log1p(q.p10)) / (2 * Z_90)
-    return ConfigError(config, calibrated, median_abs_pct, sigma, f, source,
-                       bias=math.log1p(q.p50))
+    bias = math.log1p(q.p50)
+    return ConfigError(config, calibrated, median_abs_pct, sigma,
+                       normal_factor(confidence, sigma, bias), source, bias=bias)
+
+
+def normal_factor(confidence: float, sigma: float, bias: float) -> float:
+    """The latency factor at ``confidence`` of the error model ``slo_met_probability`` reads
+    (``ln(predicted / measured)`` normal with mean ``bias``, deviation ``sigma``): the ``f`` with
+    ``Phi((ln f + bias) / sigma) = confidence``, so that a simulated P99 of ``SLO / f`` has
+    exactly that probability of meeting the SLO; at least 1 (never loosens an SLO)."""
+    from scipy.special import ndtri
+
+    check_confidence(confidence)
+    return max(1.0, math.exp(float(ndtri(confidence)) * sigma - bias))
+
+
+def confidence_at(factor: float, e: ConfigError) -> float:
+    """The inverse of :func:`normal_factor` for one configuration's error: the confidence at
+    which a simulated P99 of ``SLO / factor`` meets the SLO (``factor`` < 1: a P99 above the
+    SLO)."""
+    from scipy.special import ndtr
+
+    if e.sigma <= 0:
+        return 1.0 if math.log(max(factor, 1e-300)) + e.bias >= 0 else 0.0
+    return float(ndtr((math.log(max(factor, 1e-300)) + e.bias) / e.sigma))
 
 
 def sigma_of(median_abs_error_pct: float) -> float:
@@ -215,8 +240,7 @@ def spec_error(config: str, gpu: str, confidence: float,
     """The error of a spec-based (uncalibrated) configuration's P99 TTFT, from
     ``data/spec_errors.json`` (:mod:`fleetplan.validate.bands`): ``fold``'s row of its GPU type,
     or, for a GPU type with no measured row, the leave-one-gpu-out errors of all GPU types. The
-    factor and probability are :func:`quantile_error`'s (as
-    :func:`~fleetplan.validate.bands.safety_factor` at ``confidence``, 1 below 0.5);
+    factor and probability are :func:`quantile_error`'s;
     ``slo_met_probability`` takes ``ln(1 + e)`` normal through the table's 10/50/90th
     percentiles of the signed error ``e = predicted / measured - 1``."""
     from fleetplan.validate.bands import error_table
@@ -224,8 +248,8 @@ def spec_error(config: str, gpu: str, confidence: float,
     t = error_table()
     q, basis = t.quantiles(gpu, "ttft_p99_ms", fold)
     median_abs = _median_abs_pct(t.path, basis, gpu, fold) or abs(q.p50) * 100.0
-    src = (f"data/spec_errors.json (spec path, uncalibrated): {basis}; factor at the "
-           f"{confidence:g} quantile of those errors")
+    src = (f"data/spec_errors.json (spec path, uncalibrated): {basis}; factor at "
+           f"confidence {confidence:g} of those errors (log-normal through their 10/50/90th)")
     return quantile_error(config, False, q, median_abs, confidence, src)
 
 
@@ -264,6 +288,7 @@ def confident_inputs(scenario: Scenario, inputs: Any, m: Margins, **build: Any) 
     problem = inputs.problem
     capacity = dict(problem.capacity)
     results = dict(inputs.results)
+    probes = dict(problem.probes)
     cands = candidate_configs(scenario)
     by_factor: dict[float, list[tuple[str, list[str], int | None]]] = {}
     seen: set[str] = set()
@@ -288,10 +313,14 @@ def confident_inputs(scenario: Scenario, inputs: Any, m: Margins, **build: Any) 
             capacity[(name, config, tiers[t])] = cap
         for (name, config, t), res in tight.results.items():
             results[(name, config, tiers[t])] = res
+        # the best P99 a lone replica reached in the search at the tightened SLO (which walks
+        # down to the lowest rate when it fails): what an infeasibility is explained with
+        probes.update(tight.problem.probes)
     note = ("confidence {:g}: capacities measured at each SLO divided by the model-error factor "
             "of the configuration ({})").format(m.confidence, "; ".join(
                 f"{c} x{e.factor:.3f} ({e.source})" for c, e in sorted(m.configs.items())))
-    return replace(inputs, problem=replace(problem, capacity=capacity), results=results,
+    return replace(inputs, problem=replace(problem, capacity=capacity, probes=probes),
+                   results=results,
                    notes=(*inputs.notes, note))
 
 
@@ -310,3 +339,20 @@ def check_confidence(confidence: float | None) -> None:
     if confidence is not None and not 0.0 < confidence < 1.0:
         raise InputError(f"--confidence {confidence:g}: expected a probability in (0, 1), e.g. "
                          "0.95")
+
+
+def hold_confidence(checks: Sequence[Any], scenario: Scenario, m: Margins,
+                    configs_of: Mapping[str, set[str]]) -> list[Any]:
+    """``checks`` (:class:`fleetplan.optimize.verify.HourCheck`) with every class whose
+    ``slo_met_probability`` (its simulated P99 TTFT, the errors of the configurations carrying
+    it) is below ``m.confidence`` marked as not met: ``--confidence P`` promises ``P``."""
+    slo = {c.name: c.slo.ttft_p99_ms if c.slo is not None else None for c in scenario.classes}
+    out = []
+    for chk in checks:
+        classes = []
+        for c in chk.classes:
+            p = m.met_probability(slo.get(c.name), c.ttft_p99_ms, configs_of.get(c.name, ()))
+            classes.append(replace(c, met=False) if p is not None and p < m.confidence - 1e-9
+                           else c)
+        out.append(replace(chk, classes=tuple(classes)))
+    return out

@@ -7,7 +7,11 @@ Order of diagnosis:
    reaches, 27 ms on 1xH100-PCIe at 0.25 req/s"); the relaxation is the smallest SLO some
    candidate meets, safety margin included. When TTFT binds and the class assumes prompts not
    (fully) in vLLM's prefix cache, the reason adds that a stated ``prefix_cache_hit`` changes
-   the prefill work (the measured benchmark's low TTFTs came with cached prompts).
+   the prefill work (the measured benchmark's low TTFTs came with cached prompts). Under
+   ``solve --confidence P`` each candidate's P99 counts its latency factor times (the margin
+   of :mod:`fleetplan.optimize.confidence`): the sentence names the margin, its size and error
+   table, and what it leaves of the SLO, and the relaxation is the SLO with the margin, or a
+   lower confidence.
 2. Otherwise each optional constraint family (carbon, budget, availability, max_replicas) is made
    elastic in turn: phase 1 finds the smallest relative relaxation of that family that admits a
    plan, phase 2 the cheapest plan at that relaxation. Of the families that restore feasibility on
@@ -28,6 +32,7 @@ from dataclasses import dataclass
 import pulp
 
 from fleetplan.optimize.capacity import CapacityResult
+from fleetplan.optimize.confidence import Margins
 from fleetplan.optimize.milp import MilpSolution, build_model, solve_model
 from fleetplan.optimize.problem import Demand, PlanProblem, Tier
 from fleetplan.optimize.solvers import SolverSettings
@@ -68,25 +73,38 @@ _METRICS = (("ttft_p99_ms", "ttft_p99_ms"), ("tpot_p99_ms", "tpot_p99_ms"),
             ("e2e_p99_ms", "e2e_p99_ms"))
 
 
-def _slo_explanation(problem: PlanProblem, index: int, d: Demand) -> Explanation:
+def _slo_explanation(problem: PlanProblem, index: int, d: Demand,
+                     margins: Margins | None = None) -> Explanation:
     keep = 1.0 - problem.slo_margin
-    best: tuple[float, str, str, float, float] | None = None  # ratio, config, metric, seen, rate
+    # ratio, config, metric, seen, rate, factor
+    best: tuple[float, str, str, float, float, float] | None = None
     for pool in problem.pools:
         probe = problem.probes.get((d.name, pool.config))
         if probe is None:
             continue
+        f = (margins.configs[pool.config].factor
+             if margins is not None and pool.config in margins.configs else 1.0)
         worst: tuple[float, str, float] | None = None
         for slo_field, probe_field in _METRICS:
             target = getattr(d, slo_field)
             seen = getattr(probe, probe_field)
             if target is None or seen is None:
                 continue
-            ratio = seen / (keep * target)
+            ratio = seen * f / (keep * target)
             if worst is None or ratio > worst[0]:
                 worst = (ratio, slo_field, seen)
         if worst is not None and (best is None or worst[0] < best[0]):
-            best = (worst[0], pool.config, worst[1], worst[2], probe.rate_rps)
+            best = (worst[0], pool.config, worst[1], worst[2], probe.rate_rps, f)
     field = f"classes[{index}].slo"
+    unfit = [(p.config, problem.unfit[(d.name, p.config)]) for p in problem.pools
+             if (d.name, p.config) in problem.unfit]
+    if best is None and unfit:
+        cands = "; ".join(dict.fromkeys(f"{c}: {why}" for c, why in unfit))
+        return Explanation(
+            f"classes[{index}].input_tokens",
+            f"class {d.name}: no candidate configuration holds its requests ({cands})",
+            "shorter requests for the class (input_tokens / output_tokens max), or a "
+            "candidate with a longer context")
     if best is None:
         target = d.ttft_p99_ms
         return Explanation(
@@ -94,17 +112,30 @@ def _slo_explanation(problem: PlanProblem, index: int, d: Demand) -> Explanation
             f"class {d.name}: ttft_p99_ms {target:g} is met by no candidate configuration "
             "(no capacity at this SLO)",
             "loosen the SLO or add candidate configurations")
-    _ratio, config, metric, seen, rate = best
+    _ratio, config, metric, seen, rate, f = best
     target = getattr(d, metric)
-    need = _up(seen / keep)
-    margin = (f" ({_ms(seen)} ms + {problem.slo_margin:.0%} safety margin)"
-              if problem.slo_margin else "")
+    need = _up(seen * f / keep)
+    safety = f" + {problem.slo_margin:.0%} safety margin" if problem.slo_margin else ""
     note = ""
     if metric == "ttft_p99_ms" and d.prefix_cache_hit < 1.0:
         note = (f" with prefix_cache_hit {d.prefix_cache_hit:g} (prefill of "
                 f"{'fresh' if d.prefix_cache_hit == 0 else 'partly cached'} prompts); if the "
                 f"prompts share cached prefixes, stating classes[{index}].prefix_cache_hit "
                 "lowers prefill time")
+    if f > 1.0 and margins is not None:
+        from fleetplan.optimize.confidence_limit import margin_phrase
+
+        allowed = keep * target / f
+        return Explanation(
+            f"{field}.{metric}",
+            f"class {d.name}: {metric} {target:g} with the "
+            f"{margin_phrase(margins.configs[config], margins.confidence)} leaves "
+            f"{_ms(allowed)} ms for the simulated P99{safety and ' (safety margin included)'}; "
+            f"the closest candidate, {config}, reaches {_ms(seen)} ms alone on one replica at "
+            f"{rate:.3g} req/s{note}",
+            f"{field}.{metric} >= {need:g} ({_ms(seen)} ms x{f:.3g} margin{safety}), or a "
+            "lower --confidence")
+    margin = f" ({_ms(seen)} ms{safety})" if problem.slo_margin else ""
     return Explanation(
         f"{field}.{metric}",
         f"class {d.name}: {metric} {target:g} is below the best any candidate reaches, "
@@ -161,11 +192,14 @@ def _family_explanation(family: str, sol: MilpSolution) -> Explanation:
     return Explanation(label, reason, ", ".join(parts) + plan)
 
 
-def explain_infeasible(problem: PlanProblem, settings: SolverSettings) -> Explanation:
-    """The binding constraint of an infeasible ``problem`` (see the module docstring)."""
+def explain_infeasible(problem: PlanProblem, settings: SolverSettings,
+                       margins: Margins | None = None) -> Explanation:
+    """The binding constraint of an infeasible ``problem`` (see the module docstring);
+    ``margins``: of ``--confidence``, whose factors the capacities of ``problem`` already use
+    (an SLO is then compared with each candidate's best P99 times its factor)."""
     for i, d in enumerate(problem.demands):
         if not any(problem.cap(d, p, d.tier) > 0 for p in problem.pools):
-            return _slo_explanation(problem, i, d)
+            return _slo_explanation(problem, i, d, margins)
     lim = problem.limits
     present = [f for f in ELASTIC_FAMILIES if (
         (f == "carbon" and (lim.max_g_per_mtok is not None or lim.max_kg_per_day is not None))

@@ -17,7 +17,10 @@ Sweeps (``sweep=``):
 Capacities are computed first (once, or once per SLO scale), through the executor; then the
 points' closed loops (MILP + simulation) run in parallel on the same executor: local processes by
 default, a Dask cluster when ``scheduler`` names one (an address or a ``distributed.Client``).
-Results come back in sweep order, so the output does not depend on the executor.
+Results come back in sweep order, so the output does not depend on the executor. In a carbon
+sweep a point takes the cheapest plan another point verified within its cap when that is cheaper
+than its own (:func:`share_verified`, with a note): no point is dearer than one at an equal or
+tighter cap.
 
 Main entries: :func:`frontier` -> :class:`Frontier` (``to_dict``, ``to_frame``, ``plot``).
 """
@@ -336,11 +339,39 @@ def frontier(scenario: Scenario, sweep: str | Sweep = Sweep.carbon, points: int 
                                                                       demands=demands)),
                              settings, max_rounds, None))
     plans = tracked_map(ex, _run_point, jobs, progress, "frontier points")
+    if kind is Sweep.carbon:
+        plans = share_verified(values, plans)
     pairs = list(zip(values, plans, strict=True))
     flags = _pareto(pairs, kind)
     param, unit = _PARAM[kind]
     return Frontier(kind, param, unit, tuple(
         FrontierPoint(round(float(v), 6), p, fl) for (v, p), fl in zip(pairs, flags, strict=True)))
+
+
+def share_verified(caps: list[float], plans: list[Plan]) -> list[Plan]:
+    """Each carbon cap's plan, or a cheaper plan another point verified whose simulated carbon
+    is within this cap (the scenario is the same but for the cap, so that plan is verified
+    here too): a point is never dearer than one at an equal or tighter cap, whatever path
+    each point's closed loop took."""
+    out = []
+    for cap, plan in zip(caps, plans, strict=True):
+        mine = (plan.cost_per_hour_usd if plan.verified and plan.cost_per_hour_usd is not None
+                else math.inf)
+        better = [(p.cost_per_hour_usd, c, p) for c, p in zip(caps, plans, strict=True)
+                  if p.verified and p.cost_per_hour_usd is not None
+                  and p.g_co2_per_mtok is not None and p.g_co2_per_mtok <= cap * (1 + 1e-9)
+                  and p.cost_per_hour_usd < mine - 1e-9]
+        if not better:
+            out.append(plan)
+            continue
+        cost, other, p = min(better, key=lambda b: (b[0], b[1]))
+        out.append(replace(p, notes=(*p.notes, (
+            f"frontier: the plan of the point at carbon cap {other:.4g} g CO2e/Mtok, verified "
+            f"there at {p.g_co2_per_mtok:.4g} g (within this cap of {cap:.4g}) and cheaper, "
+            f"${cost:.2f}/h, than this point's own closed loop found "
+            + (f"(${plan.cost_per_hour_usd:.2f}/h)" if plan.verified and
+               plan.cost_per_hour_usd is not None else "(no verified plan)")))))
+    return out
 
 
 def _linear(lo: float, hi: float, n: int) -> list[float]:

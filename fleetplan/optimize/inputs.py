@@ -176,11 +176,14 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
         except FleetplanError as exc:
             raise InputError(f"candidates[{i}] ({config}): {exc}") from None
 
+    unfit = unfit_pairs(demands, work, params)
     # only the tdp power model reads the busy share below capacity (module docstring)
     chord = scenario.power.model != ACTIVITY_MODE
     jobs: dict[tuple[str, str, Tier], CapacityJob] = {}
     for d, w in zip(demands, work, strict=True):
         for config in params:
+            if (d.name, config) in unfit:  # not a pool for this class: capacity 0, no search
+                continue
             for t in tiers:
                 if not t.serves(d.ttft_p99_ms, d.tpot_p99_ms):
                     continue
@@ -207,6 +210,12 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
     intercept: dict[str, float] = {}
     power_sources: dict[str, str] = {}
     by_name = {d.name: d for d in demands}
+    for d in demands:
+        for config in params:
+            if (d.name, config) in unfit:
+                for t in tiers:
+                    if t.serves(d.ttft_p99_ms, d.tpot_p99_ms):
+                        capacity[(d.name, config, t)] = 0.0
     for key in list(pending):  # bounded by the capacity at the class's own SLO
         name, config, _t = key
         capacity[key] = results[(name, config, by_name[name].tier)].capacity_rps
@@ -257,9 +266,12 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
         commitment=CommitmentMode(scenario.commitment.mode),
         on_demand_price_factor=scenario.commitment.on_demand_price_factor)
     problem = PlanProblem(demands, tuple(pools), capacity, slope, limits, probes,
-                          settings.slo_margin)
+                          settings.slo_margin,
+                          unfit={k: v.reason for k, v in sorted(unfit.items())})
     uncal = sorted(c for c, p in params.items() if not p.calibrated)
-    notes = []
+    notes = [f"{config} is not a pool for class " + "; nor for class ".join(
+        f"{name}: {unfit[(name, c)].reason}" for name, c in sorted(unfit) if c == config)
+        for config in sorted({c for _n, c in unfit})]
     if scenario.power.model == "activity":
         notes.append("MILP carbon is an upper bound: power that follows the work is not linear "
                      "in the load, so each replica is charged its busy share at its class's "
@@ -282,6 +294,53 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
                      f"gaps ({SLOW_STEP_MEANING}): expect TPOT below the plan's at light load "
                      "on " + "; ".join(slow))
     return Inputs(problem, results, power_sources, tuple(notes), pending)
+
+
+@dataclass(frozen=True)
+class Unfit:
+    """A class whose requests a configuration cannot hold (prompt + output above its
+    ``max_model_len`` or its KV cache), measured on :data:`FIT_DRAWS` draws of its lengths."""
+
+    share: float    # of the draws that do not fit
+    longest: int    # the longest draw, tokens
+    holds: int      # the most one sequence may hold on the configuration, tokens
+    why: str        # "max_model_len" or "KV cache"
+
+    @property
+    def reason(self) -> str:
+        share = f"{self.share:.2%}" if self.share >= 1e-4 else f"{self.share:.1e}"
+        return (f"{share} of its requests (prompt + output, up to {self.longest:,} tokens) "
+                f"exceed the {self.holds:,} tokens a replica holds ({self.why})")
+
+
+FIT_DRAWS = 200_000
+
+
+def unfit_pairs(demands: Sequence[Demand], work: Sequence[ClassWorkload],
+                params: Mapping[str, Any]) -> dict[tuple[str, str], Unfit]:
+    """(class, configuration) pairs where some requests of the class cannot be served (the
+    engine refuses them; vLLM rejects a request longer than ``max_model_len``): such a
+    configuration is not a pool for that class. Lengths are drawn :data:`FIT_DRAWS` times with
+    a fixed seed, skipped where the length model's bounds already fit."""
+    out: dict[tuple[str, str], Unfit] = {}
+    for d, w in zip(demands, work, strict=True):
+        bound = w.lengths.input.max + w.lengths.output.max
+        if w.lengths.max_total is not None:
+            bound = min(bound, w.lengths.max_total)
+        total: np.ndarray | None = None
+        for config, p in sorted(params.items()):
+            kv = int(p.kv_blocks) * int(p.block_size)
+            holds, why = ((int(p.max_model_len), "max_model_len") if p.max_model_len <= kv
+                          else (kv, "KV cache"))
+            if bound <= holds:
+                continue
+            if total is None:
+                ins, outs = w.lengths.sample(FIT_DRAWS, np.random.default_rng(20251205))
+                total = ins + outs
+            over = int((total > holds).sum())
+            if over:
+                out[(d.name, config)] = Unfit(over / total.size, int(total.max()), holds, why)
+    return out
 
 
 def _flagged_servers(model: str, configs: Sequence[str]) -> list[str]:

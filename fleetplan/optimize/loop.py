@@ -1,28 +1,51 @@
-"""The closed loop: solve, simulate the answer, tighten what failed, solve again (bounded).
+"""The closed loop: solve, simulate, learn bounds on capacities, re-optimise (bounded rounds).
 
-Each round solves the MILP, then simulates every hour of the plan (planned routing, several
-seeds; :mod:`fleetplan.optimize.verify`). When a class misses its SLO, every pool that carries it
-has its capacities (for the tier it runs at) *derated* so that the load the plan put there no
-longer fits: the new capacity is the pool's planned utilization x ``0.93`` (x ``0.8`` when the
-simulated P99 is more than 1.5x the SLO) of the old one, so the next answer must add replicas or
-move load; integer slack alone cannot absorb it. When the simulated carbon exceeds the cap (the
-MILP's power model is linear, the simulator's is not), the cap handed to the MILP is scaled by
-the ratio. Once a plan passes, up to ``max_trims`` rounds try one replica fewer in the dearest
-pool (capacities measured on one replica are conservative for a pool of several, where the
-router spreads requests); a trial is kept only if its simulation passes with the capacities'
-safety margin (every P99 within ``(1 - slo_margin) x`` its SLO). At most
-``max_rounds`` rounds in all; an answer that never passed is returned with ``verified=False``
-and its failing classes marked as not met, never as met. A round whose MILP returns a plan
-already simulated (same pools, counts, tiers and splits: e.g. a trim that saved nothing) reuses
-that simulation's checks instead of simulating it again (same seeds, so the same checks), and a
-trial whose MILP saves nothing is rejected without being simulated (its simulation could not
-change that).
+The MILP's capacities are single-replica measurements of the replica model; the fleet simulator
+is the judge. The loop treats each simulated plan as evidence about a capacity *multiplier*
+``m[(configuration, tier)]`` (the MILP uses ``base capacity x m``; ``m = 1`` is the measured
+capacity) and keeps every plan it simulated with its verdict:
+
+- **A plan that passes** shows each of its pools carrying its per-replica load ``u`` (in
+  replicas at the base capacity, spares not counted): ``u`` is a *lower bound* ``lo`` of what
+  that configuration sustains at that tier.
+- **A plan that fails** (a class misses its SLO, or the fleet is overloaded) puts an *upper
+  bound* ``hi`` on the pools that carry a failing class: ``u x 0.93`` (``x 0.8`` when the
+  simulated P99 is more than 1.5x the SLO; at least 0.3 x the multiplier in use, at least
+  :data:`MIN_DERATE`), so the next answer must add replicas or move load. A pool that carried
+  as much load in a plan that passed is *vouched for* and not blamed, unless every pool of the
+  failing class is (then the evidence conflicts and all are blamed, their ``lo`` dropped).
+- The MILP runs at ``m = max(hi, lo)``: a pass outweighs a joint blame it contradicts.
+- Simulated carbon above the cap scales the cap handed to the MILP by the ratio (the MILP's
+  power model is linear, the simulator's is not).
+
+A plan is **accepted** when every class meets its SLO, the simulated carbon is within the cap,
+and, where it runs a pool above its measured capacity (``u > 1``), every P99 is also within
+``(1 - slo_margin) x`` its SLO (capacities above the measurement carry no safety margin of their
+own). The rule reads the plan and its simulation only, never the path that led to it.
+
+Once a plan is accepted, up to ``max_trims`` rounds *probe* a cheaper plan. Candidates: for every
+pool of the best plan with two or more working replicas, the multiplier that lets it run one
+replica fewer; for every (configuration, tier) the failures cut below its measured capacity, its
+measured capacity back; and for the :data:`LEAST_KEYS` dearest keys of the best plan, the least
+multiplier (up to :data:`UPLIFT_CAP`) at which the MILP finds any cheaper plan (:data:`LEAST_STEPS`
+bisection MILPs; on a problem larger than :data:`SMALL_PROBLEM` only the first
+:data:`LARGE_PROBE_MILPS` trims and un-cuts, whose MILPs take seconds there). MILP solves are
+cheap, simulations are not: of the candidates whose answer is cheaper than the best plan and was
+never simulated, the one with the smallest uplift (then the cheapest) is simulated. An accepted
+probe raises that multiplier's lower bound; a rejected one is not tried again above
+:data:`PROBE_BACKOFF` times it. So the returned plan is the cheapest accepted plan of all that were
+simulated, and the MILP optimum (within the solver's gap) of the final multiplier table
+(``LoopOutcome.derate``): no cheaper plan fits what the loop learned. At most ``max_rounds`` rounds
+in all (a round: MILP solves and at most one simulation); a plan already simulated (same pools,
+counts, tiers and splits) reuses its checks. An answer that never passed is returned with
+``verified=False`` and its failing classes marked as not met.
 
 Main entry: :func:`closed_loop` (returns a :class:`LoopOutcome`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -36,6 +59,26 @@ from fleetplan.optimize.verify import HourCheck
 DEFAULT_MAX_ROUNDS = 8
 DEFAULT_MAX_TRIMS = 3
 MIN_DERATE = 0.05
+# a probe's MILP answer must save at least this share of the best plan's cost to be simulated
+# (solver round-off is not a saving)
+_SAVING = 1e-6
+# at most this many probe MILPs are solved per probe round (the dearest pools first)
+MAX_PROBE_MILPS = 8
+# a probe raises a multiplier to at most this (twice the measured capacity), and the least uplift
+# that saves anything is searched (LEAST_STEPS bisection MILPs) for the LEAST_KEYS dearest keys
+UPLIFT_CAP = 2.0
+LEAST_KEYS = 4
+LEAST_STEPS = 5
+# above this many classes x candidates x hours (a MILP of a second or more: the 100-class
+# benchmark has 800), a probe round solves at most LARGE_PROBE_MILPS MILPs, trims and un-cuts,
+# and searches no least uplift
+SMALL_PROBLEM = 200
+# after a probe of a key failed at a multiplier, the next probe of that key stays this much
+# below it (a plan a hair less loaded fails too, and each try costs a simulation)
+PROBE_BACKOFF = 0.97
+LARGE_PROBE_MILPS = 2
+
+Key = tuple[str, Tier]  # (configuration, tier)
 
 # verify(solution) -> one HourCheck per hour of the plan
 Verifier = Callable[[MilpSolution, Executor], Sequence[HourCheck]]
@@ -43,21 +86,52 @@ Verifier = Callable[[MilpSolution, Executor], Sequence[HourCheck]]
 
 @dataclass
 class LoopOutcome:
-    """The last answer, its simulation, and how it was reached."""
+    """The answer (the cheapest accepted plan, else the last one), its simulation, and how it
+    was reached. ``derate``: the multiplier table of the MILP that gave it."""
 
     solution: MilpSolution
     checks: tuple[HourCheck, ...]
     rounds: int
     verified: bool
     problem: PlanProblem
-    derate: dict[tuple[str, Tier], float] = field(default_factory=dict)
+    derate: dict[Key, float] = field(default_factory=dict)
     carbon_scale: float = 1.0
     solve_seconds: float = 0.0
     history: list[str] = field(default_factory=list)
     first: MilpSolution | None = None
+    simulated: int = 0  # distinct plans simulated
 
 
-def derated(problem: PlanProblem, derate: dict[tuple[str, Tier], float],
+@dataclass
+class _Seen:
+    """A plan the loop simulated, its verdict, and the table that gave it."""
+
+    solution: MilpSolution
+    checks: tuple[HourCheck, ...]
+    problem: PlanProblem
+    derate: dict[Key, float]
+    scale: float
+    ok: bool
+    accepted: bool
+    ratio: float
+
+
+@dataclass
+class _Evidence:
+    """Bounds on each (configuration, tier)'s capacity multiplier (module docstring)."""
+
+    hi: dict[Key, float] = field(default_factory=dict)
+    lo: dict[Key, float] = field(default_factory=dict)
+
+    def m(self, key: Key) -> float:
+        return max(self.hi.get(key, 1.0), self.lo.get(key, 0.0))
+
+    def table(self) -> dict[Key, float]:
+        keys = sorted(set(self.hi) | set(self.lo))
+        return {k: v for k in keys if (v := self.m(k)) != 1.0}
+
+
+def derated(problem: PlanProblem, derate: dict[Key, float],
             carbon_scale: float = 1.0) -> PlanProblem:
     """``problem`` with capacities scaled per (configuration, tier) and the carbon cap scaled."""
     cap = {k: v * derate.get((k[1], k[2]), 1.0) for k, v in problem.capacity.items()}
@@ -70,49 +144,24 @@ def derated(problem: PlanProblem, derate: dict[tuple[str, Tier], float],
     return replace(problem, capacity=cap, limits=lim)
 
 
-def _utilization(problem: PlanProblem, sol: MilpSolution, pool_key: str, hour: int) -> float:
-    """Planned load of a pool (``config@region/tier``) in replicas at its tier, over the
-    replicas that carry load (spares not counted)."""
-    tier = sol.tiers.get((pool_key, hour))
-    n = sol.working(pool_key, hour)
-    if tier is None or n <= 0:
-        return 1.0
-    pool = next(p for p in problem.pools if p.key == candidate_key(pool_key))
-    load = 0.0
-    for d in problem.demands:
-        share = sol.shares.get((d.name, pool_key, hour), 0.0)
-        if share > 0:
-            load += d.rates_rps[hour] * share / problem.cap(d, pool, tier)
-    return min(load / n, 1.0)
+def pool_loads(problem: PlanProblem, sol: MilpSolution) -> dict[tuple[str, int], float]:
+    """Per (pool, hour) of ``sol``: its planned load per working replica, in replicas at the
+    *base* capacities of ``problem`` (1.0: every working replica at its measured capacity)."""
+    pools = {p.key: p for p in problem.pools}
+    by_name = {d.name: d for d in problem.demands}
+    load: dict[tuple[str, int], float] = {}
+    for (name, key, h), share in sol.shares.items():
+        if share <= 0 or (key, h) not in sol.tiers:
+            continue
+        d = by_name[name]
+        cap = problem.cap(d, pools[candidate_key(key)], sol.tiers[(key, h)])
+        if cap > 0:
+            load[(key, h)] = load.get((key, h), 0.0) + d.rates_rps[h] * share / cap
+    return {k: v / max(sol.working(*k), 1) for k, v in load.items()}
 
 
-def _tighten(problem: PlanProblem, sol: MilpSolution, checks: Sequence[HourCheck],
-             derate: dict[tuple[str, Tier], float]) -> list[str]:
-    slo = {d.name: d for d in problem.demands}
-    changes: dict[tuple[str, Tier], float] = {}
-    notes = []
-    for chk in checks:
-        failing = {c.name: c for c in chk.classes if not c.met}
-        if chk.overloaded and not failing:
-            failing = {c.name: c for c in chk.classes}
-        for name, c in failing.items():
-            d = slo[name]
-            severe = (c.ttft_p99_ms is None
-                      or (d.ttft_p99_ms and c.ttft_p99_ms > 1.5 * d.ttft_p99_ms))
-            for (cls, key, h), share in sol.shares.items():
-                if cls != name or h != chk.hour or share <= 0:
-                    continue
-                tier = sol.tiers[(key, h)]
-                config = key.partition("@")[0]
-                u = _utilization(problem, sol, key, h)
-                f = max(u * (0.8 if severe else 0.93), 0.3)
-                changes[(config, tier)] = min(changes.get((config, tier), 1.0), f)
-            seen = "no result" if c.ttft_p99_ms is None else f"{c.ttft_p99_ms:.0f} ms"
-            notes.append(f"hour {chk.hour}: class {name} simulated P99 TTFT {seen} "
-                         f"vs SLO {d.ttft_p99_ms:g} ms")
-    for pool_tier, f in sorted(changes.items()):
-        derate[pool_tier] = max(derate.get(pool_tier, 1.0) * f, MIN_DERATE)
-    return notes
+def _config_tier(sol: MilpSolution, key: str, h: int) -> Key:
+    return key.partition("@")[0], sol.tiers[(key, h)]
 
 
 def _carbon_ratio(problem: PlanProblem, checks: Sequence[HourCheck]) -> float:
@@ -130,8 +179,9 @@ def _carbon_ratio(problem: PlanProblem, checks: Sequence[HourCheck]) -> float:
 
 
 def _with_margin(problem: PlanProblem, checks: Sequence[HourCheck]) -> bool:
-    """Every class's simulated P99s within ``(1 - slo_margin) x`` its SLO: a trimmed plan must
-    pass with the same safety margin as the capacities, not by the luck of one short run."""
+    """Every class's simulated P99s within ``(1 - slo_margin) x`` its SLO: a plan above the
+    measured capacities must pass with the same safety margin as they have, not by the luck of
+    one short run."""
     keep = 1.0 - problem.slo_margin
     slo = {d.name: d for d in problem.demands}
     for chk in checks:
@@ -145,29 +195,6 @@ def _with_margin(problem: PlanProblem, checks: Sequence[HourCheck]) -> bool:
     return True
 
 
-def _trim_candidate(problem: PlanProblem, sol: MilpSolution,
-                    tried: set[tuple[str, Tier]]) -> tuple[tuple[str, Tier], float, str] | None:
-    """The dearest pool (with 2+ replicas) whose load might fit one replica fewer, and the
-    capacity uplift that lets the MILP try it: ``load / (n - 1)`` replicas' worth."""
-    prices = {p.key: p.price_usd_per_hour for p in problem.pools}
-    best = None
-    for (key, h), n in sol.counts.items():
-        tier = sol.tiers.get((key, h))
-        spare = sol.working(key, h)
-        if tier is None or spare < 2:
-            continue
-        config = key.partition("@")[0]
-        if (config, tier) in tried:
-            continue
-        load = _utilization(problem, sol, key, h) * spare
-        f = max(load / (spare - 1), 1.0) * (1 + 1e-6)
-        rank = (prices[candidate_key(key)], n, key)
-        if best is None or rank > best[0]:
-            hour = f" (hour {h})" if problem.hours > 1 else ""  # no hour in a one-rate plan
-            best = (rank, (config, tier), f, f"{n}x{key}{hour}")
-    return None if best is None else best[1:]
-
-
 def _plan_key(sol: MilpSolution) -> tuple[object, ...]:
     """Everything of a solution that decides its simulation (what :mod:`verify` reads)."""
     def items(d: dict) -> tuple[tuple[str, object], ...]:  # type: ignore[type-arg]
@@ -177,101 +204,259 @@ def _plan_key(sol: MilpSolution) -> tuple[object, ...]:
             items(sol.base_counts), items(sol.spares))
 
 
+def _failing(problem: PlanProblem, checks: Sequence[HourCheck]) -> list[tuple[int, str, bool]]:
+    """(hour, class, severe) of every class that failed (all classes of an overloaded hour)."""
+    slo = {d.name: d for d in problem.demands}
+    out = []
+    for chk in checks:
+        failing = [c for c in chk.classes if not c.met]
+        if chk.overloaded and not failing:
+            failing = list(chk.classes)
+        for c in failing:
+            d = slo[c.name]
+            severe = (c.ttft_p99_ms is None
+                      or bool(d.ttft_p99_ms and c.ttft_p99_ms > 1.5 * d.ttft_p99_ms))
+            out.append((chk.hour, c.name, severe))
+    return out
+
+
+def _cut(problem: PlanProblem, seen: _Seen, ev: _Evidence, repeat: bool) -> list[str]:
+    """Upper bounds from a failing plan (module docstring); ``repeat``: the MILP gave this plan
+    again, so every bound it touches shrinks further (progress is guaranteed)."""
+    sol = seen.solution
+    loads = pool_loads(problem, sol)
+    slo = {d.name: d for d in problem.demands}
+    notes = []
+    changes: dict[Key, float] = {}
+    for h, name, severe in _failing(problem, seen.checks):
+        carriers = sorted({key for (cls, key, hh), s in sol.shares.items()
+                           if cls == name and hh == h and s > 0 and (key, h) in loads})
+        blamed = [k for k in carriers
+                  if loads[(k, h)] > ev.lo.get(_config_tier(sol, k, h), 0.0) + 1e-9]
+        if not blamed:  # every carrier passed this load before: the evidence conflicts
+            blamed = carriers
+            for k in carriers:
+                ev.lo.pop(_config_tier(sol, k, h), None)
+        for k in blamed:
+            ct = _config_tier(sol, k, h)
+            now = seen.derate.get(ct, 1.0)
+            f = max(loads[(k, h)] * (0.8 if severe else 0.93), 0.3 * now, MIN_DERATE)
+            if repeat:
+                f = min(f, now * 0.93)
+            changes[ct] = min(changes.get(ct, f), f)
+        c = next(c for chk in seen.checks if chk.hour == h for c in chk.classes
+                 if c.name == name)
+        got = "no result" if c.ttft_p99_ms is None else f"{c.ttft_p99_ms:.0f} ms"
+        notes.append(f"hour {h}: class {name} simulated P99 TTFT {got} vs SLO "
+                     f"{slo[name].ttft_p99_ms:g} ms")
+    for ct, f in sorted(changes.items()):
+        ev.hi[ct] = min(ev.hi.get(ct, 1.0), f)
+    return notes
+
+
+def _vouch(problem: PlanProblem, sol: MilpSolution, ev: _Evidence) -> None:
+    """Lower bounds from an accepted plan: each pool's load per working replica passed."""
+    for (key, h), u in pool_loads(problem, sol).items():
+        ct = _config_tier(sol, key, h)
+        ev.lo[ct] = max(ev.lo.get(ct, 0.0), u)
+
+
+def _probes(problem: PlanProblem, best: _Seen, ev: _Evidence,
+            tried: set[tuple[object, ...]], failed: dict[Key, float]
+            ) -> list[tuple[Key, float, str]]:
+    """Multipliers worth a MILP (module docstring), dearest pool first: (key, multiplier,
+    what it tries); none at or above a multiplier whose probe failed in simulation."""
+    sol = best.solution
+    prices = {p.key: p.price_usd_per_hour for p in problem.pools}
+    loads = pool_loads(problem, sol)
+    out: dict[Key, tuple[tuple[float, int, str], float, str]] = {}
+    for (key, h), u in sorted(loads.items()):
+        n = sol.working(key, h)
+        ct = _config_tier(sol, key, h)
+        if n < 2:
+            continue
+        m = max(u * n / (n - 1), ev.m(ct)) * (1 + 1e-6)
+        hour = f" (hour {h})" if problem.hours > 1 else ""  # no hour in a one-rate plan
+        rank = (prices[candidate_key(key)], sol.counts[(key, h)], key)
+        if (_probe_key(ev, ct, m) not in tried
+                and m < failed.get(ct, math.inf) * PROBE_BACKOFF
+                and (ct not in out or m < out[ct][1])):
+            out[ct] = (rank, m, f"one replica fewer than {sol.counts[(key, h)]}x{key}{hour}")
+    ranked = sorted(out.items(), key=lambda kv: kv[1][0], reverse=True)
+    probes = [(ct, m, label) for ct, (_r, m, label) in ranked]
+    for ct, hi in sorted(ev.hi.items()):  # a cut that a joint blame may have put there
+        if (hi < 1.0 and ev.m(ct) < 1.0 and _probe_key(ev, ct, 1.0) not in tried
+                and failed.get(ct, math.inf) * PROBE_BACKOFF > 1.0):
+            probes.append((ct, 1.0, f"the measured capacity of {ct[0]} at {ct[1].label} "
+                                    f"(cut to x{ev.m(ct):.3f})"))
+    return probes
+
+
+def _keys_by_price(problem: PlanProblem, sol: MilpSolution) -> list[Key]:
+    """The (configuration, tier) keys of ``sol``'s pools, dearest pool first."""
+    prices = {p.key: p.price_usd_per_hour for p in problem.pools}
+    ranked: dict[Key, tuple[float, int, str]] = {}
+    for (key, h), n in sorted(sol.counts.items()):
+        if (key, h) in sol.tiers and n > 0:
+            ct = _config_tier(sol, key, h)
+            ranked[ct] = max(ranked.get(ct, (0.0, 0, "")), (prices[candidate_key(key)], n, key))
+    return [ct for ct, _r in sorted(ranked.items(), key=lambda kv: kv[1], reverse=True)]
+
+
+def _pick(sol: MilpSolution, ratio: float, found: tuple) -> bool:  # type: ignore[type-arg]
+    """Whether a probe's plan beats the one found so far (``found[6]``: its uplift ratio): a
+    smaller uplift (the likelier to pass), then a cheaper plan."""
+    return ratio < found[6] - 1e-9 or (abs(ratio - found[6]) <= 1e-9
+                                        and sol.cost_per_day_usd < found[0].cost_per_day_usd
+                                        - 1e-9)
+
+
+def _probe_key(ev: _Evidence, ct: Key, m: float) -> tuple[object, ...]:
+    """A probe as its MILP sees it: the multiplier table with ``ct`` at ``m``."""
+    return tuple(sorted({**ev.table(), ct: round(m, 9)}.items()))
+
+
+def _above_measured(problem: PlanProblem, sol: MilpSolution) -> bool:
+    return any(u > 1.0 + 1e-6 for u in pool_loads(problem, sol).values())
+
+
 def closed_loop(problem: PlanProblem, settings: SolverSettings, verify: Verifier, *,
                 executor: Executor | None = None, max_rounds: int = DEFAULT_MAX_ROUNDS,
                 max_trims: int = DEFAULT_MAX_TRIMS,
                 progress: Progress | None = None) -> LoopOutcome:
-    """Solve and verify until every class meets its SLO in simulation (see module docstring);
-    then try, at most ``max_trims`` times, a plan with one replica fewer in the dearest pool
-    (single-replica capacities are conservative for pools: requests spread over replicas), kept
-    only when its simulation passes too.
-
-    Returns after the first round whose MILP has no plan (``solution.has_plan`` is false).
-    ``progress`` receives each round's two steps, ``round N: MILP`` and ``round N: simulate the
-    plan``.
-    """
+    """Solve, simulate and learn until a plan is accepted, then probe up to ``max_trims``
+    cheaper plans (see the module docstring). Returns after the first round whose MILP has no
+    plan when nothing was simulated (``solution.has_plan`` is false). ``progress`` receives each
+    round's steps, ``round N: MILP`` and ``round N: simulate the plan``."""
     executor = executor or SerialExecutor()
-    derate: dict[tuple[str, Tier], float] = {}
+    ev = _Evidence()
     scale = 1.0
     history: list[str] = []
     seconds = 0.0
     first: MilpSolution | None = None
-    last: tuple[MilpSolution, tuple[HourCheck, ...], PlanProblem] | None = None
-    best: LoopOutcome | None = None
-    tried: set[tuple[str, Tier]] = set()
-    trial: tuple[tuple[str, Tier], float | None, str] | None = None  # key, old derate, label
-    trims = 0
+    seen: dict[tuple[object, ...], _Seen] = {}
+    best: _Seen | None = None
+    last: _Seen | None = None
+    tried: set[tuple[object, ...]] = set()  # probes whose MILP offered nothing to simulate
+    failed: dict[Key, float] = {}  # the smallest multiplier whose probe failed in simulation
+    probes = 0
     rnd = 0
-    simulated: dict[tuple[object, ...], tuple[HourCheck, ...]] = {}
-    for rnd in range(1, max_rounds + 1):
-        current = derated(problem, derate, scale)
-        with step(progress, f"round {rnd}: MILP"):
+
+    def milp(table: dict[Key, float], label: str) -> tuple[MilpSolution, PlanProblem]:
+        nonlocal seconds
+        current = derated(problem, table, scale)
+        with step(progress, label):
             sol = solve_problem(current, settings)
         seconds += sol.seconds
-        first = first or sol
-        if not sol.has_plan and trial is None:
-            if last is None:
-                return LoopOutcome(sol, (), rnd, False, current, dict(derate), scale, seconds,
-                                   history, first)
-            history.append(f"round {rnd}: tightened model has no plan ({sol.status.value})")
-            break
-        checks: tuple[HourCheck, ...] = ()
-        # a trial that saves nothing is rejected whatever its simulation would find
-        futile = (trial is not None and best is not None and sol.has_plan
-                  and sol.cost_per_day_usd >= best.solution.cost_per_day_usd - 1e-9)
-        if sol.has_plan and not futile:
-            seen = _plan_key(sol)
-            if seen not in simulated:
-                with step(progress, f"round {rnd}: simulate the plan"):
-                    simulated[seen] = tuple(verify(sol, executor))
-            checks = simulated[seen]
-        ratio = _carbon_ratio(problem, checks)
-        ok = sol.has_plan and all(c.met for c in checks) and ratio <= 1.0 + 1e-9
-        if trial is not None:
-            key, old, label = trial
-            trial = None
-            assert best is not None
-            if (ok and _with_margin(problem, checks)
-                    and sol.cost_per_day_usd < best.solution.cost_per_day_usd - 1e-9):
-                history.append(f"round {rnd}: one replica fewer than {label} passed "
-                               "simulation too; kept")
-                best = LoopOutcome(sol, checks, rnd, True, current, dict(derate), scale,
-                                   seconds, list(history), first)
-            else:
-                why = ("saved nothing" if not sol.has_plan or sol.cost_per_day_usd
-                       >= best.solution.cost_per_day_usd - 1e-9 else
-                       "missed an SLO in simulation" if not ok else
-                       "came within the safety margin of an SLO")
-                history.append(f"round {rnd}: one replica fewer than {label} {why}; kept the "
-                               "verified plan")
-                tried.add(key)
-                if old is None:
-                    derate.pop(key, None)
-                else:
-                    derate[key] = old
-        elif ok:
-            best = LoopOutcome(sol, checks, rnd, True, current, dict(derate), scale, seconds,
-                               list(history), first)
-        else:
-            last = (sol, checks, current)
-            notes = _tighten(current, sol, checks, derate)
-            if ratio > 1.0 + 1e-9:
-                scale *= 0.99 / ratio
-                notes.append(f"simulated carbon {ratio:.3f}x the cap")
+        return sol, current
+
+    def evaluate(sol: MilpSolution, current: PlanProblem, table: dict[Key, float]) -> _Seen:
+        key = _plan_key(sol)
+        if key not in seen:
+            with step(progress, f"round {rnd}: simulate the plan"):
+                checks = tuple(verify(sol, executor))
+            ratio = _carbon_ratio(problem, checks)
+            ok = all(c.met for c in checks) and ratio <= 1.0 + 1e-9
+            accepted = ok and (not _above_measured(problem, sol)
+                               or _with_margin(problem, checks))
+            seen[key] = _Seen(sol, checks, current, dict(table), scale, ok, accepted, ratio)
+        return seen[key]
+
+    while rnd < max_rounds:
+        rnd += 1
+        if best is None:  # cut phase: the MILP over what the loop learned
+            table = ev.table()
+            sol, current = milp(table, f"round {rnd}: MILP")
+            first = first or sol
+            if not sol.has_plan:
+                if last is None:
+                    return LoopOutcome(sol, (), rnd, False, current, table, scale, seconds,
+                                       history, first)
+                history.append(f"round {rnd}: tightened model has no plan ({sol.status.value})")
+                break
+            repeat = _plan_key(sol) in seen
+            s = evaluate(sol, current, table)
+            if s.accepted:
+                best = s
+                _vouch(problem, sol, ev)
+                continue
+            last = s
+            notes = _cut(problem, s, ev, repeat)
+            if s.ratio > 1.0 + 1e-9:
+                scale *= 0.99 / s.ratio
+                notes.append(f"simulated carbon {s.ratio:.3f}x the cap")
             history.append(f"round {rnd}: " + "; ".join(notes))
             continue
-        cand = (_trim_candidate(best.problem, best.solution, tried)
-                if trims < max_trims and rnd < max_rounds else None)
-        if cand is None:
+        # probe phase: the cheapest MILP answer of one changed multiplier, not simulated before
+        if probes >= max_trims:
+            rnd -= 1
             break
-        key, f, label = cand
-        trims += 1
-        trial = (key, derate.get(key), label)
-        derate[key] = derate.get(key, 1.0) * f
+        found = None
+        rejected: list[str] = []
+        bar = best.solution.cost_per_day_usd * (1 - _SAVING) - 1e-9
+
+        def cheaper(sol: MilpSolution, bar: float = bar) -> bool:
+            return sol.has_plan and sol.cost_per_day_usd < bar and _plan_key(sol) not in seen
+
+        small = (len(problem.demands) * len(problem.pools) * problem.hours
+                 <= SMALL_PROBLEM)
+        cands = _probes(problem, best, ev, tried, failed)[:MAX_PROBE_MILPS if small
+                                                           else LARGE_PROBE_MILPS]
+        for ct in _keys_by_price(problem, best.solution)[:LEAST_KEYS if small else 0]:
+            top = min(failed.get(ct, math.inf) * PROBE_BACKOFF, UPLIFT_CAP)
+            if top > ev.m(ct) * (1 + 1e-6) and _probe_key(ev, ct, top) not in tried:
+                cands.append((ct, top, "least"))
+        for ct, m, label in cands:
+            table = {**ev.table(), ct: m}
+            sol, current = milp(table, f"round {rnd}: MILP ({label})")
+            if label == "least":  # the smallest uplift of ct that saves anything
+                if not cheaper(sol):
+                    tried.add(_probe_key(ev, ct, m))
+                    continue
+                lo_m, hi_m = ev.m(ct), m
+                for _ in range(LEAST_STEPS):
+                    mid = math.sqrt(lo_m * hi_m)
+                    t2 = {**ev.table(), ct: mid}
+                    s2, c2 = milp(t2, f"round {rnd}: MILP (least uplift of {ct[0]})")
+                    if cheaper(s2):
+                        hi_m, sol, current, table = mid, s2, c2, t2
+                    else:
+                        lo_m = mid
+                m = hi_m
+                label = (f"x{m / ev.m(ct):.3f} the capacity of {ct[0]} at {ct[1].label} "
+                         "(the least that saves anything)")
+            if not sol.has_plan or sol.cost_per_day_usd >= bar:
+                rejected.append(f"{label} saved nothing")
+                tried.add(_probe_key(ev, ct, m))
+            elif _plan_key(sol) in seen:
+                rejected.append(f"{label} gave a plan simulated before, which was not accepted")
+                tried.add(_probe_key(ev, ct, m))
+            elif found is None or _pick(sol, m / ev.m(ct), found):
+                found = (sol, current, table, ct, m, label, m / ev.m(ct))
+        if found is None:
+            rnd -= 1  # no simulation: this round did not happen
+            if rejected:
+                history.append(f"after round {rnd}: " + "; ".join(rejected)
+                               + "; kept the verified plan")
+            break
+        probes += 1
+        sol, current, table, ct, m, label, _ratio = found
+        s = evaluate(sol, current, table)
+        if s.accepted:
+            best = s
+            ev.lo[ct] = max(ev.lo.get(ct, 0.0), m)
+            _vouch(problem, sol, ev)
+            history.append(f"round {rnd}: {label} passed simulation too; kept "
+                           f"(${sol.cost_per_day_usd / 24:.2f}/h)")
+        else:
+            why = ("missed an SLO in simulation" if _failing(problem, s.checks) else
+                   "broke the carbon cap in simulation" if not s.ok else
+                   "came within the safety margin of an SLO")
+            failed[ct] = min(failed.get(ct, m), m)
+            history.append(f"round {rnd}: {label} {why}; kept the verified plan")
     if best is not None:
-        best.rounds, best.solve_seconds, best.history = rnd, seconds, history
-        return best
+        return LoopOutcome(best.solution, best.checks, rnd, True, best.problem, best.derate,
+                           best.scale, seconds, history, first, len(seen))
     assert last is not None
-    sol, checks, current = last
-    return LoopOutcome(sol, checks, rnd, False, current, dict(derate), scale, seconds, history,
-                       first)
+    return LoopOutcome(last.solution, last.checks, rnd, False, last.problem, last.derate,
+                       last.scale, seconds, history, first, len(seen))

@@ -167,6 +167,9 @@ class PlanProblem:
     # and the pools of the plan allowed at all (pool names)
     fixed_counts: Mapping[str, int] | None = None
     open_pools: frozenset[str] | None = None
+    # (class, configuration) pairs whose requests the configuration cannot hold (capacity 0),
+    # and why (fleetplan.optimize.inputs.unfit_pairs): what explains a class no pool serves
+    unfit: Mapping[tuple[str, str], str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.demands:

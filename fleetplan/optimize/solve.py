@@ -12,6 +12,7 @@ by any LP/MILP solver, plus PuLP's model dict as JSON beside it). The steps are:
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -37,6 +38,7 @@ from fleetplan.optimize.confidence import (
     Margins,
     check_confidence,
     confident_inputs,
+    hold_confidence,
     tighten,
 )
 from fleetplan.optimize.confidence import margins as model_margins
@@ -115,11 +117,56 @@ def solve(scenario: Scenario, *, solver: str | None = None, executor: Any = None
                            progress=progress, defer_stricter=confidence is None)
     inputs = price_tiers(inputs, settings, ex, progress)
     m = None
+    base = inputs
+    build: dict[str, Any] = {"executor": ex, "settings": capacity, "cache_dir": cache_dir,
+                             "progress": progress}
     if confidence is not None:
-        inputs, m = confident(scenario, inputs, confidence, executor=ex, settings=capacity,
-                              cache_dir=cache_dir, progress=progress)
-    return solve_inputs(scenario, inputs, settings, executor=ex, max_rounds=max_rounds,
+        inputs, m = confident(scenario, inputs, confidence, **build)
+    plan = solve_inputs(scenario, inputs, settings, executor=ex, max_rounds=max_rounds,
                         max_trims=max_trims, progress=progress, margins=m, cache_dir=cache_dir)
+    if m is not None and plan.status is PlanStatus.infeasible:
+        plan = _highest_confidence(scenario, base, settings, plan, m, build)
+    return plan
+
+
+def _highest_confidence(scenario: Scenario, base: Inputs, settings: SolverSettings,
+                        plan: Plan, m: Margins, build: dict[str, Any]) -> Plan:
+    """An infeasible ``--confidence`` plan with the highest confidence that has a plan (MILP
+    over the capacities at each level; :mod:`fleetplan.optimize.confidence_limit`), when the
+    scenario has one without ``--confidence``."""
+    from fleetplan.optimize.confidence_limit import LOWEST, floor_confidence, highest_confidence
+    from fleetplan.optimize.milp import solve_problem
+
+    if m.confidence <= LOWEST:
+        return plan
+    problem = with_reliability(scenario, base.problem)
+    if not solve_problem(problem, settings).has_plan:
+        return plan  # no plan without the margins either: they are not what binds
+
+    def feasible(level: float) -> bool:
+        inputs, _m = confident(scenario, base, level, **build)
+        return solve_problem(with_reliability(scenario, inputs.problem), settings).has_plan
+
+    # where one replica's best P99 (in the searches at the requested confidence, which walk
+    # down to the lowest rate) stops meeting the margin of its configuration: above it, no
+    # candidate has capacity for the class
+    probes = plan.problem.probes if plan.problem is not None else problem.probes
+    keep = 1.0 - problem.slo_margin
+    guess = None
+    for d in problem.demands:
+        best = max((floor_confidence(m.configs[p.config], d.ttft_p99_ms, probe.ttft_p99_ms, keep)
+                    for p in problem.pools
+                    if (probe := probes.get((d.name, p.config))) is not None
+                    and p.config in m.configs and math.isfinite(d.ttft_p99_ms)), default=None)
+        if best is not None:
+            guess = best if guess is None else min(guess, best)
+    bracket = highest_confidence(feasible, m.confidence, guess)
+    relax = plan.relaxation or ""
+    if bracket.has_plan is not None:
+        lower = f"--confidence {bracket.has_plan:g}"
+        relax = (relax.replace("a lower --confidence", lower) if "a lower --confidence" in relax
+                 else f"{relax}; {lower}" if relax else lower)
+    return replace(plan, reason=f"{plan.reason}; {bracket.phrase()}", relaxation=relax)
 
 
 def confident(scenario: Scenario, inputs: Inputs, confidence: float,
@@ -159,6 +206,8 @@ def solve_inputs(scenario: Scenario, inputs: Inputs, settings: SolverSettings, *
             worst = verify_plan(sc.with_updates(reliability=None), problem, down, ex, simulated,
                                 cache)
             checks = [_worse(a, b) for a, b in zip(checks, worst, strict=True)]
+        if margins is not None:  # the plan must hold at the confidence it promises
+            checks = hold_confidence(checks, scenario, margins, _configs_of(sol))
         return checks
 
     out = closed_loop(problem, settings, verify, executor=executor, max_rounds=max_rounds,
@@ -169,7 +218,7 @@ def solve_inputs(scenario: Scenario, inputs: Inputs, settings: SolverSettings, *
         warn(progress, f"plan-check cache: {n} entr{'y' if n == 1 else 'ies'} failed validation "
              f"and {'was' if n == 1 else 'were'} simulated again (e.g. {path}: {why})")
     if not out.solution.has_plan:
-        return _infeasible(problem, settings, out, inputs)
+        return _infeasible(scenario, problem, settings, out, inputs, margins)
     return _report(scenario, inputs, settings, out, margins)
 
 
@@ -208,21 +257,44 @@ def _configs_of(sol: Any) -> dict[str, set[str]]:
     return out
 
 
-def _infeasible(problem: PlanProblem, settings: SolverSettings, out: LoopOutcome,
-                inputs: Inputs) -> Plan:
+def _infeasible(scenario: Scenario, problem: PlanProblem, settings: SolverSettings,
+                out: LoopOutcome, inputs: Inputs, margins: Margins | None = None) -> Plan:
+    """The plan of a scenario with none: its classes (rates and SLOs, nothing simulated), the
+    reason, binding constraint and cheapest relaxation, every candidate's capacity."""
     sol = out.solution
     report = SolverReport(settings.name, sol.status.value, _r(out.solve_seconds, 3),
                           settings.gap, out.rounds, settings.time_limit_s, None)
+    classes = _unserved_classes(scenario, problem)
     if sol.status is MilpStatus.no_solution:
         reason = (f"no plan found within the solver time limit of {settings.time_limit_s:g} s "
                   "(not proven infeasible)")
-        return Plan(PlanStatus.infeasible, (), None, None, None, (), report, False, reason,
+        return Plan(PlanStatus.infeasible, (), None, None, None, classes, report, False, reason,
                     "solver.time_limit_s", "raise solver.time_limit_s", problem=problem,
                     capacities=_candidate_capacities(inputs), notes=inputs.notes)
-    why = explain_infeasible(problem, settings)
-    return Plan(PlanStatus.infeasible, (), None, None, None, (), report, False, why.reason,
+    why = explain_infeasible(problem, settings, margins)
+    reason = why.reason
+    if margins is not None and not why.binding.startswith("classes["):
+        from fleetplan.optimize.confidence_limit import margins_phrase
+
+        phrase = margins_phrase(margins)
+        if phrase:
+            reason += f" (capacities at confidence {margins.confidence:g}: {phrase})"
+    return Plan(PlanStatus.infeasible, (), None, None, None, classes, report, False, reason,
                 why.binding, why.relaxation, problem=problem,
                 capacities=_candidate_capacities(inputs), notes=inputs.notes)
+
+
+def _unserved_classes(scenario: Scenario, problem: PlanProblem) -> tuple[ClassResult, ...]:
+    """An infeasible plan's classes: rate and SLOs only (no fleet, nothing simulated)."""
+    out = []
+    for c, d in zip(scenario.classes, problem.demands, strict=True):
+        slo = c.slo
+        out.append(ClassResult(
+            name=d.name, rate_rps=_r(sum(d.rates_rps) / len(d.rates_rps)) or 0.0,
+            slo_ttft_p99_ms=slo.ttft_p99_ms if slo else None, ttft_p99_ms=None, met=False,
+            split={}, slo_tpot_p99_ms=slo.tpot_p99_ms if slo else None,
+            slo_e2e_p99_ms=slo.e2e_p99_ms if slo else None))
+    return tuple(out)
 
 
 def _candidate_capacities(inputs: Inputs) -> tuple[CapacityNote, ...]:

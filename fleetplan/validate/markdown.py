@@ -48,9 +48,10 @@ def _kind_section(by_kind: Mapping[str, Mapping[str, CvMetricSummary]],
         out += ["Signed `ttft_p99_ms` error per server kind (predicted / measured - 1, %; "
                 "percentiles of the same runs, linear between order statistics). "
                 "`solve --confidence P` takes a calibrated configuration's margin from its "
-                "kind's row: the measured P99 is the predicted one / (1 + e), so at `P` it "
-                "plans with latencies `1 / (1 + e_(1-P))` times the predicted ones, the 10th "
-                "percentile from P 0.9 on (fleetplan/optimize/confidence.py). A negative "
+                "kind's row: the measured P99 is the predicted one / (1 + e), `ln(1 + e)` "
+                "taken normal through the 10th, 50th and 90th percentiles, so at `P` it plans "
+                "with latencies `exp(z_P sigma - ln(1 + e50))` times the predicted ones "
+                "(fleetplan/optimize/confidence.py, docs/reliability.md). A negative "
                 "median is a model that predicts the tail too short.", "",
                 *_table(["server kind", "p10 %", "p50 %", "p90 %", "n"],
                         [[kind, _f(100 * q.p10, 2), _f(100 * q.p50, 2), _f(100 * q.p90, 2),

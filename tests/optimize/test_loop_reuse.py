@@ -60,8 +60,8 @@ def test_a_trim_that_saves_nothing_is_not_simulated(monkeypatch) -> None:
     sol = solve_problem(problem, SETTINGS)
     assert max(sol.counts.values()) >= 2  # a pool the loop may try to trim
     same_cost = replace(sol, base_counts={"another plan": 0})  # not the plan simulated before
-    answers = iter([sol, same_cost])
-    monkeypatch.setattr(loop_mod, "solve_problem", lambda p, s: next(answers))
+    answers = iter([sol])  # then every probe's MILP answers the same cost
+    monkeypatch.setattr(loop_mod, "solve_problem", lambda p, s: next(answers, same_cost))
     calls: list = []
     out = loop_mod.closed_loop(problem, SETTINGS, _passing(calls), max_rounds=4, max_trims=1)
     assert calls == [sol]

@@ -1,0 +1,100 @@
+"""A measurement: does a tighter carbon cap lead the closed loop to a cheaper verified plan?
+
+Usage: python scripts/try_loop_paths.py FIRST_SEED LAST_SEED
+
+For each seed, a random small problem (one or two classes, the three synthetic pools of
+tests/optimize/optimize_helpers.py) is judged by a fake verifier with hidden true capacity
+multipliers per (configuration, tier), drawn in [0.5, 1.4]: a class fails when a pool carrying
+it holds more load per working replica than its truth allows. The closed loop runs without a
+carbon cap and with caps at 0.97, 0.9 and 0.8 times the carbon of the MILP's cheapest plan
+(``max_rounds`` 12); a comparison *loses* when the capped loop verified a cheaper plan than the
+uncapped one (a cheaper plan the uncapped loop's path never reached). Prints each loss and
+their count (docs/optimizer.md, "The closed loop").
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "optimize"))
+
+from optimize_helpers import synth_problem  # noqa: E402
+
+from fleetplan.optimize import loop as loop_mod  # noqa: E402
+from fleetplan.optimize.milp import candidate_key, solve_problem  # noqa: E402
+from fleetplan.optimize.problem import Limits  # noqa: E402
+from fleetplan.optimize.solvers import SolverSettings  # noqa: E402
+from fleetplan.optimize.verify import ClassCheck, HourCheck  # noqa: E402
+
+EXACT = SolverSettings("cbc", time_limit_s=30, gap=0.0)
+
+
+def pool_loads(problem, sol):  # type: ignore[no-untyped-def]
+    """Per (pool, hour): load per working replica in replicas at the measured capacities (as
+    fleetplan.optimize.loop.pool_loads; its own copy, so that the script runs on the loop
+    before issue 39 too)."""
+    pools = {p.key: p for p in problem.pools}
+    by_name = {d.name: d for d in problem.demands}
+    load: dict = {}
+    for (name, key, h), share in sol.shares.items():
+        if share <= 0:
+            continue
+        d = by_name[name]
+        cap = problem.cap(d, pools[candidate_key(key)], sol.tiers[(key, h)])
+        if cap > 0:
+            load[(key, h)] = load.get((key, h), 0.0) + d.rates_rps[h] * share / cap
+    return {k: v / max(sol.working(*k), 1) for k, v in load.items()}
+
+
+def judge(problem, truth):  # type: ignore[no-untyped-def]
+    def verify(sol, executor):  # type: ignore[no-untyped-def]
+        loads = pool_loads(problem, sol)
+        out = []
+        for h in range(sol.hours):
+            classes = []
+            for d in problem.demands:
+                over = any(loads.get((k, h), 0.0) > truth[(k.partition("@")[0],
+                                                            sol.tiers[(k, h)])] + 1e-9
+                           for (c, k, hh), s in sol.shares.items()
+                           if c == d.name and hh == h and s > 0)
+                classes.append(ClassCheck(d.name, d.ttft_p99_ms * (1.2 if over else 0.5),
+                                          None, None, not over))
+            out.append(HourCheck(h, tuple(classes), False, sol.g_co2_per_day / 24,
+                                 problem.mtok_per_hour(h) * 1e6))
+        return out
+    return verify
+
+
+def main(first: int, last: int) -> None:
+    losses = comparisons = 0
+    for seed in range(first, last):
+        rng = random.Random(seed)
+        classes = [("a", rng.uniform(2, 20), rng.choice([150.0, 300.0, 600.0]),
+                    rng.uniform(0.7, 1.5))]
+        if rng.random() < 0.5:
+            classes.append(("b", rng.uniform(2, 20), rng.choice([300.0, 2000.0]),
+                            rng.uniform(0.7, 2)))
+        p = synth_problem(classes)
+        truth = {(k[1], k[2]): rng.uniform(0.5, 1.4) for k in p.capacity}
+        free = solve_problem(p, EXACT)
+        if not free.has_plan:
+            continue
+        loose = loop_mod.closed_loop(p, EXACT, judge(p, truth), max_rounds=12)
+        g = free.g_co2_per_day / (sum(p.mtok_per_hour(h) for h in range(p.hours)) * 24 / p.hours)
+        for f in (0.97, 0.9, 0.8):
+            q = replace(p, limits=Limits(max_g_per_mtok=g * f))
+            tight = loop_mod.closed_loop(q, EXACT, judge(q, truth), max_rounds=12)
+            comparisons += 1
+            if (tight.verified and loose.verified and tight.solution.cost_per_day_usd
+                    < loose.solution.cost_per_day_usd - 1e-6):
+                losses += 1
+                print(f"seed {seed} cap x{f}: ${loose.solution.cost_per_day_usd / 24:.2f}/h "
+                      f"without a cap, ${tight.solution.cost_per_day_usd / 24:.2f}/h with it")
+    print(f"{losses} of {comparisons} comparisons: the capped loop verified a cheaper plan")
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]), int(sys.argv[2]))
