@@ -22,7 +22,14 @@ from report_helpers import (
 )
 
 from fleetplan.optimize.frontier import Frontier, FrontierPoint, Sweep
-from fleetplan.optimize.plan import ClassResult, FleetEntry, HourPlan, Plan, PlanStatus
+from fleetplan.optimize.plan import (
+    CapacityNote,
+    ClassResult,
+    FleetEntry,
+    HourPlan,
+    Plan,
+    PlanStatus,
+)
 from fleetplan.report import build_context, frontier_from_dict, plan_from_dict, render_report
 from fleetplan.report.render import write_report
 from fleetplan.scenario import load_scenario
@@ -212,7 +219,9 @@ def test_an_infeasible_plan_says_why_and_what_to_relax() -> None:
     plan = Plan(PlanStatus.infeasible, (), None, None, None,
                 (ClassResult("chat", 4.0, 10.0, None, False, {}),), SOLVER, False,
                 reason="no candidate meets chat's P99 TTFT SLO of 10 ms",
-                binding="slo:chat", relaxation="chat's SLO to 95 ms")
+                binding="slo:chat", relaxation="chat's SLO to 95 ms",
+                capacities=(CapacityNote("chat", "1xH100-PCIe", 10.0, 0.0, 1.0,
+                                         "replica model, steady state"),))
     html = _report(plan.to_dict())
     page = valid_page(html)
     assert page.title.startswith("Fleet plan: infeasible")
@@ -221,6 +230,9 @@ def test_an_infeasible_plan_says_why_and_what_to_relax() -> None:
     # no plan was simulated: no band, no calibration, and no "missed" verdict per class
     assert page.rows("classes-table") == [["chat", "4.00", "10", "\u2014", "\u2014", "\u2014",
                                            "\u2014", "no plan"]]
+    # the candidates' capacities are what could have been, not what a plan relies on
+    assert "capacity of every candidate" in page.text
+    assert "the plan relies on" not in page.text
 
 
 def test_without_the_scenario_the_page_says_what_it_needs(example_plan: dict) -> None:
