@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import typer
@@ -68,6 +69,9 @@ def frontier_cmd(
     The scenario's fleet, if it names one, is not used: each point's solve chooses the fleet.
     Costs and carbon per Mtok count prompt + output tokens.
     """
+    for option, value in (("--lo", lo), ("--hi", hi)):
+        if value is not None and not math.isfinite(value):
+            raise InputError(f"{option} {value:g}: a sweep end is a finite number")
     if plot is not None and plot.suffix.lower() != ".png":
         raise InputError(f"--plot {plot}: the plot is written as PNG; name it FILE.png")
     check_plot_path(plot, suffixes=(".png",))  # writable, before the sweep (issue 16)

@@ -77,8 +77,11 @@ def _print_plan(plan: Plan, verbose: bool = False) -> None:
     s = plan.solver
     out.print(f"status: {plan.status.value}, verified by simulation: "
               f"{'yes' if plan.verified else 'NO'}")
-    out.print(f"cost: ${plan.cost_per_hour_usd:.2f}/h, ${plan.cost_per_mtok_usd:.3f}/{MTOK}; "
-              f"carbon (simulated): {plan.g_co2_per_mtok or float('nan'):.1f} g CO2e/{MTOK}")
+    per_mtok = ("-" if plan.cost_per_mtok_usd is None
+                else f"${plan.cost_per_mtok_usd:.3f}/{MTOK}")  # no tokens: no figure
+    out.print(f"cost: ${plan.cost_per_hour_usd:.2f}/h, {per_mtok}; "
+              + ("carbon (simulated): -" if plan.g_co2_per_mtok is None else
+                 f"carbon (simulated): {plan.g_co2_per_mtok:.1f} g CO2e/{MTOK}"))
     gap = "" if s.gap_achieved is None else f", proven gap {s.gap_achieved:.2%}"
     out.print(f"solver: {s.name} {s.status} in {s.seconds or 0:.2f} s (time limit "
               f"{s.time_limit_s:g} s, gap {s.gap:g}{gap}), {s.rounds} round(s) of "

@@ -44,6 +44,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from fleetplan._io import create_temp, finish_temp, is_stale_temp
+from fleetplan._progress import warn
 from fleetplan.errors import FleetplanError
 
 ENV_VAR = "FLEETPLAN_CACHE_DIR"
@@ -171,6 +172,20 @@ def cache_root(cache_dir: str | os.PathLike[str] | bool | None) -> str | None:
     return str(cache_dir)
 
 
+_WARNED: set[str] = set()  # cache folders already reported unusable in this process
+
+
+def _unusable(root: Path) -> str | None:
+    """Why ``root`` cannot hold a cache (a file, or under one), or None: a folder that is
+    missing is made on the first write."""
+    p = root
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    if not p.is_dir():
+        return "a file, not a folder" if p == root else f"{p} is a file, not a folder"
+    return None
+
+
 class DiskCache:
     """JSON entries under ``root/<namespace>/<hash[:2]>/<hash>.json``; ``root=None``: memory only.
 
@@ -179,6 +194,12 @@ class DiskCache:
 
     def __init__(self, root: str | os.PathLike[str] | None) -> None:
         self.root = Path(root) if root is not None else None
+        if self.root is not None and (why := _unusable(self.root)):
+            # one warning for the folder, not one per entry that could not be read or written
+            if str(self.root) not in _WARNED:
+                _WARNED.add(str(self.root))
+                warn(None, f"cache folder {self.root}: {why}; nothing is cached on disk this run")
+            self.root = None
         self._memory: dict[tuple[str, str], dict[str, Any]] = {}
         self.rejected: list[tuple[str, str]] = []  # (path, reason) of entries refused by get
 

@@ -222,7 +222,18 @@ def _scale_slo(scenario: Scenario, f: float) -> Scenario:
         if c.slo is not None:
             data["slo"] = {k: v * f for k, v in c.slo.model_dump(exclude_none=True).items()}
         classes.append(data)
-    return scenario.with_updates(classes=classes)
+    return _swept(scenario, classes, f, "the SLOs")
+
+
+def _swept(scenario: Scenario, classes: list[dict[str, Any]], f: float, what: str) -> Scenario:
+    """``scenario`` with the scaled ``classes``; a factor that takes a value out of its bounds
+    is the sweep's fault (``--lo`` / ``--hi``), said so, not the scenario's."""
+    try:
+        return scenario.with_updates(classes=classes)
+    except InputError as exc:
+        why = str(exc).removeprefix("scenario: ")
+        raise InputError(f"sweep factor {f:g} (--lo / --hi) scales {what} out of bounds: "
+                         f"{why}") from None
 
 
 def _scale_rate(scenario: Scenario, f: float) -> Scenario:
@@ -237,7 +248,7 @@ def _scale_rate(scenario: Scenario, f: float) -> Scenario:
             base = class_workload(scenario, i).rates_rps[0]
             data["trace"] = {**data["trace"], "scale_to_rps": base * f}
         classes.append(data)
-    return scenario.with_updates(classes=classes)
+    return _swept(scenario, classes, f, "the rates")
 
 
 def _pareto(points: list[tuple[float, Plan]], sweep: Sweep) -> list[bool | None]:

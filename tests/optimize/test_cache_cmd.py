@@ -99,3 +99,25 @@ def test_cache_info_of_a_missing_folder_creates_nothing(cli, tmp_path, monkeypat
     r = cli("cache", "info")
     assert r.exit_code == 0 and "entries: 0" in r.stdout and "code_key: " in r.stdout
     assert not (tmp_path / "none").exists()
+
+
+@pytest.mark.parametrize("below", ["", "sub"])
+def test_a_cache_folder_that_is_a_file_is_one_warning_and_no_disk_cache(
+        cli, tmp_path, monkeypatch, caplog, below) -> None:
+    # not one "failed validation" per entry it could not read: the folder is unusable, said once
+    blocked = tmp_path / "a-file"
+    blocked.write_text("mine\n")
+    root = blocked / below if below else blocked
+    monkeypatch.setattr(cache_mod, "_WARNED", set())
+    c, c2 = DiskCache(root), DiskCache(root)
+    assert c.root is None and c2.root is None  # memory only
+    c.put("point", {"a": 1}, {"x": 1})
+    assert c.get("point", {"a": 1}) == {"x": 1} and not c.rejected
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 1 and "a file, not a folder" in warnings[0] \
+        and "nothing is cached on disk" in warnings[0], warnings
+    assert blocked.read_text() == "mine\n"
+    monkeypatch.setenv("FLEETPLAN_CACHE_DIR", str(root))
+    r = cli("cache", "info", "--format", "json")
+    assert r.exit_code == 0 and json.loads(r.stdout)["folder"] == str(root)
+    assert json.loads(r.stdout)["entries"] == 0

@@ -88,3 +88,17 @@ def test_fleet_labels_name_spot_and_the_tier_and_the_slo_axis_every_class() -> N
     xlabel = ax.get_xlabel()
     assert "every class" in xlabel and "chat 150 ms" in xlabel and "batch 2000 ms" in xlabel
     assert f.to_dict()["points"][1]["outcome"] == "not verified"
+
+
+@pytest.mark.parametrize("args,words", [
+    (["--sweep", "slo", "--hi", "inf"], "--hi inf: a sweep end is a finite number"),
+    (["--sweep", "carbon", "--lo", "nan"], "--lo nan: a sweep end is a finite number"),
+    (["--sweep", "rate", "--hi", "1e308"], "sweep factor 1e+308 (--lo / --hi) scales the rates"),
+    (["--sweep", "slo", "--hi", "1e300"], "sweep factor 1e+300 (--lo / --hi) scales the SLOs"),
+])
+def test_a_sweep_end_out_of_range_is_blamed_on_the_option_not_the_scenario(
+        cli, args, words) -> None:
+    r = cli("frontier", str(EXAMPLE), "--points", "2", *args)
+    assert r.exit_code == 2
+    errors = [line for line in r.stderr.splitlines() if line.startswith("fleetplan: error:")]
+    assert len(errors) == 1 and words in errors[0], r.stderr
