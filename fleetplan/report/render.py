@@ -20,6 +20,7 @@ from typing import Any
 from fleetplan.report.context import ReportContext
 from fleetplan.report.figures import Figure, plan_figures
 from fleetplan.report.plan_file import FrontierDoc, PlanDoc, PoolRow, fleet_label
+from fleetplan.viz.text import safe_text
 
 MTOK = "1M tokens (input + output)"
 
@@ -32,13 +33,26 @@ def _env() -> Any:
         loader=jinja2.PackageLoader("fleetplan.report", "templates"),
         autoescape=jinja2.select_autoescape(["html", "j2"], default=True),
         undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
-        keep_trailing_newline=True)
+        keep_trailing_newline=True, finalize=_finalize)
     env.filters["num"] = num
     env.filters["usd"] = usd
     env.filters["grams"] = grams
     env.filters["pct"] = pct
     env.filters["signed"] = signed
     return env
+
+
+def _finalize(v: Any) -> Any:
+    """Every value the page prints: text without the characters HTML cannot carry (NUL,
+    controls, lone surrogates, U+FFFE: each becomes U+FFFD, :func:`fleetplan.viz.text.safe_text`,
+    the plots' rule too). Markup (the inline SVG) keeps its markup."""
+    import markupsafe
+
+    if isinstance(v, markupsafe.Markup):
+        return markupsafe.Markup(safe_text(str(v)))
+    if isinstance(v, str):
+        return safe_text(v)
+    return v
 
 
 def num(v: float | None, digits: int = 1) -> str:
