@@ -19,7 +19,13 @@ from typing import Any
 
 from fleetplan.report.context import ReportContext
 from fleetplan.report.figures import Figure, plan_figures
-from fleetplan.report.plan_file import FrontierDoc, PlanDoc, PoolRow, fleet_label
+from fleetplan.report.plan_file import (
+    FrontierDoc,
+    PlanDoc,
+    PoolRow,
+    check_plan_scenario,
+    fleet_label,
+)
 from fleetplan.viz.text import safe_text
 
 MTOK = "1M tokens (input + output)"
@@ -261,7 +267,10 @@ def write_report(path: str | os.PathLike[str], plan: PlanDoc, *, scenario: Any =
     :class:`~fleetplan.scenario.Scenario`, when given) and write the page to ``path``."""
     from fleetplan.report.context import build_context
 
-    ctx = build_context(plan, scenario, scenario_path) if scenario is not None else None
+    ctx = None
+    if scenario is not None:  # the plan must agree with it, as simulate --plan checks
+        check_plan_scenario(plan, scenario)
+        ctx = build_context(plan, scenario, scenario_path)
     return write_html(path, render_report(plan, ctx, frontier))
 
 
@@ -273,6 +282,8 @@ def write_diff(path: str | os.PathLike[str], a: PlanDoc, b: PlanDoc, *, scenario
 
     ctx = None
     if scenario is not None:  # one context prices the pools of both plans
+        check_plan_scenario(a, scenario)
+        check_plan_scenario(b, scenario)
         both = replace(a, fleet=(*a.fleet, *(p for p in b.fleet if p not in a.fleet)),
                        hours=None, base_fleet=None)
         ctx = build_context(both, scenario, scenario_path)
