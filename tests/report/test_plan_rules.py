@@ -160,13 +160,34 @@ def test_plans_solve_writes_are_read_by_both_readers(name: str) -> None:
         assert doc.hours is not None and len(doc.hours) == 24
 
 
-def test_an_infeasible_plan_carrying_its_classes_is_read(tmp_path: Path) -> None:
-    # the shape solve is moving to: an infeasible plan lists its classes, no simulated figures
+@pytest.mark.parametrize("classes", ["as solved", "none"])
+def test_an_infeasible_plan_with_or_without_its_classes_is_read(tmp_path: Path,
+                                                               classes: str) -> None:
+    # solve writes an infeasible plan's classes with no simulated figures; before, it wrote
+    # classes = []: both are reported
     d = json.loads((SOLVED / "infeasible.plan.json").read_text(encoding="utf-8"))
-    d["classes"] = [{"name": "chat", "rate_rps": 4.0, "slo_ttft_p99_ms": 1.0,
-                     "ttft_p99_ms": None, "met": False, "split": {}}]
+    assert [c["name"] for c in d["classes"]] == ["chat", "batch"]
+    if classes == "none":
+        d["classes"] = []
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps(d), encoding="utf-8")
     doc = load_plan(plan)
     check_plan_scenario(doc, load_scenario(SOLVED / "infeasible.yaml"))
-    assert [c.name for c in doc.classes] == ["chat"]
+    assert len(doc.classes) == (2 if classes == "as solved" else 0) and not doc.fleet
+
+
+def test_the_older_shape_is_replayed_as_the_report_reads_it(tmp_path: Path) -> None:
+    # split keyed by configuration (one pool per configuration): both readers accept it, and
+    # the replay sends each share to the pool of that configuration
+    from report_helpers import LEGACY_PLAN
+
+    from fleetplan.fleet.simulate import _plan_scenario
+
+    sc = load_scenario(EXAMPLE)
+    doc = load_plan(LEGACY_PLAN)
+    check_plan_scenario(doc, sc)
+    replayed = _plan_scenario(sc, str(LEGACY_PLAN), None)
+    raw = json.loads(LEGACY_PLAN.read_text(encoding="utf-8"))
+    for c, given in zip(replayed.classes, raw["classes"], strict=True):
+        want = {f"{k}@EU27": v for k, v in given["split"].items() if v > 0}
+        assert {k.split("/")[0]: v for k, v in (c.split or {}).items()} == want
