@@ -526,8 +526,8 @@ def check_plan_scenario(plan: Any, scenario: Any, source: str | None = None) -> 
     r = _Reader(source)
     if plan.hours:
         for i, h in enumerate(plan.hours):
-            _check_cost(r, f"hours[{i}].cost_per_hour_usd", h.cost_per_hour_usd,
-                        (*h.fleet, *h.on_demand), scenario)
+            _check_cost(r, f"hours[{i}].cost_per_hour_usd", h.cost_per_hour_usd, h.fleet,
+                        scenario, h.on_demand)
     elif plan.cost_per_hour_usd is not None and plan.fleet:
         _check_cost(r, "cost_per_hour_usd", plan.cost_per_hour_usd, plan.fleet, scenario)
 
@@ -547,8 +547,14 @@ def pool_usd_per_hour(scenario: Any, pool: PoolRow) -> float:
 
 
 def _check_cost(r: _Reader, where: str, cost: float, pools: tuple[PoolRow, ...] | list[Any],
-                scenario: Any) -> None:
+                scenario: Any, on_demand: tuple[PoolRow, ...] = ()) -> None:
+    """``cost`` is ``pools``' replicas at the scenario's prices; an hour's ``on_demand``
+    replicas (counted in ``pools`` too) cost ``commitment.on_demand_price_factor`` times the
+    price, as :func:`fleetplan.optimize.solve` prices the hour."""
     want = sum(p.count * pool_usd_per_hour(scenario, p) for p in pools)
+    if on_demand:
+        factor = scenario.commitment.on_demand_price_factor
+        want += (factor - 1.0) * sum(p.count * pool_usd_per_hour(scenario, p) for p in on_demand)
     if abs(cost - want) > COST_TOLERANCE * max(1.0, want):
         raise r.fail(where, cost, f"${want:,.6g}/h, its pools' replicas at the scenario's "
                      "prices")

@@ -129,8 +129,8 @@ def test_a_contradicting_cost_is_only_known_with_the_scenario(tmp_path: Path) ->
         check_plan_scenario(doc, load_scenario(EXAMPLE))
 
 
-SOLVED_PLANS = ["hcb", "conf", "diurnal", "spot", "infeasible"]
-SCENARIO_OF = {"hcb": "hcb", "conf": "hcb", "diurnal": "diurnal", "spot": "spot",
+SOLVED_PLANS = ["hcb", "conf", "diurnal", "od", "spot", "infeasible"]
+SCENARIO_OF = {"hcb": "hcb", "conf": "hcb", "diurnal": "diurnal", "od": "od", "spot": "spot",
                "infeasible": "infeasible"}
 
 
@@ -156,8 +156,10 @@ def test_plans_solve_writes_are_read_by_both_readers(name: str) -> None:
         assert all(c.band_basis for c in doc.classes)
     if name == "spot":
         assert any(p.market == "spot" and p.spare for p in doc.fleet)
-    if name == "diurnal":
+    if name in ("diurnal", "od"):
         assert doc.hours is not None and len(doc.hours) == 24
+    if name == "od":  # on-demand replicas in some hours, at the scenario's price factor
+        assert doc.base_fleet and any(h.on_demand for h in doc.hours or ())
 
 
 @pytest.mark.parametrize("classes", ["as solved", "none"])
