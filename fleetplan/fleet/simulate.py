@@ -236,28 +236,16 @@ def planned_scenario(scenario: Scenario, fleet: Sequence[Mapping[str, Any]],
 
 def _plan_scenario(scenario: Scenario, plan: Any, routing: Any) -> Scenario:
     """The scenario that replays ``plan`` (a Plan, or a plan file's path), checked against
-    ``scenario``: its classes and candidate configurations."""
+    ``scenario`` by the report's rules (:func:`fleetplan.optimize.plan_file.check_plan_scenario`:
+    classes, candidate configurations, prices)."""
     from fleetplan.optimize.plan import load_plan
+    from fleetplan.optimize.plan_file import check_plan_scenario
 
     source = "plan"
     if isinstance(plan, str | os.PathLike):
         source = str(plan)
         plan = load_plan(plan)
-    names = [c.name for c in scenario.classes]
-    for i, c in enumerate(plan.classes):
-        if c.name not in names:
-            raise InputError(f"{source}: classes[{i}].name: {c.name!r} is not a class of the "
-                             f"scenario (classes: {', '.join(names)})")
-    given = {c.name for c in plan.classes}
-    missing = [n for n in names if n not in given]
-    if missing:
-        raise InputError(f"{source}: classes: no split for the scenario's class "
-                         f"{missing[0]!r}")
-    known = [c.config for c in scenario.candidates or ()]
-    for i, e in enumerate(plan.fleet):
-        if known and e.config not in known:
-            raise InputError(f"{source}: fleet[{i}].config: {e.config} is not a candidate "
-                             f"configuration of the scenario (candidates: {', '.join(known)})")
+    check_plan_scenario(plan, scenario, source)  # the report's rules too (one validator)
     fleet = [e.scenario_pool() for e in plan.fleet]
     try:
         return planned_scenario(scenario, fleet, {c.name: c.split for c in plan.classes},

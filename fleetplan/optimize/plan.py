@@ -17,7 +17,7 @@ fleet lists each with its replicas, and a class's ``split`` maps pool names to s
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,7 +29,7 @@ from fleetplan._notebook import NotebookRepr
 from fleetplan._notes import note_detail
 from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.errors import InputError
-from fleetplan.scenario.fleet import MAX_POOL_COUNT, pool_label, split_pool_name
+from fleetplan.scenario.fleet import pool_label, split_pool_name
 
 if TYPE_CHECKING:
     from fleetplan.optimize.problem import Tier
@@ -316,49 +316,37 @@ class Plan(NotebookRepr):
 
 # ---------------------------------------------------------------------------- reading a plan
 PLOT_KINDS = ("latency", "fleet", "hours")  # Plan.plot's kinds ("hours": diurnal plans)
-REPLAY_SPLIT_TOLERANCE = 1e-6  # a replayed split routes exactly what it says
 
 
 def plan_from_dict(data: Any, source: str = "plan") -> Plan:
     """A :class:`Plan` from its JSON contract (what ``fleetplan solve --out`` writes), to replay.
 
-    The file is read and checked by the one plan reader (:func:`fleetplan.report.plan_from_dict`:
-    one-line errors naming the file, the field and the value); a replay further needs a fleet
-    (an infeasible plan has nothing to replay), every class split over the fleet's own pools, and
-    shares that sum to 1. ``source`` names the file in errors.
+    The file is read and checked by the one plan reader and validator
+    (:func:`fleetplan.optimize.plan_file.plan_from_dict`, the report's too: one-line errors
+    naming the file, the field and the value); a replay further needs a fleet (an infeasible
+    plan has nothing to replay). A split of the older shape (keyed by configuration) is keyed by
+    the pool it names. ``source`` names the file in errors.
     """
-    from fleetplan.report.plan_file import plan_from_dict as read_plan  # report reads optimize
+    from fleetplan.optimize.plan_file import plan_from_dict as read_plan
+    from fleetplan.optimize.plan_file import split_pool
 
     doc = read_plan(data, source)
     if doc.status == PlanStatus.infeasible.value:
         raise InputError(f"{source}: status = \"infeasible\": the plan has no fleet to simulate")
-    if not doc.fleet:
-        raise InputError(f"{source}: fleet = []: expected at least one pool")
-    pools = {e.pool for e in doc.fleet}
-    top = MAX_POOL_COUNT
-    for i, e in enumerate(doc.fleet):
-        if not 1 <= e.count <= top:
-            raise InputError(f"{source}: fleet[{i}].count = {e.count}: expected a whole number "
-                             f"within 1..{top:,} (a scenario's pool bound)")
-    seen: set[str] = set()
-    for i, c in enumerate(doc.classes):
-        if c.name in seen:
-            raise InputError(f"{source}: classes[{i}].name = {c.name!r}: repeated (each class "
-                             "has one entry)")
-        seen.add(c.name)
-    for i, c in enumerate(doc.classes):
-        total = sum(c.split.values())
-        if abs(total - 1.0) > REPLAY_SPLIT_TOLERANCE:
-            raise InputError(f"{source}: classes[{i}].split: shares sum to {total:.6g}, not 1")
-        for k in c.split:
-            if k not in pools:
-                raise InputError(f"{source}: classes[{i}].split.{k}: names no pool of the plan's "
-                                 f"fleet (pools: {', '.join(sorted(pools))})")
+    classes = []
+    for c in doc.classes:
+        split: dict[str, float] = {}
+        for k, share in c.split.items():
+            if share > 0:
+                pool = split_pool(doc, k) or k
+                split[pool] = split.get(pool, 0.0) + share
+        classes.append(replace(c, split=split))
     return Plan(
         status=PlanStatus(doc.status), fleet=doc.fleet, cost_per_hour_usd=doc.cost_per_hour_usd,
         cost_per_mtok_usd=doc.cost_per_mtok_usd, g_co2_per_mtok=doc.g_co2_per_mtok,
-        classes=doc.classes, solver=doc.solver, verified=doc.verified,
-        base_fleet=doc.base_fleet, g_co2_per_hour=doc.g_co2_per_hour, notes=doc.notes)
+        classes=tuple(classes), solver=doc.solver, verified=doc.verified,
+        base_fleet=doc.base_fleet, g_co2_per_hour=doc.g_co2_per_hour, notes=doc.notes,
+        hours=doc.hours)
 
 
 def load_plan(path: str | os.PathLike[str]) -> Plan:

@@ -39,7 +39,9 @@ def _inline_svg(raw: bytes, key: str, title: str) -> str:
 
 
 def _attr(s: str) -> str:
-    return (s.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;")
+    from fleetplan.viz.text import safe_text
+
+    return (safe_text(s).replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;")
             .replace(">", "&gt;"))
 
 

@@ -19,7 +19,14 @@ from typing import Any
 
 from fleetplan.report.context import ReportContext
 from fleetplan.report.figures import Figure, plan_figures
-from fleetplan.report.plan_file import FrontierDoc, PlanDoc, PoolRow, fleet_label
+from fleetplan.report.plan_file import (
+    FrontierDoc,
+    PlanDoc,
+    PoolRow,
+    check_plan_scenario,
+    fleet_label,
+)
+from fleetplan.viz.text import safe_text
 
 MTOK = "1M tokens (input + output)"
 
@@ -32,13 +39,26 @@ def _env() -> Any:
         loader=jinja2.PackageLoader("fleetplan.report", "templates"),
         autoescape=jinja2.select_autoescape(["html", "j2"], default=True),
         undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
-        keep_trailing_newline=True)
+        keep_trailing_newline=True, finalize=_finalize)
     env.filters["num"] = num
     env.filters["usd"] = usd
     env.filters["grams"] = grams
     env.filters["pct"] = pct
     env.filters["signed"] = signed
     return env
+
+
+def _finalize(v: Any) -> Any:
+    """Every value the page prints: text without the characters HTML cannot carry (NUL,
+    controls, lone surrogates, U+FFFE: each becomes U+FFFD, :func:`fleetplan.viz.text.safe_text`,
+    the plots' rule too). Markup (the inline SVG) keeps its markup."""
+    import markupsafe
+
+    if isinstance(v, markupsafe.Markup):
+        return markupsafe.Markup(safe_text(str(v)))
+    if isinstance(v, str):
+        return safe_text(v)
+    return v
 
 
 def num(v: float | None, digits: int = 1) -> str:
@@ -247,7 +267,10 @@ def write_report(path: str | os.PathLike[str], plan: PlanDoc, *, scenario: Any =
     :class:`~fleetplan.scenario.Scenario`, when given) and write the page to ``path``."""
     from fleetplan.report.context import build_context
 
-    ctx = build_context(plan, scenario, scenario_path) if scenario is not None else None
+    ctx = None
+    if scenario is not None:  # the plan must agree with it, as simulate --plan checks
+        check_plan_scenario(plan, scenario)
+        ctx = build_context(plan, scenario, scenario_path)
     return write_html(path, render_report(plan, ctx, frontier))
 
 
@@ -259,6 +282,8 @@ def write_diff(path: str | os.PathLike[str], a: PlanDoc, b: PlanDoc, *, scenario
 
     ctx = None
     if scenario is not None:  # one context prices the pools of both plans
+        check_plan_scenario(a, scenario)
+        check_plan_scenario(b, scenario)
         both = replace(a, fleet=(*a.fleet, *(p for p in b.fleet if p not in a.fleet)),
                        hours=None, base_fleet=None)
         ctx = build_context(both, scenario, scenario_path)

@@ -2,7 +2,9 @@
 
 Each function takes plain data (a DataFrame with documented columns, records, or a result object
 with ``to_frame()``/``to_dict()``), draws on the given ``ax`` or a new one, and returns the Axes.
-:func:`save_figure` writes PNG or SVG, deterministically.
+:func:`save_figure` writes PNG or SVG, deterministically. Names (classes, pools, regions,
+configurations) are drawn as written: never as matplotlib math (a ``$`` stays a ``$``), with
+U+FFFD for a character text cannot carry (:mod:`fleetplan.viz.text`).
 """
 
 from fleetplan.viz.fleet import plot_class_latency, plot_fleet_composition

@@ -37,6 +37,7 @@ from fleetplan.viz.style import (
     new_axes,
     style_map,
 )
+from fleetplan.viz.text import plain_plot
 
 
 def _records(data: Any, keys: tuple[str, ...], required: tuple[str, ...], what: str
@@ -63,6 +64,7 @@ def _gpus(config: str) -> int:
     return HardwareConfig.parse(config).gpu_count
 
 
+@plain_plot
 def plot_fleet_composition(fleet: Any, *, unit: str = "replicas", ax: Axes | None = None) -> Axes:
     """Horizontal bars: replicas (``unit="replicas"``) or GPUs (``unit="gpus"``) per pool.
 
@@ -123,6 +125,7 @@ def plot_fleet_composition(fleet: Any, *, unit: str = "replicas", ax: Axes | Non
     return ax
 
 
+@plain_plot
 def plot_class_latency(classes: Any, *, metric: str = "ttft_p99_ms", ax: Axes | None = None,
                        logy: bool | None = None) -> Axes:
     """Per class: simulated P99 (bar, with its 95% interval when given) against the SLO (tick).

@@ -35,6 +35,7 @@ from fleetplan.viz.style import (
     new_axes,
     style_map,
 )
+from fleetplan.viz.text import plain_plot
 
 LABEL_LINE = 32  # a frontier label longer than this is drawn one pool per line
 _X_CANDIDATES = ("g_co2_per_mtok", "kg_co2_per_day", "slo_ttft_p99_ms", "rate_rps")
@@ -49,6 +50,7 @@ def pareto_mask(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return keep
 
 
+@plain_plot
 def plot_frontier(points: Any, *, x: str | None = None, y: str = "cost_per_hour_usd",
                   ax: Axes | None = None, annotate: bool | None = None,
                   xlabel: str | None = None, label_note: str | None = None) -> Axes:
@@ -154,6 +156,7 @@ def hours_frame(hours: Any) -> pd.DataFrame:
                                        "market"])
 
 
+@plain_plot
 def plot_hourly_plan(hours: Any, *, ax: Axes | None = None) -> Axes:
     """Replicas per configuration per hour (stacked bars) and the offered rate (line, right axis).
 

@@ -24,6 +24,7 @@ from matplotlib.ticker import FuncFormatter
 
 from fleetplan.errors import InputError
 from fleetplan.viz.style import REFERENCE_COLOR, as_frame, label_for, legend, new_axes, style_map
+from fleetplan.viz.text import plain_plot
 
 
 def _one_model(df: pd.DataFrame, model: str | None, what: str) -> tuple[pd.DataFrame, str | None]:
@@ -52,6 +53,7 @@ def _rate_axis(ax: Axes, rates: np.ndarray) -> None:
         ax.minorticks_off()
 
 
+@plain_plot
 def plot_scaling(data: Any, *, model: str | None = None, ax: Axes | None = None) -> Axes:
     """Achieved throughput vs target request rate per configuration (the study's scaling figure).
 
@@ -102,6 +104,7 @@ def plot_scaling(data: Any, *, model: str | None = None, ax: Axes | None = None)
     return ax
 
 
+@plain_plot
 def plot_latency_vs_rate(measured: Any, predicted: Any | None = None, *,
                          metric: str = "ttft_p99_ms", model: str | None = None,
                          ax: Axes | None = None, logy: bool = True,

@@ -153,6 +153,9 @@ def figure_bytes(target: Axes | Figure, fmt: str, *, dpi: int = 150,
     fig = target.get_figure(root=True) if isinstance(target, Axes) else target
     if not isinstance(fig, Figure):  # pragma: no cover - an Axes always belongs to a figure
         raise InputError("the plot has no figure to save")
+    from fleetplan.viz.text import safe_figure_texts
+
+    safe_figure_texts(fig)  # a figure drawn elsewhere may hold a lone surrogate: no crash
     metadata: dict[str, Any] = {"Date": None} if fmt == "svg" else {"Software": None}
     buf = io.BytesIO()
     with matplotlib.rc_context({"svg.hashsalt": salt, "svg.fonttype": "none"}):

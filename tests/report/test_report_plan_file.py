@@ -32,7 +32,9 @@ def test_reads_a_diurnal_plan_and_an_infeasible_one() -> None:
                            300.0, True, on_demand=(FleetEntry("2xRTX-4090", 1, "EU27"),)
                            if h == 1 else ()) for h in range(3))
     base = (FleetEntry("1xH100-PCIe", 1, "EU27"),)
-    doc = plan_from_dict(sample_plan(hours=hours, base_fleet=base).to_dict())
+    # a diurnal plan's cost is its hours' mean (here 2.0 each)
+    doc = plan_from_dict(sample_plan(hours=hours, base_fleet=base,
+                                     cost_per_hour_usd=2.0).to_dict())
     assert doc.hours is not None and [h.hour for h in doc.hours] == [0, 1, 2]
     assert doc.hours[1].on_demand[0].config == "2xRTX-4090" and doc.base_fleet is not None
     bad = sample_plan(status=PlanStatus.infeasible, fleet=(), cost_per_hour_usd=None,
