@@ -236,7 +236,8 @@ def compare_clients(fleetplan_runs: Sequence[dict[str, Any]],
                     vllm_runs: Sequence[dict[str, Any]]) -> ClientComparison:
     """fleetplan bench vs vllm bench serve at one rate (result files as read, either client's):
     per metric, each client's mean and spread, their relative difference, and whether it is
-    within the run-to-run spread."""
+    within the run-to-run spread; latency metrics carry a ``note`` instead of a verdict when
+    runs of both clients show the delivery artefacts of :mod:`fleetplan.replica.runs`."""
     from fleetplan.replica.runs import bunched_itl, collapsed_delivery
 
     metrics: dict[str, ClientMetric] = {}
@@ -343,9 +344,11 @@ def report_markdown(report: Mapping[str, Any]) -> str:
             verdict = f"not compared ({x.note})" if x.note else "yes" if x.ok else "NO"
             lines.append(f"| {m} | {x.fleetplan_mean:.4g} | {x.vllm_mean:.4g} | "
                          f"{100 * x.rel_diff:.1f}% | {100 * x.bound:.0f}% | {verdict} |")
+        unjudged = (" except those marked not compared"
+                    if any(x.note for x in cc.metrics.values()) else "")
         lines += ["", "Bound = max(floor, 2 x the larger within-client spread of the metric); "
-                  f"every metric is asserted. {cc.runs_per_client[0]} alternating runs per "
-                  "client after one pass that caches the prompts."]
+                  f"every metric is asserted{unjudged}. {cc.runs_per_client[0]} alternating "
+                  "runs per client after one pass that caches the prompts."]
         lines.append("")
     t = report.get("timings_s") or {}
     if t:
