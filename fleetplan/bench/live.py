@@ -170,7 +170,11 @@ def analyze(series: Sequence[str | os.PathLike[str]], *, holdout_rate: float, gp
     max_spread = {m: max(s[m] for s in spread.values()) for m in _STORE_METRICS}
     fit_runs = [r for r in runs if r.request_rate != holdout_rate]
     held = [r for r in runs if r.request_rate == holdout_rate]
-    fit = fit_config(fit_runs, lengths=lengths, max_nfev=max_nfev)
+    # the rates whose unflagged runs kept believable latency figures (not read whole)
+    timed = sorted({r.request_rate for r in fit_runs if not r.flagged
+                    and {"tpot_p50_ms", "ttft_p50_ms"} <= r.measured.keys()}, reverse=True)
+    fit = (fit_config(fit_runs, lengths=lengths, max_nfev=max_nfev) if timed
+           else _unfitted(fit_runs))
     preds = [predict_run(fit.params, r, lengths=lengths, seeds=seeds) for r in held]
     predicted = {m: float(np.mean([p[m] for p in preds])) for m in _STORE_METRICS}
     measured = {m: float(np.mean([r.measured[m] for r in held if m in r.measured]))
@@ -179,9 +183,6 @@ def analyze(series: Sequence[str | os.PathLike[str]], *, holdout_rate: float, gp
     # a latency prediction means something only when the fit saw believable latency figures
     # at MIN_TIMED_RATES rates or more (not flagged, replies not read whole): on a starved
     # machine the runs can leave it one, and its step figures are then a guess, not a fit
-    used = {r.run_id for r in fit.runs if r.used_in_fit}
-    timed = sorted({r.request_rate for r in fit_runs if r.run_id in used
-                    and {"tpot_p50_ms", "ttft_p50_ms"} <= r.measured.keys()}, reverse=True)
     untimed = None
     if len(timed) < MIN_TIMED_RATES:
         fit_rates = sorted({r.request_rate for r in fit_runs}, reverse=True)
@@ -218,10 +219,34 @@ def analyze(series: Sequence[str | os.PathLike[str]], *, holdout_rate: float, gp
         model=str(frame["model"].iloc[0]), config=str(frame["config"].iloc[0]),
         rates=tuple(rates), holdout_rate=holdout_rate, series=len(series), runs=len(frame),
         spread_by_rate=spread, max_spread=max_spread, params=fit.params, prior=fit.prior,
-        fit_loss=fit.loss, fit_evaluations=fit.nfev, fitted=tuple(fit.fitted),
+        fit_loss=fit.loss if math.isfinite(fit.loss) else None, fit_evaluations=fit.nfev,
+        fitted=tuple(fit.fitted),
         fit_runs=tuple(fit.runs), flagged=tuple(r.run_id for r in runs if r.flagged),
         measured=measured, predicted=predicted, errors=errors, checks=checks,
         per_rate=tuple(per_rate), ok=all(c.ok for c in checks.values()))
+
+
+def _unfitted(runs: Sequence[Any]) -> Any:
+    """The prior as an uncalibrated stand-in for a fit (a
+    :class:`~fleetplan.replica.calibrate.FitResult` fitting nothing) when no calibration run
+    kept a believable TTFT and TPOT median: ``fit_config`` refuses those, and the throughput
+    check needs a prediction all the same (below capacity it follows the send times)."""
+    from fleetplan.catalog.hardware import HardwareConfig
+    from fleetplan.catalog.models import get_model
+    from fleetplan.replica.calibrate import FitResult
+    from fleetplan.replica.calibration_file import FitRunReport
+    from fleetplan.replica.priors import prior_params
+
+    versions = {r.engine_version for r in runs}
+    prior = prior_params(get_model(runs[0].model), HardwareConfig.parse(runs[0].config),
+                         engine_version=versions.pop() if len(versions) == 1 else None)
+    params = prior.with_(source=f"{prior.source}; not calibrated: no calibration run kept a "
+                                "believable TTFT and TPOT median")
+    reports = tuple(FitRunReport(run_id=r.run_id, request_rate=r.request_rate,
+                                 flagged=r.flagged, flag_reason=r.flag_reason,
+                                 used_in_fit=False, warm_prefix_cache=False, error_pct={})
+                    for r in runs)
+    return FitResult(params, prior, {}, math.nan, 0, (), reports)
 
 
 def _client_value(result: dict[str, Any], metric: str) -> float:
@@ -333,7 +358,11 @@ def report_markdown(report: Mapping[str, Any]) -> str:
               f"c_step {1e3 * p.c_step:.3f} ms, c_prefill_tok {1e6 * p.c_prefill_tok:.2f} "
               f"µs, c_seq {1e6 * p.c_seq:.1f} µs, c_kv_tok {1e9 * p.c_kv_tok:.2f} ns, "
               f"overhead {1e3 * p.overhead_s:.2f} ms, KV capacity {p.kv_capacity_tokens} "
-              f"tokens; fitted {', '.join(a.fitted)} in {a.fit_evaluations} evaluations.",
+              f"tokens; " + (f"fitted {', '.join(a.fitted)} in {a.fit_evaluations} "
+                             "evaluations." if a.fitted else
+                             "not fitted (no calibration run kept a believable TTFT and TPOT "
+                             "median): the prior's figures, uncalibrated, predicted the "
+                             "held-out throughput."),
               ""]
     if cc is not None:
         lines += [f"## Measurement cross-check at {report['crosscheck_rate']:g} req/s: "

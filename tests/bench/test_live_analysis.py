@@ -251,3 +251,20 @@ def test_a_starved_session_checks_throughput_and_says_why_latency_is_not_judged(
     md = report_markdown({"analysis": a, "server": "replayed", "date": "today",
                           "num_prompts": 60, "crosscheck": None})
     assert "| tpot_p50_ms |" in md and "not checked (the fit saw" in md
+    # every run read whole (one session at load 4.5-8): nothing to fit; the prior, said to be
+    # uncalibrated, predicts the throughput, which is still checked
+    for p in files:
+        rows = [json.loads(line) for line in p.read_text().splitlines()]
+        for row in rows:
+            row.update(median_tpot_ms=0.004, median_itl_ms=0.004, mean_itl_ms=0.004)
+        p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    b = analyze(files, holdout_rate=16.0, gpu="H100-SXM", gpu_count=1, lengths=lm, max_nfev=12,
+                seeds=(0,))
+    assert b.fitted == () and b.fit_loss is None and not b.params.calibrated
+    assert "not calibrated" in b.params.source
+    assert all(not r.used_in_fit for r in b.fit_runs)
+    assert math.isfinite(b.checks["request_throughput"].error) and b.ok
+    assert "at 0 of its 3 rates" in (b.checks["tpot_p50_ms"].note or "")
+    assert "not fitted (no calibration run kept" in report_markdown(
+        {"analysis": b, "server": "replayed", "date": "today", "num_prompts": 60,
+         "crosscheck": None})

@@ -80,12 +80,18 @@ def test_live_vllm_calibrate_predict_and_crosscheck(vllm_env: Any, vllm_server: 
     # Runs inconsistent with a work-conserving server (TTFT falling as load rises; on this
     # shared 2-core machine a rate's TTFT median can swing 3x between series) are reported with
     # their reason and kept out of the fit, as for the GPU profiles; never silently used.
+    # With no calibration run left with a believable TTFT and TPOT median (every reply read
+    # whole), nothing is fitted: the prior predicts the throughput and the report says so.
+    fitted = bool(a["fitted"])
     for run in a["fit_runs"]:
-        assert run["used_in_fit"] is not run["flagged"], run
+        assert run["used_in_fit"] is (fitted and not run["flagged"]), run
         assert (run["flag_reason"] is not None) is run["flagged"], run
     # (a flagged held-out run is in a["flagged"] too; the fit never saw it)
     assert {r["run_id"] for r in a["fit_runs"] if r["flagged"]} <= set(a["flagged"])
-    assert sum(r["used_in_fit"] for r in a["fit_runs"]) >= 3, "too few usable runs to fit"
+    if fitted:
+        assert sum(r["used_in_fit"] for r in a["fit_runs"]) >= 3, "too few usable runs to fit"
+    else:
+        assert all("at 0 of its 3 rates" in a["checks"][m]["note"] for m in LATENCY_CHECKS)
     missed = {m: f"error {100 * c['error']:+.1f}% > ±{100 * c['bound']:.0f}% (run-to-run "
                  f"spread {100 * a['max_spread'][m]:.1f}%)"
               for m, c in a["checks"].items() if not c["ok"]}
