@@ -56,6 +56,9 @@ BOUNDS: dict[str, float] = {
     "itl_p50_ms": 0.40,
 }
 SPREAD_K = 1.5
+# the latency checks need the fit to have seen believable latency figures at this many rates
+MIN_TIMED_RATES = 2
+LATENCY_CHECKS = ("ttft_p50_ms", "tpot_p50_ms", "itl_p50_ms")
 # fleetplan bench vs vllm bench serve: |difference of the clients' means| must stay within
 # CLIENT_K x the larger within-client spread, or CLIENT_FLOOR of the mean (CPU runs are noisy),
 # for throughput and the TTFT and ITL percentiles. (Until the client moved to aiohttp and the
@@ -167,16 +170,36 @@ def analyze(series: Sequence[str | os.PathLike[str]], *, holdout_rate: float, gp
     max_spread = {m: max(s[m] for s in spread.values()) for m in _STORE_METRICS}
     fit_runs = [r for r in runs if r.request_rate != holdout_rate]
     held = [r for r in runs if r.request_rate == holdout_rate]
-    fit = fit_config(fit_runs, lengths=lengths, max_nfev=max_nfev)
+    # the rates whose unflagged runs kept believable latency figures (not read whole)
+    timed = sorted({r.request_rate for r in fit_runs if not r.flagged
+                    and {"tpot_p50_ms", "ttft_p50_ms"} <= r.measured.keys()}, reverse=True)
+    fit = (fit_config(fit_runs, lengths=lengths, max_nfev=max_nfev) if timed
+           else _unfitted(fit_runs))
     preds = [predict_run(fit.params, r, lengths=lengths, seeds=seeds) for r in held]
     predicted = {m: float(np.mean([p[m] for p in preds])) for m in _STORE_METRICS}
     measured = {m: float(np.mean([r.measured[m] for r in held if m in r.measured]))
                 if any(m in r.measured for r in held) else math.nan for m in _STORE_METRICS}
     errors = {m: _rel(predicted[m], measured[m]) for m in _STORE_METRICS}
+    # a latency prediction means something only when the fit saw believable latency figures
+    # at MIN_TIMED_RATES rates or more (not flagged, replies not read whole): on a starved
+    # machine the runs can leave it one, and its step figures are then a guess, not a fit
+    untimed = None
+    if len(timed) < MIN_TIMED_RATES:
+        fit_rates = sorted({r.request_rate for r in fit_runs}, reverse=True)
+        n_flag = sum(r.flagged for r in fit_runs)
+        n_whole = sum(any("delivered whole" in w for _, w in r.excluded) for r in fit_runs)
+        untimed = (f"the fit saw believable TTFT and TPOT medians at {len(timed)} of its "
+                   f"{len(fit_rates)} rates (at least {MIN_TIMED_RATES} needed): of its "
+                   f"{len(fit_runs)} runs {n_flag} flagged, {n_whole} with replies delivered "
+                   f"whole (tokens in bunches): the machine starved the server or client")
     checks = {}
     for m, floor in BOUNDS.items():
         bound = max(floor, SPREAD_K * max_spread[m])
         why = [w for r in held for metric, w in r.excluded if metric == m]
+        if untimed is not None and m in LATENCY_CHECKS:
+            checks[m] = HeldOutCheck(error=math.nan, floor=floor, bound=bound, ok=True,
+                                     note=untimed)
+            continue
         if len(why) == len(held):  # no held-out run measured it: nothing to check
             checks[m] = HeldOutCheck(error=math.nan, floor=floor, bound=bound, ok=True,
                                      note=f"not measured in any held-out run: {why[0]}")
@@ -196,10 +219,34 @@ def analyze(series: Sequence[str | os.PathLike[str]], *, holdout_rate: float, gp
         model=str(frame["model"].iloc[0]), config=str(frame["config"].iloc[0]),
         rates=tuple(rates), holdout_rate=holdout_rate, series=len(series), runs=len(frame),
         spread_by_rate=spread, max_spread=max_spread, params=fit.params, prior=fit.prior,
-        fit_loss=fit.loss, fit_evaluations=fit.nfev, fitted=tuple(fit.fitted),
+        fit_loss=fit.loss if math.isfinite(fit.loss) else None, fit_evaluations=fit.nfev,
+        fitted=tuple(fit.fitted),
         fit_runs=tuple(fit.runs), flagged=tuple(r.run_id for r in runs if r.flagged),
         measured=measured, predicted=predicted, errors=errors, checks=checks,
         per_rate=tuple(per_rate), ok=all(c.ok for c in checks.values()))
+
+
+def _unfitted(runs: Sequence[Any]) -> Any:
+    """The prior as an uncalibrated stand-in for a fit (a
+    :class:`~fleetplan.replica.calibrate.FitResult` fitting nothing) when no calibration run
+    kept a believable TTFT and TPOT median: ``fit_config`` refuses those, and the throughput
+    check needs a prediction all the same (below capacity it follows the send times)."""
+    from fleetplan.catalog.hardware import HardwareConfig
+    from fleetplan.catalog.models import get_model
+    from fleetplan.replica.calibrate import FitResult
+    from fleetplan.replica.calibration_file import FitRunReport
+    from fleetplan.replica.priors import prior_params
+
+    versions = {r.engine_version for r in runs}
+    prior = prior_params(get_model(runs[0].model), HardwareConfig.parse(runs[0].config),
+                         engine_version=versions.pop() if len(versions) == 1 else None)
+    params = prior.with_(source=f"{prior.source}; not calibrated: no calibration run kept a "
+                                "believable TTFT and TPOT median")
+    reports = tuple(FitRunReport(run_id=r.run_id, request_rate=r.request_rate,
+                                 flagged=r.flagged, flag_reason=r.flag_reason,
+                                 used_in_fit=False, warm_prefix_cache=False, error_pct={})
+                    for r in runs)
+    return FitResult(params, prior, {}, math.nan, 0, (), reports)
 
 
 def _client_value(result: dict[str, Any], metric: str) -> float:
@@ -214,20 +261,48 @@ def compare_clients(fleetplan_runs: Sequence[dict[str, Any]],
                     vllm_runs: Sequence[dict[str, Any]]) -> ClientComparison:
     """fleetplan bench vs vllm bench serve at one rate (result files as read, either client's):
     per metric, each client's mean and spread, their relative difference, and whether it is
-    within the run-to-run spread."""
+    within the run-to-run spread; latency metrics carry a ``note`` instead of a verdict when
+    runs of both clients show the delivery artefacts of :mod:`fleetplan.replica.runs`."""
+    from fleetplan.replica.runs import bunched_itl, collapsed_delivery
+
     metrics: dict[str, ClientMetric] = {}
     ok = True
+    # the rules of the held-out check (runs.collapsed_delivery, runs.bunched_itl) over the
+    # runs of both clients: when BOTH clients had runs whose replies were read whole, every
+    # latency figure is the machine's starvation (two ~0 ms medians differ by their noise); when
+    # both had bunched runs, their ITL percentiles are. One client alone showing it is that
+    # client's fault, and the comparison stays (and fails)
+    both = [*fleetplan_runs, *vllm_runs]
+    tpots = [float(r.get("median_tpot_ms") or math.nan) for r in both]
+    upper = float(np.nanquantile(tpots, 0.75)) if any(map(math.isfinite, tpots)) else math.nan
+    whole = [collapsed_delivery(t, upper) for t in tpots]
+    bunched = [bunched_itl(float(r.get("median_itl_ms") or math.nan), t)
+               for r, t in zip(both, tpots, strict=True)]
+    n = len(fleetplan_runs)
+
+    def in_both(why: list[str | None]) -> str | None:
+        seen = [w for w in why if w is not None]
+        if any(why[:n]) and any(why[n:]):
+            return f"{len(seen)} of {len(both)} runs, of both clients: {seen[0]}"
+        return None
+
+    whole_note, bunched_note = in_both(whole), in_both(bunched)
     for m in CLIENT_METRICS:
         a = [_client_value(r, m) for r in fleetplan_runs]
         b = [_client_value(r, m) for r in vllm_runs]
         mean_a, mean_b = float(np.mean(a)), float(np.mean(b))
         diff = abs(mean_a - mean_b) / ((mean_a + mean_b) / 2)
         bound = max(CLIENT_K * max(_spread(a), _spread(b)), CLIENT_FLOOR)
-        within = bool(diff <= bound)
+        note = None
+        if whole_note and "throughput" not in m:
+            note = whole_note
+        elif bunched_note and m in ("median_itl_ms", "p90_itl_ms"):
+            note = bunched_note
+        within = True if note else bool(diff <= bound)
         ok &= within
         metrics[m] = ClientMetric(fleetplan=tuple(a), vllm=tuple(b), fleetplan_mean=mean_a,
                                   vllm_mean=mean_b, rel_diff=diff, fleetplan_spread=_spread(a),
-                                  vllm_spread=_spread(b), bound=bound, ok=within)
+                                  vllm_spread=_spread(b), bound=bound, ok=within, note=note)
     return ClientComparison(runs_per_client=(len(fleetplan_runs), len(vllm_runs)),
                             metrics=metrics, k=CLIENT_K, floor=CLIENT_FLOOR, ok=ok)
 
@@ -283,7 +358,11 @@ def report_markdown(report: Mapping[str, Any]) -> str:
               f"c_step {1e3 * p.c_step:.3f} ms, c_prefill_tok {1e6 * p.c_prefill_tok:.2f} "
               f"µs, c_seq {1e6 * p.c_seq:.1f} µs, c_kv_tok {1e9 * p.c_kv_tok:.2f} ns, "
               f"overhead {1e3 * p.overhead_s:.2f} ms, KV capacity {p.kv_capacity_tokens} "
-              f"tokens; fitted {', '.join(a.fitted)} in {a.fit_evaluations} evaluations.",
+              f"tokens; " + (f"fitted {', '.join(a.fitted)} in {a.fit_evaluations} "
+                             "evaluations." if a.fitted else
+                             "not fitted (no calibration run kept a believable TTFT and TPOT "
+                             "median): the prior's figures, uncalibrated, predicted the "
+                             "held-out throughput."),
               ""]
     if cc is not None:
         lines += [f"## Measurement cross-check at {report['crosscheck_rate']:g} req/s: "
@@ -291,12 +370,14 @@ def report_markdown(report: Mapping[str, Any]) -> str:
                   "| metric | fleetplan | vllm | difference | bound | ok |",
                   "| --- | --- | --- | --- | --- | --- |"]
         for m, x in cc.metrics.items():
-            verdict = "yes" if x.ok else "NO"
+            verdict = f"not compared ({x.note})" if x.note else "yes" if x.ok else "NO"
             lines.append(f"| {m} | {x.fleetplan_mean:.4g} | {x.vllm_mean:.4g} | "
                          f"{100 * x.rel_diff:.1f}% | {100 * x.bound:.0f}% | {verdict} |")
+        unjudged = (" except those marked not compared"
+                    if any(x.note for x in cc.metrics.values()) else "")
         lines += ["", "Bound = max(floor, 2 x the larger within-client spread of the metric); "
-                  f"every metric is asserted. {cc.runs_per_client[0]} alternating runs per "
-                  "client after one pass that caches the prompts."]
+                  f"every metric is asserted{unjudged}. {cc.runs_per_client[0]} alternating "
+                  "runs per client after one pass that caches the prompts."]
         lines.append("")
     t = report.get("timings_s") or {}
     if t:

@@ -143,7 +143,8 @@ def _rate(d: Mapping[str, Any], metrics: list[str]) -> RateSummary:
 
 @dataclass(frozen=True)
 class ClientMetric:
-    """One metric of the cross-check: each client's runs, means, spreads and the bound."""
+    """One metric of the cross-check: each client's runs, means, spreads and the bound, and
+    ``note``: why it was not compared (runs whose tokens the starved clients read in bunches)."""
 
     fleetplan: tuple[float, ...]
     vllm: tuple[float, ...]
@@ -154,12 +155,14 @@ class ClientMetric:
     vllm_spread: float
     bound: float
     ok: bool
+    note: str | None = None  # why the metric was not compared (ok is then True)
 
     def to_dict(self) -> dict[str, Any]:
         return {"fleetplan": list(self.fleetplan), "vllm": list(self.vllm),
                 "fleetplan_mean": self.fleetplan_mean, "vllm_mean": self.vllm_mean,
                 "rel_diff": self.rel_diff, "fleetplan_spread": self.fleetplan_spread,
-                "vllm_spread": self.vllm_spread, "bound": self.bound, "ok": self.ok}
+                "vllm_spread": self.vllm_spread, "bound": self.bound, "ok": self.ok,
+                "note": self.note}
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,10 @@ KV_START_GRID: tuple[float, ...] = ()  # a grid start did not help on 70B (local
 # converged (leave-one-rate-out RTX 4090 TTFT p50 18.8 % at 40, 14.8 % at 80; docs/replica-model.md)
 DEFAULT_MAX_NFEV = 80
 BOUND = 3.0  # log-space bound around the prior (a factor of ~20 either way)
+# a fit whose median in-sample predicted / measured ratio of one of these figures is beyond this
+# factor either way is refused (_check_in_sample)
+REFUSE_FACTOR = 2.0
+REFUSE_METRICS = ("request_throughput", "tpot_p50_ms")
 RATIO_KEYS = ("c_step", "c_prefill_tok", "c_seq", "c_kv_tok", "overhead_s",
               "kv_capacity_tokens")
 
@@ -106,6 +110,29 @@ def _errors(pred: dict[str, float], run: MeasuredRun) -> dict[str, float]:
             for m in run.measured if m in pred and run.measured[m] > 0}
 
 
+def _check_in_sample(params: ReplicaParams,
+                     fitted: Sequence[tuple[MeasuredRun, dict[str, float]]]) -> None:
+    """Refuse (:class:`ModelError`, one line naming the configuration and the figure) a fit
+    that misses the very runs it was fitted to (``fitted``: each with its prediction): the
+    median over them of predicted / measured request throughput or TPOT p50 (the figures the
+    step parameters set) beyond a factor :data:`REFUSE_FACTOR`. Such runs contradict each
+    other (or the model), and a fit that compromises between them predicts nothing; the
+    study's worst configuration is at 11.5 % (throughput) and 26.5 % (TPOT p50)."""
+    logs: dict[str, list[float]] = {m: [] for m in REFUSE_METRICS}
+    for r, pred in fitted:
+        for m in REFUSE_METRICS:
+            if r.measured.get(m, 0.0) > 0 and pred.get(m, 0.0) > 0:
+                logs[m].append(math.log(pred[m] / r.measured[m]))
+    for m, v in logs.items():
+        if v and abs(float(np.median(v))) > math.log(REFUSE_FACTOR):
+            ratio = math.exp(float(np.median(v)))
+            raise ModelError(
+                f"calibration of {params.model} on {params.config} refused: its fit predicts "
+                f"{m} at {ratio:.3g}x the measured value (median over the {len(v)} runs it was "
+                f"fitted to; limit {REFUSE_FACTOR:g}x either way): the runs contradict each "
+                f"other or the replica model; measure again on a quiet machine")
+
+
 def fit_config(runs: Sequence[MeasuredRun], *, lengths: LengthModel | None = None,
                seeds: Sequence[int] = FIT_SEEDS, max_nfev: int = DEFAULT_MAX_NFEV,
                prior: ReplicaParams | None = None,
@@ -135,9 +162,15 @@ def fit_config(runs: Sequence[MeasuredRun], *, lengths: LengthModel | None = Non
     warm: dict[str, bool | None] = {r.run_id: None for r in good}  # None: the LRU state
     x0 = np.zeros(len(names))
     nfev = 0
-    if good:
-        # start: match the lowest-rate run's TPOT (c_step) and TTFT p50 (overhead)
-        low = min(good, key=lambda r: r.request_rate)
+    # start: match the lowest-rate run's TPOT (c_step) and TTFT p50 (overhead), among the runs
+    # that measured both (a run whose replies were read whole keeps only its throughput)
+    timed = [r for r in good if {"tpot_p50_ms", "ttft_p50_ms"} <= r.measured.keys()]
+    if good and not timed:
+        raise ModelError(f"calibration of {model} on {config} refused: none of its {len(good)} "
+                         "usable runs has a believable TPOT and TTFT median (left out: "
+                         f"{good[0].excluded[0][1] if good[0].excluded else 'not measured'})")
+    if timed:
+        low = min(timed, key=lambda r: r.request_rate)
         p0 = _apply(prior, names, x0, source, True)
         pr = predict_run(p0, low, lengths=lengths, seeds=seeds, warm=warm[low.run_id])
         nfev += 1
@@ -200,15 +233,18 @@ def fit_config(runs: Sequence[MeasuredRun], *, lengths: LengthModel | None = Non
     ideal = ideal_coefficients(spec, hw)
     ratios = {k: getattr(params, k) / ideal[k] for k in ideal}
     ratios["kv_capacity_tokens"] = params.kv_capacity_tokens / prior.kv_capacity_tokens
-    report = []
+    report, fitted = [], []
     for r in runs:
         pred = predict_run(params, r, lengths=lengths, seeds=seeds)
+        if not r.flagged:
+            fitted.append((r, pred))
         share = pred.get("prefix_hit_share", 0.0)
         report.append(FitRunReport(
             run_id=r.run_id, request_rate=r.request_rate, flagged=r.flagged,
             flag_reason=r.flag_reason, used_in_fit=not r.flagged,
             warm_prefix_cache=share >= 0.5, error_pct=_errors(pred, r),
             prefix_hit_share=share))
+    _check_in_sample(params, fitted)
     return FitResult(params, prior, ratios, loss, nfev, tuple(names), tuple(report))
 
 

@@ -93,6 +93,30 @@ def test_a_client_that_coalesces_token_events_fails_the_crosscheck() -> None:
     assert not res.metrics["median_itl_ms"].ok
     assert res.metrics["mean_itl_ms"].ok
     assert not res.ok
+    # the same with each run's TPOT median recorded: one client alone bunched is its own fault
+    tpot = {"median_tpot_ms": 16.0}
+    res = compare_clients([{**r, **tpot} for r in fp], [{**r, **tpot} for r in vl])
+    assert not res.metrics["median_itl_ms"].ok and res.metrics["median_itl_ms"].note is None
+
+
+def test_two_starved_clients_are_compared_on_throughput_only() -> None:
+    # a loaded 2-core machine (docs/live-validation.md): both clients read some replies whole
+    # (TPOT and ITL medians ~0.004 ms); their ~0 ms figures differ by noise, not by accuracy
+    whole = {"median_tpot_ms": 0.004, "median_itl_ms": 0.004, "median_ttft_ms": 280.0}
+    fp = [_client_run(median_tpot_ms=2.1, median_itl_ms=1.0), _client_run(**whole)]
+    vl = [_client_run(**{**whole, "median_itl_ms": 0.003, "median_ttft_ms": 180.0}),
+          _client_run(median_tpot_ms=2.0, median_itl_ms=1.1)]
+    res = compare_clients(fp, vl)
+    assert res.ok
+    for m in ("request_throughput", "output_throughput"):
+        assert res.metrics[m].note is None
+    for m in ("median_ttft_ms", "median_itl_ms", "mean_tpot_ms"):
+        assert "2 of 4 runs, of both clients" in (res.metrics[m].note or ""), m
+        assert "delivered whole" in (res.metrics[m].note or "")
+    saved = json.loads(json.dumps(res.to_dict()))
+    assert ClientComparison.from_dict(saved) == res
+    # throughput still decides: a client that counted a third fewer replies fails
+    assert not compare_clients([{**fp[0], "request_throughput": 6.0}] * 2, vl).ok
 
 
 def _replayed_result(params: Any, rate: float, n: int, series: int) -> dict[str, Any]:
@@ -192,3 +216,55 @@ def test_held_out_runs_with_bunched_token_delivery_leave_the_itl_check_out(
     md = report_markdown({"analysis": back, "server": "replayed", "date": "today",
                           "num_prompts": 60, "crosscheck": None})
     assert "| itl_p50_ms | n/a |" in md and "not checked (not measured in any held-out" in md
+
+
+def test_a_starved_session_checks_throughput_and_says_why_latency_is_not_judged(
+        tmp_path: Path) -> None:
+    # a loaded 2-core machine (docs/live-validation.md): in most runs the replies reached the
+    # client whole (TPOT p50 and ITL p50 ~0.004 ms, TTFT = the last token's read); the fit is
+    # left with believable latency figures at one rate, so its latency prediction is a guess
+    from fleetplan.bench.live import MIN_TIMED_RATES, analyze
+    from fleetplan.replica.params import replica_params
+    from fleetplan.workload.lengths import FixedLengths, LengthModel
+
+    truth = replica_params("DeepSeek-R1-Distill-Qwen-7B", "1xH100-SXM")
+    files = []
+    for s in range(2):
+        rows = [_replayed_result(truth, r, 60, s) for r in (32.0, 16.0, 8.0, 4.0)]
+        for row in rows:
+            if row["request_rate"] != 32.0:
+                row.update(median_tpot_ms=0.004, median_itl_ms=0.004, mean_itl_ms=0.004,
+                           median_ttft_ms=40 * row["median_ttft_ms"])
+        p = tmp_path / f"series-{s}.jsonl"
+        p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        files.append(p)
+    lm = LengthModel(input=FixedLengths(value=100), output=FixedLengths(value=50))
+    a = analyze(files, holdout_rate=16.0, gpu="H100-SXM", gpu_count=1, lengths=lm, max_nfev=12,
+                seeds=(0,))
+    for m in ("request_throughput", "output_throughput"):
+        assert math.isfinite(a.checks[m].error) and a.checks[m].note is None
+    for m in ("ttft_p50_ms", "tpot_p50_ms", "itl_p50_ms"):
+        c = a.checks[m]
+        assert math.isnan(c.error) and c.ok, (m, c)
+        assert f"at 1 of its 3 rates (at least {MIN_TIMED_RATES} needed)" in (c.note or "")
+        assert "4 with replies delivered whole" in (c.note or "")
+    md = report_markdown({"analysis": a, "server": "replayed", "date": "today",
+                          "num_prompts": 60, "crosscheck": None})
+    assert "| tpot_p50_ms |" in md and "not checked (the fit saw" in md
+    # every run read whole (one session at load 4.5-8): nothing to fit; the prior, said to be
+    # uncalibrated, predicts the throughput, which is still checked
+    for p in files:
+        rows = [json.loads(line) for line in p.read_text().splitlines()]
+        for row in rows:
+            row.update(median_tpot_ms=0.004, median_itl_ms=0.004, mean_itl_ms=0.004)
+        p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    b = analyze(files, holdout_rate=16.0, gpu="H100-SXM", gpu_count=1, lengths=lm, max_nfev=12,
+                seeds=(0,))
+    assert b.fitted == () and b.fit_loss is None and not b.params.calibrated
+    assert "not calibrated" in b.params.source
+    assert all(not r.used_in_fit for r in b.fit_runs)
+    assert math.isfinite(b.checks["request_throughput"].error) and b.ok
+    assert "at 0 of its 3 rates" in (b.checks["tpot_p50_ms"].note or "")
+    assert "not fitted (no calibration run kept" in report_markdown(
+        {"analysis": b, "server": "replayed", "date": "today", "num_prompts": 60,
+         "crosscheck": None})

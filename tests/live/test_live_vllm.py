@@ -16,13 +16,14 @@ import os
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from fleetplan._io import atomic_write_text
-from fleetplan.bench.live import BOUNDS, report_markdown
+from fleetplan.bench.live import BOUNDS, LATENCY_CHECKS, report_markdown
 from fleetplan.profiles.ingest import IngestOptions, read_runs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,7 +62,14 @@ def test_live_vllm_calibrate_predict_and_crosscheck(vllm_env: Any, vllm_server: 
         **report["timings_s"],
         "live-validate script": round(time.perf_counter() - t, 1),
     }
-    report["environment"] = {"vllm_env": vllm_env.info, "python": sys.version.split()[0]}
+    # the host's 1-minute load average each run recorded (fleetplan bench's host_load_avg_1m)
+    loads = [json.loads(line).get("host_load_avg_1m")
+             for f in sorted((tmp_path / "work").glob("series-*.jsonl"))
+             for line in f.read_text().splitlines() if line.strip()]
+    loads = [x for x in loads if x is not None]
+    report["environment"] = {"vllm_env": vllm_env.info, "python": sys.version.split()[0],
+                             "load_avg_1m": [round(min(loads), 1), round(max(loads), 1)]
+                             if loads else None}
     atomic_write_text(out_dir / "live-validation-report.json", json.dumps(report, indent=1)
                       + "\n")
     atomic_write_text(out_dir / "live-validation-report.md", report_markdown(report))
@@ -72,27 +80,53 @@ def test_live_vllm_calibrate_predict_and_crosscheck(vllm_env: Any, vllm_server: 
     # Runs inconsistent with a work-conserving server (TTFT falling as load rises; on this
     # shared 2-core machine a rate's TTFT median can swing 3x between series) are reported with
     # their reason and kept out of the fit, as for the GPU profiles; never silently used.
+    # With no calibration run left with a believable TTFT and TPOT median (every reply read
+    # whole), nothing is fitted: the prior predicts the throughput and the report says so.
+    fitted = bool(a["fitted"])
     for run in a["fit_runs"]:
-        assert run["used_in_fit"] is not run["flagged"], run
+        assert run["used_in_fit"] is (fitted and not run["flagged"]), run
         assert (run["flag_reason"] is not None) is run["flagged"], run
     # (a flagged held-out run is in a["flagged"] too; the fit never saw it)
     assert {r["run_id"] for r in a["fit_runs"] if r["flagged"]} <= set(a["flagged"])
-    assert sum(r["used_in_fit"] for r in a["fit_runs"]) >= 3, "too few usable runs to fit"
+    if fitted:
+        assert sum(r["used_in_fit"] for r in a["fit_runs"]) >= 3, "too few usable runs to fit"
+    else:
+        assert all("at 0 of its 3 rates" in a["checks"][m]["note"] for m in LATENCY_CHECKS)
     missed = {m: f"error {100 * c['error']:+.1f}% > ±{100 * c['bound']:.0f}% (run-to-run "
                  f"spread {100 * a['max_spread'][m]:.1f}%)"
               for m, c in a["checks"].items() if not c["ok"]}
     assert not missed, f"held-out {HOLDOUT} req/s mispredicted: {missed}"
-    # the only figure a run's own figures can contradict is its ITL median (tokens delivered in
-    # bunches: ITL p50 < 0.1 x TPOT p50); such a run's ITL is left out of the check, by name
-    noted = {m: c["note"] for m, c in a["checks"].items() if c["note"]}
-    assert set(noted) <= {"itl_p50_ms"} and all("bunches" in n for n in noted.values()), noted
     assert set(a["checks"]) == set(BOUNDS)
+    # Throughput is checked whatever the machine's load: a starved client still counts the
+    # replies that finished. Latency figures a run's own figures contradict (tokens delivered
+    # in bunches: runs.bunched_itl, runs.collapsed_delivery) are left out by name, and when the
+    # fit is left with believable latency figures at fewer than MIN_TIMED_RATES rates the
+    # latency checks say so instead of judging a guess (docs/live-validation.md).
+    for m in ("request_throughput", "output_throughput"):
+        assert a["checks"][m]["error"] is not None and not a["checks"][m]["note"], a["checks"][m]
+    noted = {m: c["note"] for m, c in a["checks"].items() if c["note"]}
+    assert set(noted) <= set(LATENCY_CHECKS), noted
+    assert all("bunches" in n for n in noted.values()), noted
+    unchecked = {m: c["note"] for m, c in a["checks"].items() if c["error"] is None}
+    if unchecked:  # green, but never silently: the summary shows what was not judged and why
+        warnings.warn(f"live test at load average {report['environment']['load_avg_1m']}: "
+                      f"not checked: {unchecked}", stacklevel=1)
     cc = report["crosscheck"]
     assert cc is not None
     differ = {m: f"fleetplan {c['fleetplan_mean']:.4g} vs vllm {c['vllm_mean']:.4g}: "
                  f"{100 * c['rel_diff']:.1f}% > {100 * c['bound']:.0f}%"
               for m, c in cc["metrics"].items() if not c["ok"]}
     assert not differ, f"fleetplan bench and vllm bench serve disagree: {differ}"
+    # throughput is compared at any load; latency figures only where no run's tokens were read
+    # in bunches (the held-out check's rules, applied to both clients' runs)
+    for m in ("request_throughput", "output_throughput"):
+        assert not cc["metrics"][m].get("note"), cc["metrics"][m]
+    skipped = {m: c["note"] for m, c in cc["metrics"].items() if c.get("note")}
+    assert all("bunches" in n for n in skipped.values()), skipped
+    if skipped:
+        warnings.warn(f"cross-check at load average {report['environment']['load_avg_1m']}: "
+                      f"not compared: {sorted(skipped)}: {next(iter(skipped.values()))}",
+                      stacklevel=1)
     assert cc["runs_per_client"] == [int(CROSSCHECK_REPEATS)] * 2
     # vLLM's own result file is a measured run for fleetplan ingest too
     # (the served model is described by its config.json, not the catalog: named explicitly)

@@ -5,14 +5,17 @@ from __future__ import annotations
 import math
 
 import pandas as pd
+import pytest
 
 from fleetplan.catalog import HardwareConfig, get_model
+from fleetplan.errors import ModelError
 from fleetplan.profiles.store import load_profiles
 from fleetplan.replica.calibrate import FIT_SEEDS, fit_config
 from fleetplan.replica.priors import prior_params
 from fleetplan.replica.runs import (
     MeasuredRun,
     bunched_itl,
+    collapsed_delivery,
     flag_runs,
     predict_run,
     runs_from_frame,
@@ -121,3 +124,52 @@ def test_calibrate_names_the_itl_median_it_left_out(tmp_path, cli) -> None:
     table = cli(*args)
     assert table.exit_code == 0 and "left out:" in table.stdout and "4 req/s itl_p50_ms" in (
         " ".join(table.stdout.split()))
+
+
+def test_a_run_whose_replies_were_read_whole_keeps_only_its_throughput() -> None:
+    # loaded 2-core CPU server (docs/live-validation.md): most replies reached the client in one
+    # read, so TPOT p50 and ITL p50 were both ~0.004 ms (the ITL rule cannot see it) against
+    # ~2 ms in the configuration's other runs, and TTFT was the read of the last token
+    assert collapsed_delivery(0.004, 2.08) is not None and "whole" in collapsed_delivery(
+        0.004, 2.08)
+    assert collapsed_delivery(0.3, 2.08) is None  # a third of the quartile: ordinary (GPU: 0.25)
+    assert collapsed_delivery(math.nan, 2.08) is None
+    # every run of a session collapsed (no reference left): 10,000 tokens/s for one stream is
+    # read whole whatever the others say (the GPU store's fastest TPOT p50 is 4.07 ms)
+    assert "0.1 ms" in (collapsed_delivery(0.004, 0.004) or "")
+    assert collapsed_delivery(0.004, math.nan) is not None
+    assert collapsed_delivery(0.2, 0.2) is None
+    rows = [{"run_id": f"r{rate:g}", "model": MODEL, "config": CONFIG, "gpu": "H100-PCIe",
+             "gpu_count": 1, "request_rate": rate, "num_prompts": 100, "burstiness": 1.0,
+             "total_input_tokens": 6400, "total_output_tokens": 6400, "source_file": "x",
+             "source_line": i, "request_throughput": rate * 0.98, "output_throughput": rate * 63,
+             "ttft_mean_ms": ttft, "ttft_p50_ms": ttft, "ttft_p90_ms": 2 * ttft,
+             "ttft_p99_ms": 3 * ttft, "tpot_p50_ms": tpot, "itl_p50_ms": tpot * 0.9}
+            for i, (rate, ttft, tpot) in enumerate(((24.0, 30.0, 3.9), (12.0, 25.0, 2.6),
+                                                    (6.0, 24.0, 2.3), (3.0, 520.0, 0.004)))]
+    runs = {r.request_rate: r for r in runs_from_frame(pd.DataFrame(rows))}
+    whole = runs[3.0]
+    assert sorted(m for m, _ in whole.excluded) == sorted(
+        ["ttft_mean_ms", "ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms", "tpot_p50_ms",
+         "itl_p50_ms"])
+    assert set(whole.measured) == {"request_throughput", "output_throughput"}
+    # its 520 ms TTFT (the last token's read) does not flag it as a TTFT falling with load
+    assert not whole.flagged and not any(r.flagged or r.excluded for r in runs.values()
+                                         if r is not whole)
+
+
+def test_a_fit_that_misses_its_own_runs_is_refused_naming_the_figure() -> None:
+    prior = prior_params(get_model(MODEL), HardwareConfig.parse(CONFIG))
+    runs = _synthetic_runs(prior.with_(calibrated=True))
+    # throughput three times what the runs' own send times allow: no parameters reproduce it
+    bad = [MeasuredRun(**{**r.__dict__, "measured": {
+        **r.measured, "request_throughput": 3 * r.measured["request_throughput"]}})
+        for r in runs]
+    with pytest.raises(ModelError, match=rf"{MODEL} on {CONFIG} refused: .*request_throughput "
+                                         r"at 0\.3\d*x the measured"):
+        fit_config(bad, prior=prior, max_nfev=8)
+    # runs with no believable latency figure at all leave nothing to fit the step time to
+    untimed = [MeasuredRun(**{**r.__dict__, "measured": {
+        "request_throughput": r.measured["request_throughput"]}}) for r in runs]
+    with pytest.raises(ModelError, match="refused: none of its 4 usable runs"):
+        fit_config(untimed, prior=prior, max_nfev=8)
