@@ -52,9 +52,9 @@ from dataclasses import dataclass, field, replace
 from fleetplan._progress import Progress, step
 from fleetplan.optimize.executors import Executor, SerialExecutor
 from fleetplan.optimize.milp import MilpSolution, candidate_key, solve_problem
-from fleetplan.optimize.problem import PlanProblem, Tier
+from fleetplan.optimize.problem import Demand, PlanProblem, Tier
 from fleetplan.optimize.solvers import SolverSettings
-from fleetplan.optimize.verify import HourCheck
+from fleetplan.optimize.verify import ClassCheck, HourCheck
 
 DEFAULT_MAX_ROUNDS = 8
 DEFAULT_MAX_TRIMS = 3
@@ -118,10 +118,62 @@ class _Seen:
 
 @dataclass
 class _Evidence:
-    """Bounds on each (configuration, tier)'s capacity multiplier (module docstring)."""
+    """Bounds on each (configuration, tier)'s capacity multiplier (module docstring).
+
+    ``hi`` is derived (:meth:`settle`) from the failures: ``sole`` holds the cuts of failures
+    with one suspect key (``bad``: the least load at which a key was a sole suspect); ``joint``
+    the failures with several, each as key -> (load, cut). A joint failure cuts all its
+    suspects until the evidence explains it: one suspect failed alone at no more load (it was
+    over there too: the others are cleared), or every suspect but one passed as much load
+    (that one becomes a sole suspect)."""
 
     hi: dict[Key, float] = field(default_factory=dict)
     lo: dict[Key, float] = field(default_factory=dict)
+    sole: dict[Key, float] = field(default_factory=dict)
+    bad: dict[Key, float] = field(default_factory=dict)
+    joint: list[dict[Key, tuple[float, float]]] = field(default_factory=list)
+
+    def blame(self, suspects: dict[Key, tuple[float, float]]) -> None:
+        """One failure's suspects, key -> (load, cut)."""
+        if len(suspects) == 1:
+            ((k, (u, f)),) = suspects.items()
+            self.sole[k] = min(self.sole.get(k, 1.0), f)
+            self.bad[k] = min(self.bad.get(k, math.inf), u)
+        elif suspects:
+            self.joint.append(dict(suspects))
+        self.settle()
+
+    def settle(self) -> None:
+        """Resolve the joint failures the evidence explains; recompute ``hi``."""
+        changed = True
+        while changed:
+            changed = False
+            keep = []
+            for rec in self.joint:
+                if any(u >= self.bad.get(k, math.inf) - 1e-9 for k, (u, _f) in rec.items()):
+                    continue  # a suspect was over alone at no more load: explained
+                left = {k: v for k, v in rec.items() if self.lo.get(k, 0.0) + 1e-9 < v[0]}
+                if len(left) == 1:  # the others passed as much: this one is to blame
+                    ((k, (u, f)),) = left.items()
+                    self.sole[k] = min(self.sole.get(k, 1.0), f)
+                    self.bad[k] = min(self.bad.get(k, math.inf), u)
+                    changed = True
+                    continue
+                keep.append(rec)
+            self.joint = keep
+        hi = dict(self.sole)
+        for rec in self.joint:
+            for k, (_u, f) in rec.items():
+                hi[k] = min(hi.get(k, 1.0), f)
+        self.hi = hi
+
+    def without(self, rec: dict[Key, tuple[float, float]], key: Key) -> float:
+        """``key``'s multiplier were joint failure ``rec`` not blamed on it."""
+        h = self.sole.get(key, 1.0)
+        for other in self.joint:
+            if other is not rec and key in other:
+                h = min(h, other[key][1])
+        return max(h, self.lo.get(key, 0.0))
 
     def m(self, key: Key) -> float:
         return max(self.hi.get(key, 1.0), self.lo.get(key, 0.0))
@@ -178,21 +230,23 @@ def _carbon_ratio(problem: PlanProblem, checks: Sequence[HourCheck]) -> float:
     return max(ratios)
 
 
+def _within(d: Demand, c: ClassCheck, keep: float) -> bool:
+    """Every simulated P99 of class check ``c`` within ``keep x`` the SLO of ``d``."""
+    for target, seen in ((d.ttft_p99_ms, c.ttft_p99_ms), (d.tpot_p99_ms, c.tpot_p99_ms),
+                         (d.e2e_p99_ms, c.e2e_p99_ms)):
+        if target is not None and target != float("inf") and (
+                seen is None or seen > keep * target):
+            return False
+    return True
+
+
 def _with_margin(problem: PlanProblem, checks: Sequence[HourCheck]) -> bool:
     """Every class's simulated P99s within ``(1 - slo_margin) x`` its SLO: a plan above the
     measured capacities must pass with the same safety margin as they have, not by the luck of
     one short run."""
     keep = 1.0 - problem.slo_margin
     slo = {d.name: d for d in problem.demands}
-    for chk in checks:
-        for c in chk.classes:
-            d = slo[c.name]
-            for target, seen in ((d.ttft_p99_ms, c.ttft_p99_ms), (d.tpot_p99_ms, c.tpot_p99_ms),
-                                 (d.e2e_p99_ms, c.e2e_p99_ms)):
-                if target is not None and target != float("inf") and (
-                        seen is None or seen > keep * target):
-                    return False
-    return True
+    return all(_within(slo[c.name], c, keep) for chk in checks for c in chk.classes)
 
 
 def _plan_key(sol: MilpSolution) -> tuple[object, ...]:
@@ -220,9 +274,11 @@ def _failing(problem: PlanProblem, checks: Sequence[HourCheck]) -> list[tuple[in
     return out
 
 
-def _cut(problem: PlanProblem, seen: _Seen, ev: _Evidence, repeat: bool) -> list[str]:
+def _cut(problem: PlanProblem, seen: _Seen, ev: _Evidence, repeat: bool,
+         blamed_keys: set[Key] | None = None) -> list[str]:
     """Upper bounds from a failing plan (module docstring); ``repeat``: the MILP gave this plan
-    again, so every bound it touches shrinks further (progress is guaranteed)."""
+    again, so every bound it touches shrinks further (progress is guaranteed). The keys it
+    blames are added to ``blamed_keys``."""
     sol = seen.solution
     loads = pool_loads(problem, sol)
     slo = {d.name: d for d in problem.demands}
@@ -237,28 +293,60 @@ def _cut(problem: PlanProblem, seen: _Seen, ev: _Evidence, repeat: bool) -> list
             blamed = carriers
             for k in carriers:
                 ev.lo.pop(_config_tier(sol, k, h), None)
+        suspects: dict[Key, tuple[float, float]] = {}
         for k in blamed:
             ct = _config_tier(sol, k, h)
             now = seen.derate.get(ct, 1.0)
             f = max(loads[(k, h)] * (0.8 if severe else 0.93), 0.3 * now, MIN_DERATE)
             if repeat:
                 f = min(f, now * 0.93)
+            u0, f0 = suspects.get(ct, (0.0, math.inf))
+            suspects[ct] = (max(u0, loads[(k, h)]), min(f0, f))
             changes[ct] = min(changes.get(ct, f), f)
+        ev.blame(suspects)
         c = next(c for chk in seen.checks if chk.hour == h for c in chk.classes
                  if c.name == name)
         got = "no result" if c.ttft_p99_ms is None else f"{c.ttft_p99_ms:.0f} ms"
         notes.append(f"hour {h}: class {name} simulated P99 TTFT {got} vs SLO "
                      f"{slo[name].ttft_p99_ms:g} ms")
-    for ct, f in sorted(changes.items()):
-        ev.hi[ct] = min(ev.hi.get(ct, 1.0), f)
+    if blamed_keys is not None:  # the keys the evidence now blames alone
+        blamed_keys.update(k for k in changes if k in ev.sole)
     return notes
 
 
-def _vouch(problem: PlanProblem, sol: MilpSolution, ev: _Evidence) -> None:
-    """Lower bounds from an accepted plan: each pool's load per working replica passed."""
-    for (key, h), u in pool_loads(problem, sol).items():
+def _vouch(problem: PlanProblem, sol: MilpSolution, ev: _Evidence,
+           checks: Sequence[HourCheck] | None = None) -> None:
+    """Lower bounds from a simulated plan. Accepted (``checks`` None): each pool's load per
+    working replica passed. Otherwise, from ``checks``: a pool passed its load when every class
+    it carries met its SLO in that hour (within the safety margin where the load is above the
+    measured capacity) and no pool of the hour was overloaded. Under planned routing a pool's
+    requests and replicas do not depend on the other pools, so a failure elsewhere in the plan
+    says nothing against it."""
+    loads = pool_loads(problem, sol)
+    if checks is None:
+        good = set(loads)
+    else:
+        slo = {d.name: d for d in problem.demands}
+        keep = 1.0 - problem.slo_margin
+        by_hour = {chk.hour: chk for chk in checks}
+        good = set()
+        for key, h in loads:
+            chk = by_hour.get(h)
+            if chk is None or chk.overloaded:
+                continue
+            carried = {cls for (cls, k, hh), s in sol.shares.items()
+                       if k == key and hh == h and s > 0}
+            res = [c for c in chk.classes if c.name in carried]
+            if len(res) != len(carried) or not all(c.met for c in res):
+                continue
+            if loads[(key, h)] > 1.0 + 1e-6 and not all(
+                    _within(slo[c.name], c, keep) for c in res):
+                continue
+            good.add((key, h))
+    for key, h in sorted(good):
         ct = _config_tier(sol, key, h)
-        ev.lo[ct] = max(ev.lo.get(ct, 0.0), u)
+        ev.lo[ct] = max(ev.lo.get(ct, 0.0), loads[(key, h)])
+    ev.settle()
 
 
 def _probes(problem: PlanProblem, best: _Seen, ev: _Evidence,
@@ -284,6 +372,13 @@ def _probes(problem: PlanProblem, best: _Seen, ev: _Evidence,
             out[ct] = (rank, m, f"one replica fewer than {sol.counts[(key, h)]}x{key}{hour}")
     ranked = sorted(out.items(), key=lambda kv: kv[1][0], reverse=True)
     probes = [(ct, m, label) for ct, (_r, m, label) in ranked]
+    for rec in ev.joint:  # re-test a joint blame: one suspect back, the others kept cut
+        for ct in sorted(rec):
+            m = ev.without(rec, ct)
+            if (m > ev.m(ct) * (1 + 1e-6) and _probe_key(ev, ct, m) not in tried
+                    and m < failed.get(ct, math.inf) * PROBE_BACKOFF):
+                probes.append((ct, m, f"{ct[0]} at {ct[1].label} cleared of a failure it "
+                                      f"shared (x{m:.3f})"))
     for ct, hi in sorted(ev.hi.items()):  # a cut that a joint blame may have put there
         if (hi < 1.0 and ev.m(ct) < 1.0 and _probe_key(ev, ct, 1.0) not in tried
                 and failed.get(ct, math.inf) * PROBE_BACKOFF > 1.0):
@@ -381,6 +476,7 @@ def closed_loop(problem: PlanProblem, settings: SolverSettings, verify: Verifier
                 _vouch(problem, sol, ev)
                 continue
             last = s
+            _vouch(problem, sol, ev, s.checks)
             notes = _cut(problem, s, ev, repeat)
             if s.ratio > 1.0 + 1e-9:
                 scale *= 0.99 / s.ratio
@@ -445,15 +541,27 @@ def closed_loop(problem: PlanProblem, settings: SolverSettings, verify: Verifier
         if s.accepted:
             best = s
             ev.lo[ct] = max(ev.lo.get(ct, 0.0), m)
-            _vouch(problem, sol, ev)
+            _vouch(problem, sol, ev)  # settles the evidence
             history.append(f"round {rnd}: {label} passed simulation too; kept "
                            f"(${sol.cost_per_day_usd / 24:.2f}/h)")
         else:
-            why = ("missed an SLO in simulation" if _failing(problem, s.checks) else
+            missed = bool(_failing(problem, s.checks))
+            why = ("missed an SLO in simulation" if missed else
                    "broke the carbon cap in simulation" if not s.ok else
                    "came within the safety margin of an SLO")
-            failed[ct] = min(failed.get(ct, m), m)
-            history.append(f"round {rnd}: {label} {why}; kept the verified plan")
+            # the failure is evidence like any other: the pools that carried a failing class
+            # are cut, those whose classes all met their SLO vouched for; the probed key is
+            # held below the multiplier tried only when it is among the blamed (a probe's plan
+            # may fail on a pool it merely moved load to)
+            _vouch(problem, sol, ev, s.checks)
+            blamed: set[Key] = set()
+            notes = _cut(problem, s, ev, False, blamed) if missed else []
+            if not missed or ct in blamed or any(ct in rec for rec in ev.joint):
+                failed[ct] = min(failed.get(ct, m), m)
+            else:  # the probed uplift was not refuted: the round taught a cut elsewhere, as a
+                probes -= 1  # cut round does (max_rounds still bounds the loop)
+            history.append(f"round {rnd}: {label} {why}; kept the verified plan"
+                           + "".join(f"; {n}" for n in notes))
     if best is not None:
         return LoopOutcome(best.solution, best.checks, rnd, True, best.problem, best.derate,
                            best.scale, seconds, history, first, len(seen))

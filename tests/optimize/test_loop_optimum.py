@@ -140,3 +140,65 @@ def test_no_frontier_point_is_dearer_than_a_verified_one_at_a_tighter_cap(points
         for j in range(i + 1):  # every point at an equal or tighter cap
             if plans[j].verified:
                 assert got.verified and got.cost_per_hour_usd <= plans[j].cost_per_hour_usd
+
+
+X = ("1xH100-PCIe", None)
+Y = ("2xRTX-4090", None)
+
+
+def _keys(problem):
+    (d,) = problem.demands[:1]
+    return (X[0], d.tier), (Y[0], d.tier)
+
+
+def test_a_failure_shared_by_two_pools_is_cleared_when_one_fails_alone_at_no_more_load() -> None:
+    """A class split over two pools fails: both are suspects and both are cut. When one of
+    them later fails alone at a load no higher than it carried then, it explains the shared
+    failure: the other pool gets its capacity back."""
+    x, y = _keys(synth_problem([("chat", 5.0, 600.0, 1.0)]))
+    ev = loop_mod._Evidence()
+    ev.blame({x: (0.95, 0.95 * 0.93), y: (0.9, 0.9 * 0.93)})
+    assert ev.hi == {x: 0.95 * 0.93, y: 0.9 * 0.93}
+    ev.blame({x: (0.92, 0.92 * 0.93)})  # x alone over at 0.92 <= 0.95: it was over in both
+    assert ev.hi == {x: 0.92 * 0.93}
+    assert ev.m(y) == 1.0
+
+
+def test_a_shared_failure_falls_on_the_suspect_that_did_not_pass_as_much() -> None:
+    """When every suspect of a shared failure but one has since passed at least the load it
+    carried in it, the one left is to blame alone."""
+    x, y = _keys(synth_problem([("chat", 5.0, 600.0, 1.0)]))
+    ev = loop_mod._Evidence()
+    ev.blame({x: (0.95, 0.8835), y: (0.9, 0.837)})
+    ev.lo[x] = 0.97  # x passed more load than it carried in the shared failure
+    ev.settle()
+    assert ev.joint == []
+    assert ev.sole == {y: 0.837} and ev.bad == {y: 0.9}
+    assert ev.m(x) == 1.0 and ev.m(y) == 0.837  # x cleared: its measured capacity
+
+
+def test_a_failing_plan_vouches_for_a_pool_whose_classes_all_met_their_slo() -> None:
+    """Under planned routing a pool's requests do not depend on the other pools: in a plan
+    where chat misses its SLO and batch meets it, a pool that carries batch alone passed its
+    load, and only chat's pools are cut."""
+    problem = synth_problem([("chat", 6.0, 600.0, 1.0), ("batch", 9.0, 2000.0, 1.0)])
+    from fleetplan.optimize.milp import solve_problem
+
+    sol = solve_problem(problem, EXACT)
+    loads = loop_mod.pool_loads(problem, sol)
+    carried: dict = {}
+    for (cls, key, h), s in sol.shares.items():
+        if s > 0:
+            carried.setdefault((key, h), set()).add(cls)
+    batch_only = {k for k, c in carried.items() if c == {"batch"}}
+    chat_pools = {k for k, c in carried.items() if "chat" in c}
+    assert batch_only and chat_pools  # the cheapest plan has both kinds of pool
+    failing = (HourCheck(0, (ClassCheck("chat", 700.0, None, None, False),
+                             ClassCheck("batch", 1000.0, None, None, True)), False, 1.0, 1.0),)
+    ev = loop_mod._Evidence()
+    loop_mod._vouch(problem, sol, ev, failing)
+    seen = loop_mod._Seen(sol, failing, problem, {}, 1.0, False, False, 1.0)
+    loop_mod._cut(problem, seen, ev, repeat=False)
+    for key, h in batch_only:
+        assert ev.lo[loop_mod._config_tier(sol, key, h)] >= loads[(key, h)]
+    assert set(ev.hi) == {loop_mod._config_tier(sol, k, h) for k, h in chat_pools}
