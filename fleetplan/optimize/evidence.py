@@ -44,14 +44,16 @@ class _Evidence:
     with one suspect key (``bad``: the least load at which a key was a sole suspect); ``joint``
     the failures with several, each as key -> (load, cut). A joint failure cuts all its
     suspects until the evidence explains it: one suspect failed alone at no more load (it was
-    over there too: the others are cleared), or every suspect but one passed as much load
-    (that one becomes a sole suspect)."""
+    over there too: ``explained``, whose other suspects are probe candidates at their bound
+    without it), or every suspect but one passed as much load (that one becomes a sole
+    suspect)."""
 
     hi: dict[Key, float] = field(default_factory=dict)
     lo: dict[Key, float] = field(default_factory=dict)
     sole: dict[Key, float] = field(default_factory=dict)
     bad: dict[Key, float] = field(default_factory=dict)
     joint: list[dict[Key, tuple[float, float]]] = field(default_factory=list)
+    explained: list[dict[Key, tuple[float, float]]] = field(default_factory=list)
 
     def blame(self, suspects: dict[Key, tuple[float, float]]) -> None:
         """One failure's suspects, key -> (load, cut)."""
@@ -71,7 +73,12 @@ class _Evidence:
             keep = []
             for rec in self.joint:
                 if any(u >= self.bad.get(k, math.inf) - 1e-9 for k, (u, _f) in rec.items()):
-                    continue  # a suspect was over alone at no more load: explained
+                    # a suspect was over alone at no more load: explained. Its cuts stay
+                    # (clearing them at once sends the MILP back to the other suspects'
+                    # loads round after round while the guilty one is cut down step by step);
+                    # a probe re-tests each other suspect at its bound without this failure
+                    self.explained.append(rec)
+                    continue
                 left = {k: v for k, v in rec.items() if self.lo.get(k, 0.0) + 1e-9 < v[0]}
                 if len(left) == 1:  # the others passed as much: this one is to blame
                     ((k, (u, f)),) = left.items()
@@ -82,7 +89,7 @@ class _Evidence:
                 keep.append(rec)
             self.joint = keep
         hi = dict(self.sole)
-        for rec in self.joint:
+        for rec in self.joint + self.explained:
             for k, (_u, f) in rec.items():
                 hi[k] = min(hi.get(k, 1.0), f)
         self.hi = hi
@@ -90,8 +97,8 @@ class _Evidence:
     def without(self, rec: dict[Key, tuple[float, float]], key: Key) -> float:
         """``key``'s multiplier were joint failure ``rec`` not blamed on it."""
         h = self.sole.get(key, 1.0)
-        for other in self.joint:
-            if other is not rec and key in other:
+        for other in self.joint + self.explained:
+            if other != rec and key in other:
                 h = min(h, other[key][1])
         return max(h, self.lo.get(key, 0.0))
 

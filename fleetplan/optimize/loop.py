@@ -192,8 +192,12 @@ def _probes(problem: PlanProblem, best: _Seen, ev: _Evidence,
             out[ct] = (rank, m, f"one replica fewer than {sol.counts[(key, h)]}x{key}{hour}")
     ranked = sorted(out.items(), key=lambda kv: kv[1][0], reverse=True)
     probes = [(ct, m, label) for ct, (_r, m, label) in ranked]
-    for rec in ev.joint:  # re-test a joint blame: one suspect back, the others kept cut
+    # re-test a shared failure: one suspect back, the others kept cut (a suspect that failed
+    # alone at no more load is not re-tested: the evidence is against it)
+    for rec in ev.explained + ev.joint:
         for ct in sorted(rec):
+            if rec[ct][0] >= ev.bad.get(ct, math.inf) - 1e-9:
+                continue
             m = ev.without(rec, ct)
             if (m > ev.m(ct) * (1 + 1e-6) and _probe_key(ev, ct, m) not in tried
                     and m < failed.get(ct, math.inf) * PROBE_BACKOFF):
