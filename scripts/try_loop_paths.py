@@ -78,7 +78,10 @@ def main(first: int, last: int) -> None:
             classes.append(("b", rng.uniform(2, 20), rng.choice([300.0, 2000.0]),
                             rng.uniform(0.7, 2)))
         p = synth_problem(classes)
-        truth = {(k[1], k[2]): rng.uniform(0.5, 1.4) for k in p.capacity}
+        # sorted: the capacity table's order follows a set of tiers, which differs between
+        # processes (string hashing); the truths must not
+        truth = {(k[1], k[2]): rng.uniform(0.5, 1.4)
+                 for k in sorted(p.capacity, key=lambda k: (k[0], k[1], k[2].ttft_p99_ms))}
         free = solve_problem(p, EXACT)
         if not free.has_plan:
             continue

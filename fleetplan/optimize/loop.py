@@ -13,7 +13,14 @@ capacity) and keeps every plan it simulated with its verdict:
   simulated P99 is more than 1.5x the SLO; at least 0.3 x the multiplier in use, at least
   :data:`MIN_DERATE`), so the next answer must add replicas or move load. A pool that carried
   as much load in a plan that passed is *vouched for* and not blamed, unless every pool of the
-  failing class is (then the evidence conflicts and all are blamed, their ``lo`` dropped).
+  failing class is (then the evidence conflicts and all are blamed, their ``lo`` dropped). In
+  a failing plan, a pool whose classes all met their SLO (within the margin above its measured
+  capacity) is vouched for too: under planned routing its requests do not depend on the other
+  pools.
+- **A failure shared by several pools** (a class split over two suspects) cuts all of them
+  until the evidence explains it: when one suspect later fails alone at no more load, the
+  others get their bounds back; when all suspects but one passed as much load, that one is
+  blamed alone (:class:`_Evidence`).
 - The MILP runs at ``m = max(hi, lo)``: a pass outweighs a joint blame it contradicts.
 - Simulated carbon above the cap scales the cap handed to the MILP by the ratio (the MILP's
   power model is linear, the simulator's is not).
@@ -26,19 +33,24 @@ own). The rule reads the plan and its simulation only, never the path that led t
 Once a plan is accepted, up to ``max_trims`` rounds *probe* a cheaper plan. Candidates: for every
 pool of the best plan with two or more working replicas, the multiplier that lets it run one
 replica fewer; for every (configuration, tier) the failures cut below its measured capacity, its
-measured capacity back; and for the :data:`LEAST_KEYS` dearest keys of the best plan, the least
-multiplier (up to :data:`UPLIFT_CAP`) at which the MILP finds any cheaper plan (:data:`LEAST_STEPS`
-bisection MILPs; on a problem larger than :data:`SMALL_PROBLEM` only the first
-:data:`LARGE_PROBE_MILPS` trims and un-cuts, whose MILPs take seconds there). MILP solves are
-cheap, simulations are not: of the candidates whose answer is cheaper than the best plan and was
-never simulated, the one with the smallest uplift (then the cheapest) is simulated. An accepted
-probe raises that multiplier's lower bound; a rejected one is not tried again above
-:data:`PROBE_BACKOFF` times it. So the returned plan is the cheapest accepted plan of all that were
-simulated, and the MILP optimum (within the solver's gap) of the final multiplier table
-(``LoopOutcome.derate``): no cheaper plan fits what the loop learned. At most ``max_rounds`` rounds
-in all (a round: MILP solves and at most one simulation); a plan already simulated (same pools,
-counts, tiers and splits) reuses its checks. An answer that never passed is returned with
-``verified=False`` and its failing classes marked as not met.
+measured capacity back; for every suspect of a shared failure not yet explained, its bound were
+that failure not blamed on it (the others kept cut); and for the :data:`LEAST_KEYS` dearest keys
+of the best plan, the least multiplier (up to :data:`UPLIFT_CAP`) at which the MILP finds any
+cheaper plan (:data:`LEAST_STEPS` bisection MILPs; on a problem larger than
+:data:`SMALL_PROBLEM` only the first :data:`LARGE_PROBE_MILPS` trims and un-cuts, whose MILPs
+take seconds there). MILP solves are cheap, simulations are not: of the candidates whose answer
+is cheaper than the best plan and was never simulated, the one with the smallest uplift (then
+the cheapest) is simulated. An accepted probe raises that multiplier's lower bound. A rejected
+one is evidence like any failing plan (cuts, vouches); when the probed key is among its
+suspects, that key is not tried again above :data:`PROBE_BACKOFF` times the multiplier; when
+its failure lies with other pools only (the probe's plan moved load onto them), the round does
+not count against ``max_trims`` (``max_rounds`` still bounds the loop). So the returned plan is
+the cheapest accepted plan of all that were simulated, and the MILP optimum (within the
+solver's gap) of the final multiplier table (``LoopOutcome.derate``): no cheaper plan fits what
+the loop learned. At most ``max_rounds`` rounds in all (a round: MILP solves and at most one
+simulation); a plan already simulated (same pools, counts, tiers and splits) reuses its checks.
+An answer that never passed is returned with ``verified=False`` and its failing classes marked
+as not met.
 
 Main entry: :func:`closed_loop` (returns a :class:`LoopOutcome`).
 """
@@ -50,15 +62,26 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from fleetplan._progress import Progress, step
+from fleetplan.optimize.evidence import (  # noqa: F401  (tests read them here)
+    MIN_DERATE,
+    Key,
+    _config_tier,
+    _cut,
+    _Evidence,
+    _failing,
+    _Seen,
+    _vouch,
+    _within,
+    pool_loads,
+)
 from fleetplan.optimize.executors import Executor, SerialExecutor
 from fleetplan.optimize.milp import MilpSolution, candidate_key, solve_problem
-from fleetplan.optimize.problem import PlanProblem, Tier
+from fleetplan.optimize.problem import PlanProblem
 from fleetplan.optimize.solvers import SolverSettings
 from fleetplan.optimize.verify import HourCheck
 
 DEFAULT_MAX_ROUNDS = 8
 DEFAULT_MAX_TRIMS = 3
-MIN_DERATE = 0.05
 # a probe's MILP answer must save at least this share of the best plan's cost to be simulated
 # (solver round-off is not a saving)
 _SAVING = 1e-6
@@ -78,7 +101,6 @@ SMALL_PROBLEM = 200
 PROBE_BACKOFF = 0.97
 LARGE_PROBE_MILPS = 2
 
-Key = tuple[str, Tier]  # (configuration, tier)
 
 # verify(solution) -> one HourCheck per hour of the plan
 Verifier = Callable[[MilpSolution, Executor], Sequence[HourCheck]]
@@ -102,35 +124,6 @@ class LoopOutcome:
     simulated: int = 0  # distinct plans simulated
 
 
-@dataclass
-class _Seen:
-    """A plan the loop simulated, its verdict, and the table that gave it."""
-
-    solution: MilpSolution
-    checks: tuple[HourCheck, ...]
-    problem: PlanProblem
-    derate: dict[Key, float]
-    scale: float
-    ok: bool
-    accepted: bool
-    ratio: float
-
-
-@dataclass
-class _Evidence:
-    """Bounds on each (configuration, tier)'s capacity multiplier (module docstring)."""
-
-    hi: dict[Key, float] = field(default_factory=dict)
-    lo: dict[Key, float] = field(default_factory=dict)
-
-    def m(self, key: Key) -> float:
-        return max(self.hi.get(key, 1.0), self.lo.get(key, 0.0))
-
-    def table(self) -> dict[Key, float]:
-        keys = sorted(set(self.hi) | set(self.lo))
-        return {k: v for k in keys if (v := self.m(k)) != 1.0}
-
-
 def derated(problem: PlanProblem, derate: dict[Key, float],
             carbon_scale: float = 1.0) -> PlanProblem:
     """``problem`` with capacities scaled per (configuration, tier) and the carbon cap scaled."""
@@ -142,26 +135,6 @@ def derated(problem: PlanProblem, derate: dict[Key, float],
                       max_kg_per_day=None if lim.max_kg_per_day is None
                       else lim.max_kg_per_day * carbon_scale)
     return replace(problem, capacity=cap, limits=lim)
-
-
-def pool_loads(problem: PlanProblem, sol: MilpSolution) -> dict[tuple[str, int], float]:
-    """Per (pool, hour) of ``sol``: its planned load per working replica, in replicas at the
-    *base* capacities of ``problem`` (1.0: every working replica at its measured capacity)."""
-    pools = {p.key: p for p in problem.pools}
-    by_name = {d.name: d for d in problem.demands}
-    load: dict[tuple[str, int], float] = {}
-    for (name, key, h), share in sol.shares.items():
-        if share <= 0 or (key, h) not in sol.tiers:
-            continue
-        d = by_name[name]
-        cap = problem.cap(d, pools[candidate_key(key)], sol.tiers[(key, h)])
-        if cap > 0:
-            load[(key, h)] = load.get((key, h), 0.0) + d.rates_rps[h] * share / cap
-    return {k: v / max(sol.working(*k), 1) for k, v in load.items()}
-
-
-def _config_tier(sol: MilpSolution, key: str, h: int) -> Key:
-    return key.partition("@")[0], sol.tiers[(key, h)]
 
 
 def _carbon_ratio(problem: PlanProblem, checks: Sequence[HourCheck]) -> float:
@@ -184,15 +157,7 @@ def _with_margin(problem: PlanProblem, checks: Sequence[HourCheck]) -> bool:
     one short run."""
     keep = 1.0 - problem.slo_margin
     slo = {d.name: d for d in problem.demands}
-    for chk in checks:
-        for c in chk.classes:
-            d = slo[c.name]
-            for target, seen in ((d.ttft_p99_ms, c.ttft_p99_ms), (d.tpot_p99_ms, c.tpot_p99_ms),
-                                 (d.e2e_p99_ms, c.e2e_p99_ms)):
-                if target is not None and target != float("inf") and (
-                        seen is None or seen > keep * target):
-                    return False
-    return True
+    return all(_within(slo[c.name], c, keep) for chk in checks for c in chk.classes)
 
 
 def _plan_key(sol: MilpSolution) -> tuple[object, ...]:
@@ -202,63 +167,6 @@ def _plan_key(sol: MilpSolution) -> tuple[object, ...]:
 
     return (sol.hours, items(sol.counts), items(sol.tiers), items(sol.shares),
             items(sol.base_counts), items(sol.spares))
-
-
-def _failing(problem: PlanProblem, checks: Sequence[HourCheck]) -> list[tuple[int, str, bool]]:
-    """(hour, class, severe) of every class that failed (all classes of an overloaded hour)."""
-    slo = {d.name: d for d in problem.demands}
-    out = []
-    for chk in checks:
-        failing = [c for c in chk.classes if not c.met]
-        if chk.overloaded and not failing:
-            failing = list(chk.classes)
-        for c in failing:
-            d = slo[c.name]
-            severe = (c.ttft_p99_ms is None
-                      or bool(d.ttft_p99_ms and c.ttft_p99_ms > 1.5 * d.ttft_p99_ms))
-            out.append((chk.hour, c.name, severe))
-    return out
-
-
-def _cut(problem: PlanProblem, seen: _Seen, ev: _Evidence, repeat: bool) -> list[str]:
-    """Upper bounds from a failing plan (module docstring); ``repeat``: the MILP gave this plan
-    again, so every bound it touches shrinks further (progress is guaranteed)."""
-    sol = seen.solution
-    loads = pool_loads(problem, sol)
-    slo = {d.name: d for d in problem.demands}
-    notes = []
-    changes: dict[Key, float] = {}
-    for h, name, severe in _failing(problem, seen.checks):
-        carriers = sorted({key for (cls, key, hh), s in sol.shares.items()
-                           if cls == name and hh == h and s > 0 and (key, h) in loads})
-        blamed = [k for k in carriers
-                  if loads[(k, h)] > ev.lo.get(_config_tier(sol, k, h), 0.0) + 1e-9]
-        if not blamed:  # every carrier passed this load before: the evidence conflicts
-            blamed = carriers
-            for k in carriers:
-                ev.lo.pop(_config_tier(sol, k, h), None)
-        for k in blamed:
-            ct = _config_tier(sol, k, h)
-            now = seen.derate.get(ct, 1.0)
-            f = max(loads[(k, h)] * (0.8 if severe else 0.93), 0.3 * now, MIN_DERATE)
-            if repeat:
-                f = min(f, now * 0.93)
-            changes[ct] = min(changes.get(ct, f), f)
-        c = next(c for chk in seen.checks if chk.hour == h for c in chk.classes
-                 if c.name == name)
-        got = "no result" if c.ttft_p99_ms is None else f"{c.ttft_p99_ms:.0f} ms"
-        notes.append(f"hour {h}: class {name} simulated P99 TTFT {got} vs SLO "
-                     f"{slo[name].ttft_p99_ms:g} ms")
-    for ct, f in sorted(changes.items()):
-        ev.hi[ct] = min(ev.hi.get(ct, 1.0), f)
-    return notes
-
-
-def _vouch(problem: PlanProblem, sol: MilpSolution, ev: _Evidence) -> None:
-    """Lower bounds from an accepted plan: each pool's load per working replica passed."""
-    for (key, h), u in pool_loads(problem, sol).items():
-        ct = _config_tier(sol, key, h)
-        ev.lo[ct] = max(ev.lo.get(ct, 0.0), u)
 
 
 def _probes(problem: PlanProblem, best: _Seen, ev: _Evidence,
@@ -284,6 +192,17 @@ def _probes(problem: PlanProblem, best: _Seen, ev: _Evidence,
             out[ct] = (rank, m, f"one replica fewer than {sol.counts[(key, h)]}x{key}{hour}")
     ranked = sorted(out.items(), key=lambda kv: kv[1][0], reverse=True)
     probes = [(ct, m, label) for ct, (_r, m, label) in ranked]
+    # re-test a shared failure: one suspect back, the others kept cut (a suspect that failed
+    # alone at no more load is not re-tested: the evidence is against it)
+    for rec in ev.explained + ev.joint:
+        for ct in sorted(rec):
+            if rec[ct][0] >= ev.bad.get(ct, math.inf) - 1e-9:
+                continue
+            m = ev.without(rec, ct)
+            if (m > ev.m(ct) * (1 + 1e-6) and _probe_key(ev, ct, m) not in tried
+                    and m < failed.get(ct, math.inf) * PROBE_BACKOFF):
+                probes.append((ct, m, f"{ct[0]} at {ct[1].label} cleared of a failure it "
+                                      f"shared (x{m:.3f})"))
     for ct, hi in sorted(ev.hi.items()):  # a cut that a joint blame may have put there
         if (hi < 1.0 and ev.m(ct) < 1.0 and _probe_key(ev, ct, 1.0) not in tried
                 and failed.get(ct, math.inf) * PROBE_BACKOFF > 1.0):
@@ -381,6 +300,7 @@ def closed_loop(problem: PlanProblem, settings: SolverSettings, verify: Verifier
                 _vouch(problem, sol, ev)
                 continue
             last = s
+            _vouch(problem, sol, ev, s.checks)
             notes = _cut(problem, s, ev, repeat)
             if s.ratio > 1.0 + 1e-9:
                 scale *= 0.99 / s.ratio
@@ -445,15 +365,27 @@ def closed_loop(problem: PlanProblem, settings: SolverSettings, verify: Verifier
         if s.accepted:
             best = s
             ev.lo[ct] = max(ev.lo.get(ct, 0.0), m)
-            _vouch(problem, sol, ev)
+            _vouch(problem, sol, ev)  # settles the evidence
             history.append(f"round {rnd}: {label} passed simulation too; kept "
                            f"(${sol.cost_per_day_usd / 24:.2f}/h)")
         else:
-            why = ("missed an SLO in simulation" if _failing(problem, s.checks) else
+            missed = bool(_failing(problem, s.checks))
+            why = ("missed an SLO in simulation" if missed else
                    "broke the carbon cap in simulation" if not s.ok else
                    "came within the safety margin of an SLO")
-            failed[ct] = min(failed.get(ct, m), m)
-            history.append(f"round {rnd}: {label} {why}; kept the verified plan")
+            # the failure is evidence like any other: the pools that carried a failing class
+            # are cut, those whose classes all met their SLO vouched for; the probed key is
+            # held below the multiplier tried only when it is among the blamed (a probe's plan
+            # may fail on a pool it merely moved load to)
+            _vouch(problem, sol, ev, s.checks)
+            blamed: set[Key] = set()
+            notes = _cut(problem, s, ev, False, blamed) if missed else []
+            if not missed or ct in blamed or any(ct in rec for rec in ev.joint):
+                failed[ct] = min(failed.get(ct, m), m)
+            else:  # the probed uplift was not refuted: the round taught a cut elsewhere, as a
+                probes -= 1  # cut round does (max_rounds still bounds the loop)
+            history.append(f"round {rnd}: {label} {why}; kept the verified plan"
+                           + "".join(f"; {n}" for n in notes))
     if best is not None:
         return LoopOutcome(best.solution, best.checks, rnd, True, best.problem, best.derate,
                            best.scale, seconds, history, first, len(seen))

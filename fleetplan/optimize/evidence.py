@@ -1,0 +1,231 @@
+"""What the closed loop learns from simulated plans: bounds on capacity multipliers.
+
+Each simulated plan is evidence about a multiplier per (configuration, tier) of the measured
+single-replica capacities (:mod:`fleetplan.optimize.loop`'s module docstring gives the rules):
+a pool that passed its load raises that key's lower bound; a class that failed makes suspects of
+the pools that carried it, cut alone or, when several share the failure, together until later
+evidence explains it (:class:`_Evidence`). :func:`_cut` and :func:`_vouch` read a plan and its
+simulation into the evidence.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from fleetplan.optimize.milp import MilpSolution, candidate_key
+from fleetplan.optimize.problem import Demand, PlanProblem, Tier
+from fleetplan.optimize.verify import ClassCheck, HourCheck
+
+MIN_DERATE = 0.05
+
+Key = tuple[str, Tier]  # (configuration, tier)
+
+@dataclass
+class _Seen:
+    """A plan the loop simulated, its verdict, and the table that gave it."""
+
+    solution: MilpSolution
+    checks: tuple[HourCheck, ...]
+    problem: PlanProblem
+    derate: dict[Key, float]
+    scale: float
+    ok: bool
+    accepted: bool
+    ratio: float
+
+
+@dataclass
+class _Evidence:
+    """Bounds on each (configuration, tier)'s capacity multiplier (module docstring).
+
+    ``hi`` is derived (:meth:`settle`) from the failures: ``sole`` holds the cuts of failures
+    with one suspect key (``bad``: the least load at which a key was a sole suspect); ``joint``
+    the failures with several, each as key -> (load, cut). A joint failure cuts all its
+    suspects until the evidence explains it: one suspect failed alone at no more load (it was
+    over there too: ``explained``, whose other suspects are probe candidates at their bound
+    without it), or every suspect but one passed as much load (that one becomes a sole
+    suspect)."""
+
+    hi: dict[Key, float] = field(default_factory=dict)
+    lo: dict[Key, float] = field(default_factory=dict)
+    sole: dict[Key, float] = field(default_factory=dict)
+    bad: dict[Key, float] = field(default_factory=dict)
+    joint: list[dict[Key, tuple[float, float]]] = field(default_factory=list)
+    explained: list[dict[Key, tuple[float, float]]] = field(default_factory=list)
+
+    def blame(self, suspects: dict[Key, tuple[float, float]]) -> None:
+        """One failure's suspects, key -> (load, cut)."""
+        if len(suspects) == 1:
+            ((k, (u, f)),) = suspects.items()
+            self.sole[k] = min(self.sole.get(k, 1.0), f)
+            self.bad[k] = min(self.bad.get(k, math.inf), u)
+        elif suspects:
+            self.joint.append(dict(suspects))
+        self.settle()
+
+    def settle(self) -> None:
+        """Resolve the joint failures the evidence explains; recompute ``hi``."""
+        changed = True
+        while changed:
+            changed = False
+            keep = []
+            for rec in self.joint:
+                if any(u >= self.bad.get(k, math.inf) - 1e-9 for k, (u, _f) in rec.items()):
+                    # a suspect was over alone at no more load: explained. Its cuts stay
+                    # (clearing them at once sends the MILP back to the other suspects'
+                    # loads round after round while the guilty one is cut down step by step);
+                    # a probe re-tests each other suspect at its bound without this failure
+                    self.explained.append(rec)
+                    continue
+                left = {k: v for k, v in rec.items() if self.lo.get(k, 0.0) + 1e-9 < v[0]}
+                if len(left) == 1:  # the others passed as much: this one is to blame
+                    ((k, (u, f)),) = left.items()
+                    self.sole[k] = min(self.sole.get(k, 1.0), f)
+                    self.bad[k] = min(self.bad.get(k, math.inf), u)
+                    changed = True
+                    continue
+                keep.append(rec)
+            self.joint = keep
+        hi = dict(self.sole)
+        for rec in self.joint + self.explained:
+            for k, (_u, f) in rec.items():
+                hi[k] = min(hi.get(k, 1.0), f)
+        self.hi = hi
+
+    def without(self, rec: dict[Key, tuple[float, float]], key: Key) -> float:
+        """``key``'s multiplier were joint failure ``rec`` not blamed on it."""
+        h = self.sole.get(key, 1.0)
+        for other in self.joint + self.explained:
+            if other != rec and key in other:
+                h = min(h, other[key][1])
+        return max(h, self.lo.get(key, 0.0))
+
+    def m(self, key: Key) -> float:
+        return max(self.hi.get(key, 1.0), self.lo.get(key, 0.0))
+
+    def table(self) -> dict[Key, float]:
+        keys = sorted(set(self.hi) | set(self.lo))
+        return {k: v for k in keys if (v := self.m(k)) != 1.0}
+
+
+def pool_loads(problem: PlanProblem, sol: MilpSolution) -> dict[tuple[str, int], float]:
+    """Per (pool, hour) of ``sol``: its planned load per working replica, in replicas at the
+    *base* capacities of ``problem`` (1.0: every working replica at its measured capacity)."""
+    pools = {p.key: p for p in problem.pools}
+    by_name = {d.name: d for d in problem.demands}
+    load: dict[tuple[str, int], float] = {}
+    for (name, key, h), share in sol.shares.items():
+        if share <= 0 or (key, h) not in sol.tiers:
+            continue
+        d = by_name[name]
+        cap = problem.cap(d, pools[candidate_key(key)], sol.tiers[(key, h)])
+        if cap > 0:
+            load[(key, h)] = load.get((key, h), 0.0) + d.rates_rps[h] * share / cap
+    return {k: v / max(sol.working(*k), 1) for k, v in load.items()}
+
+
+def _config_tier(sol: MilpSolution, key: str, h: int) -> Key:
+    return key.partition("@")[0], sol.tiers[(key, h)]
+
+
+def _within(d: Demand, c: ClassCheck, keep: float) -> bool:
+    """Every simulated P99 of class check ``c`` within ``keep x`` the SLO of ``d``."""
+    for target, seen in ((d.ttft_p99_ms, c.ttft_p99_ms), (d.tpot_p99_ms, c.tpot_p99_ms),
+                         (d.e2e_p99_ms, c.e2e_p99_ms)):
+        if target is not None and target != float("inf") and (
+                seen is None or seen > keep * target):
+            return False
+    return True
+
+
+def _failing(problem: PlanProblem, checks: Sequence[HourCheck]) -> list[tuple[int, str, bool]]:
+    """(hour, class, severe) of every class that failed (all classes of an overloaded hour)."""
+    slo = {d.name: d for d in problem.demands}
+    out = []
+    for chk in checks:
+        failing = [c for c in chk.classes if not c.met]
+        if chk.overloaded and not failing:
+            failing = list(chk.classes)
+        for c in failing:
+            d = slo[c.name]
+            severe = (c.ttft_p99_ms is None
+                      or bool(d.ttft_p99_ms and c.ttft_p99_ms > 1.5 * d.ttft_p99_ms))
+            out.append((chk.hour, c.name, severe))
+    return out
+
+
+def _cut(problem: PlanProblem, seen: _Seen, ev: _Evidence, repeat: bool,
+         blamed_keys: set[Key] | None = None) -> list[str]:
+    """Upper bounds from a failing plan (module docstring); ``repeat``: the MILP gave this plan
+    again, so every bound it touches shrinks further (progress is guaranteed). The keys it
+    blames are added to ``blamed_keys``."""
+    sol = seen.solution
+    loads = pool_loads(problem, sol)
+    slo = {d.name: d for d in problem.demands}
+    notes = []
+    changes: dict[Key, float] = {}
+    for h, name, severe in _failing(problem, seen.checks):
+        carriers = sorted({key for (cls, key, hh), s in sol.shares.items()
+                           if cls == name and hh == h and s > 0 and (key, h) in loads})
+        blamed = [k for k in carriers
+                  if loads[(k, h)] > ev.lo.get(_config_tier(sol, k, h), 0.0) + 1e-9]
+        if not blamed:  # every carrier passed this load before: the evidence conflicts
+            blamed = carriers
+            for k in carriers:
+                ev.lo.pop(_config_tier(sol, k, h), None)
+        suspects: dict[Key, tuple[float, float]] = {}
+        for k in blamed:
+            ct = _config_tier(sol, k, h)
+            now = seen.derate.get(ct, 1.0)
+            f = max(loads[(k, h)] * (0.8 if severe else 0.93), 0.3 * now, MIN_DERATE)
+            if repeat:
+                f = min(f, now * 0.93)
+            u0, f0 = suspects.get(ct, (0.0, math.inf))
+            suspects[ct] = (max(u0, loads[(k, h)]), min(f0, f))
+            changes[ct] = min(changes.get(ct, f), f)
+        ev.blame(suspects)
+        c = next(c for chk in seen.checks if chk.hour == h for c in chk.classes
+                 if c.name == name)
+        got = "no result" if c.ttft_p99_ms is None else f"{c.ttft_p99_ms:.0f} ms"
+        notes.append(f"hour {h}: class {name} simulated P99 TTFT {got} vs SLO "
+                     f"{slo[name].ttft_p99_ms:g} ms")
+    if blamed_keys is not None:  # the keys the evidence now blames alone
+        blamed_keys.update(k for k in changes if k in ev.sole)
+    return notes
+
+
+def _vouch(problem: PlanProblem, sol: MilpSolution, ev: _Evidence,
+           checks: Sequence[HourCheck] | None = None) -> None:
+    """Lower bounds from a simulated plan. Accepted (``checks`` None): each pool's load per
+    working replica passed. Otherwise, from ``checks``: a pool passed its load when every class
+    it carries met its SLO in that hour (within the safety margin where the load is above the
+    measured capacity) and no pool of the hour was overloaded. Under planned routing a pool's
+    requests and replicas do not depend on the other pools, so a failure elsewhere in the plan
+    says nothing against it."""
+    loads = pool_loads(problem, sol)
+    if checks is None:
+        good = set(loads)
+    else:
+        slo = {d.name: d for d in problem.demands}
+        keep = 1.0 - problem.slo_margin
+        by_hour = {chk.hour: chk for chk in checks}
+        good = set()
+        for key, h in loads:
+            chk = by_hour.get(h)
+            if chk is None or chk.overloaded:
+                continue
+            carried = {cls for (cls, k, hh), s in sol.shares.items()
+                       if k == key and hh == h and s > 0}
+            res = [c for c in chk.classes if c.name in carried]
+            if len(res) != len(carried) or not all(c.met for c in res):
+                continue
+            if loads[(key, h)] > 1.0 + 1e-6 and not all(
+                    _within(slo[c.name], c, keep) for c in res):
+                continue
+            good.add((key, h))
+    for key, h in sorted(good):
+        ct = _config_tier(sol, key, h)
+        ev.lo[ct] = max(ev.lo.get(ct, 0.0), loads[(key, h)])
+    ev.settle()
