@@ -19,7 +19,6 @@ Main entries: :class:`Reliability`, :func:`resolve` (a configuration's record, o
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -31,9 +30,6 @@ from fleetplan.scenario.base import Strict
 
 SECONDS_PER_HOUR = 3600.0
 DEFAULT_QUANTILE = 0.01
-# the largest spare count a pool may need (P(more than k down) falls fast; a larger need is
-# a failure rate the plan cannot absorb with spares)
-MAX_SPARES = 64
 CONSUMER_GPUS = frozenset({"RTX-4090", "RTX-5090", "RTX-3090"})
 Market = Literal["on-demand", "spot"]
 # share off the catalog price of interruptible capacity: an assumption (AWS advertises up to 90%
@@ -269,24 +265,35 @@ def unavailability(failures_per_hour: float, replace_s: float) -> float:
     return lr / (1.0 + lr)
 
 
-def _binom_tail(n: int, u: float, k: int) -> float:
-    """``P(Binomial(n, u) > k)``."""
-    if k >= n:
-        return 0.0
-    below = sum(math.comb(n, j) * u ** j * (1.0 - u) ** (n - j) for j in range(k + 1))
-    return max(0.0, 1.0 - below)
+def _down_tail(working: int, u: float, k: int) -> float:
+    """``P(Binomial(working + k, u) > k)``: more than ``k`` of ``working + k`` replicas down."""
+    from scipy.stats import binom  # scipy loads only when a plan has churn
+
+    return float(binom.sf(k, working + k, u))
 
 
 @lru_cache(maxsize=4096)
 def spares_needed(working: int, u: float, quantile: float) -> int:
     """The fewest spares ``k`` with ``P(Binomial(working + k, u) > k) <= quantile`` (0 for an
-    empty pool or ``u = 0``). Non-decreasing in ``working`` and in ``u``."""
+    empty pool or ``u = 0``). Non-decreasing in ``working`` and in ``u``; never capped: a pool
+    whose replicas are often down gets as many spares as the quantile needs (``u < 1`` always,
+    so the count is finite: the tail falls as ``k`` passes ``u * working / (1 - u)``)."""
     if working <= 0 or u <= 0:
         return 0
-    for k in range(MAX_SPARES + 1):
-        if _binom_tail(working + k, u, k) <= quantile:
-            return k
-    return MAX_SPARES
+    # the tail is non-increasing in k (one more replica adds at most one more down, while the
+    # allowance grows by one): bracket by doubling, then bisect
+    if _down_tail(working, u, 0) <= quantile:
+        return 0
+    lo, hi = 0, 1  # tail(lo) > quantile
+    while _down_tail(working, u, hi) > quantile:
+        lo, hi = hi, hi * 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if _down_tail(working, u, mid) > quantile:
+            lo = mid
+        else:
+            hi = mid
+    return hi
 
 
 def spares_table(max_working: int, u: float, quantile: float) -> tuple[int, ...]:

@@ -54,6 +54,14 @@ def test_spares_are_the_fewest_with_the_tail_within_the_quantile(u: float) -> No
         assert k == 0 or _tail(n + k - 1, u, k - 1) > 0.01
 
 
+def test_a_pool_often_down_gets_every_spare_its_quantile_needs() -> None:
+    # 100 working replicas down 40% of the time need well over 64 spares (u*n/(1-u) ~ 67
+    # before the 1% tail): the count is the fewest that holds the tail, never a silent cap
+    k = spares_needed(100, 0.4, 0.01)
+    assert k > 64
+    assert _tail(100 + k, 0.4, k) <= 0.01 < _tail(100 + k - 1, 0.4, k - 1)
+
+
 def _with_churn(problem: PlanProblem, u: float) -> PlanProblem:
     return problem.replace(pools=tuple(replace(p, unavailability=u) if p.gpu == "RTX-4090"
                                        else p for p in problem.pools))
