@@ -4,6 +4,9 @@ Main entry: :func:`stream_request` (an ``aiohttp.ClientSession``, the URL, the r
 :class:`RequestOutcome` with TTFT, the inter-token gaps, end-to-end latency, token counts and an
 error string ("" on success). It never raises for a server's or the network's fault: timeouts,
 HTTP errors, malformed SSE lines and dropped connections become a failed outcome with the reason.
+Lines end at CRLF, LF or a lone CR, and a byte order mark opening the stream is dropped, as the
+SSE specification says; a 200 answer whose body is JSON, text or HTML (an error page, a server
+that ignored ``stream``) fails its request with the start of that body.
 
 Timing follows ``vllm bench serve`` (``async_request_openai_completions``): the clock starts
 before the request is sent; every SSE event with a non-empty ``choices`` list is one token event
@@ -135,7 +138,7 @@ class _Events:
 
     def line(self, raw: bytes) -> bool:
         """Take one line; True once ``[DONE]`` is seen."""
-        data = _event_data(raw.decode("utf-8").rstrip("\r"))
+        data = _event_data(raw.decode("utf-8"))
         if data is None:
             return self._idle()
         data = data.strip()
@@ -173,6 +176,16 @@ def _has_text(choice: Any) -> bool:
     return isinstance(text, str) and text != ""
 
 
+def _lf_lines(chunk: bytes, after_cr: bool) -> tuple[bytes, bool]:
+    """``chunk`` with every SSE line end (CRLF, LF or a lone CR) as one LF, and whether it
+    ended in CR (then an LF opening the next chunk is the same line end)."""
+    if after_cr and chunk.startswith(b"\n"):
+        chunk = chunk[1:]
+    if b"\r" not in chunk:
+        return chunk, False
+    return chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n"), chunk.endswith(b"\r")
+
+
 def _too_long(n: int) -> StreamError:
     return StreamError(f"SSE line longer than {MAX_LINE_BYTES} bytes ({n} bytes without a "
                        "newline): refused")
@@ -184,16 +197,22 @@ async def _consume(resp: aiohttp.ClientResponse, out: RequestOutcome, t0: float,
     pending = bytearray()  # the line being received; bounded by MAX_LINE_BYTES
     done = False
     size = 0
-    async for chunk in resp.content.iter_any():
+    after_cr = False  # the last chunk ended in CR: an LF that opens this one ends no line
+    first = True
+    async for raw in resp.content.iter_any():
         # a read that finds data waiting does not give the event loop a turn: give it one, so
         # the request's timeout and the run's deadline fire however fast the body comes
         await asyncio.sleep(0)
-        size += len(chunk)
+        size += len(raw)
         if size > MAX_BODY_BYTES:
             raise StreamError(f"response body larger than {MAX_BODY_BYTES >> 20} MiB "
                               "(after decompression): refused")
+        chunk, after_cr = _lf_lines(raw, after_cr)
+        if first and chunk:
+            # SSE: a byte order mark opening the stream is not part of its first line
+            chunk, first = chunk.removeprefix(b"\xef\xbb\xbf"), False
         start = 0
-        while (nl := chunk.find(b"\n", start)) >= 0:  # a line is complete at its LF (CRLF too)
+        while (nl := chunk.find(b"\n", start)) >= 0:  # a line is complete at its end
             if len(pending) + nl - start > MAX_LINE_BYTES:
                 raise _too_long(len(pending) + nl - start)
             if pending:
@@ -259,6 +278,12 @@ async def stream_request(client: aiohttp.ClientSession, url: str, body: dict[str
                 if resp.status != 200:
                     text = await _error_text(resp)
                     raise StreamError(f"HTTP {resp.status} {str(resp.reason)[:80]}: {text}")
+                if resp.content_type in ("application/json", "text/plain", "text/html"):
+                    # a body, not an event stream: a proxy's or server's error page sent with
+                    # 200, or a server that ignored "stream": say what it said
+                    text = await _error_text(resp)
+                    raise StreamError(f"HTTP 200 with a body of type {resp.content_type} "
+                                      f"instead of an event stream: {text}")
                 await _consume(resp, out, t0, Expected.from_body(body))
         out.success = True
     except TimeoutError:

@@ -47,6 +47,7 @@ class Plan:
     endless_body: bool = False
     endless_line: bool = False
     usage_override: dict[str, Any] | None = None
+    content_type: str = "text/event-stream"
 
 
 @dataclass
@@ -163,7 +164,7 @@ class FakeServer:
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+            writer.write(f"HTTP/1.1 200 OK\r\nContent-Type: {plan.content_type}\r\n".encode()
                          + (b"Content-Encoding: gzip\r\n" if plan.gzip_body is not None
                             else b"")
                          + b"Transfer-Encoding: chunked\r\n\r\n")

@@ -176,3 +176,35 @@ def test_a_compressed_body_that_inflates_to_a_gigabyte_fails_its_request_bounded
     res = bench(srv.url, 2, rate=math.inf, request_timeout_s=20)
     assert res["completed"] == 0 and res["failed"] == 2
     assert res["errors"] and all(reason in e for e in res["errors"]), res["errors"]
+
+
+def _events(end: bytes) -> bytes:
+    """Three completion token events without usage, then [DONE], each line ending in ``end``."""
+    lines = [b"data: " + json.dumps({"choices": [{"index": 0, "text": f" t{k}"}]}).encode()
+             for k in range(3)] + [b"data: [DONE]"]
+    return b"".join(line + end + end for line in lines)
+
+
+@pytest.mark.parametrize("body", [
+    b"\xef\xbb\xbf" + _events(b"\n"),  # a byte order mark opens the stream
+    _events(b"\r"),  # lines ended by a lone CR
+    _events(b"\r\n"),  # and by CRLF
+], ids=["bom", "cr", "crlf"])
+def test_every_sse_line_end_and_a_leading_bom_keep_every_token(fake_server: Any,
+                                                              body: bytes) -> None:
+    # the SSE specification allows CR, LF and CRLF and an opening BOM: no token event is lost,
+    # so the count (from text events: no usage here) is the three the server sent
+    srv = fake_server(lambda i, b: Plan(raw_body=body))
+    res = bench(srv.url, 2, rate=math.inf, request_timeout_s=5)
+    assert res["completed"] == 2 and res["failed"] == 0, res["errors"]
+    assert res["output_lens"] == [3, 3]
+
+
+def test_a_json_answer_with_status_200_fails_with_what_it_said(fake_server: Any) -> None:
+    answer = json.dumps({"error": {"message": "stream is not supported here"}}).encode()
+    srv = fake_server(faulty({"raw_body": answer, "content_type": "application/json"}))
+    res = bench(srv.url, 2, rate=math.inf, request_timeout_s=5)
+    assert res["completed"] == 0 and res["failed"] == 2
+    said = "HTTP 200 with a body of type application/json instead of an event stream"
+    assert all(e.startswith(said)
+               and "stream is not supported here" in e for e in res["errors"]), res["errors"]
