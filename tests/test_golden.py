@@ -34,8 +34,8 @@ def _check(name: str, text: str) -> None:
     want = path.read_text(encoding="utf-8")
     if text != want:
         got_lines, want_lines = text.splitlines(), want.splitlines()
-        first = next((i for i, (a, b) in enumerate(zip(got_lines, want_lines)) if a != b),
-                     min(len(got_lines), len(want_lines)))
+        pairs = enumerate(zip(got_lines, want_lines, strict=False))
+        first = next((i for i, (a, b) in pairs if a != b), min(len(got_lines), len(want_lines)))
         got = got_lines[first] if first < len(got_lines) else "<end>"
         old = want_lines[first] if first < len(want_lines) else "<end>"
         pytest.fail(f"{name} changed at line {first + 1}:\n  was: {old[:300]}\n  now: {got[:300]}")
