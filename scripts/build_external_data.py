@@ -11,7 +11,7 @@ nothing is invented. Every row names its source, the file inside the repository 
 
 Usage::
 
-    python scripts/build_external_data.py [--mirrors /work/.mirror] [--only SLUG ...]
+    .venv/bin/python scripts/build_external_data.py [--mirrors /work/.mirror] [--only SLUG ...]
 
 Re-runnable and deterministic: rows are sorted, floats rounded to 4 significant digits, and a
 source whose mirror is missing keeps its committed CSV (with a note on stderr).
@@ -31,29 +31,14 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from fleetplan.profiles.external import COLUMNS as EXTERNAL_COLUMNS
+
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "data" / "external"
 
-# The column contract shared with fleetplan/profiles/external.py (ExternalRun). Order matters:
-# it is the CSV header.
-COLUMNS = [
-    "source", "source_file", "commit", "run_id", "date",
-    "model", "model_raw", "gpu", "gpu_raw", "gpu_count", "tp", "pp", "dp", "nodes",
-    "interconnect", "power_limit_w",
-    "engine", "engine_version", "dtype", "quant", "kv_cache_dtype", "spec_decode",
-    "max_num_seqs", "max_num_batched_tokens", "max_model_len", "gpu_memory_utilization",
-    "engine_args",
-    "load_kind", "load_value", "num_prompts", "dataset",
-    "input_tokens_mean", "input_tokens_min", "input_tokens_max",
-    "output_tokens_mean", "output_tokens_min", "output_tokens_max", "output_tokens_requested",
-    "prefix_cache", "prefix_hit_rate",
-    "completed_rps", "output_tok_s", "total_tok_s",
-    "ttft_mean_ms", "ttft_p50_ms", "ttft_p99_ms",
-    "tpot_mean_ms", "tpot_p50_ms", "tpot_p99_ms",
-    "itl_mean_ms", "itl_p50_ms", "itl_p99_ms",
-    "e2e_mean_ms", "e2e_p50_ms", "e2e_p99_ms",
-    "duration_s", "metric_note",
-]
+# The column contract is the loader's (fleetplan/profiles/external.py, ExternalRun): one source
+# of truth for the CSV header and its order.
+COLUMNS = list(EXTERNAL_COLUMNS)
 
 # Engine flags kept in ``engine_args`` (besides the ones with their own column) because they
 # change performance; everything else on a launch line (ports, names, parsers) is dropped.
