@@ -321,10 +321,72 @@ def build_2x4090(repo: Path) -> list[dict[str, Any]]:
     return rows
 
 
+# --------------------------------------------------------------------------- Lambda H100/A100
+LAMBDA_GPUS = {"H100-80GB-SXM": ("H100-SXM", "NVLink-4"),
+               "A100-80GB-SXM": ("A100-80GB", "NVLink-3")}
+
+
+def build_lambda(raw: Path) -> list[dict[str, Any]]:
+    """LambdaLabsML/vllm-benchmark: vLLM 0.5.4 ``benchmark_serving.py`` results (ShareGPT, all
+    ``num_prompts`` sent at once) on 1-8 x H100 / A100 80GB SXM. The repository (~800 MB)
+    exceeds the fetch limit, so the builder reads ``data/external/raw/lambdalabs-vllm-benchmark
+    .json``: the summary fields of the chosen result files, copied from their heads. Server
+    flags per ``benchmark.py`` (``--max-num-seqs 1024 --gpu-memory-utilization 0.95``,
+    ``--tensor-parallel-size`` = GPU count) and ``max_model_len`` from the file name."""
+    data = json.loads(raw.read_text(encoding="utf-8"))
+    rows: list[dict[str, Any]] = []
+    for f in data["files"]:
+        m = re.fullmatch(r"results/prompt_(\d+)/(\d+)x([\w-]+)/(.+)_tp(\d+)_len(\d+)\.json",
+                         f["path"])
+        if m is None:
+            raise SystemExit(f"build_external_data: lambda: unexpected path {f['path']}")
+        n_prompts, count, gpu_raw, _model, tp, max_len = m.groups()
+        gpu, link = LAMBDA_GPUS[gpu_raw]
+        done = int(f["completed"])
+        # the copied totals must reproduce the file's own rates (catches a copying slip)
+        for total, rate in (("completed", "request_throughput"),
+                            ("total_output_tokens", "output_throughput")):
+            if abs(float(f[total]) / f["duration"] / f[rate] - 1) > 1e-9:
+                raise SystemExit(f"build_external_data: lambda: {f['path']}: {total} / "
+                                 f"duration != {rate}")
+        ins, outs = f.get("input_lens"), f.get("output_lens")
+        rows.append({
+            "source": "lambdalabs-vllm-benchmark", "source_file": f["path"],
+            "commit": f["commit"], "run_id": f["path"].removeprefix("results/")
+            .removesuffix(".json"), "date": f"{f['date'][:4]}-{f['date'][4:6]}-{f['date'][6:8]}",
+            "model": f["model_id"], "model_raw": f["model_id"], "gpu": gpu,
+            "gpu_raw": f"{gpu_raw} (Lambda's name)", "gpu_count": int(count), "tp": int(tp),
+            "pp": 1, "nodes": 1, "interconnect": link, "engine": "vllm",
+            "engine_version": "0.5.4", "max_num_seqs": 1024, "max_model_len": int(max_len),
+            "gpu_memory_utilization": 0.95, "load_kind": "burst",
+            "num_prompts": int(n_prompts), "dataset": "ShareGPT_V3_unfiltered_cleaned_split",
+            "input_tokens_mean": f["total_input_tokens"] / done,
+            "input_tokens_min": min(ins) if ins else None,
+            "input_tokens_max": max(ins) if ins else None,
+            "output_tokens_mean": f["total_output_tokens"] / done,
+            "output_tokens_min": min(outs) if outs else None,
+            "output_tokens_max": max(outs) if outs else None,
+            "prefix_cache": "cold",  # vLLM 0.5.4: prefix caching off unless enabled
+            "completed_rps": f["request_throughput"], "output_tok_s": f["output_throughput"],
+            "total_tok_s": (f["total_input_tokens"] + f["total_output_tokens"]) / f["duration"],
+            "ttft_mean_ms": f["mean_ttft_ms"], "ttft_p50_ms": f["median_ttft_ms"],
+            "ttft_p99_ms": f["p99_ttft_ms"], "tpot_mean_ms": f["mean_tpot_ms"],
+            "tpot_p50_ms": f["median_tpot_ms"], "tpot_p99_ms": f["p99_tpot_ms"],
+            "itl_mean_ms": f["mean_itl_ms"], "itl_p50_ms": f["median_itl_ms"],
+            "itl_p99_ms": f["p99_itl_ms"], "e2e_mean_ms": f["mean_latency_ms"],
+            "e2e_p50_ms": f["median_latency_ms"], "e2e_p99_ms": f["p99_latency_ms"],
+            "duration_s": f["duration"],
+            "metric_note": "input/output_tokens_mean = file totals / completed requests",
+        })
+    return rows
+
+
 # --------------------------------------------------------------------------- registry
+# slug -> (mirror folder under --mirrors, or a file under data/external/raw/, builder)
 SOURCES: dict[str, tuple[str, Callable[[Path], list[dict[str, Any]]]]] = {
     "4x3090-llm-benchmarks": ("LottoLottoLotto+4x3090-llm-benchmarks", build_4x3090),
     "llm-bench-2x4090": ("MadCodeTX+llm-bench-2x4090", build_2x4090),
+    "lambdalabs-vllm-benchmark": ("raw:lambdalabs-vllm-benchmark.json", build_lambda),
 }
 
 
@@ -336,8 +398,11 @@ def main(argv: list[str] | None = None) -> int:
     for slug, (mirror, build) in SOURCES.items():
         if args.only and slug not in args.only:
             continue
-        repo = args.mirrors / mirror / "repo"
-        if not repo.is_dir():
+        if mirror.startswith("raw:"):
+            repo = OUT / "raw" / mirror.removeprefix("raw:")
+        else:
+            repo = args.mirrors / mirror / "repo"
+        if not repo.exists():
             print(f"build_external_data: {slug}: no mirror at {repo}; kept the committed CSV",
                   file=sys.stderr)
             continue

@@ -25,9 +25,12 @@ How a row is replayed (each rule is the row's own figures, never a fit):
   ``poisson`` R = Poisson arrivals at R req/s; ``burst`` = all at once, no cap.
 - prompts: the row's ``num_prompts``; where the source does not say, 4 x the concurrency (at
   least 8) and the output says so (``num_prompts assumed``).
-- lengths: every request has the row's prompt length (``input_tokens_mean``) and output length
-  (``output_tokens_mean``, else ``output_tokens_requested``); a row without a prompt length is
-  refused. Prefix cache warm only where the row says ``warm``.
+- lengths: fixed-length synthetic workloads send every request with the row's prompt length
+  (``input_tokens_mean``) and output length (``output_tokens_mean``, else
+  ``output_tokens_requested``); ShareGPT runs draw lengths from the product's protocol model at
+  the row's means, conditioned on its token totals (3 seeds), as ``validate`` replays a
+  benchmark file. A row without a prompt length is refused. Prefix cache warm only where the
+  row says ``warm``.
 - engine settings: today's product predicts vLLM's defaults whatever the server ran; with
   ``--engine-args`` the row's ``max_num_seqs`` / ``max_num_batched_tokens`` / ``max_model_len``
   replace them (``ReplicaParams.with_``).
@@ -157,6 +160,7 @@ def predict_row(run: Any, res: Resolver, *, engine_args: bool) -> Outcome:
     from fleetplan.replica.predict import resolve_params
     from fleetplan.replica.protocol import replay
     from fleetplan.validate.bands import prediction_bands
+    from fleetplan.workload.lengths import protocol_length_model
 
     why = refusal(run, res)
     spec, model_why = (None, None) if why else res.model(run.model)
@@ -186,10 +190,21 @@ def predict_row(run: Any, res: Resolver, *, engine_args: bool) -> Outcome:
         out.notes.append("num_prompts assumed")
     lin = min(int(round(run.input_tokens_mean)), params.max_model_len - 2)
     lout = max(1, int(round(run.output_tokens)))
+    if "sharegpt" in (run.dataset or "").lower():
+        # ShareGPT prompts: the product's protocol length model (the study's ShareGPT fit) at
+        # the run's mean lengths, each seed conditioned on the run's token totals, as
+        # `validate` replays a benchmark file
+        how: dict[str, Any] = {
+            "lengths": protocol_length_model(mean_input=run.input_tokens_mean,
+                                             mean_output=run.output_tokens),
+            "totals": (int(round(run.input_tokens_mean * n)), int(round(run.output_tokens * n))),
+            "seeds": (0, 1, 2)}
+        out.notes.append("ShareGPT lengths drawn (protocol model) on the run's totals")
+    else:  # fixed-length synthetic prompts: every request as recorded
+        how = {"request_lengths": ([lin] * n, [lout] * n), "seeds": (0,)}
     try:
-        pred = replay(params, rate=rate, num_prompts=n, max_concurrency=cap, seeds=(0,),
-                      request_lengths=([lin] * n, [lout] * n),
-                      warm_prefix_cache=run.prefix_cache == "warm")
+        pred = replay(params, rate=rate, num_prompts=n, max_concurrency=cap,
+                      warm_prefix_cache=run.prefix_cache == "warm", **how)
     except FleetplanError as exc:
         return Outcome(run, refused=str(exc).splitlines()[0])
     meas_t, pred_t, _unit = _throughput(run, pred)
