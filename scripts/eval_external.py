@@ -139,7 +139,8 @@ def refusal(run: Any, res: Resolver) -> str | None:
         return (f"pipeline parallel (pp={run.pp}) / multi-node ({run.nodes}) servers are not "
                 "modeled")
     if (run.dp or 1) > 1 or run.gpu_count != (run.tp or 1):
-        return f"{run.gpu_count} GPUs for tp={run.tp}: data-parallel replicas are not modeled"
+        return (f"{run.gpu_count} GPUs for tp={run.tp}: several replicas behind one endpoint "
+                "(instances / data parallel) are not modeled as one server")
     if run.engine != "vllm":
         return f"engine {run.engine}: only vLLM is modeled"
     kv = (run.kv_cache_dtype or "auto").lower()
