@@ -350,6 +350,10 @@ def build_lambda(raw: Path) -> list[dict[str, Any]]:
                 raise SystemExit(f"build_external_data: lambda: {f['path']}: {total} / "
                                  f"duration != {rate}")
         ins, outs = f.get("input_lens"), f.get("output_lens")
+        if ins is not None and (len(ins) != done or sum(ins) != f["total_input_tokens"]
+                                or sum(outs) != f["total_output_tokens"]):
+            raise SystemExit(f"build_external_data: lambda: {f['path']}: the copied lengths "
+                             "do not add up to the file's totals")
         rows.append({
             "source": "lambdalabs-vllm-benchmark", "source_file": f["path"],
             "commit": f["commit"], "run_id": f["path"].removeprefix("results/")
