@@ -240,8 +240,12 @@ def _signed_range(xs: Iterable[float]) -> str:
 
 def summarize(outcomes: list[Outcome], title: str) -> list[str]:
     done = [o for o in outcomes if o.refused is None]
+    cal = sum(1 for o in done if "calibrated pair (bundled calibration)" in o.notes)
+    assumed = sum(1 for o in done if "num_prompts assumed" in o.notes)
     lines = [f"{title}: {len(done)} of {len(outcomes)} runs predicted, "
-             f"{len(outcomes) - len(done)} refused"]
+             f"{len(outcomes) - len(done)} refused"
+             + (f"; {cal} from the bundled calibration" if cal else "")
+             + (f"; {assumed} with num_prompts assumed" if assumed else "")]
     labels = ["throughput", "TTFT p50", "TTFT p99", "TPOT p50", "ITL p50", "E2E p50"]
     for label in labels:
         errs = [o.errors[label] for o in done if label in o.errors]
