@@ -1,0 +1,420 @@
+#!/usr/bin/env python3
+"""Build the compact external benchmark fixtures under ``data/external/`` from fetched mirrors.
+
+Each public source (a GitHub repository brought here as a bare git directory by the session's
+``fetch`` tool, under ``/work/.mirror/<owner>+<name>/repo``) becomes one tidy CSV of derived
+per-run summary rows: the server (GPU, count, tensor/pipeline parallel, engine and version,
+quantization, engine settings that differ from vLLM's defaults), the load (concurrency or Poisson
+rate, prompt count, token lengths as recorded) and the measured outcome (req/s, output tok/s,
+TTFT/TPOT/ITL/E2E percentiles). A cell stays empty when the source does not state the figure;
+nothing is invented. Every row names its source, the file inside the repository and the commit.
+
+Usage::
+
+    .venv/bin/python scripts/build_external_data.py [--mirrors /work/.mirror] [--only SLUG ...]
+
+Re-runnable and deterministic: rows are sorted, floats rounded to 4 significant digits, and a
+source whose mirror is missing keeps its committed CSV (with a note on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import re
+import shlex
+import subprocess
+import sys
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from fleetplan.profiles.external import COLUMNS as EXTERNAL_COLUMNS
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "data" / "external"
+
+# The column contract is the loader's (fleetplan/profiles/external.py, ExternalRun): one source
+# of truth for the CSV header and its order.
+COLUMNS = list(EXTERNAL_COLUMNS)
+
+# Engine flags kept in ``engine_args`` (besides the ones with their own column) because they
+# change performance; everything else on a launch line (ports, names, parsers) is dropped.
+PERF_FLAGS = (
+    "enable-chunked-prefill", "no-enable-chunked-prefill", "enable-prefix-caching",
+    "no-enable-prefix-caching", "enforce-eager", "disable-custom-all-reduce",
+    "max-cudagraph-capture-size", "attention-backend", "block-size", "swap-space",
+    "num-scheduler-steps", "enable-expert-parallel", "data-parallel-size",
+    "pipeline-parallel-size", "quantization", "dtype", "compilation-config",
+    "async-scheduling", "cpu-offload-gb",
+)
+PERF_ENV = ("NCCL_P2P_DISABLE", "VLLM_ATTENTION_BACKEND", "VLLM_USE_V1")
+
+
+# --------------------------------------------------------------------------- helpers
+def git(repo: Path, *args: str) -> bytes:
+    return subprocess.run(["git", f"--git-dir={repo}", *args], check=True,
+                          capture_output=True).stdout
+
+
+def head_commit(repo: Path) -> str:
+    return git(repo, "rev-parse", "HEAD").decode().strip()
+
+
+def show(repo: Path, path: str) -> str:
+    return git(repo, "show", f"HEAD:{path}").decode("utf-8")
+
+
+def ls(repo: Path) -> list[str]:
+    return git(repo, "ls-tree", "-r", "--name-only", "HEAD").decode().splitlines()
+
+
+def num(v: Any) -> float | None:
+    """A finite number or None (the source's null, '', NaN, or a non-number)."""
+    if v is None or isinstance(v, bool):
+        return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if f == f and abs(f) != float("inf") else None
+
+
+def fmt(v: Any) -> str:
+    """One CSV cell: empty for None, 4 significant digits for floats (deterministic)."""
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if v == int(v) and abs(v) < 1e15:
+            return str(int(v))
+        return f"{v:.4g}" if abs(v) >= 1e-3 else f"{v:.4e}"
+    return str(v).replace("\n", " ").strip()
+
+
+def parse_launch(argv: list[str] | None, cmd: str | None) -> tuple[dict[str, str], dict[str, str]]:
+    """(flags, env) of a ``vllm serve`` launch: ``--name value`` / ``--flag`` pairs and the
+    ``VAR=value`` environment assignments on the same line(s)."""
+    tokens: list[str] = []
+    if argv:
+        tokens = [str(t) for t in argv]
+    elif cmd:
+        text = re.sub(r"#[^\n]*", " ", cmd).replace("\\\n", " ")
+        try:
+            tokens = shlex.split(text)
+        except ValueError:
+            tokens = text.split()
+    flags: dict[str, str] = {}
+    env: dict[str, str] = {}
+    i = 0
+    while i < len(tokens):
+        t = tokens[i]
+        m = re.fullmatch(r"(?:export\s+)?([A-Z][A-Z0-9_]+)=(.*)", t)
+        if m:
+            env[m.group(1)] = m.group(2)
+        elif t.startswith("--"):
+            name, eq, val = t[2:].partition("=")
+            if not eq and i + 1 < len(tokens) and not tokens[i + 1].startswith("--"):
+                val = tokens[i + 1]
+                i += 1
+            flags[name] = val
+        i += 1
+    return flags, env
+
+
+def engine_args_cell(flags: dict[str, str], env: dict[str, str],
+                     extra: Iterable[tuple[str, Any]] = ()) -> str:
+    parts = [f"{k.replace('-', '_')}={flags[k]}" if flags[k] else k.replace("-", "_")
+             for k in sorted(flags) if k in PERF_FLAGS]
+    parts += [f"env:{k}={env[k]}" for k in sorted(env) if k in PERF_ENV]
+    parts += [f"{k}={fmt(v)}" for k, v in extra if v is not None]
+    return ";".join(parts)
+
+
+def write_csv(slug: str, rows: list[dict[str, Any]]) -> Path:
+    for r in rows:
+        unknown = set(r) - set(COLUMNS)
+        if unknown:
+            raise SystemExit(f"build_external_data: {slug}: unknown columns {sorted(unknown)}")
+    cells = [[fmt(r.get(c)) for c in COLUMNS] for r in rows]
+    key = {c: i for i, c in enumerate(COLUMNS)}
+
+    def sort_key(c: list[str]) -> tuple[Any, ...]:
+        lv = num(c[key["load_value"]])
+        return (c[key["source_file"]], c[key["run_id"]], c[key["load_kind"]],
+                lv if lv is not None else -1.0)
+    cells.sort(key=sort_key)
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(COLUMNS)
+    w.writerows(cells)
+    OUT.mkdir(parents=True, exist_ok=True)
+    path = OUT / f"{slug}.csv"
+    path.write_text(buf.getvalue(), encoding="utf-8")
+    return path
+
+
+# --------------------------------------------------------------------------- 4 x RTX 3090
+def build_4x3090(repo: Path) -> list[dict[str, Any]]:
+    """LottoLottoLotto/4x3090-llm-benchmarks: ``data/benchmarks.jsonl`` (schema v2), vLLM rows
+    without speculative decoding whose throughput meaning is known; one row per concurrency
+    point of a record's ``curve``, else one row from the record's own fields."""
+    commit = head_commit(repo)
+    model_map = json.loads(show(repo, "model-map.json"))
+    rows: list[dict[str, Any]] = []
+    for line in show(repo, "data/benchmarks.jsonl").splitlines():
+        if not line.strip():
+            continue
+        rec = json.loads(line)
+        if rec.get("engine") != "vllm" or rec.get("record_kind") != "measurement":
+            continue
+        if rec.get("output_tps_kind") not in ("aggregate_output", "single_stream_wall"):
+            continue  # METHODOLOGY.md: 'unknown' semantics must not enter comparisons
+        if rec.get("spec_decode"):
+            continue  # speculative decoding: a different step schedule; left out (README)
+        flags, env = parse_launch(rec.get("launch_argv"), rec.get("launch_cmd"))
+        knobs = rec.get("knobs") or {}
+        ref = rec.get("checkpoint_ref") or rec.get("model_variant") or rec.get("model")
+        # model-map.json maps the rig's checkpoint names to the Hugging Face repository of
+        # the measured artifact; a few records already name the repository.
+        hf = (model_map.get(ref) or model_map.get(rec.get("model_variant") or "")
+              or model_map.get(rec["run_id"]) or (ref if "/" in str(ref) else None))
+        label = str(knobs.get("label") or "")
+        prefix = ("cold" if "prefix-cold" in label else "warm" if "prefix-warm" in label
+                  else "unknown")
+        kv = rec.get("kv_cache_dtype") or flags.get("kv-cache-dtype") or knobs.get("kv_cache_dtype")
+        base = {
+            "source": "4x3090-llm-benchmarks", "source_file": "data/benchmarks.jsonl",
+            "commit": commit, "run_id": rec["run_id"], "date": rec.get("date"),
+            "model": hf, "model_raw": ref,
+            "gpu": "RTX-3090", "gpu_raw": "NVIDIA GeForce RTX 3090",
+            "gpu_count": (rec.get("tp") or 1) * (rec.get("pp") or 1) * (rec.get("dp") or 1)
+            * (rec.get("instances") or 1),
+            "tp": rec.get("tp"), "pp": rec.get("pp"), "dp": rec.get("dp"), "nodes": 1,
+            "interconnect": ("PCIe-3.0 x16, P2P disabled" if env.get("NCCL_P2P_DISABLE") == "1"
+                             else "PCIe-3.0 x16"),
+            "power_limit_w": rec.get("power_limit_w"),
+            "engine": "vllm", "engine_version": rec.get("engine_version"),
+            "dtype": "bfloat16" if rec.get("quant") == "bf16" else None,
+            "quant": None if rec.get("quant") == "bf16" else rec.get("quant"),
+            "kv_cache_dtype": kv,
+            "max_num_seqs": num(flags.get("max-num-seqs")) or num(knobs.get("max_num_seqs")),
+            "max_num_batched_tokens": num(flags.get("max-num-batched-tokens"))
+            or num(knobs.get("max_num_batched_tokens")),
+            "max_model_len": num(flags.get("max-model-len")) or rec.get("context_len"),
+            "gpu_memory_utilization": num(flags.get("gpu-memory-utilization"))
+            or num(knobs.get("gpu_memory_utilization")),
+            "engine_args": engine_args_cell(
+                flags, env, [("enable_chunked_prefill", knobs.get("enable_chunked_prefill"))]
+                if "enable-chunked-prefill" not in flags else []),
+            "load_kind": "concurrency",
+            "num_prompts": num(knobs.get("num_prompts")),
+            "dataset": f"{rec.get('source')}:{rec.get('objective')}"
+            + (f":{label}" if label else ""),
+            "input_tokens_mean": rec.get("prompt_tokens"),
+            "output_tokens_requested": rec.get("gen_tokens"),
+            "prefix_cache": prefix, "prefix_hit_rate": num(knobs.get("prefix_hit_rate")),
+            "metric_note": f"output_tok_s={rec.get('output_tps_kind')}",
+        }
+        curve = rec.get("curve") or []
+        if curve:
+            for p in curve:
+                conc = p.get("concurrency", p.get("conc"))
+                rows.append({**base, "load_value": conc,
+                             "completed_rps": num(p.get("req_s")),
+                             "output_tok_s": num(p.get("output_tok_s", p.get("out_tps"))),
+                             "total_tok_s": num(p.get("tot_tps")),
+                             "ttft_p50_ms": num(p.get("ttft_p50", p.get("ttft_ms"))),
+                             "ttft_p99_ms": num(p.get("ttft_p99")),
+                             "tpot_p50_ms": num(p.get("tpot_ms")),
+                             "itl_p50_ms": num(p.get("itl_p50", p.get("itl_ms"))),
+                             "e2e_p99_ms": num(p.get("e2e_p99")),
+                             "metric_note": base["metric_note"]
+                             + ("; curve point" if len(curve) > 1 else "")})
+        else:
+            rows.append({**base, "load_value": rec.get("concurrency"),
+                         "completed_rps": num(rec.get("req_s")),
+                         "output_tok_s": num(rec.get("output_tok_s")),
+                         "total_tok_s": num(rec.get("total_tok_s")),
+                         "ttft_p50_ms": num(rec.get("ttft_p50_ms")),
+                         "ttft_p99_ms": num(rec.get("ttft_p99_ms")),
+                         "tpot_p50_ms": num(rec.get("tpot_p50_ms")),
+                         "itl_p50_ms": num(rec.get("itl_p50_ms")),
+                         "e2e_p99_ms": num(rec.get("e2e_p99_ms"))})
+    return rows
+
+
+# --------------------------------------------------------------------------- 2 x RTX 4090
+def build_2x4090(repo: Path) -> list[dict[str, Any]]:
+    """MadCodeTX/llm-bench-2x4090: ``results/*.json`` of vLLM runs that served (TP2). From each
+    battery: the single-stream decode (1 request, up to 1,200 tokens), the streaming TTFT probe
+    (a short prompt, 24 tokens), the ~7-15K-token prefill probe (1 output token) and the
+    aggregate sweep (concurrency 32, 64 requests of up to 256 tokens). Server flags per
+    ``bench.py``'s ``serve_attempt``: ``--max-num-seqs 32 --max-num-batched-tokens 8192``."""
+    commit = head_commit(repo)
+    rows: list[dict[str, Any]] = []
+    for path in ls(repo):
+        if not (path.startswith("results/") and path.endswith(".json")):
+            continue
+        d = json.loads(show(repo, path))
+        engine = d.get("engine") or "vllm"
+        if engine != "vllm" or d.get("status") != "ok":
+            continue
+        b = d.get("battery") or {}
+        sc = d.get("serve_config") or {}
+        flags, _env = parse_launch(None, d.get("flags") or "")
+        version = d.get("engine_version") or d.get("vllm_version")
+        pl = (d.get("hw") or {}).get("power_limit_w")
+        base = {
+            "source": "llm-bench-2x4090", "source_file": path, "commit": commit,
+            "date": (d.get("ts") or "")[:10] or None,
+            "model": d["repo"], "model_raw": d["repo"],
+            "gpu": "RTX-4090", "gpu_raw": "NVIDIA GeForce RTX 4090",
+            "gpu_count": 2, "tp": 2, "pp": 1, "nodes": 1, "interconnect": "PCIe (no NVLink)",
+            "power_limit_w": max(pl) if isinstance(pl, list) and pl else num(pl),
+            "engine": "vllm", "engine_version": version,
+            "quant": d.get("quant") if d.get("quant") not in (None, "native") else None,
+            "max_num_seqs": 32, "max_num_batched_tokens": 8192,
+            "max_model_len": sc.get("max_model_len"),
+            "gpu_memory_utilization": sc.get("gpu_mem_util"),
+            "engine_args": engine_args_cell(flags, {}),
+            "prefix_cache": "cold",  # every prompt carries a random 10-letter salt
+            "dataset": "llm-bench-2x4090 battery",
+        }
+        rid = path.rsplit("/", 1)[-1].removesuffix(".json")
+        if num(b.get("single_stream_toks")) is not None:
+            rows.append({**base, "run_id": f"{rid}/single_stream", "load_kind": "concurrency",
+                         "load_value": 1, "num_prompts": 1, "output_tokens_requested": 1200,
+                         "output_tok_s": num(b.get("single_stream_toks")),
+                         "metric_note": "output_tok_s=completion tokens / wall time of one "
+                                        "request (includes TTFT)"})
+        if num(b.get("ttft_s")) is not None:
+            rows.append({**base, "run_id": f"{rid}/ttft", "load_kind": "concurrency",
+                         "load_value": 1, "num_prompts": 1, "output_tokens_requested": 24,
+                         "ttft_p50_ms": num(b["ttft_s"]) * 1000.0,
+                         "metric_note": "ttft_p50_ms=one streamed short chat request "
+                                        "(rounded to 10 ms in the source)"})
+        pf = b.get("prefill") or {}
+        if num(pf.get("toks")) is not None and num(pf.get("prompt_tok")):
+            rows.append({**base, "run_id": f"{rid}/prefill", "load_kind": "concurrency",
+                         "load_value": 1, "num_prompts": 1,
+                         "input_tokens_mean": num(pf.get("prompt_tok")),
+                         "output_tokens_requested": 1,
+                         "e2e_p50_ms": num(pf["prompt_tok"]) / num(pf["toks"]) * 1000.0,
+                         "total_tok_s": num(pf.get("toks")),
+                         "metric_note": "e2e_p50_ms=prompt tokens / prefill tok/s of one "
+                                        "1-token request"})
+        for sw in b.get("sweep") or []:
+            n = sw.get("concurrency")
+            rows.append({**base, "run_id": f"{rid}/sweep{n}", "load_kind": "concurrency",
+                         "load_value": n, "num_prompts": 2 * n if n else None,
+                         "output_tokens_requested": 256 if b.get("battery_mode") != "reduced"
+                         else 128,
+                         "output_tok_s": num(sw.get("agg_toks")),
+                         "metric_note": "output_tok_s=all completion tokens / wall time of "
+                                        "the batch"})
+    return rows
+
+
+# --------------------------------------------------------------------------- Lambda H100/A100
+LAMBDA_GPUS = {"H100-80GB-SXM": ("H100-SXM", "NVLink-4"),
+               "A100-80GB-SXM": ("A100-80GB", "NVLink-3")}
+
+
+def build_lambda(raw: Path) -> list[dict[str, Any]]:
+    """LambdaLabsML/vllm-benchmark: vLLM 0.5.4 ``benchmark_serving.py`` results (ShareGPT, all
+    ``num_prompts`` sent at once) on 1-8 x H100 / A100 80GB SXM. The repository (~800 MB)
+    exceeds the fetch limit, so the builder reads ``data/external/raw/lambdalabs-vllm-benchmark
+    .json``: the summary fields of the chosen result files, copied from their heads. Server
+    flags per ``benchmark.py`` (``--max-num-seqs 1024 --gpu-memory-utilization 0.95``,
+    ``--tensor-parallel-size`` = GPU count) and ``max_model_len`` from the file name."""
+    data = json.loads(raw.read_text(encoding="utf-8"))
+    rows: list[dict[str, Any]] = []
+    for f in data["files"]:
+        m = re.fullmatch(r"results/prompt_(\d+)/(\d+)x([\w-]+)/(.+)_tp(\d+)_len(\d+)\.json",
+                         f["path"])
+        if m is None:
+            raise SystemExit(f"build_external_data: lambda: unexpected path {f['path']}")
+        n_prompts, count, gpu_raw, _model, tp, max_len = m.groups()
+        gpu, link = LAMBDA_GPUS[gpu_raw]
+        done = int(f["completed"])
+        # the copied totals must reproduce the file's own rates (catches a copying slip)
+        for total, rate in (("completed", "request_throughput"),
+                            ("total_output_tokens", "output_throughput")):
+            if abs(float(f[total]) / f["duration"] / f[rate] - 1) > 1e-9:
+                raise SystemExit(f"build_external_data: lambda: {f['path']}: {total} / "
+                                 f"duration != {rate}")
+        ins, outs = f.get("input_lens"), f.get("output_lens")
+        if ins is not None and (len(ins) != done or sum(ins) != f["total_input_tokens"]
+                                or sum(outs) != f["total_output_tokens"]):
+            raise SystemExit(f"build_external_data: lambda: {f['path']}: the copied lengths "
+                             "do not add up to the file's totals")
+        rows.append({
+            "source": "lambdalabs-vllm-benchmark", "source_file": f["path"],
+            "commit": f["commit"], "run_id": f["path"].removeprefix("results/")
+            .removesuffix(".json"), "date": f"{f['date'][:4]}-{f['date'][4:6]}-{f['date'][6:8]}",
+            "model": f["model_id"], "model_raw": f["model_id"], "gpu": gpu,
+            "gpu_raw": f"{gpu_raw} (Lambda's name)", "gpu_count": int(count), "tp": int(tp),
+            "pp": 1, "nodes": 1, "interconnect": link, "engine": "vllm",
+            "engine_version": "0.5.4", "max_num_seqs": 1024, "max_model_len": int(max_len),
+            "gpu_memory_utilization": 0.95, "load_kind": "burst",
+            "num_prompts": int(n_prompts), "dataset": "ShareGPT_V3_unfiltered_cleaned_split",
+            "input_tokens_mean": f["total_input_tokens"] / done,
+            "input_tokens_min": min(ins) if ins else None,
+            "input_tokens_max": max(ins) if ins else None,
+            "output_tokens_mean": f["total_output_tokens"] / done,
+            "output_tokens_min": min(outs) if outs else None,
+            "output_tokens_max": max(outs) if outs else None,
+            "prefix_cache": "cold",  # vLLM 0.5.4: prefix caching off unless enabled
+            "completed_rps": f["request_throughput"], "output_tok_s": f["output_throughput"],
+            "total_tok_s": (f["total_input_tokens"] + f["total_output_tokens"]) / f["duration"],
+            "ttft_mean_ms": f["mean_ttft_ms"], "ttft_p50_ms": f["median_ttft_ms"],
+            "ttft_p99_ms": f["p99_ttft_ms"], "tpot_mean_ms": f["mean_tpot_ms"],
+            "tpot_p50_ms": f["median_tpot_ms"], "tpot_p99_ms": f["p99_tpot_ms"],
+            "itl_mean_ms": f["mean_itl_ms"], "itl_p50_ms": f["median_itl_ms"],
+            "itl_p99_ms": f["p99_itl_ms"], "e2e_mean_ms": f["mean_latency_ms"],
+            "e2e_p50_ms": f["median_latency_ms"], "e2e_p99_ms": f["p99_latency_ms"],
+            "duration_s": f["duration"],
+            "metric_note": "input/output_tokens_mean = file totals / completed requests",
+        })
+    return rows
+
+
+# --------------------------------------------------------------------------- registry
+# slug -> (mirror folder under --mirrors, or a file under data/external/raw/, builder)
+SOURCES: dict[str, tuple[str, Callable[[Path], list[dict[str, Any]]]]] = {
+    "4x3090-llm-benchmarks": ("LottoLottoLotto+4x3090-llm-benchmarks", build_4x3090),
+    "llm-bench-2x4090": ("MadCodeTX+llm-bench-2x4090", build_2x4090),
+    "lambdalabs-vllm-benchmark": ("raw:lambdalabs-vllm-benchmark.json", build_lambda),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--mirrors", type=Path, default=Path("/work/.mirror"))
+    ap.add_argument("--only", nargs="*", default=None)
+    args = ap.parse_args(argv)
+    for slug, (mirror, build) in SOURCES.items():
+        if args.only and slug not in args.only:
+            continue
+        if mirror.startswith("raw:"):
+            repo = OUT / "raw" / mirror.removeprefix("raw:")
+        else:
+            repo = args.mirrors / mirror / "repo"
+        if not repo.exists():
+            print(f"build_external_data: {slug}: no mirror at {repo}; kept the committed CSV",
+                  file=sys.stderr)
+            continue
+        rows = build(repo)
+        path = write_csv(slug, rows)
+        print(f"{path.relative_to(ROOT)}: {len(rows)} rows")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

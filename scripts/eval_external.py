@@ -1,0 +1,307 @@
+#!/usr/bin/env python3
+"""Today's uncalibrated prediction against the external benchmark fixtures (``data/external``).
+
+For each row whose model and GPU fleetplan can resolve, replay the row's load on the replica
+model as the product does today (``fleetplan.replica.predict.resolve_params`` + ``replay``;
+nothing fitted to these rows) and compare with what the source measured. Prints, per dataset
+(source) and per server within it: runs predicted / refused (each refusal one line with its
+reason), median |error| of throughput, TTFT p50, TPOT p50 and ITL p50, and how many measured
+values fall inside the 80% band of ``fleetplan.validate.bands.prediction_bands``.
+
+Usage::
+
+    FLEETPLAN_CACHE_DIR=/tmp/cache .venv/bin/python scripts/eval_external.py \
+        [--source SLUG ...] [--engine-args] [--json OUT.json] [--quiet]
+
+How a row is replayed (each rule is the row's own figures, never a fit):
+
+- model: ``data/models.csv`` by Hugging Face id, else a ``config.json`` of that exact checkpoint
+  (``data/external/configs/<org>--<name>/config.json``, or the test fixtures under
+  ``tests/data/hf-configs`` listed with their hub id in that folder's README), via
+  ``ModelSpec.from_hf_config``; else refused ("no config.json").
+- GPU: the bundled catalog plus ``data/external/catalog/gpus.csv`` (datasheet rows of GPUs the
+  sources used that the bundled catalog lacks).
+- load: ``concurrency`` N = all requests sent at once, at most N in flight (``max_concurrency``);
+  ``poisson`` R = Poisson arrivals at R req/s; ``burst`` = all at once, no cap.
+- prompts: the row's ``num_prompts``; where the source does not say, 4 x the concurrency (at
+  least 8) and the output says so (``num_prompts assumed``).
+- lengths: fixed-length synthetic workloads send every request with the row's prompt length
+  (``input_tokens_mean``) and output length (``output_tokens_mean``, else
+  ``output_tokens_requested``); ShareGPT runs draw lengths from the product's protocol model at
+  the row's means, conditioned on its token totals (3 seeds), as ``validate`` replays a
+  benchmark file. A row without a prompt length is refused. Prefix cache warm only where the
+  row says ``warm``.
+- engine settings: today's product predicts vLLM's defaults whatever the server ran; with
+  ``--engine-args`` the row's ``max_num_seqs`` / ``max_num_batched_tokens`` / ``max_model_len``
+  replace them (``ReplicaParams.with_``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import statistics
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+EXT = ROOT / "data" / "external"
+HF_FIXTURES = ROOT / "tests" / "data" / "hf-configs"
+
+# Hugging Face renamed the neuralmagic organisation to RedHatAI; the repositories (and their
+# config.json) are the same, so a run naming one may use the other's config.
+ORG_ALIASES = {"RedHatAI": "neuralmagic"}
+
+METRICS = (  # (label, measured field, predicted metric, band metric or None)
+    ("throughput", None, None, None),  # output tok/s where stated, else req/s (see _throughput)
+    ("TTFT p50", "ttft_p50_ms", "ttft_p50_ms", "ttft_p50_ms"),
+    ("TTFT p99", "ttft_p99_ms", "ttft_p99_ms", "ttft_p99_ms"),
+    ("TPOT p50", "tpot_p50_ms", "tpot_p50_ms", "tpot_p50_ms"),
+    ("ITL p50", "itl_p50_ms", "itl_p50_ms", None),
+)
+
+
+@dataclass
+class Outcome:
+    run: Any
+    refused: str | None = None
+    errors: dict[str, float] = field(default_factory=dict)   # label -> pred / meas - 1
+    inside: dict[str, bool] = field(default_factory=dict)    # label -> measured inside band
+    notes: list[str] = field(default_factory=list)
+
+
+def _hf_fixture_ids() -> dict[str, Path]:
+    """hub id -> config folder, from the table of ``tests/data/hf-configs/README.md``."""
+    out: dict[str, Path] = {}
+    readme = HF_FIXTURES / "README.md"
+    if not readme.is_file():
+        return out
+    for line in readme.read_text(encoding="utf-8").splitlines():
+        m = re.match(r"\|\s*`([^`]+)`\s*\|\s*([\w.\-]+/[\w.\-]+)\s*\|", line)
+        if m and (HF_FIXTURES / m.group(1) / "config.json").is_file():
+            out[m.group(2)] = HF_FIXTURES / m.group(1)
+    return out
+
+
+class Resolver:
+    """Model specs and GPU names the replica model can use, with one-line refusals."""
+
+    def __init__(self) -> None:
+        from fleetplan.catalog.catalog import bundled_catalog
+
+        cat = bundled_catalog()
+        extra = EXT / "catalog"
+        self.catalog = cat.extend(extra) if extra.is_dir() else cat
+        self.by_hf = {m.hf_id: name for name, m in self.catalog.models().items()}
+        self.configs = _hf_fixture_ids()
+        for cfg in sorted((EXT / "configs").glob("*/config.json")):
+            org, _, name = cfg.parent.name.partition("--")
+            self.configs[f"{org}/{name}"] = cfg.parent
+        self._specs: dict[str, Any] = {}
+
+    def model(self, hf_id: str | None) -> tuple[Any, str | None]:
+        from fleetplan.catalog.models import ModelSpec
+        from fleetplan.errors import FleetplanError
+
+        if not hf_id:
+            return None, "the source names no Hugging Face checkpoint"
+        if hf_id in self.by_hf:
+            return self.by_hf[hf_id], None
+        org, _, name = hf_id.partition("/")
+        folder = self.configs.get(hf_id) or self.configs.get(f"{ORG_ALIASES.get(org, org)}/{name}")
+        if folder is None:
+            return None, f"model {hf_id}: not in data/models.csv and no config.json here"
+        if hf_id not in self._specs:
+            try:
+                self._specs[hf_id] = ModelSpec.from_hf_config(folder, name=name)
+            except FleetplanError as exc:
+                self._specs[hf_id] = str(exc)
+        spec = self._specs[hf_id]
+        return (None, f"model {hf_id}: {spec}") if isinstance(spec, str) else (spec, None)
+
+
+def _throughput(run: Any, pred: Any) -> tuple[float | None, float | None, str]:
+    if run.output_tok_s is not None:
+        return run.output_tok_s, pred["output_throughput"], "output tok/s"
+    if run.completed_rps is not None:
+        return run.completed_rps, pred["request_throughput"], "req/s"
+    return None, None, ""
+
+
+def refusal(run: Any, res: Resolver) -> str | None:
+    """Why today's model cannot replay ``run`` (None: it can)."""
+    if (run.pp or 1) > 1 or (run.nodes or 1) > 1:
+        return (f"pipeline parallel (pp={run.pp}) / multi-node ({run.nodes}) servers are not "
+                "modeled")
+    if (run.dp or 1) > 1 or run.gpu_count != (run.tp or 1):
+        return (f"{run.gpu_count} GPUs for tp={run.tp}: several replicas behind one endpoint "
+                "(instances / data parallel) are not modeled as one server")
+    if run.engine != "vllm":
+        return f"engine {run.engine}: only vLLM is modeled"
+    kv = (run.kv_cache_dtype or "auto").lower()
+    if not (kv.startswith("auto") or kv in ("bf16", "fp16", "float16", "bfloat16")):
+        return f"kv_cache_dtype {run.kv_cache_dtype}: a KV-cache dtype cannot be stated"
+    if not res.catalog.knows_gpu(run.gpu):
+        return f"GPU {run.gpu}: not in the catalog"
+    if run.input_tokens_mean is None:
+        return "prompt length not recorded"
+    if run.output_tokens is None:
+        return "output length not recorded"
+    return None
+
+
+def predict_row(run: Any, res: Resolver, *, engine_args: bool) -> Outcome:
+    from fleetplan.context import DataContext
+    from fleetplan.errors import FleetplanError
+    from fleetplan.replica.predict import resolve_params
+    from fleetplan.replica.protocol import replay
+    from fleetplan.validate.bands import prediction_bands
+    from fleetplan.workload.lengths import protocol_length_model
+
+    why = refusal(run, res)
+    spec, model_why = (None, None) if why else res.model(run.model)
+    why = why or model_why
+    if why:
+        return Outcome(run, refused=why)
+    out = Outcome(run)
+    ctx = DataContext(catalog=res.catalog)
+    try:
+        params = resolve_params(spec, run.config, context=ctx)
+    except FleetplanError as exc:
+        return Outcome(run, refused=str(exc).splitlines()[0])
+    if params.calibrated:
+        out.notes.append("calibrated pair (bundled calibration)")
+    if engine_args:
+        changes = {k: getattr(run, k) for k in ("max_num_seqs", "max_num_batched_tokens",
+                                                "max_model_len") if getattr(run, k) is not None}
+        params = params.with_(**changes)
+    if run.load_kind == "poisson":
+        rate, cap = float(run.load_value), None
+    else:
+        rate = math.inf
+        cap = None if run.load_kind == "burst" else int(run.load_value)
+    n = run.num_prompts
+    if n is None:
+        n = max(4 * (cap or 1), 8) if cap != 1 or run.load_kind != "concurrency" else 8
+        out.notes.append("num_prompts assumed")
+    lin = min(int(round(run.input_tokens_mean)), params.max_model_len - 2)
+    lout = max(1, int(round(run.output_tokens)))
+    if "sharegpt" in (run.dataset or "").lower():
+        # ShareGPT prompts: the product's protocol length model (the study's ShareGPT fit) at
+        # the run's mean lengths, each seed conditioned on the run's token totals, as
+        # `validate` replays a benchmark file
+        how: dict[str, Any] = {
+            "lengths": protocol_length_model(mean_input=run.input_tokens_mean,
+                                             mean_output=run.output_tokens),
+            "totals": (int(round(run.input_tokens_mean * n)), int(round(run.output_tokens * n))),
+            "seeds": (0, 1, 2)}
+        out.notes.append("ShareGPT lengths drawn (protocol model) on the run's totals")
+    else:  # fixed-length synthetic prompts: every request as recorded
+        how = {"request_lengths": ([lin] * n, [lout] * n), "seeds": (0,)}
+    try:
+        pred = replay(params, rate=rate, num_prompts=n, max_concurrency=cap,
+                      warm_prefix_cache=run.prefix_cache == "warm", **how)
+    except FleetplanError as exc:
+        return Outcome(run, refused=str(exc).splitlines()[0])
+    meas_t, pred_t, _unit = _throughput(run, pred)
+    values = {"throughput": (meas_t, pred_t,
+                             "output_throughput" if run.output_tok_s is not None
+                             else "request_throughput")}
+    for label, mfield, pmetric, band in METRICS[1:]:
+        values[label] = (getattr(run, mfield), pred[pmetric], band)
+    if n == 1 and run.e2e_p50_ms is not None:  # one request: its latency is the run's duration
+        values["E2E p50"] = (run.e2e_p50_ms, pred["duration_s"] * 1000.0, None)
+    bands = {} if params.calibrated else prediction_bands(
+        run.gpu, {b: p for (_m, p, b) in values.values() if b and p is not None})
+    for label, (meas, p, band) in values.items():
+        if meas is None or p is None or not meas > 0 or not math.isfinite(p):
+            continue
+        out.errors[label] = p / meas - 1.0
+        if band and f"{band}_band" in bands:
+            lo, hi = bands[f"{band}_band"]
+            out.inside[label] = lo <= meas <= hi
+    return out
+
+
+def _median_abs(xs: Iterable[float]) -> str:
+    v = [abs(x) for x in xs]
+    return f"{100 * statistics.median(v):5.0f}% (n={len(v)})" if v else "-"
+
+
+def _signed_range(xs: Iterable[float]) -> str:
+    v = sorted(xs)
+    return f"{100 * v[0]:+.0f}..{100 * v[-1]:+.0f}%" if v else ""
+
+
+def summarize(outcomes: list[Outcome], title: str) -> list[str]:
+    done = [o for o in outcomes if o.refused is None]
+    cal = sum(1 for o in done if "calibrated pair (bundled calibration)" in o.notes)
+    assumed = sum(1 for o in done if "num_prompts assumed" in o.notes)
+    lines = [f"{title}: {len(done)} of {len(outcomes)} runs predicted, "
+             f"{len(outcomes) - len(done)} refused"
+             + (f"; {cal} from the bundled calibration" if cal else "")
+             + (f"; {assumed} with num_prompts assumed" if assumed else "")]
+    labels = ["throughput", "TTFT p50", "TTFT p99", "TPOT p50", "ITL p50", "E2E p50"]
+    for label in labels:
+        errs = [o.errors[label] for o in done if label in o.errors]
+        if not errs:
+            continue
+        ins = [o.inside[label] for o in done if label in o.inside]
+        band = (f"; 80% band holds {sum(ins)}/{len(ins)} ({100 * sum(ins) / len(ins):.0f}%)"
+                if ins else "")
+        lines.append(f"  {label:10s} median |error| {_median_abs(errs)}  "
+                     f"[{_signed_range(errs)}]{band}")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    from fleetplan.profiles.external import load_external_runs
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--source", nargs="*", default=None, help="only these source slugs")
+    ap.add_argument("--engine-args", action="store_true",
+                    help="replay with the row's max_num_seqs / max_num_batched_tokens")
+    ap.add_argument("--json", type=Path, default=None, help="write per-row outcomes here")
+    ap.add_argument("--quiet", action="store_true", help="no per-refusal lines")
+    args = ap.parse_args(argv)
+    loaded = load_external_runs()
+    for e in loaded.errors:
+        print(f"refused row: {e}", file=sys.stderr)
+    res = Resolver()
+    report: list[dict[str, Any]] = []
+    for source, runs in sorted(loaded.by_source().items()):
+        if args.source and source not in args.source:
+            continue
+        outcomes = [predict_row(r, res, engine_args=args.engine_args) for r in runs]
+        print("\n".join(summarize(outcomes, f"== {source}")))
+        servers: dict[str, list[Outcome]] = {}
+        for o in outcomes:
+            if o.refused is None:
+                servers.setdefault(f"{o.run.model} on {o.run.config}", []).append(o)
+        for name, outs in sorted(servers.items()):
+            print("\n".join("  " + ln for ln in summarize(outs, name)))
+        reasons: dict[str, int] = {}
+        for o in outcomes:
+            if o.refused:
+                reasons[o.refused] = reasons.get(o.refused, 0) + 1
+        if not args.quiet:
+            for why, k in sorted(reasons.items(), key=lambda x: (-x[1], x[0])):
+                print(f"  refused x{k}: {why}")
+        for o in outcomes:
+            report.append({"source": source, "run_id": o.run.run_id, "model": o.run.model,
+                           "config": o.run.config, "load_kind": o.run.load_kind,
+                           "load_value": o.run.load_value, "refused": o.refused,
+                           "errors": o.errors, "inside_band": o.inside, "notes": o.notes})
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1, sort_keys=True) + "\n",
+                             encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
