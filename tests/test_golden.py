@@ -34,7 +34,8 @@ def _check(name: str, text: str) -> None:
     want = path.read_text(encoding="utf-8")
     if text != want:
         got_lines, want_lines = text.splitlines(), want.splitlines()
-        first = next((i for i, (a, b) in enumerate(zip(got_lines, want_lines)) if a != b),
+        pairs = zip(got_lines, want_lines, strict=False)  # the shorter text may end first
+        first = next((i for i, (a, b) in enumerate(pairs) if a != b),
                      min(len(got_lines), len(want_lines)))
         got = got_lines[first] if first < len(got_lines) else "<end>"
         old = want_lines[first] if first < len(want_lines) else "<end>"
