@@ -296,10 +296,10 @@ class LengthModel(BaseModel):
 # The output spread is well identified: cv 0.8. The input spread is weakly identified (0.8 and
 # 1.5 tie; the cold-cache TTFT tails are dominated by other errors); 0.8 is kept, and a cv near
 # 1 is no better, as the first rough fit of the project had found. The shape of low-load TTFT
-# on cold-cache servers (`python scripts/try_input_spread.py`) says the study's prompts are more
-# skewed (cv 2-3 fits it best); recalibrated at 1.5, 2 and 3 the held-out figures did not improve
-# beyond the fit's seed noise and the spec path got worse on RTX 4090 (docs/replica-model.md,
-# "Tried: the prompts' spread"), so 0.8 stays.
+# on cold-cache servers (`python experiments/try_input_spread.py`) says the study's prompts are
+# more skewed (cv 2-3 fits it best); recalibrated at 1.5, 2 and 3 the held-out figures did not
+# improve beyond the fit's seed noise and the spec path got worse on RTX 4090
+# (docs/replica-model.md, "Tried: the prompts' spread"), so 0.8 stays.
 PROTOCOL_INPUT_MEAN = 208.0
 PROTOCOL_OUTPUT_MEAN = 208.0
 PROTOCOL_CV_INPUT = 0.8

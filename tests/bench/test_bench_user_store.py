@@ -8,7 +8,7 @@ from typing import Any
 
 from bench_fake_server import Plan
 
-from fleetplan.catalog._tables import data_dir
+from fleetplan.catalog import data_dir
 from fleetplan.profiles.store import load_profiles
 
 

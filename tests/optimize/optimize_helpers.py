@@ -1,12 +1,14 @@
-"""Helpers of the optimizer tests: a synthetic, monotone capacity table for fast MILP tests."""
+"""Helpers of the optimizer tests: a synthetic, monotone capacity table for fast MILP tests, and
+the random small problems the closed loop is judged on."""
 
 from __future__ import annotations
 
 import math
+import random
 
 import pulp
 
-from fleetplan.optimize.problem import Demand, Limits, PlanProblem, Pool
+from fleetplan.optimize.problem import Demand, Limits, PlanProblem, Pool, Tier
 
 SOLVERS = ["cbc"] + (["highs"] if "HiGHS" in pulp.listSolvers(onlyAvailable=True) else [])
 
@@ -53,3 +55,22 @@ def highs_objective(lp_path: object) -> float:
     h.readModel(str(lp_path))
     h.run()
     return float(h.getInfo().objective_function_value)
+
+
+def random_case(seed: int) -> tuple[PlanProblem, dict[tuple[str, Tier], float]]:
+    """A random small problem and its hidden truth, for judging the closed loop: one or two
+    classes on the three synthetic pools, and a true capacity multiplier in [0.5, 1.4] per
+    (configuration, tier). ``tests/optimize/test_loop_optimum.py`` and
+    ``experiments/try_loop_paths.py`` draw the same cases from the same seed."""
+    rng = random.Random(seed)
+    classes = [("a", rng.uniform(2, 20), rng.choice([150.0, 300.0, 600.0]),
+                rng.uniform(0.7, 1.5))]
+    if rng.random() < 0.5:
+        classes.append(("b", rng.uniform(2, 20), rng.choice([300.0, 2000.0]),
+                        rng.uniform(0.7, 2)))
+    problem = synth_problem(classes)
+    # sorted: the capacity table's order follows a set of tiers, whose order differs between
+    # processes (string hashing); the truths must not
+    truth = {(k[1], k[2]): rng.uniform(0.5, 1.4)
+             for k in sorted(problem.capacity, key=lambda k: (k[0], k[1], k[2].ttft_p99_ms))}
+    return problem, truth

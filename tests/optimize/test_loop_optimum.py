@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import itertools
 import math
-import random
 from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from optimize_helpers import H100, R2, R4, synth_problem
+from optimize_helpers import H100, R2, R4, random_case, synth_problem
 
 from fleetplan.optimize import loop as loop_mod
 from fleetplan.optimize.milp import solve_problem
@@ -215,27 +214,10 @@ def test_a_failing_plan_vouches_for_a_pool_whose_classes_all_met_their_slo() -> 
     assert set(ev.hi) == {loop_mod._config_tier(sol, k, h) for k, h in chat_pools}
 
 
-def random_case(seed: int):
-    """The random problems of ``scripts/try_loop_paths.py``: one or two classes on the three
-    synthetic pools, hidden true multipliers in [0.5, 1.4] per (configuration, tier)."""
-    rng = random.Random(seed)
-    classes = [("a", rng.uniform(2, 20), rng.choice([150.0, 300.0, 600.0]),
-                rng.uniform(0.7, 1.5))]
-    if rng.random() < 0.5:
-        classes.append(("b", rng.uniform(2, 20), rng.choice([300.0, 2000.0]),
-                        rng.uniform(0.7, 2)))
-    problem = synth_problem(classes)
-    # sorted: the capacity table's order follows a set of tiers, whose order differs between
-    # processes; the truths must not
-    truth = {(k[1], k[2]): rng.uniform(0.5, 1.4)
-             for k in sorted(problem.capacity, key=lambda k: (k[0], k[1], k[2].ttft_p99_ms))}
-    return problem, truth
-
-
-# (seed, cap as a share of the carbon of the MILP's cheapest plan, max_rounds, max_trims): at the
-# script's budget (12 rounds, 3 trims), seed 63 is where the loop before the shared-failure rules
-# lost (a capped loop verified a cheaper plan); 54 and 73 are where the loop still loses at that
-# budget by running out of rounds or trims, and does not given more
+# (seed, cap as a share of the carbon of the MILP's cheapest plan, max_rounds, max_trims): at
+# experiments/try_loop_paths.py's budget (12 rounds, 3 trims), seed 63 is where the loop before
+# the shared-failure rules lost (a capped loop verified a cheaper plan); 54 and 73 are where the
+# loop still loses at that budget by running out of rounds or trims, and does not given more
 CASES = [(63, 0.8, 12, 3), (54, 0.97, 30, 10), (73, 0.97, 30, 10)]
 
 

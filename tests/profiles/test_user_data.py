@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fleetplan.catalog._tables import data_dir
+from fleetplan.catalog import data_dir
 
 
 def _digests() -> dict[str, str]:

@@ -1,9 +1,9 @@
 """An experiment, not adopted: one calibrated server replayed with a step time, KV cache or reply
 spread of your choosing, to see which measured figures each one can explain.
 
-Usage: python scripts/try_step_variants.py [--model M] [--config C] [--c-step-ms X ...]
+Usage: python experiments/try_step_variants.py [--model M] [--config C] [--c-step-ms X ...]
            [--kv-factor F ...] [--cv-output V ...]
-  e.g. python scripts/try_step_variants.py --c-step-ms 50 --kv-factor 1 0.9 --cv-output 0.8 1.6
+  e.g. python experiments/try_step_variants.py --c-step-ms 50 --kv-factor 1 0.9 --cv-output 0.8 1.6
 
 Defaults: DeepSeek-R1-Distill-Llama-70B on 2xH100-PCIe, the configuration whose calibrated TPOT
 is ~30 % high at every rate (issue 12). Each variant changes the bundled calibration's

@@ -2,7 +2,7 @@
 per coefficient) and after (per-GPU-type transfer efficiencies of the bandwidth-, compute- and
 interconnect-bound parts: fleetplan.replica.priors.fit_transfer_efficiency).
 
-Usage: python scripts/compare_transfer_efficiency.py [--seeds N]   (about 20 s with 3 seeds)
+Usage: python experiments/compare_transfer_efficiency.py [--seeds N]   (about 20 s with 3 seeds)
 Prints the median absolute errors (percent, unflagged runs) overall and per GPU type.
 """
 

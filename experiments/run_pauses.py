@@ -1,6 +1,6 @@
 """Evidence: how long the benchmark client took between two runs of one server.
 
-Usage: python scripts/run_pauses.py [--store FILE]
+Usage: python experiments/run_pauses.py [--store FILE]
 
 Each result file of vLLM 0.8.5's ``benchmark_serving.py`` records ``date``, the second it was
 saved (just after its run ended), and ``duration``, the run's length. The rates of a server ran

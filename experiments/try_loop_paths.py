@@ -1,10 +1,11 @@
 """A measurement: does a tighter carbon cap lead the closed loop to a cheaper verified plan?
 
-Usage: python scripts/try_loop_paths.py FIRST_SEED LAST_SEED
+Usage: python experiments/try_loop_paths.py FIRST_SEED LAST_SEED
 
-For each seed, a random small problem (one or two classes, the three synthetic pools of
-tests/optimize/optimize_helpers.py) is judged by a fake verifier with hidden true capacity
-multipliers per (configuration, tier), drawn in [0.5, 1.4]: a class fails when a pool carrying
+For each seed, a random small problem (``random_case`` of tests/optimize/optimize_helpers.py: one
+or two classes on its three synthetic pools, the cases tests/optimize/test_loop_optimum.py draws)
+is judged by a fake verifier with hidden true capacity multipliers per (configuration, tier),
+drawn in [0.5, 1.4]: a class fails when a pool carrying
 it holds more load per working replica than its truth allows. The closed loop runs without a
 carbon cap and with caps at 0.97, 0.9 and 0.8 times the carbon of the MILP's cheapest plan
 (``max_rounds`` 12); a comparison *loses* when the capped loop verified a cheaper plan than the
@@ -14,14 +15,13 @@ their count (docs/optimizer.md, "The closed loop").
 
 from __future__ import annotations
 
-import random
 import sys
 from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "optimize"))
 
-from optimize_helpers import synth_problem  # noqa: E402
+from optimize_helpers import random_case  # noqa: E402
 
 from fleetplan.optimize import loop as loop_mod  # noqa: E402
 from fleetplan.optimize.milp import candidate_key, solve_problem  # noqa: E402
@@ -71,17 +71,7 @@ def judge(problem, truth):  # type: ignore[no-untyped-def]
 def main(first: int, last: int) -> None:
     losses = comparisons = 0
     for seed in range(first, last):
-        rng = random.Random(seed)
-        classes = [("a", rng.uniform(2, 20), rng.choice([150.0, 300.0, 600.0]),
-                    rng.uniform(0.7, 1.5))]
-        if rng.random() < 0.5:
-            classes.append(("b", rng.uniform(2, 20), rng.choice([300.0, 2000.0]),
-                            rng.uniform(0.7, 2)))
-        p = synth_problem(classes)
-        # sorted: the capacity table's order follows a set of tiers, which differs between
-        # processes (string hashing); the truths must not
-        truth = {(k[1], k[2]): rng.uniform(0.5, 1.4)
-                 for k in sorted(p.capacity, key=lambda k: (k[0], k[1], k[2].ttft_p99_ms))}
+        p, truth = random_case(seed)
         free = solve_problem(p, EXACT)
         if not free.has_plan:
             continue

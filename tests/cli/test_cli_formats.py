@@ -18,7 +18,7 @@ import pytest
 
 from fleetplan.cli.app import COMMANDS, load_command
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 FORMATS = ("table", "csv", "json", "markdown")
 MODEL = "DeepSeek-R1-Distill-Qwen-14B"
 HYBRID = str(ROOT / "examples" / "hybrid-chat-batch.yaml")

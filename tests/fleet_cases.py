@@ -1,4 +1,8 @@
-"""Small, fast scenarios for the fleet simulator's tests."""
+"""Small, fast scenarios for the tests of the scenario schema and the fleet simulator.
+
+Shared by ``tests/scenario``, ``tests/fleet`` and ``tests/replica``: it sits at the top of
+``tests/``, which pytest puts on ``sys.path`` for the root ``conftest.py``, so ``from
+fleet_cases import ...`` works from any folder (and from a single test file run alone)."""
 
 from __future__ import annotations
 

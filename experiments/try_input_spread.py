@@ -1,7 +1,7 @@
 """An experiment, not adopted: the prompt-length spread read from the shape of low-load TTFT.
 
-Usage: python scripts/try_input_spread.py [CV ...] [--seeds N]
-  e.g. python scripts/try_input_spread.py 0.8 1.5 2.0 3.0
+Usage: python experiments/try_input_spread.py [CV ...] [--seeds N]
+  e.g. python experiments/try_input_spread.py 0.8 1.5 2.0 3.0
 
 Every measured run sends the same 200 prompts, so the spread of their lengths is one fact per
 prompt set. Where no prompt is in the prefix cache and nothing queues (runs below their series'

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 HYBRID = ROOT / "examples" / "hybrid-chat-batch.yaml"
 
 
