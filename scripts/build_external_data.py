@@ -279,6 +279,9 @@ def build_2x4090(repo: Path) -> list[dict[str, Any]]:
             "power_limit_w": max(pl) if isinstance(pl, list) and pl else num(pl),
             "engine": "vllm", "engine_version": version,
             "quant": d.get("quant") if d.get("quant") not in (None, "native") else None,
+            # the recorded launch flags name the KV-cache dtype where it is not the default
+            # (models.json overrides: --kv-cache-dtype fp8 on the FP8/NVFP4/QAT checkpoints)
+            "kv_cache_dtype": flags.get("kv-cache-dtype") or None,
             "max_num_seqs": 32, "max_num_batched_tokens": 8192,
             "max_model_len": sc.get("max_model_len"),
             "gpu_memory_utilization": sc.get("gpu_mem_util"),

@@ -18,7 +18,9 @@ How a row is replayed (each rule is the row's own figures, never a fit):
 - model: ``data/models.csv`` by Hugging Face id, else a ``config.json`` of that exact checkpoint
   (``data/external/configs/<org>--<name>/config.json``, or the test fixtures under
   ``tests/data/hf-configs`` listed with their hub id in that folder's README), via
-  ``ModelSpec.from_hf_config``; else refused ("no config.json").
+  ``ModelSpec.from_hf_config``; else refused ("no config.json"). A config whose
+  ``layer_types`` name layers other than full attention (Qwen3.5/3.6 Gated DeltaNet, Gemma-4 and
+  gpt-oss sliding windows) is refused: the reader would count them as full attention.
 - GPU: the bundled catalog plus ``data/external/catalog/gpus.csv`` (datasheet rows of GPUs the
   sources used that the bundled catalog lacks).
 - load: ``concurrency`` N = all requests sent at once, at most N in flight (``max_concurrency``);
@@ -88,6 +90,24 @@ def _hf_fixture_ids() -> dict[str, Path]:
     return out
 
 
+def _unmodelled_layers(folder: Path) -> str | None:
+    """A refusal for a config whose ``layer_types`` name layers other than full attention.
+
+    ``ModelSpec.from_hf_config`` reads ``text_config`` but not ``layer_types``: it would count a
+    hybrid model's linear-attention (Gated DeltaNet) or sliding-window layers as full attention
+    (Qwen3.5/3.6: KV cache 4 x too large; Gemma-4: the wrong head size on its global layers), so
+    such a run is refused here rather than predicted on the wrong architecture."""
+    cfg = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    text = cfg.get("text_config")
+    kinds = (text if isinstance(text, dict) else cfg).get("layer_types") or []
+    other = sorted({str(k) for k in kinds} - {"full_attention"})
+    if not other:
+        return None
+    counts = ", ".join(f"{sum(1 for k in kinds if k == o)} {o}" for o in other)
+    return (f"layer_types: {counts} of {len(kinds)} layers; hybrid attention is not modelled "
+            "by the config.json reader")
+
+
 class Resolver:
     """Model specs and GPU names the replica model can use, with one-line refusals."""
 
@@ -118,7 +138,8 @@ class Resolver:
             return None, f"model {hf_id}: not in data/models.csv and no config.json here"
         if hf_id not in self._specs:
             try:
-                self._specs[hf_id] = ModelSpec.from_hf_config(folder, name=name)
+                self._specs[hf_id] = (_unmodelled_layers(folder)
+                                      or ModelSpec.from_hf_config(folder, name=name))
             except FleetplanError as exc:
                 self._specs[hf_id] = str(exc)
         spec = self._specs[hf_id]
