@@ -1,6 +1,6 @@
 """GuideLLM run reports (the JSON that ``guidellm benchmark`` saves) as measured runs.
 
-Registers the ingest format ``guidellm`` (:func:`fleetplan.profiles.ingest.register_format`); main
+Registers the ingest format ``guidellm`` (:func:`fleetplan.profiles.formats.register_format`); main
 entry :func:`parse_report` (one report -> one store record per benchmark it holds). Reads the
 report of GuideLLM 0.4+ (``benchmarks[].config.strategy``, ``scheduler_metrics``, ``metrics``) and
 of 0.2/0.3 (``benchmarks[].args.strategy``, ``run_stats``, ``worker.backend_model``).
@@ -37,7 +37,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from fleetplan.catalog.models import normalize_model
-from fleetplan.profiles.ingest import (
+from fleetplan.profiles.formats import (
     IngestFormat,
     IngestOptions,
     RecordError,
