@@ -43,11 +43,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from fleetplan._cache_dir import user_cache_dir
 from fleetplan._io import create_temp, finish_temp, is_stale_temp
 from fleetplan._progress import warn
 from fleetplan.errors import FleetplanError
-
-ENV_VAR = "FLEETPLAN_CACHE_DIR"
 
 # The code whose behaviour decides a simulated capacity, relative to the package folder: every
 # module of these subpackages, and these single modules.
@@ -153,13 +152,6 @@ def default_cache_dir() -> Path:
     if active_data().cache_dir is not None:
         return Path(active_data().cache_dir).expanduser()  # type: ignore[arg-type]
     return user_cache_dir()
-
-
-def user_cache_dir() -> Path:
-    """``$FLEETPLAN_CACHE_DIR``, else ``~/.cache/fleetplan`` (read at call time): the
-    process-wide folder, whatever data context is active."""
-    env = os.environ.get(ENV_VAR)
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "fleetplan"
 
 
 def cache_root(cache_dir: str | os.PathLike[str] | bool | None) -> str | None:
