@@ -50,7 +50,8 @@ from fleetplan.errors import FleetplanError
 
 # The code whose behaviour decides a simulated capacity, relative to the package folder: every
 # module of these subpackages, and these single modules.
-MODEL_CODE = ("replica", "workload", "optimize/capacity.py", "optimize/bracket.py")
+MODEL_CODE = ("replica", "workload", "optimize/capacity.py", "optimize/capacity_records.py",
+              "optimize/bracket.py")
 _PACKAGE = Path(__file__).resolve().parent.parent
 _ENTRY = re.compile(r"[0-9a-f]{64}\.json")
 _TEMP = re.compile(r"\.[0-9a-f]{64}\.json\..+\.tmp")  # left by a write that was killed
