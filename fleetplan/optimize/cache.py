@@ -46,6 +46,7 @@ from pydantic import BaseModel
 from fleetplan._cache_dir import user_cache_dir
 from fleetplan._io import create_temp, finish_temp, is_stale_temp
 from fleetplan._progress import warn
+from fleetplan._version import __version__
 from fleetplan.errors import FleetplanError
 
 # The code whose behaviour decides a simulated capacity, relative to the package folder: every
@@ -100,8 +101,6 @@ def _source_key(files: list[Path]) -> str:
 
     import numpy
     import simpy
-
-    from fleetplan import __version__
 
     h = hashlib.sha256()
     runtime = f"python {platform.python_version()} numpy {numpy.__version__} simpy "
