@@ -1,8 +1,9 @@
 """The registry of ingest formats, and what every format's reader shares.
 
 An ingest format (:class:`IngestFormat`) is a name, a ``detect`` test on a parsed JSON object and
-a ``parse`` that turns the object into store records; :func:`register_format` adds one
-(duplicates refused, :mod:`fleetplan.registry.base`). The built-in formats are this registry's
+a ``parse`` that turns the object into store records; the decorator :func:`ingest_format` on the
+parse function registers one (:func:`register_format` a record made by hand; duplicates refused,
+:mod:`fleetplan.registry.base`). The built-in formats are this registry's
 providers, imported on its first read: ``vllm`` (:mod:`fleetplan.profiles.ingest`, which also
 reads the files) and ``guidellm`` (:mod:`fleetplan.profiles.guidellm`), tried in that order.
 
@@ -24,11 +25,12 @@ from typing import Any
 from fleetplan.catalog.gpus import normalize_gpu
 from fleetplan.errors import InputError, UnknownNameError
 from fleetplan.profiles.vllm import short
-from fleetplan.registry.base import Registry
+from fleetplan.registry.base import Registry, describe
 
 __all__ = [
     "FORMATS", "IngestFormat", "IngestOptions", "RecordError", "SourceRef", "check_model",
-    "formats", "get_format", "record_digest", "record_error", "register_format", "resolve_gpu",
+    "formats", "get_format", "ingest_format", "record_digest", "record_error", "register_format",
+    "resolve_gpu",
 ]
 
 
@@ -55,11 +57,19 @@ class SourceRef:
     digest: str
 
 
+ParseFn = Callable[[dict[str, Any], SourceRef, IngestOptions],
+                   dict[str, Any] | list[dict[str, Any]]]
+"""A format's reader: one parsed JSON object -> one store record, or several."""
+
+
 @dataclass(frozen=True)
 class IngestFormat:
     name: str
     detect: Callable[[dict[str, Any]], bool]
-    parse: Callable[[dict[str, Any], SourceRef, IngestOptions], dict[str, Any]]
+    parse: ParseFn
+
+    def __repr__(self) -> str:  # what a refused duplicate's message names
+        return f"IngestFormat({self.name!r}, read by {describe(self.parse)})"
 
 
 FORMATS: Registry[IngestFormat] = Registry(
@@ -71,6 +81,17 @@ FORMATS: Registry[IngestFormat] = Registry(
 def register_format(fmt: IngestFormat) -> IngestFormat:
     """Add an ingest format; a duplicate name is refused."""
     return FORMATS.add(fmt.name, fmt)
+
+
+def ingest_format(name: str, *, detect: Callable[[dict[str, Any]], bool]
+                  ) -> Callable[[ParseFn], ParseFn]:
+    """Decorator: the function it wraps reads format ``name``, the objects ``detect`` accepts
+    (``@ingest_format("vllm", detect=_is_vllm)``); a duplicate name is refused."""
+    def deco(parse: ParseFn) -> ParseFn:
+        register_format(IngestFormat(name, detect, parse))
+        return parse
+
+    return deco
 
 
 def formats() -> list[str]:

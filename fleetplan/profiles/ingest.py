@@ -2,7 +2,7 @@
 
 Main entries: :func:`read_runs` (one file -> records + one-line errors), :func:`ingest_paths`
 (files and folders -> an :class:`IngestReport`, store updated in memory). The formats are those
-of the ingest-format registry (:mod:`fleetplan.profiles.formats`, :func:`register_format`); this
+of the ingest-format registry (:mod:`fleetplan.profiles.formats`, :func:`ingest_format`); this
 module registers ``vllm``.
 
 Formats:
@@ -12,7 +12,7 @@ Formats:
   :mod:`fleetplan.profiles.vllm`. GPU and parallel degree come from the options or the file;
   pipeline-, data-parallel and multi-node runs are refused.
 - ``guidellm``: GuideLLM reports (:mod:`fleetplan.profiles.guidellm`).
-- more formats register themselves with :func:`register_format` (re-exported here).
+- more formats register themselves with :func:`ingest_format` (re-exported here).
 
 Files are read through the bounded reader (:mod:`fleetplan._load`: regular files only, size,
 depth and duplicate-key limits). Every refusal is one line naming file, line, field and value;
@@ -43,6 +43,7 @@ from fleetplan.profiles.formats import (
     check_model,
     formats,
     get_format,
+    ingest_format,
     record_digest,
     register_format,
     resolve_gpu,
@@ -65,8 +66,8 @@ from fleetplan.profiles.vllm import (
 
 __all__ = [
     "FORMATS", "IngestFormat", "IngestOptions", "IngestReport", "RecordError", "SourceRef",
-    "check_model", "formats", "get_format", "ingest_paths", "read_runs", "record_digest",
-    "register_format", "resolve_gpu", "walk",
+    "check_model", "formats", "get_format", "ingest_format", "ingest_paths", "read_runs",
+    "record_digest", "register_format", "resolve_gpu", "walk",
 ]
 
 # --------------------------------------------------------------------------- vLLM
@@ -126,6 +127,7 @@ def _parallelism(res: VllmResult, src: SourceRef, opt: IngestOptions) -> tuple[i
     return count, tp
 
 
+@ingest_format("vllm", detect=_is_vllm)
 def _parse_vllm(obj: dict[str, Any], src: SourceRef, opt: IngestOptions) -> dict[str, Any]:
     res, problem = check_result(obj)
     if problem is not None:
@@ -192,8 +194,6 @@ def _parse_vllm(obj: dict[str, Any], src: SourceRef, opt: IngestOptions) -> dict
             rec[f"{metric}_{name}_ms"] = value
     return rec
 
-
-register_format(IngestFormat("vllm", _is_vllm, _parse_vllm))
 
 
 # --------------------------------------------------------------------------- files

@@ -19,7 +19,7 @@ import pytest
 
 from fleetplan.errors import UnknownNameError
 from fleetplan.fleet.routing import Router, register_router
-from fleetplan.profiles.formats import FORMATS, IngestFormat, register_format
+from fleetplan.profiles.formats import FORMATS, IngestFormat, ingest_format, register_format
 from fleetplan.registry.base import Registry
 from fleetplan.registry.solvers import SOLVERS, register_solver
 from fleetplan.workload.arrivals import ARRIVALS, ArrivalProcess, register_arrivals
@@ -65,9 +65,17 @@ def test_a_second_solver_of_a_name_is_refused_whatever_its_case() -> None:
     assert SOLVERS["cbc"].pulp_name == "PULP_CBC_CMD"
 
 
-def test_a_second_ingest_format_of_a_name_is_refused() -> None:
+def test_a_second_ingest_format_of_a_name_is_refused_naming_both() -> None:
+    def read_mine(obj, src, opt):  # type: ignore[no-untyped-def]
+        return {}
+
+    with pytest.raises(ValueError) as e:
+        ingest_format("guidellm", detect=lambda obj: False)(read_mine)
+    msg = str(e.value)
+    assert "ingest format 'guidellm' is already registered" in msg
+    assert "fleetplan.profiles.guidellm.parse_report" in msg and "read_mine" in msg
     with pytest.raises(ValueError, match="ingest format 'vllm' is already registered"):
-        register_format(IngestFormat("vllm", lambda obj: False, lambda obj, src, opt: {}))
+        register_format(IngestFormat("vllm", lambda obj: False, read_mine))
     assert FORMATS["vllm"].parse.__module__ == "fleetplan.profiles.ingest"
 
 
