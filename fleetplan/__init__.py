@@ -28,7 +28,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from fleetplan._version import __version__
 
 # public name -> module defining it (imported when the name is first used)
 _LAZY = {

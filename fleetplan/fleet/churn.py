@@ -10,7 +10,7 @@ empty cache, then takes its place). It starts in its steady state: down with pro
 ``u = lambda R / (1 + lambda R)`` for a uniform share of ``R``, else up, so a short run sees
 failures as often as a long one does per second. What a failure does to the requests on the
 replica (re-sent at once to another replica of the class, TTFT still counted from the first
-send; lost when no replica it may use is up) is the simulator's (:mod:`fleetplan.fleet.sim`).
+send; lost when no replica it may use is up) is the simulator's (:mod:`fleetplan.fleet.failover`).
 """
 
 from __future__ import annotations

@@ -28,11 +28,12 @@ from typing import Any
 
 import numpy as np
 
+from fleetplan.fleet.outcome import Replication, outcome
 from fleetplan.fleet.pools import PoolModel
-from fleetplan.fleet.sim import Replication, RoutingInputs, _outcome, _Run, _run_to_stop
 from fleetplan.fleet.traffic import Traffic
+from fleetplan.fleet.world import FleetRun, RoutingInputs, run_to_stop
 
-# what a part's window snapshots hold per replica (the rest of ``_Run.snap`` is per pool)
+# what a part's window snapshots hold per replica (the rest of ``FleetRun.snap`` is per pool)
 _PER_REPLICA = ("busy0", "act0", "busy1", "act1")
 _PER_POOL = ("backlog0", "backlog1", "done0")
 # output tokens that cost a pool's simulation about as much as one request (measured on the
@@ -96,7 +97,7 @@ def run_part(pools: Sequence[PoolModel], traffic: Traffic, routing: RoutingInput
              own: Sequence[int], *, warmup_s: float, duration_s: float) -> PartRun:
     """Simulate the part of a replication that holds the pools ``own`` (no churn: a failed
     replica's requests may move to another pool)."""
-    run = _run_to_stop(_Run(pools, traffic, routing, warmup_s, duration_s, own=own))
+    run = run_to_stop(FleetRun(pools, traffic, routing, warmup_s, duration_s, own=own))
     routed = np.asarray(run.routed_to, dtype=np.int64)
     index = np.flatnonzero((routed >= 0) & np.asarray(run.own)[np.maximum(routed, 0)])
     snap = run.snap
@@ -139,7 +140,7 @@ def merge_parts(pools: Sequence[PoolModel], traffic: Traffic, routing: RoutingIn
     if any(not np.array_equal(part.routed_to, routed) for part in parts[1:]):
         raise ValueError("the parts routed the requests differently: the router reads the "
                          "fleet's state (it is not pools_apart)")
-    run = _Run(pools, traffic, routing, warmup_s, duration_s)
+    run = FleetRun(pools, traffic, routing, warmup_s, duration_s)
     first = np.full(len(traffic), np.nan)
     fin = np.full(len(traffic), np.nan)
     rep_of = np.zeros(len(traffic), dtype=np.int64)
@@ -156,4 +157,4 @@ def merge_parts(pools: Sequence[PoolModel], traffic: Traffic, routing: RoutingIn
     run.snap = snap
     run.done = [parts[owner[p]].done[p] for p in range(len(pools))]
     run.backlog = [parts[owner[p]].backlog[p] for p in range(len(pools))]
-    return _outcome(run, now=max(part.stopped_at_s for part in parts))
+    return outcome(run, now=max(part.stopped_at_s for part in parts))

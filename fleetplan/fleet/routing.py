@@ -2,7 +2,8 @@
 
 Every policy is a :class:`Router` subclass registered under a name with :func:`register_router`
 (duplicates refused); :func:`get_router` fails with the valid names. That registration is the one
-step that adds a policy: the scenario's ``routing:`` field validates against :data:`ROUTERS` and
+step that adds a policy: the scenario's ``routing:`` field validates against :data:`ROUTERS` (the
+registry, :mod:`fleetplan.registry.routing`, whose provider this module is) and
 ``fleetplan schema`` lists its members. A policy's parameters are a :class:`RoutingPolicy` model
 (its ``Params``; none given: a model with the name only), written ``routing: {policy: NAME, ...}``
 or, with the defaults, ``routing: NAME``; the router receives them as ``self.params``
@@ -28,21 +29,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import Field, create_model
 
-from fleetplan.errors import InputError, UnknownNameError
+from fleetplan.errors import InputError
+from fleetplan.registry.routing import ROUTERS, RoutingPolicy, routing_policies
 
-
-class RoutingPolicy(BaseModel):
-    """A routing policy a scenario selects (``policy``) and its parameters (none by default).
-
-    A policy with parameters subclasses this with ``policy: Literal[NAME] = NAME`` and its
-    fields, and names it as its router's ``Params``.
-    """
-
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-    policy: str
+__all__ = [
+    "ROUTERS", "LeastOutstanding", "Planned", "RoundRobin", "Router", "RoutingContext",
+    "RoutingPolicy", "SloAware", "get_router", "make_router", "register_router",
+    "routing_policies",
+]
 
 
 @dataclass
@@ -96,9 +92,6 @@ class Router:
         raise NotImplementedError
 
 
-ROUTERS: dict[str, type[Router]] = {}
-
-
 def register_router(name: str) -> Callable[[type[Router]], type[Router]]:
     """Class decorator adding a policy to the registry; a second policy of one name is refused.
 
@@ -106,8 +99,8 @@ def register_router(name: str) -> Callable[[type[Router]], type[Router]]:
     are its parameters; without one it gets a parameter-free model named after the class.
     """
     def deco(cls: type[Router]) -> type[Router]:
-        if name in ROUTERS:
-            raise ValueError(f"routing policy {name!r} is already registered")
+        if name in ROUTERS:  # refused before its Params are built (the message names both)
+            ROUTERS.add(name, cls)
         if "Params" in cls.__dict__:
             tag = cls.Params.model_fields["policy"]
             if tag.default != name:
@@ -123,15 +116,9 @@ def register_router(name: str) -> Callable[[type[Router]], type[Router]]:
             cls.Params.__module__ = cls.__module__
             cls.Params.__qualname__ = f"{cls.__qualname__}.Params"
         cls.name = name
-        ROUTERS[name] = cls
-        return cls
+        return ROUTERS.add(name, cls)
 
     return deco
-
-
-def routing_policies() -> dict[str, type[RoutingPolicy]]:
-    """Policy name -> its parameters model (what the scenario's ``routing:`` accepts)."""
-    return {n: r.Params for n, r in ROUTERS.items()}
 
 
 def make_router(policy: RoutingPolicy | str, ctx: RoutingContext) -> Router:
@@ -143,9 +130,8 @@ def make_router(policy: RoutingPolicy | str, ctx: RoutingContext) -> Router:
 
 def get_router(name: str) -> type[Router]:
     """The policy registered as ``name``; unknown names fail with the valid ones."""
-    if name not in ROUTERS:
-        raise UnknownNameError("routing policy", name, ROUTERS)
-    return ROUTERS[name]
+    router: type[Router] = ROUTERS.lookup(name)
+    return router
 
 
 def _least(outstanding: list[int], replicas: Sequence[int], start: int) -> int:

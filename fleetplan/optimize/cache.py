@@ -43,15 +43,16 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from fleetplan._cache_dir import user_cache_dir
 from fleetplan._io import create_temp, finish_temp, is_stale_temp
 from fleetplan._progress import warn
+from fleetplan._version import __version__
 from fleetplan.errors import FleetplanError
-
-ENV_VAR = "FLEETPLAN_CACHE_DIR"
 
 # The code whose behaviour decides a simulated capacity, relative to the package folder: every
 # module of these subpackages, and these single modules.
-MODEL_CODE = ("replica", "workload", "optimize/capacity.py", "optimize/bracket.py")
+MODEL_CODE = ("replica", "workload", "optimize/capacity.py", "optimize/capacity_records.py",
+              "optimize/bracket.py")
 _PACKAGE = Path(__file__).resolve().parent.parent
 _ENTRY = re.compile(r"[0-9a-f]{64}\.json")
 _TEMP = re.compile(r"\.[0-9a-f]{64}\.json\..+\.tmp")  # left by a write that was killed
@@ -100,8 +101,6 @@ def _source_key(files: list[Path]) -> str:
 
     import numpy
     import simpy
-
-    from fleetplan import __version__
 
     h = hashlib.sha256()
     runtime = f"python {platform.python_version()} numpy {numpy.__version__} simpy "
@@ -153,13 +152,6 @@ def default_cache_dir() -> Path:
     if active_data().cache_dir is not None:
         return Path(active_data().cache_dir).expanduser()  # type: ignore[arg-type]
     return user_cache_dir()
-
-
-def user_cache_dir() -> Path:
-    """``$FLEETPLAN_CACHE_DIR``, else ``~/.cache/fleetplan`` (read at call time): the
-    process-wide folder, whatever data context is active."""
-    env = os.environ.get(ENV_VAR)
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "fleetplan"
 
 
 def cache_root(cache_dir: str | os.PathLike[str] | bool | None) -> str | None:

@@ -38,13 +38,8 @@ from collections.abc import Collection
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
-from fleetplan.optimize.milp import (
-    MilpSolution,
-    MilpStatus,
-    build_model,
-    candidate_key,
-    solve_model,
-)
+from fleetplan.optimize.milp_model import build_model
+from fleetplan.optimize.milp_solve import MilpSolution, MilpStatus, candidate_key, solve_model
 from fleetplan.optimize.problem import CommitmentMode, PlanProblem
 from fleetplan.optimize.solvers import SolverSettings
 
@@ -67,7 +62,7 @@ def _coupled(problem: PlanProblem, drop: Collection[str]) -> bool:
 def solve_plan(problem: PlanProblem, settings: SolverSettings, *, objective: str = "cost",
                drop: Collection[str] = (), ties: bool = True) -> MilpSolution:
     """Solve ``problem``, by hours where that is exact (see the module docstring); ``ties``:
-    break ties lexicographically (:mod:`fleetplan.optimize.milp`) in every sub-solve."""
+    break ties lexicographically (:mod:`fleetplan.optimize.milp_solve`) in every sub-solve."""
     if (problem.hours == 1 or objective == "slack" or problem.fixed_counts is not None
             or _coupled(problem, drop)):
         return _monolithic(problem, settings, objective, drop, ties)

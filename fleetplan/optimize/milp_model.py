@@ -25,14 +25,14 @@ plus dynamic power per req/s of assigned load.
 Objectives (:data:`OBJECTIVES`): ``cost`` ($), ``carbon`` (g), ``replicas`` (replica-hours, with
 traffic on a stricter tier than its class's as a tie-break worth less than one replica in all),
 ``slack`` (the smallest relative relaxation of the elastic families). Tie-breaks are not weights
-here: :func:`fleetplan.optimize.milp.solve_model` solves them lexicographically.
+here: :func:`fleetplan.optimize.milp_solve.solve_model` solves them lexicographically.
 
 Each family is one method of :class:`_Builder`, named as :data:`CONSTRAINT_FAMILIES` and
 :mod:`fleetplan.optimize.explain` name them; the order in which they run fixes the order of rows
 in the LP file, which is part of a plan's reproducibility.
 
 Main entry: :func:`build_model` (returns a :class:`MilpModel`; solved by
-:func:`fleetplan.optimize.milp.solve_model`).
+:func:`fleetplan.optimize.milp_solve.solve_model`).
 """
 
 from __future__ import annotations

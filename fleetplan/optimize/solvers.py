@@ -1,12 +1,9 @@
-"""MILP solver registry: fleetplan names -> PuLP solvers, always with a time limit and a gap.
+"""Building the PuLP solver of a :class:`~fleetplan.scenario.SolverSettings`: quiet,
+deterministic, always with a time limit and a gap.
 
-The one registry of solvers (:func:`register_solver`): ``cbc`` (PuLP's bundled CBC, the
-default), ``highs`` (HiGHS through ``highspy``, when that is installed) and ``glpk`` (GLPK's
-``glpsol``, when that is on the PATH); any solver PuLP itself lists as available is accepted by
-its PuLP name too. Unknown or unavailable names fail with the names valid on this machine, both
-when a scenario is loaded (``solver.name``) and here. The settings record is
-:class:`fleetplan.scenario.SolverSettings` (one record for the scenario and the optimizer). Main
-entries: :func:`make_solver`, :func:`solver_names`, :func:`resolve_solver`.
+The solver names and which are available on this machine are the solver registry's
+(:mod:`fleetplan.registry.solvers`: ``cbc``, ``highs``, ``glpk`` or any PuLP name available),
+re-exported here. Main entries: :func:`make_solver`, :func:`achieved_gap`.
 """
 
 from __future__ import annotations
@@ -18,7 +15,7 @@ from functools import cache
 
 import pulp
 
-from fleetplan.errors import InputError, UnknownNameError
+from fleetplan.registry.solvers import SOLVERS, register_solver, resolve_solver, solver_names
 from fleetplan.scenario.settings import (
     DEFAULT_GAP,
     DEFAULT_SOLVER,
@@ -30,53 +27,6 @@ __all__ = [
     "DEFAULT_GAP", "DEFAULT_SOLVER", "DEFAULT_TIME_LIMIT_S", "SOLVERS", "SolverSettings",
     "achieved_gap", "make_solver", "register_solver", "resolve_solver", "solver_names",
 ]
-
-SOLVERS: dict[str, str] = {}
-"""fleetplan solver name -> PuLP solver name (the registry; lower-case names)."""
-_INSTALL_HINTS: dict[str, str] = {}
-
-
-def register_solver(name: str, pulp_name: str, install_hint: str = "") -> None:
-    """Register ``name`` for the PuLP solver class named ``pulp_name``; duplicates are refused.
-
-    ``install_hint`` is shown when the solver is not available on the machine.
-    """
-    key = name.lower()
-    if key in SOLVERS:
-        raise ValueError(f"solver {name!r} is already registered")
-    SOLVERS[key] = pulp_name
-    if install_hint:
-        _INSTALL_HINTS[key] = install_hint
-
-
-register_solver("cbc", "PULP_CBC_CMD")
-register_solver("highs", "HiGHS", "pip install highspy")
-register_solver("glpk", "GLPK_CMD", "install GLPK's glpsol, e.g. apt-get install glpk-utils")
-
-
-def _available() -> set[str]:
-    return set(pulp.listSolvers(onlyAvailable=True))
-
-
-def solver_names() -> list[str]:
-    """Names accepted by ``--solver`` on this machine."""
-    avail = _available()
-    ours = [n for n, p in SOLVERS.items() if p in avail]
-    return sorted(ours) + sorted(avail - set(SOLVERS.values()))
-
-
-def resolve_solver(name: str) -> str:
-    """PuLP's name for ``name`` (a registered fleetplan name or an available PuLP name)."""
-    avail = _available()
-    pulp_name = SOLVERS.get(name.lower(), name)
-    if pulp_name not in avail:
-        if name.lower() in SOLVERS:
-            how = _INSTALL_HINTS.get(name.lower())
-            hint = f" ({how})" if how else ""
-            raise InputError(f"solver {name} is not available on this machine{hint}; "
-                             f"available: {', '.join(solver_names())}")
-        raise UnknownNameError("solver", name, solver_names())
-    return pulp_name
 
 
 @cache

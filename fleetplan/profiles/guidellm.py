@@ -1,6 +1,6 @@
 """GuideLLM run reports (the JSON that ``guidellm benchmark`` saves) as measured runs.
 
-Registers the ingest format ``guidellm`` (:func:`fleetplan.profiles.ingest.register_format`); main
+Registers the ingest format ``guidellm`` (:func:`fleetplan.profiles.formats.ingest_format`); main
 entry :func:`parse_report` (one report -> one store record per benchmark it holds). Reads the
 report of GuideLLM 0.4+ (``benchmarks[].config.strategy``, ``scheduler_metrics``, ``metrics``) and
 of 0.2/0.3 (``benchmarks[].args.strategy``, ``run_stats``, ``worker.backend_model``).
@@ -37,14 +37,13 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from fleetplan.catalog.models import normalize_model
-from fleetplan.profiles.ingest import (
-    IngestFormat,
+from fleetplan.profiles.formats import (
     IngestOptions,
     RecordError,
     SourceRef,
     check_model,
+    ingest_format,
     record_digest,
-    register_format,
     resolve_gpu,
 )
 from fleetplan.profiles.schema import LATENCY_METRICS
@@ -344,11 +343,8 @@ def _parse_one(report: dict[str, Any], bench: dict[str, Any], k: int, src: Sourc
     return rec
 
 
+@ingest_format("guidellm", detect=is_guidellm)
 def parse_report(obj: dict[str, Any], src: SourceRef, opt: IngestOptions) -> list[dict[str, Any]]:
     """One store record per benchmark of a GuideLLM report (refusing the whole report if one
     benchmark cannot be read: the error names it)."""
     return [_parse_one(obj, b, k, src, opt) for k, b in enumerate(obj["benchmarks"])]
-
-
-# ingest's reader accepts a list of records from one object (one per benchmark here)
-register_format(IngestFormat("guidellm", is_guidellm, parse_report))  # type: ignore[arg-type]

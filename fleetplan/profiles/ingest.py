@@ -1,7 +1,9 @@
-"""Reading measured runs from result files into typed records (one registry of formats).
+"""Reading measured runs from result files into typed records, and the ``vllm`` format.
 
 Main entries: :func:`read_runs` (one file -> records + one-line errors), :func:`ingest_paths`
-(files and folders -> an :class:`IngestReport`, store updated in memory), :func:`register_format`.
+(files and folders -> an :class:`IngestReport`, store updated in memory). The formats are those
+of the ingest-format registry (:mod:`fleetplan.profiles.formats`, :func:`ingest_format`); this
+module registers ``vllm``.
 
 Formats:
 - ``vllm``: vLLM serving-benchmark results of 0.6.x and 0.8.x ``benchmarks/benchmark_serving.py``
@@ -10,7 +12,7 @@ Formats:
   :mod:`fleetplan.profiles.vllm`. GPU and parallel degree come from the options or the file;
   pipeline-, data-parallel and multi-node runs are refused.
 - ``guidellm``: GuideLLM reports (:mod:`fleetplan.profiles.guidellm`).
-- more formats register themselves with :func:`register_format`.
+- more formats register themselves with :func:`ingest_format` (re-exported here).
 
 Files are read through the bounded reader (:mod:`fleetplan._load`: regular files only, size,
 depth and duplicate-key limits). Every refusal is one line naming file, line, field and value;
@@ -21,20 +23,32 @@ A file may hold one JSON object or several, one per line (vLLM's ``--append-resu
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import re
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from fleetplan.catalog.gpus import normalize_gpu
 from fleetplan.catalog.models import normalize_model
-from fleetplan.errors import FleetplanError, InputError, UnknownNameError
+from fleetplan.errors import FleetplanError
+from fleetplan.profiles.formats import (
+    FORMATS,
+    IngestFormat,
+    IngestOptions,
+    RecordError,
+    SourceRef,
+    check_model,
+    formats,
+    get_format,
+    ingest_format,
+    record_digest,
+    register_format,
+    resolve_gpu,
+)
+from fleetplan.profiles.formats import record_error as _fail
 from fleetplan.profiles.record import BenchmarkRun
 from fleetplan.profiles.request_lengths import usable_lengths
 from fleetplan.profiles.schema import LATENCY_METRICS
@@ -50,71 +64,11 @@ from fleetplan.profiles.vllm import (
     stats_from_samples,
 )
 
-# --------------------------------------------------------------------------- registry
-
-
-@dataclass(frozen=True)
-class IngestOptions:
-    """Facts a result file may lack, given by the user (CLI flags)."""
-
-    gpu: str | None = None
-    gpu_count: int | None = None
-    engine_version: str | None = None
-    dataset: str | None = None
-    # names of the models a record may be of, another is refused; None (the default): the
-    # models of the active catalog (bundled + user catalogs + model configs, see
-    # fleetplan.context.DataContext), so a store never holds a run no command can model
-    known_models: Collection[str] | None = None
-    # resolves a GPU spelling to its catalog name (a user catalog); default: the bundled one
-    gpu_names: Callable[[str], str] | None = None
-
-
-@dataclass(frozen=True)
-class IngestFormat:
-    name: str
-    detect: Callable[[dict[str, Any]], bool]
-    parse: Callable[[dict[str, Any], SourceRef, IngestOptions], dict[str, Any]]
-
-
-@dataclass(frozen=True)
-class SourceRef:
-    path: Path
-    line: int
-    digest: str
-
-
-_FORMATS: dict[str, IngestFormat] = {}
-
-
-def register_format(fmt: IngestFormat) -> IngestFormat:
-    """Add an ingest format; a duplicate name is refused."""
-    if fmt.name in _FORMATS:
-        raise ValueError(f"ingest format {fmt.name!r} is already registered")
-    _FORMATS[fmt.name] = fmt
-    return fmt
-
-
-def formats() -> list[str]:
-    return list(_FORMATS)
-
-
-def get_format(name: str) -> IngestFormat:
-    if name not in _FORMATS:
-        raise UnknownNameError("ingest format", name, _FORMATS)
-    return _FORMATS[name]
-
-
-# --------------------------------------------------------------------------- errors
-
-
-class RecordError(InputError):
-    """One record of one file was refused; the message names file, line and field."""
-
-
-def _fail(src: SourceRef, field_name: str | None, msg: str) -> RecordError:
-    where = f"{src.path}: line {src.line}"
-    return RecordError(f"{where}: field {field_name}: {msg}" if field_name else f"{where}: {msg}")
-
+__all__ = [
+    "FORMATS", "IngestFormat", "IngestOptions", "IngestReport", "RecordError", "SourceRef",
+    "check_model", "formats", "get_format", "ingest_format", "ingest_paths", "read_runs",
+    "record_digest", "register_format", "resolve_gpu", "walk",
+]
 
 # --------------------------------------------------------------------------- vLLM
 
@@ -141,32 +95,6 @@ def _engine(res: VllmResult) -> str:
         return res.engine
     backend = res.backend or res.endpoint_type or "vllm"
     return "vllm" if backend in _VLLM_BACKENDS else backend
-
-
-def resolve_gpu(src: SourceRef, field_name: str, raw: str, opt: IngestOptions) -> str:
-    """The catalog's name of a GPU (``opt.gpu_names`` resolves it where given: a user
-    catalog); an unknown GPU refuses the record alone, naming the field."""
-    try:
-        return (opt.gpu_names or normalize_gpu)(raw)
-    except UnknownNameError as exc:
-        raise _fail(src, field_name, f"{exc} (describe it in a --catalog gpus.csv)") from None
-
-
-def check_model(src: SourceRef, model: str, opt: IngestOptions) -> None:
-    """Refuse a record whose model the catalog does not know: its runs could be stored but
-    never predicted, calibrated or validated. The catalog is ``opt.known_models`` where given,
-    else the active one (:func:`fleetplan.catalog.catalog.active_catalog`): describe a model
-    with a user catalog's ``models.csv`` or its ``config.json`` (``--model-config``,
-    ``DataContext.build(model_configs=...)``) to accept its runs."""
-    if opt.known_models is not None:
-        known = model in opt.known_models
-    else:
-        from fleetplan.catalog.catalog import active_catalog
-
-        known = active_catalog().knows_model(model)
-    if not known:
-        raise _fail(src, "model_id", f"unknown model {short(model)}: not in the model catalog "
-                    "(add it with --model-config or a --catalog models.csv)")
 
 
 def _parallelism(res: VllmResult, src: SourceRef, opt: IngestOptions) -> tuple[int, int]:
@@ -199,6 +127,7 @@ def _parallelism(res: VllmResult, src: SourceRef, opt: IngestOptions) -> tuple[i
     return count, tp
 
 
+@ingest_format("vllm", detect=_is_vllm)
 def _parse_vllm(obj: dict[str, Any], src: SourceRef, opt: IngestOptions) -> dict[str, Any]:
     res, problem = check_result(obj)
     if problem is not None:
@@ -266,8 +195,6 @@ def _parse_vllm(obj: dict[str, Any], src: SourceRef, opt: IngestOptions) -> dict
     return rec
 
 
-register_format(IngestFormat("vllm", _is_vllm, _parse_vllm))
-
 
 # --------------------------------------------------------------------------- files
 
@@ -318,12 +245,6 @@ def _objects(path: Path) -> Iterator[tuple[int, Any]]:
                 yield i, exc
 
 
-def record_digest(obj: Any) -> str:
-    """A short SHA-256 of the canonical JSON of ``obj`` (names a record by its content)."""
-    canon = json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=True)
-    return hashlib.sha256(canon.encode()).hexdigest()[:16]
-
-
 def read_runs(path: str | os.PathLike[str],
               options: IngestOptions | None = None) -> tuple[list[BenchmarkRun], list[str]]:
     """Parse one result file: the runs it holds and a one-line error for each refused record
@@ -356,9 +277,9 @@ def read_runs(path: str | os.PathLike[str],
 def _parse_object(obj: Any, src: SourceRef, opt: IngestOptions) -> list[BenchmarkRun]:
     if not isinstance(obj, dict):
         raise _fail(src, None, f"expected a JSON object, found {type(obj).__name__}")
-    fmt = next((f for f in _FORMATS.values() if f.detect(obj)), None)
+    fmt = next((f for f in FORMATS.values() if f.detect(obj)), None)
     if fmt is None:
-        raise _fail(src, None, "not a recognised result (formats: " + ", ".join(_FORMATS) + ")")
+        raise _fail(src, None, "not a recognised result (formats: " + ", ".join(FORMATS) + ")")
     recs = fmt.parse(obj, src, opt)
     out = []
     for rec in recs if isinstance(recs, list) else [recs]:
@@ -413,6 +334,3 @@ def ingest_paths(paths: Iterable[str | os.PathLike[str]], store: Any,
     report.added = store.add(found)
     report.duplicates = len(found) - len(report.added)
     return report
-
-
-from fleetplan.profiles import guidellm as _guidellm  # noqa: E402,F401  (registers "guidellm")

@@ -54,7 +54,7 @@ PREPARE_STEP = "preparing the compiled steady-state engine (~10 s the first time
 def jit_cache_dir() -> Path:
     """The folder of the compiled engine's machine code: ``jit/`` of the cache folder
     (``$FLEETPLAN_CACHE_DIR``, else ``~/.cache/fleetplan``; read at call time)."""
-    from fleetplan.optimize.cache import user_cache_dir
+    from fleetplan._cache_dir import user_cache_dir
 
     return user_cache_dir() / "jit"
 

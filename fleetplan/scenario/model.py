@@ -6,7 +6,7 @@ what-if run never holds a scenario the schema would refuse.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
@@ -16,6 +16,7 @@ from fleetplan.catalog.grid import load_grid
 from fleetplan.catalog.models import get_model, load_models
 from fleetplan.catalog.prices import DEFAULT_MARKET, markets
 from fleetplan.errors import FleetplanError, InputError, UnknownNameError
+from fleetplan.registry.routing import RoutingPolicy, routing_policies
 from fleetplan.scenario.base import Strict, canon_gpu, check_region
 from fleetplan.scenario.fleet import Pool, match_pools
 from fleetplan.scenario.messages import format_validation_error
@@ -36,15 +37,6 @@ from fleetplan.workload.arrivals import check_arrivals
 
 if TYPE_CHECKING:
     from fleetplan.context import DataContext
-    from fleetplan.fleet.routing import RoutingPolicy
-else:  # fleet.routing's package imports this one: the registry is read when validating
-    RoutingPolicy = BaseModel
-
-
-def _routing_policies() -> Mapping[str, type[BaseModel]]:
-    from fleetplan.fleet.routing import routing_policies
-
-    return routing_policies()
 
 
 def _model_names() -> list[str]:
@@ -75,7 +67,7 @@ def _names_too(schema: dict[str, Any]) -> None:
 MAX_FLEET_REPLICAS = 100_000
 """Most replicas of a simulated fleet, over all its pools (one pool's ``count`` bound too)."""
 DEFAULT_ROUTING = "least-outstanding"
-_ROUTING = RegistryUnion(tag="policy", kind="routing policy", members=_routing_policies,
+_ROUTING = RegistryUnion(tag="policy", kind="routing policy", members=routing_policies,
                          shorthand=True)
 
 

@@ -1,8 +1,8 @@
 """The optimizer's and the simulator's settings blocks of a scenario.
 
 :class:`Candidate` (what the optimizer may buy), :class:`CarbonCap`, :class:`Commitment`,
-:class:`Embodied`, :class:`SolverSettings` (the one solver record, also the optimizer's:
-:mod:`fleetplan.optimize.solvers` holds the solver registry it validates against),
+:class:`Embodied`, :class:`SolverSettings` (the one solver record, also the optimizer's: it
+validates against the solver registry, :mod:`fleetplan.registry.solvers`),
 :class:`CapacitySettings` (capacity measurement on the replica model), :class:`SimSettings` and
 :class:`PowerSettings` (how energy is charged).
 """
@@ -16,6 +16,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from fleetplan.catalog.grid import DEFAULT_REGION
 from fleetplan.errors import FleetplanError, InputError
+from fleetplan.registry.solvers import SOLVERS, resolve_solver
 from fleetplan.scenario.base import Strict, canon_config, check_region
 from fleetplan.scenario.messages import format_validation_error
 
@@ -106,8 +107,6 @@ DEFAULT_GAP = 0.01
 
 
 def _registered() -> list[str]:
-    from fleetplan.optimize.solvers import SOLVERS
-
     return sorted(SOLVERS)
 
 
@@ -149,8 +148,6 @@ class SolverSettings(Strict):
     @field_validator("name")
     @classmethod
     def _known(cls, v: str) -> str:
-        from fleetplan.optimize.solvers import resolve_solver
-
         try:
             resolve_solver(v)
         except FleetplanError as exc:
@@ -160,8 +157,6 @@ class SolverSettings(Strict):
     @property
     def pulp_name(self) -> str:
         """PuLP's name of the solver (checked again: availability is the machine's)."""
-        from fleetplan.optimize.solvers import resolve_solver
-
         return resolve_solver(self.name)
 
 

@@ -1,12 +1,11 @@
-"""Arrival processes: gamma-distributed gaps as vLLM's benchmark draws them, and the registry of
-the processes a scenario's traffic class may name.
+"""The registry of arrival processes a scenario's traffic class may name, and the built-in ones.
 
-Main entries: :func:`benchmark_arrivals` (N requests, the first at t=0, then gamma gaps: exactly
-vLLM's ``get_request``) and :func:`arrivals_until` (a stationary process over a time window).
-Burstiness is the gamma shape: 1.0 is Poisson, < 1 burstier, > 1 smoother. Every function takes a
-``numpy.random.Generator``; none touches global random state.
+The gamma-renewal draws themselves (:func:`benchmark_arrivals`, :func:`arrivals_until`,
+:func:`gamma_gaps`, :func:`check_arrivals`) are :mod:`fleetplan.workload.gamma`'s, re-exported
+here; the hourly profile is :mod:`fleetplan.workload.profile`'s.
 
-The registry (:data:`ARRIVALS`, :func:`register_arrivals`): each member is an
+The registry (:data:`ARRIVALS`, :func:`register_arrivals`; :mod:`fleetplan.registry.base`): each
+member is an
 :class:`ArrivalProcess` model named by its ``process`` tag, holding its parameters and drawing its
 arrival times (:meth:`ArrivalProcess.times`). Registering a member is the one step that makes it
 valid in a scenario (``arrivals: {process: NAME, ...}``) and lists it in ``fleetplan schema``.
@@ -23,71 +22,22 @@ from typing import Any, ClassVar, Literal, TypeVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from fleetplan.errors import InputError, InputLimitError, UnknownNameError
+from fleetplan.registry.base import Registry
+from fleetplan.workload.gamma import (
+    MAX_ARRIVALS,
+    MIN_BURSTINESS,
+    arrivals_until,
+    benchmark_arrivals,
+    check_arrivals,
+    gamma_gaps,
+)
+from fleetplan.workload.profile import expected_profile_arrivals, profile_arrivals
 
-MIN_BURSTINESS = 1e-3
-"""Smallest gamma shape accepted: below it nearly every gap is zero and one gap holds the whole
-window, so a run would need ~1/burstiness draws to cover it (1e-9: 5 GB; fit_trace's floor too)."""
-MAX_ARRIVALS = 5_000_000
-"""Most arrivals one run may draw (a class, or all classes together): refused before any array
-is built, with the figure. The simulator holds ~400 bytes per request and replays ~3500 requests
-a second on one core, so this bounds a run near 2 GB and half an hour."""
-
-
-def _check(rate: float, burstiness: float) -> None:
-    if not (rate > 0):
-        raise InputError(f"rate(={rate!r}) must be > 0 requests per second")
-    if not (burstiness >= MIN_BURSTINESS and math.isfinite(burstiness)):
-        raise InputError(f"burstiness(={burstiness!r}) must be a finite number >= "
-                         f"{MIN_BURSTINESS:g}")
-
-
-def check_arrivals(expected: float, what: str) -> None:
-    """Refuse a run whose expected arrivals (``what`` says how they were figured: ``rate_rps 4 x
-    duration_s 600``) exceed :data:`MAX_ARRIVALS`, before anything is allocated."""
-    if not expected <= MAX_ARRIVALS:
-        raise InputLimitError(f"{what} = {expected:.4g} arrivals in one run, more than the "
-                              f"{MAX_ARRIVALS:,} fleetplan simulates; shorten the run or lower "
-                              "the rate")
-
-
-def gamma_gaps(n: int, rate: float, burstiness: float, rng: np.random.Generator) -> np.ndarray:
-    """``n`` inter-arrival gaps (s) with mean ``1/rate`` and gamma shape ``burstiness``."""
-    _check(rate, burstiness)
-    if math.isinf(rate):
-        return np.zeros(n)
-    theta = 1.0 / (rate * burstiness)
-    return rng.gamma(shape=burstiness, scale=theta, size=n)
-
-
-def benchmark_arrivals(n: int, rate: float, burstiness: float,
-                       rng: np.random.Generator) -> np.ndarray:
-    """Send times of vLLM's benchmark: request 0 at t=0, then a gamma gap after each request."""
-    if n < 1:
-        raise InputError(f"num_prompts(={n}) must be >= 1")
-    gaps = gamma_gaps(n - 1, rate, burstiness, rng)
-    return np.concatenate([[0.0], np.cumsum(gaps)])
-
-
-def arrivals_until(duration_s: float, rate: float, burstiness: float,
-                   rng: np.random.Generator, start_s: float = 0.0) -> np.ndarray:
-    """Arrival times in ``[start_s, start_s + duration_s)`` of a stationary gamma-renewal process.
-
-    The first gap is drawn like the others (the window starts at a random point of the process
-    only approximately; the bias is one gap at most).
-    """
-    _check(rate, burstiness)
-    if not duration_s > 0:
-        raise InputError(f"duration_s(={duration_s!r}) must be > 0")
-    expected = rate * duration_s
-    check_arrivals(expected, f"rate {rate:g} req/s x {duration_s:g} s")
-    chunk = int(expected + 6 * math.sqrt(expected / burstiness) + 16)
-    times = start_s + np.cumsum(gamma_gaps(chunk, rate, burstiness, rng))
-    while times[-1] < start_s + duration_s:
-        more = times[-1] + np.cumsum(gamma_gaps(chunk, rate, burstiness, rng))
-        times = np.concatenate([times, more])
-    return times[times < start_s + duration_s]
-
+__all__ = [
+    "ARRIVALS", "MAX_ARRIVALS", "MIN_BURSTINESS", "TRACE_FIELDS", "ArrivalProcess",
+    "GammaArrivals", "ProfileArrivals", "TraceArrivals", "arrivals_until", "benchmark_arrivals",
+    "check_arrivals", "check_profile", "gamma_gaps", "get_arrivals", "register_arrivals",
+]
 
 # --- the registry of arrival processes ----------------------------------------------------------
 
@@ -117,7 +67,8 @@ class ArrivalProcess(BaseModel):
         return None if rate is None else rate * duration_s
 
 
-ARRIVALS: dict[str, type[ArrivalProcess]] = {}
+ARRIVALS: Registry[type[ArrivalProcess]] = Registry("arrival process")
+"""Process name -> its model (members are defined beside the registry or by the user)."""
 
 _P = TypeVar("_P", bound=type[ArrivalProcess])
 
@@ -129,17 +80,13 @@ def register_arrivals(cls: _P) -> _P:
     name = spec.model_fields["process"].default
     if not isinstance(name, str) or not name:
         raise ValueError(f"{cls.__name__}: give process a default, its registry name")
-    if name in ARRIVALS:
-        raise ValueError(f"arrival process {name!r} is already registered")
-    ARRIVALS[name] = cls
+    ARRIVALS.add(name, spec)
     return cls
 
 
 def get_arrivals(name: str) -> type[ArrivalProcess]:
     """The process registered as ``name``; unknown names fail with the valid ones."""
-    if name not in ARRIVALS:
-        raise UnknownNameError("arrival process", name, ARRIVALS)
-    return ARRIVALS[name]
+    return ARRIVALS.lookup(name)
 
 
 def check_profile(rates: Sequence[float]) -> None:
@@ -194,8 +141,6 @@ class ProfileArrivals(ArrivalProcess):
 
     def times(self, duration_s: float, rng: np.random.Generator, *,
               start_hour: int = 0) -> np.ndarray:
-        from fleetplan.workload.profile import profile_arrivals
-
         return profile_arrivals(self.rate_profile_rps, duration_s, self.burstiness, rng,
                                 start_hour=start_hour)
 
@@ -203,8 +148,6 @@ class ProfileArrivals(ArrivalProcess):
         return sum(self.rate_profile_rps) / 24.0
 
     def expected_arrivals(self, duration_s: float, *, start_hour: int = 0) -> float | None:
-        from fleetplan.workload.profile import expected_profile_arrivals
-
         return expected_profile_arrivals(self.rate_profile_rps, duration_s, start_hour)
 
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from fleetplan.errors import InputError
-from fleetplan.workload.arrivals import MIN_BURSTINESS, check_arrivals, gamma_gaps
+from fleetplan.workload.gamma import MIN_BURSTINESS, check_arrivals, gamma_gaps
 
 HOUR_S = 3600.0
 

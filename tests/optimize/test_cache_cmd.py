@@ -11,6 +11,7 @@ import pytest
 from fleetplan import __version__
 from fleetplan.optimize import cache as cache_mod
 from fleetplan.optimize import capacity as capacity_mod
+from fleetplan.optimize import capacity_records
 from fleetplan.optimize.cache import DiskCache, code_key
 
 
@@ -24,11 +25,13 @@ def fresh_code_key():
 def test_code_key_names_the_version_and_changes_with_the_model_code(tmp_path, monkeypatch,
                                                                      fresh_code_key) -> None:
     pkg = tmp_path / "fleetplan"
-    for rel in ("replica", "workload"):
-        shutil.copytree(cache_mod._PACKAGE / rel, pkg / rel)
-    (pkg / "optimize").mkdir()
-    for name in ("capacity.py", "bracket.py"):
-        shutil.copy(cache_mod._PACKAGE / "optimize" / name, pkg / "optimize")
+    assert {"replica", "workload", "optimize/capacity.py"} <= set(cache_mod.MODEL_CODE)
+    for rel in cache_mod.MODEL_CODE:  # the model code's folders and single modules
+        if (cache_mod._PACKAGE / rel).is_dir():
+            shutil.copytree(cache_mod._PACKAGE / rel, pkg / rel)
+        else:
+            (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(cache_mod._PACKAGE / rel, pkg / rel)
     monkeypatch.setattr(cache_mod, "_PACKAGE", pkg)
     before = code_key()
     assert before.startswith(__version__ + "+")
@@ -58,7 +61,8 @@ def test_an_entry_of_other_code_is_not_read(tmp_path, monkeypatch) -> None:
     assert n > 0
     capacity_mod.find_capacity(job(100.0), cache=DiskCache(tmp_path), point_fn=counting)
     assert len(calls) == n  # same code: every value from the cache
-    monkeypatch.setattr(capacity_mod, "code_key", lambda: "9.9.9+other")
+    # the jobs' cache keys hold the code key (fleetplan.optimize.capacity_records)
+    monkeypatch.setattr(capacity_records, "code_key", lambda: "9.9.9+other")
     capacity_mod.find_capacity(job(100.0), cache=DiskCache(tmp_path), point_fn=counting)
     assert len(calls) == 2 * n  # edited code: recomputed
 

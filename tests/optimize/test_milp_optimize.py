@@ -270,7 +270,7 @@ def test_a_tie_stage_stopped_by_highss_node_limit_keeps_the_cost_solves_plan(mon
 def test_a_share_on_a_pool_the_solution_leaves_empty_is_dropped_and_the_rest_renormalized():
     # a cold 100-class solve crashed in verification: 'classes[30].split: 1xA100-80GB@EU27/5000ms
     # names no pool of the fleet', a solver-tolerance share on a pool with zero replicas
-    from fleetplan.optimize.milp import _normalized, _served
+    from fleetplan.optimize.milp_solve import _normalized, _served
 
     shares = {("chat", "A@EU/100ms", 0): 0.7, ("chat", "B@EU/100ms", 0): 3e-7,
               ("chat", "A@EU/100ms", 1): 1.0, ("batch", "B@EU/100ms", 1): 1.0}

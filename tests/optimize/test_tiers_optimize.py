@@ -338,14 +338,14 @@ def test_a_large_models_tie_stage_keeps_the_fleet_and_only_resplits(monkeypatch,
     """Above TIE_FULL_MAX_INTEGERS integer variables the tie stage is an LP on the cost solve's
     fleet: the same replicas and cost, no more carbon than that solve's own split, and never
     cleaner than the full tie stage, which may change the fleet."""
-    from fleetplan.optimize import milp
+    from fleetplan.optimize import milp_solve
 
     dirty = replace(H100, region="POL", grid_g_per_kwh=700.0)
     pools = (dirty, H100, R2) if first == "dirty" else (H100, dirty, R2)
     p = synth_problem([("chat", 8.0, 55.0, 1.0), ("batch", 16.0, 1000.0, 1.0)], pools=pools)
     plain = solve_problem(p, EXACT, ties=False)
     full = solve_problem(p, EXACT)
-    monkeypatch.setattr(milp, "TIE_FULL_MAX_INTEGERS", 0)
+    monkeypatch.setattr(milp_solve, "TIE_FULL_MAX_INTEGERS", 0)
     kept = solve_problem(p, EXACT)
     assert kept.counts == plain.counts
     assert kept.cost_per_day_usd == pytest.approx(plain.cost_per_day_usd, rel=1e-12)

@@ -226,7 +226,7 @@ def test_a_record_that_crashes_its_reader_is_refused_alone(tmp_path: Path, measu
             raise ZeroDivisionError("float division by zero")
         return real(obj, src, opt)
 
-    monkeypatch.setitem(ingest._FORMATS, "vllm", ingest.IngestFormat("vllm", fmt.detect, flaky))
+    monkeypatch.setitem(ingest.FORMATS, "vllm", ingest.IngestFormat("vllm", fmt.detect, flaky))
     folder = tmp_path / "runs"
     folder.mkdir()
     gemma = "vllm_200prompts1qps_gemma-2-9b-it_sharegpt_1xNVIDIA-H100-PCIe.json"

@@ -1,0 +1,145 @@
+"""The registry of ingest formats, and what every format's reader shares.
+
+An ingest format (:class:`IngestFormat`) is a name, a ``detect`` test on a parsed JSON object and
+a ``parse`` that turns the object into store records; the decorator :func:`ingest_format` on the
+parse function registers one (:func:`register_format` a record made by hand; duplicates refused,
+:mod:`fleetplan.registry.base`). The built-in formats are this registry's
+providers, imported on its first read: ``vllm`` (:mod:`fleetplan.profiles.ingest`, which also
+reads the files) and ``guidellm`` (:mod:`fleetplan.profiles.guidellm`), tried in that order.
+
+Shared by the readers: :class:`IngestOptions` (facts a file may lack, given by the user),
+:class:`SourceRef` (file, line, digest of a record), :class:`RecordError` and
+:func:`record_error` (one refused record, one line naming file, line and field),
+:func:`resolve_gpu`, :func:`check_model` and :func:`record_digest`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fleetplan.catalog.gpus import normalize_gpu
+from fleetplan.errors import InputError, UnknownNameError
+from fleetplan.profiles.vllm import short
+from fleetplan.registry.base import Registry, describe
+
+__all__ = [
+    "FORMATS", "IngestFormat", "IngestOptions", "RecordError", "SourceRef", "check_model",
+    "formats", "get_format", "ingest_format", "record_digest", "record_error", "register_format",
+    "resolve_gpu",
+]
+
+
+@dataclass(frozen=True)
+class IngestOptions:
+    """Facts a result file may lack, given by the user (CLI flags)."""
+
+    gpu: str | None = None
+    gpu_count: int | None = None
+    engine_version: str | None = None
+    dataset: str | None = None
+    # names of the models a record may be of, another is refused; None (the default): the
+    # models of the active catalog (bundled + user catalogs + model configs, see
+    # fleetplan.context.DataContext), so a store never holds a run no command can model
+    known_models: Collection[str] | None = None
+    # resolves a GPU spelling to its catalog name (a user catalog); default: the bundled one
+    gpu_names: Callable[[str], str] | None = None
+
+
+@dataclass(frozen=True)
+class SourceRef:
+    path: Path
+    line: int
+    digest: str
+
+
+ParseFn = Callable[[dict[str, Any], SourceRef, IngestOptions],
+                   dict[str, Any] | list[dict[str, Any]]]
+"""A format's reader: one parsed JSON object -> one store record, or several."""
+
+
+@dataclass(frozen=True)
+class IngestFormat:
+    name: str
+    detect: Callable[[dict[str, Any]], bool]
+    parse: ParseFn
+
+    def __repr__(self) -> str:  # what a refused duplicate's message names
+        return f"IngestFormat({self.name!r}, read by {describe(self.parse)})"
+
+
+FORMATS: Registry[IngestFormat] = Registry(
+    "ingest format", providers=("fleetplan.profiles.ingest", "fleetplan.profiles.guidellm"),
+    origin=lambda fmt: fmt.parse.__module__)
+"""Format name -> :class:`IngestFormat`, in the order a record's format is detected."""
+
+
+def register_format(fmt: IngestFormat) -> IngestFormat:
+    """Add an ingest format; a duplicate name is refused."""
+    return FORMATS.add(fmt.name, fmt)
+
+
+def ingest_format(name: str, *, detect: Callable[[dict[str, Any]], bool]
+                  ) -> Callable[[ParseFn], ParseFn]:
+    """Decorator: the function it wraps reads format ``name``, the objects ``detect`` accepts
+    (``@ingest_format("vllm", detect=_is_vllm)``); a duplicate name is refused."""
+    def deco(parse: ParseFn) -> ParseFn:
+        register_format(IngestFormat(name, detect, parse))
+        return parse
+
+    return deco
+
+
+def formats() -> list[str]:
+    return FORMATS.names()
+
+
+def get_format(name: str) -> IngestFormat:
+    return FORMATS.lookup(name)
+
+
+class RecordError(InputError):
+    """One record of one file was refused; the message names file, line and field."""
+
+
+def record_error(src: SourceRef, field_name: str | None, msg: str) -> RecordError:
+    """The refusal of the record at ``src``: ``file: line N: field F: msg``."""
+    where = f"{src.path}: line {src.line}"
+    return RecordError(f"{where}: field {field_name}: {msg}" if field_name else f"{where}: {msg}")
+
+
+def resolve_gpu(src: SourceRef, field_name: str, raw: str, opt: IngestOptions) -> str:
+    """The catalog's name of a GPU (``opt.gpu_names`` resolves it where given: a user
+    catalog); an unknown GPU refuses the record alone, naming the field."""
+    try:
+        return (opt.gpu_names or normalize_gpu)(raw)
+    except UnknownNameError as exc:
+        raise record_error(src, field_name,
+                           f"{exc} (describe it in a --catalog gpus.csv)") from None
+
+
+def check_model(src: SourceRef, model: str, opt: IngestOptions) -> None:
+    """Refuse a record whose model the catalog does not know: its runs could be stored but
+    never predicted, calibrated or validated. The catalog is ``opt.known_models`` where given,
+    else the active one (:func:`fleetplan.catalog.catalog.active_catalog`): describe a model
+    with a user catalog's ``models.csv`` or its ``config.json`` (``--model-config``,
+    ``DataContext.build(model_configs=...)``) to accept its runs."""
+    if opt.known_models is not None:
+        known = model in opt.known_models
+    else:
+        from fleetplan.catalog.catalog import active_catalog
+
+        known = active_catalog().knows_model(model)
+    if not known:
+        raise record_error(src, "model_id", f"unknown model {short(model)}: not in the model "
+                           "catalog (add it with --model-config or a --catalog models.csv)")
+
+
+def record_digest(obj: Any) -> str:
+    """A short SHA-256 of the canonical JSON of ``obj`` (names a record by its content)."""
+    canon = json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=True)
+    return hashlib.sha256(canon.encode()).hexdigest()[:16]
