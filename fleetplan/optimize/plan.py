@@ -31,7 +31,7 @@ import pandas as pd
 
 from fleetplan._io import read_data_file
 from fleetplan._notebook import NotebookRepr
-from fleetplan._notes import note_detail
+from fleetplan._notes import Note, note_detail
 from fleetplan.errors import InputError
 from fleetplan.optimize.plan_fields import TOP, FieldReader
 from fleetplan.optimize.plan_parts import (
@@ -169,9 +169,7 @@ class Plan(NotebookRepr):
         caps = r.opt_list(d, "capacities", TOP) or []
         hours = r.opt_list(d, "hours", TOP)
         base = r.opt_list(d, "base_fleet", TOP)
-        notes = r.opt_list(d, "notes", TOP) or []
-        if not all(isinstance(n, str) for n in notes):
-            raise r.fail("notes", notes, "a list of strings")
+        notes = _notes(r, d)
         plan = cls(
             source=source, status=PlanStatus(status),
             fleet=pools_from_list(r, fleet_items, "fleet"),
@@ -262,6 +260,29 @@ def _classes(r: FieldReader, d: Mapping[str, Any], *, split_required: bool
                 for i, c in enumerate(items))
     if not out and split_required:  # an infeasible plan may carry none (solve writes [])
         raise r.fail("classes", [], "at least one class")
+    return out
+
+
+def _notes(r: FieldReader, d: Mapping[str, Any]) -> list[str]:
+    """``notes``, each with its topic, pools, level and priority from ``notes_detail`` where
+    that gives the same text (a file written before the details were recorded, or whose notes
+    were edited since, has plain notes: topic ``other``)."""
+    notes = r.opt_list(d, "notes", TOP) or []
+    if not all(isinstance(n, str) for n in notes):
+        raise r.fail("notes", notes, "a list of strings")
+    details = r.opt_list(d, "notes_detail", TOP) or []
+    out: list[str] = list(notes)
+    for i, (text, raw) in enumerate(zip(notes, details, strict=False)):
+        where = f"notes_detail[{i}]"
+        one = r.obj(raw, where)
+        if one.get("text") != text:
+            continue
+        pools = r.list_(one, "pools", where)
+        if not all(isinstance(p, str) for p in pools):
+            raise r.fail(f"{where}.pools", pools, "a list of pool names")
+        out[i] = Note(text, r.str_(one, "topic", where), pools=pools,
+                      level=r.str_(one, "level", where),
+                      priority=r.int_(one, "priority", where))
     return out
 
 
