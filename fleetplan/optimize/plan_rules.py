@@ -17,14 +17,11 @@ Against the scenario (:func:`check_plan_scenario`: ``simulate --plan`` always, `
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from fleetplan.errors import InputError
 from fleetplan.optimize.plan_fields import FieldReader
-from fleetplan.optimize.plan_parts import FleetEntry
-
-if TYPE_CHECKING:
-    from fleetplan.optimize.plan import Plan
+from fleetplan.optimize.plan_parts import ClassResult, FleetEntry, HourPlan
 
 # No GPU rents for more per hour: a plan's cost above this per GPU of its fleet is a broken
 # file (1e308), not a price (the dearest catalog row is a few dollars per GPU-hour).
@@ -33,7 +30,27 @@ MAX_USD_PER_GPU_HOUR = 1000.0
 COST_TOLERANCE = 1e-4
 
 
-def split_pool(plan: Plan, key: str) -> str | None:
+class PlanFields(Protocol):
+    """The fields of a plan the rules read (:class:`fleetplan.optimize.plan.Plan` has them; the
+    rules sit below it, so that the record's ``from_dict`` can apply them)."""
+
+    @property
+    def status(self) -> str: ...
+    @property
+    def fleet(self) -> tuple[FleetEntry, ...]: ...
+    @property
+    def classes(self) -> tuple[ClassResult, ...]: ...
+    @property
+    def hours(self) -> tuple[HourPlan, ...] | None: ...
+    @property
+    def base_fleet(self) -> tuple[FleetEntry, ...] | None: ...
+    @property
+    def verified(self) -> bool: ...
+    @property
+    def cost_per_hour_usd(self) -> float | None: ...
+
+
+def split_pool(plan: PlanFields, key: str) -> str | None:
     """The pool of ``plan``'s fleet a split key sends traffic to: a pool's name, or in the older
     shape its configuration or ``config@region`` when exactly one pool of the fleet has it
     (None: no pool, or several)."""
@@ -43,7 +60,7 @@ def split_pool(plan: Plan, key: str) -> str | None:
     return hits[0] if len(hits) == 1 else None
 
 
-def check_split_keys(r: FieldReader, plan: Plan) -> None:
+def check_split_keys(r: FieldReader, plan: PlanFields) -> None:
     """Every share is sent to a pool of the fleet with replicas (a share sent nowhere, or to
     several pools at once, is a broken file); shares of one class sum to 1."""
     pools = ", ".join(sorted(p.pool for p in plan.fleet)) or "none"
@@ -53,7 +70,7 @@ def check_split_keys(r: FieldReader, plan: Plan) -> None:
                 raise r.fail(f"classes[{i}].split", k, f"a pool of the fleet (has: {pools})")
 
 
-def check_whole(r: FieldReader, plan: Plan) -> None:
+def check_whole(r: FieldReader, plan: PlanFields) -> None:
     """The rules across fields (module docstring): a plan whose fields are each well-formed
     but contradict one another is refused, naming the first field that does."""
     from fleetplan.scenario.fleet import MAX_POOL_COUNT
@@ -127,8 +144,8 @@ def check_plan_scenario(plan: Any, scenario: Any, source: str | None = None) -> 
     :class:`~fleetplan.scenario.Scenario`), naming the plan's file, the field and the value:
     a class the scenario does not have (and, for a plan with a fleet, a scenario class the plan
     does not split), a configuration that is not a candidate, a cost (the plan's, or an hour's)
-    other than its pools' replicas at the scenario's prices. ``plan``: a :class:`Plan`, or
-    a :class:`~fleetplan.optimize.plan.Plan` with ``source`` naming it."""
+    other than its pools' replicas at the scenario's prices. ``plan``: a
+    :class:`~fleetplan.optimize.plan.Plan`; ``source`` names it (default: its own ``source``)."""
     source = str(source or getattr(plan, "source", None) or "plan")
     names = [c.name for c in scenario.classes]
     for i, c in enumerate(plan.classes):
