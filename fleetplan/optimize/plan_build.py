@@ -23,7 +23,6 @@ from fleetplan._notes import (
     as_note,
     datasheet_band,
 )
-from fleetplan.context import with_scenario_context
 from fleetplan.optimize.confidence import Margins
 from fleetplan.optimize.explain import explain_infeasible, near_floor_notes
 from fleetplan.optimize.inputs import Inputs
@@ -58,7 +57,6 @@ def rounded(v: float | None, digits: int = 6) -> float | None:
     return None if v is None else round(float(v), digits)
 
 
-@with_scenario_context
 def configs_of(sol: Any) -> dict[str, set[str]]:
     """Class name -> the configurations carrying its traffic (in any hour)."""
     out: dict[str, set[str]] = {}

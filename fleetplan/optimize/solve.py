@@ -21,6 +21,7 @@ from typing import Any
 
 from fleetplan._io import atomic_write_text
 from fleetplan._progress import Progress, warn
+from fleetplan.context import with_scenario_context
 from fleetplan.optimize.cache import DiskCache, cache_root
 from fleetplan.optimize.capacity import CapacitySettings
 from fleetplan.optimize.confidence import (
@@ -50,6 +51,7 @@ def solver_settings(scenario: Scenario, solver: str | None = None) -> SolverSett
     return SolverSettings(name=solver or s.name, time_limit_s=s.time_limit_s, gap=s.gap)
 
 
+@with_scenario_context
 def solve(scenario: Scenario, *, solver: str | None = None, executor: Any = None,
           capacity: CapacitySettings | None = None, cache_dir: str | bool | None = True,
           max_rounds: int = DEFAULT_MAX_ROUNDS, max_trims: int = DEFAULT_MAX_TRIMS,
