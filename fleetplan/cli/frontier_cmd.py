@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -19,47 +19,51 @@ from fleetplan.cli._format import (
     scenario_inputs,
 )
 from fleetplan.cli._options import (
-    CALIBRATION_OPTION,
-    CATALOG_OPTION,
-    MODEL_CONFIG_OPTION,
-    PROGRESS_HELP,
-    QUIET_HELP,
-    STORE_OPTION,
-    TIMING_HELP,
+    CalibrationOpt,
+    CatalogOpt,
+    ModelConfigOpt,
+    ProgressOpt,
+    QuietOpt,
+    ScenarioArg,
+    StoreOpt,
+    TimingOpt,
     load_cli_scenario,
     progress_reporter,
 )
 from fleetplan.cli._plot import check_plot_path
 from fleetplan.errors import InputError
-from fleetplan.optimize.frontier import LABEL_NOTE, Frontier, Sweep, frontier
+from fleetplan.optimize.frontier import LABEL_NOTE, Frontier, Sweep
 from fleetplan.optimize.plan import ClassResult
+from fleetplan.optimize.requests import FrontierRequest, run_frontier
+
+SweepOpt = Annotated[Sweep, typer.Option(
+    "--sweep", help="carbon, slo, rate, confidence (solve --confidence P over P) or churn "
+    "(failures per replica-hour of the reliability entries that state one).")]
+PointsOpt = Annotated[int, typer.Option("--points", min=1, max=10000,
+                                        help="Points of the sweep.")]
+SchedulerOpt = Annotated[str | None, typer.Option(
+    "--scheduler", help="Dask scheduler address (tcp://HOST:PORT); default: local processes.")]
+LoOpt = Annotated[float | None, typer.Option(
+    "--lo", help="Sweep start (carbon: g CO2e per Mtok, prompt + output tokens; slo and rate: "
+    "scale factor, default 0.5; confidence: default 0.5; churn: failures per replica-hour, "
+    "default 0).")]
+HiOpt = Annotated[float | None, typer.Option(
+    "--hi", help="Sweep end (default: the cheapest plan's carbon, or scale 2.0; confidence "
+    "0.99; churn 0.2).")]
 
 
 def frontier_cmd(
-    scenario: Path = typer.Argument(..., help="Scenario file (YAML or JSON)."),
-    sweep: Sweep = typer.Option(..., "--sweep", help="carbon, slo, rate, confidence (solve "
-                                "--confidence P over P) or churn (failures per replica-hour of "
-                                "the reliability entries that state one)."),
-    points: int = typer.Option(8, "--points", min=1, max=10000, help="Points of the sweep."),
-    plot: Path | None = typer.Option(None, "--plot", help="Write the frontier plot (PNG)."),
-    scheduler: str | None = typer.Option(
-        None, "--scheduler", help="Dask scheduler address (tcp://HOST:PORT); default: local "
-        "processes."),
-    lo: float | None = typer.Option(None, "--lo", help="Sweep start (carbon: g CO2e per Mtok, "
-                                    "prompt + output tokens; slo and "
-                                    "rate: scale factor, default 0.5; confidence: default 0.5; "
-                                    "churn: failures per replica-hour, default 0)."),
-    hi: float | None = typer.Option(None, "--hi", help="Sweep end (default: the cheapest plan's "
-                                    "carbon, or scale 2.0; confidence 0.99; churn 0.2)."),
-    solver: str | None = typer.Option(None, "--solver", help="MILP solver (cbc, highs ...)."),
-    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="table, csv or json."),
-    timing: bool = typer.Option(True, "--timing/--no-timing", help=TIMING_HELP),
-    progress: bool = typer.Option(False, "--progress", help=PROGRESS_HELP),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
-    catalog: list[Path] | None = CATALOG_OPTION,
-    model_config: list[Path] | None = MODEL_CONFIG_OPTION,
-    store: Path | None = STORE_OPTION,
-    calibration: Path | None = CALIBRATION_OPTION,
+    scenario: ScenarioArg, sweep: SweepOpt, points: PointsOpt = 8,
+    plot: Annotated[Path | None, typer.Option("--plot",
+                                              help="Write the frontier plot (PNG).")] = None,
+    scheduler: SchedulerOpt = None, lo: LoOpt = None, hi: HiOpt = None,
+    solver: Annotated[str | None, typer.Option(
+        "--solver", help="MILP solver (cbc, highs ...).")] = None,
+    fmt: Annotated[OutputFormat, typer.Option(
+        "--format", help="table, csv or json.")] = OutputFormat.table,
+    timing: TimingOpt = True, progress: ProgressOpt = False, quiet: QuietOpt = False,
+    catalog: CatalogOpt = None, model_config: ModelConfigOpt = None, store: StoreOpt = None,
+    calibration: CalibrationOpt = None,
 ) -> None:
     """The cost frontier of a scenario: each point is a full solve checked by simulation.
 
@@ -69,9 +73,7 @@ def frontier_cmd(
     The scenario's fleet, if it names one, is not used: each point's solve chooses the fleet.
     Costs and carbon per Mtok count prompt + output tokens.
     """
-    for option, value in (("--lo", lo), ("--hi", hi)):
-        if value is not None and not math.isfinite(value):
-            raise InputError(f"{option} {value:g}: a sweep end is a finite number")
+    request = FrontierRequest(sweep, points, scheduler, solver=solver, lo=lo, hi=hi)
     if plot is not None and plot.suffix.lower() != ".png":
         raise InputError(f"--plot {plot}: the plot is written as PNG; name it FILE.png")
     check_plot_path(plot, suffixes=(".png",))  # writable, before the sweep (issue 16)
@@ -82,8 +84,7 @@ def frontier_cmd(
                            catalog=catalog, model_config=model_config, store=store,
                            calibration=calibration)
     with errors_name_file(scenario), progress_reporter(quiet, progress) as reporter:
-        result = frontier(sc, sweep, points, scheduler, solver=solver, lo=lo, hi=hi,
-                          progress=reporter)
+        result = run_frontier(sc, request, reporter)
     if plot is not None:
         from fleetplan.viz.style import offscreen_axes, save_figure
 
@@ -95,6 +96,13 @@ def frontier_cmd(
     if fmt is OutputFormat.csv:
         emit_csv(df)
         return
+    _print_table(result, df)
+    if plot is not None:
+        Console(stderr=True).print(f"plot written to {plot}")
+
+
+def _print_table(result: Frontier, df: Any) -> None:
+    """The frontier as a table: the swept quantity's columns, then the outcome of each point."""
     swept = _SWEPT[result.sweep]
     table = df.assign(pareto=df["pareto"].map({True: "yes", False: ""}))
     if result.sweep is Sweep.slo:  # every class's SLO at this scale, not only the strictest
@@ -112,8 +120,6 @@ def frontier_cmd(
                f"dominated in (swept quantity, cost). {LABEL_NOTE}."
                + (f" SLOs ms: {names}." if result.sweep is Sweep.slo and names else "")
                + f" {MTOK_NOTE}.")
-    if plot is not None:
-        Console(stderr=True).print(f"plot written to {plot}")
 
 
 # the table's columns (frame column -> header: short, so no header wraps at 80 columns)

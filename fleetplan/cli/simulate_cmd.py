@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Annotated
 
 import pandas as pd
 import typer
@@ -26,17 +27,18 @@ from fleetplan.cli._format import (
     stdout_console,
 )
 from fleetplan.cli._options import (
-    CALIBRATION_OPTION,
-    CATALOG_OPTION,
-    MODEL_CONFIG_OPTION,
-    STORE_OPTION,
-    VERBOSE_HELP,
+    CalibrationOpt,
+    CatalogOpt,
+    ModelConfigOpt,
+    PlotOpt,
+    ScenarioArg,
+    StoreOpt,
+    VerboseOpt,
     load_cli_scenario,
 )
-from fleetplan.cli._plot import PLOT_HELP, check_plot_path, save_result_plot
-from fleetplan.errors import InputError
-from fleetplan.fleet import SimulationResult, simulate
-from fleetplan.scenario import parse_fleet
+from fleetplan.cli._plot import check_plot_path, save_result_plot
+from fleetplan.fleet import SimulationResult
+from fleetplan.optimize.requests import SimulateRequest, run_simulate
 
 FLEET_HELP = (
     "Override the scenario's fleet: pools joined by '+', each <replicas>x<config>[@REGION], "
@@ -129,37 +131,39 @@ def _print(res: SimulationResult, verbose: bool = False) -> None:
     print_notes(out.print, res.notes, {p["label"] for p in d["pools"]}, verbose=verbose)
 
 
+PlanOpt = Annotated[Path | None, typer.Option(
+    "--plan", help="Replay a plan file (fleetplan solve --out): its pools, tiers and split, "
+    "routed 'planned' unless --routing says otherwise.")]
+RoutingOpt = Annotated[str | None, typer.Option(
+    "--routing", help="Override the routing policy (e.g. least-outstanding, slo-aware) to "
+    "stress-test a fleet or a --plan.")]
+FormatOpt = Annotated[OutputFormat, typer.Option(
+    "--format", help="table, json, or csv (one row per class).")]
+SeedOpt = Annotated[int | None, typer.Option("--seed", min=0, max=2**63 - 1,
+                                             help="Override sim.seed (0 to 2**63-1).")]
+ReplicationsOpt = Annotated[int | None, typer.Option("--replications", min=1, max=1000,
+                                                     help="Override sim.replications.")]
+DurationOpt = Annotated[float | None, typer.Option(
+    "--duration", help="Override sim.duration_s (seconds simulated per replication; e.g. long "
+    "enough for failures of a reliability block to happen in it).")]
+ExecutorOpt = Annotated[str | None, typer.Option(
+    "--executor", help="Run the replications in parallel: local[:N] (worker processes), "
+    "serial, or a Dask scheduler address; the same result as one after another (default, with "
+    "a progress bar on a terminal).")]
+PlotKindOpt = Annotated[str, typer.Option(
+    "--plot-kind", help="latency (P99 TTFT vs SLO per class) or fleet.")]
+
+
 def simulate_cmd(
-    scenario: Path = typer.Argument(..., help="Scenario file (YAML or JSON)."),
-    fleet: str | None = typer.Option(None, "--fleet", help=FLEET_HELP),
-    plan: Path | None = typer.Option(
-        None, "--plan", help="Replay a plan file (fleetplan solve --out): its pools, tiers and "
-        "split, routed 'planned' unless --routing says otherwise."),
-    routing: str | None = typer.Option(
-        None, "--routing", help="Override the routing policy (e.g. least-outstanding, "
-        "slo-aware) to stress-test a fleet or a --plan."),
-    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format",
-                                     help="table, json, or csv (one row per class)."),
-    seed: int | None = typer.Option(None, "--seed", min=0, max=2**63 - 1,
-                                    help="Override sim.seed (0 to 2**63-1)."),
-    replications: int | None = typer.Option(None, "--replications", min=1, max=1000,
-                                            help="Override sim.replications."),
-    duration: float | None = typer.Option(
-        None, "--duration", help="Override sim.duration_s (seconds simulated per replication; "
-        "e.g. long enough for failures of a reliability block to happen in it)."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help=VERBOSE_HELP),
-    executor: str | None = typer.Option(
-        None, "--executor", help="Run the replications in parallel: local[:N] (worker "
-        "processes), serial, or a Dask scheduler address; the same result as one after another "
-        "(default, with a progress bar on a terminal)."),
-    catalog: list[Path] | None = CATALOG_OPTION,
-    model_config: list[Path] | None = MODEL_CONFIG_OPTION,
-    store: Path | None = STORE_OPTION,
-    calibration: Path | None = CALIBRATION_OPTION,
-    plot: Path | None = typer.Option(None, "--plot", help=PLOT_HELP),
-    plot_kind: str = typer.Option("latency", "--plot-kind",
-                                  help="latency (P99 TTFT vs SLO per class) or fleet."),
+    scenario: ScenarioArg,
+    fleet: Annotated[str | None, typer.Option("--fleet", help=FLEET_HELP)] = None,
+    plan: PlanOpt = None, routing: RoutingOpt = None, fmt: FormatOpt = OutputFormat.table,
+    seed: SeedOpt = None, replications: ReplicationsOpt = None, duration: DurationOpt = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    verbose: VerboseOpt = False, executor: ExecutorOpt = None, catalog: CatalogOpt = None,
+    model_config: ModelConfigOpt = None, store: StoreOpt = None,
+    calibration: CalibrationOpt = None, plot: PlotOpt = None,
+    plot_kind: PlotKindOpt = "latency",
 ) -> None:
     """Simulate the scenario's fleet: per-class TTFT/TPOT percentiles with 95% CIs, pool
     utilization, overload, cost, energy and carbon.
@@ -180,32 +184,16 @@ def simulate_cmd(
                        [*scenario_inputs(scenario, catalog=catalog, model_config=model_config,
                                          store=store, calibration=calibration),
                         ("the --plan", plan)])
-    if plot is not None and plot_kind not in ("latency", "fleet"):
-        raise InputError(f"--plot-kind: plot kind {plot_kind!r}: expected latency or fleet")
+    request = SimulateRequest(fleet=fleet, plan=plan, routing=routing, seed=seed,
+                              replications=replications, duration_s=duration,
+                              executor=executor, plot_kind=plot_kind if plot else None)
     sc = load_cli_scenario(scenario, catalog=catalog, model_config=model_config, store=store,
                            calibration=calibration)
-    if seed is not None or replications is not None or duration is not None:
-        sim = sc.sim.model_dump()
-        if seed is not None:
-            sim["seed"] = seed
-        if replications is not None:
-            sim["replications"] = replications
-        if duration is not None:
-            sim["duration_s"] = duration
-        sc = sc.with_updates(sim=sim)
-    if plan is not None and fleet is not None:
-        raise InputError("--plan and --fleet: give one (the plan carries its fleet)")
-    pools = parse_fleet(fleet) if fleet is not None else None
-    ex = None
-    if executor is not None:
-        from fleetplan.optimize.executors import get_executor
-
-        try:
-            ex = get_executor(executor)
-        except InputError as exc:
-            raise InputError(f"--executor: {exc}") from None
-    with errors_name_file(scenario), _progress(not quiet and ex is None) as cb:
-        res = simulate(sc, pools, plan=plan, routing=routing, progress=cb, executor=ex)
+    # the sim overrides first, outside errors_name_file: a bad one names the option's field,
+    # not the file (run_simulate applies them again, to the same effect)
+    sc = request.scenario(sc)
+    with errors_name_file(scenario), _progress(not quiet and executor is None) as cb:
+        res = run_simulate(sc, request, cb)
     if plot is not None:
         save_result_plot(res, plot, kind=plot_kind)
     if fmt is OutputFormat.json:

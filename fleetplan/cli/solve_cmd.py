@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
+from typing import Annotated
 
 import pandas as pd
 import typer
@@ -24,22 +26,26 @@ from fleetplan.cli._format import (
     stdout_console,
 )
 from fleetplan.cli._options import (
-    CALIBRATION_OPTION,
-    CATALOG_OPTION,
-    MODEL_CONFIG_OPTION,
-    PROGRESS_HELP,
-    QUIET_HELP,
-    STORE_OPTION,
-    TIMING_HELP,
-    VERBOSE_HELP,
+    CalibrationOpt,
+    CatalogOpt,
+    ModelConfigOpt,
+    PlotOpt,
+    ProgressOpt,
+    QuietOpt,
+    ScenarioArg,
+    SolverOpt,
+    StoreOpt,
+    TimingOpt,
+    VerboseOpt,
     load_cli_scenario,
     progress_reporter,
 )
-from fleetplan.cli._plot import PLOT_HELP, check_plot_path, save_result_plot
+from fleetplan.cli._plot import check_plot_path, save_result_plot
 from fleetplan.cli.report_cmd import REPORT_HELP, check_html_path, write_plan_page
-from fleetplan.errors import InfeasibleError, InputError
-from fleetplan.optimize.plan import PLOT_KINDS, Plan, PlanStatus
-from fleetplan.optimize.solve import save_model, solve
+from fleetplan.errors import InfeasibleError
+from fleetplan.optimize.plan import Plan, PlanStatus
+from fleetplan.optimize.requests import SolveRequest, run_solve
+from fleetplan.optimize.solve import save_model
 
 
 def _err() -> Console:
@@ -93,42 +99,39 @@ def _print_plan(plan: Plan, verbose: bool = False) -> None:
     print_notes(out.print, plan.notes, pool_names(plan.fleet), verbose=verbose)
 
 
+FormatOpt = Annotated[OutputFormat, typer.Option(
+    "--format", help="table, csv (one row per class: rate, SLO, simulated P99 TTFT, share per "
+    "configuration) or json (the plan).")]
+SaveLpOpt = Annotated[Path | None, typer.Option(
+    "--save-lp", help="Write the final MILP as an LP file (any LP solver re-solves it) and "
+    "PuLP's model dict beside it (FILE.json).")]
+ExecutorOpt = Annotated[str | None, typer.Option(
+    "--executor", help="Where capacity searches and simulations run: local[:N] (default), "
+    "serial, or a Dask scheduler address.")]
+OutOpt = Annotated[Path | None, typer.Option(
+    "--out", help="Write the plan (the --format json content) to FILE, atomically; fleetplan "
+    "simulate SCENARIO --plan FILE replays it.")]
+ReportOpt = Annotated[Path | None, typer.Option("--report", help=REPORT_HELP)]
+MaxRoundsOpt = Annotated[int, typer.Option("--max-rounds", min=1, max=50,
+                                           help="Bound on solve + simulate rounds.")]
+PlotKindOpt = Annotated[str | None, typer.Option(
+    "--plot-kind", help="latency (default), fleet, or hours (diurnal plans).")]
+ConfidenceOpt = Annotated[float | None, typer.Option(
+    "--confidence",
+    help="A probability strictly between 0 and 1 (e.g. 0.95): plan so that every SLO still "
+    "holds when latencies are as much worse as the replica model's measured error "
+    "(validate --cv) allows at that quantile; the plan states each class's "
+    "slo_met_probability and margin_ms. Default: off (the model's figures as they are).")]
+
+
 def solve_cmd(
-    scenario: Path = typer.Argument(..., help="Scenario file (YAML or JSON)."),
-    fmt: OutputFormat = typer.Option(
-        OutputFormat.table, "--format", help="table, csv (one row per class: rate, SLO, "
-        "simulated P99 TTFT, share per configuration) or json (the plan)."),
-    solver: str | None = typer.Option(None, "--solver",
-                                      help="MILP solver: cbc (default), highs, or a PuLP name."),
-    save_lp: Path | None = typer.Option(
-        None, "--save-lp", help="Write the final MILP as an LP file (any LP solver re-solves "
-        "it) and PuLP's model dict beside it (FILE.json)."),
-    executor: str | None = typer.Option(
-        None, "--executor", help="Where capacity searches and simulations run: local[:N] "
-        "(default), serial, or a Dask scheduler address."),
-    out: Path | None = typer.Option(
-        None, "--out", help="Write the plan (the --format json content) to FILE, atomically; "
-        "fleetplan simulate SCENARIO --plan FILE replays it."),
-    report: Path | None = typer.Option(None, "--report", help=REPORT_HELP),
-    max_rounds: int = typer.Option(8, "--max-rounds", min=1, max=50,
-                                   help="Bound on solve + simulate rounds."),
-    timing: bool = typer.Option(True, "--timing/--no-timing", help=TIMING_HELP),
-    plot: Path | None = typer.Option(None, "--plot", help=PLOT_HELP),
-    plot_kind: str | None = typer.Option(
-        None, "--plot-kind", help="latency (default), fleet, or hours (diurnal plans)."),
-    confidence: float | None = typer.Option(
-        None, "--confidence",
-        help="A probability strictly between 0 and 1 (e.g. 0.95): plan so that every SLO still "
-        "holds when latencies are as much worse as the replica model's measured error "
-        "(validate --cv) allows at that quantile; the plan states each class's "
-        "slo_met_probability and margin_ms. Default: off (the model's figures as they are)."),
-    progress: bool = typer.Option(False, "--progress", help=PROGRESS_HELP),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help=QUIET_HELP),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help=VERBOSE_HELP),
-    catalog: list[Path] | None = CATALOG_OPTION,
-    model_config: list[Path] | None = MODEL_CONFIG_OPTION,
-    store: Path | None = STORE_OPTION,
-    calibration: Path | None = CALIBRATION_OPTION,
+    scenario: ScenarioArg, fmt: FormatOpt = OutputFormat.table, solver: SolverOpt = None,
+    save_lp: SaveLpOpt = None, executor: ExecutorOpt = None, out: OutOpt = None,
+    report: ReportOpt = None, max_rounds: MaxRoundsOpt = 8, timing: TimingOpt = True,
+    plot: PlotOpt = None, plot_kind: PlotKindOpt = None, confidence: ConfidenceOpt = None,
+    progress: ProgressOpt = False, quiet: QuietOpt = False, verbose: VerboseOpt = False,
+    catalog: CatalogOpt = None, model_config: ModelConfigOpt = None, store: StoreOpt = None,
+    calibration: CalibrationOpt = None,
 ) -> None:
     """The cheapest fleet meeting every class's SLO, checked by simulation.
 
@@ -150,31 +153,31 @@ def solve_cmd(
          ("--report", report), ("--plot", plot)],
         scenario_inputs(scenario, catalog=catalog, model_config=model_config, store=store,
                         calibration=calibration))
-    if plot is not None and plot_kind is not None and plot_kind not in PLOT_KINDS:
-        raise InputError(f"--plot-kind: plot kind {plot_kind!r}: expected latency, fleet or "
-                         "hours (diurnal plans)")
+    request = SolveRequest(solver=solver, executor=executor, max_rounds=max_rounds,
+                           confidence=confidence, plot_kind=plot_kind if plot else None)
     sc = load_cli_scenario(scenario, chooser="solve chooses the fleet; fleetplan simulate "
                            "evaluates the given one", catalog=catalog,
                            model_config=model_config, store=store, calibration=calibration)
     with errors_name_file(scenario), progress_reporter(quiet, progress) as reporter:
-        plan = solve(sc, solver=solver, executor=executor, max_rounds=max_rounds,
-                     progress=reporter, confidence=confidence)
+        plan = run_solve(sc, request, reporter)
     if save_lp is not None and plan.problem is not None:
         lp, side = save_model(plan.problem, save_lp)
         if fmt is not OutputFormat.json:
             _err().print(f"saved the MILP to {lp} and {side}")
-    if plot is not None and plot_kind == "hours" and not plan.hours:
-        # refused before anything is written: no --out file of a command that failed
-        raise InputError("--plot-kind: plot kind 'hours' needs a diurnal plan (a scenario "
-                         "with hours); this plan has one hour: use latency or fleet")
-    doc = plan.to_dict(timing=timing)
+    shown = plan if timing else plan.without_timing()
     if out is not None:
-        atomic_write_text(out, dumps(doc))
+        atomic_write_text(out, dumps(shown.to_dict()))
     if report is not None:
-        write_plan_page(doc, report, sc, scenario,
-                        str(out) if out is not None else f"fleetplan solve {scenario.name}")
+        name = str(out) if out is not None else f"fleetplan solve {scenario.name}"
+        write_plan_page(replace(shown, source=name), report, sc, scenario)
+    _emit(plan, fmt, timing, verbose, plot, plot_kind)
+
+
+def _emit(plan: Plan, fmt: OutputFormat, timing: bool, verbose: bool, plot: Path | None,
+          plot_kind: str | None) -> None:
+    """The plan on stdout in ``fmt`` and its plot; exit 3 (after both) when it is infeasible."""
     if fmt is OutputFormat.json:
-        emit_json(doc)
+        emit_json(plan.to_dict(timing=timing))
     elif fmt is OutputFormat.csv and plan.status is not PlanStatus.infeasible:
         emit_csv(plan.to_frame())
     if plot is not None and plan.status is not PlanStatus.infeasible:

@@ -236,15 +236,16 @@ def planned_scenario(scenario: Scenario, fleet: Sequence[Mapping[str, Any]],
 
 def _plan_scenario(scenario: Scenario, plan: Any, routing: Any) -> Scenario:
     """The scenario that replays ``plan`` (a Plan, or a plan file's path), checked against
-    ``scenario`` by the report's rules (:func:`fleetplan.optimize.plan_file.check_plan_scenario`:
+    ``scenario`` by the report's rules (:func:`fleetplan.optimize.plan_rules.check_plan_scenario`:
     classes, candidate configurations, prices)."""
     from fleetplan.optimize.plan import load_plan
-    from fleetplan.optimize.plan_file import check_plan_scenario
+    from fleetplan.optimize.plan_rules import check_plan_scenario
 
     source = "plan"
     if isinstance(plan, str | os.PathLike):
         source = str(plan)
         plan = load_plan(plan)
+    plan = plan.for_replay()
     check_plan_scenario(plan, scenario, source)  # the report's rules too (one validator)
     fleet = [e.scenario_pool() for e in plan.fleet]
     try:

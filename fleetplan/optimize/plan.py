@@ -1,4 +1,5 @@
-"""The optimizer's answer: a :class:`Plan` (fleet, traffic split, cost, carbon, verification).
+"""The optimizer's answer: a :class:`Plan` (fleet, traffic split, cost, carbon, verification),
+the one record of a plan, whether just solved or read back from a file.
 
 A plan always carries an enum :class:`PlanStatus` (never ``None``): ``optimal`` or ``feasible``
 (stopped by the time limit or gap with a plan in hand) when the MILP produced a fleet, and
@@ -7,8 +8,11 @@ cheapest relaxation. ``verified`` says whether the fleet simulation confirmed ev
 a class's ``met`` is true only when the simulation says so.
 
 :meth:`Plan.to_dict` is the ``fleetplan solve --format json`` contract (field names binding);
-:func:`load_plan` / :meth:`Plan.from_dict` read it back (``fleetplan simulate --plan``), refusing
-a malformed file with one line naming the file, the field and the value.
+:meth:`Plan.from_dict` / :func:`load_plan` read it back (``fleetplan report``, ``fleetplan
+simulate --plan``, a notebook), checked field by field (:mod:`fleetplan.optimize.plan_parts`)
+and as a whole (:mod:`fleetplan.optimize.plan_rules`): a malformed file is refused with one
+line naming the file, the field and the value. :meth:`Plan.for_replay` is what a replay needs
+on top (a fleet; a split keyed by pool).
 
 A pool of a plan is (configuration, region, SLO tier), named ``1xH100-PCIe@EU27/200ms``; the
 fleet lists each with its replicas, and a class's ``split`` maps pool names to shares.
@@ -17,22 +21,34 @@ fleet lists each with its replicas, and a class's ``split`` maps pool names to s
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 
 from fleetplan._io import read_data_file
 from fleetplan._notebook import NotebookRepr
-from fleetplan._notes import note_detail
-from fleetplan.catalog.hardware import HardwareConfig
+from fleetplan._notes import Note, note_detail
 from fleetplan.errors import InputError
-from fleetplan.scenario.fleet import pool_label, split_pool_name
+from fleetplan.optimize.plan_fields import TOP, FieldReader
+from fleetplan.optimize.plan_parts import (
+    CapacityNote,
+    ClassResult,
+    FleetEntry,
+    HourPlan,
+    SolverReport,
+    pools_from_list,
+)
+from fleetplan.optimize.plan_rules import check_split_keys, check_whole, split_pool
 
-if TYPE_CHECKING:
-    from fleetplan.optimize.problem import Tier
+__all__ = ["PLOT_KINDS", "CapacityNote", "ClassResult", "FleetEntry", "HourPlan", "Plan",
+           "PlanStatus", "SolverReport", "fleet_label", "load_plan", "plan_from_dict"]
+
+PLOT_KINDS = ("latency", "fleet", "hours")  # Plan.plot's kinds ("hours": diurnal plans)
+_HINT = "write it with fleetplan solve --format json"
 
 
 class PlanStatus(StrEnum):
@@ -41,172 +57,15 @@ class PlanStatus(StrEnum):
     infeasible = "infeasible"
 
 
-@dataclass(frozen=True)
-class FleetEntry:
-    """``count`` replicas of one pool: a configuration in a region, run at an SLO tier."""
-
-    config: str
-    count: int
-    region: str
-    tier_ttft_p99_ms: float | None = None
-    tier_tpot_p99_ms: float | None = None
-    spare: int | None = None  # of ``count``, replicas kept for churn (reliability block only)
-    market: str | None = None  # ``spot`` for a spot pool (named ``config@region~spot/...``)
-    # whether the replica model of this configuration is calibrated (measured runs) or
-    # spec-based; None in plan files written before it was recorded
-    calibrated: bool | None = field(default=None, compare=False)
-
-    @classmethod
-    def of_pool(cls, name: str, count: int, tier: Tier, spare: int | None = None) -> FleetEntry:
-        """``count`` replicas of the pool named ``name`` (``config@region/200ms``, or
-        ``config@region~spot/200ms``) at ``tier``."""
-        config, region, market = split_pool_name(name)
-        return cls(config, count, region, tier.ttft_ms, tier.tpot_p99_ms, spare, market)
-
-    @property
-    def pool(self) -> str:
-        """The pool's unique name, ``config@region/200ms`` (``config@region~spot/200ms``)."""
-        return pool_label(self.config, self.region, self.tier_ttft_p99_ms, self.tier_tpot_p99_ms,
-                          self.market)
-
-    @property
-    def gpus_per_replica(self) -> int:
-        return HardwareConfig.parse(self.config).gpu_count
-
-    @property
-    def gpus(self) -> int:
-        return self.count * self.gpus_per_replica
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"pool": self.pool, "config": self.config, "region": self.region,
-                               "tier_ttft_p99_ms": self.tier_ttft_p99_ms, "count": self.count}
-        if self.tier_tpot_p99_ms is not None:
-            out["tier_tpot_p99_ms"] = self.tier_tpot_p99_ms
-        if self.spare is not None:
-            out["spare"] = self.spare
-        if self.market is not None and self.market != "on-demand":
-            out["market"] = self.market
-        if self.calibrated is not None:
-            out["calibrated"] = self.calibrated
-        return out
-
-    def scenario_pool(self) -> dict[str, Any]:
-        """The entry as a scenario's ``fleet`` item."""
-        return {k: v for k, v in self.to_dict().items()
-                if k not in ("pool", "spare", "calibrated") and v is not None}
-
-
-@dataclass(frozen=True)
-class ClassResult:
-    """One class: its SLO, what the simulation measured, and where its traffic goes."""
-
-    name: str
-    rate_rps: float
-    slo_ttft_p99_ms: float | None
-    ttft_p99_ms: float | None
-    met: bool
-    split: dict[str, float]
-    slo_tpot_p99_ms: float | None = None
-    tpot_p99_ms: float | None = None
-    slo_e2e_p99_ms: float | None = None
-    e2e_p99_ms: float | None = None
-    ttft_p99_ci_ms: tuple[float, float] | None = None
-    # solve --confidence only: the chance the SLO holds given the model's measured error, and
-    # the latency margin (ms off the TTFT SLO) the plan was sized with
-    slo_met_probability: float | None = None
-    margin_ms: float | None = None
-    # the replica model's own error (fleetplan.optimize.model_band): where the real P99 TTFT
-    # fell for 80% of held-out runs, given the simulated one [lo, hi]; the words naming the
-    # error table; whether every pool carrying the class is calibrated
-    ttft_p99_band_ms: tuple[float, float] | None = None
-    band_basis: str | None = None
-    calibrated: bool | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "name": self.name, "rate_rps": self.rate_rps, "slo_ttft_p99_ms": self.slo_ttft_p99_ms,
-            "ttft_p99_ms": self.ttft_p99_ms, "met": self.met, "split": dict(self.split),
-        }
-        if self.ttft_p99_ci_ms is not None:
-            out["ttft_p99_ci_ms"] = list(self.ttft_p99_ci_ms)
-        for k in ("slo_tpot_p99_ms", "tpot_p99_ms", "slo_e2e_p99_ms", "e2e_p99_ms",
-                  "slo_met_probability", "margin_ms"):
-            if getattr(self, k) is not None:
-                out[k] = getattr(self, k)
-        if self.ttft_p99_band_ms is not None:
-            out["ttft_p99_band_ms"] = list(self.ttft_p99_band_ms)
-        for k in ("band_basis", "calibrated"):
-            if getattr(self, k) is not None:
-                out[k] = getattr(self, k)
-        return out
-
-
-@dataclass(frozen=True)
-class SolverReport:
-    """How the answer was found: solver, its stop criteria, time, rounds of the closed loop."""
-
-    name: str
-    status: str
-    seconds: float | None
-    gap: float | None  # None only in a plan file that lacks it (the report reads such files)
-    rounds: int | None
-    time_limit_s: float | None
-    gap_achieved: float | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "status": self.status, "seconds": self.seconds,
-                "gap": self.gap, "rounds": self.rounds, "time_limit_s": self.time_limit_s,
-                "gap_achieved": self.gap_achieved}
-
-
-@dataclass(frozen=True)
-class HourPlan:
-    """One hour of a diurnal plan."""
-
-    hour: int
-    rate_rps: float
-    fleet: tuple[FleetEntry, ...]
-    cost_per_hour_usd: float
-    g_co2_per_hour: float
-    met: bool
-    on_demand: tuple[FleetEntry, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "hour": self.hour, "rate_rps": self.rate_rps,
-            "fleet": [e.to_dict() for e in self.fleet],
-            "cost_per_hour_usd": self.cost_per_hour_usd, "g_co2_per_hour": self.g_co2_per_hour,
-            "met": self.met,
-        }
-        if self.on_demand:
-            out["on_demand"] = [e.to_dict() for e in self.on_demand]
-        return out
-
-
-@dataclass(frozen=True)
-class CapacityNote:
-    """A per-replica capacity (sustained, at the tier's SLO, with its source): of a pool the plan
-    uses, or (infeasible plans) of every candidate configuration at the class's own SLO."""
-
-    class_name: str
-    config: str
-    tier_ttft_p99_ms: float | None
-    capacity_rps: float
-    derate: float | None  # None only in a plan file that lacks it (the report reads such files)
-    source: str | None
-    pool: str | None = None
-    region: str | None = None
-    ttft_p99_ms_at_capacity: float | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"class": self.class_name}
-        if self.pool is not None:
-            out["pool"] = self.pool
-        out.update({"config": self.config, "region": self.region,
-                    "tier_ttft_p99_ms": self.tier_ttft_p99_ms, "capacity_rps": self.capacity_rps,
-                    "ttft_p99_ms_at_capacity": self.ttft_p99_ms_at_capacity,
-                    "derate": self.derate, "source": self.source})
-        return out
+def fleet_label(fleet: tuple[FleetEntry, ...]) -> str:
+    """Replicas per configuration and market, tiers and regions added up: ``2x1xH100-PCIe +
+    4x2xRTX-4090 (spot)`` (``-`` when empty)."""
+    counts: dict[tuple[str, str | None], int] = {}
+    for p in fleet:
+        if p.count:
+            counts[(p.config, p.market)] = counts.get((p.config, p.market), 0) + p.count
+    return " + ".join(f"{n}x{c}" + (f" ({m})" if m else "")
+                      for (c, m), n in counts.items()) or "-"
 
 
 @dataclass(frozen=True)
@@ -230,6 +89,30 @@ class Plan(NotebookRepr):
     capacities: tuple[CapacityNote, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
     problem: Any = field(default=None, compare=False, repr=False)  # the final MILP's inputs
+    # where the plan was read from (a file's path; "<dict>"), named in errors and on the report
+    source: str = field(default="<dict>", compare=False, repr=False)
+    # the pools-per-SLO-tier shape (issue 10); False: a file of the older per-configuration shape
+    tiered: bool = field(default=True, compare=False, repr=False)
+
+    @property
+    def replicas(self) -> int:
+        return sum(p.count for p in self.fleet)
+
+    @property
+    def gpus(self) -> int:
+        return sum(p.gpus for p in self.fleet)
+
+    def fleet_label(self) -> str:
+        """``2x1xH100-PCIe + 4x2xRTX-4090`` (see :func:`fleet_label`)."""
+        return fleet_label(self.fleet)
+
+    def all_pools(self) -> list[FleetEntry]:
+        """Every pool the plan names: its fleet, each hour's (and its on-demand pools), the
+        base fleet."""
+        pools = list(self.fleet)
+        for h in self.hours or ():
+            pools += [*h.fleet, *h.on_demand]
+        return pools + list(self.base_fleet or ())
 
     def to_frame(self) -> pd.DataFrame:
         """One row per class: rate, SLO, simulated P99 TTFT, met, and the share per config."""
@@ -271,10 +154,68 @@ class Plan(NotebookRepr):
         verdict = "verified by simulation" if self.verified else "NOT verified"
         return f"{self.status.value}, {verdict}: {fleet}; ${self.cost_per_hour_usd:.2f}/h"
 
-    @staticmethod
-    def from_dict(data: Any, source: str = "plan") -> Plan:
-        """A plan from its JSON contract (see :func:`plan_from_dict`)."""
-        return plan_from_dict(data, source)
+    @classmethod
+    def from_dict(cls, data: Any, source: str = "<dict>") -> Plan:
+        """A plan from its JSON contract (what ``fleetplan solve --out`` writes), checked field
+        by field and as a whole; ``source`` names it in errors."""
+        r = FieldReader(source)
+        d = r.obj(data, TOP)
+        if "points" in d and "sweep" in d:
+            raise InputError(f"{source}: a frontier file (sweep {d.get('sweep')!r}), not a "
+                             "plan; give it with --frontier")
+        status = r.status(d, TOP)
+        fleet_items = r.list_(d, "fleet", TOP)
+        feasible = status != "infeasible"
+        caps = r.opt_list(d, "capacities", TOP) or []
+        hours = r.opt_list(d, "hours", TOP)
+        base = r.opt_list(d, "base_fleet", TOP)
+        notes = _notes(r, d)
+        plan = cls(
+            source=source, status=PlanStatus(status),
+            fleet=pools_from_list(r, fleet_items, "fleet"),
+            cost_per_hour_usd=r.opt_num(d, "cost_per_hour_usd", TOP, finite=True),
+            cost_per_mtok_usd=r.opt_num(d, "cost_per_mtok_usd", TOP, finite=True),
+            g_co2_per_mtok=r.opt_num(d, "g_co2_per_mtok", TOP, finite=True),
+            g_co2_per_hour=r.opt_num(d, "g_co2_per_hour", TOP, finite=True),
+            classes=_classes(r, d, split_required=feasible),
+            solver=SolverReport.from_dict(r, r.field(d, "solver", TOP)),
+            verified=r.bool_(d, "verified", TOP),
+            capacities=tuple(CapacityNote.from_dict(r, c, f"capacities[{i}]")
+                             for i, c in enumerate(caps)),
+            notes=tuple(notes),
+            tiered=any(isinstance(e, Mapping) and "pool" in e for e in fleet_items),
+            reason=r.opt_str(d, "reason", TOP), binding=r.opt_str(d, "binding", TOP),
+            relaxation=r.opt_str(d, "relaxation", TOP),
+            hours=None if hours is None else tuple(HourPlan.from_dict(r, h, f"hours[{i}]")
+                                                   for i, h in enumerate(hours)),
+            base_fleet=None if base is None else pools_from_list(r, base, "base_fleet"))
+        if feasible and plan.cost_per_hour_usd is None:
+            raise r.fail("cost_per_hour_usd", None, f"a number (status is {status})")
+        check_split_keys(r, plan)
+        check_whole(r, plan)
+        return plan
+
+    def for_replay(self) -> Plan:
+        """The plan as ``fleetplan simulate --plan`` replays it: it needs a fleet (an infeasible
+        plan has nothing to replay), and a split of the older shape (keyed by configuration)
+        is keyed by the pool it names."""
+        if self.status is PlanStatus.infeasible:
+            raise InputError(f"{self.source}: status = \"infeasible\": the plan has no fleet "
+                             "to simulate")
+        classes = []
+        for c in self.classes:
+            split: dict[str, float] = {}
+            for k, share in c.split.items():
+                if share > 0:
+                    pool = split_pool(self, k) or k
+                    split[pool] = split.get(pool, 0.0) + share
+            classes.append(replace(c, split=split))
+        return replace(self, classes=tuple(classes))
+
+    def without_timing(self) -> Plan:
+        """The plan with ``solver.seconds`` unknown (``solve --no-timing``: the one field that
+        varies between runs of the same inputs)."""
+        return replace(self, solver=replace(self.solver, seconds=None))
 
     @property
     def met(self) -> bool:
@@ -284,9 +225,7 @@ class Plan(NotebookRepr):
     def to_dict(self, *, timing: bool = True) -> dict[str, Any]:
         """The JSON contract. ``timing=False`` reports ``solver.seconds`` as ``null``, so the
         same inputs and seed give byte-identical output (wall time is the one varying field)."""
-        solver = self.solver.to_dict()
-        if not timing:
-            solver["seconds"] = None
+        solver = (self.solver if timing else self.without_timing().solver).to_dict()
         out: dict[str, Any] = {
             "status": self.status.value,
             "fleet": [e.to_dict() for e in self.fleet],
@@ -314,43 +253,44 @@ class Plan(NotebookRepr):
         return out
 
 
-# ---------------------------------------------------------------------------- reading a plan
-PLOT_KINDS = ("latency", "fleet", "hours")  # Plan.plot's kinds ("hours": diurnal plans)
+def _classes(r: FieldReader, d: Mapping[str, Any], *, split_required: bool
+             ) -> tuple[ClassResult, ...]:
+    items = r.list_(d, "classes", TOP)
+    out = tuple(ClassResult.from_dict(r, c, f"classes[{i}]", split_required=split_required)
+                for i, c in enumerate(items))
+    if not out and split_required:  # an infeasible plan may carry none (solve writes [])
+        raise r.fail("classes", [], "at least one class")
+    return out
 
 
-def plan_from_dict(data: Any, source: str = "plan") -> Plan:
-    """A :class:`Plan` from its JSON contract (what ``fleetplan solve --out`` writes), to replay.
+def _notes(r: FieldReader, d: Mapping[str, Any]) -> list[str]:
+    """``notes``, each with its topic, pools, level and priority from ``notes_detail`` where
+    that gives the same text (a file written before the details were recorded, or whose notes
+    were edited since, has plain notes: topic ``other``)."""
+    notes = r.opt_list(d, "notes", TOP) or []
+    if not all(isinstance(n, str) for n in notes):
+        raise r.fail("notes", notes, "a list of strings")
+    details = r.opt_list(d, "notes_detail", TOP) or []
+    out: list[str] = list(notes)
+    for i, (text, raw) in enumerate(zip(notes, details, strict=False)):
+        where = f"notes_detail[{i}]"
+        one = r.obj(raw, where)
+        if one.get("text") != text:
+            continue
+        pools = r.list_(one, "pools", where)
+        if not all(isinstance(p, str) for p in pools):
+            raise r.fail(f"{where}.pools", pools, "a list of pool names")
+        out[i] = Note(text, r.str_(one, "topic", where), pools=pools,
+                      level=r.str_(one, "level", where),
+                      priority=r.int_(one, "priority", where))
+    return out
 
-    The file is read and checked by the one plan reader and validator
-    (:func:`fleetplan.optimize.plan_file.plan_from_dict`, the report's too: one-line errors
-    naming the file, the field and the value); a replay further needs a fleet (an infeasible
-    plan has nothing to replay). A split of the older shape (keyed by configuration) is keyed by
-    the pool it names. ``source`` names the file in errors.
-    """
-    from fleetplan.optimize.plan_file import plan_from_dict as read_plan
-    from fleetplan.optimize.plan_file import split_pool
 
-    doc = read_plan(data, source)
-    if doc.status == PlanStatus.infeasible.value:
-        raise InputError(f"{source}: status = \"infeasible\": the plan has no fleet to simulate")
-    classes = []
-    for c in doc.classes:
-        split: dict[str, float] = {}
-        for k, share in c.split.items():
-            if share > 0:
-                pool = split_pool(doc, k) or k
-                split[pool] = split.get(pool, 0.0) + share
-        classes.append(replace(c, split=split))
-    return Plan(
-        status=PlanStatus(doc.status), fleet=doc.fleet, cost_per_hour_usd=doc.cost_per_hour_usd,
-        cost_per_mtok_usd=doc.cost_per_mtok_usd, g_co2_per_mtok=doc.g_co2_per_mtok,
-        classes=tuple(classes), solver=doc.solver, verified=doc.verified,
-        base_fleet=doc.base_fleet, g_co2_per_hour=doc.g_co2_per_hour, notes=doc.notes,
-        hours=doc.hours)
+def plan_from_dict(data: Any, source: str = "<dict>") -> Plan:
+    """A plan's JSON object as a :class:`Plan` (:meth:`Plan.from_dict`)."""
+    return Plan.from_dict(data, source)
 
 
 def load_plan(path: str | os.PathLike[str]) -> Plan:
-    """Read a plan file written by ``fleetplan solve --out`` (or ``--format json``)."""
-    data = read_data_file(path, "plan file",
-                          hint="a plan file is what fleetplan solve --out writes")
-    return plan_from_dict(data, str(Path(path)))
+    """Read and check a plan file written by ``fleetplan solve --out`` (or ``--format json``)."""
+    return Plan.from_dict(read_data_file(path, "plan file", hint=_HINT), str(Path(path)))

@@ -1,10 +1,11 @@
 """The plan report: one self-contained static HTML page a planner can hand over.
 
-Main entries: :func:`load_plan` (a ``fleetplan solve --format json`` file as a typed
-:class:`PlanDoc`), :func:`build_context` (the scenario's assumptions, carbon split and the model's
-accuracy), :func:`render_report` and :func:`write_html` (the page), :func:`diff_plans` and
-:func:`render_diff` (what changed between two plans and what it costs). ``fleetplan report``
-is the command line of this package.
+Main entries: :func:`load_plan` (a ``fleetplan solve --format json`` file as the optimizer's own
+:class:`~fleetplan.optimize.plan.Plan`; ``PlanDoc`` is its older name), :func:`build_context`
+(the scenario's assumptions, carbon split and the model's accuracy), :func:`render_report` and
+:func:`write_html` (the page), :func:`diff_plans` and :func:`render_diff` (what changed between
+two plans and what it costs), :class:`ReportRequest` and :func:`write_requested` (what
+``fleetplan report``, the command line of this package, calls).
 """
 
 from fleetplan.report.context import ReportContext, build_context
@@ -18,12 +19,14 @@ from fleetplan.report.plan_file import (
     plan_from_dict,
 )
 from fleetplan.report.render import render_diff, render_report, write_html
+from fleetplan.report.request import ReportRequest, write_requested
 
 __all__ = [
     "FrontierDoc",
     "PlanDiff",
     "PlanDoc",
     "ReportContext",
+    "ReportRequest",
     "build_context",
     "diff_plans",
     "frontier_from_dict",
@@ -33,4 +36,5 @@ __all__ = [
     "render_diff",
     "render_report",
     "write_html",
+    "write_requested",
 ]

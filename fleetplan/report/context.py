@@ -17,7 +17,7 @@ import statistics
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from fleetplan.report.plan_file import PlanDoc, PoolRow
+from fleetplan.optimize.plan import FleetEntry, Plan
 from fleetplan.scenario import Scenario
 
 if TYPE_CHECKING:
@@ -99,7 +99,7 @@ class ReportContext:
     embodied_included: bool = True
     bands: tuple[ClassBand, ...] = ()
 
-    def pool(self, p: PoolRow) -> PoolAssumptions | None:
+    def pool(self, p: FleetEntry) -> PoolAssumptions | None:
         return next((a for a in self.pools
                      if (a.config, a.region, a.market) == (p.config, p.region, p.market)), None)
 
@@ -169,15 +169,7 @@ def _validation(model: str, configs: list[str]) -> tuple[list[ValidationRow], st
     return rows, str(default_calibration_path())
 
 
-def _all_pools(plan: PlanDoc) -> list[PoolRow]:
-    pools = list(plan.fleet)
-    for h in plan.hours or ():
-        pools += [*h.fleet, *h.on_demand]
-    pools += list(plan.base_fleet or ())
-    return pools
-
-
-def build_context(plan: PlanDoc, scenario: Scenario, scenario_path: str,
+def build_context(plan: Plan, scenario: Scenario, scenario_path: str,
                   *, validation_doc: object = None) -> ReportContext:
     """The assumptions, carbon split and model accuracy behind ``plan`` solved from
     ``scenario``. ``validation_doc`` is accepted and ignored (the accuracy no longer comes from
@@ -185,7 +177,7 @@ def build_context(plan: PlanDoc, scenario: Scenario, scenario_path: str,
     from fleetplan.profiles.store import load_profiles
 
     store = load_profiles()
-    keys = sorted({(p.config, p.region, p.market or "") for p in _all_pools(plan)})
+    keys = sorted({(p.config, p.region, p.market or "") for p in plan.all_pools()})
     pools = tuple(_economics(scenario, c, r, m or None, store) for c, r, m in keys)
     emb: float | None = None
     op: float | None = None
@@ -204,25 +196,26 @@ def build_context(plan: PlanDoc, scenario: Scenario, scenario_path: str,
         bands=_bands(plan, scenario.model))
 
 
-def _bands(plan: PlanDoc, model: str) -> tuple[ClassBand, ...]:
-    """Each class's model-error band: the plan's own, else (older plan files) computed."""
-    from fleetplan.optimize.model_band import class_band
+def _bands(plan: Plan, model: str) -> tuple[ClassBand, ...]:
+    """Each class's model-error band: the plan's own, else (older plan files) computed by the
+    rule solve records them with (:func:`fleetplan.optimize.model_band.with_model_bands`)."""
+    from fleetplan.optimize.model_band import with_model_bands
 
     if plan.status == "infeasible":
         return ()
-    config_of = {p.pool: p.config for p in _all_pools(plan)}
+    computed: Plan | None = None
     out = []
-    for c in plan.classes:
+    for i, c in enumerate(plan.classes):
         if c.ttft_p99_band_ms is not None or c.calibrated is not None:
             out.append(ClassBand(c.name, c.ttft_p99_band_ms, c.band_basis, c.calibrated, True))
             continue
-        configs = [config_of.get(k, k.split("@", 1)[0]) for k, s in c.split.items() if s > 0]
-        band, basis, calibrated = class_band(model, c.ttft_p99_ms, configs)
-        out.append(ClassBand(c.name, band, basis, calibrated, False))
+        computed = computed or with_model_bands(model, plan)
+        w = computed.classes[i]
+        out.append(ClassBand(c.name, w.ttft_p99_band_ms, w.band_basis, w.calibrated, False))
     return tuple(out)
 
 
-def _assumptions(sc: Scenario, plan: PlanDoc) -> list[Assumption]:
+def _assumptions(sc: Scenario, plan: Plan) -> list[Assumption]:
     """The scenario-wide assumptions (the per-pool ones are in :class:`PoolAssumptions`), each
     worded for what this scenario and plan say."""
     given = sc.model_fields_set
@@ -281,8 +274,8 @@ POWER_WORDS = {
 }
 
 
-def _failures(sc: Scenario, plan: PlanDoc) -> Assumption:
-    spot = any(p.market == "spot" for p in _all_pools(plan))
+def _failures(sc: Scenario, plan: Plan) -> Assumption:
+    spot = any(p.market == "spot" for p in plan.all_pools())
     if sc.reliability is None and not spot:
         return Assumption("failure rates", "none modelled: no reliability block and no spot "
                           "pool, so replicas do not fail in the simulation", "default")
@@ -300,7 +293,7 @@ def _failures(sc: Scenario, plan: PlanDoc) -> Assumption:
                       else "bundled spot default (docs/reliability.md)")
 
 
-def _spares(sc: Scenario, plan: PlanDoc) -> Assumption:
+def _spares(sc: Scenario, plan: Plan) -> Assumption:
     churn = [(p.pool, p.spare) for p in plan.fleet if p.spare]
     parts = []
     if churn:

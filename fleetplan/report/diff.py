@@ -2,7 +2,7 @@
 cost and carbon per hour and per 1M tokens, each class's simulated P99 against its SLO, and the
 traffic split.
 
-Main entries: :func:`diff_plans` (two :class:`~fleetplan.report.plan_file.PlanDoc` -> a
+Main entries: :func:`diff_plans` (two :class:`~fleetplan.optimize.plan.Plan` -> a
 :class:`PlanDiff`) and :func:`diff_view` (what the diff template shows). Pools are matched by
 name (``config@region[/tier]``); a pool in one plan only counts as 0 replicas in the other.
 """
@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from fleetplan.optimize.plan import FleetEntry, Plan, fleet_label
 from fleetplan.report.context import ReportContext
-from fleetplan.report.plan_file import PlanDoc, PoolRow, fleet_label
 
 HOURS_PER_MONTH = 730.0  # 8760 h / 12
 
@@ -86,8 +86,8 @@ class SplitChange:
 
 @dataclass(frozen=True)
 class PlanDiff:
-    a: PlanDoc
-    b: PlanDoc
+    a: Plan
+    b: Plan
     pools: tuple[PoolChange, ...]
     metrics: tuple[Metric, ...]
     classes: tuple[ClassChange, ...]
@@ -130,11 +130,11 @@ class PlanDiff:
         return out
 
 
-def _by_pool(fleet: tuple[PoolRow, ...]) -> dict[str, PoolRow]:
+def _by_pool(fleet: tuple[FleetEntry, ...]) -> dict[str, FleetEntry]:
     return {p.pool: p for p in fleet}
 
 
-def diff_plans(a: PlanDoc, b: PlanDoc, ctx: ReportContext | None = None) -> PlanDiff:
+def diff_plans(a: Plan, b: Plan, ctx: ReportContext | None = None) -> PlanDiff:
     """The changes from plan ``a`` to plan ``b``; ``ctx`` prices each pool's change."""
     pa, pb = _by_pool(a.fleet), _by_pool(b.fleet)
     names = sorted(set(pa) | set(pb))

@@ -1,7 +1,7 @@
 """The report's figures as inline SVG: the fleet, each class against its SLO, the hourly plan and
 the frontier, drawn by :mod:`fleetplan.viz` off-screen.
 
-Main entry: :func:`plan_figures` (a :class:`~fleetplan.report.plan_file.PlanDoc`, optionally a
+Main entry: :func:`plan_figures` (a :class:`~fleetplan.optimize.plan.Plan`, optionally a
 frontier -> a list of :class:`Figure`). The SVG is deterministic (fixed ids, no date) and ready
 to sit inside an HTML page: no XML prolog or DOCTYPE, and every id is prefixed with the figure's
 key so that several figures on one page never share an id.
@@ -13,7 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from fleetplan.report.plan_file import FrontierDoc, PlanDoc, fleet_label
+from fleetplan.optimize.frontier_file import FrontierDoc
+from fleetplan.optimize.plan import Plan, fleet_label
 
 _ID = re.compile(r'\bid="([^"]+)"')
 _REF = re.compile(r'(url\(|href=")#([^")]+)')
@@ -55,12 +56,12 @@ def _render(draw: Any, key: str, title: str, caption: str,
                   _inline_svg(figure_bytes(ax, "svg", salt=f"fleetplan-{key}"), key, title))
 
 
-def _fleet_records(plan: PlanDoc) -> list[dict[str, Any]]:
+def _fleet_records(plan: Plan) -> list[dict[str, Any]]:
     return [{"pool": p.pool, "config": p.config, "region": p.region, "count": p.count,
              "market": p.market or "on-demand", "spare": p.spare or 0} for p in plan.fleet]
 
 
-def _class_records(plan: PlanDoc, bands: list[Any] | None = None) -> list[dict[str, Any]]:
+def _class_records(plan: Plan, bands: list[Any] | None = None) -> list[dict[str, Any]]:
     out = []
     for i, c in enumerate(plan.classes):
         rec: dict[str, Any] = {"name": c.name, "ttft_p99_ms": c.ttft_p99_ms,
@@ -74,7 +75,7 @@ def _class_records(plan: PlanDoc, bands: list[Any] | None = None) -> list[dict[s
     return out
 
 
-def _hour_records(plan: PlanDoc) -> list[dict[str, Any]]:
+def _hour_records(plan: Plan) -> list[dict[str, Any]]:
     return [{"hour": h.hour, "rate_rps": h.rate_rps,
              "fleet": [{"config": p.config, "region": p.region, "count": p.count,
                         "market": p.market} for p in h.fleet],
@@ -104,7 +105,7 @@ def frontier_frame(frontier: FrontierDoc) -> Any:
 FRONTIER_X = {"carbon": "g_co2_per_mtok", "slo": "slo_ttft_p99_ms", "rate": "rate_rps"}
 
 
-def plan_figures(plan: PlanDoc, frontier: FrontierDoc | None = None,
+def plan_figures(plan: Plan, frontier: FrontierDoc | None = None,
                  bands: list[Any] | None = None) -> list[Figure]:
     """The figures of one plan: fleet and latency vs SLO (when a fleet exists), the hourly plan
     (diurnal plans) and the frontier (when one is given). ``bands``: each class's model-error

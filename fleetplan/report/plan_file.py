@@ -1,24 +1,34 @@
-"""The report's name for the one plan reader, :mod:`fleetplan.optimize.plan_file` (it moved
-there so that ``simulate --plan`` and the report read a plan through the same validator without
-the optimizer importing the report)."""
+"""The report's names for the one plan record and its readers (:mod:`fleetplan.optimize.plan`,
+:mod:`fleetplan.optimize.frontier_file`): ``fleetplan report``, ``fleetplan simulate --plan``
+and the library read a plan through the same validator into the same :class:`Plan`.
 
-from fleetplan.optimize.plan_file import (
-    STATUSES,
-    CapacityRow,
-    ClassRow,
+``PlanDoc``, ``PoolRow``, ``ClassRow``, ``HourRow``, ``CapacityRow`` and ``SolverRow`` are the
+names this module gave the records before they became one family; they stay as aliases.
+"""
+
+from fleetplan.optimize.frontier_file import (
     FrontierDoc,
     FrontierPointRow,
-    HourRow,
-    PlanDoc,
-    PoolRow,
-    SolverRow,
-    check_plan_scenario,
-    fleet_label,
     frontier_from_dict,
     load_frontier,
-    load_plan,
-    plan_from_dict,
 )
+from fleetplan.optimize.plan import Plan, fleet_label, load_plan, plan_from_dict
+from fleetplan.optimize.plan_fields import STATUSES
+from fleetplan.optimize.plan_parts import (
+    CapacityNote,
+    ClassResult,
+    FleetEntry,
+    HourPlan,
+    SolverReport,
+)
+from fleetplan.optimize.plan_rules import check_plan_scenario
+
+PlanDoc = Plan
+PoolRow = FleetEntry
+ClassRow = ClassResult
+HourRow = HourPlan
+CapacityRow = CapacityNote
+SolverRow = SolverReport
 
 __all__ = [
     "STATUSES",
@@ -27,6 +37,7 @@ __all__ = [
     "FrontierDoc",
     "FrontierPointRow",
     "HourRow",
+    "Plan",
     "PlanDoc",
     "PoolRow",
     "SolverRow",

@@ -17,15 +17,11 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from fleetplan.optimize.frontier_file import FrontierDoc
+from fleetplan.optimize.plan import FleetEntry, Plan, fleet_label
+from fleetplan.optimize.plan_rules import check_plan_scenario
 from fleetplan.report.context import ReportContext
 from fleetplan.report.figures import Figure, plan_figures
-from fleetplan.report.plan_file import (
-    FrontierDoc,
-    PlanDoc,
-    PoolRow,
-    check_plan_scenario,
-    fleet_label,
-)
 from fleetplan.viz.text import safe_text
 
 MTOK = "1M tokens (input + output)"
@@ -102,7 +98,7 @@ def signed(v: float | None, digits: int = 2, unit: str = "") -> str:
     return f"{sign}{abs(v):,.{digits}f}{unit}"
 
 
-def _pool_view(p: PoolRow, ctx: ReportContext | None) -> dict[str, Any]:
+def _pool_view(p: FleetEntry, ctx: ReportContext | None) -> dict[str, Any]:
     a = ctx.pool(p) if ctx else None
     calibrated = p.calibrated
     if calibrated is None and ctx is not None:  # an older plan file: the scenario's model says
@@ -118,7 +114,7 @@ def _pool_view(p: PoolRow, ctx: ReportContext | None) -> dict[str, Any]:
     }
 
 
-def _split_view(plan: PlanDoc) -> dict[str, Any]:
+def _split_view(plan: Plan) -> dict[str, Any]:
     keys: list[str] = []
     for c in plan.classes:
         keys += [k for k in c.split if k not in keys]
@@ -126,7 +122,7 @@ def _split_view(plan: PlanDoc) -> dict[str, Any]:
                                    for c in plan.classes]}
 
 
-def _carbon_view(plan: PlanDoc, ctx: ReportContext | None) -> dict[str, Any]:
+def _carbon_view(plan: Plan, ctx: ReportContext | None) -> dict[str, Any]:
     total_h = plan.g_co2_per_hour
     op = ctx.g_co2_operational_per_hour if ctx else None
     emb = ctx.g_co2_embodied_per_hour if ctx else None
@@ -141,7 +137,7 @@ def _carbon_view(plan: PlanDoc, ctx: ReportContext | None) -> dict[str, Any]:
             else per_mtok * (1 - share)}
 
 
-def _class_views(plan: PlanDoc, ctx: ReportContext | None) -> list[dict[str, Any]]:
+def _class_views(plan: Plan, ctx: ReportContext | None) -> list[dict[str, Any]]:
     """Each class with its model-error band: the plan's, else the context's (computed from the
     scenario for an older plan file), else not recorded."""
     bands = {b.name: b for b in ctx.bands} if ctx else {}
@@ -159,7 +155,7 @@ def _class_views(plan: PlanDoc, ctx: ReportContext | None) -> list[dict[str, Any
     return out
 
 
-def _verdict(plan: PlanDoc, classes: list[dict[str, Any]]) -> dict[str, Any]:
+def _verdict(plan: Plan, classes: list[dict[str, Any]]) -> dict[str, Any]:
     """The banner: what the simulation verified and on what kind of predictions."""
     if plan.status == "infeasible":
         return {"kind": "missed", "text": "no plan meets the constraints"}
@@ -179,7 +175,7 @@ def _verdict(plan: PlanDoc, classes: list[dict[str, Any]]) -> dict[str, Any]:
             "predictions"}
 
 
-def _tokens_per_hour(plan: PlanDoc) -> float | None:
+def _tokens_per_hour(plan: Plan) -> float | None:
     if plan.cost_per_hour_usd and plan.cost_per_mtok_usd:
         return plan.cost_per_hour_usd / plan.cost_per_mtok_usd * 1e6
     return None
@@ -190,7 +186,7 @@ def _name(source: str) -> str:
     return os.path.basename(source) or source
 
 
-def report_view(plan: PlanDoc, ctx: ReportContext | None = None,
+def report_view(plan: Plan, ctx: ReportContext | None = None,
                 frontier: FrontierDoc | None = None) -> dict[str, Any]:
     """Everything the template shows, as plain values (the template only lays them out)."""
     from fleetplan import __version__
@@ -242,7 +238,7 @@ def _calibration_name(path: str) -> str:
     return "the bundled data/calibration.json" if p.parent == data_dir() else str(p)
 
 
-def render_report(plan: PlanDoc, ctx: ReportContext | None = None,
+def render_report(plan: Plan, ctx: ReportContext | None = None,
                   frontier: FrontierDoc | None = None) -> str:
     """The report of ``plan`` as HTML text."""
     return str(_env().get_template("report.html.j2").render(**report_view(plan, ctx, frontier)))
@@ -261,7 +257,7 @@ def write_html(path: str | os.PathLike[str], html: str) -> Path:
     return Path(path)
 
 
-def write_report(path: str | os.PathLike[str], plan: PlanDoc, *, scenario: Any = None,
+def write_report(path: str | os.PathLike[str], plan: Plan, *, scenario: Any = None,
                  scenario_path: str = "", frontier: FrontierDoc | None = None) -> Path:
     """Render ``plan`` (with the context of ``scenario``, a loaded
     :class:`~fleetplan.scenario.Scenario`, when given) and write the page to ``path``."""
@@ -274,7 +270,7 @@ def write_report(path: str | os.PathLike[str], plan: PlanDoc, *, scenario: Any =
     return write_html(path, render_report(plan, ctx, frontier))
 
 
-def write_diff(path: str | os.PathLike[str], a: PlanDoc, b: PlanDoc, *, scenario: Any = None,
+def write_diff(path: str | os.PathLike[str], a: Plan, b: Plan, *, scenario: Any = None,
                scenario_path: str = "") -> Path:
     """The diff of plans ``a`` -> ``b`` (pools priced with ``scenario``, when given) to ``path``."""
     from fleetplan.report.context import build_context

@@ -314,8 +314,8 @@ def test_cause_unwritable_outputs_fail_before_the_long_work(
     def never(*a: Any, **k: Any) -> Any:
         raise AssertionError("the long work ran before the output path was checked")
 
-    monkeypatch.setattr(simulate_cmd, "simulate", never)
-    monkeypatch.setattr(solve_cmd, "solve", never)
+    monkeypatch.setattr(simulate_cmd, "run_simulate", never)
+    monkeypatch.setattr(solve_cmd, "run_solve", never)
     s = tmp_path / "s.yaml"
     s.write_text(yaml.safe_dump(BASE))
     (tmp_path / "afile").write_text("a file where a folder should be")

@@ -54,7 +54,7 @@ def _table(out: str) -> tuple[list[str], list[list[str]]]:
 def test_the_table_shows_the_swept_quantitys_columns_and_the_plot_its_outcomes(
         cli, monkeypatch, tmp_path, sweep: Sweep, swept: list[str]) -> None:
     shown = _frontier(sweep)
-    monkeypatch.setattr("fleetplan.cli.frontier_cmd.frontier", lambda *a, **k: shown)
+    monkeypatch.setattr("fleetplan.cli.frontier_cmd.run_frontier", lambda *a, **k: shown)
     monkeypatch.setenv("COLUMNS", "80")
     png = tmp_path / "f.png"
     res = cli("frontier", EXAMPLE, "--sweep", sweep.value, "--plot", str(png))

@@ -144,7 +144,7 @@ def test_simulate_prints_few_notes_and_all_with_verbose(cli, quickstart) -> None
 def test_accuracy_notes_give_the_held_out_band_of_datasheet_predictions() -> None:
     from types import SimpleNamespace
 
-    from fleetplan.optimize.solve import _accuracy_notes
+    from fleetplan.optimize.plan_build import _accuracy_notes
     from fleetplan.scenario import load_scenario
 
     sc = load_scenario(ROOT / "examples" / "hybrid-chat-batch.yaml")  # the 14B model

@@ -110,10 +110,11 @@ def test_the_cases_are_broken_only_where_they_say(cli: Any, tmp_path: Path) -> N
     plan.write_text(json.dumps(_example()), encoding="utf-8")
     doc = load_plan(plan)
     check_plan_scenario(doc, load_scenario(EXAMPLE))
-    assert replay.load_plan(plan).fleet == doc.fleet
+    assert replay.load_plan(plan).for_replay().fleet == doc.fleet
     # a diurnal plan whose cost is its hours' mean is read
     plan.write_text(json.dumps(_diurnal([0, 1])), encoding="utf-8")
-    assert load_plan(plan).hours is not None and replay.load_plan(plan).hours is not None
+    assert load_plan(plan).hours is not None
+    assert replay.load_plan(plan).for_replay().hours is not None
 
 
 def test_a_contradicting_cost_is_only_known_with_the_scenario(tmp_path: Path) -> None:
@@ -146,7 +147,7 @@ def test_plans_solve_writes_are_read_by_both_readers(name: str) -> None:
     if name == "infeasible":
         assert doc.status == "infeasible" and not doc.fleet
         with pytest.raises(InputError, match="no fleet to simulate"):
-            replay.load_plan(path)
+            replay.load_plan(path).for_replay()
         return
     replayed = _plan_scenario(sc, str(path), None)  # simulate --plan's reader and checks
     assert [p.count for p in replayed.fleet] == [e["count"] for e in raw["fleet"]]
