@@ -117,7 +117,7 @@ class _Content:
 
 
 class _Response:
-    status, reason = 200, "OK"
+    status, reason, content_type = 200, "OK", "text/event-stream"
 
     def __init__(self, chunks: list[bytes]) -> None:
         self.content = _Content(chunks)
