@@ -160,8 +160,8 @@ def run_calibration(request: CalibrateRequest, *, progress: Progress | None = No
     for line in refused:
         say(line)
     target = request.out if request.out is not None else user_calibration_path()
-    start = default_calibration_path()
-    start = start if request.out is None and start.is_file() else None
+    bundled = default_calibration_path()
+    start = bundled if request.out is None and bundled.is_file() else None
     outcome = CalibrationOutcome(request, target, [], refused, start)
     if refused and not len(st):
         return outcome
