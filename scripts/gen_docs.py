@@ -435,6 +435,19 @@ REGIONS: dict[str, Callable[[], str]] = {
     "burst-table": burst_table,
 }
 
+# --------------------------------------------------------------------------- API reference
+# (its generator is scripts/gen_api_doc.py: the page from fleetplan.__all__)
+
+
+def api_reference() -> str:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from gen_api_doc import api_reference as render
+
+    return render()
+
+
+PAGES["api-reference.md"] = api_reference
+
 _REGION_RE = re.compile(r"(<!-- gen:([\w:-]+) -->\n)(.*?)(<!-- /gen:\2 -->)", re.S)
 
 
