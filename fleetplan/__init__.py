@@ -10,6 +10,11 @@ The public API, for notebooks and other code (each result has ``to_dict()``, ``t
   :class:`ReplicaParams`), :func:`replay`, :func:`steady_state` are their building blocks.
   :func:`run_prediction` of a :class:`PredictRequest` is ``fleetplan predict``: the
   :class:`Prediction` with its error bands, own runs and measured runs.
+- Each command of the CLI is one call taking a typed request record, which checks its fields
+  when built: :func:`run_calibration` (:class:`CalibrateRequest` -> :class:`CalibrationOutcome`,
+  whose ``save()`` writes the file), :func:`run_validation` (:class:`ValidateRequest` ->
+  :class:`ValidationOutcome` holding a :class:`ValidationResult`), :func:`prepare_sweep`
+  (:class:`SweepRequest` -> :class:`PreparedSweep`, whose ``run()`` measures a live server).
 - :class:`Scenario`, :func:`load_scenario`: traffic classes, SLOs, fleet, prices, carbon.
 - :func:`simulate`: a fleet under a scenario's traffic (:class:`SimulationResult`: a
   :class:`SimStatus`, one :class:`SimulatedClass` per class, one :class:`PoolResult` per pool).
@@ -78,6 +83,16 @@ _LAZY: dict[str, str | tuple[str, str]] = {
     "PredictRequest": "fleetplan.validate.prediction",
     "Prediction": "fleetplan.validate.prediction",
     "run_prediction": "fleetplan.validate.prediction",
+    "CalibrateRequest": "fleetplan.replica.calibrate_run",
+    "CalibrationOutcome": "fleetplan.replica.calibrate_run",
+    "run_calibration": "fleetplan.replica.calibrate_run",
+    "ValidateRequest": "fleetplan.validate.run",
+    "ValidationOutcome": "fleetplan.validate.run",
+    "ValidationResult": "fleetplan.validate.records",
+    "run_validation": "fleetplan.validate.run",
+    "SweepRequest": "fleetplan.bench.sweep",
+    "PreparedSweep": "fleetplan.bench.sweep",
+    "prepare_sweep": "fleetplan.bench.sweep",
     "Scenario": "fleetplan.scenario",
     "load_scenario": "fleetplan.scenario",
     "scenario_from_dict": "fleetplan.scenario",
@@ -86,6 +101,7 @@ _LAZY: dict[str, str | tuple[str, str]] = {
 }
 
 if TYPE_CHECKING:
+    from fleetplan.bench.sweep import PreparedSweep, SweepRequest, prepare_sweep
     from fleetplan.catalog.catalog import Catalog
     from fleetplan.catalog.models import ModelSpec
     from fleetplan.context import DataContext
@@ -105,6 +121,11 @@ if TYPE_CHECKING:
     from fleetplan.optimize.plan import Plan, PlanStatus
     from fleetplan.optimize.solve import solve
     from fleetplan.profiles.store import ProfileStore, load_profiles
+    from fleetplan.replica.calibrate_run import (
+        CalibrateRequest,
+        CalibrationOutcome,
+        run_calibration,
+    )
     from fleetplan.replica.params import ReplicaParams, replica_params
     from fleetplan.replica.predict import predict, predict_steady
     from fleetplan.replica.protocol import ReplayResult, replay
@@ -112,17 +133,22 @@ if TYPE_CHECKING:
     from fleetplan.scenario import Scenario, load_scenario, scenario_from_dict
     from fleetplan.validate.bands import error_band
     from fleetplan.validate.prediction import Prediction, PredictRequest, run_prediction
+    from fleetplan.validate.records import ValidationResult
+    from fleetplan.validate.run import ValidateRequest, ValidationOutcome, run_validation
     from fleetplan.workload.trace import fit_trace, read_trace
 
 # the public names, sorted: exactly _LAZY's and __version__ (tests/test_api.py keeps them one set)
 __all__ = [
-    "Catalog", "DataContext", "DataError", "FleetplanError", "Frontier", "InfeasibleError",
-    "InputError", "InputLimitError", "ModelError", "ModelSpec", "Plan", "PlanStatus",
-    "PlannedClass", "PoolResult", "PredictRequest", "Prediction", "ProfileStore", "ReplayResult",
-    "ReplicaParams", "Scenario", "SimStatus", "SimulatedClass", "SimulationResult", "SteadyResult",
-    "SteadyStatus", "UnknownNameError", "__version__", "error_band", "fit_trace", "frontier",
-    "load_profiles", "load_scenario", "predict", "predict_steady", "read_trace", "replay",
-    "replica_params", "run_prediction", "scenario_from_dict", "simulate", "solve", "steady_state",
+    "CalibrateRequest", "CalibrationOutcome", "Catalog", "DataContext", "DataError",
+    "FleetplanError", "Frontier", "InfeasibleError", "InputError", "InputLimitError", "ModelError",
+    "ModelSpec", "Plan", "PlanStatus", "PlannedClass", "PoolResult", "PredictRequest",
+    "Prediction", "PreparedSweep", "ProfileStore", "ReplayResult", "ReplicaParams", "Scenario",
+    "SimStatus", "SimulatedClass", "SimulationResult", "SteadyResult", "SteadyStatus",
+    "SweepRequest", "UnknownNameError", "ValidateRequest", "ValidationOutcome", "ValidationResult",
+    "__version__", "error_band", "fit_trace", "frontier", "load_profiles", "load_scenario",
+    "predict", "predict_steady", "prepare_sweep", "read_trace", "replay", "replica_params",
+    "run_calibration", "run_prediction", "run_validation", "scenario_from_dict", "simulate",
+    "solve", "steady_state",
 ]
 
 

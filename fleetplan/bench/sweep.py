@@ -61,6 +61,16 @@ class SweepRequest:
         """How errors call ``field_name`` (its flag on the CLI)."""
         return self.names.get(field_name, field_name)
 
+    def __post_init__(self) -> None:
+        # the two the prompts are drawn with, before BenchConfig checks the rest
+        for key, high in (("seed", 2**32 - 1), ("num_prompts", 1_000_000)):
+            v, low = getattr(self, key), 0 if key == "seed" else 1
+            if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= high:
+                raise InputError(f"{self.name(key)}: {v!r} must be a whole number from {low} "
+                                 f"to {high}")
+        if not self.rates:
+            raise InputError(f"{self.name('rate')}: give at least one rate")
+
 
 @dataclass(frozen=True)
 class PreparedSweep:
