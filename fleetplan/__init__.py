@@ -3,7 +3,10 @@
 The public API, for notebooks and other code (each result has ``to_dict()``, ``to_frame()``,
 ``plot()`` where it makes sense, and an HTML view in Jupyter):
 
-- :func:`load_profiles`: the measured-run store (:class:`ProfileStore`).
+- :func:`load_profiles`: the measured-run store (:class:`ProfileStore`);
+  :func:`run_economics_table` (:class:`EconomicsRequest`): its runs with cost, energy and
+  carbon; :func:`ingest_files` (:class:`IngestRequest` -> :class:`IngestOutcome`, whose
+  ``save()`` writes the store): result files read into it.
 - :func:`predict`: what vLLM's benchmark would measure for one replica (a burst:
   :class:`ReplayResult`); :func:`predict_steady`: its sustained behaviour at a rate
   (:class:`SteadyResult`, with a :class:`SteadyStatus`); :func:`replica_params` (a
@@ -71,6 +74,11 @@ _LAZY: dict[str, str | tuple[str, str]] = {
     "solve": "fleetplan.optimize",
     "ProfileStore": "fleetplan.profiles.store",
     "load_profiles": "fleetplan.profiles.store",
+    "EconomicsRequest": "fleetplan.profiles.entries",
+    "run_economics_table": "fleetplan.profiles.entries",
+    "IngestRequest": "fleetplan.profiles.entries",
+    "IngestOutcome": "fleetplan.profiles.entries",
+    "ingest_files": "fleetplan.profiles.entries",
     "ReplicaParams": "fleetplan.replica.params",
     "replica_params": "fleetplan.replica.params",
     "predict": "fleetplan.replica.predict",
@@ -120,6 +128,13 @@ if TYPE_CHECKING:
     from fleetplan.optimize.plan import ClassResult as PlannedClass
     from fleetplan.optimize.plan import Plan, PlanStatus
     from fleetplan.optimize.solve import solve
+    from fleetplan.profiles.entries import (
+        EconomicsRequest,
+        IngestOutcome,
+        IngestRequest,
+        ingest_files,
+        run_economics_table,
+    )
     from fleetplan.profiles.store import ProfileStore, load_profiles
     from fleetplan.replica.calibrate_run import (
         CalibrateRequest,
@@ -140,14 +155,15 @@ if TYPE_CHECKING:
 # the public names, sorted: exactly _LAZY's and __version__ (tests/test_api.py keeps them one set)
 __all__ = [
     "CalibrateRequest", "CalibrationOutcome", "Catalog", "DataContext", "DataError",
-    "FleetplanError", "Frontier", "InfeasibleError", "InputError", "InputLimitError", "ModelError",
-    "ModelSpec", "Plan", "PlanStatus", "PlannedClass", "PoolResult", "PredictRequest",
-    "Prediction", "PreparedSweep", "ProfileStore", "ReplayResult", "ReplicaParams", "Scenario",
-    "SimStatus", "SimulatedClass", "SimulationResult", "SteadyResult", "SteadyStatus",
-    "SweepRequest", "UnknownNameError", "ValidateRequest", "ValidationOutcome", "ValidationResult",
-    "__version__", "error_band", "fit_trace", "frontier", "load_profiles", "load_scenario",
-    "predict", "predict_steady", "prepare_sweep", "read_trace", "replay", "replica_params",
-    "run_calibration", "run_prediction", "run_validation", "scenario_from_dict", "simulate",
+    "EconomicsRequest", "FleetplanError", "Frontier", "InfeasibleError", "IngestOutcome",
+    "IngestRequest", "InputError", "InputLimitError", "ModelError", "ModelSpec", "Plan",
+    "PlanStatus", "PlannedClass", "PoolResult", "PredictRequest", "Prediction", "PreparedSweep",
+    "ProfileStore", "ReplayResult", "ReplicaParams", "Scenario", "SimStatus", "SimulatedClass",
+    "SimulationResult", "SteadyResult", "SteadyStatus", "SweepRequest", "UnknownNameError",
+    "ValidateRequest", "ValidationOutcome", "ValidationResult", "__version__", "error_band",
+    "fit_trace", "frontier", "ingest_files", "load_profiles", "load_scenario", "predict",
+    "predict_steady", "prepare_sweep", "read_trace", "replay", "replica_params", "run_calibration",
+    "run_economics_table", "run_prediction", "run_validation", "scenario_from_dict", "simulate",
     "solve", "steady_state",
 ]
 

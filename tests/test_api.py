@@ -161,3 +161,14 @@ def test_cli_plot_files(cli, tmp_path: Path) -> None:
     assert "<svg" in svg.read_text()
     bad = cli("simulate", str(scenario), "--quiet", "--plot", str(png), "--plot-kind", "pie")
     assert bad.exit_code == 2 and "plot kind 'pie'" in bad.stderr
+
+
+def test_the_profile_table_selects_and_prices_as_asked() -> None:
+    base = fleetplan.run_economics_table(fleetplan.EconomicsRequest(model=MODEL, gpu="H100 PCIe"))
+    assert len(base) and set(base["model"]) == {MODEL} and set(base["gpu"]) == {"H100-PCIe"}
+    dear = fleetplan.run_economics_table(fleetplan.EconomicsRequest(
+        model=MODEL, gpu="H100 PCIe", prices={"H100-PCIe": 4.0}))
+    assert set(dear["price_usd_per_gpu_hour"]) == {4.0}
+    # a run's cost is its GPU-hours at the price: price x GPUs x duration / 3600
+    want = 4.0 * dear["gpu_count"] * dear["duration_s"] / 3600
+    assert (abs(dear["cost_per_run_usd"] - want) <= 1e-9 * want).all()
