@@ -15,9 +15,10 @@ The public API, for notebooks and other code (each result has ``to_dict()``, ``t
   :class:`Prediction` with its error bands, own runs and measured runs.
 - Each command of the CLI is one call taking a typed request record, which checks its fields
   when built: :func:`run_calibration` (:class:`CalibrateRequest` -> :class:`CalibrationOutcome`,
-  whose ``save()`` writes the file), :func:`run_validation` (:class:`ValidateRequest` ->
-  :class:`ValidationOutcome` holding a :class:`ValidationResult`), :func:`prepare_sweep`
-  (:class:`SweepRequest` -> :class:`PreparedSweep`, whose ``run()`` measures a live server).
+  whose ``save()`` writes the file) and :func:`run_validation` (:class:`ValidateRequest` ->
+  :class:`ValidationOutcome` holding a :class:`ValidationResult`). ``fleetplan bench``'s is
+  :func:`fleetplan.bench.sweep.prepare_sweep` (a live server: not imported from here, since
+  the load generator reads this package's version).
 - :class:`Scenario`, :func:`load_scenario`: traffic classes, SLOs, fleet, prices, carbon.
 - :func:`simulate`: a fleet under a scenario's traffic (:class:`SimulationResult`: a
   :class:`SimStatus`, one :class:`SimulatedClass` per class, one :class:`PoolResult` per pool).
@@ -98,9 +99,6 @@ _LAZY: dict[str, str | tuple[str, str]] = {
     "ValidationOutcome": "fleetplan.validate.run",
     "ValidationResult": "fleetplan.validate.records",
     "run_validation": "fleetplan.validate.run",
-    "SweepRequest": "fleetplan.bench.sweep",
-    "PreparedSweep": "fleetplan.bench.sweep",
-    "prepare_sweep": "fleetplan.bench.sweep",
     "Scenario": "fleetplan.scenario",
     "load_scenario": "fleetplan.scenario",
     "scenario_from_dict": "fleetplan.scenario",
@@ -109,7 +107,6 @@ _LAZY: dict[str, str | tuple[str, str]] = {
 }
 
 if TYPE_CHECKING:
-    from fleetplan.bench.sweep import PreparedSweep, SweepRequest, prepare_sweep
     from fleetplan.catalog.catalog import Catalog
     from fleetplan.catalog.models import ModelSpec
     from fleetplan.context import DataContext
@@ -157,14 +154,13 @@ __all__ = [
     "CalibrateRequest", "CalibrationOutcome", "Catalog", "DataContext", "DataError",
     "EconomicsRequest", "FleetplanError", "Frontier", "InfeasibleError", "IngestOutcome",
     "IngestRequest", "InputError", "InputLimitError", "ModelError", "ModelSpec", "Plan",
-    "PlanStatus", "PlannedClass", "PoolResult", "PredictRequest", "Prediction", "PreparedSweep",
-    "ProfileStore", "ReplayResult", "ReplicaParams", "Scenario", "SimStatus", "SimulatedClass",
-    "SimulationResult", "SteadyResult", "SteadyStatus", "SweepRequest", "UnknownNameError",
-    "ValidateRequest", "ValidationOutcome", "ValidationResult", "__version__", "error_band",
-    "fit_trace", "frontier", "ingest_files", "load_profiles", "load_scenario", "predict",
-    "predict_steady", "prepare_sweep", "read_trace", "replay", "replica_params", "run_calibration",
-    "run_economics_table", "run_prediction", "run_validation", "scenario_from_dict", "simulate",
-    "solve", "steady_state",
+    "PlanStatus", "PlannedClass", "PoolResult", "PredictRequest", "Prediction", "ProfileStore",
+    "ReplayResult", "ReplicaParams", "Scenario", "SimStatus", "SimulatedClass", "SimulationResult",
+    "SteadyResult", "SteadyStatus", "UnknownNameError", "ValidateRequest", "ValidationOutcome",
+    "ValidationResult", "__version__", "error_band", "fit_trace", "frontier", "ingest_files",
+    "load_profiles", "load_scenario", "predict", "predict_steady", "read_trace", "replay",
+    "replica_params", "run_calibration", "run_economics_table", "run_prediction", "run_validation",
+    "scenario_from_dict", "simulate", "solve", "steady_state",
 ]
 
 

@@ -97,6 +97,8 @@ def test_a_request_without_a_model_names_both_ways_to_give_one() -> None:
 
 
 def test_the_other_commands_requests_check_when_built(tmp_path: Path) -> None:
+    from fleetplan.bench.sweep import SweepRequest, prepare_sweep
+
     with pytest.raises(fleetplan.InputError, match="host_time_us and fit_host_time"):
         fleetplan.CalibrateRequest(host_time_us=50.0, fit_host_time=True)
     with pytest.raises(fleetplan.InputError, match="max_nfev 4 must be from 5 to 1000"):
@@ -104,12 +106,12 @@ def test_the_other_commands_requests_check_when_built(tmp_path: Path) -> None:
     with pytest.raises(fleetplan.InputError, match="fit_seeds sets the seeds of cv's refits"):
         fleetplan.ValidateRequest(fit_seeds=(2, 3))
     with pytest.raises(fleetplan.InputError, match="give both input_len and output_len"):
-        fleetplan.prepare_sweep(fleetplan.SweepRequest(
+        prepare_sweep(SweepRequest(
             endpoint="http://127.0.0.1:9", model="m", input_len="128"))
     with pytest.raises(fleetplan.InputError, match="^seed: "):
-        fleetplan.prepare_sweep(fleetplan.SweepRequest(
+        prepare_sweep(SweepRequest(
             endpoint="http://127.0.0.1:9", model="m", seed=-1))
-    sweep = fleetplan.prepare_sweep(fleetplan.SweepRequest(
+    sweep = prepare_sweep(SweepRequest(
         endpoint="http://127.0.0.1:9", model="m", rates=(8.0, 2.0), num_prompts=5))
     assert sweep.rates == (8.0, 2.0) and len(sweep.requests) == 5  # nothing sent yet
 
