@@ -6,6 +6,8 @@ from pathlib import Path
 
 import matplotlib
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 matplotlib.use("Agg")
 
@@ -76,6 +78,20 @@ def test_a_notebook_gets_the_clis_checks_in_its_own_names(fields, message) -> No
         fleetplan.PredictRequest(config="1xH100-PCIe", rate=4.0, **fields)
     assert message in str(info.value) and "\n" not in str(info.value)
     assert "--" not in str(info.value).split(":")[0]  # the field, not a flag
+
+
+_BURST_ONLY = {"num_prompts": 50, "seeds": 2, "arrival_seed": 42, "max_concurrency": 8,
+               "warm_prefix_cache": True}
+
+
+@given(st.sets(st.sampled_from(sorted(_BURST_ONLY)), min_size=1))
+def test_a_burst_takes_its_options_and_sustained_load_refuses_each(chosen) -> None:
+    given_options = {k: _BURST_ONLY[k] for k in chosen}
+    burst = fleetplan.PredictRequest(config="1xH100-PCIe", rate=4.0, **given_options)
+    assert all(getattr(burst, k) == v for k, v in given_options.items())
+    with pytest.raises(fleetplan.InputError, match="applies to a burst replay") as info:
+        fleetplan.PredictRequest(config="1xH100-PCIe", rate=4.0, steady=True, **given_options)
+    assert str(info.value).split(" ")[0] in chosen  # names one of the options given
 
 
 def test_run_prediction_is_what_the_cli_prints(cli) -> None:

@@ -83,7 +83,7 @@ class PredictRequest:
     arrival_seed: int | None = None
     warm_prefix_cache: bool = False
     prefix_cache_hit: float | None = None
-    calibration: Path | None = None
+    calibration: str | Path | None = None
     engine_version: str | None = None
     efficiency: str = "auto"
     names: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
@@ -231,7 +231,7 @@ def measured_dict(run: BenchmarkRun) -> dict[str, object]:
             **{k: getattr(run, k) for k in METRICS if getattr(run, k, None) is not None}}
 
 
-def _own_runs(params: ReplicaParams, calibration: Path | None) -> OwnRuns | None:
+def _own_runs(params: ReplicaParams, calibration: str | Path | None) -> OwnRuns | None:
     """How a calibrated pair's fit reproduces its own runs (none for an uncalibrated one)."""
     if not params.calibrated:
         return None
