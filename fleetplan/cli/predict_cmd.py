@@ -6,6 +6,7 @@ them), calls :func:`~fleetplan.validate.prediction.run_prediction` and formats i
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated
 
 import pandas as pd
@@ -118,19 +119,13 @@ def predict(model: ModelOpt = None, *, config: ConfigOpt, rate: RateOpt,
     note_user_files(calibration=calibration is None)
     # only a sustained run has a long step to show (the compiled engine's preparation)
     with progress_reporter(quiet or not steady, progress) as reporter:
-        pred = run_prediction(_with_model(request, name), progress=reporter)
+        pred = run_prediction(replace(request, model=name), progress=reporter)
     if fmt is OutputFormat.json:
         emit_json(pred.to_dict())
     elif isinstance(pred.result, SteadyResult):
         _show_steady(pred, pred.result, fmt)
     else:
         _show_burst(pred, pred.result, fmt)
-
-
-def _with_model(request: PredictRequest, name: str) -> PredictRequest:
-    from dataclasses import replace
-
-    return replace(request, model=name)
 
 
 def _caption_head(pred: Prediction) -> str:
