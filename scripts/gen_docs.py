@@ -396,22 +396,10 @@ def plots_reference() -> str:
 
 def _signature(fn: Any) -> str:
     """``(a: T, *, b: U = 1) -> R`` with the annotations as written in the source."""
-    import inspect
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from gen_api_doc import signature  # one renderer for the plots and API pages
 
-    sig = inspect.signature(fn)
-    parts, star = [], False
-    for p in sig.parameters.values():
-        if p.kind is p.KEYWORD_ONLY and not star:
-            parts.append("*")
-            star = True
-        text = p.name
-        if p.annotation is not p.empty:
-            text += f": {p.annotation}"
-        if p.default is not p.empty:
-            text += f" = {p.default!r}"
-        parts.append(text)
-    ret = f" -> {sig.return_annotation}" if sig.return_annotation is not sig.empty else ""
-    return f"({', '.join(parts)}){ret}"
+    return signature(fn)
 
 
 def _rst_roles(text: str) -> str:
@@ -434,6 +422,19 @@ REGIONS: dict[str, Callable[[], str]] = {
     "quickstart:test": _quickstart("test"),
     "burst-table": burst_table,
 }
+
+# --------------------------------------------------------------------------- API reference
+# (its generator is scripts/gen_api_doc.py: the page from fleetplan.__all__)
+
+
+def api_reference() -> str:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from gen_api_doc import api_reference as render
+
+    return render()
+
+
+PAGES["api-reference.md"] = api_reference
 
 _REGION_RE = re.compile(r"(<!-- gen:([\w:-]+) -->\n)(.*?)(<!-- /gen:\2 -->)", re.S)
 

@@ -10,15 +10,14 @@ import math
 import sys
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from fleetplan.errors import InputError
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from fleetplan.context import DataContext
     from fleetplan.scenario import Scenario
 
@@ -170,6 +169,17 @@ CATALOG_HELP = ("A folder of your own catalog tables (any of gpus.csv, gpu_alias
                 "to or replace the bundled ones by name. Repeatable; a later folder wins.")
 MODEL_CONFIG_HELP = ("A Hugging Face config.json (or the folder holding one; never downloaded): "
                      "its model joins the catalog under the folder's name. Repeatable.")
+# The options several commands share, declared once (``store: StoreOpt = None``); a command
+# whose flag says more than these (bench's --store, validate's --progress) declares its own.
+CatalogOpt = Annotated[list[Path] | None, typer.Option("--catalog", help=CATALOG_HELP)]
+ModelConfigOpt = Annotated[list[Path] | None,
+                           typer.Option("--model-config", help=MODEL_CONFIG_HELP)]
+StoreOpt = Annotated[Path | None, typer.Option("--store",
+                                                 help=f"Profile store ({STORE_DEFAULT}).")]
+CalibrationOpt = Annotated[Path | None, typer.Option(
+    "--calibration", help=f"Calibration file ({CALIBRATION_DEFAULT}).")]
+ProgressOpt = Annotated[bool, typer.Option("--progress", help=PROGRESS_HELP)]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)]
 CATALOG_OPTION: Any = typer.Option(None, "--catalog", help=CATALOG_HELP)
 MODEL_CONFIG_OPTION: Any = typer.Option(None, "--model-config", help=MODEL_CONFIG_HELP + (
     " A scenario without `model` serves this one."))

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import math
 import sys
-import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -19,6 +18,7 @@ if TYPE_CHECKING:  # the client, numpy and rich are imported by the command when
     from rich.table import Table
 
     from fleetplan.bench.result import BenchResult
+    from fleetplan.bench.sweep import PreparedSweep
 
 
 def _rates(rate: float | None, sweep: str | None) -> list[float]:
@@ -42,30 +42,6 @@ def _rates(rate: float | None, sweep: str | None) -> list[float]:
     return out
 
 
-def _requests(n: int, seed: int, dataset: Path | None, input_len: str | None,
-              output_len: str | None) -> tuple[list[Any], str]:
-    import numpy as np
-
-    from fleetplan.bench import load_dataset, synthetic_requests
-    from fleetplan.bench.requests import parse_length_dist
-    from fleetplan.workload.lengths import LengthModel, protocol_length_model
-
-    rng = np.random.default_rng(seed)
-    out_dist = parse_length_dist(output_len, "--output-len") if output_len else None
-    if dataset is not None:
-        if input_len is not None:
-            raise InputError("--input-len cannot be used with --dataset (prompts come from it)")
-        return load_dataset(dataset, n, rng, out_dist), dataset.stem
-    if (input_len is None) != (out_dist is None):
-        raise InputError("give both --input-len and --output-len (or neither: the measured "
-                         "protocol's lengths)")
-    if input_len is None:
-        return synthetic_requests(n, protocol_length_model(), rng), "random"
-    lengths = LengthModel(input=parse_length_dist(input_len, "--input-len"),
-                          output=out_dist)  # type: ignore[arg-type]
-    return synthetic_requests(n, lengths, rng), "random"
-
-
 def _table(results: list[BenchResult]) -> Table:
     from rich.table import Table
 
@@ -85,62 +61,84 @@ def _table(results: list[BenchResult]) -> Table:
     return table
 
 
-def bench(
-    endpoint: str = typer.Option(..., "--endpoint", help="Server URL, e.g. "
-                                 "http://127.0.0.1:8000 (or the full /v1/completions URL)."),
-    model: str = typer.Option(..., "--model", help="Model name as the server knows it."),
-    rate: float | None = typer.Option(None, "--rate", help="Request rate, req/s (default: inf, "
-                                      "all at once)."),
-    sweep: str | None = typer.Option(None, "--sweep", help="Several rates in order, e.g. "
-                                     "32,16,8,4,1 (one result per rate)."),
-    num_prompts: int = typer.Option(200, "--num-prompts", min=1, help="Requests per rate."),
-    burstiness: float = typer.Option(1.0, "--burstiness", help="Gamma shape of the gaps "
-                                     "(1 = Poisson)."),
-    max_concurrency: int | None = typer.Option(None, "--max-concurrency", min=1,
-                                               help="Client-side cap on requests in flight."),
-    api: str = typer.Option("completions", "--api", help="completions or chat."),
-    dataset: Path | None = typer.Option(None, "--dataset", help="Prompts: JSONL/CSV with a "
-                                        "'prompt' (+ 'output_tokens') field, or ShareGPT JSON."),
-    input_len: str | None = typer.Option(None, "--input-len", help="Synthetic prompt lengths: "
-                                         "128, fixed:128, uniform:64-256, "
-                                         "lognormal:mean=208,cv=1.0 (default: the measured "
-                                         "protocol's)."),
-    output_len: str | None = typer.Option(None, "--output-len", help="Output lengths (same "
-                                          "forms); with --dataset it replaces the file's."),
-    ignore_eos: bool = typer.Option(False, "--ignore-eos", help="Ask the server to generate "
-                                    "exactly the output length (vLLM extension)."),
-    power: str = typer.Option("nvml", "--power", help="nvml (GPU energy counters when "
-                              "nvidia-ml-py is installed) or none."),
-    gpu: str | None = typer.Option(None, "--gpu", help="GPU of the server, recorded in the "
-                                   "result (default: NVML's name)."),
-    gpu_count: int | None = typer.Option(None, "--gpu-count", min=1, help="GPUs of one "
-                                         "replica (default: GPUs NVML measured)."),
-    seed: int = typer.Option(0, "--seed", min=0, max=2**32 - 1,
-                             help="Seed of prompts and arrival times, 0 to 2**32-1 (numpy's "
-                             "legacy generator, as vllm bench serve seeds it)."),
-    arrival_schedule: str = typer.Option("first-at-zero", "--arrival-schedule",
-                                         help="first-at-zero (vLLM 0.8, the bundled "
-                                         "profiles) or normalized (vLLM 0.32)."),
-    request_timeout: float = typer.Option(600.0, "--request-timeout", help="Seconds one "
-                                          "request may take in all."),
-    deadline: float | None = typer.Option(None, "--deadline", help="Seconds one rate may "
-                                          "take, its test request included; then it stops, "
-                                          "partial."),
-    out: Path | None = typer.Option(None, "--out", help="Write the result JSON here (a sweep: "
-                                    "one object per line)."),
-    ingest: bool = typer.Option(False, "--ingest", help="Add the results to the profile store."),
-    store: Path | None = typer.Option(None, "--store", help="Store for --ingest (default: "
-                                      "your store, $XDG_DATA_HOME/fleetplan/profiles.csv, "
-                                      "started from the bundled runs)."),
-    catalog: list[Path] = typer.Option(None, "--catalog", help=CATALOG_HELP + " With "
-                                       "--ingest: the models and GPUs a result may be of."),
-    model_config: list[Path] = typer.Option(None, "--model-config", help=MODEL_CONFIG_HELP
-                                            + " With --ingest: describes a model the "
-                                            "catalog lacks, so its results can be stored."),
-    fmt: str = typer.Option("table", "--format", help="table (summary) or json (the results)."),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar on "
-                                  "stderr."),
-) -> None:
+EndpointOpt = Annotated[str, typer.Option("--endpoint", help="Server URL, e.g. "
+                                          "http://127.0.0.1:8000 (or the full /v1/completions "
+                                          "URL).")]
+ModelOpt = Annotated[str, typer.Option("--model", help="Model name as the server knows it.")]
+RateOpt = Annotated[float | None, typer.Option("--rate", help="Request rate, req/s (default: "
+                                               "inf, all at once).")]
+SweepOpt = Annotated[str | None, typer.Option("--sweep", help="Several rates in order, e.g. "
+                                              "32,16,8,4,1 (one result per rate).")]
+NumPromptsOpt = Annotated[int, typer.Option("--num-prompts", min=1, help="Requests per rate.")]
+BurstinessOpt = Annotated[float, typer.Option("--burstiness", help="Gamma shape of the gaps "
+                                              "(1 = Poisson).")]
+MaxConcurrencyOpt = Annotated[int | None, typer.Option(
+    "--max-concurrency", min=1, help="Client-side cap on requests in flight.")]
+ApiOpt = Annotated[str, typer.Option("--api", help="completions or chat.")]
+DatasetOpt = Annotated[Path | None, typer.Option(
+    "--dataset", help="Prompts: JSONL/CSV with a 'prompt' (+ 'output_tokens') field, or "
+    "ShareGPT JSON.")]
+InputLenOpt = Annotated[str | None, typer.Option(
+    "--input-len", help="Synthetic prompt lengths: 128, fixed:128, uniform:64-256, "
+    "lognormal:mean=208,cv=1.0 (default: the measured protocol's).")]
+OutputLenOpt = Annotated[str | None, typer.Option(
+    "--output-len", help="Output lengths (same forms); with --dataset it replaces the file's.")]
+IgnoreEosOpt = Annotated[bool, typer.Option(
+    "--ignore-eos", help="Ask the server to generate exactly the output length (vLLM "
+    "extension).")]
+PowerOpt = Annotated[str, typer.Option("--power", help="nvml (GPU energy counters when "
+                                       "nvidia-ml-py is installed) or none.")]
+GpuOpt = Annotated[str | None, typer.Option("--gpu", help="GPU of the server, recorded in the "
+                                            "result (default: NVML's name).")]
+GpuCountOpt = Annotated[int | None, typer.Option(
+    "--gpu-count", min=1, help="GPUs of one replica (default: GPUs NVML measured).")]
+SeedOpt = Annotated[int, typer.Option(
+    "--seed", min=0, max=2**32 - 1, help="Seed of prompts and arrival times, 0 to 2**32-1 "
+    "(numpy's legacy generator, as vllm bench serve seeds it).")]
+ScheduleOpt = Annotated[str, typer.Option(
+    "--arrival-schedule", help="first-at-zero (vLLM 0.8, the bundled profiles) or normalized "
+    "(vLLM 0.32).")]
+TimeoutOpt = Annotated[float, typer.Option("--request-timeout", help="Seconds one request may "
+                                           "take in all.")]
+DeadlineOpt = Annotated[float | None, typer.Option(
+    "--deadline", help="Seconds one rate may take, its test request included; then it stops, "
+    "partial.")]
+OutOpt = Annotated[Path | None, typer.Option("--out", help="Write the result JSON here (a "
+                                             "sweep: one object per line).")]
+IngestOpt = Annotated[bool, typer.Option("--ingest",
+                                         help="Add the results to the profile store.")]
+BenchStoreOpt = Annotated[Path | None, typer.Option(
+    "--store", help="Store for --ingest (default: your store, "
+    "$XDG_DATA_HOME/fleetplan/profiles.csv, started from the bundled runs).")]
+BenchCatalogOpt = Annotated[list[Path] | None, typer.Option(
+    "--catalog", help=CATALOG_HELP + " With --ingest: the models and GPUs a result may be of.")]
+BenchModelConfigOpt = Annotated[list[Path] | None, typer.Option(
+    "--model-config", help=MODEL_CONFIG_HELP + " With --ingest: describes a model the catalog "
+    "lacks, so its results can be stored.")]
+FormatOpt = Annotated[str, typer.Option("--format", help="table (summary) or json (the "
+                                        "results).")]
+BenchProgressOpt = Annotated[bool, typer.Option("--progress/--no-progress",
+                                                help="Progress bar on stderr.")]
+# how the library's one-line errors name the request's fields: the flags
+CLI_NAMES = {"request_timeout_s": "--request-timeout", "deadline_s": "--deadline",
+             **{k: "--" + k.replace("_", "-") for k in (
+                 "endpoint", "model", "api", "rate", "num_prompts", "burstiness",
+                 "max_concurrency", "seed", "arrival_schedule", "ignore_eos", "power", "gpu",
+                 "gpu_count", "dataset_name", "dataset", "input_len", "output_len", "ingest",
+                 "store")}}
+
+
+def bench(endpoint: EndpointOpt, model: ModelOpt, rate: RateOpt = None, sweep: SweepOpt = None,
+          num_prompts: NumPromptsOpt = 200, burstiness: BurstinessOpt = 1.0,
+          max_concurrency: MaxConcurrencyOpt = None, api: ApiOpt = "completions",
+          dataset: DatasetOpt = None, input_len: InputLenOpt = None,
+          output_len: OutputLenOpt = None, ignore_eos: IgnoreEosOpt = False,
+          power: PowerOpt = "nvml", gpu: GpuOpt = None, gpu_count: GpuCountOpt = None,
+          seed: SeedOpt = 0, arrival_schedule: ScheduleOpt = "first-at-zero",
+          request_timeout: TimeoutOpt = 600.0, deadline: DeadlineOpt = None,
+          out: OutOpt = None, ingest: IngestOpt = False, store: BenchStoreOpt = None,
+          catalog: BenchCatalogOpt = None, model_config: BenchModelConfigOpt = None,
+          fmt: FormatOpt = "table", progress: BenchProgressOpt = True) -> None:
     """Benchmark a running server as vllm bench serve does; write vLLM-shaped results.
 
     Example: fleetplan bench --endpoint http://127.0.0.1:8000 --model my-model --sweep 8,4,2,1
@@ -158,25 +156,40 @@ def bench(
     stored); 130 partial: Ctrl-C or --deadline (which also end the test request), the partial
     result written.
     """
+    if fmt not in ("table", "json"):
+        raise InputError(f"--format {fmt[:40]!r}: expected table or json")
     try:
-        _bench(**locals())  # the options as given
+        use_cli_context(catalog=catalog, model_config=model_config)
+        from fleetplan.bench.sweep import SweepRequest, check_ingest_target, prepare_sweep
+
+        prepared = prepare_sweep(SweepRequest(
+            endpoint=endpoint, model=model, rates=tuple(_rates(rate, sweep)),
+            num_prompts=num_prompts, burstiness=burstiness, max_concurrency=max_concurrency,
+            api=api, dataset=dataset, input_len=input_len, output_len=output_len,
+            ignore_eos=ignore_eos, power=power, gpu=gpu, gpu_count=gpu_count, seed=seed,
+            arrival_schedule=arrival_schedule, request_timeout_s=request_timeout,
+            deadline_s=deadline, names=CLI_NAMES))
+        if out is not None:
+            check_output_path(out, "--out")
+            check_no_overwrite([("--out", out)],
+                               [("the --store", store), ("the --dataset", dataset)])
+        target = None
+        if ingest:
+            target = check_ingest_target(store, gpu, power, model, names=CLI_NAMES)
+            check_output_path(target, "--store")
+        _measure(prepared, out=out, fmt=fmt, progress=progress, store=store, target=target,
+                 gpu=gpu, gpu_count=gpu_count)
     except KeyboardInterrupt:  # outside the run, which turns Ctrl-C into a partial result
         print("fleetplan: interrupted (Ctrl-C); a result file written is complete",
               file=sys.stderr)
         raise typer.Exit(130) from None
 
 
-def _bench(*, endpoint: str, model: str, rate: float | None, sweep: str | None,
-           num_prompts: int, burstiness: float, max_concurrency: int | None, api: str,
-           dataset: Path | None, input_len: str | None, output_len: str | None,
-           ignore_eos: bool, power: str, gpu: str | None, gpu_count: int | None, seed: int,
-           arrival_schedule: str, request_timeout: float, deadline: float | None,
-           out: Path | None, ingest: bool, store: Path | None, catalog: list[Path] | None,
-           model_config: list[Path] | None, fmt: str, progress: bool) -> None:
-    if fmt not in ("table", "json"):
-        raise InputError(f"--format {fmt[:40]!r}: expected table or json")
-    use_cli_context(catalog=catalog, model_config=model_config)
-    from pydantic import ValidationError
+def _measure(prepared: PreparedSweep, *, out: Path | None, fmt: str, progress: bool,
+             store: Path | None, target: Path | None, gpu: str | None,
+             gpu_count: int | None) -> None:
+    """Run the sweep with a progress bar, writing each rate to ``out`` as it ends; show,
+    ingest (``target``) and exit as the command's help says."""
     from rich.console import Console
     from rich.progress import (
         BarColumn,
@@ -186,35 +199,9 @@ def _bench(*, endpoint: str, model: str, rate: float | None, sweep: str | None,
         TimeElapsedColumn,
     )
 
-    from fleetplan.bench import BenchConfig, BenchError, run_sweep, write_results
-    from fleetplan.bench.config import send_schedule
+    from fleetplan.bench import BenchError, write_results
 
-    rates = _rates(rate, sweep)
-    reqs, dataset_name = _requests(num_prompts, seed, dataset, input_len, output_len)
-    try:
-        cfg = BenchConfig(endpoint=endpoint, model=model, api=api,  # type: ignore[arg-type]
-                          rate=rates[0], num_prompts=num_prompts, burstiness=burstiness,
-                          max_concurrency=max_concurrency, seed=seed,
-                          arrival_schedule=arrival_schedule,  # type: ignore[arg-type]
-                          request_timeout_s=request_timeout, deadline_s=deadline,
-                          ignore_eos=ignore_eos, power=power,  # type: ignore[arg-type]
-                          gpu=gpu, gpu_count=gpu_count, dataset_name=dataset_name)
-        for r in rates:  # every rate of a sweep is checked before the first runs
-            send_schedule(BenchConfig.model_validate({**cfg.model_dump(), "rate": r}))
-    except ValidationError as exc:
-        e = exc.errors()[0]
-        msg = str(e["msg"]).removeprefix("Value error, ")
-        if not e["loc"]:
-            raise InputError(msg) from None
-        name = str(e["loc"][0])
-        flag = {"request_timeout_s": "request-timeout", "deadline_s": "deadline"}.get(
-            name, name.replace("_", "-"))
-        raise InputError(f"--{flag}: {msg}") from None
-    if out is not None:
-        check_output_path(out, "--out")
-        check_no_overwrite([("--out", out)], [("the --store", store), ("the --dataset", dataset)])
-    if ingest:
-        target = _ingest_target(store, gpu, power, model)
+    rates, num_prompts = prepared.rates, prepared.config.num_prompts
     err = Console(stderr=True)
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                    TextColumn("failed {task.fields[failed]}"), TimeElapsedColumn(),
@@ -241,7 +228,7 @@ def _bench(*, endpoint: str, model: str, rate: float | None, sweep: str | None,
     failure: BenchError | None = None
     try:
         with bar:
-            results = run_sweep(cfg, rates, reqs, on_start, on_progress, on_result)
+            results = prepared.run(on_start, on_progress, on_result)
     except BenchError as exc:
         failure, results = exc, exc.completed
     except KeyboardInterrupt:  # a second Ctrl-C: abort now, keep the rates already written
@@ -254,8 +241,16 @@ def _bench(*, endpoint: str, model: str, rate: float | None, sweep: str | None,
         raise InputError(write_error[0] + "; the results are on stdout" if fmt == "json"
                          else write_error[0])
     refused = 0
-    if ingest and results:  # what was measured is ingested, even when a later rate failed
-        refused = _ingest(results, out, store, target, gpu, gpu_count, err)
+    if target is not None and results:  # what was measured is ingested, even when a later
+        refused = _ingest(results, out, store, target, gpu, gpu_count, err)  # rate failed
+    _end(results, rates, failure, out, err)
+    if refused:  # each refused result is one line above; the others are in the store
+        raise typer.Exit(2)
+
+
+def _end(results: list[BenchResult], rates: tuple[float, ...], failure: Exception | None,
+         out: Path | None, err: Console) -> None:
+    """The failure, a partial sweep, or a rate without a successful request: as exit codes."""
     if failure is not None:
         if results:
             where = f" written to {out}" if out is not None else " shown above"
@@ -272,8 +267,6 @@ def _bench(*, endpoint: str, model: str, rate: float | None, sweep: str | None,
               f"{', '.join(f'{r.request_rate:g}' for r in empty)} req/s "
               f"({empty[0].failed} failed; first error: {first[:200]})", file=sys.stderr)
         raise typer.Exit(1)
-    if refused:  # each refused result is one line above; the others are in the store
-        raise typer.Exit(2)
 
 
 def _show(results: list[BenchResult], fmt: str, out: Path | None, err: Console,
@@ -306,36 +299,11 @@ def _show(results: list[BenchResult], fmt: str, out: Path | None, err: Console,
                       "(docs/replica-model.md)", highlight=False)
 
 
-def _ingest_target(store: Path | None, gpu: str | None, power: str, model: str) -> Path:
-    """The store ``--ingest`` will write, checked before the run (so a run is not lost to it),
-    with the model and GPU the store would refuse a result of."""
-    from fleetplan._load import show_value
-    from fleetplan.catalog.catalog import active_catalog
-    from fleetplan.catalog.models import normalize_model
-    from fleetplan.profiles.store import load_profiles, user_store_path
-
-    if gpu is None and power == "none":
-        raise InputError("--ingest needs --gpu (and --gpu-count) with --power none: a run is "
-                         "stored under its GPU configuration")
-    if not active_catalog().knows_model(normalize_model(model)):
-        raise InputError(f"--model {show_value(model, 80)}: --ingest stores runs of the "
-                         "catalog's models only, and it does not know this one (describe it "
-                         "with --model-config config.json or a --catalog folder's models.csv)")
-    if gpu is not None:
-        active_catalog().normalize_gpu(gpu, where="--gpu")
-    target = store if store is not None else user_store_path()
-    load_profiles(store)  # a store that cannot be read fails now, not after the run
-    check_output_path(target, "--store")
-    return target
-
-
 def _ingest(results: list[BenchResult], out: Path | None, store: Path | None, target: Path,
             gpu: str | None, gpu_count: int | None, err: Console) -> int:
     """Add the measured results to the store: every one it accepts is saved, each refused one
     is a line on stderr. Returns how many were refused."""
-    from fleetplan.bench import write_results
-    from fleetplan.profiles.ingest import IngestOptions, ingest_paths
-    from fleetplan.profiles.store import load_profiles
+    from fleetplan.bench.sweep import ingest_results
 
     measured = [r for r in results if r.completed > 0]
     if len(measured) < len(results):
@@ -343,14 +311,9 @@ def _ingest(results: list[BenchResult], out: Path | None, store: Path | None, ta
                   "request not ingested", highlight=False)
     if not measured:
         return 0
-    st = load_profiles(store)  # default: your store if it exists, else the bundled one
-    opts = IngestOptions(gpu=gpu, gpu_count=gpu_count)
-    with tempfile.TemporaryDirectory() as tmp:  # the store records the file's name: --out's
-        src = Path(tmp) / (out.name if out is not None else "fleetplan-bench.jsonl")
-        write_results(src, measured)
-        report = ingest_paths([src], st, opts)
-    if report.added:  # the good results are stored whatever was refused beside them
-        st.save(target)
+    report = ingest_results(  # the store records the file's name: --out's
+        measured, file_name=out.name if out is not None else "fleetplan-bench.jsonl",
+        store=store, target=target, gpu=gpu, gpu_count=gpu_count)
     for e in report.errors:
         print(f"fleetplan: error: cannot ingest: {e}", file=sys.stderr)
     refused = f", {len(report.errors)} refused" if report.errors else ""

@@ -1,5 +1,5 @@
 """``fleetplan cache``: the on-disk cache of simulated capacities and plan checks (``info``,
-``clear``)."""
+``clear``): :func:`fleetplan.optimize.cache_admin.cache_info` and ``clear_cache``, formatted."""
 
 from __future__ import annotations
 
@@ -28,12 +28,9 @@ def info(
     fmt: TableOrJson = typer.Option(TableOrJson.table, "--format", help="table or json."),
 ) -> None:
     """The cache folder, its entries and bytes, and the current code key."""
-    from fleetplan.optimize.cache import code_key, default_cache, default_cache_dir
+    from fleetplan.optimize.cache_admin import cache_info
 
-    cache = default_cache()
-    files = list(cache.entry_files()) if cache.root is not None else []
-    d = {"folder": str(default_cache_dir()), "entries": len(files),
-         "bytes": sum(f.stat().st_size for f in files), "code_key": code_key()}
+    d = cache_info().to_dict()
     if fmt is TableOrJson.json:
         emit_json(d)
         return
@@ -45,14 +42,12 @@ def info(
 def clear() -> None:
     """Remove fleetplan's cache entries and the compiled engine's machine code (jit/); other
     files in the folder stay. Says how many of each."""
-    from fleetplan.optimize.cache import default_cache, default_cache_dir
-    from fleetplan.replica.steady_kernel import clear_jit_cache, jit_cache_dir
+    from fleetplan.optimize.cache_admin import clear_cache
 
-    cache = default_cache()
-    n = cache.clear() if cache.root is not None else 0
-    jit = clear_jit_cache()
-    typer.echo(f"removed {n} cache entr{'y' if n == 1 else 'ies'} from {default_cache_dir()} and "
-               f"{jit} compiled-engine file{'' if jit == 1 else 's'} from {jit_cache_dir()}")
+    c = clear_cache()
+    n, jit = c.entries, c.jit_files
+    typer.echo(f"removed {n} cache entr{'y' if n == 1 else 'ies'} from {c.folder} and "
+               f"{jit} compiled-engine file{'' if jit == 1 else 's'} from {c.jit_folder}")
 
 
 def register(app: typer.Typer) -> None:

@@ -1,4 +1,7 @@
-"""``fleetplan ingest``: add result files (or folders of them) to a profile store."""
+"""``fleetplan ingest``: add result files (or folders of them) to a profile store.
+
+Parses the options into an :class:`~fleetplan.profiles.entries.IngestRequest`, calls
+:func:`~fleetplan.profiles.entries.ingest_files`, saves the store and reports."""
 
 from __future__ import annotations
 
@@ -7,7 +10,7 @@ from pathlib import Path
 
 import typer
 
-from fleetplan.cli._options import CATALOG_HELP, MODEL_CONFIG_HELP, use_cli_context
+from fleetplan.cli._options import CatalogOpt, ModelConfigOpt, use_cli_context
 
 STORE_HELP = ("Store file. Default: your store, $XDG_DATA_HOME/fleetplan/profiles.csv "
               "(~/.local/share/fleetplan/), started from the bundled runs; the bundled data/ is "
@@ -23,8 +26,8 @@ def ingest(
     engine_version: str | None = typer.Option(None, "--engine-version",
                                               help="Engine version to record."),
     dataset: str | None = typer.Option(None, "--dataset", help="Dataset name to record."),
-    catalog: list[Path] = typer.Option(None, "--catalog", help=CATALOG_HELP),
-    model_config: list[Path] = typer.Option(None, "--model-config", help=MODEL_CONFIG_HELP),
+    catalog: CatalogOpt = None,
+    model_config: ModelConfigOpt = None,
 ) -> None:
     """Read vLLM (and other) benchmark results into the profile store; re-ingesting adds nothing.
 
@@ -35,20 +38,15 @@ def ingest(
     --model-config add them), a pipeline-parallel or multi-node run. Every other record is
     ingested and the command exits 2. The store is written atomically.
     """
-    from fleetplan.catalog.models import load_models
-    from fleetplan.profiles.ingest import IngestOptions, ingest_paths
-    from fleetplan.profiles.store import load_profiles, user_store_path
+    from fleetplan.profiles.entries import IngestRequest, ingest_files
 
     use_cli_context(catalog=catalog, model_config=model_config)
-    target = store if store is not None else user_store_path()
-    st = load_profiles(store)  # default: your store if it exists, else the bundled one
-    opts = IngestOptions(gpu=gpu, gpu_count=gpu_count, engine_version=engine_version,
-                         dataset=dataset, known_models=frozenset(load_models()))
-    report = ingest_paths(paths, st, opts)
-    if report.added:
-        st.save(target)
-        if store is None:
-            print(f"fleetplan: your profile store: {target}", file=sys.stderr)
+    outcome = ingest_files(IngestRequest(paths=tuple(paths), store=store, gpu=gpu,
+                                         gpu_count=gpu_count, engine_version=engine_version,
+                                         dataset=dataset))
+    report, target = outcome.report, outcome.target
+    if outcome.save() and store is None:
+        print(f"fleetplan: your profile store: {target}", file=sys.stderr)
     for err in report.errors:
         print(f"fleetplan: error: {err}", file=sys.stderr)
     typer.echo(f"{len(report.added)} run(s) added, {report.duplicates} already present, "

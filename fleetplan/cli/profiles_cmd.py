@@ -1,4 +1,7 @@
-"""``fleetplan profiles``: the measured runs with their cost, energy and carbon."""
+"""``fleetplan profiles``: the measured runs with their cost, energy and carbon.
+
+Parses the options into an :class:`~fleetplan.profiles.entries.EconomicsRequest`, calls
+:func:`~fleetplan.profiles.entries.run_economics_table` and formats (and plots) the runs."""
 
 from __future__ import annotations
 
@@ -6,15 +9,13 @@ from pathlib import Path
 
 import typer
 
-from fleetplan.catalog.gpus import normalize_gpu
 from fleetplan.catalog.grid import DEFAULT_REGION
 from fleetplan.catalog.models import normalize_model
 from fleetplan.catalog.prices import DEFAULT_MARKET
 from fleetplan.cli._format import OutputFormat, emit_csv, emit_json, emit_table
-from fleetplan.cli._options import STORE_DEFAULT, note_user_files, parse_pairs
+from fleetplan.cli._options import StoreOpt, note_user_files, parse_pairs
 from fleetplan.errors import InputError
-from fleetplan.profiles.economics import run_economics
-from fleetplan.profiles.store import load_profiles
+from fleetplan.profiles.entries import EconomicsRequest, run_economics_table
 
 JSON_FIELDS = [
     "model", "gpu", "gpu_count", "config", "request_rate", "duration_s", "completed",
@@ -49,7 +50,7 @@ def profiles(
     region: str = typer.Option(DEFAULT_REGION, "--region", help="Grid region of the catalog."),
     price: list[str] = typer.Option(None, "--price", help="GPU=USD per GPU-hour override."),
     market: str = typer.Option(DEFAULT_MARKET, "--market", help="Price market of the catalog."),
-    store: Path | None = typer.Option(None, "--store", help=f"Profile store ({STORE_DEFAULT})."),
+    store: StoreOpt = None,
     plot: Path | None = typer.Option(None, "--plot", help="Also draw the runs to FILE "
                                      "(.png or .svg)."),
     plot_kind: str = typer.Option("scaling", "--plot-kind", help="scaling (target vs completed "
@@ -62,12 +63,11 @@ def profiles(
     Example: fleetplan profiles --model DeepSeek-R1-Distill-Qwen-14B --plot scaling.png
     """
     note_user_files(store=store is None)
-    st = load_profiles(store)
-    st = st.select(model=normalize_model(model) if model else None,
-                   gpu=normalize_gpu(gpu) if gpu else None)
-    df = run_economics(st, market=market, prices=parse_pairs(price, "--price"),
-                       power_watts=parse_pairs(power_watts, "--power-watts"),
-                       grid_g_per_kwh=grid_g_per_kwh, region=region)
+    df = run_economics_table(EconomicsRequest(
+        model=model, gpu=gpu, store=store, market=market,
+        prices=parse_pairs(price, "--price"),
+        power_watts=parse_pairs(power_watts, "--power-watts"),
+        grid_g_per_kwh=grid_g_per_kwh, region=region))
     if plot is not None:
         _plot(df, model, plot_kind, plot)
     if fmt is OutputFormat.json:

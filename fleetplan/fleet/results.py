@@ -42,7 +42,12 @@ class SimStatus(StrEnum):
 
 
 @dataclass(frozen=True)
-class ClassResult:
+class SimulatedClass:
+    """One traffic class in a simulation: its measured latency percentiles (with the P99's
+    confidence interval over replications), SLO verdict, goodput and pools. Not a plan's
+    per-class verdict (:class:`fleetplan.optimize.plan.SimulatedClass`, public name
+    ``fleetplan.PlannedClass``)."""
+
     name: str
     requests: int
     rate_rps: float
@@ -68,6 +73,9 @@ class ClassResult:
     # with a reliability block only (absent from the JSON otherwise)
     requests_retried: int | None = None
     requests_lost: int | None = None
+
+
+ClassResult = SimulatedClass  # its earlier name, which the plan's record bore too; kept one release
 
 
 @dataclass(frozen=True)
@@ -112,7 +120,7 @@ class SimulationResult(NotebookRepr):
     status: SimStatus
     model: str
     routing: str
-    classes: tuple[ClassResult, ...]
+    classes: tuple[SimulatedClass, ...]
     pools: tuple[PoolResult, ...]
     account: Account
     overloaded: bool
@@ -206,7 +214,7 @@ def _pool_dict(p: PoolResult) -> dict[str, Any]:
     return d
 
 
-def _class_dict(c: ClassResult) -> dict[str, Any]:
+def _class_dict(c: SimulatedClass) -> dict[str, Any]:
     d = asdict(c)
     for k in _CHURN_FIELDS:
         if d.get(k, 0) is None:
@@ -245,7 +253,7 @@ def _batch_p99(rep: Replication, mask: np.ndarray) -> list[float]:
 
 def class_result(scenario: Scenario, c: int, reps: Sequence[Replication],
                  pools: Sequence[PoolModel], dropped: int,
-                 pools_overloaded: Sequence[bool], *, churn: bool = False) -> ClassResult:
+                 pools_overloaded: Sequence[bool], *, churn: bool = False) -> SimulatedClass:
     """Statistics of class ``c`` over the replications (``churn``: count retried and lost
     requests; a lost request is censored in the latencies, not counted as unfinished)."""
     spec = scenario.classes[c]
@@ -294,7 +302,7 @@ def class_result(scenario: Scenario, c: int, reps: Sequence[Replication],
                 met = False
     share = {pools[p].label: float(routed[p] / total) for p in range(len(pools))
              if total and routed[p] > 0}
-    return ClassResult(
+    return SimulatedClass(
         name=spec.name, requests=total, rate_rps=mean["rate"],
         ttft_p50_ms=mean["t50"], ttft_p90_ms=mean["t90"], ttft_p99_ms=mean["t99"],
         ttft_p99_ci_ms=ci, tpot_p50_ms=mean["p50"], e2e_p99_ms=mean["e99"],

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -45,7 +45,7 @@ from fleetplan.fleet.results import (
     SimulationResult,
     class_result,
 )
-from fleetplan.fleet.routing import get_router
+from fleetplan.fleet.routing import RoutingPolicy, get_router
 from fleetplan.fleet.sim import Replication, RoutingInputs, run_replication
 from fleetplan.fleet.traffic import Traffic, build_traffic, load_traces
 from fleetplan.profiles.store import ProfileStore
@@ -234,7 +234,20 @@ def planned_scenario(scenario: Scenario, fleet: Sequence[Mapping[str, Any]],
     return scenario.with_updates(**updates)
 
 
-def _plan_scenario(scenario: Scenario, plan: Any, routing: Any) -> Scenario:
+if TYPE_CHECKING:  # read at run time inside _plan_scenario only
+    from fleetplan.optimize.plan import Plan
+
+
+class ReplicationExecutor(Protocol):
+    """Where :func:`simulate` runs its replications: anything that maps a function over items,
+    results in input order (:func:`fleetplan.optimize.get_executor` gives one); an optional
+    ``workers`` attribute says how many run at once."""
+
+    def map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> Any: ...
+
+
+def _plan_scenario(scenario: Scenario, plan: Plan | str | os.PathLike[str],
+                   routing: str | RoutingPolicy | None) -> Scenario:
     """The scenario that replays ``plan`` (a Plan, or a plan file's path), checked against
     ``scenario`` by the report's rules (:func:`fleetplan.optimize.plan_rules.check_plan_scenario`:
     classes, candidate configurations, prices)."""
@@ -255,7 +268,8 @@ def _plan_scenario(scenario: Scenario, plan: Any, routing: Any) -> Scenario:
         raise InputError(f"{source}: {exc}") from None
 
 
-def _run_jobs(executor: Any, jobs: list[tuple[Any, ...]], apart: bool) -> list[Replication]:
+def _run_jobs(executor: ReplicationExecutor, jobs: list[tuple[Any, ...]],
+              apart: bool) -> list[Replication]:
     """The replications of ``jobs`` on ``executor``. When the replications do not fill its
     workers evenly (3 on 2) and the pools may run apart (``apart``: a ``pools_apart`` router,
     no churn, 2+ pools), the replications left over run in parts, one per worker
@@ -310,8 +324,10 @@ def run_replication_job(job: tuple[Any, ...]) -> Replication:
 
 @with_scenario_context
 def simulate(scenario: Scenario, fleet: Sequence[Pool] | str | None = None, *,
-             plan: Any = None, routing: Any = None, progress: Progress | None = None,
-             store: ProfileStore | None = None, executor: Any = None) -> SimulationResult:
+             plan: Plan | str | os.PathLike[str] | None = None,
+             routing: str | RoutingPolicy | None = None, progress: Progress | None = None,
+             store: ProfileStore | None = None,
+             executor: ReplicationExecutor | None = None) -> SimulationResult:
     """Simulate ``scenario`` on ``fleet`` (default: the scenario's own fleet), or replay a plan.
 
     ``fleet`` may be a list of :class:`~fleetplan.scenario.Pool` or a spec string
@@ -366,7 +382,7 @@ def simulate(scenario: Scenario, fleet: Sequence[Pool] | str | None = None, *,
         reps.append(run_replication(pools, traffic, inputs, warmup_s=sim.warmup_s,
                                     duration_s=sim.duration_s, progress=cb, churn=churn,
                                     churn_seed=churn_ss[k] if churn_ss is not None else None))
-    if jobs:
+    if jobs and executor is not None:  # jobs are queued only with an executor
         reps = _run_jobs(executor, jobs, churn is None and len(pools) > 1
                          and get_router(scenario.routing.policy).pools_apart)
     over = [any(r.pool_overloaded[p] for r in reps) for p in range(len(pools))]

@@ -1,0 +1,140 @@
+"""Validate as ``fleetplan validate`` does, as one library call.
+
+:class:`ValidateRequest` is the typed argument record (which runs, the calibration, whether to
+cross-validate and with which refit seeds); it refuses bad input when built, one line naming
+the field (its CLI flag where the CLI passes ``names``). :func:`run_validation` predicts every
+run with the calibration (:func:`fleetplan.validate.core.validate`) and, with ``cv``, adds
+the leave-one-rate-out and leave-one-config-out cross-validations
+(:mod:`fleetplan.validate.cv`). A file, record or run that cannot be read or replayed is refused
+alone, one line to ``on_refused`` as it is found, and the others are validated.
+:class:`ValidationOutcome` holds the :class:`~fleetplan.validate.records.ValidationResult`
+(None when nothing was left to validate) and the refused lines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from fleetplan._progress import Progress
+from fleetplan.errors import FleetplanError, InputError
+from fleetplan.replica.calibrate import FIT_SEEDS, check_fit_seeds
+from fleetplan.replica.calibration_file import CalibrationFile
+from fleetplan.replica.runs import MeasuredRun
+from fleetplan.validate.records import ValidationResult
+
+
+@dataclass(frozen=True, kw_only=True)
+class ValidateRequest:
+    """One validation asked for: ``runs`` (result files or folders; none: the store's own
+    runs) predicted with ``calibration``'s parameters (default: yours, else the bundled one),
+    never fitted to them. ``cv``: also the cross-validations over ``store``'s runs, their
+    refits on ``jobs`` processes replaying the length ``fit_seeds`` (only with ``cv``).
+    ``names``: how the errors call each field (default its own name; the CLI passes its
+    flags)."""
+
+    runs: tuple[Path, ...] = ()
+    cv: bool = False
+    store: Path | None = None
+    calibration: Path | None = None
+    jobs: int | None = None
+    fit_seeds: tuple[int, ...] | None = None
+    names: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    def name(self, field_name: str) -> str:
+        """How errors call ``field_name`` (its flag on the CLI)."""
+        return self.names.get(field_name, field_name)
+
+    def __post_init__(self) -> None:
+        n = self.name
+        if self.fit_seeds is not None and not self.cv:
+            raise InputError(f"{n('fit_seeds')} sets the seeds of {n('cv')}'s refits: give "
+                             f"{n('cv')} too")
+        if self.fit_seeds is not None:
+            check_fit_seeds(self.fit_seeds)
+        if self.jobs is not None and (isinstance(self.jobs, bool) or self.jobs < 1):
+            raise InputError(f"{n('jobs')} {self.jobs!r} must be a whole number >= 1")
+
+    @property
+    def seeds(self) -> tuple[int, ...]:
+        """The length seeds of the cross-validation's refits (default the calibration's)."""
+        return self.fit_seeds if self.fit_seeds is not None else FIT_SEEDS
+
+
+@dataclass(frozen=True)
+class ValidationOutcome:
+    """``result``: predicted vs measured per run (with ``cv``: its cross-validations too);
+    None when no run was left to validate. ``refused``: one line per file, record or run
+    refused alone."""
+
+    request: ValidateRequest
+    result: ValidationResult | None
+    refused: tuple[str, ...]
+
+
+def run_validation(request: ValidateRequest, *, progress: Progress | None = None,
+                   on_refused: Callable[[str], None] | None = None) -> ValidationOutcome:
+    """Validate what ``request`` asks for, read through the active data context.
+    ``progress`` receives the cross-validation's folds; ``on_refused`` each refused line."""
+    from fleetplan.catalog.models import load_models
+    from fleetplan.profiles.ingest import IngestOptions
+    from fleetplan.profiles.store import load_profiles
+    from fleetplan.replica.calibration_file import load_calibration_file
+    from fleetplan.validate.core import load_runs
+
+    say = on_refused or (lambda line: None)
+    st, refused = load_profiles(request.store).split_known()  # unknown model/GPU: alone
+    cal = load_calibration_file(request.calibration)
+    if request.runs:
+        refused = []  # only the given files' runs are validated: judge those
+        opts = IngestOptions(known_models=frozenset(load_models()))
+        todo = load_runs(st, request.runs, options=opts, refused=refused)
+    else:
+        todo = load_runs(st)
+    for line in refused:
+        say(line)
+    if not todo:
+        return ValidationOutcome(request, None, tuple(refused))
+    result = _validate_apart(todo, cal, say, refused)
+    if result is not None and request.cv:
+        result = _cross_validate(result, load_runs(st), cal, request, progress)
+    return ValidationOutcome(request, result, tuple(refused))
+
+
+def _validate_apart(todo: list[MeasuredRun], cal: CalibrationFile, say: Callable[[str], None],
+                    refused: list[str]) -> ValidationResult | None:
+    """All runs validated together; when that fails, the run(s) at fault are found and
+    refused alone and the others validated (None: none left)."""
+    from fleetplan.validate.core import validate
+
+    try:
+        return validate(todo, calibration=cal)
+    except FleetplanError:
+        kept = []
+        for one in todo:
+            try:
+                validate([one], calibration=cal)
+                kept.append(one)
+            except FleetplanError as exc:
+                line = (f"{one.source}: {one.model} on {one.config} at {one.request_rate:g} "
+                        f"req/s: {exc}; this run is refused, the others are validated")
+                say(line)
+                refused.append(line)
+        return validate(kept, calibration=cal) if kept else None
+
+
+def _cross_validate(result: ValidationResult, store_runs: list[MeasuredRun],
+                    cal: CalibrationFile, request: ValidateRequest,
+                    progress: Progress | None) -> ValidationResult:
+    """``result`` with the cross-validations over the calibrated configurations' runs."""
+    from fleetplan.validate.cv import leave_one_config_out, leave_one_rate_out
+    from fleetplan.validate.records import CrossValidation
+
+    cal_keys = {e.key for e in cal.configs}
+    runs = [r for r in store_runs if r.key in cal_keys]
+    return replace(result, cv=CrossValidation(
+        leave_one_rate_out=leave_one_rate_out(runs, jobs=request.jobs, progress=progress,
+                                              fit_seeds=request.seeds),
+        leave_one_config_out=leave_one_config_out(runs, cal.configs, progress=progress),
+        fit_seeds=request.seeds))
