@@ -265,14 +265,7 @@ ScenarioArg = Annotated[pathlib.Path, typer.Argument(help="Scenario file (YAML o
 SolverOpt = Annotated[str | None, typer.Option(
     "--solver", help="MILP solver: cbc (default), highs, or a PuLP name.")]
 TimingOpt = Annotated[bool, typer.Option("--timing/--no-timing", help=TIMING_HELP)]
-ProgressOpt = Annotated[bool, typer.Option("--progress", help=PROGRESS_HELP)]
-QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)]
 VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help=VERBOSE_HELP)]
-CatalogOpt = Annotated[list[pathlib.Path] | None, typer.Option("--catalog", help=CATALOG_HELP)]
-ModelConfigOpt = Annotated[list[pathlib.Path] | None, typer.Option(
+PlanModelConfigOpt = Annotated[list[pathlib.Path] | None, typer.Option(
     "--model-config", help=MODEL_CONFIG_HELP + " A scenario without `model` serves this one.")]
-StoreOpt = Annotated[pathlib.Path | None, typer.Option(
-    "--store", help=f"Profile store ({STORE_DEFAULT}).")]
-CalibrationOpt = Annotated[pathlib.Path | None, typer.Option(
-    "--calibration", help=f"Calibration file ({CALIBRATION_DEFAULT}).")]
 PlotOpt = Annotated[pathlib.Path | None, typer.Option("--plot", help=PLOT_HELP)]

@@ -21,7 +21,7 @@ from fleetplan.cli._format import (
 from fleetplan.cli._options import (
     CalibrationOpt,
     CatalogOpt,
-    ModelConfigOpt,
+    PlanModelConfigOpt,
     ProgressOpt,
     QuietOpt,
     ScenarioArg,
@@ -62,7 +62,7 @@ def frontier_cmd(
     fmt: Annotated[OutputFormat, typer.Option(
         "--format", help="table, csv or json.")] = OutputFormat.table,
     timing: TimingOpt = True, progress: ProgressOpt = False, quiet: QuietOpt = False,
-    catalog: CatalogOpt = None, model_config: ModelConfigOpt = None, store: StoreOpt = None,
+    catalog: CatalogOpt = None, model_config: PlanModelConfigOpt = None, store: StoreOpt = None,
     calibration: CalibrationOpt = None,
 ) -> None:
     """The cost frontier of a scenario: each point is a full solve checked by simulation.

@@ -11,7 +11,7 @@ from fleetplan.cli._format import check_no_overwrite, check_output_path, scenari
 from fleetplan.cli._options import (
     CalibrationOpt,
     CatalogOpt,
-    ModelConfigOpt,
+    PlanModelConfigOpt,
     StoreOpt,
     load_cli_scenario,
     use_cli_context,
@@ -61,7 +61,7 @@ FrontierOpt = Annotated[Path | None, typer.Option(
 def report_cmd(
     plans: PlansArg, out: OutOpt = None, scenario: ScenarioOpt = None,
     frontier: FrontierOpt = None, catalog: CatalogOpt = None,
-    model_config: ModelConfigOpt = None, store: StoreOpt = None,
+    model_config: PlanModelConfigOpt = None, store: StoreOpt = None,
     calibration: CalibrationOpt = None,
 ) -> None:
     """A plan as one self-contained HTML page (no scripts, no network), or the diff of two plans.

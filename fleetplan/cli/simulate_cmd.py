@@ -29,7 +29,7 @@ from fleetplan.cli._format import (
 from fleetplan.cli._options import (
     CalibrationOpt,
     CatalogOpt,
-    ModelConfigOpt,
+    PlanModelConfigOpt,
     PlotOpt,
     ScenarioArg,
     StoreOpt,
@@ -161,7 +161,7 @@ def simulate_cmd(
     seed: SeedOpt = None, replications: ReplicationsOpt = None, duration: DurationOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
     verbose: VerboseOpt = False, executor: ExecutorOpt = None, catalog: CatalogOpt = None,
-    model_config: ModelConfigOpt = None, store: StoreOpt = None,
+    model_config: PlanModelConfigOpt = None, store: StoreOpt = None,
     calibration: CalibrationOpt = None, plot: PlotOpt = None,
     plot_kind: PlotKindOpt = "latency",
 ) -> None:

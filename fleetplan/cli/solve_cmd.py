@@ -28,7 +28,7 @@ from fleetplan.cli._format import (
 from fleetplan.cli._options import (
     CalibrationOpt,
     CatalogOpt,
-    ModelConfigOpt,
+    PlanModelConfigOpt,
     PlotOpt,
     ProgressOpt,
     QuietOpt,
@@ -130,7 +130,7 @@ def solve_cmd(
     report: ReportOpt = None, max_rounds: MaxRoundsOpt = 8, timing: TimingOpt = True,
     plot: PlotOpt = None, plot_kind: PlotKindOpt = None, confidence: ConfidenceOpt = None,
     progress: ProgressOpt = False, quiet: QuietOpt = False, verbose: VerboseOpt = False,
-    catalog: CatalogOpt = None, model_config: ModelConfigOpt = None, store: StoreOpt = None,
+    catalog: CatalogOpt = None, model_config: PlanModelConfigOpt = None, store: StoreOpt = None,
     calibration: CalibrationOpt = None,
 ) -> None:
     """The cheapest fleet meeting every class's SLO, checked by simulation.
