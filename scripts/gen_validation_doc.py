@@ -5,7 +5,10 @@ Usage:
   python scripts/gen_validation_doc.py --from-json F    # renders a saved
                                                         # `fleetplan validate --cv --format json`
 The Markdown is the same as `fleetplan validate --cv --format markdown`; the file is written
-atomically. docs/validation.md must only ever be produced this way.
+atomically. docs/validation.md must only ever be produced this way. The same run writes
+data/model_errors.json (--errors-out): the held-out TTFT p99 errors that `solve --confidence`,
+the plans' model bands and the report take (fleetplan/validate/model_errors.py), so the page
+and the figures planned with come from one validation.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from fleetplan.replica.calibration_file import load_calibration_file
 from fleetplan.validate.core import load_runs, validate
 from fleetplan.validate.cv import leave_one_config_out, leave_one_rate_out
 from fleetplan.validate.markdown import validation_markdown
+from fleetplan.validate.model_errors import ModelErrors, write_model_errors
 from fleetplan.validate.records import CrossValidation, ValidationResult
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,6 +34,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--from-json", type=Path, default=None)
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "validation.md")
+    ap.add_argument("--errors-out", type=Path, default=ROOT / "data" / "model_errors.json")
     ap.add_argument("--jobs", type=int, default=None)
     args = ap.parse_args()
     if args.from_json is not None:
@@ -45,8 +50,11 @@ def main() -> None:
             leave_one_rate_out(mine, jobs=args.jobs), leave_one_config_out(mine, cal.configs)))
     text = validation_markdown(result, command="fleetplan validate --cv --format markdown "
                                                 "(via scripts/gen_validation_doc.py)")
+    errors = ModelErrors.from_validation(
+        result, "fleetplan validate --cv over the bundled store (scripts/gen_validation_doc.py)")
     atomic_write_text(args.out, text + "\n")
-    print(f"wrote {args.out}")
+    write_model_errors(errors, args.errors_out)
+    print(f"wrote {args.out} and {args.errors_out}")
 
 
 if __name__ == "__main__":

@@ -49,38 +49,28 @@ from fleetplan.errors import InputError
 from fleetplan.optimize.problem import Tier
 from fleetplan.scenario import Scenario
 from fleetplan.validate.bands import ErrorQuantiles
+from fleetplan.validate.model_errors import model_errors
 
-# median |error| of ttft_p99_ms in percent and runs per GPU type, calibrated configurations:
-# docs/validation.md's leave-one-rate-out table (fleetplan validate --cv over the bundled 92-run
-# store; tests/optimize check these against it). Uncalibrated configurations take the spec
-# path's tables instead (:func:`spec_error`).
-MODEL_ERROR_PCT: dict[str, tuple[float, int]] = {
-    "H100-PCIe": (3.4, 24),
-    "RTX-4090": (23.5, 17),
-}
-# the same per server kind (docs/validation.md, "Per server kind"): a calibrated configuration
-# takes its kind's figure where the kind held at least MIN_KIND_RUNS runs, else its GPU type's.
-# The tensor-parallel RTX 4090 servers miss their TTFT tails by far more than one RTX 4090
-# (their first-token delays, docs/replica-model.md): one figure per GPU type gave them the
-# margin of a one-GPU server and gave one-GPU servers theirs.
-MODEL_ERROR_BY_KIND_PCT: dict[str, tuple[float, int]] = {
-    "H100-PCIe, one GPU": (3.1, 20),
-    "H100-PCIe, tensor-parallel": (6.8, 4),
-    "RTX-4090, one GPU": (8.2, 10),
-    "RTX-4090, tensor-parallel": (90.2, 7),
-}
+# The calibrated model's held-out P99 TTFT errors, from data/model_errors.json (written with
+# docs/validation.md by scripts/gen_validation_doc.py from `fleetplan validate --cv` over the
+# bundled store; tests/optimize check them against the page). Uncalibrated configurations take
+# the spec path's tables instead (:func:`spec_error`).
+_ERRORS = model_errors()
+# median |error| in percent and runs per GPU type (the page's leave-one-rate-out "Per GPU type")
+MODEL_ERROR_PCT: dict[str, tuple[float, int]] = _ERRORS.by_gpu
+# the same per server kind (the page's "Per server kind"): a calibrated configuration takes its
+# kind's figure where the kind held at least MIN_KIND_RUNS runs, else its GPU type's. The
+# tensor-parallel RTX 4090 servers miss their TTFT tails by far more than one RTX 4090 (their
+# first-token delays, docs/replica-model.md): one figure per GPU type gave them the margin of a
+# one-GPU server and gave one-GPU servers theirs.
+MODEL_ERROR_BY_KIND_PCT: dict[str, tuple[float, int]] = _ERRORS.by_kind
 MIN_KIND_RUNS = 3
-# the signed errors behind those figures (docs/validation.md, "Signed ttft_p99_ms error per
-# server kind"): what a calibrated configuration's margin is read from
-MODEL_ERROR_QUANTILES_BY_KIND: dict[str, ErrorQuantiles] = {
-    "H100-PCIe, one GPU": ErrorQuantiles(-0.0506, -0.0009, 0.0582, 20),
-    "H100-PCIe, tensor-parallel": ErrorQuantiles(-0.6621, -0.0678, -0.0233, 4),
-    "RTX-4090, one GPU": ErrorQuantiles(-0.2356, -0.0818, -0.0087, 10),
-    "RTX-4090, tensor-parallel": ErrorQuantiles(-0.9259, -0.6072, 0.6412, 7),
-}
+# the signed errors behind those figures (the page's "Signed ttft_p99_ms error per server
+# kind"): what a calibrated configuration's margin is read from
+MODEL_ERROR_QUANTILES_BY_KIND: dict[str, ErrorQuantiles] = _ERRORS.quantiles_by_kind
 # a calibrated configuration of a GPU type the bundled store never measured (a user's own
 # calibration): assumed as large as the worst leave-one-config-out error of the validation page
-UNMEASURED_ERROR_PCT = 19.6
+UNMEASURED_ERROR_PCT = _ERRORS.unmeasured_pct
 HALF_NORMAL_MEDIAN = 0.6744897501960817  # median of |Normal(0, 1)|
 Z_90 = 1.2815515655446004  # the standard normal's 90th percentile
 
