@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetplan.errors import DataError
-from fleetplan.validate.bands import ErrorQuantiles
+from fleetplan.validate.bands import ErrorQuantiles, _quantiles
 from fleetplan.validate.records import ValidationResult
 
 ERRORS_FILE = "model_errors.json"
@@ -88,17 +88,6 @@ class ModelErrors:
                 raise DataError(f"{where}: {at}: {p!r}, n {n!r} is not an error figure")
             return p, n
 
-        def quant(d: Any, at: str) -> ErrorQuantiles:
-            try:
-                q = ErrorQuantiles(float(d["p10"]), float(d["p50"]), float(d["p90"]),
-                                   int(d["n"]))
-            except (KeyError, TypeError, ValueError):
-                raise DataError(f"{where}: {at}: expected p10, p50, p90 and n") from None
-            if not (all(math.isfinite(v) and v > -1 for v in (q.p10, q.p50, q.p90))
-                    and q.p10 <= q.p50 <= q.p90):
-                raise DataError(f"{where}: {at}: quantiles must be finite, > -1 and ordered")
-            return q
-
         if not isinstance(obj, dict) or obj.get("metric") != METRIC:
             raise DataError(f"{where}: metric: expected {METRIC!r}")
         try:
@@ -107,7 +96,7 @@ class ModelErrors:
             raise DataError(f"{where}: unmeasured_pct: expected a number") from None
         return cls({g: figure(d, f"by_gpu.{g}") for g, d in dict(obj["by_gpu"]).items()},
                    {k: figure(d, f"by_kind.{k}") for k, d in dict(obj["by_kind"]).items()},
-                   {k: quant(d, f"quantiles_by_kind.{k}")
+                   {k: _quantiles(d, f"{where}: quantiles_by_kind.{k}")
                     for k, d in dict(obj["quantiles_by_kind"]).items()},
                    unmeasured, str(obj.get("source", "")))
 
