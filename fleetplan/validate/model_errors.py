@@ -103,11 +103,9 @@ class ModelErrors:
 
 @cache
 def _load(path: str, mtime: float) -> ModelErrors:
-    try:
-        obj = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise DataError(f"{path}: not a readable model error file ({exc})") from None
-    return ModelErrors.from_dict(obj, path)
+    from fleetplan._json_load import load_json
+
+    return ModelErrors.from_dict(load_json(Path(path), what="model error file"), path)
 
 
 def model_errors(path: str | Path | None = None) -> ModelErrors:
