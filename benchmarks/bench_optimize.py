@@ -47,9 +47,8 @@ from typing import Any
 
 import numpy as np
 
-from fleetplan.catalog.gpus import get_gpu
+from fleetplan.catalog.catalog import bundled_catalog
 from fleetplan.catalog.hardware import HardwareConfig
-from fleetplan.catalog.prices import price_for
 from fleetplan.optimize.milp import build_model, solve_problem
 from fleetplan.optimize.problem import CommitmentMode, Demand, Limits, PlanProblem, Pool, Tier
 from fleetplan.optimize.solvers import SolverSettings, solver_names
@@ -66,7 +65,7 @@ def _shape(config: str) -> tuple[float, float]:
     scaled from the GPU's memory bandwidth and FP16 throughput (a stand-in for the replica
     model's searches)."""
     hw = HardwareConfig.parse(config)
-    g = get_gpu(hw.gpu)
+    g = hw.spec
     bw = g.mem_bandwidth_gb_s * hw.gpu_count * (0.8 if hw.gpu_count > 1 else 1.0)
     return 2.5 * bw / 2000.0, 30.0 * (989.0 / max(g.fp16_tflops_dense * hw.gpu_count, 1.0)) ** 0.5
 
@@ -94,8 +93,8 @@ def instance(n_classes: int, n_configs: int, total_rps: float = 300.0, hours: in
     dyn: dict[tuple[str, str], float] = {}
     for config in configs:
         hw = HardwareConfig.parse(config)
-        g = get_gpu(hw.gpu)
-        price = price_for(hw.gpu).price_usd_per_gpu_hour * hw.gpu_count
+        g = hw.spec
+        price = bundled_catalog().price(hw.gpu).price_usd_per_gpu_hour * hw.gpu_count
         pools.append(Pool(config, "EU27", hw.gpu, hw.gpu_count, price, g.idle_w * hw.gpu_count,
                           242.0, g.embodied_kg_co2e * 1000 / (4 * 8760) * hw.gpu_count))
         top, floor = _shape(config)

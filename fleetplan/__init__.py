@@ -29,7 +29,7 @@ The public API, for notebooks and other code (each result has ``to_dict()``, ``t
 - :class:`ModelSpec` (``ModelSpec.from_hf_config(path)``: a model from its Hugging Face
   ``config.json``), :class:`Catalog` (the bundled tables plus your folders of ``gpus.csv``,
   ``prices.csv`` ...), :class:`DataContext` (catalog, store, calibration and cache folder a call
-  reads: ``predict(..., context=ctx)`` or ``with ctx.activate(): ...``).
+  reads: ``predict(..., context=ctx)``, ``load_scenario(path, context=ctx)``).
 - :func:`error_band`: how far off an uncalibrated (spec-path) prediction has been
   (:mod:`fleetplan.validate.bands`; ``safety_factor`` there is for a solver's margin).
 - Errors: every one derives from :class:`FleetplanError` (the CLI's exit 2):

@@ -2,14 +2,19 @@
 command reads.
 
 Main entry: :class:`DataContext`. Build one (``DataContext.build(catalog="my-gpus/",
-model_configs=["Qwen3-8B/"], store="runs.csv", calibration="cal.json")``) and pass it to
-:func:`fleetplan.predict` (``context=``), or run validate, simulate and solve inside
-``with ctx.activate():``. Inside the block the loaders read this context's catalog
-(:func:`fleetplan.catalog.catalog.active_catalog`), and the default store, calibration and cache
-folder are this context's (:func:`active_data`) before the user's own files and the bundled ones.
-Nothing is frozen at first use and nothing writes into the installed package's data: a context
-only names what is read. The CLI builds one from ``--catalog``, ``--model-config``, ``--store``
-and ``--calibration`` (a scenario's ``catalog:`` and ``model_config:`` add to it).
+model_configs=["Qwen3-8B/"], store="runs.csv", calibration="cal.json")``) and pass it down:
+:func:`fleetplan.predict` (``context=``), :func:`fleetplan.load_scenario` (``context=``: the
+scenario keeps it, and :func:`fleetplan.simulate` and :func:`fleetplan.solve` read it from the
+scenario). Its :class:`~fleetplan.catalog.catalog.Catalog` is reached only that way: there is no
+process-wide catalog.
+
+The files a context names (store, calibration, cache folder) are still read as defaults by the
+deep loaders (:func:`active_files`) inside ``with ctx.activate():`` (the CLI does this for a
+command's ``--store`` and ``--calibration``); outside any, the user's own files and then the
+bundled ones are read. Nothing is frozen at first use and nothing writes into the installed
+package's data: a context only names what is read. The CLI builds one from ``--catalog``,
+``--model-config``, ``--store`` and ``--calibration`` (a scenario's ``catalog:`` and
+``model_config:`` add to it: :meth:`DataContext.for_scenario`).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from fleetplan.catalog.catalog import Catalog, active_catalog, use_catalog
+from fleetplan.catalog.catalog import Catalog, bundled_catalog
 from fleetplan.catalog.models import ModelSpec
 
 PathLike = str | os.PathLike[str]
@@ -30,10 +35,23 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 @dataclass(frozen=True)
-class DataContext:
-    """Catalog + profile store + calibration + cache folder (``None``: the usual default)."""
+class DataFiles:
+    """The files a context names (``None``: the usual default): what :func:`active_files`
+    gives the loaders that read a store, a calibration or a cache folder by default."""
 
-    catalog: Catalog | None = None
+    store: Path | None = None
+    calibration: Path | None = None
+    cache_dir: Path | None = None
+
+
+@dataclass(frozen=True)
+class DataContext:
+    """Catalog + profile store + calibration + cache folder (``None``: the usual default).
+
+    ``catalog``: the catalog every lookup of a call given this context reads (default: the
+    bundled one, :func:`~fleetplan.catalog.catalog.bundled_catalog`)."""
+
+    catalog: Catalog = field(default_factory=bundled_catalog)
     store: Path | None = None
     calibration: Path | None = None
     cache_dir: Path | None = None
@@ -42,20 +60,21 @@ class DataContext:
     @classmethod
     def build(cls, *, catalog: PathLike | Sequence[PathLike] | Catalog | None = None,
               model_configs: Sequence[PathLike] = (), store: PathLike | None = None,
-              calibration: PathLike | None = None, cache_dir: PathLike | None = None
-              ) -> DataContext:
+              calibration: PathLike | None = None, cache_dir: PathLike | None = None,
+              base: Catalog | None = None) -> DataContext:
         """A context from paths: catalog folder(s) (or a :class:`Catalog`), Hugging Face
         ``config.json`` files or folders (their models join the catalog), store, calibration,
-        cache folder. Extends the active catalog."""
+        cache folder. Folders extend ``base`` (default: the bundled catalog)."""
         specs = tuple(ModelSpec.from_hf_config(p) for p in model_configs)
-        cat: Catalog | None
         if isinstance(catalog, Catalog):
             cat = catalog.extend(models=specs) if specs else catalog
         else:
             folders: Sequence[PathLike] = (
                 () if catalog is None else [catalog] if isinstance(catalog, str | os.PathLike)
                 else catalog)
-            cat = active_catalog().extend(*folders, models=specs) if (folders or specs) else None
+            cat = base if base is not None else bundled_catalog()
+            if folders or specs:
+                cat = cat.extend(*folders, models=specs)
         return cls(catalog=cat, store=Path(store) if store is not None else None,
                    calibration=Path(calibration) if calibration is not None else None,
                    cache_dir=Path(cache_dir) if cache_dir is not None else None, models=specs)
@@ -65,55 +84,57 @@ class DataContext:
         """The model of the (first) ``config.json`` given, if any."""
         return self.models[0] if self.models else None
 
+    @property
+    def files(self) -> DataFiles:
+        """The store, calibration and cache folder this context names."""
+        return DataFiles(self.store, self.calibration, self.cache_dir)
+
+    def for_scenario(self, catalog: str | None, model_config: str | None) -> DataContext:
+        """This context with a scenario's ``catalog:`` folder and ``model_config:`` file added
+        (paths already resolved against the scenario's folder); itself without either. Built
+        once per paths and catalog."""
+        if catalog is None and model_config is None:
+            return self
+        return _for_scenario(self, catalog, model_config)
+
     @contextlib.contextmanager
     def activate(self) -> Iterator[DataContext]:
-        """Make this context the one the loaders read inside the block (restored on exit)."""
-        _ACTIVE.append(self)
+        """Make this context's files (store, calibration, cache folder) the defaults the deep
+        loaders read inside the block (:func:`active_files`; restored on exit). The catalog is
+        not among them: pass the context (or its catalog) to what reads it."""
+        _FILES.append(self.files)
         try:
-            with use_catalog(self.catalog):
-                yield self
+            yield self
         finally:
-            _ACTIVE.pop()
+            _FILES.pop()
 
 
-_ACTIVE: list[DataContext] = []
-_EMPTY = DataContext()
+_FILES: list[DataFiles] = []
+_NO_FILES = DataFiles()
 
 
-def active_data() -> DataContext:
-    """The innermost active context (an empty one, every default, outside any)."""
-    return _ACTIVE[-1] if _ACTIVE else _EMPTY
+def active_files() -> DataFiles:
+    """The files of the innermost :meth:`DataContext.activate` (every default outside any)."""
+    return _FILES[-1] if _FILES else _NO_FILES
 
 
-def use_context(ctx: DataContext | None) -> contextlib.AbstractContextManager[DataContext]:
-    """``ctx.activate()``, or the active context unchanged when ``ctx`` is None."""
-    if ctx is None:
-        return contextlib.nullcontext(active_data())
-    return ctx.activate()
+def use_context(ctx: DataContext | None) -> contextlib.AbstractContextManager[Any]:
+    """``ctx.activate()``, or nothing when ``ctx`` is None."""
+    return contextlib.nullcontext() if ctx is None else ctx.activate()
 
 
-_SCENARIO: dict[tuple[str | None, str | None, int], DataContext] = {}
-
-
-def scenario_context(catalog: str | None, model_config: str | None) -> DataContext:
-    """The context a scenario's ``catalog:`` folder and ``model_config:`` file add to the active
-    catalog (paths already resolved against the scenario's folder). Built once per paths and
-    active catalog."""
-    key = (catalog, model_config, id(active_catalog()))
-    ctx = _SCENARIO.get(key)
-    if ctx is None:
-        ctx = DataContext.build(catalog=catalog, model_configs=[model_config] if model_config
-                                else [])
-        base = active_data()
-        ctx = DataContext(catalog=ctx.catalog, store=base.store, calibration=base.calibration,
-                          cache_dir=base.cache_dir, models=ctx.models)
-        _SCENARIO[key] = ctx
-    return ctx
+@functools.lru_cache(maxsize=64)
+def _for_scenario(base: DataContext, catalog: str | None,
+                  model_config: str | None) -> DataContext:
+    ctx = DataContext.build(catalog=catalog, model_configs=[model_config] if model_config
+                            else [], base=base.catalog)
+    return DataContext(catalog=ctx.catalog, store=base.store, calibration=base.calibration,
+                       cache_dir=base.cache_dir, models=ctx.models)
 
 
 def with_scenario_context(fn: F) -> F:
-    """Decorate a function whose first argument is a scenario: it runs inside the scenario's
-    data context (:meth:`fleetplan.scenario.Scenario.data_context`) when it has one."""
+    """Decorate a function whose first argument is a scenario: it runs with the files of the
+    scenario's data context (:meth:`fleetplan.scenario.Scenario.data_context`) as defaults."""
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         sc = args[0] if args else kwargs.get("scenario")

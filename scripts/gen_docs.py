@@ -303,9 +303,10 @@ def reading_limits() -> list[str]:
 
 def region_table() -> list[str]:
     """The region codes a pool, candidate or override may name, from the bundled grid catalog."""
-    from fleetplan.catalog.grid import DEFAULT_REGION, load_grid
+    from fleetplan.catalog.catalog import bundled_catalog
+    from fleetplan.catalog.grid import DEFAULT_REGION
 
-    grid = load_grid()
+    grid = bundled_catalog().grid()
     lines = ["## Region codes", "",
              f"Every `region` (pools, `candidates[].regions`, `availability`, `grid_g_per_kwh`) "
              f"is a code of the bundled grid-intensity catalog (`data/grid_intensity.csv`): "

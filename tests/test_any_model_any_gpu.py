@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fleetplan.catalog import active_catalog, load_gpus, load_models
+from fleetplan.catalog import bundled_catalog
 
 DATA = Path(__file__).resolve().parent / "data"
 QWEN3 = DATA / "hf-configs" / "Qwen3-8B-FP8"
@@ -26,12 +26,12 @@ def user_catalog() -> Path:
 
 
 def _bundled_untouched() -> None:
-    assert active_catalog().is_bundled
-    assert "Qwen3-8B-FP8" not in load_models() and "L4" not in load_gpus()
+    bundled = bundled_catalog()
+    assert "Qwen3-8B-FP8" not in bundled.models() and "L4" not in bundled.gpus()
 
 
 def test_predict_a_model_known_only_by_its_config_json_on_a_user_gpu(cli, user_catalog) -> None:
-    assert "Qwen3-8B-FP8" not in load_models() and "L4" not in load_gpus()
+    _bundled_untouched()
     res = cli("predict", "--model-config", str(QWEN3), "--catalog", str(user_catalog),
               "--config", "1xL4", "--rate", "2", "--num-prompts", "40", "--seeds", "1",
               "--format", "json")

@@ -37,6 +37,7 @@ from fleetplan.bench.live_report import (
     RateSummary,
 )
 from fleetplan.catalog._tables import data_dir
+from fleetplan.catalog.catalog import Catalog
 from fleetplan.errors import InputError
 from fleetplan.profiles.ingest import IngestOptions, read_runs
 from fleetplan.profiles.store import ProfileStore
@@ -149,8 +150,9 @@ def load_store(paths: Sequence[str | os.PathLike[str]], gpu: str,
 
 def analyze(series: Sequence[str | os.PathLike[str]], *, holdout_rate: float, gpu: str,
             gpu_count: int, lengths: LengthModel, max_nfev: int = 40,
-            seeds: Sequence[int] = (0, 1, 2)) -> LiveAnalysis:
-    """Spread, calibration and held-out prediction from one result file per series."""
+            seeds: Sequence[int] = (0, 1, 2), catalog: Catalog | None = None) -> LiveAnalysis:
+    """Spread, calibration and held-out prediction from one result file per series (names of
+    ``catalog``, default: the bundled one)."""
     from fleetplan.replica.calibrate import fit_config
     from fleetplan.replica.runs import predict_run, runs_from_frame
 
@@ -173,9 +175,10 @@ def analyze(series: Sequence[str | os.PathLike[str]], *, holdout_rate: float, gp
     # the rates whose unflagged runs kept believable latency figures (not read whole)
     timed = sorted({r.request_rate for r in fit_runs if not r.flagged
                     and {"tpot_p50_ms", "ttft_p50_ms"} <= r.measured.keys()}, reverse=True)
-    fit = (fit_config(fit_runs, lengths=lengths, max_nfev=max_nfev) if timed
-           else _unfitted(fit_runs))
-    preds = [predict_run(fit.params, r, lengths=lengths, seeds=seeds) for r in held]
+    fit = (fit_config(fit_runs, lengths=lengths, max_nfev=max_nfev, catalog=catalog) if timed
+           else _unfitted(fit_runs, catalog))
+    preds = [predict_run(fit.params, r, lengths=lengths, seeds=seeds, catalog=catalog)
+             for r in held]
     predicted = {m: float(np.mean([p[m] for p in preds])) for m in _STORE_METRICS}
     measured = {m: float(np.mean([r.measured[m] for r in held if m in r.measured]))
                 if any(m in r.measured for r in held) else math.nan for m in _STORE_METRICS}
@@ -226,19 +229,20 @@ def analyze(series: Sequence[str | os.PathLike[str]], *, holdout_rate: float, gp
         per_rate=tuple(per_rate), ok=all(c.ok for c in checks.values()))
 
 
-def _unfitted(runs: Sequence[Any]) -> Any:
+def _unfitted(runs: Sequence[Any], catalog: Catalog | None) -> Any:
     """The prior as an uncalibrated stand-in for a fit (a
     :class:`~fleetplan.replica.calibrate.FitResult` fitting nothing) when no calibration run
     kept a believable TTFT and TPOT median: ``fit_config`` refuses those, and the throughput
     check needs a prediction all the same (below capacity it follows the send times)."""
+    from fleetplan.catalog.catalog import bundled_catalog
     from fleetplan.catalog.hardware import HardwareConfig
-    from fleetplan.catalog.models import get_model
     from fleetplan.replica.calibrate import FitResult
     from fleetplan.replica.calibration_file import FitRunReport
     from fleetplan.replica.priors import prior_params
 
     versions = {r.engine_version for r in runs}
-    prior = prior_params(get_model(runs[0].model), HardwareConfig.parse(runs[0].config),
+    cat = catalog if catalog is not None else bundled_catalog()
+    prior = prior_params(cat.model(runs[0].model), HardwareConfig.parse(runs[0].config, cat),
                          engine_version=versions.pop() if len(versions) == 1 else None)
     params = prior.with_(source=f"{prior.source}; not calibrated: no calibration run kept a "
                                 "believable TTFT and TPOT median")

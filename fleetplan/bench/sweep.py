@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # the runner (aiohttp) is imported when a sweep runs
     from fleetplan.bench.config import BenchConfig
     from fleetplan.bench.requests import BenchRequest
     from fleetplan.bench.result import BenchResult
+    from fleetplan.catalog.catalog import Catalog
     from fleetplan.profiles.ingest import IngestReport
 
 
@@ -151,12 +152,14 @@ def _requests(request: SweepRequest) -> tuple[list[Any], str]:
 
 
 def check_ingest_target(store: Path | None, gpu: str | None, power: str, model: str, *,
-                        names: Mapping[str, str] | None = None) -> Path:
+                        names: Mapping[str, str] | None = None,
+                        catalog: Catalog | None = None) -> Path:
     """The store an ingest of this sweep will write (default: yours), checked before the run
-    (so a run is not lost to it), with the model and GPU the store would refuse a result of.
+    (so a run is not lost to it), with the model and GPU the store would refuse a result of
+    (those ``catalog`` does not know; default: the bundled one).
     Whether the file can be written is the caller's check (the CLI's ``check_output_path``)."""
     from fleetplan._load import show_value
-    from fleetplan.catalog.catalog import active_catalog
+    from fleetplan.catalog.catalog import bundled_catalog
     from fleetplan.catalog.models import normalize_model
     from fleetplan.profiles.store import load_profiles, user_store_path
 
@@ -166,30 +169,33 @@ def check_ingest_target(store: Path | None, gpu: str | None, power: str, model: 
     if gpu is None and power == "none":
         raise InputError(f"{n('ingest')} needs {n('gpu')} (and {n('gpu_count')}) with "
                          f"{n('power')} none: a run is stored under its GPU configuration")
-    if not active_catalog().knows_model(normalize_model(model)):
+    cat = catalog if catalog is not None else bundled_catalog()
+    if not cat.knows_model(normalize_model(model)):
         raise InputError(f"{n('model')} {show_value(model, 80)}: {n('ingest')} stores runs of "
                          "the catalog's models only, and it does not know this one (describe "
                          "it with --model-config config.json or a --catalog folder's "
                          "models.csv)")
     if gpu is not None:
-        active_catalog().normalize_gpu(gpu, where=n("gpu"))
+        cat.normalize_gpu(gpu, where=n("gpu"))
     target = store if store is not None else user_store_path()
     load_profiles(store)  # a store that cannot be read fails now, not after the run
     return target
 
 
 def ingest_results(results: Sequence[BenchResult], *, file_name: str, store: Path | None,
-                   target: Path, gpu: str | None, gpu_count: int | None) -> IngestReport:
+                   target: Path, gpu: str | None, gpu_count: int | None,
+                   catalog: Catalog | None = None) -> IngestReport:
     """Add the results with a completed request to ``store`` (default: yours if it exists,
     else the bundled one) and save it to ``target`` when any was added; each one the store
     refuses is in the report's ``errors``. ``file_name``: the name the store records as the
-    results' file."""
+    results' file. ``catalog``: where the results' models and GPUs are read (default: the
+    bundled one)."""
     from fleetplan.bench import write_results
     from fleetplan.profiles.ingest import IngestOptions, ingest_paths
     from fleetplan.profiles.store import load_profiles
 
     st = load_profiles(store)
-    opts = IngestOptions(gpu=gpu, gpu_count=gpu_count)
+    opts = IngestOptions(gpu=gpu, gpu_count=gpu_count, catalog=catalog)
     with tempfile.TemporaryDirectory() as tmp:  # the store records the file's name
         src = Path(tmp) / file_name
         write_results(src, [r for r in results if r.completed > 0])

@@ -1,7 +1,8 @@
-"""The catalog: the bundled tables extended by a user's folders and model configs.
+"""The catalog: the bundled tables extended by a user's folders and model configs, and every
+lookup in them.
 
-A :class:`Catalog` is the bundled ``data/`` (``FLEETPLAN_DATA_DIR`` still names another base,
-read whenever no catalog is active) plus any number of user folders holding any of
+A :class:`Catalog` is the bundled ``data/`` (``FLEETPLAN_DATA_DIR`` names another base, read when
+the catalog is built) plus any number of user folders holding any of
 ``gpus.csv``, ``gpu_aliases.csv``, ``prices.csv``, ``models.csv``, ``grid_intensity.csv`` in
 the bundled schemas, plus model specs read from Hugging Face ``config.json`` files. A user row
 adds to the bundled rows or replaces the one of the same name (GPU, model, GPU x market,
@@ -11,29 +12,38 @@ where it comes from. A user's ``gpus.csv`` needs only the datasheet figures (``g
 ``vram_gb``, ``tdp_w``, ``fp16_tflops_dense``, ``mem_bandwidth_gb_s``, ``interconnect_gb_s``);
 columns it leaves out come from the bundled row it replaces, else from named estimates.
 
-Main entries: :class:`Catalog`, :func:`active_catalog` (what ``load_gpus``, ``get_model``,
-``price_for`` ... read), :func:`use_catalog` (make one active inside a ``with`` block; the
-:class:`fleetplan.context.DataContext` does this for predict, validate, simulate and solve).
-Tables are read once per catalog object; nothing is frozen at first use.
+Main entries: :class:`Catalog` (tables and lookups: :meth:`Catalog.model`, :meth:`Catalog.gpu`,
+:meth:`Catalog.normalize_gpu`, :meth:`Catalog.price`, :meth:`Catalog.grid_intensity`),
+:func:`bundled_catalog`. A catalog is passed to what reads it, usually inside a
+:class:`fleetplan.context.DataContext`; there is no process-wide "current" catalog. Tables are
+read once per catalog object; nothing is frozen at first use.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from fleetplan.catalog._rows import validate_row
 from fleetplan.catalog._tables import data_dir, read_checked_csv
-from fleetplan.errors import InputError
+from fleetplan.catalog.gpus import (
+    NUMERIC,
+    USER_REQUIRED,
+    GPUSpec,
+    canonical_gpu,
+    read_aliases,
+    read_gpus,
+    user_gpu_defaults,
+)
+from fleetplan.catalog.grid import DEFAULT_REGION, GridIntensity, read_grid
+from fleetplan.catalog.models import ModelSpec, normalize_model, read_models
+from fleetplan.catalog.prices import DEFAULT_MARKET, Price, read_prices
+from fleetplan.errors import InputError, UnknownNameError
 
-if TYPE_CHECKING:
-    from fleetplan.catalog.gpus import GPUSpec
-    from fleetplan.catalog.grid import GridIntensity
-    from fleetplan.catalog.models import ModelSpec
-    from fleetplan.catalog.prices import Price
+__all__ = ["DEFAULT_MARKET", "DEFAULT_REGION", "Catalog", "bundled_catalog"]
 
 TABLES = ("gpus.csv", "gpu_aliases.csv", "prices.csv", "models.csv", "grid_intensity.csv")
 
@@ -98,21 +108,12 @@ class Catalog:
         return self._cached("gpus", self._build_gpus)  # type: ignore[no-any-return]
 
     def _build_gpus(self) -> dict[str, GPUSpec]:
-        from fleetplan.catalog._rows import validate_row
-        from fleetplan.catalog.gpus import (
-            _NUMERIC,
-            USER_REQUIRED,
-            GPUSpec,
-            read_gpus,
-            user_gpu_defaults,
-        )
-
         out = dict(read_gpus(self.base / "gpus.csv"))
         for path in self._user_files("gpus.csv"):
             df = read_checked_csv(path, required=USER_REQUIRED,
-                                  numeric=[c for c in _NUMERIC if c in USER_REQUIRED],
+                                  numeric=[c for c in NUMERIC if c in USER_REQUIRED],
                                   positive=[c for c in USER_REQUIRED if c != "gpu"],
-                                  optional_numeric=[c for c in _NUMERIC
+                                  optional_numeric=[c for c in NUMERIC
                                                     if c not in USER_REQUIRED],
                                   unique=["gpu"])
             for i, r in enumerate(df.to_dict("records")):
@@ -129,8 +130,6 @@ class Catalog:
     def aliases(self) -> dict[str, str]:
         """Vendor spellings (normalized keys) -> canonical GPU names."""
         def build() -> dict[str, str]:
-            from fleetplan.catalog.gpus import read_aliases
-
             gpus = self.gpus()
             out = dict(read_aliases(self.base / "gpu_aliases.csv", gpus))
             for path in self._user_files("gpu_aliases.csv"):
@@ -142,8 +141,6 @@ class Catalog:
     def models(self) -> dict[str, ModelSpec]:
         """Model specs by short name: bundled, user ``models.csv`` rows, then extra specs."""
         def build() -> dict[str, ModelSpec]:
-            from fleetplan.catalog.models import read_models
-
             out = dict(read_models(self.base / "models.csv"))
             for path in self._user_files("models.csv"):
                 for name, spec in read_models(path).items():
@@ -157,8 +154,6 @@ class Catalog:
     def prices(self) -> tuple[Price, ...]:
         """Every price; a user row replaces the bundled one of the same GPU and market."""
         def build() -> tuple[Price, ...]:
-            from fleetplan.catalog.prices import read_prices
-
             rows = {(p.gpu, p.market): p for p in read_prices(self.base / "prices.csv")}
             for path in self._user_files("prices.csv"):
                 for p in read_prices(path):
@@ -172,8 +167,6 @@ class Catalog:
     def grid(self) -> dict[str, GridIntensity]:
         """Grid intensities by region code."""
         def build() -> dict[str, GridIntensity]:
-            from fleetplan.catalog.grid import read_grid
-
             out = dict(read_grid(self.base / "grid_intensity.csv"))
             for path in self._user_files("grid_intensity.csv"):
                 for region, g in read_grid(path).items():
@@ -182,75 +175,111 @@ class Catalog:
 
         return self._cached("grid", build)  # type: ignore[no-any-return]
 
+    # --- lookups ----------------------------------------------------------------------------
     def normalize_gpu(self, name: str, *, where: str = "") -> str:
-        """Canonical name of a GPU in this catalog (see :func:`fleetplan.catalog.normalize_gpu`)."""
-        from fleetplan.catalog.gpus import normalize_gpu
-        from fleetplan.errors import UnknownNameError
+        """Canonical name of a GPU of this catalog, from a canonical name, an alias or a vendor
+        spelling (``NVIDIA-GeForce-RTX-4090`` -> ``RTX-4090``). Unknown: an
+        :class:`UnknownNameError` naming the closest valid one (prefixed by ``where`` as an
+        :class:`InputError` when given)."""
+        try:
+            return canonical_gpu(name, self.gpus(), self.aliases())
+        except UnknownNameError as exc:
+            if where:
+                raise InputError(f"{where}: {exc}") from None
+            raise
 
-        with use_catalog(self):
-            try:
-                return normalize_gpu(name)
-            except UnknownNameError as exc:
-                if where:
-                    raise InputError(f"{where}: {exc}") from None
-                raise
+    def gpu(self, name: str) -> GPUSpec:
+        """The spec of a GPU by any accepted spelling."""
+        return self.gpus()[self.normalize_gpu(name)]
 
     def knows_gpu(self, name: str) -> bool:
         """Whether ``name`` (any accepted spelling) is a GPU of this catalog: what ingest asks
         before it refuses a run on an unknown GPU."""
-        from fleetplan.errors import UnknownNameError
-
         try:
             self.normalize_gpu(name)
         except UnknownNameError:
             return False
         return True
 
+    def model(self, name: str) -> ModelSpec:
+        """Spec of a model by short name or hub id (a spec's own ``hf_id`` matches too)."""
+        models = self.models()
+        short = normalize_model(name)
+        if short in models:
+            return models[short]
+        for spec in models.values():
+            if spec.hf_id == name or normalize_model(spec.hf_id) == short:
+                return spec
+        raise UnknownNameError("model", name, models)
+
     def knows_model(self, name: str) -> bool:
         """Whether ``name`` (short name or hub id) is a model of this catalog."""
-        from fleetplan.catalog.models import get_model
-        from fleetplan.errors import UnknownNameError
-
-        with use_catalog(self):
-            try:
-                get_model(name)
-            except UnknownNameError:
-                return False
+        try:
+            self.model(name)
+        except UnknownNameError:
+            return False
         return True
+
+    def markets(self) -> list[str]:
+        """The price markets of this catalog, sorted."""
+        return sorted({p.market for p in self.prices()})
+
+    def price(self, gpu: str, market: str = DEFAULT_MARKET,
+              overrides: Mapping[str, float] | None = None) -> Price:
+        """The price of one GPU-hour of ``gpu`` in ``market``; an override (by any GPU
+        spelling) wins and says it is the user's."""
+        canon = self.normalize_gpu(gpu)
+        for name, value in (overrides or {}).items():
+            if self.normalize_gpu(name) == canon:
+                if not value > 0:
+                    raise InputError(f"price for {name}: {value!r} must be > 0 USD per GPU-hour")
+                return Price(gpu=canon, market="user", price_usd_per_gpu_hour=float(value),
+                             price_date="given", source="user-given price")
+        if market not in self.markets():
+            raise UnknownNameError("market", market, self.markets())
+        for p in self.prices():
+            if p.gpu == canon and p.market == market:
+                return p
+        raise InputError(
+            f"no {market} price for GPU {canon} in the catalog; give one with --price "
+            f"{canon}=USD (or prices_usd_per_gpu_hour in a scenario)")
+
+    def grid_intensity(self, region: str,
+                       overrides: Mapping[str, float] | None = None) -> GridIntensity:
+        """Intensity of ``region``; a user override (same region name) wins and says so."""
+        if overrides and region in overrides:
+            v = overrides[region]
+            if not v >= 0:
+                raise InputError(f"grid_g_per_kwh.{region}: {v!r} must be >= 0")
+            return GridIntensity(region=region, name=region, g_co2_per_kwh=float(v),
+                                 year="given", source="user-given grid intensity")
+        grid = self.grid()
+        if region not in grid:
+            raise UnknownNameError("region", region, grid)
+        return grid[region]
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self.base, self.folders, self.extra_models)
+
+    def __eq__(self, other: object) -> bool:
+        # what it is built from (a copy sent to a worker process equals its original)
+        return isinstance(other, Catalog) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
 
     def __repr__(self) -> str:
         return f"Catalog({self.describe()})"
 
 
-_ACTIVE: list[Catalog] = []
 _DEFAULT: dict[str, Catalog] = {}
 
 
 def bundled_catalog() -> Catalog:
-    """The bundled tables (of ``FLEETPLAN_DATA_DIR`` when it is set, read at each call)."""
+    """The bundled tables (of ``FLEETPLAN_DATA_DIR`` when it is set, read at each call): the
+    catalog of a call given none."""
     key = os.environ.get("FLEETPLAN_DATA_DIR", "")
     cat = _DEFAULT.get(key)
     if cat is None:
         cat = _DEFAULT[key] = Catalog()
     return cat
-
-
-def active_catalog() -> Catalog:
-    """The catalog in use: the innermost :func:`use_catalog`, else :func:`bundled_catalog`."""
-    return _ACTIVE[-1] if _ACTIVE else bundled_catalog()
-
-
-@contextlib.contextmanager
-def use_catalog(catalog: Catalog | None) -> Iterator[Catalog]:
-    """Make ``catalog`` the active one inside the block (``None``: keep the active one).
-
-    Process-wide (the worker processes of a local executor fork with it), restored on exit.
-    """
-    if catalog is None:
-        yield active_catalog()
-        return
-    _ACTIVE.append(catalog)
-    try:
-        yield catalog
-    finally:
-        _ACTIVE.pop()

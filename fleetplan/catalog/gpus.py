@@ -1,22 +1,26 @@
-"""GPU specifications (datasheet figures plus marked estimates) and GPU-name normalization.
+"""GPU specifications (datasheet figures plus marked estimates): the record, its readers and the
+name rule.
 
-Main entries: :func:`load_gpus` (catalog name -> :class:`GPUSpec`, from the active catalog of
-:mod:`fleetplan.catalog.catalog`: bundled rows plus a user's ``gpus.csv``), :func:`normalize_gpu`
-(``NVIDIA-GeForce-RTX-4090`` -> ``RTX-4090``).
+Main entries: :class:`GPUSpec`, :func:`read_gpus` (one ``gpus.csv``), :func:`read_aliases` (one
+``gpu_aliases.csv``), :func:`canonical_gpu` (``NVIDIA-GeForce-RTX-4090`` -> ``RTX-4090`` given a
+catalog's GPUs and aliases). A catalog's GPUs are looked up through
+:class:`~fleetplan.catalog.catalog.Catalog` (:meth:`Catalog.gpu`, :meth:`Catalog.normalize_gpu`).
 """
 
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from fleetplan._load import show_value
 from fleetplan.catalog._names import check_name
 from fleetplan.catalog._tables import read_checked_csv
-from fleetplan.errors import UnknownNameError
+from fleetplan.errors import DataError, UnknownNameError
 
 
 class GPUSpec(BaseModel):
@@ -58,13 +62,13 @@ class GPUSpec(BaseModel):
         return self
 
 
-_NUMERIC = ["vram_gb", "tdp_w", "idle_w", "fp16_tflops_dense", "mem_bandwidth_gb_s",
+NUMERIC = ["vram_gb", "tdp_w", "idle_w", "fp16_tflops_dense", "mem_bandwidth_gb_s",
             "interconnect_gb_s", "embodied_kg_co2e"]
 
 
 def read_gpus(path: str | os.PathLike[str]) -> dict[str, GPUSpec]:
     """The GPUs of one ``gpus.csv`` in the bundled schema (every column given)."""
-    df = read_checked_csv(path, required=list(GPUSpec.model_fields), numeric=_NUMERIC,
+    df = read_checked_csv(path, required=list(GPUSpec.model_fields), numeric=NUMERIC,
                           unique=["gpu"])
     return {r["gpu"]: GPUSpec.model_validate(r) for r in df.to_dict("records")}
 
@@ -93,9 +97,6 @@ def read_aliases(path: str | os.PathLike[str],
     """Normalized alias -> canonical GPU name, from ``path``'s ``alias,gpu`` rows. With ``gpus``
     (the catalog's GPUs by canonical name), every target must be one of them: a row naming
     another is one :class:`DataError` line with the file, row, alias and target."""
-    from fleetplan._load import show_value
-    from fleetplan.errors import DataError
-
     df = read_checked_csv(path, required=["alias", "gpu"], unique=["alias"])
     out = {}
     for i, (alias, gpu) in enumerate(zip(df["alias"], df["gpu"], strict=True)):
@@ -105,44 +106,28 @@ def read_aliases(path: str | os.PathLike[str],
                 f"{path}: row {i + 2}, column gpu: {show_value(target, 60)} (the GPU alias "
                 f"{show_value(str(alias), 60)} stands for): not a GPU of the catalog (valid: "
                 f"{', '.join(sorted(gpus))}; a GPU of your own goes in gpus.csv)")
-        out[_key(alias)] = target
+        out[alias_key(alias)] = target
     return out
 
 
-def load_gpus() -> dict[str, GPUSpec]:
-    """All GPUs of the active catalog by canonical name."""
-    from fleetplan.catalog.catalog import active_catalog
-
-    return active_catalog().gpus()
-
-
-def _aliases() -> dict[str, str]:
-    from fleetplan.catalog.catalog import active_catalog
-
-    return active_catalog().aliases()
-
-
-def _key(name: str) -> str:
+def alias_key(name: str) -> str:
+    """The spelling-insensitive key of a GPU name (case, spaces and ``_`` ignored)."""
     return re.sub(r"[\s_]+", "-", name.strip()).lower()
 
 
-def normalize_gpu(name: str) -> str:
-    """Canonical catalog name of a GPU, from a canonical name or a vendor spelling.
+def canonical_gpu(name: str, gpus: Mapping[str, GPUSpec], aliases: Mapping[str, str]) -> str:
+    """Canonical name of a GPU among ``gpus`` (by canonical name), from a canonical name, an
+    alias (``aliases``: :func:`alias_key` -> canonical) or a vendor spelling.
 
     Raises :class:`UnknownNameError` (with the closest valid name) when it is not known.
     """
-    gpus = load_gpus()
     if name in gpus:
         return name
-    hit = _aliases().get(_key(name))
+    hit = aliases.get(alias_key(name))
     if hit is None:
+        key = alias_key(name)
         for canon, spec in gpus.items():
-            if _key(canon) == _key(name) or _key(spec.vendor_name) == _key(name):
+            if key in (alias_key(canon), alias_key(spec.vendor_name)):
                 return canon
         raise UnknownNameError("GPU", name, gpus)
     return hit
-
-
-def get_gpu(name: str) -> GPUSpec:
-    """The spec of a GPU by any accepted spelling."""
-    return load_gpus()[normalize_gpu(name)]

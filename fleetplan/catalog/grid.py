@@ -1,20 +1,21 @@
 """Grid carbon intensity by region (g CO2e per kWh, with year and source).
 
 Regions are ISO-3166 alpha-3 country codes (from CodeCarbon's bundled Our World in Data / Ember
-figures) plus ``EU27`` (242 g/kWh, 2023, the study's figure). Main entry: :func:`grid_intensity`.
+figures) plus ``EU27`` (242 g/kWh, 2023, the study's figure). Main entries: :class:`GridIntensity`,
+:func:`read_grid` (one ``grid_intensity.csv``); a region is looked up in a
+:class:`~fleetplan.catalog.catalog.Catalog` (:meth:`Catalog.grid_intensity`).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from fleetplan.catalog._names import check_name
+from fleetplan.catalog._rows import validate_row
 from fleetplan.catalog._tables import read_checked_csv
-from fleetplan.errors import InputError, UnknownNameError
 
 DEFAULT_REGION = "EU27"
 
@@ -37,8 +38,6 @@ class GridIntensity(BaseModel):
 def read_grid(path: str | os.PathLike[str]) -> dict[str, GridIntensity]:
     """The regions of one ``grid_intensity.csv`` (``name``, ``year``, ``source`` may be left
     out of a user's file: the region code, ``given`` and the file's name stand in)."""
-    from fleetplan.catalog._rows import validate_row
-
     df = read_checked_csv(path, required=["region", "g_co2_per_kwh"], numeric=["g_co2_per_kwh"],
                           unique=["region"])
     out = {}
@@ -53,24 +52,3 @@ def read_grid(path: str | os.PathLike[str]) -> dict[str, GridIntensity]:
             "year": int(r["year"]) if isinstance(r.get("year"), int) else text("year", "given"),
             "source": text("source", f"user catalog {path}")}, Path(path), i)
     return out
-
-
-def load_grid() -> dict[str, GridIntensity]:
-    """Every region of the active catalog."""
-    from fleetplan.catalog.catalog import active_catalog
-
-    return active_catalog().grid()
-
-
-def grid_intensity(region: str, overrides: Mapping[str, float] | None = None) -> GridIntensity:
-    """Intensity of ``region``; a user override (same region name) wins and says so."""
-    if overrides and region in overrides:
-        v = overrides[region]
-        if not v >= 0:
-            raise InputError(f"grid_g_per_kwh.{region}: {v!r} must be >= 0")
-        return GridIntensity(region=region, name=region, g_co2_per_kwh=float(v), year="given",
-                             source="user-given grid intensity")
-    grid = load_grid()
-    if region not in grid:
-        raise UnknownNameError("region", region, grid)
-    return grid[region]

@@ -1,7 +1,8 @@
 """Model specs from a Hugging Face ``config.json`` (a local file or a folder holding one; never a
 download).
 
-Main entry: :func:`spec_from_hf_config` (also :meth:`ModelSpec.from_hf_config`). It reads the
+Main entry: :func:`hf_config_fields` (what :meth:`ModelSpec.from_hf_config` builds its spec
+from; this module never imports the record, so the table modules stay leaves). It reads the
 architecture (layers, hidden and intermediate sizes, attention and KV heads, head dim, vocab,
 tied embeddings, max positions, sliding window, MoE experts / experts per token / shared
 experts) and the served precision (``torch_dtype``, ``quantization_config``: FP8, AWQ/GPTQ
@@ -18,15 +19,17 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fleetplan._load import show_value
+from fleetplan.catalog._arch import model_inconsistency
 from fleetplan.errors import InputError
 
-if TYPE_CHECKING:
-    from fleetplan.catalog.models import ModelSpec
+Bounds = Callable[[str], tuple[float, float]]
+"""``(lowest, highest)`` the model record accepts for a field (its own bounds, passed in)."""
 
 # MLPs with two matrices (up, down) instead of the gated three (gate, up, down)
 _UNGATED = {"gpt2", "gpt_bigcode", "opt", "gpt_neox", "falcon", "phi", "bloom", "starcoder2",
@@ -78,8 +81,9 @@ def read_hf_config(path: str | os.PathLike[str]) -> tuple[Path, dict[str, Any]]:
 class _Fields:
     """Typed reads of config fields, every failure naming file, field and value."""
 
-    def __init__(self, path: Path, cfg: dict[str, Any]) -> None:
+    def __init__(self, path: Path, cfg: dict[str, Any], bounds: Bounds) -> None:
         self.path = path
+        self.bounds = bounds
         text = cfg.get("text_config")
         # multimodal checkpoints keep the language model's figures in text_config
         self.cfg = {**cfg, **text} if isinstance(text, dict) else cfg
@@ -92,18 +96,16 @@ class _Fields:
 
     def int_(self, *names: str, default: int | None = None, minimum: int = 1,
              spec: str | None = None) -> int:
-        """A whole number >= ``minimum``, within the bounds of :class:`ModelSpec`'s ``spec``
+        """A whole number >= ``minimum``, within the bounds of the model record's ``spec``
         field when given (checked before any arithmetic: a 400-digit layer count is one line,
         not an overflow later)."""
-        from fleetplan.catalog.models import plausible_bounds
-
         name, v = self.raw(*names)
         if name is None:
             if default is not None:
                 return default
             raise InputError(f"{self.path}: field {names[0]} is missing (a decoder-only "
                              "language model's config.json states it)")
-        lo, hi = (minimum, math.inf) if spec is None else plausible_bounds(spec)
+        lo, hi = (minimum, math.inf) if spec is None else self.bounds(spec)
         lo = max(lo, minimum)
         if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
             bound = f">= {lo:g}" if hi == math.inf else f"from {lo:g} to {hi:g}"
@@ -191,17 +193,18 @@ def _model_name(p: Path, cfg: dict[str, Any]) -> tuple[str, str]:
     return short, short
 
 
-def spec_from_hf_config(path: str | os.PathLike[str], *, name: str | None = None) -> ModelSpec:
-    """The :class:`~fleetplan.catalog.models.ModelSpec` of a Hugging Face ``config.json``.
+def hf_config_fields(path: str | os.PathLike[str], *, bounds: Bounds,
+                     name: str | None = None) -> tuple[Path, dict[str, Any]]:
+    """The file and the model-record fields of a Hugging Face ``config.json``
+    (:meth:`~fleetplan.catalog.models.ModelSpec.from_hf_config` builds the spec from them).
 
-    ``name`` overrides the short name (default: the folder's name, see :func:`_model_name`).
-    Parameters are counted from the architecture, so they can be checked against the published
-    figure of the model card.
+    ``bounds``: the record's bound of a field, checked here before any arithmetic. ``name``
+    overrides the short name (default: the folder's name, see :func:`_model_name`). Parameters
+    are counted from the architecture, so they can be checked against the published figure of
+    the model card.
     """
-    from fleetplan.catalog.models import model_inconsistency
-
     p, cfg = read_hf_config(path)
-    f = _Fields(p, cfg)
+    f = _Fields(p, cfg, bounds)
     if f.cfg.get("kv_lora_rank") is not None:
         raise InputError(f"{p}: field kv_lora_rank: multi-head latent attention (DeepSeek-V2/V3 "
                          "style) is not modelled")
@@ -281,7 +284,7 @@ def spec_from_hf_config(path: str | os.PathLike[str], *, name: str | None = None
                     + head * head_bytes)
 
     short, hub = _model_name(p, cfg)
-    return _spec(p, dict(
+    return p, dict(
         model=name or short, hf_id=hub, architecture=arch.removesuffix("ForCausalLM"),
         params_b=resident / 1e9, layers=layers, hidden_size=hidden, intermediate_size=inter,
         attention_heads=heads, kv_heads=kv_heads, head_dim=head_dim, vocab_size=vocab,
@@ -293,7 +296,7 @@ def spec_from_hf_config(path: str | os.PathLike[str], *, name: str | None = None
         shared_expert_intermediate_size=shared_inter,
         moe_intermediate_size=moe_inter if experts else None,
         active_params_b=active / 1e9,
-    ))
+    )
 
 
 # ModelSpec's fields as a config.json names them (for the one-line refusal of a derived value)
@@ -306,19 +309,11 @@ _KEYS = {"params_b": "the parameter count (from the sizes)", "layers": "num_hidd
          "active_params_b": "the active parameter count (from the sizes)"}
 
 
-def _spec(p: Path, fields: dict[str, Any]) -> ModelSpec:
-    """:class:`ModelSpec` of ``fields``; a value its bounds refuse is one line naming the file
-    and the config.json field it comes from."""
-    from pydantic import ValidationError
-
-    from fleetplan.catalog.models import ModelSpec
-
-    try:
-        return ModelSpec(**fields)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        name = str(err["loc"][0]) if err["loc"] else ""
-        shown = (f" {show_value(fields[name], 40)}" if name in fields else "")
-        msg = str(err["msg"]).removeprefix("Value error, ")
-        raise InputError(f"{p}: field {_KEYS.get(name, name or 'config')}:{shown}: "
-                         f"{msg}") from None
+def refusal(p: Path, fields: dict[str, Any], errors: list[Any]) -> str:
+    """The one line for a derived value the model record's bounds refuse (``errors``: the
+    pydantic errors), naming the file and the config.json field it comes from."""
+    err = errors[0]
+    name = str(err["loc"][0]) if err["loc"] else ""
+    shown = (f" {show_value(fields[name], 40)}" if name in fields else "")
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    return f"{p}: field {_KEYS.get(name, name or 'config')}:{shown}: {msg}"

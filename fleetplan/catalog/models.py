@@ -1,9 +1,10 @@
-"""Model specifications (public model-card facts) and model-id normalization.
+"""Model specifications (public model-card facts): the record and its readers.
 
-Main entries: :func:`load_models` (the active catalog's models, :mod:`fleetplan.catalog.catalog`),
-:func:`get_model`, :func:`normalize_model` (``deepseek-ai/DeepSeek-R1-Distill-Qwen-14B`` ->
-``DeepSeek-R1-Distill-Qwen-14B``), :meth:`ModelSpec.from_hf_config` (a local Hugging Face
-``config.json``: :mod:`fleetplan.catalog.hf_config`).
+Main entries: :class:`ModelSpec`, :func:`read_models` (one ``models.csv``),
+:meth:`ModelSpec.from_hf_config` (a local Hugging Face ``config.json``:
+:mod:`fleetplan.catalog.hf_config`), :func:`normalize_model`
+(``deepseek-ai/DeepSeek-R1-Distill-Qwen-14B`` -> ``DeepSeek-R1-Distill-Qwen-14B``). A model is
+looked up by name in a :class:`~fleetplan.catalog.catalog.Catalog` (:meth:`Catalog.model`).
 """
 
 from __future__ import annotations
@@ -13,28 +14,16 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from fleetplan.catalog._arch import model_inconsistency
+from fleetplan.catalog._rows import validate_row
 from fleetplan.catalog._tables import read_checked_csv
-from fleetplan.errors import DataError, UnknownNameError
+from fleetplan.catalog.hf_config import hf_config_fields, refusal
+from fleetplan.errors import DataError, InputError
 
-
-def model_inconsistency(heads: int, kv_heads: int, hidden: int, experts: int,
-                        per_token: int) -> list[tuple[str, str]]:
-    """``(field, why)`` for each architecture rule a model breaks: KV heads divide the attention
-    heads (grouped-query attention), at least one hidden unit per head, an MoE layer routes each
-    token to 1..experts experts. Empty when it breaks none."""
-    out = []
-    if kv_heads > heads or heads % kv_heads:
-        out.append(("kv_heads", f"{kv_heads} must divide the {heads} attention heads "
-                    "(grouped-query attention)"))
-    if hidden < heads:
-        out.append(("hidden_size", f"{hidden} is fewer than the {heads} attention heads"))
-    if experts and not 1 <= per_token <= experts:
-        out.append(("experts_per_token", f"{per_token} must be 1 to the {experts} experts"))
-    if not experts and per_token:
-        out.append(("experts_per_token", f"{per_token} with no experts (num_experts 0)"))
-    return out
+__all__ = ["ModelSpec", "model_inconsistency", "normalize_model", "plausible_bounds",
+           "read_models"]
 
 
 def plausible_bounds(field: str) -> tuple[float, float]:
@@ -101,10 +90,13 @@ class ModelSpec(BaseModel):
     def from_hf_config(cls, path: str | os.PathLike[str], *, name: str | None = None
                        ) -> ModelSpec:
         """The spec of a local Hugging Face ``config.json`` (file or folder; never a download):
-        see :func:`fleetplan.catalog.hf_config.spec_from_hf_config`."""
-        from fleetplan.catalog.hf_config import spec_from_hf_config
-
-        return spec_from_hf_config(path, name=name)
+        see :func:`fleetplan.catalog.hf_config.hf_config_fields`. A value these bounds refuse
+        is one line naming the file and the config.json field it comes from."""
+        p, fields = hf_config_fields(path, bounds=plausible_bounds, name=name)
+        try:
+            return cls(**fields)
+        except ValidationError as exc:
+            raise InputError(refusal(p, fields, exc.errors())) from None
 
     @property
     def is_moe(self) -> bool:
@@ -144,8 +136,6 @@ REQUIRED = [k for k, f in ModelSpec.model_fields.items() if f.is_required()]
 
 def read_models(path: str | os.PathLike[str]) -> dict[str, ModelSpec]:
     """The models of one ``models.csv`` (bundled schema; the MoE columns are optional)."""
-    from fleetplan.catalog._rows import validate_row
-
     df = read_checked_csv(path, required=REQUIRED, numeric=_NUMERIC, positive=_NUMERIC,
                           optional_numeric=_OPTIONAL, unique=["model"])
     out: dict[str, ModelSpec] = {}
@@ -167,25 +157,6 @@ def read_models(path: str | os.PathLike[str]) -> dict[str, ModelSpec]:
     return out
 
 
-def load_models() -> dict[str, ModelSpec]:
-    """All models of the active catalog by short name (bundled, user folders, model configs)."""
-    from fleetplan.catalog.catalog import active_catalog
-
-    return active_catalog().models()
-
-
 def normalize_model(model_id: str) -> str:
     """Short model name: the part after the last ``/`` of a hub id."""
     return model_id.rstrip("/").split("/")[-1]
-
-
-def get_model(name: str) -> ModelSpec:
-    """Spec of a model by short name or hub id (a spec's own ``hf_id`` matches too)."""
-    models = load_models()
-    short = normalize_model(name)
-    if short in models:
-        return models[short]
-    for spec in models.values():
-        if spec.hf_id == name or normalize_model(spec.hf_id) == short:
-            return spec
-    raise UnknownNameError("model", name, models)

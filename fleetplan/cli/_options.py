@@ -234,17 +234,15 @@ def load_cli_scenario(path: Path, *, chooser: str | None = None,
     """The scenario of a simulating command (simulate, solve, frontier), loaded, with the notes on
     the user's calibration. ``chooser``: the command chooses its own fleet (solve, frontier), so a
     note on stderr says that the scenario's fleet is not used and what chooses it instead.
-    ``catalog``, ``model_config``, ``store``, ``calibration``: the command's data options; with
-    the scenario's own ``catalog:`` and ``model_config:`` they stay active until the command
-    ends."""
+    ``catalog``, ``model_config``, ``store``, ``calibration``: the command's data options; the
+    scenario keeps them (its own ``catalog:`` and ``model_config:`` added), and their files stay
+    the defaults until the command ends."""
     from fleetplan.scenario import load_scenario
 
-    use_cli_context(catalog=catalog, model_config=model_config, store=store,
-                    calibration=calibration)
-    sc = load_scenario(path)
-    ctx = sc.data_context() if hasattr(sc, "data_context") else None
-    if ctx is not None:
-        _until_command_ends(ctx)
+    ctx = use_cli_context(catalog=catalog, model_config=model_config, store=store,
+                          calibration=calibration)
+    sc = load_scenario(path, context=ctx)
+    _until_command_ends(sc.data_context())
     note_user_files(calibration=calibration is None, has_options=True)  # --calibration exists
     if chooser is not None and sc.fleet is not None:
         given = " + ".join(f"{p.count}x{p.config}" for p in sc.fleet)

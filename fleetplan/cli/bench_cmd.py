@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # the client, numpy and rich are imported by the command when
 
     from fleetplan.bench.result import BenchResult
     from fleetplan.bench.sweep import PreparedSweep
+    from fleetplan.catalog.catalog import Catalog
 
 
 def _rates(rate: float | None, sweep: str | None) -> list[float]:
@@ -159,7 +160,7 @@ def bench(endpoint: EndpointOpt, model: ModelOpt, rate: RateOpt = None, sweep: S
     if fmt not in ("table", "json"):
         raise InputError(f"--format {fmt[:40]!r}: expected table or json")
     try:
-        use_cli_context(catalog=catalog, model_config=model_config)
+        cat = use_cli_context(catalog=catalog, model_config=model_config).catalog
         from fleetplan.bench.sweep import SweepRequest, check_ingest_target, prepare_sweep
 
         prepared = prepare_sweep(SweepRequest(
@@ -175,10 +176,11 @@ def bench(endpoint: EndpointOpt, model: ModelOpt, rate: RateOpt = None, sweep: S
                                [("the --store", store), ("the --dataset", dataset)])
         target = None
         if ingest:
-            target = check_ingest_target(store, gpu, power, model, names=CLI_NAMES)
+            target = check_ingest_target(store, gpu, power, model, names=CLI_NAMES,
+                                         catalog=cat)
             check_output_path(target, "--store")
         _measure(prepared, out=out, fmt=fmt, progress=progress, store=store, target=target,
-                 gpu=gpu, gpu_count=gpu_count)
+                 gpu=gpu, gpu_count=gpu_count, catalog=cat)
     except KeyboardInterrupt:  # outside the run, which turns Ctrl-C into a partial result
         print("fleetplan: interrupted (Ctrl-C); a result file written is complete",
               file=sys.stderr)
@@ -187,7 +189,7 @@ def bench(endpoint: EndpointOpt, model: ModelOpt, rate: RateOpt = None, sweep: S
 
 def _measure(prepared: PreparedSweep, *, out: Path | None, fmt: str, progress: bool,
              store: Path | None, target: Path | None, gpu: str | None,
-             gpu_count: int | None) -> None:
+             gpu_count: int | None, catalog: Catalog) -> None:
     """Run the sweep with a progress bar, writing each rate to ``out`` as it ends; show,
     ingest (``target``) and exit as the command's help says."""
     from rich.console import Console
@@ -242,7 +244,8 @@ def _measure(prepared: PreparedSweep, *, out: Path | None, fmt: str, progress: b
                          else write_error[0])
     refused = 0
     if target is not None and results:  # what was measured is ingested, even when a later
-        refused = _ingest(results, out, store, target, gpu, gpu_count, err)  # rate failed
+        # rate failed
+        refused = _ingest(results, out, store, target, gpu, gpu_count, err, catalog)
     _end(results, rates, failure, out, err)
     if refused:  # each refused result is one line above; the others are in the store
         raise typer.Exit(2)
@@ -300,7 +303,7 @@ def _show(results: list[BenchResult], fmt: str, out: Path | None, err: Console,
 
 
 def _ingest(results: list[BenchResult], out: Path | None, store: Path | None, target: Path,
-            gpu: str | None, gpu_count: int | None, err: Console) -> int:
+            gpu: str | None, gpu_count: int | None, err: Console, catalog: Catalog) -> int:
     """Add the measured results to the store: every one it accepts is saved, each refused one
     is a line on stderr. Returns how many were refused."""
     from fleetplan.bench.sweep import ingest_results
@@ -313,7 +316,7 @@ def _ingest(results: list[BenchResult], out: Path | None, store: Path | None, ta
         return 0
     report = ingest_results(  # the store records the file's name: --out's
         measured, file_name=out.name if out is not None else "fleetplan-bench.jsonl",
-        store=store, target=target, gpu=gpu, gpu_count=gpu_count)
+        store=store, target=target, gpu=gpu, gpu_count=gpu_count, catalog=catalog)
     for e in report.errors:
         print(f"fleetplan: error: cannot ingest: {e}", file=sys.stderr)
     refused = f", {len(report.errors)} refused" if report.errors else ""

@@ -94,10 +94,11 @@ def calibrate(model: ModelOpt = None, config: ConfigOpt = None, out: OutOpt = No
     check_no_overwrite([("--out", out)],
                        [("the --store", store), *(("a --catalog", c) for c in catalog or ()),
                         *(("a --model-config", m) for m in model_config or ())])
-    use_cli_context(catalog=catalog, model_config=model_config, store=store)
+    names = use_cli_context(catalog=catalog, model_config=model_config, store=store).catalog
     note_user_files(store=store is None)
     with progress_reporter(quiet, progress) as reporter:
-        outcome = run_calibration(request, progress=reporter, on_refused=_say_refused)
+        outcome = run_calibration(request, progress=reporter, on_refused=_say_refused,
+                                  catalog=names)
     if not outcome.calibrations:
         raise typer.Exit(2)
     target = outcome.save()

@@ -40,10 +40,10 @@ def ingest(
     """
     from fleetplan.profiles.entries import IngestRequest, ingest_files
 
-    use_cli_context(catalog=catalog, model_config=model_config)
+    ctx = use_cli_context(catalog=catalog, model_config=model_config)
     outcome = ingest_files(IngestRequest(paths=tuple(paths), store=store, gpu=gpu,
                                          gpu_count=gpu_count, engine_version=engine_version,
-                                         dataset=dataset))
+                                         dataset=dataset), ctx.catalog)
     report, target = outcome.report, outcome.target
     if outcome.save() and store is None:
         print(f"fleetplan: your profile store: {target}", file=sys.stderr)

@@ -119,7 +119,7 @@ def predict(model: ModelOpt = None, *, config: ConfigOpt, rate: RateOpt,
     note_user_files(calibration=calibration is None)
     # only a sustained run has a long step to show (the compiled engine's preparation)
     with progress_reporter(quiet or not steady, progress) as reporter:
-        pred = run_prediction(replace(request, model=name), progress=reporter)
+        pred = run_prediction(replace(request, model=name), context=ctx, progress=reporter)
     if fmt is OutputFormat.json:
         emit_json(pred.to_dict())
     elif isinstance(pred.result, SteadyResult):

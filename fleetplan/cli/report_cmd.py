@@ -92,10 +92,11 @@ def report_cmd(
     if scenario is not None:
         sc = load_cli_scenario(scenario, catalog=catalog, model_config=model_config,
                                store=store, calibration=calibration)
+        names = sc.data_context().catalog
     else:
-        use_cli_context(catalog=catalog, model_config=model_config, store=store,
-                        calibration=calibration)
-    write_requested(target, request, sc)
+        names = use_cli_context(catalog=catalog, model_config=model_config, store=store,
+                                calibration=calibration).catalog
+    write_requested(target, request, sc, names)
     typer.echo(f"report written to {target}", err=True)
 
 

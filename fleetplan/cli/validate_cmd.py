@@ -77,12 +77,13 @@ def validate_cmd(runs: RunsArg = None, cv: CvOpt = False, store: StoreOpt = None
     request = ValidateRequest(runs=tuple(runs or ()), cv=cv, store=store,
                               calibration=calibration, jobs=jobs,
                               fit_seeds=parse_fit_seeds(fit_seeds), names=CLI_NAMES)
-    use_cli_context(catalog=catalog, model_config=model_config, store=store,
-                    calibration=calibration)
+    names = use_cli_context(catalog=catalog, model_config=model_config, store=store,
+                            calibration=calibration).catalog
     note_user_files(store=store is None, calibration=calibration is None)
     # --cv's minutes of refits: progress by default, also into a log (one line per fold)
     with progress_reporter(quiet or not cv, True, lines=True) as reporter:
-        outcome = run_validation(request, progress=reporter, on_refused=_say_refused)
+        outcome = run_validation(request, progress=reporter, on_refused=_say_refused,
+                                 catalog=names)
     result = outcome.result
     if result is None:
         raise typer.Exit(2)

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from fleetplan.catalog.gpus import get_gpu
+from fleetplan.catalog.catalog import Catalog, bundled_catalog
 from fleetplan.profiles.store import ProfileStore
 from fleetplan.replica.power import ACTIVITY_MODE, POWER_MODES, POWER_SOURCE, TDP_MODE
 
@@ -70,13 +70,14 @@ class PowerModel:
 def power_model(model: str, config: str, gpu: str, gpu_count: int,
                 store: ProfileStore | None = None,
                 overrides: Mapping[str, float] | None = None,
-                mode: str = TDP_MODE) -> PowerModel:
+                mode: str = TDP_MODE, catalog: Catalog | None = None) -> PowerModel:
     """Power per GPU of ``config`` serving ``model`` under the scenario's power ``mode``
     (``tdp``: override, else measured, else datasheet; ``activity``: override, else datasheet
-    TDP, as the top of the range the steps' activity scales; see the module docstring)."""
+    TDP, as the top of the range the steps' activity scales; see the module docstring).
+    ``catalog``: whose GPU datasheet (default: the bundled one)."""
     if mode not in POWER_MODES:
         raise ValueError(f"power model {mode!r}: expected one of {', '.join(POWER_MODES)}")
-    spec = get_gpu(gpu)
+    spec = (catalog or bundled_catalog()).gpu(gpu)
     idle = spec.idle_w
     if mode == ACTIVITY_MODE:
         if overrides and gpu in overrides:
@@ -123,11 +124,13 @@ class PoolEconomics:
     embodied_source: str
 
 
-def embodied_g_per_gpu_hour(gpu: str, include: bool, lifetime_years: float) -> tuple[float, str]:
-    """Embodied carbon of one GPU-hour (g), amortized evenly; zero when not included."""
+def embodied_g_per_gpu_hour(gpu: str, include: bool, lifetime_years: float,
+                            catalog: Catalog | None = None) -> tuple[float, str]:
+    """Embodied carbon of one GPU-hour (g), amortized evenly; zero when not included.
+    ``catalog``: whose GPU row (default: the bundled one)."""
     if not include:
         return 0.0, "excluded (embodied.include: false: existing hardware)"
-    spec = get_gpu(gpu)
+    spec = (catalog or bundled_catalog()).gpu(gpu)
     g = spec.embodied_kg_co2e * 1000.0 / (lifetime_years * HOURS_PER_YEAR)
     return g, (f"{spec.embodied_kg_co2e:g} kg CO2e per GPU over {lifetime_years:g} years "
                f"({spec.embodied_source})")

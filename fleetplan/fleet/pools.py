@@ -13,8 +13,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fleetplan.catalog.grid import grid_intensity
-from fleetplan.catalog.prices import price_for
 from fleetplan.errors import FleetplanError, InputError
 from fleetplan.fleet.accounting import PoolEconomics, embodied_g_per_gpu_hour, power_model
 from fleetplan.profiles.store import ProfileStore, load_profiles
@@ -50,6 +48,7 @@ def build_pools(scenario: Scenario, fleet: Sequence[Pool],
         raise InputError("fleet: no pools to simulate; give a fleet in the scenario or --fleet")
     if store is None:
         store = load_profiles()
+    cat = scenario.data_context().catalog
     out = []
     seen: dict[str, int] = {}
     for i, pool in enumerate(fleet):
@@ -59,7 +58,7 @@ def build_pools(scenario: Scenario, fleet: Sequence[Pool],
         seen[pool.label] = i
         hw = pool.hardware
         try:
-            params = replica_params(scenario.model, pool.config)
+            params = replica_params(scenario.model, pool.config, catalog=cat)
         except FleetplanError as exc:
             raise InputError(f"fleet[{i}] ({pool.config}): {exc}") from None
         window = params.max_model_len
@@ -70,20 +69,20 @@ def build_pools(scenario: Scenario, fleet: Sequence[Pool],
                     f"{scenario.model} holds at most {params.max_model_len} tokens per sequence "
                     f"(model card and KV cache; {params.source})")
             window = scenario.context_window
-        price = price_for(hw.gpu, scenario.market, scenario.prices_usd_per_gpu_hour)
+        price = cat.price(hw.gpu, scenario.market, scenario.prices_usd_per_gpu_hour)
         # spot (a spot pool, or a market: spot entry): the catalog's spot row or the discount
         per_gpu, price_src = pool_price(
             entry(scenario.reliability, pool.config, hw.gpu, pool.market), hw.gpu,
             price.price_usd_per_gpu_hour, f"{price.market} {price.price_date}: {price.source}",
-            price.market == "user")
-        grid = grid_intensity(pool.region, scenario.grid_g_per_kwh)
+            price.market == "user", catalog=cat)
+        grid = cat.grid_intensity(pool.region, scenario.grid_g_per_kwh)
         emb, emb_src = embodied_g_per_gpu_hour(hw.gpu, scenario.embodied.include,
-                                               scenario.embodied.lifetime_years)
+                                               scenario.embodied.lifetime_years, cat)
         econ = PoolEconomics(
             label=pool.label, gpus=pool.count * hw.gpu_count,
             price_usd_per_gpu_hour=per_gpu, price_source=price_src,
             power=power_model(scenario.model, pool.config, hw.gpu, hw.gpu_count, store,
-                              scenario.power_w_per_gpu, scenario.power.model),
+                              scenario.power_w_per_gpu, scenario.power.model, cat),
             grid_g_per_kwh=grid.g_co2_per_kwh,
             grid_source=f"{grid.region} {grid.year}: {grid.source}",
             embodied_g_per_gpu_hour=emb, embodied_source=emb_src,
@@ -110,7 +109,7 @@ def class_pools(scenario: Scenario, pools: Sequence[PoolModel]) -> list[list[int
         idx: set[int] = set()
         for k in keys:
             try:
-                idx.update(match_pools(k, fleet))
+                idx.update(match_pools(k, fleet, scenario.data_context().catalog))
             except InputError as exc:
                 field = "split" if scenario.routing.policy == "planned" else "pin"
                 raise InputError(f"classes[{i}].{field}: {exc}") from None
@@ -129,7 +128,7 @@ def split_weights(scenario: Scenario, pools: Sequence[PoolModel]) -> list[list[f
             continue
         w = [0.0] * len(pools)
         for key, share in c.split.items():
-            hits = match_pools(key, fleet)
+            hits = match_pools(key, fleet, scenario.data_context().catalog)
             total = sum(pools[h].count for h in hits)
             for h in hits:
                 w[h] += share * pools[h].count / total

@@ -257,7 +257,7 @@ def _plan_scenario(scenario: Scenario, plan: Plan | str | os.PathLike[str],
     source = "plan"
     if isinstance(plan, str | os.PathLike):
         source = str(plan)
-        plan = load_plan(plan)
+        plan = load_plan(plan, scenario.data_context().catalog)
     plan = plan.for_replay()
     check_plan_scenario(plan, scenario, source)  # the report's rules too (one validator)
     fleet = [e.scenario_pool() for e in plan.fleet]
@@ -348,7 +348,7 @@ def simulate(scenario: Scenario, fleet: Sequence[Pool] | str | None = None, *,
     elif routing is not None:
         scenario = scenario.with_updates(routing=routing)
     if isinstance(fleet, str):
-        fleet = parse_fleet(fleet)
+        fleet = parse_fleet(fleet, scenario.data_context().catalog)
     if fleet is not None:
         scenario = scenario.with_fleet(fleet)
     if scenario.fleet is None:

@@ -145,12 +145,12 @@ def input_hash(inputs: Any) -> str:
 
 
 def default_cache_dir() -> Path:
-    """The active data context's cache folder (:func:`fleetplan.context.active_data`), else
+    """The active data context's cache folder (:func:`fleetplan.context.active_files`), else
     ``$FLEETPLAN_CACHE_DIR``, else ``~/.cache/fleetplan`` (read at call time)."""
-    from fleetplan.context import active_data
+    from fleetplan.context import active_files
 
-    if active_data().cache_dir is not None:
-        return Path(active_data().cache_dir).expanduser()  # type: ignore[arg-type]
+    if active_files().cache_dir is not None:
+        return Path(active_files().cache_dir).expanduser()  # type: ignore[arg-type]
     return user_cache_dir()
 
 

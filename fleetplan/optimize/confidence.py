@@ -209,8 +209,9 @@ def margins(scenario: Scenario, configs: Iterable[str], confidence: float) -> Ma
     fold = ("leave-one-config-out" if load_profiles().configs(scenario.model)
             else "leave-one-model-out")
     for config in sorted(set(configs)):
-        calibrated = replica_params(scenario.model, config).calibrated
-        hw = HardwareConfig.parse(config)
+        cat = scenario.data_context().catalog
+        calibrated = replica_params(scenario.model, config, catalog=cat).calibrated
+        hw = HardwareConfig.parse(config, cat)
         gpu = hw.gpu
         if not calibrated:
             out[config] = spec_error(config, gpu, confidence, fold)

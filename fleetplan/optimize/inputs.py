@@ -28,9 +28,8 @@ from typing import Any, TypeVar
 import numpy as np
 
 from fleetplan._progress import Progress, tracked_map, warn
-from fleetplan.catalog.grid import DEFAULT_REGION, grid_intensity
+from fleetplan.catalog.grid import DEFAULT_REGION
 from fleetplan.catalog.hardware import HardwareConfig
-from fleetplan.catalog.prices import price_for
 from fleetplan.errors import FleetplanError, InputError
 from fleetplan.optimize.bracket import bracket
 from fleetplan.optimize.cache import cache_root
@@ -172,7 +171,8 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
     params: dict[str, Any] = {}
     for i, (config, _regions, _mx) in enumerate(cands):
         try:
-            params[config] = replica_params(scenario.model, config)
+            params[config] = replica_params(scenario.model, config,
+                                            catalog=scenario.data_context().catalog)
         except FleetplanError as exc:
             raise InputError(f"candidates[{i}] ({config}): {exc}") from None
 
@@ -204,6 +204,7 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
     results = run_searches(jobs, executor, progress)
 
     store = load_profiles()
+    cat = scenario.data_context().catalog
     capacity: dict[tuple[str, str, Tier], float] = {}
     probes: dict[tuple[str, str], Probe] = {}
     slope: dict[tuple[str, str], float] = {}
@@ -229,9 +230,9 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
             probes[(name, config)] = Probe(p.rate_rps, p.ttft_p99_ms, p.tpot_p99_ms,
                                            p.e2e_p99_ms)
             a, b = _chord(res)
-            hw = HardwareConfig.parse(config)
+            hw = HardwareConfig.parse(config, cat)
             pm = power_model(scenario.model, config, hw.gpu, hw.gpu_count, store,
-                             scenario.power_w_per_gpu, scenario.power.model)
+                             scenario.power_w_per_gpu, scenario.power.model, cat)
             power_sources[config] = pm.source
             span = hw.gpu_count * (pm.busy_w - pm.idle_w)
             if pm.mode == "activity":  # an upper bound (module docstring)
@@ -243,14 +244,14 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
     markets = ([c.market for c in scenario.candidates] if scenario.candidates
                else [None] * len(cands))
     for (config, regions, max_rep), market in zip(cands, markets, strict=True):
-        hw = HardwareConfig.parse(config)
-        price = price_for(hw.gpu, scenario.market, scenario.prices_usd_per_gpu_hour)
+        hw = HardwareConfig.parse(config, cat)
+        price = cat.price(hw.gpu, scenario.market, scenario.prices_usd_per_gpu_hour)
         pm = power_model(scenario.model, config, hw.gpu, hw.gpu_count, store,
-                         scenario.power_w_per_gpu, scenario.power.model)
+                         scenario.power_w_per_gpu, scenario.power.model, cat)
         emb, _src = embodied_g_per_gpu_hour(hw.gpu, scenario.embodied.include,
-                                            scenario.embodied.lifetime_years)
+                                            scenario.embodied.lifetime_years, cat)
         for region in regions:
-            grid = grid_intensity(region, scenario.grid_g_per_kwh)
+            grid = cat.grid_intensity(region, scenario.grid_g_per_kwh)
             pools.append(Pool(
                 config=config, region=region, gpu=hw.gpu, gpu_count=hw.gpu_count,
                 price_usd_per_hour=price.price_usd_per_gpu_hour * hw.gpu_count,

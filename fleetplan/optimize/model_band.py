@@ -28,6 +28,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
+from fleetplan.catalog.catalog import Catalog
 from fleetplan.optimize.plan import ClassResult, Plan, PlanStatus
 
 BAND_LEVEL = 0.8  # the share of held-out runs whose measured value fell inside the band
@@ -60,20 +61,21 @@ def spec_fold(model: str) -> str:
     return "leave-one-config-out" if load_profiles().configs(model) else "leave-one-model-out"
 
 
-def pool_band(model: str, config: str) -> PoolBand:
-    """The 80% band factors of ``model`` on ``config`` and the words naming their table."""
-    return _pool_band(model, config, spec_fold(model))
+def pool_band(model: str, config: str, catalog: Catalog | None = None) -> PoolBand:
+    """The 80% band factors of ``model`` on ``config`` (names of ``catalog``, default: the
+    bundled one) and the words naming their table."""
+    return _pool_band(model, config, spec_fold(model), catalog)
 
 
-def _pool_band(model: str, config: str, fold: str) -> PoolBand:
+def _pool_band(model: str, config: str, fold: str, catalog: Catalog | None) -> PoolBand:
     from fleetplan.catalog.hardware import HardwareConfig
     from fleetplan.optimize.confidence import kind_quantiles, model_error, sigma_of
     from fleetplan.replica.params import replica_params
     from fleetplan.validate.bands import error_table
     from fleetplan.validate.records import server_kind
 
-    hw = HardwareConfig.parse(config)
-    if not replica_params(model, config).calibrated:
+    hw = HardwareConfig.parse(config, catalog)
+    if not replica_params(model, config, catalog=catalog).calibrated:
         q, basis = error_table().quantiles(hw.gpu, "ttft_p99_ms", fold)
         return PoolBand(config, False, 1.0 / (1.0 + q.p90), 1.0 / (1.0 + q.p10),
                         f"spec path (not calibrated), {SPEC_TABLE}: {basis}")
@@ -91,14 +93,15 @@ def _pool_band(model: str, config: str, fold: str) -> PoolBand:
     return PoolBand(config, True, 1.0 / s, s, f"calibrated, {src} (as a log-normal error)")
 
 
-def class_band(model: str, p99_ms: float | None, configs: Iterable[str]
+def class_band(model: str, p99_ms: float | None, configs: Iterable[str],
+               catalog: Catalog | None = None
                ) -> tuple[tuple[float, float] | None, str | None, bool | None]:
     """``([lo, hi] ms, basis, calibrated)`` of a class whose simulated P99 is ``p99_ms``,
     carried by ``configs``: the widest of their bands; ``calibrated`` only when every one is.
     ``(None, None, None)`` without a simulated P99 or a configuration."""
     names = sorted(set(configs))
     fold = spec_fold(model) if names else ""
-    bands = [_pool_band(model, c, fold) for c in names]
+    bands = [_pool_band(model, c, fold, catalog) for c in names]
     if not bands:
         return None, None, None
     calibrated = all(b.calibrated for b in bands)
@@ -109,7 +112,7 @@ def class_band(model: str, p99_ms: float | None, configs: Iterable[str]
     return (lo, hi), f"{BAND_LEVEL:.0%} band of {widest.config}: {widest.basis}", calibrated
 
 
-def with_model_bands(model: str, plan: Plan) -> Plan:
+def with_model_bands(model: str, plan: Plan, catalog: Catalog | None = None) -> Plan:
     """``plan`` with every class's band (:func:`class_band`) and every fleet entry's
     ``calibrated`` filled (an infeasible plan is returned as it is)."""
     if plan.status is PlanStatus.infeasible:
@@ -119,10 +122,10 @@ def with_model_bands(model: str, plan: Plan) -> Plan:
     classes: list[ClassResult] = []
     for c in plan.classes:
         configs = [config_of.get(k, k.split("@", 1)[0]) for k, s in c.split.items() if s > 0]
-        band, basis, calibrated = class_band(model, c.ttft_p99_ms, configs)
+        band, basis, calibrated = class_band(model, c.ttft_p99_ms, configs, catalog)
         classes.append(replace(c, ttft_p99_band_ms=band, band_basis=basis,
                                calibrated=calibrated))
     fold = spec_fold(model)
-    fleet = tuple(replace(e, calibrated=_pool_band(model, e.config, fold).calibrated)
+    fleet = tuple(replace(e, calibrated=_pool_band(model, e.config, fold, catalog).calibrated)
                   for e in plan.fleet)
     return replace(plan, classes=tuple(classes), fleet=fleet)

@@ -32,6 +32,7 @@ import pandas as pd
 from fleetplan._io import read_data_file
 from fleetplan._notebook import NotebookRepr
 from fleetplan._notes import Note, note_detail
+from fleetplan.catalog.catalog import Catalog
 from fleetplan.errors import InputError
 from fleetplan.optimize.plan_fields import TOP, FieldReader
 from fleetplan.optimize.plan_parts import (
@@ -155,10 +156,12 @@ class Plan(NotebookRepr):
         return f"{self.status.value}, {verdict}: {fleet}; ${self.cost_per_hour_usd:.2f}/h"
 
     @classmethod
-    def from_dict(cls, data: Any, source: str = "<dict>") -> Plan:
+    def from_dict(cls, data: Any, source: str = "<dict>",
+                  catalog: Catalog | None = None) -> Plan:
         """A plan from its JSON contract (what ``fleetplan solve --out`` writes), checked field
-        by field and as a whole; ``source`` names it in errors."""
-        r = FieldReader(source)
+        by field and as a whole; ``source`` names it in errors; its configurations name GPUs of
+        ``catalog`` (default: the bundled one)."""
+        r = FieldReader(source, catalog)
         d = r.obj(data, TOP)
         if "points" in d and "sweep" in d:
             raise InputError(f"{source}: a frontier file (sweep {d.get('sweep')!r}), not a "
@@ -286,11 +289,13 @@ def _notes(r: FieldReader, d: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def plan_from_dict(data: Any, source: str = "<dict>") -> Plan:
+def plan_from_dict(data: Any, source: str = "<dict>", catalog: Catalog | None = None) -> Plan:
     """A plan's JSON object as a :class:`Plan` (:meth:`Plan.from_dict`)."""
-    return Plan.from_dict(data, source)
+    return Plan.from_dict(data, source, catalog)
 
 
-def load_plan(path: str | os.PathLike[str]) -> Plan:
-    """Read and check a plan file written by ``fleetplan solve --out`` (or ``--format json``)."""
-    return Plan.from_dict(read_data_file(path, "plan file", hint=_HINT), str(Path(path)))
+def load_plan(path: str | os.PathLike[str], catalog: Catalog | None = None) -> Plan:
+    """Read and check a plan file written by ``fleetplan solve --out`` (or ``--format json``;
+    GPUs of ``catalog``, default: the bundled one)."""
+    return Plan.from_dict(read_data_file(path, "plan file", hint=_HINT), str(Path(path)),
+                          catalog)

@@ -211,7 +211,7 @@ def solved_plan(scenario: Scenario, inputs: Inputs, settings: SolverSettings,
     report = SolverReport(settings.name, sol.status.value, rounded(out.solve_seconds, 3),
                           settings.gap, out.rounds, settings.time_limit_s,
                           rounded(sol.gap_achieved))
-    return with_model_bands(scenario.model, Plan(
+    return with_model_bands(scenario.model, catalog=scenario.data_context().catalog, plan=Plan(
         status=status, fleet=_entries(peak, tiers, spares), cost_per_hour_usd=rounded(cost_h),
         cost_per_mtok_usd=rounded(sol.cost_per_day_usd / mtok_day) if mtok_day else None,
         g_co2_per_mtok=rounded(g_total / tokens * 1e6) if tokens else None,
@@ -277,7 +277,8 @@ def _notes(scenario: Scenario, inputs: Inputs, out: LoopOutcome,
     for p in problem.pools:
         if p.market == "spot":
             src = spot_price_source(scenario.reliability, p.config, p.gpu,
-                                    p.gpu in scenario.prices_usd_per_gpu_hour)
+                                    p.gpu in scenario.prices_usd_per_gpu_hour,
+                                    scenario.data_context().catalog)
             detail.append(Note(
                 f"spot: {p.key} at ${p.price_usd_per_hour:.4g} per replica-hour ({src}); its "
                 "replicas fail at the spot rate (reliability block or bundled spot default, "
@@ -298,7 +299,8 @@ def _accuracy_notes(scenario: Scenario, pools: list[Any]) -> list[str]:
     from fleetplan.validate.own_runs import flagged_rates, rates_text
 
     configs = sorted({p.config for p in pools})
-    uncal = [c for c in configs if not replica_params(scenario.model, c).calibrated]
+    uncal = [c for c in configs if not replica_params(
+        scenario.model, c, catalog=scenario.data_context().catalog).calibrated]
     notes: list[str] = []
     if uncal:
         gpus = {p.config: p.gpu for p in pools}
@@ -333,7 +335,8 @@ def _market_notes(scenario: Scenario, pools: list[Any], counts: dict[str, int],
         prices = []
         for p in spot:
             src = spot_price_source(scenario.reliability, p.config, p.gpu,
-                                    p.gpu in scenario.prices_usd_per_gpu_hour)
+                                    p.gpu in scenario.prices_usd_per_gpu_hour,
+                                    scenario.data_context().catalog)
             prices.append(f"{_pool_words(p)}: ${p.price_usd_per_hour:.4g} per replica-hour, "
                           f"{src.removeprefix('spot: ')}")
         notes.append(Note("; ".join(prices) + "; the provider can take spot replicas back",

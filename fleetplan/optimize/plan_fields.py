@@ -15,6 +15,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from fleetplan.catalog.catalog import Catalog
 from fleetplan.errors import InputError
 
 TOP = "(top level)"
@@ -37,8 +38,9 @@ def _jsonable(v: Any) -> bool:
 class FieldReader:
     """Typed field access that names the file, the field path and the value on failure."""
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, catalog: Catalog | None = None) -> None:
         self.source = source
+        self.catalog = catalog  # whose GPUs a configuration may name (None: the bundled)
 
     def fail(self, where: str, value: Any, expected: str) -> InputError:
         shown = json.dumps(value)[:80] if _jsonable(value) else repr(value)[:80]

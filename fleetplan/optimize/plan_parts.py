@@ -58,7 +58,7 @@ class FleetEntry:
 
     @property
     def gpus_per_replica(self) -> int:
-        return HardwareConfig.parse(self.config).gpu_count
+        return HardwareConfig.split(self.config)[0]  # a plan's names are canonical
 
     @property
     def gpus(self) -> int:
@@ -88,7 +88,7 @@ class FleetEntry:
         d = r.obj(d, where)
         config = r.str_(d, "config", where)
         try:
-            HardwareConfig.parse(config)
+            HardwareConfig.parse(config, r.catalog)
         except (FleetplanError, ValueError):
             raise r.fail(f"{where}.config", config,
                          "a configuration such as 1xH100-PCIe") from None

@@ -176,13 +176,14 @@ def pool_usd_per_hour(scenario: Any, pool: FleetEntry) -> float:
     """What one replica of ``pool`` costs per hour at ``scenario``'s prices, as the simulator
     and the optimizer price it (a spot pool at its spot price)."""
     from fleetplan.catalog.hardware import HardwareConfig
-    from fleetplan.catalog.prices import price_for
     from fleetplan.scenario.reliability import entry, pool_price
 
-    hw = HardwareConfig.parse(pool.config)
-    price = price_for(hw.gpu, scenario.market, scenario.prices_usd_per_gpu_hour)
+    cat = scenario.data_context().catalog
+    hw = HardwareConfig.parse(pool.config, cat)
+    price = cat.price(hw.gpu, scenario.market, scenario.prices_usd_per_gpu_hour)
     per_gpu, _ = pool_price(entry(scenario.reliability, pool.config, hw.gpu, pool.market),
-                            hw.gpu, price.price_usd_per_gpu_hour, "", price.market == "user")
+                            hw.gpu, price.price_usd_per_gpu_hour, "", price.market == "user",
+                            catalog=cat)
     return float(per_gpu) * hw.gpu_count
 
 

@@ -106,7 +106,8 @@ def run_simulate(scenario: Scenario, request: SimulateRequest,
     ``progress``: called with the fraction done (one replication after another only)."""
     from fleetplan.optimize.executors import get_executor
 
-    pools = parse_fleet(request.fleet) if request.fleet is not None else None
+    pools = (parse_fleet(request.fleet, scenario.data_context().catalog)
+             if request.fleet is not None else None)
     ex = None
     if request.executor is not None:
         try:

@@ -232,7 +232,7 @@ def with_reliability(scenario: Scenario, problem: PlanProblem) -> PlanProblem:
         spec = entry(scenario.reliability, p.config, p.gpu, p.market)
         overridden = p.gpu in scenario.prices_usd_per_gpu_hour
         price, _src = pool_price(spec, p.gpu, p.price_usd_per_hour, "", overridden,
-                                 gpus=p.gpu_count)
+                                 gpus=p.gpu_count, catalog=scenario.data_context().catalog)
         churn = scenario.reliability is not None
         pools.append(replace(
             p, unavailability=rel.unavailability if churn else 0.0,

@@ -18,7 +18,7 @@ DiskCache`) when the caller gives a cache: a simulation is a function of its inp
 solve run again on the same scenario (a notebook re-executed, a CI job) replays its rounds from
 the cache instead of simulating each plan again. The key (:func:`check_key`) holds every input
 the fleet simulator reads: the hour's scenario (fleet, split, rates, seeds, settings), each
-pool as :func:`fleetplan.fleet.pools.build_pools` resolves it from the active catalog,
+pool as :func:`fleetplan.fleet.pools.build_pools` resolves it from the scenario's catalog,
 calibration and profile store (replica parameters, price, power model, grid intensity), the
 SHA-256 of each trace file a class reads, and :func:`fleetplan.optimize.cache.package_key`
 (the package's whole source). A cached check is validated when read (:meth:`HourCheck.checked`)

@@ -13,9 +13,9 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from fleetplan.catalog.gpus import get_gpu, normalize_gpu
-from fleetplan.catalog.grid import DEFAULT_REGION, grid_intensity
-from fleetplan.catalog.prices import DEFAULT_MARKET, price_for
+from fleetplan.catalog.catalog import Catalog, bundled_catalog
+from fleetplan.catalog.grid import DEFAULT_REGION
+from fleetplan.catalog.prices import DEFAULT_MARKET
 from fleetplan.errors import InputError
 from fleetplan.profiles.store import ProfileStore
 
@@ -34,36 +34,39 @@ def run_economics(
     power_watts: Mapping[str, float] | None = None,
     grid_g_per_kwh: float | None = None,
     region: str = DEFAULT_REGION,
+    catalog: Catalog | None = None,
 ) -> pd.DataFrame:
     """The store's runs with the derived economics columns appended.
 
     ``power_watts`` maps GPU names to watts per GPU; ``grid_g_per_kwh`` overrides the region's
-    catalog intensity.
+    catalog intensity; prices, datasheets and grid intensities are ``catalog``'s (default: the
+    bundled one).
     """
+    cat = catalog if catalog is not None else bundled_catalog()
     watts = {}
     for name, w in (power_watts or {}).items():
         if not (w > 0 and np.isfinite(w)):
             raise InputError(f"--power-watts {name}={w!r}: must be a positive number of watts")
-        watts[normalize_gpu(name)] = float(w)
+        watts[cat.normalize_gpu(name)] = float(w)
     if grid_g_per_kwh is not None:
         if not (grid_g_per_kwh >= 0 and np.isfinite(grid_g_per_kwh)):
             raise InputError(f"--grid-g-per-kwh {grid_g_per_kwh!r}: must be >= 0")
         grid_value, grid_source = float(grid_g_per_kwh), "user-given"
     else:
-        g = grid_intensity(region)
+        g = cat.grid_intensity(region)
         grid_value, grid_source = g.g_co2_per_kwh, f"{g.region} {g.year}: {g.source}"
 
     df = store.frame.copy()
     rows = []
     for rec in df.to_dict("records"):
         gpu, n = rec["gpu"], int(rec["gpu_count"])
-        price = price_for(gpu, market, prices)
+        price = cat.price(gpu, market, prices)
         if gpu in watts:
             power, psrc = watts[gpu], "user-given"
         elif pd.notna(rec.get("gpu_avg_power_w")):
             power, psrc = float(rec["gpu_avg_power_w"]) / n, "measured"
         else:
-            power, psrc = get_gpu(gpu).tdp_w, "TDP (datasheet)"
+            power, psrc = cat.gpu(gpu).tdp_w, "TDP (datasheet)"
         hours = float(rec["duration_s"]) / 3600.0
         gpu_hours = hours * n
         cost = gpu_hours * price.price_usd_per_gpu_hour

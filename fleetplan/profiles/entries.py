@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fleetplan.catalog.catalog import Catalog
 from fleetplan.catalog.grid import DEFAULT_REGION
 from fleetplan.catalog.prices import DEFAULT_MARKET
 
@@ -41,29 +42,33 @@ class EconomicsRequest:
     region: str = DEFAULT_REGION
 
 
-def run_economics_table(request: EconomicsRequest) -> pd.DataFrame:
+def run_economics_table(request: EconomicsRequest,
+                        catalog: Catalog | None = None) -> pd.DataFrame:
     """One row per selected run: its measured figures, then price, power and grid with their
-    sources, cost per run and per million tokens, energy, tokens per kWh, g CO2 per million
-    tokens (the columns of ``fleetplan profiles --format csv`` and more)."""
-    from fleetplan.catalog.gpus import normalize_gpu
+    sources (``catalog``'s, default: the bundled one), cost per run and per million tokens,
+    energy, tokens per kWh, g CO2 per million tokens (the columns of ``fleetplan profiles
+    --format csv`` and more)."""
+    from fleetplan.catalog.catalog import bundled_catalog
     from fleetplan.catalog.models import normalize_model
     from fleetplan.profiles.economics import run_economics
     from fleetplan.profiles.store import load_profiles
 
+    cat = catalog if catalog is not None else bundled_catalog()
     st = load_profiles(request.store).select(
         model=normalize_model(request.model) if request.model else None,
-        gpu=normalize_gpu(request.gpu) if request.gpu else None)
+        gpu=cat.normalize_gpu(request.gpu) if request.gpu else None)
     return run_economics(st, market=request.market, prices=dict(request.prices),
                          power_watts=dict(request.power_watts),
-                         grid_g_per_kwh=request.grid_g_per_kwh, region=request.region)
+                         grid_g_per_kwh=request.grid_g_per_kwh, region=request.region,
+                         catalog=cat)
 
 
 @dataclass(frozen=True, kw_only=True)
 class IngestRequest:
     """Result files or folders (walked for ``*.json``) to add to ``store`` (default: yours,
     started from the bundled runs); ``gpu``, ``gpu_count``, ``engine_version``, ``dataset``:
-    facts to record for files that do not say. A run of a model the active catalog does not
-    know is refused."""
+    facts to record for files that do not say. A run of a model the catalog (given to
+    :func:`ingest_files`) does not know is refused."""
 
     paths: tuple[Path, ...]
     store: Path | None = None
@@ -89,11 +94,11 @@ class IngestOutcome:
         return bool(self.report.added)
 
 
-def ingest_files(request: IngestRequest) -> IngestOutcome:
+def ingest_files(request: IngestRequest, catalog: Catalog | None = None) -> IngestOutcome:
     """Read ``request``'s files into its store (nothing written: see
-    :meth:`IngestOutcome.save`). Each refused record is a line of the report's ``errors``;
-    every other record is added."""
-    from fleetplan.catalog.models import load_models
+    :meth:`IngestOutcome.save`), their models and GPUs read in ``catalog`` (default: the
+    bundled one). Each refused record is a line of the report's ``errors``; every other record
+    is added."""
     from fleetplan.profiles.ingest import IngestOptions, ingest_paths
     from fleetplan.profiles.store import load_profiles, user_store_path
 
@@ -101,5 +106,5 @@ def ingest_files(request: IngestRequest) -> IngestOutcome:
     st = load_profiles(request.store)  # default: your store if it exists, else the bundled one
     opts = IngestOptions(gpu=request.gpu, gpu_count=request.gpu_count,
                          engine_version=request.engine_version, dataset=request.dataset,
-                         known_models=frozenset(load_models()))
+                         catalog=catalog)
     return IngestOutcome(st, target, ingest_paths(request.paths, st, opts))

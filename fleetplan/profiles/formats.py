@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fleetplan.catalog.gpus import normalize_gpu
+from fleetplan.catalog.catalog import Catalog, bundled_catalog
 from fleetplan.errors import InputError, UnknownNameError
 from fleetplan.profiles.vllm import short
 from fleetplan.registry.base import Registry, describe
@@ -43,11 +43,18 @@ class IngestOptions:
     engine_version: str | None = None
     dataset: str | None = None
     # names of the models a record may be of, another is refused; None (the default): the
-    # models of the active catalog (bundled + user catalogs + model configs, see
-    # fleetplan.context.DataContext), so a store never holds a run no command can model
+    # models of ``catalog``, so a store never holds a run no command can model
     known_models: Collection[str] | None = None
-    # resolves a GPU spelling to its catalog name (a user catalog); default: the bundled one
+    # resolves a GPU spelling to its catalog name; default: ``catalog``'s
     gpu_names: Callable[[str], str] | None = None
+    # the catalog the records' models and GPUs are read in (bundled + user catalogs + model
+    # configs, see fleetplan.context.DataContext); None: the bundled one
+    catalog: Catalog | None = None
+
+    @property
+    def names(self) -> Catalog:
+        """The catalog the records are read in."""
+        return self.catalog if self.catalog is not None else bundled_catalog()
 
 
 @dataclass(frozen=True)
@@ -116,7 +123,7 @@ def resolve_gpu(src: SourceRef, field_name: str, raw: str, opt: IngestOptions) -
     """The catalog's name of a GPU (``opt.gpu_names`` resolves it where given: a user
     catalog); an unknown GPU refuses the record alone, naming the field."""
     try:
-        return (opt.gpu_names or normalize_gpu)(raw)
+        return (opt.gpu_names or opt.names.normalize_gpu)(raw)
     except UnknownNameError as exc:
         raise record_error(src, field_name,
                            f"{exc} (describe it in a --catalog gpus.csv)") from None
@@ -125,15 +132,13 @@ def resolve_gpu(src: SourceRef, field_name: str, raw: str, opt: IngestOptions) -
 def check_model(src: SourceRef, model: str, opt: IngestOptions) -> None:
     """Refuse a record whose model the catalog does not know: its runs could be stored but
     never predicted, calibrated or validated. The catalog is ``opt.known_models`` where given,
-    else the active one (:func:`fleetplan.catalog.catalog.active_catalog`): describe a model
-    with a user catalog's ``models.csv`` or its ``config.json`` (``--model-config``,
-    ``DataContext.build(model_configs=...)``) to accept its runs."""
+    else ``opt.catalog``: describe a model with a user catalog's ``models.csv`` or its
+    ``config.json`` (``--model-config``, ``DataContext.build(model_configs=...)``) to accept its
+    runs."""
     if opt.known_models is not None:
         known = model in opt.known_models
     else:
-        from fleetplan.catalog.catalog import active_catalog
-
-        known = active_catalog().knows_model(model)
+        known = opt.names.knows_model(model)
     if not known:
         raise record_error(src, "model_id", f"unknown model {short(model)}: not in the model "
                            "catalog (add it with --model-config or a --catalog models.csv)")

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from fleetplan._io import atomic_write_text, user_data_dir
 from fleetplan.catalog._tables import data_dir
+from fleetplan.catalog.catalog import Catalog
 from fleetplan.errors import DataError, UnknownNameError
 from fleetplan.profiles.record import BenchmarkRun
 from fleetplan.profiles.schema import BY_NAME, COLUMN_NAMES, COLUMNS, INF_ALLOWED
@@ -31,12 +32,12 @@ _PANDAS_DTYPES = {"str": "string", "int": "Int64", "float": "float64", "bool": "
 
 def default_store_path() -> Path:
     """The store read by default: the active data context's (:func:`fleetplan.context.
-    active_data`, e.g. ``--store``), else the user's (:func:`user_store_path`) when it exists,
+    active_files`, e.g. ``--store``), else the user's (:func:`user_store_path`) when it exists,
     else the bundled ``data/profiles.csv``."""
-    from fleetplan.context import active_data
+    from fleetplan.context import active_files
 
-    if active_data().store is not None:
-        return Path(active_data().store)  # type: ignore[arg-type]
+    if active_files().store is not None:
+        return Path(active_files().store)  # type: ignore[arg-type]
     user = user_store_path()
     return user if user.is_file() else data_dir() / DEFAULT_STORE_NAME
 
@@ -121,14 +122,15 @@ class ProfileStore:
             out.append(BenchmarkRun.model_validate(clean))
         return out
 
-    def split_known(self) -> tuple[ProfileStore, list[str]]:
-        """(the runs whose model and GPU the active catalog knows, one line for each other
-        run): a run of an unknown model or GPU can be stored but not predicted, calibrated nor
-        validated, so commands that model runs refuse it alone and go on with the rest."""
-        from fleetplan.catalog.gpus import load_gpus
-        from fleetplan.catalog.models import load_models
+    def split_known(self, catalog: Catalog | None = None) -> tuple[ProfileStore, list[str]]:
+        """(the runs whose model and GPU ``catalog`` knows (default: the bundled one), one line
+        for each other run): a run of an unknown model or GPU can be stored but not predicted,
+        calibrated nor validated, so commands that model runs refuse it alone and go on with
+        the rest."""
+        from fleetplan.catalog.catalog import bundled_catalog
 
-        models, gpus = set(load_models()), set(load_gpus())
+        cat = catalog if catalog is not None else bundled_catalog()
+        models, gpus = set(cat.models()), set(cat.gpus())
         known = self.frame["model"].isin(models) & self.frame["gpu"].isin(gpus)
         lines = []
         for rec in self.frame[~known].to_dict("records"):

@@ -30,8 +30,8 @@ from scipy.optimize import minimize
 
 from fleetplan._pool import pool_imap
 from fleetplan._progress import Progress, step
+from fleetplan.catalog.catalog import Catalog, bundled_catalog
 from fleetplan.catalog.hardware import HardwareConfig
-from fleetplan.catalog.models import get_model
 from fleetplan.errors import InputError, ModelError
 from fleetplan.replica.calibration_file import FitRunReport
 from fleetplan.replica.params import ReplicaParams
@@ -136,8 +136,10 @@ def _check_in_sample(params: ReplicaParams,
 def fit_config(runs: Sequence[MeasuredRun], *, lengths: LengthModel | None = None,
                seeds: Sequence[int] = FIT_SEEDS, max_nfev: int = DEFAULT_MAX_NFEV,
                prior: ReplicaParams | None = None,
-               c_deliver: float | None = None) -> FitResult:
-    """Fit one configuration to its runs (flagged runs are skipped, and reported).
+               c_deliver: float | None = None,
+               catalog: Catalog | None = None) -> FitResult:
+    """Fit one configuration to its runs (flagged runs are skipped, and reported), its names
+    read in ``catalog`` (default: the bundled one).
     ``c_deliver``: the host time per streamed output the runs' host had
     (:mod:`fleetplan.replica.delivery`; default the prior's, kept fixed by the fit)."""
     if not runs:
@@ -145,7 +147,8 @@ def fit_config(runs: Sequence[MeasuredRun], *, lengths: LengthModel | None = Non
     model, config = runs[0].model, runs[0].config
     if any(r.key != (model, config) for r in runs):
         raise ModelError("fit_config takes the runs of one model x configuration")
-    spec, hw = get_model(model), HardwareConfig.parse(config)
+    cat = catalog if catalog is not None else bundled_catalog()
+    spec, hw = cat.model(model), HardwareConfig.parse(config, cat)
     # the server's engine limits follow the vLLM version its runs recorded (one version, else
     # the default: fleetplan.replica.priors.DEFAULT_ENGINE_VERSION)
     versions = {r.engine_version for r in runs}
@@ -172,11 +175,13 @@ def fit_config(runs: Sequence[MeasuredRun], *, lengths: LengthModel | None = Non
     if timed:
         low = min(timed, key=lambda r: r.request_rate)
         p0 = _apply(prior, names, x0, source, True)
-        pr = predict_run(p0, low, lengths=lengths, seeds=seeds, warm=warm[low.run_id])
+        pr = predict_run(p0, low, lengths=lengths, seeds=seeds, warm=warm[low.run_id],
+                         catalog=cat)
         nfev += 1
         x0[0] = float(np.clip(math.log(low.measured["tpot_p50_ms"] / pr["tpot_p50_ms"]), -2, 2))
         p0 = _apply(prior, names, x0, source, True)
-        pr = predict_run(p0, low, lengths=lengths, seeds=seeds, warm=warm[low.run_id])
+        pr = predict_run(p0, low, lengths=lengths, seeds=seeds, warm=warm[low.run_id],
+                         catalog=cat)
         nfev += 1
         gap_s = (low.measured["ttft_p50_ms"] - pr["ttft_p50_ms"]) / 1e3
         want = max(prior.overhead_s + gap_s, prior.overhead_s / 10)
@@ -189,7 +194,8 @@ def fit_config(runs: Sequence[MeasuredRun], *, lengths: LengthModel | None = Non
     def residuals(x: np.ndarray) -> np.ndarray:
         p = _apply(prior, names, x, source, True)
         res = []
-        preds = {rate: predict_run(p, r, lengths=lengths, seeds=seeds, warm=warm[r.run_id])
+        preds = {rate: predict_run(p, r, lengths=lengths, seeds=seeds, warm=warm[r.run_id],
+                                   catalog=cat)
                  for rate, r in reps.items()}
         for r in good:
             pred = preds[r.request_rate]
@@ -235,7 +241,7 @@ def fit_config(runs: Sequence[MeasuredRun], *, lengths: LengthModel | None = Non
     ratios["kv_capacity_tokens"] = params.kv_capacity_tokens / prior.kv_capacity_tokens
     report, fitted = [], []
     for r in runs:
-        pred = predict_run(params, r, lengths=lengths, seeds=seeds)
+        pred = predict_run(params, r, lengths=lengths, seeds=seeds, catalog=cat)
         if not r.flagged:
             fitted.append((r, pred))
         share = pred.get("prefix_hit_share", 0.0)
@@ -249,10 +255,10 @@ def fit_config(runs: Sequence[MeasuredRun], *, lengths: LengthModel | None = Non
 
 
 def _fit_job(args: tuple[list[MeasuredRun], LengthModel | None, int, float | None,
-                         tuple[int, ...]]) -> FitResult:
-    runs, lengths, max_nfev, c_deliver, seeds = args
+                         tuple[int, ...], Catalog | None]) -> FitResult:
+    runs, lengths, max_nfev, c_deliver, seeds, catalog = args
     return fit_config(runs, lengths=lengths, max_nfev=max_nfev, c_deliver=c_deliver,
-                      seeds=seeds)
+                      seeds=seeds, catalog=catalog)
 
 
 def group_runs(runs: Sequence[MeasuredRun]) -> dict[tuple[str, str], list[MeasuredRun]]:
@@ -268,14 +274,16 @@ def fit_many(groups: Sequence[list[MeasuredRun]], *, lengths: LengthModel | None
              progress: Progress | None = None,
              step_name: str = "configuration fits",
              c_deliver: float | None = None,
-             seeds: Sequence[int] = FIT_SEEDS) -> list[FitResult]:
-    """Fit several configurations, in ``jobs`` processes (default: all cores); ``progress``
+             seeds: Sequence[int] = FIT_SEEDS,
+             catalog: Catalog | None = None) -> list[FitResult]:
+    """Fit several configurations (names of ``catalog``, default: the bundled one), in ``jobs``
+    processes (default: all cores); ``progress``
     receives step ``step_name``, one unit per fitted group; ``c_deliver`` and ``seeds`` (the
     length seeds every fit replays, :func:`check_fit_seeds`) as in :func:`fit_config`, for
     every group."""
     jobs = jobs or os.cpu_count() or 1
     fit_seeds = check_fit_seeds(seeds)
-    args = [(list(g), lengths, max_nfev, c_deliver, fit_seeds) for g in groups]
+    args = [(list(g), lengths, max_nfev, c_deliver, fit_seeds, catalog) for g in groups]
     results: list[FitResult] = []
     with step(progress, step_name, len(args)) as advance:
         if jobs <= 1 or len(args) <= 1:
@@ -300,7 +308,7 @@ def efficiency_table(fits: Sequence[FitResult]) -> dict[str, dict[str, float]]:
     by_gpu: dict[str, list[FitResult]] = {}
     for f in fits:
         if f.params.calibrated:
-            by_gpu.setdefault(HardwareConfig.parse(f.params.config).gpu, []).append(f)
+            by_gpu.setdefault(HardwareConfig.split(f.params.config)[1], []).append(f)
     out: dict[str, dict[str, float]] = {}
     for gpu in sorted(by_gpu):
         fs = by_gpu[gpu]

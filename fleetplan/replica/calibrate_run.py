@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetplan._progress import Progress
+from fleetplan.catalog.catalog import Catalog
 from fleetplan.errors import FleetplanError, InputError
 from fleetplan.profiles.store import ProfileStore
 from fleetplan.replica.calibrate import FIT_SEEDS, check_fit_seeds
@@ -145,8 +146,10 @@ class CalibrationOutcome:
 
 
 def run_calibration(request: CalibrateRequest, *, progress: Progress | None = None,
-                    on_refused: Callable[[str], None] | None = None) -> CalibrationOutcome:
-    """Fit the runs ``request`` selects (read through the active data context). Each refused
+                    on_refused: Callable[[str], None] | None = None,
+                    catalog: Catalog | None = None) -> CalibrationOutcome:
+    """Fit the runs ``request`` selects (their models and GPUs read in ``catalog``, default: the
+    bundled one; the files through the active data context). Each refused
     run or configuration is a line to ``on_refused`` as it is found and in the outcome's
     ``refused``; with none fitted, ``calibrations`` is empty. Writes nothing: see
     :meth:`CalibrationOutcome.save`. An error of the one configuration asked for
@@ -156,7 +159,7 @@ def run_calibration(request: CalibrateRequest, *, progress: Progress | None = No
     from fleetplan.replica.params import default_calibration_path, user_calibration_path
 
     say = on_refused or (lambda line: None)
-    st, refused = load_profiles(request.store).split_known()  # unknown model/GPU: alone
+    st, refused = load_profiles(request.store).split_known(catalog)  # unknown: refused alone
     for line in refused:
         say(line)
     target = request.out if request.out is not None else user_calibration_path()
@@ -167,21 +170,22 @@ def run_calibration(request: CalibrateRequest, *, progress: Progress | None = No
         return outcome
     into = target if target.exists() else start
     if into is not None:  # before the fits: a file records one set of length seeds
-        check_merge_seeds(into, selected_keys(st, request.model, request.config),
+        check_merge_seeds(into, selected_keys(st, request.model, request.config, catalog),
                           request.fit_seeds, name=str(target) if into == target
                           else f"{target} (to start from the bundled {into})")
     try:
-        outcome.calibrations = [_fit(st, request, progress)]
+        outcome.calibrations = [_fit(st, request, progress, catalog=catalog)]
     except FleetplanError:
         if request.config is not None:
             raise  # the one configuration asked for: its error is the answer
-        outcome.calibrations = _fit_apart(st, request, progress, say, refused)
+        outcome.calibrations = _fit_apart(st, request, progress, say, refused, catalog)
     return outcome
 
 
 def _fit(st: ProfileStore, request: CalibrateRequest, progress: Progress | None, *,
          model: str | None = None, config: str | None = None,
-         max_nfev: int | None = None, grid: bool | None = None) -> Calibration:
+         max_nfev: int | None = None, grid: bool | None = None,
+         catalog: Catalog | None = None) -> Calibration:
     from fleetplan.replica.calibration import calibrate_store
     from fleetplan.replica.host_time import HOST_TIME_GRID_S
 
@@ -192,11 +196,13 @@ def _fit(st: ProfileStore, request: CalibrateRequest, progress: Progress | None,
         max_nfev=request.max_nfev if max_nfev is None else max_nfev, progress=progress,
         c_deliver=None if request.host_time_us is None or use_grid
         else request.host_time_us * 1e-6,
-        host_time_grid=HOST_TIME_GRID_S if use_grid else None, fit_seeds=request.fit_seeds)
+        host_time_grid=HOST_TIME_GRID_S if use_grid else None, fit_seeds=request.fit_seeds,
+        catalog=catalog)
 
 
 def _fit_apart(st: ProfileStore, request: CalibrateRequest, progress: Progress | None,
-               say: Callable[[str], None], refused: list[str]) -> list[Calibration]:
+               say: Callable[[str], None], refused: list[str],
+               catalog: Catalog | None) -> list[Calibration]:
     """Find the configuration(s) at fault, refuse them alone, fit the others."""
     from fleetplan.catalog.models import normalize_model
 
@@ -206,7 +212,7 @@ def _fit_apart(st: ProfileStore, request: CalibrateRequest, progress: Progress |
                        if request.model is None
                        or r["model"] == normalize_model(request.model)}):
         try:  # with a grid, a short fit finds the fault: the search comes after
-            cals.append(_fit(st, request, progress, model=key[0], config=key[1],
+            cals.append(_fit(st, request, progress, catalog=catalog, model=key[0], config=key[1],
                              max_nfev=MIN_MAX_NFEV if request.fit_host_time else None,
                              grid=False))
         except FleetplanError as exc:
@@ -219,5 +225,5 @@ def _fit_apart(st: ProfileStore, request: CalibrateRequest, progress: Progress |
         keys = list(zip(st.frame["model"], st.frame["config"], strict=True))
         rest = ProfileStore(st.frame[[k not in bad for k in keys]].reset_index(drop=True),
                             st.path)
-        cals = [_fit(rest, request, progress)]
+        cals = [_fit(rest, request, progress, catalog=catalog)]
     return cals

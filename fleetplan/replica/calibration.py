@@ -18,8 +18,9 @@ from typing import Any
 
 from fleetplan._io import atomic_write_text
 from fleetplan._progress import Progress
+from fleetplan.catalog.catalog import Catalog, bundled_catalog
 from fleetplan.catalog.hardware import HardwareConfig
-from fleetplan.catalog.models import get_model, normalize_model
+from fleetplan.catalog.models import normalize_model
 from fleetplan.errors import InputError, UnknownNameError
 from fleetplan.profiles.store import ProfileStore
 from fleetplan.replica.burst_tail import infer_burst_tails
@@ -100,9 +101,9 @@ class Calibration:
 
 def fit_entry(f: FitResult) -> CalibrationEntry:
     """The file entry of one fitted configuration."""
-    hw = HardwareConfig.parse(f.params.config)
+    gpu_count, gpu = HardwareConfig.split(f.params.config)  # a fitted record's: canonical
     return CalibrationEntry(
-        model=f.params.model, config=f.params.config, gpu=hw.gpu, gpu_count=hw.gpu_count,
+        model=f.params.model, config=f.params.config, gpu=gpu, gpu_count=gpu_count,
         calibrated=f.params.calibrated, params=f.params, prior=f.prior,
         ratios_to_ideal=dict(f.ratios), fitted=tuple(f.fitted),
         loss=f.loss if math.isfinite(f.loss) else None, nfev=f.nfev, runs=tuple(f.runs))
@@ -128,28 +129,33 @@ def store_digest(store: ProfileStore) -> str:
     return hashlib.sha256(store.to_csv().encode("utf-8")).hexdigest()[:16]
 
 
-def _selection(model: str | None, config: str | None) -> tuple[str | None, str | None]:
-    """The model's short name and the configuration's canonical name that a selection means."""
+def _selection(model: str | None, config: str | None,
+               catalog: Catalog | None) -> tuple[str | None, str | None]:
+    """The model's short name and the configuration's canonical name (in ``catalog``) that a
+    selection means."""
     return (None if model is None else normalize_model(model),
-            None if config is None else HardwareConfig.parse(config).name)
+            None if config is None else HardwareConfig.parse(config, catalog).name)
 
 
 def selected_keys(store: ProfileStore, model: str | None = None,
-                  config: str | None = None) -> set[tuple[str, str]]:
+                  config: str | None = None, catalog: Catalog | None = None
+                  ) -> set[tuple[str, str]]:
     """The (model, configuration) pairs of ``store`` that :func:`select_runs` selects (without
     its checks or its typed runs): what a calibration of that selection refits."""
-    short, name = _selection(model, config)
+    short, name = _selection(model, config, catalog)
     return {(m, c) for m, c in zip(store.frame["model"], store.frame["config"], strict=True)
             if (short is None or m == short) and (name is None or c == name)}
 
 
 def select_runs(store: ProfileStore, model: str | None = None,
-                config: str | None = None) -> list[MeasuredRun]:
-    """The store's runs (flagged against the whole store), optionally one model / config."""
+                config: str | None = None, catalog: Catalog | None = None
+                ) -> list[MeasuredRun]:
+    """The store's runs (flagged against the whole store), optionally one model / config
+    (names of ``catalog``, default: the bundled one)."""
     runs = runs_from_frame(store.frame)
-    short, name = _selection(model, config)
+    short, name = _selection(model, config, catalog)
     if short is not None:
-        get_model(short)
+        (catalog if catalog is not None else bundled_catalog()).model(short)
         if short not in {r.model for r in runs}:
             raise UnknownNameError("measured model", short, {r.model for r in runs})
         runs = [r for r in runs if r.model == short]
@@ -166,7 +172,8 @@ def calibrate_store(store: ProfileStore, *, model: str | None = None, config: st
                     progress: Progress | None = None,
                     c_deliver: float | None = None,
                     host_time_grid: Sequence[float] | None = None,
-                    fit_seeds: Sequence[int] = FIT_SEEDS) -> Calibration:
+                    fit_seeds: Sequence[int] = FIT_SEEDS,
+                    catalog: Catalog | None = None) -> Calibration:
     """Fit every (selected) configuration of ``store`` to its unflagged runs; ``progress``
     receives one unit per configuration (:mod:`fleetplan._progress`); ``c_deliver``: the host
     time per streamed output of the store's host (default the prior's,
@@ -174,22 +181,24 @@ def calibrate_store(store: ProfileStore, *, model: str | None = None, config: st
     (instead of ``c_deliver``): choose it from the runs, the grid value of lowest summed loss
     (:func:`fleetplan.replica.host_time.choose_host_time`; the result's ``host_time``).
     ``fit_seeds``: the length seeds every fit replays (default
-    :data:`fleetplan.replica.calibrate.FIT_SEEDS`; recorded in the file's ``fit.seeds``)."""
+    :data:`fleetplan.replica.calibrate.FIT_SEEDS`; recorded in the file's ``fit.seeds``).
+    ``catalog``: where the runs' models and GPUs are read (default: the bundled one)."""
     seeds = check_fit_seeds(fit_seeds)
     if c_deliver is not None and not is_host_time(c_deliver):
         raise InputError(f"c_deliver(={c_deliver!r}) must be between 0 and {C_DELIVER_MAX_S:g} s")
     if c_deliver is not None and host_time_grid is not None:
         raise InputError("give a host time (c_deliver) or a grid to choose it from, not both")
-    runs = select_runs(store, model, config)
+    runs = select_runs(store, model, config, catalog)
     lm = lengths or protocol_length_model()
     groups = list(group_runs(runs).values())
     if host_time_grid is not None:
         choice = choose_host_time(groups, grid=host_time_grid, lengths=lengths, jobs=jobs,
-                                  max_nfev=max_nfev, progress=progress, seeds=seeds)
+                                  max_nfev=max_nfev, progress=progress, seeds=seeds,
+                                  catalog=catalog)
         return Calibration(list(choice.fits), runs, lm, store_digest(store), max_nfev,
                            host_time=choice, fit_seeds=seeds)
     fits = fit_many(groups, lengths=lengths, jobs=jobs, max_nfev=max_nfev, progress=progress,
-                    c_deliver=c_deliver, seeds=seeds)
+                    c_deliver=c_deliver, seeds=seeds, catalog=catalog)
     return Calibration(fits, runs, lm, store_digest(store), max_nfev, fit_seeds=seeds)
 
 

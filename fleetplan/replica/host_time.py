@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from fleetplan._progress import Progress
+from fleetplan.catalog.catalog import Catalog
 from fleetplan.errors import InputError
 from fleetplan.replica.calibrate import FIT_SEEDS, FitResult, fit_many
 from fleetplan.replica.params import C_DELIVER_MAX_S, is_host_time
@@ -86,7 +87,8 @@ def choose_host_time(groups: Sequence[list[MeasuredRun]], *,
                      grid: Sequence[float] = HOST_TIME_GRID_S,
                      lengths: LengthModel | None = None, jobs: int | None = None,
                      max_nfev: int, progress: Progress | None = None,
-                     seeds: Sequence[int] = FIT_SEEDS) -> HostTimeChoice:
+                     seeds: Sequence[int] = FIT_SEEDS,
+                     catalog: Catalog | None = None) -> HostTimeChoice:
     """Fit every group (one model x configuration each) at every host time of ``grid`` and
     keep the value of lowest summed loss (every fit replaying the length ``seeds``). A
     configuration whose fit has no finite loss at some value (no unflagged run) takes no part
@@ -95,7 +97,7 @@ def choose_host_time(groups: Sequence[list[MeasuredRun]], *,
     if not groups:
         raise InputError("no configurations to choose a host time from")
     by_value = [fit_many(groups, lengths=lengths, jobs=jobs, max_nfev=max_nfev,
-                         progress=progress, c_deliver=v, seeds=seeds,
+                         progress=progress, c_deliver=v, seeds=seeds, catalog=catalog,
                          step_name=f"fits at host time {v * 1e6:g} us")
                 for v in values]
     usable = [i for i in range(len(groups))

@@ -25,8 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from fleetplan._io import user_data_dir
 from fleetplan.catalog._tables import data_dir
+from fleetplan.catalog.catalog import Catalog, bundled_catalog
 from fleetplan.catalog.hardware import HardwareConfig
-from fleetplan.catalog.models import get_model
 from fleetplan.errors import DataError, ModelError, UnknownNameError
 
 if TYPE_CHECKING:
@@ -87,12 +87,12 @@ class ReplicaParams(BaseModel):
 
 def default_calibration_path() -> Path:
     """The calibration read by default: the active data context's
-    (:func:`fleetplan.context.active_data`, e.g. ``--calibration``), else the user's
+    (:func:`fleetplan.context.active_files`, e.g. ``--calibration``), else the user's
     (:func:`user_calibration_path`) when it exists, else the bundled ``data/calibration.json``."""
-    from fleetplan.context import active_data
+    from fleetplan.context import active_files
 
-    if active_data().calibration is not None:
-        return Path(active_data().calibration)  # type: ignore[arg-type]
+    if active_files().calibration is not None:
+        return Path(active_files().calibration)  # type: ignore[arg-type]
     user = user_calibration_path()
     return user if user.is_file() else data_dir() / DEFAULT_CALIBRATION_NAME
 
@@ -157,8 +157,10 @@ def spec_path(gpu: str) -> str:
 def replica_params(model: str, config: str, *,
                    calibration: CalibrationSource = None,
                    engine_version: str | None = None,
-                   efficiency: str = "auto") -> ReplicaParams:
-    """Parameters of ``model`` served on ``config``.
+                   efficiency: str = "auto",
+                   catalog: Catalog | None = None) -> ReplicaParams:
+    """Parameters of ``model`` served on ``config``, names read in ``catalog`` (default: the
+    bundled one).
 
     Calibrated figures when the calibration (file path, loaded dict or
     :class:`~fleetplan.replica.calibration_file.CalibrationFile`, or the bundled
@@ -184,8 +186,9 @@ def replica_params(model: str, config: str, *,
     if efficiency not in EFFICIENCIES:
         raise InputError(f"efficiency {efficiency!r}: expected one of {', '.join(EFFICIENCIES)}")
 
-    spec = get_model(model)
-    hw = HardwareConfig.parse(config)
+    cat = catalog if catalog is not None else bundled_catalog()
+    spec = cat.model(model)
+    hw = HardwareConfig.parse(config, cat)
     cal = load_calibration_file(calibration)
     entry = cal.entry(spec.model, hw.name)
     if entry is not None:
@@ -194,7 +197,8 @@ def replica_params(model: str, config: str, *,
     if eff is None:
         return prior_params(spec, hw, engine_version=engine_version)
     path = spec_path(hw.gpu) if efficiency == "auto" else efficiency
-    fit = fit_transfer_efficiency(cal.configs, hw.gpu) if path == "transfer" else None
+    fit = (fit_transfer_efficiency(cal.configs, hw.gpu, catalog=cat) if path == "transfer"
+           else None)
     p = spec_prior(spec, hw, eff, fit, engine_version=engine_version, source=(
         f"spec-based prior (model card + GPU datasheet) x efficiency ratios {how}"))
     if fit is None:
@@ -242,11 +246,13 @@ def known_configs(calibration: CalibrationSource = None) -> list[tuple[str, str]
     return [e.key for e in load_calibration_file(calibration).configs]
 
 
-def check_name_pair(model: str, config: str) -> None:
-    """Raise a clear error for an unknown model or configuration name."""
-    get_model(model)
+def check_name_pair(model: str, config: str, catalog: Catalog | None = None) -> None:
+    """Raise a clear error for a model or configuration name ``catalog`` (default: the bundled
+    one) does not know."""
+    cat = catalog if catalog is not None else bundled_catalog()
+    cat.model(model)
     try:
-        HardwareConfig.parse(config)
+        HardwareConfig.parse(config, cat)
     except UnknownNameError:
         raise
     except ValidationError as exc:

@@ -18,9 +18,8 @@ from pathlib import Path
 from typing import Literal, overload
 
 from fleetplan._progress import Progress
-from fleetplan.catalog.catalog import active_catalog
 from fleetplan.catalog.models import ModelSpec
-from fleetplan.context import DataContext, active_data, use_context
+from fleetplan.context import DataContext, use_context
 from fleetplan.replica.params import ReplicaParams, replica_params
 from fleetplan.replica.protocol import ReplayResult, replay
 from fleetplan.replica.steady import STEADY_DURATION_S, SteadyResult, steady_state
@@ -39,15 +38,16 @@ def resolve_params(model: str | ModelSpec, config: str, *,
     pair's prior uses ``engine_version``'s vLLM defaults when given; ``efficiency`` chooses its
     spec path (:func:`~fleetplan.replica.params.replica_params`: ``"auto"``, the default, takes
     the GPU type's measured better path; ``"ratios"`` or ``"transfer"`` force one)."""
+    base = context if context is not None else DataContext()
     if isinstance(model, ModelSpec):
-        base = context or active_data()
-        cat = (base.catalog or active_catalog()).extend(models=[model])
-        context, name = dataclasses.replace(base, catalog=cat, models=(model,)), model.model
+        cat = base.catalog.extend(models=[model])
+        base, name = dataclasses.replace(base, catalog=cat, models=(model,)), model.model
     else:
         name = model
-    with use_context(context):
+    with use_context(context):  # its calibration file is the default one read
         return replica_params(name, config, calibration=calibration,
-                              engine_version=engine_version, efficiency=efficiency)
+                              engine_version=engine_version, efficiency=efficiency,
+                              catalog=base.catalog)
 
 
 def predict_steady(model: str | ModelSpec, config: str, *, rate: float,

@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from fleetplan.catalog.catalog import Catalog
 from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.catalog.models import ModelSpec
 from fleetplan.errors import ModelError
@@ -279,14 +280,18 @@ def _nnls_relative(rows: list[list[float]], target: list[float]) -> list[float]:
 
 def fit_transfer_efficiency(entries: Sequence[CalibrationEntry], gpu: str, *,
                             exclude_model: str | None = None,
-                            exclude: tuple[str, str] | None = None) -> TransferEfficiency | None:
+                            exclude: tuple[str, str] | None = None,
+                            catalog: Catalog | None = None) -> TransferEfficiency | None:
     """:class:`TransferEfficiency` of ``gpu`` from its calibrated entries (``exclude_model``:
     leave that model's configurations out, as leave-one-model-out does; ``exclude``: one
     (model, configuration), as leave-one-config-out does). None with fewer than
     three configurations or two models. A part no configuration exercises (all-reduces when
-    every configuration is one GPU) keeps the default ratio of :data:`DEFAULT_RATIOS`."""
-    from fleetplan.catalog.models import get_model
+    every configuration is one GPU) keeps the default ratio of :data:`DEFAULT_RATIOS`.
+    ``catalog``: where the entries' models and GPUs are read (default: the bundled one)."""
+    from fleetplan.catalog.catalog import bundled_catalog
     from fleetplan.replica.params import geomean_rows
+
+    cat = catalog if catalog is not None else bundled_catalog()
 
     rows = [e for e in entries if e.calibrated and e.gpu == gpu and e.ratios_to_ideal
             and e.model != exclude_model and e.key != exclude]
@@ -295,7 +300,7 @@ def fit_transfer_efficiency(entries: Sequence[CalibrationEntry], gpu: str, *,
         return None
     step_x, step_y, tok_x, tok_y = [], [], [], []
     for e in rows:
-        p = ideal_parts(get_model(e.model), HardwareConfig.parse(e.config))
+        p = ideal_parts(cat.model(e.model), HardwareConfig.parse(e.config, cat))
         step_x.append([p["weights"], p["comm_step"], 1.0])
         step_y.append(e.params.c_step)
         tok_x.append([p["tok"], p["comm_tok"]])

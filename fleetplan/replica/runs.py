@@ -29,8 +29,8 @@ from functools import cache
 
 import pandas as pd
 
+from fleetplan.catalog.catalog import Catalog, bundled_catalog
 from fleetplan.catalog.hardware import HardwareConfig
-from fleetplan.catalog.models import get_model
 from fleetplan.profiles.request_lengths import decode
 from fleetplan.replica.burst_tail import BurstTail, infer_burst_tails, tail_for
 from fleetplan.replica.params import ReplicaParams
@@ -111,10 +111,12 @@ class MeasuredRun:
 
 
 @cache
-def server_kv_tokens(model: str, config: str) -> int:
+def server_kv_tokens(model: str, config: str, catalog: Catalog | None = None) -> int:
     """KV-cache tokens vLLM allocates for ``model`` on ``config`` (first principles, with the
-    engine limits of :data:`~fleetplan.replica.priors.DEFAULT_ENGINE_VERSION`)."""
-    spec, hw = get_model(model), HardwareConfig.parse(config)
+    engine limits of :data:`~fleetplan.replica.priors.DEFAULT_ENGINE_VERSION`; names of
+    ``catalog``, default: the bundled one)."""
+    cat = catalog if catalog is not None else bundled_catalog()
+    spec, hw = cat.model(model), HardwareConfig.parse(config, cat)
     seqs, batched, _block, util, _note = server_limits(spec, hw)
     return kv_capacity_tokens(spec, hw, gpu_memory_utilization=util,
                               max_num_batched_tokens=batched, max_num_seqs=seqs)
@@ -272,11 +274,14 @@ def _typed_runs(frame: pd.DataFrame, ref: pd.DataFrame, fl: dict[str, str]) -> l
 
 
 def predict_run(params: ReplicaParams, run: MeasuredRun, *, lengths: LengthModel | None = None,
-                seeds: Sequence[int] = (0, 1, 2), warm: bool | None = None) -> dict[str, float]:
+                seeds: Sequence[int] = (0, 1, 2), warm: bool | None = None,
+                catalog: Catalog | None = None) -> dict[str, float]:
     """Replay ``run``'s protocol (exact send times, its token totals, the pinned lengths of the
     replies that end its burst, its prefix-cache state after the runs that preceded it on the
     server, :mod:`fleetplan.replica.prefix_cache`; ``warm`` True / False overrides it with all
-    prompts cached / none). The result has ``prefix_hit_share`` when the LRU state was used."""
+    prompts cached / none). The result has ``prefix_hit_share`` when the LRU state was used.
+    ``catalog``: where the run's model and GPU are read for the server's KV cache (default: the
+    bundled one)."""
     res = replay(params, rate=run.request_rate, num_prompts=run.num_prompts,
                  burstiness=run.burstiness, lengths=lengths, seeds=seeds,
                  arrival_seed=VLLM_BENCHMARK_SEED,
@@ -286,5 +291,5 @@ def predict_run(params: ReplicaParams, run: MeasuredRun, *, lengths: LengthModel
                  request_lengths=run.request_lengths,
                  prefix_runs_before=(runs_before(run.request_rate, run.series_max_rate)
                                      if warm is None else None),
-                 prefix_capacity_tokens=server_kv_tokens(run.model, run.config))
+                 prefix_capacity_tokens=server_kv_tokens(run.model, run.config, catalog))
     return {k: v.mean for k, v in res.metrics.items()}

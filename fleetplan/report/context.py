@@ -17,6 +17,7 @@ import statistics
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from fleetplan.catalog.catalog import Catalog
 from fleetplan.optimize.plan import FleetEntry, Plan
 from fleetplan.scenario import Scenario
 
@@ -106,24 +107,24 @@ class ReportContext:
 
 def _economics(scenario: Scenario, config: str, region: str, market: str | None,
                store: ProfileStore) -> PoolAssumptions:
-    from fleetplan.catalog.grid import grid_intensity
     from fleetplan.catalog.hardware import HardwareConfig
-    from fleetplan.catalog.prices import price_for
     from fleetplan.fleet.accounting import embodied_g_per_gpu_hour, power_model
     from fleetplan.scenario.reliability import entry, pool_price, resolve
 
-    hw = HardwareConfig.parse(config)
-    price = price_for(hw.gpu, scenario.market, scenario.prices_usd_per_gpu_hour)
+    cat = scenario.data_context().catalog
+    hw = HardwareConfig.parse(config, cat)
+    price = cat.price(hw.gpu, scenario.market, scenario.prices_usd_per_gpu_hour)
     # a spot pool (or a market: spot entry) is priced as the simulator and the optimizer price it
     per_gpu, price_src = pool_price(
         entry(scenario.reliability, config, hw.gpu, market), hw.gpu,
         price.price_usd_per_gpu_hour,
-        f"{price.market} market, {price.price_date}: {price.source}", price.market == "user")
+        f"{price.market} market, {price.price_date}: {price.source}", price.market == "user",
+        catalog=cat)
     power = power_model(scenario.model, config, hw.gpu, hw.gpu_count, store,
-                        scenario.power_w_per_gpu, scenario.power.model)
-    grid = grid_intensity(region, scenario.grid_g_per_kwh)
+                        scenario.power_w_per_gpu, scenario.power.model, cat)
+    grid = cat.grid_intensity(region, scenario.grid_g_per_kwh)
     emb, emb_src = embodied_g_per_gpu_hour(hw.gpu, scenario.embodied.include,
-                                           scenario.embodied.lifetime_years)
+                                           scenario.embodied.lifetime_years, cat)
     rel = resolve(scenario.reliability, config, hw.gpu, hw.gpu_count, market)
     return PoolAssumptions(
         config=config, region=region, gpus_per_replica=hw.gpu_count,
@@ -143,7 +144,8 @@ def _median_abs(values: list[float]) -> float | None:
     return statistics.median(abs(v) for v in values) if values else None
 
 
-def _validation(model: str, configs: list[str]) -> tuple[list[ValidationRow], str]:
+def _validation(model: str, configs: list[str],
+                catalog: Catalog) -> tuple[list[ValidationRow], str]:
     """Per configuration: calibrated or not, its in-sample fit, and its held-out error band, all
     from package data (the calibration file and the error tables of
     :mod:`fleetplan.optimize.model_band`), never from the docs."""
@@ -154,10 +156,10 @@ def _validation(model: str, configs: list[str]) -> tuple[list[ValidationRow], st
     cal = load_calibration_file()
     rows = []
     for config in configs:
-        params = replica_params(model, config)
+        params = replica_params(model, config, catalog=catalog)
         entry = cal.entry(model, config)
         runs = [r for r in entry.runs if r.used_in_fit and not r.flagged] if entry else []
-        band = pool_band(model, config)
+        band = pool_band(model, config, catalog)
         rows.append(ValidationRow(
             config=config, calibrated=params.calibrated, params_source=params.source,
             fit_runs=len(runs),
@@ -187,16 +189,16 @@ def build_context(plan: Plan, scenario: Scenario, scenario_path: str,
                   for p in plan.fleet)
         op = max(plan.g_co2_per_hour - emb, 0.0)
     configs = sorted({c for c, _, _ in keys})
-    rows, cal_path = _validation(scenario.model, configs)
+    rows, cal_path = _validation(scenario.model, configs, scenario.data_context().catalog)
     return ReportContext(
         scenario=scenario_path, model=scenario.model, market=scenario.market, pools=pools,
         g_co2_operational_per_hour=op, g_co2_embodied_per_hour=emb, validation=tuple(rows),
         assumptions=tuple(_assumptions(scenario, plan)), calibration_file=cal_path,
         power_model=scenario.power.model, embodied_included=scenario.embodied.include,
-        bands=_bands(plan, scenario.model))
+        bands=_bands(plan, scenario.model, scenario.data_context().catalog))
 
 
-def _bands(plan: Plan, model: str) -> tuple[ClassBand, ...]:
+def _bands(plan: Plan, model: str, catalog: Catalog) -> tuple[ClassBand, ...]:
     """Each class's model-error band: the plan's own, else (older plan files) computed by the
     rule solve records them with (:func:`fleetplan.optimize.model_band.with_model_bands`)."""
     from fleetplan.optimize.model_band import with_model_bands
@@ -209,7 +211,7 @@ def _bands(plan: Plan, model: str) -> tuple[ClassBand, ...]:
         if c.ttft_p99_band_ms is not None or c.calibrated is not None:
             out.append(ClassBand(c.name, c.ttft_p99_band_ms, c.band_basis, c.calibrated, True))
             continue
-        computed = computed or with_model_bands(model, plan)
+        computed = computed or with_model_bands(model, plan, catalog)
         w = computed.classes[i]
         out.append(ClassBand(c.name, w.ttft_p99_band_ms, w.band_basis, w.calibrated, False))
     return tuple(out)

@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from fleetplan.catalog.catalog import Catalog
 from fleetplan.errors import InputError
 from fleetplan.optimize.frontier_file import load_frontier
 from fleetplan.optimize.plan import load_plan
@@ -47,9 +48,12 @@ class ReportRequest:
 
 
 def write_requested(path: str | os.PathLike[str], request: ReportRequest,
-                    scenario: Scenario | None = None) -> Path:
-    """Read the request's files and write its page (a report, or a diff) to ``path``."""
-    docs = [load_plan(p) for p in request.plans]
+                    scenario: Scenario | None = None, catalog: Catalog | None = None) -> Path:
+    """Read the request's files and write its page (a report, or a diff) to ``path``; the
+    plans' GPUs are ``catalog``'s (default: the scenario's, else the bundled one)."""
+    if catalog is None and scenario is not None:
+        catalog = scenario.data_context().catalog
+    docs = [load_plan(p, catalog) for p in request.plans]
     if len(docs) == 1:
         fr = load_frontier(request.frontier) if request.frontier is not None else None
         return write_report(path, docs[0], scenario=scenario,

@@ -2,19 +2,20 @@
 
 :class:`Strict`: strict types (no ``"8"`` read as 8), frozen, unknown fields refused with the
 valid ones named. :func:`check_region`, :func:`canon_config`, :func:`canon_gpu`: turn a region
-code, a hardware configuration or a GPU name into its canonical spelling, or raise a
-``ValueError`` whose text pydantic puts on the one-line error.
+code, a hardware configuration or a GPU name into its canonical spelling in a catalog, or raise a
+``ValueError`` whose text pydantic puts on the one-line error. The catalog comes with the
+validation (``Scenario.model_validate(data, context={"catalog": cat})``, what
+:func:`~fleetplan.scenario.loading.scenario_from_dict` passes): :func:`catalog_of`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, model_validator
 from pydantic_core import PydanticCustomError
 
-from fleetplan.catalog.gpus import normalize_gpu
-from fleetplan.catalog.grid import load_grid
+from fleetplan.catalog.catalog import Catalog, bundled_catalog
 from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.errors import FleetplanError, UnknownNameError
 
@@ -49,26 +50,33 @@ class Strict(BaseModel):
         return ""
 
 
-def check_region(region: str) -> str:
-    """``region`` if the bundled grid catalog (or nothing else) knows it; else ``ValueError``."""
-    if region not in load_grid():
-        raise ValueError(str(UnknownNameError("region", region, load_grid())))
+def catalog_of(info: ValidationInfo) -> Catalog:
+    """The catalog a validation reads: its context's ``catalog``, else the bundled one."""
+    cat = (info.context or {}).get("catalog")
+    return cat if isinstance(cat, Catalog) else bundled_catalog()
+
+
+def check_region(region: str, catalog: Catalog) -> str:
+    """``region`` if the catalog's grid table knows it; else ``ValueError``."""
+    grid = catalog.grid()
+    if region not in grid:
+        raise ValueError(str(UnknownNameError("region", region, grid)))
     return region
 
 
-def canon_config(text: str) -> str:
+def canon_config(text: str, catalog: Catalog) -> str:
     """Canonical name of a hardware configuration (``1xh100-pcie`` -> ``1xH100-PCIe``)."""
     try:
-        return HardwareConfig.parse(text).name
+        return HardwareConfig.parse(text, catalog).name
     except FleetplanError as exc:
         raise ValueError(str(exc)) from None
     except ValidationError as exc:
         raise ValueError(exc.errors()[0]["msg"]) from None
 
 
-def canon_gpu(name: str) -> str:
+def canon_gpu(name: str, catalog: Catalog) -> str:
     """Canonical name of a GPU type (``h100-pcie`` -> ``H100-PCIe``)."""
     try:
-        return normalize_gpu(name)
+        return catalog.normalize_gpu(name)
     except FleetplanError as exc:
         raise ValueError(str(exc)) from None

@@ -10,12 +10,20 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import (
+    Field,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
+from fleetplan.catalog.catalog import Catalog
 from fleetplan.catalog.grid import DEFAULT_REGION
 from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.errors import FleetplanError, InputError
-from fleetplan.scenario.base import Strict, canon_config, check_region
+from fleetplan.scenario.base import Strict, canon_config, catalog_of, check_region
 from fleetplan.scenario.reliability import Market
 
 SPOT_MARK = "~spot"
@@ -53,8 +61,17 @@ class Pool(Strict):
         "Default: the market of the pool's `reliability:` entry (on-demand without one)",
         examples=["spot"])
 
-    _c = field_validator("config")(classmethod(lambda cls, v: canon_config(v)))
-    _r = field_validator("region")(classmethod(lambda cls, v: check_region(v)))
+    _c = field_validator("config")(classmethod(
+        lambda cls, v, info: canon_config(v, catalog_of(info))))
+    _r = field_validator("region")(classmethod(
+        lambda cls, v, info: check_region(v, catalog_of(info))))
+    _hardware: HardwareConfig = PrivateAttr()
+
+    @model_validator(mode="after")
+    def _keep_hardware(self, info: ValidationInfo) -> Pool:
+        # the configuration as the validating catalog reads it (its GPU spec included)
+        self._hardware = HardwareConfig.parse(self.config, catalog_of(info))
+        return self
 
     @property
     def label(self) -> str:
@@ -65,7 +82,8 @@ class Pool(Strict):
 
     @property
     def hardware(self) -> HardwareConfig:
-        return HardwareConfig.parse(self.config)
+        """The configuration, parsed by the catalog the pool was validated with."""
+        return self._hardware
 
 
 def pool_label(config: str, region: str, ttft_p99_ms: float | None = None,
@@ -95,7 +113,7 @@ _FLEET_RE = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+\s*[xX].+?)\s*(?:@\s*([A-Za-z0-9
                        r"(~spot)?\s*$")
 
 
-def parse_fleet(text: str) -> list[Pool]:
+def parse_fleet(text: str, catalog: Catalog | None = None) -> list[Pool]:
     """Parse a fleet spec: pools joined by ``+``, each ``<replicas>x<config>[@<region>][~spot]``.
 
     ``2x1xH100-PCIe+4x2xRTX-4090@FRA``: two 1xH100-PCIe replicas (region EU27) and four
@@ -112,17 +130,18 @@ def parse_fleet(text: str) -> list[Pool]:
         if m.group(4):
             data["market"] = "spot"
         try:
-            pools.append(Pool.model_validate(data))
+            pools.append(Pool.model_validate(data, context={"catalog": catalog}))
         except ValidationError as exc:
             msg = exc.errors()[0]["msg"].removeprefix("Value error, ")
             raise InputError(f"--fleet {part.strip()!r}: {msg}") from None
     return pools
 
 
-def match_pools(key: str, fleet: Sequence[Pool]) -> list[int]:
+def match_pools(key: str, fleet: Sequence[Pool], catalog: Catalog | None = None) -> list[int]:
     """Indices of the pools a split/pin key names: ``config`` (any region), ``config@region``
     (every tier there), ``config@region~spot`` (its spot pools) or a full pool name with its
-    tier (``config@region/200ms``)."""
+    tier (``config@region/200ms``); configurations spelled as in ``catalog`` (default: the
+    bundled one)."""
     if "/" in key:
         exact = [i for i, p in enumerate(fleet) if p.label == key]
         if exact:
@@ -130,7 +149,7 @@ def match_pools(key: str, fleet: Sequence[Pool]) -> list[int]:
     config, _, region = key.partition("@")
     region, spot, _m = region.partition("~")
     try:
-        canon = HardwareConfig.parse(config).name
+        canon = HardwareConfig.parse(config, catalog).name
     except (FleetplanError, ValidationError):
         canon = config
     hits = [i for i, p in enumerate(fleet)

@@ -1,7 +1,9 @@
 """Reading a scenario: file or parsed dict -> :class:`~fleetplan.scenario.model.Scenario`.
 
 Main entries: :func:`load_scenario` (YAML or JSON file; trace paths relative to its folder),
-:func:`scenario_from_dict` and :func:`scenario_json_schema` (``fleetplan schema``). Every error is
+:func:`scenario_from_dict` and :func:`scenario_json_schema` (``fleetplan schema``). Both take the
+:class:`~fleetplan.context.DataContext` to read names in (``context=``; default: the bundled
+catalog); the scenario keeps it, its own ``catalog:`` and ``model_config:`` added. Every error is
 one :class:`~fleetplan.errors.InputError` line naming the file, the field path and the value.
 """
 
@@ -14,7 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from fleetplan._load import load_data
-from fleetplan.context import DataContext, active_data, scenario_context, use_context
+from fleetplan.context import DataContext
 from fleetplan.errors import InputError
 from fleetplan.scenario.messages import format_validation_error
 from fleetplan.scenario.model import Scenario
@@ -45,26 +47,29 @@ def _resolve_traces(data: Any, base: Path) -> Any:
 
 
 def scenario_from_dict(data: Any, source: str = "scenario",
-                       base_dir: str | os.PathLike[str] | None = None) -> Scenario:
-    """Validate a parsed scenario; errors become one-line :class:`InputError` messages."""
+                       base_dir: str | os.PathLike[str] | None = None, *,
+                       context: DataContext | None = None) -> Scenario:
+    """Validate a parsed scenario in ``context`` (default: the bundled catalog, the usual
+    files); errors become one-line :class:`InputError` messages."""
     if base_dir is not None:
         data = _resolve_traces(data, Path(base_dir))
     if not isinstance(data, dict):
         raise InputError(f"{source}: a scenario is a mapping of fields, not {type(data).__name__}")
     data = dict(data)  # _data_context fills in paths and the model: the caller's dict stays
-    ctx = _data_context(data, source, Path(base_dir) if base_dir is not None else None)
+    ctx = _data_context(data, source, Path(base_dir) if base_dir is not None else None,
+                        context if context is not None else DataContext())
     try:
-        with use_context(ctx):
-            return Scenario.model_validate(data)
+        return Scenario.validate_in(data, ctx)
     except ValidationError as exc:
         raise InputError(format_validation_error(exc, data, source)) from None
 
 
-def _data_context(data: dict[str, Any], source: str, base: Path | None) -> DataContext | None:
-    """The context of the scenario's ``catalog:`` and ``model_config:`` (paths made relative to
-    its folder in ``data``; ``model`` filled from the config when left out), or None."""
-    if "model" not in data and "model_config" not in data and active_data().model is not None:
-        data["model"] = active_data().model.model  # type: ignore[union-attr]  # --model-config
+def _data_context(data: dict[str, Any], source: str, base: Path | None,
+                  given: DataContext) -> DataContext:
+    """``given`` with the scenario's ``catalog:`` and ``model_config:`` added (paths made
+    relative to its folder in ``data``; ``model`` filled from the config when left out)."""
+    if "model" not in data and "model_config" not in data and given.model is not None:
+        data["model"] = given.model.model  # --model-config
     paths: dict[str, str | None] = {}
     for key in ("catalog", "model_config"):
         v = data.get(key)
@@ -74,9 +79,9 @@ def _data_context(data: dict[str, Any], source: str, base: Path | None) -> DataC
             v = data[key] = str(base / v)
         paths[key] = v
     if paths["catalog"] is None and paths["model_config"] is None:
-        return None
+        return given
     try:
-        ctx = scenario_context(paths["catalog"], paths["model_config"])
+        ctx = given.for_scenario(paths["catalog"], paths["model_config"])
     except InputError as exc:
         raise InputError(f"{source}: {exc}") from None
     if "model" not in data and ctx.model is not None:
@@ -84,14 +89,16 @@ def _data_context(data: dict[str, Any], source: str, base: Path | None) -> DataC
     return ctx
 
 
-def load_scenario(path: str | os.PathLike[str]) -> Scenario:
-    """Read and validate a YAML or JSON scenario file (trace paths relative to its folder).
+def load_scenario(path: str | os.PathLike[str], *,
+                  context: DataContext | None = None) -> Scenario:
+    """Read and validate a YAML or JSON scenario file (trace paths relative to its folder), in
+    ``context`` (default: the bundled catalog and the usual files).
 
     Read through :func:`fleetplan._load.load_data`: a regular file of at most 16 MiB, nesting,
     aliases and duplicate keys bounded before anything is built."""
     p = Path(path)
     data = load_data(p, what="scenario file")
-    return scenario_from_dict(data, str(p), base_dir=p.parent.resolve())
+    return scenario_from_dict(data, str(p), base_dir=p.parent.resolve(), context=context)
 
 
 def scenario_json_schema() -> dict[str, Any]:

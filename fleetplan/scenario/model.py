@@ -9,15 +9,22 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from fleetplan._load import show_value
-from fleetplan.catalog.grid import load_grid
-from fleetplan.catalog.models import get_model, load_models
-from fleetplan.catalog.prices import DEFAULT_MARKET, markets
+from fleetplan.catalog.catalog import bundled_catalog
+from fleetplan.catalog.prices import DEFAULT_MARKET
 from fleetplan.errors import FleetplanError, InputError, UnknownNameError
 from fleetplan.registry.routing import RoutingPolicy, routing_policies
-from fleetplan.scenario.base import Strict, canon_gpu, check_region
+from fleetplan.scenario.base import Strict, canon_gpu, catalog_of, check_region
 from fleetplan.scenario.fleet import Pool, match_pools
 from fleetplan.scenario.messages import format_validation_error
 from fleetplan.scenario.reliability import Reliability, canon_key, keyed_markets
@@ -40,7 +47,11 @@ if TYPE_CHECKING:
 
 
 def _model_names() -> list[str]:
-    return list(load_models())
+    return list(bundled_catalog().models())
+
+
+def _markets() -> list[str]:
+    return bundled_catalog().markets()
 
 
 def _valid_values(names: Callable[[], Sequence[str]], *,
@@ -114,7 +125,7 @@ class Scenario(Strict):
         description="price market of the catalog (`data/prices.csv`): `alternative`, the "
                     "study's May-2025 alternative-provider prices; `hyperscaler`, the study's "
                     "hyperscaler figures", examples=["hyperscaler"],
-        json_schema_extra=_valid_values(markets, enum=True))
+        json_schema_extra=_valid_values(_markets, enum=True))
     prices_usd_per_gpu_hour: dict[str, Annotated[float, Field(gt=0, le=1000)]] = Field(
         fail_fast=True,
         default_factory=dict, description="your prices in $ per GPU-hour by GPU type, "
@@ -172,6 +183,8 @@ class Scenario(Strict):
     capacity: CapacitySettings = Field(default_factory=CapacitySettings,
                                        description="how capacities at SLO are measured on the "
                                                    "replica model")
+    # the context it was loaded with (validate_in): the catalog every lookup of it reads
+    _context: DataContext | None = PrivateAttr(default=None)
 
     @field_validator("candidates", mode="before")
     @classmethod
@@ -182,28 +195,29 @@ class Scenario(Strict):
 
     @field_validator("model")
     @classmethod
-    def _model(cls, v: str) -> str:
+    def _model(cls, v: str, info: ValidationInfo) -> str:
         try:
-            return get_model(v).model
+            return catalog_of(info).model(v).model
         except FleetplanError as exc:
             raise ValueError(str(exc)) from None
 
     @field_validator("market")
     @classmethod
-    def _market(cls, v: str) -> str:
-        if v not in markets():
-            raise ValueError(f"unknown market {v} (valid: {', '.join(markets())})")
+    def _market(cls, v: str, info: ValidationInfo) -> str:
+        markets = catalog_of(info).markets()
+        if v not in markets:
+            raise ValueError(f"unknown market {v} (valid: {', '.join(markets)})")
         return v
 
     @field_validator("prices_usd_per_gpu_hour")
     @classmethod
-    def _prices(cls, v: dict[str, float]) -> dict[str, float]:
-        return {canon_gpu(k): p for k, p in v.items()}
+    def _prices(cls, v: dict[str, float], info: ValidationInfo) -> dict[str, float]:
+        return {canon_gpu(k, catalog_of(info)): p for k, p in v.items()}
 
     @field_validator("power_w_per_gpu")
     @classmethod
-    def _power(cls, v: dict[str, float]) -> dict[str, float]:
-        return {canon_gpu(k): w for k, w in v.items()}
+    def _power(cls, v: dict[str, float], info: ValidationInfo) -> dict[str, float]:
+        return {canon_gpu(k, catalog_of(info)): w for k, w in v.items()}
 
     @field_validator("reliability", mode="before")
     @classmethod
@@ -212,14 +226,17 @@ class Scenario(Strict):
 
     @field_validator("reliability")
     @classmethod
-    def _reliability(cls, v: dict[str, Reliability] | None) -> dict[str, Reliability] | None:
-        return None if v is None else {canon_key(k): r for k, r in v.items()}
+    def _reliability(cls, v: dict[str, Reliability] | None,
+                     info: ValidationInfo) -> dict[str, Reliability] | None:
+        return None if v is None else {canon_key(k, catalog_of(info)): r for k, r in v.items()}
 
     @field_validator("availability")
     @classmethod
-    def _availability(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+    def _availability(cls, v: dict[str, Any] | None,
+                      info: ValidationInfo) -> dict[str, Any] | None:
         if v is None:
             return v
+        cat = catalog_of(info)
         def count(where: str, n: Any) -> int:
             if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= 10**7:
                 raise ValueError(f"{where[:60]}: {show_value(n, 60)} must be a whole "
@@ -229,14 +246,15 @@ class Scenario(Strict):
         out: dict[str, Any] = {}
         for k, cap in v.items():
             if isinstance(cap, dict):
-                check_region(k)
-                out[k] = {canon_gpu(g): count(f"{k}.{g}", n) for g, n in cap.items()}
+                check_region(k, cat)
+                out[k] = {canon_gpu(g, cat): count(f"{k}.{g}", n) for g, n in cap.items()}
             else:
-                out[canon_gpu(k)] = count(k, cap)
+                out[canon_gpu(k, cat)] = count(k, cap)
         return out
 
     @model_validator(mode="after")
-    def _cross(self) -> Scenario:
+    def _cross(self, info: ValidationInfo) -> Scenario:
+        cat = catalog_of(info)
         seen: set[str] = set()
         repeated: set[str] = set()
         for c in self.classes:  # one pass: the 1e5-class file took > 60 s with names.count
@@ -259,13 +277,13 @@ class Scenario(Strict):
             if self.fleet is not None:
                 for key in (*(c.pin or ()), *(c.split or {})):
                     try:
-                        match_pools(key, self.fleet)
+                        match_pools(key, self.fleet, cat)
                     except InputError as exc:
                         field = "pin" if key in (c.pin or ()) else "split"
                         raise ValueError(f"classes[{i}].{field}: {exc}") from None
         regions = {p.region for p in self.fleet or ()}
         for r in sorted(regions):
-            if r not in self.grid_g_per_kwh and r not in load_grid():
+            if r not in self.grid_g_per_kwh and r not in cat.grid():
                 raise ValueError(f"fleet region {r} has no grid intensity")
         return self
 
@@ -288,26 +306,36 @@ class Scenario(Strict):
         except FleetplanError as exc:
             raise ValueError(str(exc)) from None
 
-    def data_context(self) -> DataContext | None:
-        """The data context of this scenario's ``catalog`` and ``model_config`` (None without
-        either): what :func:`fleetplan.simulate` and :func:`fleetplan.solve` read it through."""
-        if self.catalog is None and self.hf_model_config is None:
-            return None
-        from fleetplan.context import scenario_context
+    def data_context(self) -> DataContext:
+        """The data context the scenario was loaded with, its ``catalog`` and ``model_config``
+        added (:func:`fleetplan.load_scenario`'s ``context=``; default: the bundled catalog):
+        what :func:`fleetplan.simulate` and :func:`fleetplan.solve` read its catalog from."""
+        if self._context is None:
+            from fleetplan.context import DataContext
 
-        return scenario_context(self.catalog, self.hf_model_config)
+            return DataContext()
+        return self._context
+
+    @classmethod
+    def validate_in(cls, data: Any, context: DataContext | None) -> Scenario:
+        """Validate ``data`` against ``context``'s catalog (default: the bundled one); the
+        scenario keeps the context (:meth:`data_context`)."""
+        cat = context.catalog if context is not None else bundled_catalog()
+        sc = cls.model_validate(data, context={"catalog": cat})
+        sc._context = context
+        return sc
 
     def with_fleet(self, fleet: Sequence[Pool]) -> Scenario:
         """A copy with another fleet (validated again: pins and splits must still match)."""
         data = self.model_dump(mode="python", by_alias=True, exclude_unset=True)
         data["fleet"] = [p.model_dump() for p in fleet]
-        return _revalidate(data)
+        return _revalidate(data, self._context)
 
     def with_updates(self, **fields: Any) -> Scenario:
         """A validated copy with some top-level fields replaced (e.g. ``routing="planned"``)."""
         data = self.model_dump(mode="python", by_alias=True, exclude_unset=True)
         data.update({k: _dumpable(v) for k, v in fields.items()})
-        return _revalidate(data)
+        return _revalidate(data, self._context)
 
     def class_index(self, name: str) -> int:
         for i, c in enumerate(self.classes):
@@ -326,10 +354,10 @@ def _dumpable(v: Any) -> Any:
     return v
 
 
-def _revalidate(data: dict[str, Any]) -> Scenario:
+def _revalidate(data: dict[str, Any], context: DataContext | None) -> Scenario:
     data = _plain(data)
     try:
-        return Scenario.model_validate(data)
+        return Scenario.validate_in(data, context)
     except ValidationError as exc:
         raise InputError(format_validation_error(exc, data, "scenario")) from None
 

@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from fleetplan.catalog.catalog import Catalog, bundled_catalog
 from fleetplan.scenario.base import Strict
 
 SECONDS_PER_HOUR = 3600.0
@@ -154,9 +155,10 @@ def keyed_markets(block: Any) -> Any:
     return out
 
 
-def canon_key(key: str) -> str:
-    """A ``reliability:`` key's canonical spelling: a configuration or a GPU type, optionally
-    with ``@<market>`` (``2xRTX-4090@spot``: that configuration's pools of that market only)."""
+def canon_key(key: str, catalog: Catalog) -> str:
+    """A ``reliability:`` key's canonical spelling in ``catalog``: a configuration or a GPU
+    type, optionally with ``@<market>`` (``2xRTX-4090@spot``: that configuration's pools of that
+    market only)."""
     from fleetplan.scenario.base import canon_config, canon_gpu
 
     name, at, market = key.partition("@")
@@ -165,8 +167,8 @@ def canon_key(key: str) -> str:
                          f"{', '.join(MARKETS)})")
     suffix = f"@{market}" if at else ""
     if "x" in name.split("-")[0].lower() and name[:1].isdigit():
-        return canon_config(name) + suffix
-    return canon_gpu(name) + suffix
+        return canon_config(name, catalog) + suffix
+    return canon_gpu(name, catalog) + suffix
 
 
 @dataclass(frozen=True)
@@ -212,11 +214,10 @@ def entry(block: Mapping[str, Reliability] | None, config: str,
     return Reliability(market=market, **kept)  # type: ignore[arg-type]
 
 
-def _catalog_spot_row(gpu: str) -> tuple[float, str] | None:
-    """The active catalog's ``spot`` market price of ``gpu`` and its source, if it has one."""
-    from fleetplan.catalog.prices import load_prices
-
-    for p in load_prices():
+def _catalog_spot_row(gpu: str, catalog: Catalog | None) -> tuple[float, str] | None:
+    """The catalog's ``spot`` market price of ``gpu`` and its source, if it has one (default:
+    the bundled catalog)."""
+    for p in (catalog or bundled_catalog()).prices():
         if p.gpu == gpu and p.market == "spot":
             return p.price_usd_per_gpu_hour, f"spot {p.price_date}: {p.source}"
     return None
@@ -234,14 +235,15 @@ def resolve(block: Mapping[str, Reliability] | None, config: str, gpu: str,
 
 
 def pool_price(rel: Reliability | None, gpu: str, price: float, source: str,
-               overridden: bool, gpus: int = 1) -> tuple[float, str]:
+               overridden: bool, gpus: int = 1,
+               catalog: Catalog | None = None) -> tuple[float, str]:
     """A pool's price and its source: ``price`` (per GPU-hour, or per replica-hour of ``gpus``
     GPUs) with its ``source`` for on-demand; for spot, the catalog's ``spot`` row of the GPU
     (times ``gpus``) when there is one (and neither a ``spot_discount`` nor a scenario price is
-    given), else ``price`` less the discount."""
+    given), else ``price`` less the discount. ``catalog``: whose spot rows (default: bundled)."""
     if rel is None or rel.market != "spot":
         return price, source
-    row = None if overridden or rel.spot_discount is not None else _catalog_spot_row(gpu)
+    row = None if overridden or rel.spot_discount is not None else _catalog_spot_row(gpu, catalog)
     if row is not None:
         return row[0] * gpus, row[1]
     if rel.price_factor == 1.0:
@@ -250,12 +252,12 @@ def pool_price(rel: Reliability | None, gpu: str, price: float, source: str,
 
 
 def spot_price_source(block: Mapping[str, Reliability] | None, config: str, gpu: str,
-                      overridden: bool) -> str:
+                      overridden: bool, catalog: Catalog | None = None) -> str:
     """Where a spot pool's price comes from (the plan's notes), by :func:`pool_price`'s rule."""
     spec = entry(block, config, gpu, "spot")
     if spec is None:
         return "catalog price"
-    row = None if overridden or spec.spot_discount is not None else _catalog_spot_row(gpu)
+    row = None if overridden or spec.spot_discount is not None else _catalog_spot_row(gpu, catalog)
     return spec.price_source() if row is None else f"catalog spot row, {row[1]}"
 
 

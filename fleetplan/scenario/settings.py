@@ -12,12 +12,12 @@ from __future__ import annotations
 import math
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from fleetplan.catalog.grid import DEFAULT_REGION
 from fleetplan.errors import FleetplanError, InputError
 from fleetplan.registry.solvers import SOLVERS, resolve_solver
-from fleetplan.scenario.base import Strict, canon_config, check_region
+from fleetplan.scenario.base import Strict, canon_config, catalog_of, check_region
 from fleetplan.scenario.messages import format_validation_error
 
 
@@ -62,12 +62,13 @@ class Candidate(Strict):
         "(default: the market of its `reliability:` entry, on-demand without one)",
         examples=["spot"])
 
-    _c = field_validator("config")(classmethod(lambda cls, v: canon_config(v)))
+    _c = field_validator("config")(classmethod(
+        lambda cls, v, info: canon_config(v, catalog_of(info))))
 
     @field_validator("regions")
     @classmethod
-    def _regions(cls, v: list[str]) -> list[str]:
-        return list(check_region(r) for r in v)
+    def _regions(cls, v: list[str], info: ValidationInfo) -> list[str]:
+        return list(check_region(r, catalog_of(info)) for r in v)
 
 
 class CarbonCap(Strict):

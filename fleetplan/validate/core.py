@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from fleetplan.catalog.catalog import Catalog
 from fleetplan.errors import InputError
 from fleetplan.profiles.ingest import IngestOptions, ingest_paths
 from fleetplan.profiles.store import ProfileStore, empty_frame
@@ -120,13 +121,16 @@ def noise_floor(runs: Sequence[MeasuredRun],
 
 
 def validate(runs: Sequence[MeasuredRun], *, calibration: CalibrationSource,
-             seeds: Sequence[int] = VALIDATE_SEEDS) -> ValidationResult:
+             seeds: Sequence[int] = VALIDATE_SEEDS,
+             catalog: Catalog | None = None) -> ValidationResult:
     """Predict every run with the store's calibration (never fitted to ``runs`` themselves
-    unless they are the store's own runs) and compare; ``to_dict()`` is the binding JSON."""
+    unless they are the store's own runs) and compare; ``to_dict()`` is the binding JSON.
+    ``catalog``: where the runs' models and GPUs are read (default: the bundled one)."""
     records = []
     for run in sorted(runs, key=lambda r: (r.model, r.config, r.request_rate, r.run_id)):
         params = replica_params(run.model, run.config, calibration=calibration,
-                                engine_version=run.engine_version)  # uncalibrated: its vLLM
-        pred = predict_run(params, run, seeds=seeds)
+                                engine_version=run.engine_version,  # uncalibrated: its vLLM
+                                catalog=catalog)
+        pred = predict_run(params, run, seeds=seeds, catalog=catalog)
         records.append(run_record(run, params.calibrated, pred))
     return ValidationResult(tuple(records), summarize(records), noise_floor(runs))

@@ -17,8 +17,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from fleetplan._progress import Progress, step
+from fleetplan.catalog.catalog import Catalog, bundled_catalog
 from fleetplan.catalog.hardware import HardwareConfig
-from fleetplan.catalog.models import get_model
 from fleetplan.replica.burst_tail import infer_burst_tails
 from fleetplan.replica.calibrate import (
     DEFAULT_MAX_NFEV,
@@ -109,8 +109,10 @@ def leave_one_rate_out(runs: Sequence[MeasuredRun], *, jobs: int | None = None,
                        max_nfev: int = DEFAULT_MAX_NFEV, seeds: Sequence[int] = VALIDATE_SEEDS,
                        progress: Progress | None = None,
                        tail_pool: Sequence[MeasuredRun] | None = None,
-                       fit_seeds: Sequence[int] = FIT_SEEDS) -> CvResult:
-    """Refit without each interior rate, predict it; baseline beside the model (the burst-tail
+                       fit_seeds: Sequence[int] = FIT_SEEDS,
+                       catalog: Catalog | None = None) -> CvResult:
+    """Refit without each interior rate (names of ``catalog``, default: the bundled one),
+    predict it; baseline beside the model (the burst-tail
     lengths of :mod:`fleetplan.replica.burst_tail` are relearned without the held-out runs
     too). ``progress`` receives one unit per fold (refit).
 
@@ -136,11 +138,11 @@ def leave_one_rate_out(runs: Sequence[MeasuredRun], *, jobs: int | None = None,
                                           seed=VLLM_BENCHMARK_SEED)
                 tasks.append((with_burst_tails(rest, tails), with_burst_tails(held, tails)))
     fits = fit_many([t[0] for t in tasks], jobs=jobs, max_nfev=max_nfev, progress=progress,
-                    step_name="leave-one-rate-out folds", seeds=fit_seeds)
+                    step_name="leave-one-rate-out folds", seeds=fit_seeds, catalog=catalog)
     records = []
     for (_rest, held), fit in zip(tasks, fits, strict=True):
         for run in held:
-            pred = predict_run(fit.params, run, seeds=seeds)
+            pred = predict_run(fit.params, run, seeds=seeds, catalog=catalog)
             rec = run_record(run, True, pred)
             others = {rate: vals for rate, vals in table[run.key].items()
                       if rate != run.request_rate}
@@ -161,8 +163,10 @@ def leave_one_config_out(runs: Sequence[MeasuredRun],
                          entries: Sequence[CalibrationEntry] | CalibrationSource, *,
                          seeds: Sequence[int] = VALIDATE_SEEDS,
                          paths: Mapping[str, str] | None = None,
-                         progress: Progress | None = None) -> CvResult:
-    """Predict each calibrated configuration's runs from specs + the efficiency ratios of the
+                         progress: Progress | None = None,
+                         catalog: Catalog | None = None) -> CvResult:
+    """Predict each calibrated configuration's runs (names of ``catalog``, default: the bundled
+    one) from specs + the efficiency ratios of the
     other calibrated configurations (same GPU and count when there are any, else same GPU type,
     as :func:`replica_params` does); configurations alone of their GPU type are listed in
     ``not_covered``. ``entries``: the calibration's entries (or the calibration itself).
@@ -175,25 +179,27 @@ def leave_one_config_out(runs: Sequence[MeasuredRun],
     entries = [e if isinstance(e, CalibrationEntry)
                else CalibrationEntry.from_dict(e, f"calibration configs[{i}]")
                for i, e in enumerate(entries)]
+    cat = catalog if catalog is not None else bundled_catalog()
     calibrated = {e.key for e in entries if e.calibrated}
     records: list[RunRecord] = []
     not_covered: list[tuple[str, str]] = []
     folds = [(key, rs) for key, rs in group_runs(runs).items() if key in calibrated]
     with step(progress, "leave-one-config-out folds", len(folds)) as advance:
         for key, rs in folds:
-            hw = HardwareConfig.parse(key[1])
+            hw = HardwareConfig.parse(key[1], cat)
             eff, _how = learned_efficiency(entries, hw.gpu, hw.gpu_count, exclude=key)
             if eff is None or not any(e.gpu == hw.gpu and e.key != key
                                       for e in entries if e.calibrated):
                 not_covered.append(key)
             else:
                 path = spec_path(hw.gpu) if paths is None else paths.get(hw.gpu, "ratios")
-                fit = (fit_transfer_efficiency(entries, hw.gpu, exclude=key)
+                fit = (fit_transfer_efficiency(entries, hw.gpu, exclude=key, catalog=cat)
                        if path == "transfer" else None)
-                params = spec_prior(get_model(key[0]), hw, eff, fit)
+                params = spec_prior(cat.model(key[0]), hw, eff, fit)
                 for run in rs:
                     records.append(run_record(run, False, predict_run(params, run,
-                                                                      seeds=seeds)))
+                                                                      seeds=seeds,
+                                                                      catalog=cat)))
             _describe(progress, "leave-one-config-out folds", f"{key[0]} on {key[1]}")
             advance(1)
     return summaries(records, False, not_covered=not_covered)

@@ -134,12 +134,11 @@ FLAGGED_MEANING = ("TTFT that falls as load rises, which no work-conserving serv
 
 
 def _active(model: str, config: str) -> OwnRuns | None:
-    """The record of ``model`` on ``config`` in the active calibration (None: not calibrated)."""
-    from fleetplan.catalog.hardware import HardwareConfig
-    from fleetplan.catalog.models import get_model
+    """The record of ``model`` on ``config`` (canonical names, as a scenario's or a plan's) in
+    the active calibration (None: not calibrated)."""
+    from fleetplan.catalog.models import normalize_model
 
-    return own_runs(load_calibration_file().entry(get_model(model).model,
-                                                  HardwareConfig.parse(config).name))
+    return own_runs(load_calibration_file().entry(normalize_model(model), config))
 
 
 def flagged_rates(model: str, config: str) -> tuple[float, ...]:

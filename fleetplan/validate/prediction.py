@@ -21,7 +21,7 @@ from typing import Any
 
 from fleetplan._progress import Progress
 from fleetplan.catalog.models import ModelSpec
-from fleetplan.context import DataContext, active_data, use_context
+from fleetplan.context import DataContext, use_context
 from fleetplan.errors import InputError
 from fleetplan.profiles.record import BenchmarkRun
 from fleetplan.replica.params import ReplicaParams
@@ -178,15 +178,18 @@ class Prediction:
 
 def run_prediction(request: PredictRequest, *, context: DataContext | None = None,
                    progress: Progress | None = None) -> Prediction:
-    """The prediction ``request`` asks for, read through ``context`` (default: the active
-    one), with its bands, own runs and measured runs. ``progress`` receives a sustained run's
-    engine preparation (:func:`fleetplan.replica.steady.steady_state`)."""
+    """The prediction ``request`` asks for, read through ``context`` (default: the bundled
+    catalog and the usual files), with its bands, own runs and measured runs. ``progress``
+    receives a sustained run's engine preparation
+    (:func:`fleetplan.replica.steady.steady_state`)."""
+    ctx = context if context is not None else DataContext()
     with use_context(context):
-        model = request.model if request.model is not None else active_data().model
+        model = request.model if request.model is not None else ctx.model
         if model is None:
             raise InputError(f"{request.name('model')} or {request.name('model_config')} is "
                              "required (a catalog model name, or a Hugging Face config.json)")
         params = resolve_params(model, request.config, calibration=request.calibration,
+                                context=ctx,
                                 engine_version=request.engine_version,
                                 efficiency=request.efficiency)
         own = _own_runs(params, request.calibration)
@@ -248,4 +251,4 @@ def _bands(params: ReplicaParams, metrics: dict[str, float]) -> dict[str, Any]:
     from fleetplan.catalog.hardware import HardwareConfig
     from fleetplan.validate.bands import prediction_bands
 
-    return prediction_bands(HardwareConfig.parse(params.config).gpu, metrics)
+    return prediction_bands(HardwareConfig.split(params.config)[1], metrics)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from fleetplan._progress import Progress
+from fleetplan.catalog.catalog import Catalog
 from fleetplan.errors import FleetplanError, InputError
 from fleetplan.replica.calibrate import FIT_SEEDS, check_fit_seeds
 from fleetplan.replica.calibration_file import CalibrationFile
@@ -74,21 +75,22 @@ class ValidationOutcome:
 
 
 def run_validation(request: ValidateRequest, *, progress: Progress | None = None,
-                   on_refused: Callable[[str], None] | None = None) -> ValidationOutcome:
-    """Validate what ``request`` asks for, read through the active data context.
+                   on_refused: Callable[[str], None] | None = None,
+                   catalog: Catalog | None = None) -> ValidationOutcome:
+    """Validate what ``request`` asks for, the runs' models and GPUs read in ``catalog``
+    (default: the bundled one), the files through the active data context.
     ``progress`` receives the cross-validation's folds; ``on_refused`` each refused line."""
-    from fleetplan.catalog.models import load_models
     from fleetplan.profiles.ingest import IngestOptions
     from fleetplan.profiles.store import load_profiles
     from fleetplan.replica.calibration_file import load_calibration_file
     from fleetplan.validate.core import load_runs
 
     say = on_refused or (lambda line: None)
-    st, refused = load_profiles(request.store).split_known()  # unknown model/GPU: alone
+    st, refused = load_profiles(request.store).split_known(catalog)  # unknown: refused alone
     cal = load_calibration_file(request.calibration)
     if request.runs:
         refused = []  # only the given files' runs are validated: judge those
-        opts = IngestOptions(known_models=frozenset(load_models()))
+        opts = IngestOptions(catalog=catalog)
         todo = load_runs(st, request.runs, options=opts, refused=refused)
     else:
         todo = load_runs(st)
@@ -96,37 +98,37 @@ def run_validation(request: ValidateRequest, *, progress: Progress | None = None
         say(line)
     if not todo:
         return ValidationOutcome(request, None, tuple(refused))
-    result = _validate_apart(todo, cal, say, refused)
+    result = _validate_apart(todo, cal, say, refused, catalog)
     if result is not None and request.cv:
-        result = _cross_validate(result, load_runs(st), cal, request, progress)
+        result = _cross_validate(result, load_runs(st), cal, request, progress, catalog)
     return ValidationOutcome(request, result, tuple(refused))
 
 
 def _validate_apart(todo: list[MeasuredRun], cal: CalibrationFile, say: Callable[[str], None],
-                    refused: list[str]) -> ValidationResult | None:
+                    refused: list[str], catalog: Catalog | None) -> ValidationResult | None:
     """All runs validated together; when that fails, the run(s) at fault are found and
     refused alone and the others validated (None: none left)."""
     from fleetplan.validate.core import validate
 
     try:
-        return validate(todo, calibration=cal)
+        return validate(todo, calibration=cal, catalog=catalog)
     except FleetplanError:
         kept = []
         for one in todo:
             try:
-                validate([one], calibration=cal)
+                validate([one], calibration=cal, catalog=catalog)
                 kept.append(one)
             except FleetplanError as exc:
                 line = (f"{one.source}: {one.model} on {one.config} at {one.request_rate:g} "
                         f"req/s: {exc}; this run is refused, the others are validated")
                 say(line)
                 refused.append(line)
-        return validate(kept, calibration=cal) if kept else None
+        return validate(kept, calibration=cal, catalog=catalog) if kept else None
 
 
 def _cross_validate(result: ValidationResult, store_runs: list[MeasuredRun],
                     cal: CalibrationFile, request: ValidateRequest,
-                    progress: Progress | None) -> ValidationResult:
+                    progress: Progress | None, catalog: Catalog | None) -> ValidationResult:
     """``result`` with the cross-validations over the calibrated configurations' runs."""
     from fleetplan.validate.cv import leave_one_config_out, leave_one_rate_out
     from fleetplan.validate.records import CrossValidation
@@ -135,6 +137,7 @@ def _cross_validate(result: ValidationResult, store_runs: list[MeasuredRun],
     runs = [r for r in store_runs if r.key in cal_keys]
     return replace(result, cv=CrossValidation(
         leave_one_rate_out=leave_one_rate_out(runs, jobs=request.jobs, progress=progress,
-                                              fit_seeds=request.seeds),
-        leave_one_config_out=leave_one_config_out(runs, cal.configs, progress=progress),
+                                              fit_seeds=request.seeds, catalog=catalog),
+        leave_one_config_out=leave_one_config_out(runs, cal.configs, progress=progress,
+                                                  catalog=catalog),
         fit_seeds=request.seeds))

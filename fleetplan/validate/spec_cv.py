@@ -18,8 +18,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from fleetplan._progress import Progress, step
+from fleetplan.catalog.catalog import Catalog, bundled_catalog
 from fleetplan.catalog.hardware import HardwareConfig
-from fleetplan.catalog.models import get_model
 from fleetplan.replica.calibrate import group_runs
 from fleetplan.replica.calibration_file import CalibrationEntry
 from fleetplan.replica.params import learned_efficiency
@@ -36,7 +36,8 @@ TABLE_METRICS = ("request_throughput", "output_throughput", "ttft_p50_ms", "ttft
 
 def _spec_folds(runs: Sequence[MeasuredRun], entries: Sequence[CalibrationEntry],
                 name: str, params_of: Callable[[tuple[str, str], HardwareConfig], Any],
-                seeds: Sequence[int], progress: Progress | None) -> CvResult:
+                seeds: Sequence[int], progress: Progress | None,
+                catalog: Catalog) -> CvResult:
     """Predict the runs of each calibrated configuration with ``params_of(key, hw)`` (``None``:
     the fold is not covered), one progress unit per fold."""
     calibrated = {e.key for e in entries if e.calibrated}
@@ -45,11 +46,12 @@ def _spec_folds(runs: Sequence[MeasuredRun], entries: Sequence[CalibrationEntry]
     not_covered: list[tuple[str, str]] = []
     with step(progress, name, len(folds)) as advance:
         for key, rs in folds:
-            params = params_of(key, HardwareConfig.parse(key[1]))
+            params = params_of(key, HardwareConfig.parse(key[1], catalog))
             if params is None:
                 not_covered.append(key)
             else:
-                records.extend(run_record(run, False, predict_run(params, run, seeds=seeds))
+                records.extend(run_record(run, False, predict_run(params, run, seeds=seeds,
+                                                                     catalog=catalog))
                                for run in rs)
             advance(1)
     return summaries(records, False, not_covered=not_covered)
@@ -58,11 +60,14 @@ def _spec_folds(runs: Sequence[MeasuredRun], entries: Sequence[CalibrationEntry]
 def leave_one_model_out(runs: Sequence[MeasuredRun], entries: Sequence[CalibrationEntry], *,
                         seeds: Sequence[int] = VALIDATE_SEEDS, transfer: bool = False,
                         paths: Mapping[str, str] | None = None,
-                        progress: Progress | None = None) -> CvResult:
+                        progress: Progress | None = None,
+                        catalog: Catalog | None = None) -> CvResult:
     """Predict each calibrated model's runs with ratios learned from other models only
     (``transfer``: with :func:`~fleetplan.replica.priors.fit_transfer_efficiency` of the other
     models' configurations of the GPU type instead, where it can be fitted; ``paths``: GPU
-    type -> ``"ratios"`` or ``"transfer"``, per GPU type)."""
+    type -> ``"ratios"`` or ``"transfer"``, per GPU type). Names of ``catalog`` (default: the
+    bundled one)."""
+    cat = catalog if catalog is not None else bundled_catalog()
 
     def params_of(key: tuple[str, str], hw: HardwareConfig) -> Any:
         others = [e for e in entries if e.model != key[0]]
@@ -70,26 +75,30 @@ def leave_one_model_out(runs: Sequence[MeasuredRun], entries: Sequence[Calibrati
         if eff is None or not any(e.gpu == hw.gpu for e in others if e.calibrated):
             return None
         use = transfer if paths is None else paths.get(hw.gpu) == "transfer"
-        fit = fit_transfer_efficiency(entries, hw.gpu, exclude_model=key[0]) \
+        fit = fit_transfer_efficiency(entries, hw.gpu, exclude_model=key[0], catalog=cat) \
             if use else None
-        return spec_prior(get_model(key[0]), hw, eff, fit)
+        return spec_prior(cat.model(key[0]), hw, eff, fit)
 
-    return _spec_folds(runs, entries, "leave-one-model-out folds", params_of, seeds, progress)
+    return _spec_folds(runs, entries, "leave-one-model-out folds", params_of, seeds, progress,
+                       cat)
 
 
 def leave_one_gpu_out(runs: Sequence[MeasuredRun], entries: Sequence[CalibrationEntry], *,
                       seeds: Sequence[int] = VALIDATE_SEEDS,
-                      progress: Progress | None = None) -> CvResult:
+                      progress: Progress | None = None,
+                      catalog: Catalog | None = None) -> CvResult:
     """Predict each calibrated configuration with ratios pooled over the *other GPU types'*
     calibrated configurations: what a GPU absent from the store (a user's ``gpus.csv`` row)
-    gets."""
+    gets. Names of ``catalog`` (default: the bundled one)."""
+    cat = catalog if catalog is not None else bundled_catalog()
 
     def params_of(key: tuple[str, str], hw: HardwareConfig) -> Any:
         others = [e for e in entries if e.gpu != hw.gpu]
         eff, _how = learned_efficiency(others, hw.gpu, hw.gpu_count)
-        return None if eff is None else prior_params(get_model(key[0]), hw, efficiency=eff)
+        return None if eff is None else prior_params(cat.model(key[0]), hw, efficiency=eff)
 
-    return _spec_folds(runs, entries, "leave-one-gpu-out folds", params_of, seeds, progress)
+    return _spec_folds(runs, entries, "leave-one-gpu-out folds", params_of, seeds, progress,
+                       cat)
 
 
 def error_quantiles(records: Sequence[RunRecord],

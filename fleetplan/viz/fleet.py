@@ -61,7 +61,7 @@ def _n(count: object, noun: str) -> str:
 
 
 def _gpus(config: str) -> int:
-    return HardwareConfig.parse(config).gpu_count
+    return HardwareConfig.split(config)[0]
 
 
 @plain_plot

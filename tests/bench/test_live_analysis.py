@@ -22,7 +22,7 @@ from fleetplan.bench.live import (
     report_markdown,
 )
 from fleetplan.bench.live_report import ClientComparison, LiveAnalysis
-from fleetplan.catalog.gpus import load_gpus
+from fleetplan.catalog import bundled_catalog
 
 TINY = {"architectures": ["LlamaForCausalLM"], "hidden_size": 128, "intermediate_size": 256,
         "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
@@ -45,12 +45,11 @@ def test_overlay_adds_rows_and_leaves_the_bundled_catalog_alone(tmp_path: Path) 
     p.write_text(json.dumps(TINY))
     device = json.loads((Path(__file__).parents[1] / "live" / "cpu-device.json").read_text())
     out = catalog_overlay(tmp_path / "cat", model=model_row(p, "tiny-llama"), device=device)
-    assert "CPU-vLLM-2vCPU" not in load_gpus()
-    code = ("from fleetplan.catalog.gpus import get_gpu; from fleetplan.catalog.models import "
-            "get_model; from fleetplan.replica.priors import prior_params; "
-            "from fleetplan.catalog.hardware import HardwareConfig; "
-            "p = prior_params(get_model('tiny-llama'), HardwareConfig.parse('1xCPU-vLLM-2vCPU')); "
-            "print(get_gpu('CPU-vLLM-2vCPU').vram_gb, p.kv_capacity_tokens)")
+    assert "CPU-vLLM-2vCPU" not in bundled_catalog().gpus()
+    code = ("from fleetplan.catalog import HardwareConfig, bundled_catalog; "
+            "from fleetplan.replica.priors import prior_params; cat = bundled_catalog(); "
+            "p = prior_params(cat.model('tiny-llama'), HardwareConfig.parse('1xCPU-vLLM-2vCPU')); "
+            "print(cat.gpu('CPU-vLLM-2vCPU').vram_gb, p.kv_capacity_tokens)")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, "FLEETPLAN_DATA_DIR": str(out)}, check=True)
     vram, kv = res.stdout.split()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fleetplan.catalog import Catalog, HardwareConfig, ModelSpec, get_gpu, get_model, use_catalog
+from fleetplan.catalog import Catalog, HardwareConfig, ModelSpec
 from fleetplan.errors import DataError, FleetplanError, InputError
 
 GPU_HEAD = ("gpu,vram_gb,tdp_w,fp16_tflops_dense,mem_bandwidth_gb_s,interconnect_gb_s,"
@@ -52,14 +52,14 @@ def _one_line(exc: BaseException, *words: str) -> None:
 def test_an_implausible_gpu_figure_is_one_line_naming_file_row_column_value(
         tmp_path: Path, column: str, value: str) -> None:
     folder = _csv(tmp_path, "gpus.csv", GPU_HEAD, {**GOOD_GPU, column: value})
-    with pytest.raises(DataError) as err, use_catalog(Catalog(folder)):
-        get_gpu("L4")
+    with pytest.raises(DataError) as err:
+        Catalog(folder).gpu("L4")
     _one_line(err.value, f"{folder / 'gpus.csv'}: row 2, column {column}: ")
 
 
 def test_a_plausible_gpu_row_is_read(tmp_path: Path) -> None:
-    with use_catalog(Catalog(_csv(tmp_path, "gpus.csv", GPU_HEAD, GOOD_GPU))):
-        assert HardwareConfig.parse("2xL4").spec.vram_gb == 24
+    cat = Catalog(_csv(tmp_path, "gpus.csv", GPU_HEAD, GOOD_GPU))
+    assert HardwareConfig.parse("2xL4", cat).spec.vram_gb == 24
 
 
 @pytest.mark.parametrize("column,value", [
@@ -69,8 +69,8 @@ def test_a_plausible_gpu_row_is_read(tmp_path: Path) -> None:
 def test_an_implausible_model_figure_is_one_line_naming_file_row_column_value(
         tmp_path: Path, column: str, value: str) -> None:
     folder = _csv(tmp_path, "models.csv", MODEL_HEAD, {**GOOD_MODEL, column: value})
-    with pytest.raises(DataError) as err, use_catalog(Catalog(folder)):
-        get_model("Mine-8B")
+    with pytest.raises(DataError) as err:
+        Catalog(folder).model("Mine-8B")
     _one_line(err.value, f"{folder / 'models.csv'}: row 2, column {column}: ")
 
 
@@ -80,8 +80,8 @@ def test_models_csv_refuses_what_config_json_refuses(tmp_path: Path) -> None:
     for change, column in (({"kv_heads": "64"}, "kv_heads"),
                            ({"num_experts": "8", "experts_per_token": "9"}, "experts_per_token")):
         folder = _csv(tmp_path, "models.csv", MODEL_HEAD, {**GOOD_MODEL, **change})
-        with pytest.raises(DataError) as err, use_catalog(Catalog(folder)):
-            get_model("Mine-8B")
+        with pytest.raises(DataError) as err:
+            Catalog(folder).model("Mine-8B")
         _one_line(err.value, f"row 2, column {column}")
         cfg = dict(GOOD_CONFIG)
         if column == "kv_heads":
@@ -161,25 +161,20 @@ def test_the_docs_state_the_bounds_the_records_apply() -> None:
 def test_a_name_holding_a_pool_name_separator_is_refused_where_it_is_read(
         tmp_path: Path, table: str, head: str, row: str, column: str) -> None:
     # a region 'EU27~spot' would be read back from a pool name as a spot pool in EU27
-    from fleetplan.catalog import load_gpus, load_grid
-
     folder = tmp_path / "cat"
     folder.mkdir()
     (folder / table).write_text(head + row)
-    with pytest.raises(DataError) as err, use_catalog(Catalog(folder)):
-        load_grid() if column == "region" else load_gpus()
+    with pytest.raises(DataError) as err:
+        Catalog(folder).grid() if column == "region" else Catalog(folder).gpus()
     _one_line(err.value, f"{folder / table}: row 2, column {column}: ", "separators")
 
 
 @pytest.mark.parametrize("name", ["EU27", "US-CA", "R_1", "9ZONE"])
 def test_region_codes_of_the_grammar_are_read(tmp_path: Path, name: str) -> None:
-    from fleetplan.catalog import load_grid
-
     folder = tmp_path / "cat"
     folder.mkdir()
     (folder / "grid_intensity.csv").write_text(f"region,g_co2_per_kwh\n{name},50\n")
-    with use_catalog(Catalog(folder)):
-        assert load_grid()[name].g_co2_per_kwh == 50
+    assert Catalog(folder).grid()[name].g_co2_per_kwh == 50
 
 
 @pytest.mark.parametrize("table,text,words", [
@@ -192,15 +187,13 @@ def test_region_codes_of_the_grammar_are_read(tmp_path: Path, name: str) -> None
 def test_a_name_given_twice_in_one_table_is_refused_naming_both_rows(
         tmp_path: Path, table: str, text: str, words: str) -> None:
     # the later row used to win silently
-    from fleetplan.catalog import load_gpus, load_grid, normalize_gpu
-    from fleetplan.catalog.prices import load_prices
-
     folder = tmp_path / "cat"
     folder.mkdir()
     (folder / table).write_text(text)
-    read = {"gpus.csv": load_gpus, "grid_intensity.csv": load_grid, "prices.csv": load_prices,
-            "gpu_aliases.csv": lambda: normalize_gpu("My Card")}[table]
-    with pytest.raises(DataError) as err, use_catalog(Catalog(folder)):
+    cat = Catalog(folder)
+    read = {"gpus.csv": cat.gpus, "grid_intensity.csv": cat.grid, "prices.csv": cat.prices,
+            "gpu_aliases.csv": lambda: cat.normalize_gpu("My Card")}[table]
+    with pytest.raises(DataError) as err:
         read()
     _one_line(err.value, f"{folder / table}: rows 2 and ", f"the same {words} twice")
 
@@ -210,6 +203,6 @@ def test_a_model_given_twice_in_models_csv_is_refused(tmp_path: Path) -> None:
     folder = tmp_path / "cat"
     folder.mkdir()
     (folder / "models.csv").write_text(MODEL_HEAD + row + row)
-    with pytest.raises(DataError) as err, use_catalog(Catalog(folder)):
-        get_model("Mine-8B")
+    with pytest.raises(DataError) as err:
+        Catalog(folder).model("Mine-8B")
     _one_line(err.value, "rows 2 and 3: the same model 'Mine-8B' twice")

@@ -4,24 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from fleetplan.catalog import (
-    HardwareConfig,
-    get_model,
-    grid_intensity,
-    load_gpus,
-    load_models,
-    load_prices,
-    normalize_gpu,
-    price_for,
-)
+from fleetplan.catalog import HardwareConfig, bundled_catalog
 from fleetplan.errors import InputError, UnknownNameError
 from fleetplan.profiles.store import load_profiles
 
+CAT = bundled_catalog()
 GPUS = ["RTX-4090", "H100-PCIe", "H100-SXM", "A100-80GB", "L40S", "RTX-5090", "H200"]
 
 
 def test_gpu_catalog_has_the_required_gpus_and_datasheet_tdps() -> None:
-    gpus = load_gpus()
+    gpus = CAT.gpus()
     assert set(GPUS) <= set(gpus)
     assert gpus["H100-PCIe"].tdp_w == 350 and gpus["H100-SXM"].tdp_w == 700
     assert gpus["RTX-4090"].tdp_w == 450 and gpus["RTX-4090"].vram_gb == 24
@@ -36,7 +28,7 @@ def test_gpu_catalog_has_the_required_gpus_and_datasheet_tdps() -> None:
                                              ("nvidia h100 pcie", "H100-PCIe"),
                                              ("h200", "H200")])
 def test_gpu_names_normalize(raw: str, canon: str) -> None:
-    assert normalize_gpu(raw) == canon
+    assert CAT.normalize_gpu(raw) == canon
 
 
 def test_configuration_names() -> None:
@@ -49,28 +41,28 @@ def test_configuration_names() -> None:
 
 
 def test_study_prices_and_hyperscaler_prices_are_dated() -> None:
-    assert price_for("H100-SXM").price_usd_per_gpu_hour == 2.50
-    assert price_for("H100-PCIe").price_usd_per_gpu_hour == 2.00
-    assert price_for("RTX-4090").price_usd_per_gpu_hour == 0.25
-    assert price_for("H100-SXM", "hyperscaler").price_usd_per_gpu_hour == 12.29
-    assert 8 <= price_for("H100-PCIe", "hyperscaler").price_usd_per_gpu_hour <= 10
-    assert all(p.price_date and p.source for p in load_prices())
+    assert CAT.price("H100-SXM").price_usd_per_gpu_hour == 2.50
+    assert CAT.price("H100-PCIe").price_usd_per_gpu_hour == 2.00
+    assert CAT.price("RTX-4090").price_usd_per_gpu_hour == 0.25
+    assert CAT.price("H100-SXM", "hyperscaler").price_usd_per_gpu_hour == 12.29
+    assert 8 <= CAT.price("H100-PCIe", "hyperscaler").price_usd_per_gpu_hour <= 10
+    assert all(p.price_date and p.source for p in CAT.prices())
     with pytest.raises(InputError, match="no hyperscaler price for GPU RTX-4090"):
-        price_for("RTX-4090", "hyperscaler")
+        CAT.price("RTX-4090", "hyperscaler")
 
 
 def test_grid_intensity() -> None:
-    eu = grid_intensity("EU27")
+    eu = CAT.grid_intensity("EU27")
     assert eu.g_co2_per_kwh == 242 and str(eu.year) == "2023"
-    assert grid_intensity("FRA").g_co2_per_kwh < grid_intensity("POL").g_co2_per_kwh
-    assert grid_intensity("EU27", {"EU27": 100}).g_co2_per_kwh == 100
+    assert CAT.grid_intensity("FRA").g_co2_per_kwh < CAT.grid_intensity("POL").g_co2_per_kwh
+    assert CAT.grid_intensity("EU27", {"EU27": 100}).g_co2_per_kwh == 100
 
 
 def test_every_model_in_the_store_has_a_spec() -> None:
-    models = load_models()
+    models = CAT.models()
     for name in load_profiles().models():
         spec = models[name]
         assert spec.kv_heads <= spec.attention_heads and spec.layers > 0
-    qwen14 = get_model("deepseek-ai/DeepSeek-R1-Distill-Qwen-14B")
+    qwen14 = CAT.model("deepseek-ai/DeepSeek-R1-Distill-Qwen-14B")
     assert qwen14.kv_bytes_per_token() == 2 * 48 * 8 * 128 * 2
     assert 29e9 < qwen14.weight_bytes < 30e9

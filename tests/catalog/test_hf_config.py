@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fleetplan.catalog import ModelSpec, get_model
+from fleetplan.catalog import ModelSpec, bundled_catalog
 from fleetplan.errors import InputError
 
 CONFIGS = Path(__file__).resolve().parents[1] / "data" / "hf-configs"
@@ -46,7 +46,8 @@ def test_parameter_counts_match_the_published_ones_within_1pct(folder: str) -> N
 def test_config_json_agrees_with_the_bundled_catalog_row(bundled: str) -> None:
     folder = {"DeepSeek-R1-Distill-Qwen-14B": "Qwen2.5-14B-Instruct",  # same architecture
               "DeepSeek-R1-Distill-Llama-8B": "Llama-3.1-8B-Instruct"}.get(bundled, bundled)
-    spec, row = ModelSpec.from_hf_config(CONFIGS / folder / "config.json"), get_model(bundled)
+    spec = ModelSpec.from_hf_config(CONFIGS / folder / "config.json")
+    row = bundled_catalog().model(bundled)
     assert spec.params_b == pytest.approx(row.params_b, rel=0.005)
     for f in ("layers", "hidden_size", "intermediate_size", "attention_heads", "kv_heads",
               "head_dim", "vocab_size"):

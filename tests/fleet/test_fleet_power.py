@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from fleet_cases import base_dict
 
-from fleetplan.catalog.gpus import get_gpu
+from fleetplan.catalog import bundled_catalog
 from fleetplan.fleet import simulate
 from fleetplan.replica.power import F_LOW
 from fleetplan.scenario import Scenario, load_scenario, scenario_from_dict
@@ -31,7 +31,7 @@ def _one_h100(rate: float, model: str = "activity", **over: Any) -> Scenario:
 
 
 def test_energy_per_token_of_a_pool_falls_as_its_load_rises() -> None:
-    gpu = get_gpu("H100-PCIe")
+    gpu = bundled_catalog().gpu("H100-PCIe")
     # its capacity: what the pool completes per second when overloaded
     flood = simulate(_one_h100(200.0))
     assert flood.overloaded
@@ -63,7 +63,7 @@ def test_tdp_mode_gives_the_figures_of_busy_share_accounting() -> None:
         sim={"duration_s": 60, "warmup_s": 10, "seed": 1, "replications": 1})
     res = simulate(example.with_updates(power={"model": "tdp"}))
     for pool in res.pools:
-        gpu = get_gpu(pool.config.split("x", 1)[1])
+        gpu = bundled_catalog().gpu(pool.config.split("x", 1)[1])
         assert pool.power_model == "tdp" and "datasheet TDP" in pool.power_source
         assert pool.power_w == pytest.approx(
             pool.gpus * (gpu.idle_w + (gpu.tdp_w - gpu.idle_w) * pool.utilization))

@@ -199,7 +199,7 @@ def test_the_report_prices_a_spot_pool_as_the_plan_does() -> None:
     """``fleetplan report`` reads a pool's price by configuration, region *and* market: a spot
     pool shows the spot price (the catalog price less the named discount), an on-demand pool of
     the same configuration the catalog price."""
-    from fleetplan.catalog.prices import price_for
+    from fleetplan.catalog import bundled_catalog
     from fleetplan.report.context import build_context
 
     spot = FleetEntry.of_pool("2xRTX-4090@EU27~spot/2000ms", 4, Tier(2000.0))
@@ -215,7 +215,8 @@ def test_the_report_prices_a_spot_pool_as_the_plan_does() -> None:
     sc = scenario_from_dict(_hybrid(BOTH))
     plan = plan_from_dict(doc)
     ctx = build_context(plan, sc, "hybrid-churn.yaml", validation_doc=Path("/nonexistent"))
-    catalog = price_for("RTX-4090", sc.market, sc.prices_usd_per_gpu_hour).price_usd_per_gpu_hour
+    catalog = bundled_catalog().price("RTX-4090", sc.market,
+                                      sc.prices_usd_per_gpu_hour).price_usd_per_gpu_hour
     by_market = {a.market: a for a in ctx.pools}
     assert set(by_market) == {"spot", None}
     assert by_market[None].price_usd_per_gpu_hour == pytest.approx(catalog)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from fleetplan.catalog.models import load_models
+from fleetplan.catalog import bundled_catalog
 from fleetplan.errors import DataError
 from fleetplan.profiles.ingest import IngestOptions, read_runs
 from fleetplan.profiles.store import load_profiles
@@ -37,7 +37,7 @@ def _error_lines(stderr: str) -> list[str]:
                          + [("guidellm", n, e) for n, e in _cases("guidellm")])
 def test_a_bad_file_is_refused_with_one_line(folder: str, name: str, expect: str) -> None:
     bad = BAD / folder / name
-    runs, errors = read_runs(bad, IngestOptions(known_models=frozenset(load_models())))
+    runs, errors = read_runs(bad, IngestOptions(known_models=frozenset(bundled_catalog().models())))
     assert runs == [] and len(errors) == 1, errors
     assert errors[0].startswith(f"{bad}: ") and "\n" not in errors[0]
     assert expect in errors[0], errors[0]

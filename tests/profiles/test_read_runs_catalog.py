@@ -26,14 +26,14 @@ def test_a_run_of_a_model_the_catalog_lacks_is_refused_by_default() -> None:
     assert report.added == [] and len(report.errors) == 1 and len(store) == 0
 
 
-def test_a_described_model_is_accepted_through_the_active_context(tmp_path: Path) -> None:
+def test_a_described_model_is_accepted_in_the_catalog_given(tmp_path: Path) -> None:
     cfg = tmp_path / "No-Such-Model-7B"
     cfg.mkdir()
     shutil.copy(GEMMA_CFG, cfg / "config.json")  # the folder names the model
-    with DataContext.build(model_configs=[cfg]).activate():
-        runs, errors = read_runs(UNKNOWN_MODEL)
+    ctx = DataContext.build(model_configs=[cfg])
+    runs, errors = read_runs(UNKNOWN_MODEL, IngestOptions(catalog=ctx.catalog))
     assert errors == [] and [r.model for r in runs] == ["No-Such-Model-7B"]
-    assert read_runs(UNKNOWN_MODEL)[0] == []  # outside the block: the bundled catalog again
+    assert read_runs(UNKNOWN_MODEL)[0] == []  # given no catalog: the bundled one
 
 
 def test_a_caller_naming_its_own_models_decides() -> None:

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from fleetplan.catalog import HardwareConfig, get_model
+from fleetplan.catalog import HardwareConfig, bundled_catalog
 from fleetplan.errors import InputError
 from fleetplan.replica.engine_defaults import engine_defaults
 from fleetplan.replica.priors import prior_params
@@ -137,7 +137,7 @@ def test_unknown_versions_are_refused() -> None:
 
 def test_the_default_prior_follows_vllm_085s_device_memory_rule() -> None:
     # the study's version: 8192 / 1024 at >= 70 GiB (arg_utils.py 1596-1602), 2048 / 256 below
-    spec = get_model("Meta-Llama-3-8B-Instruct")
+    spec = bundled_catalog().model("Meta-Llama-3-8B-Instruct")
     h100 = prior_params(spec, HardwareConfig.parse("1xH100-PCIe"))
     rtx = prior_params(spec, HardwareConfig.parse("1xRTX-4090"))
     assert (h100.max_num_batched_tokens, h100.max_num_seqs) == (8192, 1024)
@@ -147,7 +147,8 @@ def test_the_default_prior_follows_vllm_085s_device_memory_rule() -> None:
 
 
 def test_a_named_version_changes_only_the_engine_limits_of_the_prior() -> None:
-    spec, hw = get_model("Meta-Llama-3-8B-Instruct"), HardwareConfig.parse("1xH100-PCIe")
+    spec = bundled_catalog().model("Meta-Llama-3-8B-Instruct")
+    hw = HardwareConfig.parse("1xH100-PCIe")
     study = prior_params(spec, hw)
     v063 = prior_params(spec, hw, engine_version="0.6.3")
     # 0.6.3 (V0): no device rule, whole prompts a step: max(max_model_len 8192, 2048)
@@ -168,7 +169,8 @@ def test_calibration_replays_a_server_at_its_recorded_versions_limits() -> None:
 
 
 def test_a_run_of_an_unknown_version_keeps_the_assumption_and_says_so(cli) -> None:
-    spec, hw = get_model("Meta-Llama-3-8B-Instruct"), HardwareConfig.parse("1xH100-PCIe")
+    spec = bundled_catalog().model("Meta-Llama-3-8B-Instruct")
+    hw = HardwareConfig.parse("1xH100-PCIe")
     p = prior_params(spec, hw, engine_version="0.4.2")
     assert p.max_num_batched_tokens == 2048 and "no engine defaults known" in p.source
     res = cli("predict", "-m", "gemma-2-9b-it", "-c", "1xL40S", "-r", "1", "--engine-version",

@@ -6,11 +6,12 @@ import numpy as np
 import pytest
 from reference_sim import reference_run  # tests/replica is on sys.path (rootdir-less)
 
-from fleetplan.catalog import HardwareConfig, get_model
+from fleetplan.catalog import HardwareConfig, bundled_catalog
 from fleetplan.replica.priors import prior_params
 from fleetplan.replica.protocol import simulate_requests
 
-BASE = prior_params(get_model("DeepSeek-R1-Distill-Qwen-14B"), HardwareConfig.parse("1xH100-PCIe"))
+BASE = prior_params(bundled_catalog().model("DeepSeek-R1-Distill-Qwen-14B"),
+                    HardwareConfig.parse("1xH100-PCIe"))
 
 
 @pytest.mark.parametrize("case", range(12))

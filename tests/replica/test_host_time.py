@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fleetplan.catalog import HardwareConfig, get_model
+from fleetplan.catalog import HardwareConfig, bundled_catalog
 from fleetplan.errors import InputError
 from fleetplan.replica.calibrate import FIT_SEEDS
 from fleetplan.replica.host_time import check_grid, choose_host_time
@@ -18,7 +18,7 @@ SERVERS = (("DeepSeek-R1-Distill-Qwen-1.5B", "1xH100-PCIe"),
 def _runs(model: str, config: str, host_time_s: float) -> list[MeasuredRun]:
     """Runs the model itself produced on a host of that time per streamed output."""
     hw = HardwareConfig.parse(config)
-    truth = prior_params(get_model(model), hw).with_(c_deliver=host_time_s)
+    truth = prior_params(bundled_catalog().model(model), hw).with_(c_deliver=host_time_s)
     runs = []
     for i, rate in enumerate((1.0, 4.0, 16.0, 32.0)):
         run = MeasuredRun(run_id=f"{model}-{i}", model=model, config=config, gpu=hw.gpu,

@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from fleetplan.catalog import HardwareConfig, get_model
+from fleetplan.catalog import HardwareConfig, bundled_catalog
 from fleetplan.errors import ModelError
 from fleetplan.profiles.store import load_profiles
 from fleetplan.replica.calibrate import FIT_SEEDS, fit_config
@@ -37,7 +37,7 @@ def _synthetic_runs(truth) -> list[MeasuredRun]:
 
 
 def test_calibration_recovers_known_parameters() -> None:
-    prior = prior_params(get_model(MODEL), HardwareConfig.parse(CONFIG))
+    prior = prior_params(bundled_catalog().model(MODEL), HardwareConfig.parse(CONFIG))
     truth = prior.with_(c_step=prior.c_step * 1.4, overhead_s=0.008,
                         c_prefill_tok=prior.c_prefill_tok * 0.8, calibrated=True)
     fit = fit_config(_synthetic_runs(truth), prior=prior, max_nfev=60)
@@ -159,7 +159,7 @@ def test_a_run_whose_replies_were_read_whole_keeps_only_its_throughput() -> None
 
 
 def test_a_fit_that_misses_its_own_runs_is_refused_naming_the_figure() -> None:
-    prior = prior_params(get_model(MODEL), HardwareConfig.parse(CONFIG))
+    prior = prior_params(bundled_catalog().model(MODEL), HardwareConfig.parse(CONFIG))
     runs = _synthetic_runs(prior.with_(calibrated=True))
     # throughput three times what the runs' own send times allow: no parameters reproduce it
     bad = [MeasuredRun(**{**r.__dict__, "measured": {

@@ -6,11 +6,12 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fleetplan.catalog import HardwareConfig, get_model
+from fleetplan.catalog import HardwareConfig, bundled_catalog
 from fleetplan.replica.priors import prior_params
 from fleetplan.replica.protocol import replay, simulate_requests, vllm_arrivals
 
-BASE = prior_params(get_model("DeepSeek-R1-Distill-Qwen-7B"), HardwareConfig.parse("1xRTX-4090"))
+BASE = prior_params(bundled_catalog().model("DeepSeek-R1-Distill-Qwen-7B"),
+                    HardwareConfig.parse("1xRTX-4090"))
 
 
 def _workload(seed: int, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fleetplan.catalog import HardwareConfig, get_model
+from fleetplan.catalog import HardwareConfig, bundled_catalog
 from fleetplan.errors import ModelError, UnknownNameError
 from fleetplan.replica import replica_params
 from fleetplan.replica.priors import kv_capacity_tokens, prior_params
@@ -76,21 +76,21 @@ def test_a_tensor_parallel_split_vllm_refuses_is_refused() -> None:
         with pytest.raises(ModelError, match=f"cannot run on {config}: vLLM .*{what}"):
             replica_params(model, config)
     # KV heads fewer than the group are replicated when they divide it: 2 KV heads over 4 GPUs
-    spec = get_model("DeepSeek-R1-Distill-Qwen-1.5B")
+    spec = bundled_catalog().model("DeepSeek-R1-Distill-Qwen-1.5B")
     assert (spec.attention_heads, spec.kv_heads) == (12, 2)
     assert not replica_params("DeepSeek-R1-Distill-Qwen-1.5B", "4xRTX-4090").calibrated
 
 
 def test_70b_fp16_on_two_h100_leaves_almost_no_kv_cache() -> None:
-    big = kv_capacity_tokens(get_model("DeepSeek-R1-Distill-Llama-70B"),
+    big = kv_capacity_tokens(bundled_catalog().model("DeepSeek-R1-Distill-Llama-70B"),
                              HardwareConfig.parse("2xH100-PCIe"))
-    small = kv_capacity_tokens(get_model("DeepSeek-R1-Distill-Qwen-14B"),
+    small = kv_capacity_tokens(bundled_catalog().model("DeepSeek-R1-Distill-Qwen-14B"),
                                HardwareConfig.parse("1xH100-PCIe"))
     assert big < 50_000 < 200_000 < small  # one burst of 200 requests needs ~80k tokens
 
 
 def test_priors_follow_the_hardware() -> None:
-    spec = get_model("DeepSeek-R1-Distill-Qwen-7B")
+    spec = bundled_catalog().model("DeepSeek-R1-Distill-Qwen-7B")
     h100 = prior_params(spec, HardwareConfig.parse("1xH100-PCIe"))
     rtx = prior_params(spec, HardwareConfig.parse("1xRTX-4090"))
     assert h100.c_step < rtx.c_step  # twice the memory bandwidth

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from fleetplan.catalog.gpus import get_gpu
+from fleetplan.catalog import bundled_catalog
 from fleetplan.replica.params import replica_params
 from fleetplan.replica.power import (
     ANCHOR_HIGH,
@@ -35,7 +35,7 @@ def test_the_step_shape_passes_through_the_ml_energy_anchors_and_stops_at_tdp() 
 
 def test_energy_per_token_falls_as_load_rises_and_tdp_is_the_upper_bound() -> None:
     p = replica_params("DeepSeek-R1-Distill-Qwen-1.5B", "1xH100-PCIe")
-    gpu = get_gpu("H100-PCIe")
+    gpu = bundled_catalog().gpu("H100-PCIe")
     power = StepPower(gpu.idle_w, gpu.tdp_w)
     per_token = []
     for rate in (2.0, 20.0):

@@ -14,14 +14,15 @@ import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fleetplan.catalog import HardwareConfig, get_model
+from fleetplan.catalog import HardwareConfig, bundled_catalog
 from fleetplan.errors import ModelError
 from fleetplan.replica.engine import ReplicaEngine, Request
 from fleetplan.replica.priors import prior_params
 from fleetplan.replica.steady import _run_simpy, _watch, steady_state
 from fleetplan.replica.steady_kernel import STOP_ABOVE, STOP_DONE, STOP_OVERLOAD, run_steady
 
-BASE = prior_params(get_model("DeepSeek-R1-Distill-Qwen-14B"), HardwareConfig.parse("1xH100-PCIe"))
+BASE = prior_params(bundled_catalog().model("DeepSeek-R1-Distill-Qwen-14B"),
+                    HardwareConfig.parse("1xH100-PCIe"))
 
 
 def _inputs(seed: int, n: int, rate: float, max_in: int, max_out: int, hit_share: float):

@@ -10,12 +10,13 @@ import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fleetplan.catalog import HardwareConfig, get_model
+from fleetplan.catalog import HardwareConfig, bundled_catalog
 from fleetplan.replica.engine import ReplicaEngine, Request
 from fleetplan.replica.priors import prior_params
 from fleetplan.replica.steady import steady_state
 
-BASE = prior_params(get_model("DeepSeek-R1-Distill-Qwen-14B"), HardwareConfig.parse("1xH100-PCIe"))
+BASE = prior_params(bundled_catalog().model("DeepSeek-R1-Distill-Qwen-14B"),
+                    HardwareConfig.parse("1xH100-PCIe"))
 
 
 def _run(params, arr, ins, outs, ahead: bool) -> list[tuple[float, float, int]]:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from fleetplan.catalog import bundled_catalog
 from fleetplan.catalog.hardware import HardwareConfig
-from fleetplan.catalog.models import get_model
 from fleetplan.replica.calibration_file import load_calibration_file
 from fleetplan.replica.params import learned_efficiency
 from fleetplan.replica.priors import fit_transfer_efficiency, prior_params, transfer_prior
@@ -27,7 +27,7 @@ def test_held_out_rtx_4090_tp_degree(held: int) -> None:
     eff_tp = fit_transfer_efficiency(rest, "RTX-4090")
     assert eff_tp is not None
     for e in held_out:
-        spec, hw = get_model(e.model), HardwareConfig.parse(e.config)
+        spec, hw = bundled_catalog().model(e.model), HardwareConfig.parse(e.config)
         ratios, _how = learned_efficiency(rest, hw.gpu, hw.gpu_count)
         by_ratio = prior_params(spec, hw, efficiency=ratios)
         by_tp = transfer_prior(spec, hw, eff_tp)

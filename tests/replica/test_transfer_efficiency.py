@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from fleetplan import predict
-from fleetplan.catalog import HardwareConfig, get_model
+from fleetplan.catalog import HardwareConfig, bundled_catalog
 from fleetplan.errors import InputError
 from fleetplan.replica.calibration_file import load_calibration_file
 from fleetplan.replica.predict import resolve_params
@@ -20,7 +20,8 @@ def test_fitted_parts_reproduce_the_gpu_types_calibrated_step_costs() -> None:
         assert fit is not None and fit.weights_bw > 0 and fit.host_s >= 0
         errs = []
         for e in (e for e in entries if e.calibrated and e.gpu == gpu):
-            p = transfer_prior(get_model(e.model), HardwareConfig.parse(e.config), fit)
+            p = transfer_prior(bundled_catalog().model(e.model), HardwareConfig.parse(e.config),
+                               fit)
             errs.append(abs(p.c_step / e.params.c_step - 1))
         assert sorted(errs)[len(errs) // 2] < 0.25, gpu  # median within 25% in sample
     # the RTX 4090's tensor-parallel configurations show all-reduces costlier than ideal

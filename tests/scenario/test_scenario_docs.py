@@ -6,7 +6,7 @@ from __future__ import annotations
 import typing
 from pathlib import Path
 
-from fleetplan.catalog.grid import load_grid
+from fleetplan.catalog import bundled_catalog
 from fleetplan.fleet import ROUTERS
 from fleetplan.scenario import Commitment, scenario_json_schema
 from fleetplan.workload.arrivals import ARRIVALS
@@ -24,7 +24,7 @@ def test_every_scenario_field_is_described() -> None:
 
 def test_reference_lists_every_region_with_its_intensity_and_source() -> None:
     page = (DOCS / "scenario-reference.md").read_text(encoding="utf-8")
-    for code, g in load_grid().items():
+    for code, g in bundled_catalog().grid().items():
         assert f"| `{code}` | {g.name} | {g.g_co2_per_kwh:g} | {g.year} |" in page, code
 
 
