@@ -43,7 +43,7 @@ def ingest(
     ctx = use_cli_context(catalog=catalog, model_config=model_config)
     outcome = ingest_files(IngestRequest(paths=tuple(paths), store=store, gpu=gpu,
                                          gpu_count=gpu_count, engine_version=engine_version,
-                                         dataset=dataset), ctx.catalog)
+                                         dataset=dataset), catalog=ctx.catalog)
     report, target = outcome.report, outcome.target
     if outcome.save() and store is None:
         print(f"fleetplan: your profile store: {target}", file=sys.stderr)

@@ -42,7 +42,7 @@ class EconomicsRequest:
     region: str = DEFAULT_REGION
 
 
-def run_economics_table(request: EconomicsRequest,
+def run_economics_table(request: EconomicsRequest, *,
                         catalog: Catalog | None = None) -> pd.DataFrame:
     """One row per selected run: its measured figures, then price, power and grid with their
     sources (``catalog``'s, default: the bundled one), cost per run and per million tokens,
@@ -94,7 +94,7 @@ class IngestOutcome:
         return bool(self.report.added)
 
 
-def ingest_files(request: IngestRequest, catalog: Catalog | None = None) -> IngestOutcome:
+def ingest_files(request: IngestRequest, *, catalog: Catalog | None = None) -> IngestOutcome:
     """Read ``request``'s files into its store (nothing written: see
     :meth:`IngestOutcome.save`), their models and GPUs read in ``catalog`` (default: the
     bundled one). Each refused record is a line of the report's ``errors``; every other record
