@@ -13,8 +13,8 @@ from fleetplan.errors import DataError
 R = TypeVar("R", bound=BaseModel)
 
 
-def validate_row(cls: type[R], row: dict[str, Any], path: Path, index: int) -> R:
-    """``cls`` from ``row`` (the ``index``-th data row of ``path``: CSV line ``index + 2``)."""
+def validate_row(cls: type[R], row: dict[str, Any], path: Path, line: int) -> R:
+    """``cls`` from ``row`` (the data row on CSV line ``line`` of ``path``)."""
     try:
         return cls.model_validate(row)
     except ValidationError as exc:
@@ -25,5 +25,5 @@ def validate_row(cls: type[R], row: dict[str, Any], path: Path, index: int) -> R
         named, _, why = msg.partition(": ")
         if not err["loc"] and named in row:  # a rule between columns names its column first
             field, value, msg = named, row[named], why
-        raise DataError(f"{path}: row {index + 2}, column {field}: {show_value(value, 60)}: "
+        raise DataError(f"{path}: row {line}, column {field}: {show_value(value, 60)}: "
                         f"{msg}") from None

@@ -11,6 +11,7 @@ and value, when a required column is missing or empty or a number is not finite.
 
 from __future__ import annotations
 
+import csv
 import io
 import math
 import os
@@ -37,6 +38,26 @@ def data_dir() -> Path:
 
 MAX_TABLE_BYTES = 16 * 2**20
 """Largest catalog table read (the bundled ones are at most ~70 KB; a user's is read whole)."""
+
+
+def data_lines(text: str) -> list[int]:
+    """The file line each data row of a CSV text starts on (1-based; the header is line 1),
+    as pandas reads it: blank lines are no rows, a quoted cell may span lines."""
+    reader = csv.reader(io.StringIO(text))
+    lines: list[int] = []
+    end = 0
+    for k, row in enumerate(reader):
+        start, end = end + 1, reader.line_num
+        if k > 0 and row:
+            lines.append(start)
+    return lines
+
+
+def row_line(df: pd.DataFrame, i: int) -> int:
+    """The file line of ``df``'s ``i``-th data row (read by :func:`read_checked_csv`; a frame
+    from elsewhere: ``i + 2``, a file without blank lines)."""
+    lines = df.attrs.get("lines")
+    return lines[i] if lines is not None and i < len(lines) else i + 2
 
 
 def read_checked_csv(
@@ -74,6 +95,9 @@ def read_checked_csv(
     except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError, OverflowError) as exc:
         why = " ".join(str(exc).split())[:200]
         raise DataError(f"{p}: not a readable CSV table ({why})") from None
+    lines = data_lines(text)
+    if len(lines) == len(df):  # else (a parse the csv module reads otherwise): rows + 2
+        df.attrs["lines"] = lines
     missing = [c for c in required if c not in df.columns]
     if missing:
         raise DataError(f"{p}: missing required column(s) {', '.join(missing)}")
@@ -81,8 +105,8 @@ def read_checked_csv(
         for i, raw in enumerate(df[col]):
             if not isinstance(raw, str) or not raw.strip():
                 shown = "" if not isinstance(raw, str) else raw
-                raise DataError(f"{p}: row {i + 2}, column {col}: {show_value(shown, 40)} "
-                                "is empty (a required column)")
+                raise DataError(f"{p}: row {row_line(df, i)}, column {col}: "
+                                f"{show_value(shown, 40)} is empty (a required column)")
     positive = set(positive)
     for col, allow_nan in [(c, False) for c in numeric] + [(c, True) for c in optional_numeric]:
         if col not in df.columns:
@@ -97,11 +121,11 @@ def read_checked_csv(
             if allow_nan and (raw is None or (isinstance(raw, float) and math.isnan(raw))):
                 continue
             if v is None or not math.isfinite(float(v)):
-                raise DataError(f"{p}: row {i + 2}, column {col}: {show_value(raw, 40)} is not "
-                                "a finite number")
+                raise DataError(f"{p}: row {row_line(df, i)}, column {col}: "
+                                f"{show_value(raw, 40)} is not a finite number")
             if col in positive and not float(v) > 0:
-                raise DataError(f"{p}: row {i + 2}, column {col}: {show_value(raw, 40)} must "
-                                "be > 0")
+                raise DataError(f"{p}: row {row_line(df, i)}, column {col}: "
+                                f"{show_value(raw, 40)} must be > 0")
         df[col] = values
     key = list(unique)
     if key:
@@ -111,8 +135,8 @@ def read_checked_csv(
             if name in seen:
                 shown = ", ".join(f"{c} {show_value(v, 40)}" for c, v in zip(key, name,
                                                                            strict=True))
-                raise DataError(f"{p}: rows {seen[name] + 2} and {i + 2}: the same {shown} "
-                                "twice (one row each)")
+                raise DataError(f"{p}: rows {row_line(df, seen[name])} and {row_line(df, i)}: "
+                                f"the same {shown} twice (one row each)")
             seen[name] = i
     return df
 

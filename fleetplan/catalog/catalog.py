@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetplan.catalog._rows import validate_row
-from fleetplan.catalog._tables import data_dir, read_checked_csv
+from fleetplan.catalog._tables import data_dir, read_checked_csv, row_line
 from fleetplan.catalog.gpus import (
     NUMERIC,
     USER_REQUIRED,
@@ -124,7 +124,7 @@ class Catalog:
                 row = {**(old.model_dump() if old else user_gpu_defaults(given, path)), **given}
                 row["gpu"] = name
                 row["spec_source"] = _tag(str(row["spec_source"]), path)
-                out[name] = validate_row(GPUSpec, row, path, i)
+                out[name] = validate_row(GPUSpec, row, path, row_line(df, i))
         return out
 
     def aliases(self) -> dict[str, str]:

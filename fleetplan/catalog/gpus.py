@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from fleetplan._load import show_value
 from fleetplan.catalog._names import check_name
-from fleetplan.catalog._tables import read_checked_csv
+from fleetplan.catalog._tables import read_checked_csv, row_line
 from fleetplan.errors import DataError, UnknownNameError
 
 
@@ -103,8 +103,8 @@ def read_aliases(path: str | os.PathLike[str],
         target = str(gpu).strip()
         if gpus is not None and target not in gpus:
             raise DataError(
-                f"{path}: row {i + 2}, column gpu: {show_value(target, 60)} (the GPU alias "
-                f"{show_value(str(alias), 60)} stands for): not a GPU of the catalog (valid: "
+                f"{path}: row {row_line(df, i)}, column gpu: {show_value(target, 60)} (the GPU "
+                f"alias {show_value(str(alias), 60)} stands for): not a GPU of the catalog (valid: "
                 f"{', '.join(sorted(gpus))}; a GPU of your own goes in gpus.csv)")
         out[alias_key(alias)] = target
     return out

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from fleetplan.catalog._names import check_name
 from fleetplan.catalog._rows import validate_row
-from fleetplan.catalog._tables import read_checked_csv
+from fleetplan.catalog._tables import read_checked_csv, row_line
 
 DEFAULT_REGION = "EU27"
 
@@ -50,5 +50,5 @@ def read_grid(path: str | os.PathLike[str]) -> dict[str, GridIntensity]:
             "region": r["region"], "name": text("name", str(r["region"])),
             "g_co2_per_kwh": r["g_co2_per_kwh"],
             "year": int(r["year"]) if isinstance(r.get("year"), int) else text("year", "given"),
-            "source": text("source", f"user catalog {path}")}, Path(path), i)
+            "source": text("source", f"user catalog {path}")}, Path(path), row_line(df, i))
     return out

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from fleetplan.catalog._arch import model_inconsistency
 from fleetplan.catalog._rows import validate_row
-from fleetplan.catalog._tables import read_checked_csv
+from fleetplan.catalog._tables import read_checked_csv, row_line
 from fleetplan.catalog.hf_config import hf_config_fields, refusal
 from fleetplan.errors import DataError, InputError
 
@@ -147,13 +147,13 @@ def read_models(path: str | os.PathLike[str]) -> dict[str, ModelSpec]:
                 row.pop(k)
             elif v is not None and k not in _FLOATS:
                 if float(v) != int(v):  # 2.5 layers is a typo, not 2
-                    raise DataError(f"{path}: row {i + 2}, column {k}: {v!r} is not a whole "
-                                    "number")
+                    raise DataError(f"{path}: row {row_line(df, i)}, column {k}: {v!r} is not "
+                                    "a whole number")
                 row[k] = int(v)
         if "tied_embeddings" in row:
             row["tied_embeddings"] = str(row["tied_embeddings"]).strip().lower() in (
                 "true", "1", "yes")
-        out[str(row["model"])] = validate_row(ModelSpec, row, Path(path), i)
+        out[str(row["model"])] = validate_row(ModelSpec, row, Path(path), row_line(df, i))
     return out
 
 

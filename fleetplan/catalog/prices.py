@@ -14,7 +14,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from fleetplan.catalog._rows import validate_row
-from fleetplan.catalog._tables import read_checked_csv
+from fleetplan.catalog._tables import read_checked_csv, row_line
 
 DEFAULT_MARKET = "alternative"
 
@@ -43,5 +43,5 @@ def read_prices(path: str | os.PathLike[str]) -> tuple[Price, ...]:
             **{str(k): v for k, v in r.items()},
             "price_date": str(date) if isinstance(date, str | int) else "given",
             "source": src if isinstance(src, str) and src.strip() else f"user catalog {path}"},
-            Path(path), i))
+            Path(path), row_line(df, i)))
     return tuple(out)

@@ -204,13 +204,13 @@ def read_external_csv(path: str | os.PathLike[str]) -> ExternalLoad:
     runs: list[ExternalRun] = []
     errors: list[str] = []
     try:
-        for i, row in enumerate(reader):
+        for row in reader:
             if None in row:  # more cells than header columns
-                errors.append(f"{p}: row {i + 2}: {len(header) + len(row[None])} cells for "
-                              f"{len(header)} columns")
+                errors.append(f"{p}: row {reader.line_num}: {len(header) + len(row[None])} "
+                              f"cells for {len(header)} columns")
                 continue
             try:
-                runs.append(validate_row(ExternalRun, dict(row), p, i))
+                runs.append(validate_row(ExternalRun, dict(row), p, reader.line_num))
             except DataError as exc:
                 errors.append(str(exc))
     except csv.Error as exc:
