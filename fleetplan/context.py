@@ -74,7 +74,9 @@ class DataContext:
                 else catalog)
             cat = base if base is not None else bundled_catalog()
             if folders or specs:
-                cat = cat.extend(*folders, models=specs)
+                # read the user's tables now: a bad one is its own one-line refusal, never an
+                # error of the first scenario field that names a GPU or model
+                cat = cat.extend(*folders, models=specs).checked()
         return cls(catalog=cat, store=Path(store) if store is not None else None,
                    calibration=Path(calibration) if calibration is not None else None,
                    cache_dir=Path(cache_dir) if cache_dir is not None else None, models=specs)

@@ -83,6 +83,16 @@ class Catalog:
         return Catalog(*self.folders, *folders, models=(*self.extra_models, *models),
                        base=self.base)
 
+    def checked(self) -> Catalog:
+        """This catalog, every table of its folders read and checked now: a bad user table is
+        refused with its own file, row and column before anything names one of its rows."""
+        self.gpus()
+        self.aliases()
+        self.models()
+        self.prices()
+        self.grid()
+        return self
+
     @property
     def is_bundled(self) -> bool:
         """Only the bundled tables (no user folder, no extra model)."""

@@ -44,3 +44,16 @@ def test_a_duplicate_is_named_by_both_lines(tmp_path: Path) -> None:
 def test_lines_count_quoted_cells_over_several_lines() -> None:
     text = 'a,b\n1,"two\nlines"\n\n3,4\n'
     assert data_lines(text) == [2, 5]
+
+
+@pytest.mark.parametrize("command", ["solve", "simulate"])
+def test_a_bad_user_table_is_refused_as_itself_not_as_a_scenario_field(
+        tmp_path: Path, cli, command: str) -> None:
+    # a power figure beyond any card in the user's gpus.csv: the refusal names that file, row
+    # and column, not the scenario's fleet that happens to name the GPU first
+    folder = _user_gpus(tmp_path, _h100_row().replace(",80,350,", ",80,1e300,", 1) + "\n")
+    example = Path(__file__).resolve().parents[2] / "examples" / "hybrid-chat-batch.yaml"
+    res = cli(command, str(example), "--catalog", str(folder))
+    assert res.exit_code == 2
+    (line,) = res.stderr.strip().splitlines()
+    assert line.startswith(f"fleetplan: error: {folder / 'gpus.csv'}: row 2, column tdp_w: ")
