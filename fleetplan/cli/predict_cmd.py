@@ -132,7 +132,8 @@ def _caption_head(pred: Prediction) -> str:
     """The caption's first lines: calibrated or not, and a calibrated pair's own runs."""
     p = pred.params
     own = f"\n{pred.own_runs.caption()}" if pred.own_runs is not None else ""
-    return f"calibrated: {str(p.calibrated).lower()} ({p.source}){own}"
+    spec = f"\n{pred.spec_note}" if pred.spec_note is not None else ""
+    return f"calibrated: {str(p.calibrated).lower()} ({p.source}){spec}{own}"
 
 
 def _show_steady(pred: Prediction, sres: SteadyResult, fmt: OutputFormat) -> None:

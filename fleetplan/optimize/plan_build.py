@@ -297,6 +297,7 @@ def _accuracy_notes(scenario: Scenario, pools: list[Any]) -> list[str]:
     measured runs the model does not reproduce at some rates."""
     from fleetplan.replica.params import replica_params
     from fleetplan.validate.own_runs import flagged_rates, rates_text
+    from fleetplan.validate.prediction import calibrated_spec_note
 
     configs = sorted({p.config for p in pools})
     uncal = [c for c in configs if not replica_params(
@@ -312,9 +313,14 @@ def _accuracy_notes(scenario: Scenario, pools: list[Any]) -> list[str]:
             f"(uncalibrated): real P99 TTFT was {ranges} such predictions in 80% of held-out "
             "cases (docs/spec-path-validation.md); solve --confidence P plans for that "
             "error", "accuracy", pools=uncal, level=PLAN, priority=P_ACCURACY))
+    catalog = scenario.data_context().catalog
+    gpus_of = {p.config: p.gpu for p in pools}
     for c in configs:
         if c in uncal:
             continue
+        spec = calibrated_spec_note(True, c, catalog.replaced(scenario.model, gpus_of[c]))
+        if spec is not None:
+            notes.append(Note(spec, "accuracy", pools=(c,), level=PLAN, priority=P_FIT))
         rates = flagged_rates(scenario.model, c)
         if rates:
             notes.append(Note(

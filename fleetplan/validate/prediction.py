@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetplan._progress import Progress
+from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.catalog.models import ModelSpec
 from fleetplan.context import DataContext, use_context
 from fleetplan.errors import InputError
@@ -160,6 +161,9 @@ class Prediction:
     bands: dict[str, Any]
     own_runs: OwnRuns | None
     measured_runs: tuple[BenchmarkRun, ...] = ()
+    #: a calibrated pair whose model or GPU the user's catalog gives other figures: what of
+    #: those figures the prediction does not use (None otherwise)
+    spec_note: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON of ``fleetplan predict --format json``."""
@@ -168,12 +172,25 @@ class Prediction:
                                 "params_source": self.params.source}
         if self.own_runs is not None:
             head["own_runs"] = self.own_runs.to_dict()
+        if self.spec_note is not None:
+            head["spec_note"] = self.spec_note
         if isinstance(self.result, SteadyResult):
             return {**head, "mode": "steady", **self.result.to_dict(), **self.bands}
         return {**head, "mode": "burst", **self.result.to_dict(), **self.bands,
                 "note": BURST_NOTE,
                 **({"measured_runs": [measured_dict(r) for r in self.measured_runs]}
                    if self.measured_runs else {})}
+
+
+def calibrated_spec_note(calibrated: bool, config: str, replaced: list[str]) -> str | None:
+    """For a calibrated configuration whose model or GPU a user's catalog gives other figures:
+    which of them the calibration overrules (``replaced``: :meth:`Catalog.replaced`)."""
+    if not calibrated or not replaced:
+        return None
+    power = (" (the GPU row's power figures are used)"
+             if any(" row of " in r for r in replaced) else "")
+    return (f"{config} is calibrated to measured runs: its speed and KV capacity come from that "
+            f"fit, not from {' or '.join(replaced)}{power}")
 
 
 def run_prediction(request: PredictRequest, *, context: DataContext | None = None,
@@ -193,13 +210,16 @@ def run_prediction(request: PredictRequest, *, context: DataContext | None = Non
                                 engine_version=request.engine_version,
                                 efficiency=request.efficiency)
         own = _own_runs(params, request.calibration)
+        note = calibrated_spec_note(params.calibrated, params.config,
+                                    ctx.catalog.replaced(params.model,
+                                                         HardwareConfig.split(params.config)[1]))
         if request.steady:
             sres = steady_state(params, rate=request.rate, burstiness=request.burstiness,
                                 prefix_cache_hit=request.prefix_cache_hit or 0.0,
                                 progress=progress)
             bands = _bands(params, {k: v for k, v in sres.to_dict().items()
                                     if isinstance(v, int | float)})
-            return Prediction(request, params, sres, bands, own)
+            return Prediction(request, params, sres, bands, own, spec_note=note)
         res = replay(params, rate=request.rate,
                      num_prompts=(DEFAULT_NUM_PROMPTS if request.num_prompts is None
                                   else request.num_prompts),
@@ -211,7 +231,7 @@ def run_prediction(request: PredictRequest, *, context: DataContext | None = Non
         bands = _bands(params, {k: res.metrics[k].mean for k in METRICS})
         measured = measured_runs(params.model, params.config, request.rate, res.num_prompts,
                                  request.burstiness, request.max_concurrency)
-        return Prediction(request, params, res, bands, own, tuple(measured))
+        return Prediction(request, params, res, bands, own, tuple(measured), note)
 
 
 def measured_runs(model: str, config: str, rate: float, num_prompts: int, burstiness: float,
