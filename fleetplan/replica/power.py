@@ -34,10 +34,6 @@ import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from fleetplan.replica.params import ReplicaParams
 
 ANCHOR_TDP_W = 700.0  # H100 SXM5
 ANCHOR_IDLE_W = 70.0  # catalog idle power of the H100 SXM (data/gpus.csv)
@@ -104,56 +100,3 @@ def fit_activity_scale(power: StepPower, gpus: int,
         if window > 0 and dyn_model > 0 and dyn_meas > 0:
             logs.append(math.log(dyn_meas / dyn_model))
     return math.exp(sum(logs) / len(logs)) if logs else None
-
-
-@dataclass(frozen=True)
-class LoadEnergy:
-    """Energy of one replica at a share of its capacity (sustained load, :func:`steady_state`)."""
-
-    load: float  # share of the capacity
-    rate: float  # requests/s
-    power_w: float  # mean power of all the replica's GPUs, power that follows the work
-    j_per_output_token: float
-    tdp_j_per_output_token: float  # the same with every GPU at TDP (``power: tdp``)
-
-
-def capacity_rps(params: ReplicaParams, *, lo: float = 0.05, hi: float = 200.0,
-                 rel_tol: float = 0.03, seed: int = 0, duration_s: float = 600.0,
-                 warmup_s: float = 60.0) -> float:
-    """The highest sustained rate (requests/s) at which :func:`steady_state` stays stable,
-    by bisection in log space to ``rel_tol``."""
-    from fleetplan.replica.steady import steady_state
-
-    def ok(rate: float) -> bool:
-        return steady_state(params, rate=rate, seed=seed, duration_s=duration_s,
-                            warmup_s=warmup_s).stable
-
-    if not ok(lo):
-        return lo
-    while ok(hi) and hi < 1e5:
-        lo, hi = hi, hi * 2
-    while hi / lo > 1.0 + rel_tol:
-        mid = math.sqrt(lo * hi)
-        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
-    return lo
-
-
-def load_energy(params: ReplicaParams, power: StepPower, gpus: int,
-                loads: Sequence[float] = (0.1, 0.5, 1.0), *, seed: int = 0,
-                duration_s: float = 600.0, warmup_s: float = 60.0) -> list[LoadEnergy]:
-    """Energy per output token of one replica at ``loads`` (shares of :func:`capacity_rps`)."""
-    from fleetplan.replica.steady import steady_state
-
-    cap = capacity_rps(params, seed=seed, duration_s=duration_s, warmup_s=warmup_s)
-    out = []
-    for share in loads:
-        res = steady_state(params, rate=cap * share, seed=seed, duration_s=duration_s,
-                           warmup_s=warmup_s)
-        watts = gpus * (power.idle_w + (power.tdp_w - power.idle_w)
-                        * min(1.0, power.scale * res.power_activity))
-        tok = res.output_tokens_per_s
-        out.append(LoadEnergy(load=float(share), rate=cap * share, power_w=watts,
-                              j_per_output_token=watts / tok if tok > 0 else math.nan,
-                              tdp_j_per_output_token=(gpus * power.tdp_w / tok if tok > 0
-                                                      else math.nan)))
-    return out

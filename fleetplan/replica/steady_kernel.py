@@ -34,6 +34,7 @@ import numpy as np
 from fleetplan._progress import Progress, step, warn
 from fleetplan.errors import ModelError
 from fleetplan.replica.engine import check_limits, refusal
+from fleetplan.replica.power import _SLOPE, ANCHOR_LOW, F_LOW
 from fleetplan.replica.steady_loop import (
     ERR_BAD_REQUEST,
     ERR_NOT_SCHEDULED,
@@ -145,8 +146,6 @@ def run_steady(arr_t: np.ndarray, inp: np.ndarray, out: np.ndarray, hit: np.ndar
     count)`` early stops. Returns ``(first token, finish, first admission)`` times per request
     (NaN where not reached), the stop (``STOP_*``), the watch entry stopped on (-1: none), the
     clock at the end and the engine's busy and activity seconds."""
-    from fleetplan.replica.power import _SLOPE, ANCHOR_LOW, F_LOW
-
     p = params
     inp = np.ascontiguousarray(inp, dtype=np.int64)
     out = np.ascontiguousarray(out, dtype=np.int64)
