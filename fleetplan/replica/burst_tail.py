@@ -31,12 +31,12 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from fleetplan.replica.runs import MeasuredRun
+from fleetplan.replica.measured_run import MeasuredRun
+from fleetplan.replica.protocol import vllm_arrivals
 
 MAX_QUEUE_STEPS = 20.0  # a run whose TTFT p99 exceeds this many decode steps is queueing
 LONG_WINDOW = 50  # the long reply is searched among the last this-many requests
@@ -72,8 +72,6 @@ def family_key(num_prompts: int, total_input_tokens: int) -> str:
 
 
 def _unit_times(n: int, seed: int) -> np.ndarray:
-    from fleetplan.replica.protocol import vllm_arrivals
-
     times, _end = vllm_arrivals(n, 1.0, 1.0, seed)
     return times
 

@@ -24,8 +24,8 @@ from fleetplan._progress import Progress
 from fleetplan.catalog.catalog import Catalog
 from fleetplan.errors import InputError
 from fleetplan.replica.calibrate import FIT_SEEDS, FitResult, fit_many
+from fleetplan.replica.measured_run import MeasuredRun
 from fleetplan.replica.params import C_DELIVER_MAX_S, is_host_time
-from fleetplan.replica.runs import MeasuredRun
 from fleetplan.workload.lengths import LengthModel
 
 #: Host times tried, s: none, the bundled prior's neighbours, and up to 300 us (a host that

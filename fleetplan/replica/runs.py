@@ -1,7 +1,8 @@
 """Measured runs as replay targets: protocol conditions, data-quality flags, predictions.
 
-Main entries: :func:`runs_from_frame` (store rows -> :class:`MeasuredRun`, with the flags of
-:func:`flag_runs`), :func:`predict_run` (replay one run's protocol on the replica model).
+Main entries: :func:`runs_from_frame` (store rows ->
+:class:`~fleetplan.replica.measured_run.MeasuredRun`, with the flags of :func:`flag_runs`),
+:func:`predict_run` (replay one run's protocol on the replica model).
 
 Protocol facts of the bundled runs (``/work/shared/data/ionet-vllm-0.8.5/README.md``), named
 assumptions here: ``benchmark_serving.py --seed 42`` (so the send times are reproduced exactly),
@@ -24,18 +25,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from functools import cache
+from dataclasses import replace
 
 import pandas as pd
 
-from fleetplan.catalog.catalog import Catalog, bundled_catalog
-from fleetplan.catalog.hardware import HardwareConfig
+from fleetplan.catalog.catalog import Catalog
 from fleetplan.profiles.request_lengths import decode
 from fleetplan.replica.burst_tail import BurstTail, infer_burst_tails, tail_for
+from fleetplan.replica.measured_run import MeasuredRun, server_kv_tokens
 from fleetplan.replica.params import ReplicaParams
 from fleetplan.replica.prefix_cache import runs_before
-from fleetplan.replica.priors import kv_capacity_tokens, server_limits
 from fleetplan.replica.protocol import replay
 from fleetplan.workload.lengths import LengthModel
 
@@ -67,59 +66,6 @@ DELIVERY_METRICS = ("ttft_mean_ms", "ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms",
                     "itl_p50_ms")
 VALIDATED_METRICS = ("request_throughput", "output_throughput", "ttft_mean_ms", "ttft_p50_ms",
                      "ttft_p90_ms", "ttft_p99_ms", "tpot_p50_ms")
-
-
-@dataclass(frozen=True)
-class MeasuredRun:
-    """One measured run: its protocol, its measured metrics, and its data-quality flag."""
-
-    run_id: str
-    model: str
-    config: str
-    gpu: str
-    gpu_count: int
-    request_rate: float
-    num_prompts: int
-    burstiness: float
-    total_input_tokens: int
-    total_output_tokens: int
-    series_max_rate: float
-    measured: dict[str, float] = field(default_factory=dict)
-    flagged: bool = False
-    flag_reason: str | None = None
-    source: str = ""
-    duration_s: float = math.nan
-    pinned_outputs: tuple[tuple[int, int], ...] = ()  # (request index, output tokens)
-    engine_version: str | None = None  # the vLLM version the run recorded (spec-path prior)
-    excluded: tuple[tuple[str, str], ...] = ()  # (metric, why) measured but not believed
-    # (prompt, reply) tokens per request in send order, when the run recorded them
-    request_lengths: tuple[tuple[int, ...], tuple[int, ...]] | None = None
-
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return (self.model, self.config)
-
-    def warm_cache(self) -> bool:
-        """The earlier all-or-nothing rule: the prompts are cached when the run is below its
-        series' highest rate and the server's KV cache (vLLM's memory arithmetic) holds the
-        run's prompt and output tokens. Kept for callers; replays use the LRU state of
-        :mod:`fleetplan.replica.prefix_cache`, which agrees with it on the bundled store."""
-        working_set = self.total_input_tokens + self.total_output_tokens
-        return self.request_rate < self.series_max_rate and (
-            server_kv_tokens(self.model, self.config) >= working_set)
-
-
-@cache
-def server_kv_tokens(model: str, config: str, catalog: Catalog | None = None) -> int:
-    """KV-cache tokens vLLM allocates for ``model`` on ``config`` (first principles, with the
-    engine limits of :data:`~fleetplan.replica.priors.DEFAULT_ENGINE_VERSION`; names of
-    ``catalog``, default: the bundled one)."""
-    cat = catalog if catalog is not None else bundled_catalog()
-    spec, hw = cat.model(model), HardwareConfig.parse(config, cat)
-    seqs, batched, _block, util, _note = server_limits(spec, hw)
-    return kv_capacity_tokens(spec, hw, gpu_memory_utilization=util,
-                              max_num_batched_tokens=batched, max_num_seqs=seqs)
 
 
 def flag_runs(frame: pd.DataFrame, ratio: float = FLAG_RATIO) -> dict[str, str]:

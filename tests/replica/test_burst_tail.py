@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from fleetplan.replica.burst_tail import family_key, infer_burst_tails, tail_for
+from fleetplan.replica.measured_run import MeasuredRun
 from fleetplan.replica.protocol import sample_lengths, vllm_arrivals
-from fleetplan.replica.runs import MeasuredRun
 from fleetplan.workload.lengths import protocol_length_model
 
 N, LAST, K, LONG = 200, 200, 190, 800
