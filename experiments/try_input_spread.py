@@ -26,7 +26,8 @@ import math
 
 from fleetplan.profiles.store import load_profiles
 from fleetplan.replica.burst_tail import MAX_QUEUE_STEPS
-from fleetplan.replica.params import ReplicaParams, load_calibration
+from fleetplan.replica.calibration_file import load_calibration
+from fleetplan.replica.params_record import ReplicaParams
 from fleetplan.replica.runs import MeasuredRun, predict_run, runs_from_frame
 from fleetplan.workload.lengths import PROTOCOL_CV_OUTPUT, protocol_length_model
 

@@ -11,8 +11,9 @@ import argparse
 import json
 
 from fleetplan.profiles.store import load_profiles
+from fleetplan.replica.calibration_file import load_calibration
 from fleetplan.replica.lengths_fit import fit_length_spread, rmse_pct
-from fleetplan.replica.params import ReplicaParams, load_calibration
+from fleetplan.replica.params_record import ReplicaParams
 from fleetplan.replica.runs import runs_from_frame
 
 

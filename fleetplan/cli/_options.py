@@ -154,7 +154,7 @@ def note_user_files(*, store: bool = False, calibration: bool = False,
     (``store=True``: it reads the default store; likewise ``calibration``); nothing when the
     bundled files are read. ``has_options``: the command has ``--store`` / ``--calibration``."""
     from fleetplan.profiles.store import user_store_path
-    from fleetplan.replica.params import user_calibration_path
+    from fleetplan.replica.calibration_file import user_calibration_path
 
     for kind, wanted, path, flag in (
             ("profile store", store, user_store_path(), "--store"),

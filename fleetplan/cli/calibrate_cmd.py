@@ -34,7 +34,7 @@ from fleetplan.replica.calibrate_run import (
 )
 from fleetplan.replica.calibration import DEFAULT_MAX_NFEV
 from fleetplan.replica.host_time import HOST_TIME_GRID_S
-from fleetplan.replica.params import C_DELIVER_MAX_S
+from fleetplan.replica.params_record import C_DELIVER_MAX_S
 from fleetplan.replica.priors import C_DELIVER_S
 
 _GRID_US = ", ".join(f"{v * 1e6:g}" for v in HOST_TIME_GRID_S)

@@ -34,7 +34,7 @@ from fleetplan.catalog.catalog import Catalog, bundled_catalog
 from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.errors import InputError, ModelError
 from fleetplan.replica.calibration_file import FitRunReport
-from fleetplan.replica.params import ReplicaParams
+from fleetplan.replica.params_record import ReplicaParams
 from fleetplan.replica.priors import ideal_coefficients, prior_params
 from fleetplan.replica.runs import MeasuredRun, predict_run
 from fleetplan.workload.lengths import LengthModel

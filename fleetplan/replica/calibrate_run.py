@@ -24,7 +24,7 @@ from fleetplan.errors import FleetplanError, InputError
 from fleetplan.profiles.store import ProfileStore
 from fleetplan.replica.calibrate import FIT_SEEDS, check_fit_seeds
 from fleetplan.replica.calibration import DEFAULT_MAX_NFEV, Calibration
-from fleetplan.replica.params import C_DELIVER_MAX_S
+from fleetplan.replica.params_record import C_DELIVER_MAX_S
 
 MIN_MAX_NFEV, MAX_MAX_NFEV = 5, 1000
 
@@ -156,7 +156,7 @@ def run_calibration(request: CalibrateRequest, *, progress: Progress | None = No
     (``request.config``) is raised: it is the answer."""
     from fleetplan.profiles.store import load_profiles
     from fleetplan.replica.calibration import check_merge_seeds, selected_keys
-    from fleetplan.replica.params import default_calibration_path, user_calibration_path
+    from fleetplan.replica.calibration_file import default_calibration_path, user_calibration_path
 
     say = on_refused or (lambda line: None)
     st, refused = load_profiles(request.store).split_known(catalog)  # unknown: refused alone

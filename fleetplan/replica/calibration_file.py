@@ -5,7 +5,8 @@ floats rounded to 8 significant digits), :class:`CalibrationEntry` (one fitted m
 configuration: what :func:`fleetplan.replica.params.replica_params` and the efficiency ratios of
 unmeasured pairs read), :func:`load_calibration_file` (a path, the bundled file, or an already
 loaded dict -> :class:`CalibrationFile`; a missing or mistyped field raises :class:`DataError`
-naming the file, the entry and the field).
+naming the file, the entry and the field), :func:`default_calibration_path` (which file is read
+when none is named) and :func:`load_calibration` (the file's raw JSON).
 
 Mappings keyed by metric or parameter name (``ratios_to_ideal``, ``error_pct``, the efficiency
 rows, the fit weights) stay dicts: their keys are data. ``protocol.length_model`` is the
@@ -23,10 +24,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from fleetplan._io import user_data_dir
+from fleetplan._load import load_json  # bounded: regular file, depth, duplicate keys
+from fleetplan.catalog._tables import data_dir
+from fleetplan.context import active_files
 from fleetplan.errors import DataError
-from fleetplan.replica.params import ReplicaParams, default_calibration_path, load_calibration
+from fleetplan.replica.params_record import ReplicaParams
 
 SCHEMA_VERSION = 1
+DEFAULT_CALIBRATION_NAME = "calibration.json"
 
 
 @dataclass(frozen=True)
@@ -237,6 +243,41 @@ class CalibrationFile:
                 flagged=tuple(FlaggedRun(**f) for f in obj.get("flagged", [])))
         except (KeyError, TypeError, ValueError) as exc:
             raise DataError(f"{where}: invalid report field ({exc})") from None
+
+
+def default_calibration_path() -> Path:
+    """The calibration read by default: the active data context's
+    (:func:`fleetplan.context.active_files`, e.g. ``--calibration``), else the user's
+    (:func:`user_calibration_path`) when it exists, else the bundled ``data/calibration.json``."""
+    if active_files().calibration is not None:
+        return Path(active_files().calibration)  # type: ignore[arg-type]
+    user = user_calibration_path()
+    return user if user.is_file() else data_dir() / DEFAULT_CALIBRATION_NAME
+
+
+def user_calibration_path() -> Path:
+    """``<user data dir>/calibration.json``: where ``fleetplan calibrate`` writes without
+    ``--out``."""
+    return user_data_dir() / DEFAULT_CALIBRATION_NAME
+
+
+@cache
+def _load_calibration_cached(path: str, mtime: float) -> dict[str, Any]:
+    obj = load_json(Path(path), what="calibration file")
+    if not isinstance(obj, dict) or not isinstance(obj.get("configs"), list):
+        raise DataError(f"{path}: not a fleetplan calibration file (no 'configs' list)")
+    return obj
+
+
+def load_calibration(path: str | Path | None = None) -> dict[str, Any]:
+    """The calibration file as a dict (``{}``-like with empty ``configs`` when the bundled one
+    is absent; a given path that does not exist is an error)."""
+    p = Path(path) if path is not None else default_calibration_path()
+    if not p.exists():
+        if path is None:
+            return {"configs": [], "efficiency": {}}
+        raise DataError(f"{p}: calibration file not found")
+    return _load_calibration_cached(str(p.resolve()), p.stat().st_mtime)
 
 
 CalibrationSource = str | Path | Mapping[str, Any] | CalibrationFile | None

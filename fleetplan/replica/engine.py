@@ -30,7 +30,7 @@ from collections.abc import Callable
 import simpy
 
 from fleetplan.errors import ModelError
-from fleetplan.replica.params import ReplicaParams
+from fleetplan.replica.params_record import ReplicaParams
 from fleetplan.replica.power import step_activity
 from fleetplan.replica.records import (
     DECODE,

@@ -25,7 +25,7 @@ from fleetplan.catalog.catalog import Catalog
 from fleetplan.errors import InputError
 from fleetplan.replica.calibrate import FIT_SEEDS, FitResult, fit_many
 from fleetplan.replica.measured_run import MeasuredRun
-from fleetplan.replica.params import C_DELIVER_MAX_S, is_host_time
+from fleetplan.replica.params_record import C_DELIVER_MAX_S, is_host_time
 from fleetplan.workload.lengths import LengthModel
 
 #: Host times tried, s: none, the bundled prior's neighbours, and up to 300 us (a host that
@@ -72,7 +72,7 @@ class HostTimeChoice:
 
 def check_grid(grid: Sequence[float]) -> tuple[float, ...]:
     """The grid as sorted, distinct floats; :class:`InputError` for an empty one or a value
-    outside 0..:data:`~fleetplan.replica.params.C_DELIVER_MAX_S`."""
+    outside 0..:data:`~fleetplan.replica.params_record.C_DELIVER_MAX_S`."""
     values = sorted({float(v) for v in grid})
     if not values:
         raise InputError("host time grid: give at least one value")

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from fleetplan.replica.params import ReplicaParams
+from fleetplan.replica.params_record import ReplicaParams
 from fleetplan.replica.runs import MeasuredRun, predict_run
 from fleetplan.workload.lengths import (
     PROTOCOL_CV_INPUT,

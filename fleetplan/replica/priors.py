@@ -29,11 +29,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from fleetplan.catalog.catalog import Catalog
+from fleetplan.catalog.catalog import Catalog, bundled_catalog
 from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.catalog.models import ModelSpec
-from fleetplan.errors import ModelError
-from fleetplan.replica.params import ReplicaParams
+from fleetplan.errors import InputError, ModelError
+from fleetplan.replica.engine_defaults import engine_defaults
+from fleetplan.replica.params_record import ReplicaParams
 
 if TYPE_CHECKING:
     from fleetplan.replica.calibration_file import CalibrationEntry
@@ -163,9 +164,6 @@ def server_limits(spec: ModelSpec, hw: HardwareConfig,
     vLLM server of ``engine_version`` (default :data:`DEFAULT_ENGINE_VERSION`, the study's) on
     ``hw``, by :mod:`fleetplan.replica.engine_defaults` (device-memory rules applied); a version
     the table does not cover keeps the 0.8.5 figures below 70 GiB and says so in ``note``."""
-    from fleetplan.errors import InputError
-    from fleetplan.replica.engine_defaults import engine_defaults
-
     version = engine_version or DEFAULT_ENGINE_VERSION
     try:
         d = engine_defaults(version, hw.gpu, hw.spec.vram_gb)
@@ -278,6 +276,13 @@ def _nnls_relative(rows: list[list[float]], target: list[float]) -> list[float]:
     return [float(v) for v in x]
 
 
+def geomean_rows(rows: Sequence[dict[str, float]]) -> dict[str, float]:
+    """Per key of the first row, the geometric mean over ``rows``; ``n_configs``: how many."""
+    out = {k: math.exp(sum(math.log(r[k]) for r in rows) / len(rows)) for k in rows[0]}
+    out["n_configs"] = len(rows)
+    return out
+
+
 def fit_transfer_efficiency(entries: Sequence[CalibrationEntry], gpu: str, *,
                             exclude_model: str | None = None,
                             exclude: tuple[str, str] | None = None,
@@ -288,9 +293,6 @@ def fit_transfer_efficiency(entries: Sequence[CalibrationEntry], gpu: str, *,
     three configurations or two models. A part no configuration exercises (all-reduces when
     every configuration is one GPU) keeps the default ratio of :data:`DEFAULT_RATIOS`.
     ``catalog``: where the entries' models and GPUs are read (default: the bundled one)."""
-    from fleetplan.catalog.catalog import bundled_catalog
-    from fleetplan.replica.params import geomean_rows
-
     cat = catalog if catalog is not None else bundled_catalog()
 
     rows = [e for e in entries if e.calibrated and e.gpu == gpu and e.ratios_to_ideal

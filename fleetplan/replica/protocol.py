@@ -28,7 +28,7 @@ from fleetplan._notebook import NotebookRepr
 from fleetplan.errors import InputError
 from fleetplan.replica.delivery import delivery_lags
 from fleetplan.replica.engine import ReplicaEngine, Request
-from fleetplan.replica.params import ReplicaParams
+from fleetplan.replica.params_record import ReplicaParams
 from fleetplan.replica.prefix_cache import cached_prompt_tokens, hit_share
 from fleetplan.workload.arrivals import benchmark_arrivals, gamma_gaps
 from fleetplan.workload.lengths import LengthModel, protocol_length_model

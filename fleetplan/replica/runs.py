@@ -33,7 +33,7 @@ from fleetplan.catalog.catalog import Catalog
 from fleetplan.profiles.request_lengths import decode
 from fleetplan.replica.burst_tail import BurstTail, infer_burst_tails, tail_for
 from fleetplan.replica.measured_run import MeasuredRun, server_kv_tokens
-from fleetplan.replica.params import ReplicaParams
+from fleetplan.replica.params_record import ReplicaParams
 from fleetplan.replica.prefix_cache import runs_before
 from fleetplan.replica.protocol import replay
 from fleetplan.workload.lengths import LengthModel

@@ -24,7 +24,7 @@ import heapq
 from collections import deque
 from collections.abc import Callable
 
-from fleetplan.replica.params import ReplicaParams
+from fleetplan.replica.params_record import ReplicaParams
 from fleetplan.replica.records import DECODE, DONE, PREFILL, WAITING, EngineStats, Request
 
 Chunks = list[tuple[Request, int]]  # (request, prompt tokens it computes) of one step

@@ -27,7 +27,7 @@ from fleetplan._progress import Progress
 from fleetplan.errors import InputError
 from fleetplan.replica.delivery import delivery_lags
 from fleetplan.replica.engine import ReplicaEngine, Request
-from fleetplan.replica.params import ReplicaParams
+from fleetplan.replica.params_record import ReplicaParams
 from fleetplan.workload.arrivals import arrivals_until
 from fleetplan.workload.lengths import LengthModel, protocol_length_model
 

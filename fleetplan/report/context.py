@@ -150,8 +150,8 @@ def _validation(model: str, configs: list[str],
     from package data (the calibration file and the error tables of
     :mod:`fleetplan.optimize.model_band`), never from the docs."""
     from fleetplan.optimize.model_band import pool_band
-    from fleetplan.replica.calibration_file import load_calibration_file
-    from fleetplan.replica.params import default_calibration_path, replica_params
+    from fleetplan.replica.calibration_file import default_calibration_path, load_calibration_file
+    from fleetplan.replica.params import replica_params
 
     cal = load_calibration_file()
     rows = []

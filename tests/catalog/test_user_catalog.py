@@ -121,7 +121,7 @@ def test_the_data_dir_variable_is_read_when_used_not_frozen(
 
 def test_a_context_names_the_store_and_calibration_read_by_default(tmp_path: Path) -> None:
     from fleetplan.profiles.store import default_store_path
-    from fleetplan.replica.params import default_calibration_path
+    from fleetplan.replica.calibration_file import default_calibration_path
 
     store, cal = tmp_path / "runs.csv", tmp_path / "cal.json"
     with DataContext.build(store=store, calibration=cal).activate():

@@ -71,7 +71,7 @@ def test_calibrate_without_out_writes_the_user_calibration_not_data(cli,
     # started from the bundled calibration: every other configuration is still there
     keys = {(e["model"], e["config"]) for e in mine["configs"]}
     assert keys == {(e["model"], e["config"]) for e in bundled["configs"]}
-    from fleetplan.replica.params import default_calibration_path
+    from fleetplan.replica.calibration_file import default_calibration_path
 
     assert default_calibration_path() == target  # read by default from now on
     pred = cli("predict", "--model", "DeepSeek-R1-Distill-Qwen-1.5B", "--config", "1xH100-PCIe",

@@ -9,8 +9,12 @@ import pytest
 
 from fleetplan.catalog._tables import data_dir
 from fleetplan.errors import DataError
-from fleetplan.replica.calibration_file import CalibrationFile, load_calibration_file
-from fleetplan.replica.params import DEFAULT_CALIBRATION_NAME, replica_params
+from fleetplan.replica.calibration_file import (
+    DEFAULT_CALIBRATION_NAME,
+    CalibrationFile,
+    load_calibration_file,
+)
+from fleetplan.replica.params import replica_params
 
 
 def _bundled() -> Path:

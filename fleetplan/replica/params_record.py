@@ -1,0 +1,71 @@
+"""The record of one serving replica's parameters: step-time coefficients, KV capacity, limits.
+
+Main entry: :class:`ReplicaParams` (one parameter set per model x hardware configuration;
+:func:`fleetplan.replica.params.replica_params` decides which figures a pair gets: calibrated,
+or a spec-based prior).
+
+The step time of one engine iteration is
+
+    step_s = c_step + c_prefill_tok * prefill_tokens + c_seq * decode_seqs + c_kv_tok * kv_read
+
+with ``kv_read`` the cached tokens the step's attention reads (the context of every scheduled
+sequence). Seconds throughout.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+STEP_COEFFS = ("c_step", "c_prefill_tok", "c_seq", "c_kv_tok", "overhead_s")
+C_DELIVER_MAX_S = 0.01  # the largest host time per streamed output a parameter set may state
+
+
+def is_host_time(value: float) -> bool:
+    """Whether ``value`` (s) is a host time per streamed output a parameter set may state:
+    finite, 0..:data:`C_DELIVER_MAX_S` (the bound of ``ReplicaParams.c_deliver``)."""
+    return math.isfinite(value) and 0 <= value <= C_DELIVER_MAX_S
+
+
+class ReplicaParams(BaseModel):
+    """Everything the replica model needs to know about one (model, configuration)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    model: str = Field(min_length=1)
+    config: str = Field(min_length=1, description="<count>x<GPU>, e.g. 2xRTX-4090")
+    c_step: float = Field(gt=0, le=10.0, description="fixed cost of one engine step, s")
+    c_prefill_tok: float = Field(ge=0, le=0.1, description="cost per prefill token, s")
+    c_seq: float = Field(ge=0, le=0.1, description="cost per decoding sequence in a step, s")
+    c_kv_tok: float = Field(ge=0, le=1e-3, description="cost per cached token read, s")
+    kv_capacity_tokens: int = Field(ge=1, le=10**9, description="KV-cache slots (tokens)")
+    max_num_seqs: int = Field(ge=1, le=65536, description="cap on running sequences")
+    max_num_batched_tokens: int = Field(ge=1, le=10**6, description="token budget per step")
+    block_size: int = Field(ge=1, le=1024, description="KV-cache block, tokens")
+    overhead_s: float = Field(ge=0, le=10.0, description="per-request overhead outside steps")
+    c_deliver: float = Field(
+        default=0.0, ge=0, le=C_DELIVER_MAX_S,
+        description="host time per streamed output: a first token waits for the outputs listed "
+                    "before it in its step (fleetplan.replica.delivery), s; 0 in calibration "
+                    "files written before it existed")
+    max_model_len: int = Field(ge=2, le=10**8, description="longest prompt + output, tokens")
+    calibrated: bool
+    source: str = Field(min_length=1, description="where the figures come from")
+
+    @property
+    def kv_blocks(self) -> int:
+        """Whole KV blocks of the cache."""
+        return self.kv_capacity_tokens // self.block_size
+
+    def with_(self, **changes: Any) -> ReplicaParams:
+        """A validated copy with some fields changed (e.g. a bigger KV cache)."""
+        data = self.model_dump()
+        data.update(changes)
+        return ReplicaParams.model_validate(data)
+
+    def step_s(self, prefill_tokens: int, decode_seqs: int, kv_read: int) -> float:
+        """Duration of one step with these contents."""
+        return (self.c_step + self.c_prefill_tok * prefill_tokens + self.c_seq * decode_seqs
+                + self.c_kv_tok * kv_read)
