@@ -18,12 +18,15 @@ Main entry: :func:`run_steady`; it returns per-request times and the run's count
 :func:`fleetplan.replica.steady.steady_state` turns them into its result. :func:`prepare`
 compiles (or loads) the loop ahead, as a named progress step: the first run in a process waits
 for it, ~10 s the first time on a machine.
-The loop itself is :func:`fleetplan.replica.steady_loop.steady_loop`.
+The loop itself is :func:`fleetplan.replica.steady_loop.steady_loop`; its codes and helpers are
+in :mod:`fleetplan.replica.steady_arrays`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
 import os
 import traceback
 from pathlib import Path
@@ -35,7 +38,7 @@ from fleetplan._progress import Progress, step, warn
 from fleetplan.errors import ModelError
 from fleetplan.replica.engine import check_limits, refusal
 from fleetplan.replica.power import _SLOPE, ANCHOR_LOW, F_LOW
-from fleetplan.replica.steady_loop import (
+from fleetplan.replica.steady_arrays import (
     ERR_BAD_REQUEST,
     ERR_NOT_SCHEDULED,
     ERR_STALLED,
@@ -43,13 +46,17 @@ from fleetplan.replica.steady_loop import (
     STOP_ABOVE,
     STOP_DONE,
     STOP_OVERLOAD,
-    steady_loop,
 )
+from fleetplan.replica.steady_loop import steady_loop
 
 __all__ = ["PREPARE_STEP", "STOP_ABOVE", "STOP_DONE", "STOP_OVERLOAD", "prepare", "run_steady"]
 
 #: The progress step of :func:`prepare`.
 PREPARE_STEP = "preparing the compiled steady-state engine (~10 s the first time on a machine)"
+#: The files whose code Numba compiles into the loop. Numba's cache checks only the decorated
+#: function's own file, so the cache folder is keyed on all of them (:func:`_source_tag`): an
+#: edit of a helper must not load machine code compiled from the old one.
+LOOP_SOURCES = ("steady_loop.py", "steady_arrays.py")
 
 
 def jit_cache_dir() -> Path:
@@ -58,6 +65,16 @@ def jit_cache_dir() -> Path:
     from fleetplan._cache_dir import user_cache_dir
 
     return user_cache_dir() / "jit"
+
+
+@functools.cache
+def _source_tag(package: Path = Path(__file__).parent) -> str:
+    """The first 16 hex digits of a SHA-256 of :data:`LOOP_SOURCES` (in ``package``): the
+    cache subfolder."""
+    h = hashlib.sha256()
+    for name in LOOP_SOURCES:
+        h.update((package / name).read_bytes())
+    return h.hexdigest()[:16]
 
 
 def clear_jit_cache() -> int:
@@ -82,10 +99,10 @@ def clear_jit_cache() -> int:
 
 def _compile(fn: Any, cache: bool = True) -> Any:
     """``fn`` compiled by Numba, or plain Python where ``FLEETPLAN_NO_JIT=1`` (debugging: the
-    same results, ~100x slower). The machine code is cached under :func:`jit_cache_dir` (not a
-    data context's folder, so that worker processes find it; ``FLEETPLAN_JIT_CACHE=0`` or
-    ``cache=False``: compile in memory only): a process after the first loads it (~1 s with
-    Numba's import) instead of compiling it (~10 s)."""
+    same results, ~100x slower). The machine code is cached under :func:`jit_cache_dir`, in a
+    folder named by :func:`_source_tag` (not a data context's folder, so that worker processes
+    find it; ``FLEETPLAN_JIT_CACHE=0`` or ``cache=False``: compile in memory only): a process
+    after the first loads it (~1 s with Numba's import) instead of compiling it (~10 s)."""
     if os.environ.get("FLEETPLAN_NO_JIT") == "1":
         return fn
     from numba import njit
@@ -93,7 +110,7 @@ def _compile(fn: Any, cache: bool = True) -> Any:
 
     if not cache or os.environ.get("FLEETPLAN_JIT_CACHE") == "0":
         return njit(cache=False, nogil=True)(fn)
-    folder = jit_cache_dir()
+    folder = jit_cache_dir() / _source_tag()
     try:
         folder.mkdir(parents=True, exist_ok=True)
         if not os.access(folder, os.W_OK):

@@ -1,13 +1,12 @@
-"""The loop of a compiled steady-state run (:mod:`fleetplan.replica.steady_kernel`) and the
-scheduler's helpers it calls.
+"""The loop of a compiled steady-state run (:mod:`fleetplan.replica.steady_kernel`).
 
 :func:`steady_loop` is :class:`fleetplan.replica.engine.ReplicaEngine` and
 :class:`fleetplan.replica.scheduler.Scheduler` rewritten over arrays for one replica whose
 arrivals are all known: request records become columns, the running batch and its prefilling
 part become admission-ordered linked lists, the waiting queue a ring (preempted requests go back
 to its head), the decoders' heap a list of ``(last step, seq, request)``. Each block says which
-method of the Python engine it is; the arithmetic is the same, operation by operation. The
-helpers are ``register_jitable``: plain Python when called from Python, compiled into the loop.
+method of the Python engine it is; the arithmetic is the same, operation by operation. The codes
+and the helpers it calls are in :mod:`fleetplan.replica.steady_arrays`.
 """
 
 from __future__ import annotations
@@ -16,154 +15,36 @@ import heapq
 import math
 
 import numpy as np
-from numba.extending import register_jitable
 
-__all__ = ["STOP_ABOVE", "STOP_DONE", "STOP_OVERLOAD", "steady_loop"]
+from fleetplan.replica.steady_arrays import (
+    DECODE,
+    EPS,
+    ERR_BAD_REQUEST,
+    ERR_NOT_SCHEDULED,
+    ERR_STALLED,
+    F_HEAD,
+    PREFILL,
+    R_HEAD,
+    R_TAIL,
+    STOP_ABOVE,
+    STOP_DONE,
+    STOP_OVERLOAD,
+    WAITING,
+    activity,
+    append,
+    arm,
+    cached,
+    dec_blocks,
+    finish,
+    kv_room,
+    prefill_blocks,
+    source_clock,
+    steps_until,
+    unlink,
+    wake,
+)
 
-STOP_DONE, STOP_OVERLOAD, STOP_ABOVE = 0, 1, 2
-ERR_NOT_SCHEDULED, ERR_STALLED, ERR_BAD_REQUEST = 3, 4, 5
-# request states, as fleetplan.replica.records numbers them
-_PENDING, _WAITING, _PREFILL, _DECODE, _DONE = 0, 1, 2, 3, 4
-_EPS = 1e-12
-# the figures a run may be stopped on, by code (fleetplan.replica.steady._FIGURE_OF)
-FIGURE_CODES = {"ttft_p99_ms": 0, "tpot_p99_ms": 1, "e2e_p99_ms": 2}
-# the ends of the two admission-ordered lists (running; running and still prefilling)
-_R_HEAD, _R_TAIL, _F_HEAD, _F_TAIL = 0, 1, 2, 3
-
-
-# ---------------------------------------------------------------------- helpers (Scheduler's)
-@register_jitable
-def _dec_blocks(phase, bs, s_off, n_dec, k):  # type: ignore[no-untyped-def]
-    """Scheduler.dec_blocks: KV blocks the decoders hold after allocating for step ``k``."""
-    pad = 0
-    for ph in range(bs):
-        cnt = phase[ph]
-        if cnt:
-            pad += cnt * ((-(ph + k)) % bs)
-    return (s_off + n_dec * k + pad) // bs
-
-
-@register_jitable
-def _prefill_blocks(kv_slots, nxt, ends, bs):  # type: ignore[no-untyped-def]
-    """KV blocks the prefilling requests hold (Scheduler.held_blocks' second term)."""
-    held = 0
-    f = ends[_F_HEAD]
-    while f >= 0:
-        held += -(-kv_slots[f] // bs)
-        f = nxt[f]
-    return held
-
-
-@register_jitable
-def _cached(hit, generated, target, bs):  # type: ignore[no-untyped-def]
-    """Scheduler.cached: prompt tokens the prefix cache serves (whole blocks, never the last)."""
-    if hit <= 0 or generated:
-        return 0
-    return min(hit, (target - 1) // bs * bs)
-
-
-@register_jitable
-def _unlink(prev, nxt, ends, head, r):  # type: ignore[no-untyped-def]
-    """Take ``r`` out of the list whose ends are ``ends[head]``, ``ends[head + 1]``."""
-    pr, nx = prev[r], nxt[r]
-    if pr >= 0:
-        nxt[pr] = nx
-    else:
-        ends[head] = nx
-    if nx >= 0:
-        prev[nx] = pr
-    else:
-        ends[head + 1] = pr
-
-
-@register_jitable
-def _append(prev, nxt, ends, head, r):  # type: ignore[no-untyped-def]
-    """Put ``r`` at the end of the list whose ends are ``ends[head]``, ``ends[head + 1]``."""
-    tail = ends[head + 1]
-    if tail >= 0:
-        nxt[tail] = r
-    prev[r] = tail
-    nxt[r] = -1
-    ends[head + 1] = r
-    if ends[head] < 0:
-        ends[head] = r
-
-
-@register_jitable
-def _steps_until(a, b, dt):  # type: ignore[no-untyped-def]
-    """ReplicaEngine._steps_until: fewest steps (>= 1) of a plan (first step ``a``, growth
-    ``b`` a step) whose cumulative duration reaches ``dt``."""
-    if dt <= a + _EPS:
-        return 1
-    if b <= 0:
-        m = math.ceil(dt / a - 1e-9)
-    else:
-        qa, qb = b / 2.0, a - b / 2.0
-        m = math.ceil((-qb + math.sqrt(qb * qb + 4 * qa * dt)) / (2 * qa) - 1e-9)
-    m = max(m, 1)
-    while m > 1 and (m - 1) * a + b * (m - 1) * (m - 2) / 2.0 >= dt - _EPS:
-        m -= 1
-    while m * a + b * m * (m - 1) / 2.0 < dt - _EPS:
-        m += 1
-    return m
-
-
-@register_jitable
-def _arm(cur, t, eid):  # type: ignore[no-untyped-def]
-    """ReplicaEngine._arm at clock ``cur``: ``(plan end, the timer's firing time, its eid)``, a
-    SimPy timeout firing at ``cur + max(0, t - cur)``, scheduled after event ``eid``."""
-    return t, cur + max(0.0, t - cur), eid + 1
-
-
-@register_jitable
-def _wake(clk, i, n_req, now, eid):  # type: ignore[no-untyped-def]
-    """steady_state's source, at clock ``now``, turning to request ``i``: ``(when it runs
-    again, that event's eid, the last eid)``; a timeout to the request's clock when that is
-    later (``now + (t - now)``), else on at once (eid -1: before any event), never after the
-    last request."""
-    if i >= n_req:
-        return math.inf, -1, eid
-    if clk[i] > now:
-        return now + (clk[i] - now), eid + 1, eid + 1
-    return now, -1, eid
-
-
-@register_jitable
-def _activity(tokens, f_low, slope, anchor):  # type: ignore[no-untyped-def]
-    """fleetplan.replica.power.step_activity."""
-    if tokens <= 0:
-        return 0.0
-    return min(1.0, max(f_low, f_low + slope * math.log(tokens / anchor)))
-
-
-@register_jitable
-def _finish(r, now, state, prev, nxt, ends, arr_t, out, first_s, fin_s, measured, watch_lim,
-            watch_kind, watch_need, seen, ctr):  # type: ignore[no-untyped-def]
-    """Scheduler.finish: ``r``'s last token is out at ``now`` (done, out of the running list,
-    its finish time), then steady_state's on_finish (``ctr``: measured requests left, the watch
-    entry stopped on). True when the run ends."""
-    state[r] = _DONE
-    _unlink(prev, nxt, ends, _R_HEAD, r)
-    fin_s[r] = now
-    if not measured[r]:
-        return False
-    ctr[0] -= 1
-    for w in range(watch_kind.shape[0]):
-        kind = watch_kind[w]
-        if kind == 0:
-            v = first_s[r] - arr_t[r]
-        elif kind == 1:
-            v = math.nan  # a one-token reply has no TPOT, never above a limit
-            if out[r] > 1:
-                v = (fin_s[r] - first_s[r]) / (out[r] - 1)
-        else:
-            v = fin_s[r] - arr_t[r]
-        if v * 1e3 > watch_lim[w]:
-            seen[w] += 1
-            if seen[w] >= watch_need[w] and ctr[1] < 0:
-                ctr[1] = w
-    return ctr[0] == 0 or ctr[1] >= 0
-
+__all__ = ["steady_loop"]
 
 
 # ---------------------------------------------------------------------- the run
@@ -175,7 +56,7 @@ def steady_loop(arr_t, inp, out, hit, measured, bad, overhead, limit,  # noqa: C
     the result)."""
     n_req = arr_t.shape[0]
     nan, inf = math.nan, math.inf
-    state = np.zeros(n_req, np.int64)  # _PENDING
+    state = np.zeros(n_req, np.int64)  # PENDING
     cached_tok = hit.copy()
     target = inp.copy()
     computed = np.zeros(n_req, np.int64)
@@ -189,14 +70,8 @@ def steady_loop(arr_t, inp, out, hit, measured, bad, overhead, limit,  # noqa: C
     fin_s = np.full(n_req, nan)
     # steady_state's source clock: a timeout of (t - now) from its last arrival lands on
     # now + (t - now); each request is submitted at that clock and seen overhead_s later
-    clk = np.empty(n_req)
+    clk = source_clock(arr_t)
     vis = np.zeros(n_req)  # when each submitted request reaches the scheduler
-    now_l = 0.0
-    for i in range(n_req):
-        dt = arr_t[i] - now_l
-        if dt > 0:
-            now_l = now_l + dt
-        clk[i] = now_l
     r_prev = np.full(n_req, -1, np.int64)  # running, in admission order
     r_next = np.full(n_req, -1, np.int64)
     f_prev = np.full(n_req, -1, np.int64)  # running and prefilling, in admission order
@@ -244,7 +119,7 @@ def steady_loop(arr_t, inp, out, hit, measured, bad, overhead, limit,  # noqa: C
     plan_t0 = 0.0
     # the source's next wake-up, for request n_sub (eid -1: it runs on without yielding)
     src_now = 0.0
-    src_t, src_eid, eid = _wake(clk, 0, n_req, src_now, eid)
+    src_t, src_eid, eid = wake(clk, 0, n_req, src_now, eid)
     ended = False
     while not ended:
         if src_t == inf and timer_t == inf:
@@ -269,20 +144,20 @@ def steady_loop(arr_t, inp, out, hit, measured, bad, overhead, limit,  # noqa: C
                     ended = True
                     break
                 # ReplicaEngine.submit(r, at=the source's clock), as steady_state calls it
-                at = clk[j] if clk[j] >= src_now - _EPS else src_now
+                at = clk[j] if clk[j] >= src_now - EPS else src_now
                 vis[j] = at + overhead
                 n_sub = j + 1
                 if not busy:
-                    if plan_end > vis[j] + _EPS:
-                        plan_end, timer_t, eid = _arm(src_now, vis[j], eid)
+                    if plan_end > vis[j] + EPS:
+                        plan_end, timer_t, eid = arm(src_now, vis[j], eid)
                         timer_eid = eid
                 elif plan_n > 1 and n_wait == 0 and n_run < max_seqs:
                     # mid-plan: the new request may join at an earlier step boundary
-                    m = _steps_until(plan_a, plan_b, vis[j] - plan_t0)
+                    m = steps_until(plan_a, plan_b, vis[j] - plan_t0)
                     if m < plan_n:
                         plan_n = m
                         t = plan_t0 + (m * plan_a + plan_b * m * (m - 1) / 2.0)
-                        plan_end, timer_t, eid = _arm(src_now, t, eid)
+                        plan_end, timer_t, eid = arm(src_now, t, eid)
                         timer_eid = eid
                 if n_ahead < 0:
                     q = n_wait + (n_sub - p_head)  # ReplicaEngine.queue_len
@@ -295,7 +170,7 @@ def steady_loop(arr_t, inp, out, hit, measured, bad, overhead, limit,  # noqa: C
                 j += 1
             if ended:
                 break
-            src_t, src_eid, eid = _wake(clk, n_sub, n_req, src_now, eid)
+            src_t, src_eid, eid = wake(clk, n_sub, n_req, src_now, eid)
             continue
         # ------------------------------------------------ ReplicaEngine._timer
         now = timer_t
@@ -312,19 +187,19 @@ def steady_loop(arr_t, inp, out, hit, measured, bad, overhead, limit,  # noqa: C
             last = step - 1
             while len(heap) > 0 and heap[0][0] <= last:
                 r = heapq.heappop(heap)[2]
-                if state[r] != _DECODE or last_step[r] > last:
+                if state[r] != DECODE or last_step[r] > last:
                     continue  # stale entry (preempted and re-queued)
                 n_dec -= 1
                 s_off -= step_off[r]
                 phase[step_off[r] % bs] -= 1
                 generated[r] = out[r]
                 n_run -= 1
-                if _finish(r, now, state, r_prev, r_next, ends, arr_t, out, first_s, fin_s,
+                if finish(r, now, state, r_prev, r_next, ends, arr_t, out, first_s, fin_s,
                            measured, watch_lim, watch_kind, watch_need, seen, ctr):
                     ended = True
             for j in range(n_ch if plan_pf else 0):
                 r = ch_rid[j]
-                if state[r] != _PREFILL:
+                if state[r] != PREFILL:
                     continue
                 computed[r] += ch_tok[j]
                 if computed[r] < target[r]:
@@ -332,17 +207,17 @@ def steady_loop(arr_t, inp, out, hit, measured, bad, overhead, limit,  # noqa: C
                 # prefill complete: the next token is out, then it decodes
                 pf_slots -= kv_slots[r]
                 kv_slots[r] = 0
-                _unlink(f_prev, f_next, ends, _F_HEAD, r)
+                unlink(f_prev, f_next, ends, F_HEAD, r)
                 if generated[r] == 0:
                     first_s[r] = now
                 generated[r] += 1
                 if generated[r] >= out[r]:
                     n_run -= 1
-                    if _finish(r, now, state, r_prev, r_next, ends, arr_t, out, first_s,
+                    if finish(r, now, state, r_prev, r_next, ends, arr_t, out, first_s,
                                fin_s, measured, watch_lim, watch_kind, watch_need, seen, ctr):
                         ended = True
                     continue
-                state[r] = _DECODE
+                state[r] = DECODE
                 step_off[r] = target[r] - last
                 gen0[r] = generated[r]
                 last_step[r] = last + out[r] - generated[r]
@@ -359,18 +234,18 @@ def steady_loop(arr_t, inp, out, hit, measured, bad, overhead, limit,  # noqa: C
                 end_t = now
         plan_end = inf
         busy = False
-        while p_head < n_sub and vis[p_head] <= now + _EPS:
+        while p_head < n_sub and vis[p_head] <= now + EPS:
             # Scheduler.enqueue
             r = p_head
-            state[r] = _WAITING
-            wait_cached_blocks += _cached(cached_tok[r], generated[r], target[r], bs) // bs
+            state[r] = WAITING
+            wait_cached_blocks += cached(cached_tok[r], generated[r], target[r], bs) // bs
             wq[(wq_head + n_wait) % n_req] = r
             n_wait += 1
             p_head += 1
         # ------------------------------------------------ ReplicaEngine._plan
         if n_run == 0 and n_wait == 0:
             if p_head < n_sub:
-                plan_end, timer_t, eid = _arm(now, vis[p_head], eid)
+                plan_end, timer_t, eid = arm(now, vis[p_head], eid)
                 timer_eid = eid
             continue
         G = step
@@ -384,26 +259,26 @@ def steady_loop(arr_t, inp, out, hit, measured, bad, overhead, limit,  # noqa: C
             elif not jump:
                 # Scheduler.admissible(waiting[0], budget)
                 r = wq[wq_head]
-                cb = _cached(cached_tok[r], generated[r], target[r], bs)
+                cb = cached(cached_tok[r], generated[r], target[r], bs)
                 need = -(-(cb + min(target[r] - cb, budget)) // bs)
                 held_up = -(-(s_off + n_dec * (step - 1) + pf_slots) // bs) + n_run
                 if held_up + need > kv_blocks:
-                    held = _dec_blocks(phase, bs, s_off, n_dec, step - 1) + _prefill_blocks(
+                    held = dec_blocks(phase, bs, s_off, n_dec, step - 1) + prefill_blocks(
                         kv_slots, f_next, ends, bs)
                     jump = not (need <= kv_blocks - held)
         if jump:
             # ReplicaEngine._jump_len: Scheduler.decode_run_len, then the first pending
-            while state[heap[0][2]] != _DECODE or last_step[heap[0][2]] != heap[0][0]:
+            while state[heap[0][2]] != DECODE or last_step[heap[0][2]] != heap[0][0]:
                 heapq.heappop(heap)
             n = heap[0][0] - G + 1
             if (s_off + n_dec * (G + n - 1)) // bs + n_dec > kv_blocks:
-                if _dec_blocks(phase, bs, s_off, n_dec, G) > kv_blocks:
+                if dec_blocks(phase, bs, s_off, n_dec, G) > kv_blocks:
                     n = 0
                 else:
                     lo, hi = 0, n - 1  # largest j with the step G + j still allocatable
                     while lo < hi:
                         mid = (lo + hi + 1) // 2
-                        if _dec_blocks(phase, bs, s_off, n_dec, G + mid) <= kv_blocks:
+                        if dec_blocks(phase, bs, s_off, n_dec, G + mid) <= kv_blocks:
                             lo = mid
                         else:
                             hi = mid - 1
@@ -411,40 +286,22 @@ def steady_loop(arr_t, inp, out, hit, measured, bad, overhead, limit,  # noqa: C
             plan_a = c_step + c_seq * n_dec + c_kv * (s_off + n_dec * G)
             plan_b = c_kv * n_dec
             if n > 0 and p_head < n_sub and n_wait == 0 and n_run < max_seqs:
-                n = min(n, _steps_until(plan_a, plan_b, vis[p_head] - now))
+                n = min(n, steps_until(plan_a, plan_b, vis[p_head] - now))
             if n > 0:
                 plan_n = n
                 plan_pf = False
-                plan_act = _activity(n_dec, f_low, slope, anchor)
+                plan_act = activity(n_dec, f_low, slope, anchor)
                 busy = True
                 plan_t0 = now
                 t = now + (n * plan_a + plan_b * n * (n - 1) / 2.0)
-                plan_end, timer_t, eid = _arm(now, t, eid)
+                plan_end, timer_t, eid = arm(now, t, eid)
                 timer_eid = eid
                 continue
         # ------------------------------------------------ ReplicaEngine._single_step
-        # Scheduler._kv_room
         budget = token_budget
-        held = -(-(s_off + n_dec * (step - 1) + pf_slots) // bs) + n_run
-        tight = held + budget // bs + max_seqs + 1 + wait_cached_blocks > kv_blocks
-        if tight:
-            held = _dec_blocks(phase, bs, s_off, n_dec, step - 1) + _prefill_blocks(
-                kv_slots, f_next, ends, bs)
-            dec_demand = (_dec_blocks(phase, bs, s_off, n_dec, G)
-                          - _dec_blocks(phase, bs, s_off, n_dec, G - 1))
-            demand = dec_demand
-            room = budget - n_dec
-            f = ends[_F_HEAD]
-            while f >= 0:
-                new_tokens = min(target[f] - computed[f], room)
-                if new_tokens <= 0:
-                    break
-                room -= new_tokens
-                demand += -(-(computed[f] + new_tokens) // bs) - (-(-kv_slots[f] // bs))
-                f = f_next[f]
-            tight = demand > kv_blocks - held
-            if not tight:
-                held += dec_demand
+        tight, held = kv_room(phase, kv_slots, f_next, ends, target, computed, bs, s_off,
+                              n_dec, n_run, step, pf_slots, budget, max_seqs,
+                              wait_cached_blocks, kv_blocks)
         free = kv_blocks - held
         # Scheduler._schedule_running
         n_ch = 0
@@ -456,9 +313,9 @@ def steady_loop(arr_t, inp, out, hit, measured, bad, overhead, limit,  # noqa: C
             sn_dec = n_dec
             budget -= sn_dec
             kv_read = s_off + sn_dec * G
-            f, nxt = ends[_F_HEAD], f_next
+            f, nxt = ends[F_HEAD], f_next
         else:
-            f, nxt = ends[_R_HEAD], r_next
+            f, nxt = ends[R_HEAD], r_next
         while f >= 0:
             order[n_order] = f
             n_order += 1
@@ -467,9 +324,9 @@ def steady_loop(arr_t, inp, out, hit, measured, bad, overhead, limit,  # noqa: C
             if budget <= 0:
                 break
             r = order[j]
-            if state[r] != _PREFILL and state[r] != _DECODE:
+            if state[r] != PREFILL and state[r] != DECODE:
                 continue  # preempted earlier in this loop
-            is_dec = state[r] == _DECODE
+            is_dec = state[r] == DECODE
             if is_dec:
                 have = -(-(step_off[r] + G - 1) // bs)
                 want = -(-(step_off[r] + G) // bs)
@@ -481,10 +338,10 @@ def steady_loop(arr_t, inp, out, hit, measured, bad, overhead, limit,  # noqa: C
             victim_self = False
             while want - have > free:
                 # Scheduler._preempt_last
-                v = ends[_R_TAIL]
-                _unlink(r_prev, r_next, ends, _R_HEAD, v)
+                v = ends[R_TAIL]
+                unlink(r_prev, r_next, ends, R_HEAD, v)
                 n_run -= 1
-                if state[v] == _DECODE:
+                if state[v] == DECODE:
                     freed = -(-(step_off[v] + step - 1) // bs)
                     n_dec -= 1
                     s_off -= step_off[v]
@@ -493,12 +350,12 @@ def steady_loop(arr_t, inp, out, hit, measured, bad, overhead, limit,  # noqa: C
                 else:
                     freed = -(-kv_slots[v] // bs)
                     pf_slots -= kv_slots[v]
-                    _unlink(f_prev, f_next, ends, _F_HEAD, v)
+                    unlink(f_prev, f_next, ends, F_HEAD, v)
                 kv_slots[v] = 0
                 computed[v] = 0
                 target[v] = inp[v] + generated[v]
                 cached_tok[v] = 0
-                state[v] = _WAITING
+                state[v] = WAITING
                 wq_head = (wq_head - 1) % n_req
                 wq[wq_head] = v
                 n_wait += 1
@@ -526,7 +383,7 @@ def steady_loop(arr_t, inp, out, hit, measured, bad, overhead, limit,  # noqa: C
             kv_adm = 0
             while n_wait > 0 and budget > 0 and n_run < max_seqs:
                 r = wq[wq_head]
-                cb = _cached(cached_tok[r], generated[r], target[r], bs)
+                cb = cached(cached_tok[r], generated[r], target[r], bs)
                 new_tokens = min(target[r] - cb, budget)
                 need = -(-(cb + new_tokens) // bs)
                 if need > free:
@@ -540,11 +397,11 @@ def steady_loop(arr_t, inp, out, hit, measured, bad, overhead, limit,  # noqa: C
                 kv_slots[r] = cb + new_tokens
                 pf_slots += kv_slots[r]
                 kv_adm += cb
-                state[r] = _PREFILL
-                _append(f_prev, f_next, ends, _F_HEAD, r)
+                state[r] = PREFILL
+                append(f_prev, f_next, ends, F_HEAD, r)
                 if sched_s[r] != sched_s[r]:  # NaN: first admission
                     sched_s[r] = now
-                _append(r_prev, r_next, ends, _R_HEAD, r)
+                append(r_prev, r_next, ends, R_HEAD, r)
                 n_run += 1
                 ch_rid[n_ch] = r
                 ch_tok[n_ch] = new_tokens
@@ -556,7 +413,7 @@ def steady_loop(arr_t, inp, out, hit, measured, bad, overhead, limit,  # noqa: C
         if n_ch == 0 and sn_dec == 0:
             # nothing schedulable (cannot happen with a consistent cache); wait for arrivals
             if p_head < n_sub:
-                plan_end, timer_t, eid = _arm(now, vis[p_head], eid)
+                plan_end, timer_t, eid = arm(now, vis[p_head], eid)
                 timer_eid = eid
             continue
         dur = c_step + c_pf * prefill + c_seq * sn_dec + c_kv * kv_read
@@ -564,7 +421,7 @@ def steady_loop(arr_t, inp, out, hit, measured, bad, overhead, limit,  # noqa: C
         plan_b = 0.0
         plan_n = 1
         plan_pf = True
-        plan_act = _activity(prefill + sn_dec, f_low, slope, anchor)
+        plan_act = activity(prefill + sn_dec, f_low, slope, anchor)
         busy = True
         if sn_dec != n_dec and not ended:
             status = ERR_NOT_SCHEDULED
@@ -572,6 +429,6 @@ def steady_loop(arr_t, inp, out, hit, measured, bad, overhead, limit,  # noqa: C
             break
         plan_t0 = now
         t = now + dur
-        plan_end, timer_t, eid = _arm(now, t, eid)
+        plan_end, timer_t, eid = arm(now, t, eid)
         timer_eid = eid
     return first_s, fin_s, sched_s, status, ctr[1], end_t, busy_s, active_s

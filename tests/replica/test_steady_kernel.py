@@ -6,7 +6,11 @@ overload limits end runs at the same instant."""
 
 from __future__ import annotations
 
+import inspect
 import json
+import shutil
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -225,6 +229,29 @@ def test_predict_steady_shows_the_preparation_on_stderr_only(cli, monkeypatch) -
     monkeypatch.setattr(kernel, "_LOOP", [])
     quiet = cli(*args, "--progress", "--quiet")
     assert kernel.PREPARE_STEP not in quiet.stderr and quiet.stdout == shown.stdout
+
+
+def test_an_edit_of_any_file_compiled_into_the_loop_changes_its_cache_folder(tmp_path):
+    """Numba's cache checks only the decorated function's file; a helper edited in another
+    file must not load machine code compiled from the old helper."""
+    from fleetplan.replica import steady_arrays, steady_kernel, steady_loop
+
+    called = {sys.modules[v.__module__].__file__ for m in (steady_loop, steady_arrays)
+              for v in vars(m).values()
+              if inspect.isfunction(v) and v.__module__.startswith("fleetplan.")}
+    assert {Path(f).name for f in called} == set(steady_kernel.LOOP_SOURCES)
+    package = Path(steady_kernel.__file__).parent
+    for name in steady_kernel.LOOP_SOURCES:
+        shutil.copy(package / name, tmp_path / name)
+    assert steady_kernel._source_tag(tmp_path) == steady_kernel._source_tag(package)
+    for name in steady_kernel.LOOP_SOURCES:
+        edited = tmp_path / f"edited-{name}"
+        edited.mkdir()
+        for other in steady_kernel.LOOP_SOURCES:
+            shutil.copy(package / other, edited / other)
+        with (edited / name).open("a") as f:
+            f.write("\n# an edit\n")
+        assert steady_kernel._source_tag(edited) != steady_kernel._source_tag(package), name
 
 
 def _triple(x):
