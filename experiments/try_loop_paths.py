@@ -24,29 +24,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "optimize
 from optimize_helpers import random_case  # noqa: E402
 
 from fleetplan.optimize import loop as loop_mod  # noqa: E402
-from fleetplan.optimize.milp import candidate_key, solve_problem  # noqa: E402
+from fleetplan.optimize.evidence import pool_loads  # noqa: E402
+from fleetplan.optimize.milp import solve_problem  # noqa: E402
 from fleetplan.optimize.problem import Limits  # noqa: E402
 from fleetplan.optimize.solvers import SolverSettings  # noqa: E402
 from fleetplan.optimize.verify import ClassCheck, HourCheck  # noqa: E402
 
 EXACT = SolverSettings("cbc", time_limit_s=30, gap=0.0)
-
-
-def pool_loads(problem, sol):  # type: ignore[no-untyped-def]
-    """Per (pool, hour): load per working replica in replicas at the measured capacities (as
-    fleetplan.optimize.loop.pool_loads; its own copy, so that the script runs on the loop
-    before issue 39 too)."""
-    pools = {p.key: p for p in problem.pools}
-    by_name = {d.name: d for d in problem.demands}
-    load: dict = {}
-    for (name, key, h), share in sol.shares.items():
-        if share <= 0:
-            continue
-        d = by_name[name]
-        cap = problem.cap(d, pools[candidate_key(key)], sol.tiers[(key, h)])
-        if cap > 0:
-            load[(key, h)] = load.get((key, h), 0.0) + d.rates_rps[h] * share / cap
-    return {k: v / max(sol.working(*k), 1) for k, v in load.items()}
 
 
 def judge(problem, truth):  # type: ignore[no-untyped-def]
