@@ -42,6 +42,7 @@ from fleetplan.replica.records import (
     Request,
 )
 from fleetplan.replica.scheduler import Chunks, Scheduler
+from fleetplan.replica.step_math import plan_duration, steps_until
 
 _EPS = 1e-12
 _TOKENS = operator.itemgetter(1)  # of a prefill chunk (request, tokens)
@@ -180,24 +181,11 @@ class ReplicaEngine:
 
     # ------------------------------------------------------------------ plumbing
     def _cum(self, n: int) -> float:
-        return n * self._plan_A + self._plan_B * n * (n - 1) / 2.0
+        return plan_duration(self._plan_A, self._plan_B, n)
 
     def _steps_until(self, dt: float) -> int:
         """Fewest steps (>= 1) of the current plan whose cumulative duration reaches ``dt``."""
-        A, B = self._plan_A, self._plan_B
-        if dt <= A + _EPS:
-            return 1
-        if B <= 0:
-            m = math.ceil(dt / A - 1e-9)
-        else:
-            a, b = B / 2.0, A - B / 2.0
-            m = math.ceil((-b + math.sqrt(b * b + 4 * a * dt)) / (2 * a) - 1e-9)
-        m = max(m, 1)
-        while m > 1 and self._cum(m - 1) >= dt - _EPS:
-            m -= 1
-        while self._cum(m) < dt - _EPS:
-            m += 1
-        return m
+        return steps_until(self._plan_A, self._plan_B, dt)
 
     def _arm(self, t: float, n: int) -> None:
         self._gen += 1

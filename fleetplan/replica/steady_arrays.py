@@ -17,11 +17,13 @@ import math
 import numpy as np
 from numba.extending import register_jitable
 
+from fleetplan.replica.step_math import EPS as EPS  # the loop reads it here
+from fleetplan.replica.step_math import steps_until as _steps_until
+
 STOP_DONE, STOP_OVERLOAD, STOP_ABOVE = 0, 1, 2
 ERR_NOT_SCHEDULED, ERR_STALLED, ERR_BAD_REQUEST = 3, 4, 5
 # request states, as fleetplan.replica.records numbers them
 PENDING, WAITING, PREFILL, DECODE, DONE = 0, 1, 2, 3, 4
-EPS = 1e-12
 # the figures a run may be stopped on, by code (fleetplan.replica.steady._FIGURE_OF)
 FIGURE_CODES = {"ttft_p99_ms": 0, "tpot_p99_ms": 1, "e2e_p99_ms": 2}
 # the ends of the two admission-ordered lists (running; running and still prefilling)
@@ -85,23 +87,8 @@ def append(prev, nxt, ends, head, r):  # type: ignore[no-untyped-def]
         ends[head] = r
 
 
-@register_jitable
-def steps_until(a, b, dt):  # type: ignore[no-untyped-def]
-    """ReplicaEngine._steps_until: fewest steps (>= 1) of a plan (first step ``a``, growth
-    ``b`` a step) whose cumulative duration reaches ``dt``."""
-    if dt <= a + EPS:
-        return 1
-    if b <= 0:
-        m = math.ceil(dt / a - 1e-9)
-    else:
-        qa, qb = b / 2.0, a - b / 2.0
-        m = math.ceil((-qb + math.sqrt(qb * qb + 4 * qa * dt)) / (2 * qa) - 1e-9)
-    m = max(m, 1)
-    while m > 1 and (m - 1) * a + b * (m - 1) * (m - 2) / 2.0 >= dt - EPS:
-        m -= 1
-    while m * a + b * m * (m - 1) / 2.0 < dt - EPS:
-        m += 1
-    return m
+# the shared step arithmetic, compiled into the loop
+steps_until = register_jitable(_steps_until)
 
 
 @register_jitable

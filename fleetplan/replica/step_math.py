@@ -1,0 +1,38 @@
+"""The step arithmetic the SimPy engine (:mod:`fleetplan.replica.engine`) and the compiled
+steady-state loop (:mod:`fleetplan.replica.steady_loop`) share, written once.
+
+Plain Python with no imports, so the engine needs no Numba; :mod:`fleetplan.replica.steady_arrays`
+registers these functions for the compiled loop (``register_jitable``), and the loop's cache
+folder is keyed on this file too (:data:`fleetplan.replica.steady_kernel.LOOP_SOURCES`).
+"""
+
+from __future__ import annotations
+
+import math
+
+#: tolerance on step and submission times (seconds)
+EPS = 1e-12
+
+
+def plan_duration(a: float, b: float, n: int) -> float:
+    """Duration of the first ``n`` steps of a plan whose first step takes ``a`` and each later
+    one ``b`` longer."""
+    return n * a + b * n * (n - 1) / 2.0
+
+
+def steps_until(a: float, b: float, dt: float) -> int:
+    """Fewest steps (>= 1) of a plan (first step ``a``, growth ``b`` a step) whose cumulative
+    duration reaches ``dt``."""
+    if dt <= a + EPS:
+        return 1
+    if b <= 0:
+        m = math.ceil(dt / a - 1e-9)
+    else:
+        qa, qb = b / 2.0, a - b / 2.0
+        m = math.ceil((-qb + math.sqrt(qb * qb + 4 * qa * dt)) / (2 * qa) - 1e-9)
+    m = max(m, 1)
+    while m > 1 and (m - 1) * a + b * (m - 1) * (m - 2) / 2.0 >= dt - EPS:
+        m -= 1
+    while m * a + b * m * (m - 1) / 2.0 < dt - EPS:
+        m += 1
+    return m
