@@ -202,21 +202,22 @@ class Catalog:
         """The spec of a GPU by any accepted spelling."""
         return self.gpus()[self.normalize_gpu(name)]
 
-    def replaced(self, model: str, gpu: str) -> list[str]:
+    def replaced(self, model: str, gpu: str) -> dict[str, str]:
         """What of this catalog replaces a bundled row of ``model`` or ``gpu`` with other
         figures (a user's gpus.csv / models.csv row, a config.json named like a bundled model):
-        one phrase each, naming the file; empty when both are the bundled ones."""
+        ``"gpu"`` and ``"model"`` -> a phrase naming the file; empty when both are the bundled
+        ones."""
         base = bundled_catalog()
-        out = []
+        out = {}
         spec = self.gpu(gpu)
         if spec.gpu in base.gpus() and spec != base.gpus()[spec.gpu]:
-            out.append(f"the {spec.gpu} row of {spec.spec_source}")
+            out["gpu"] = f"the {spec.gpu} row of {spec.spec_source}"
         try:
             mine, theirs = self.model(model), base.model(model)
         except UnknownNameError:
             return out
         if mine != theirs:
-            out.append(f"the {mine.model} spec of {mine.source}")
+            out["model"] = f"the {mine.model} spec of {mine.source}"
         return out
 
     def knows_gpu(self, name: str) -> bool:

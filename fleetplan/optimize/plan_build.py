@@ -299,12 +299,13 @@ def _accuracy_notes(scenario: Scenario, pools: list[Any]) -> list[str]:
     from fleetplan.validate.own_runs import flagged_rates, rates_text
     from fleetplan.validate.prediction import calibrated_spec_note
 
-    configs = sorted({p.config for p in pools})
-    uncal = [c for c in configs if not replica_params(
-        scenario.model, c, catalog=scenario.data_context().catalog).calibrated]
+    catalog = scenario.data_context().catalog
+    gpus = {p.config: p.gpu for p in pools}
+    configs = sorted(gpus)
+    uncal = [c for c in configs
+             if not replica_params(scenario.model, c, catalog=catalog).calibrated]
     notes: list[str] = []
     if uncal:
-        gpus = {p.config: p.gpu for p in pools}
         bands = {gpus[c]: datasheet_band(scenario.model, gpus[c]) for c in uncal}
         ranges = ", ".join(f"{lo:.2g}-{hi:.2g}x" + (f" ({gpu})" if len(bands) > 1 else "")
                            for gpu, (lo, hi) in bands.items())
@@ -313,12 +314,10 @@ def _accuracy_notes(scenario: Scenario, pools: list[Any]) -> list[str]:
             f"(uncalibrated): real P99 TTFT was {ranges} such predictions in 80% of held-out "
             "cases (docs/spec-path-validation.md); solve --confidence P plans for that "
             "error", "accuracy", pools=uncal, level=PLAN, priority=P_ACCURACY))
-    catalog = scenario.data_context().catalog
-    gpus_of = {p.config: p.gpu for p in pools}
     for c in configs:
         if c in uncal:
             continue
-        spec = calibrated_spec_note(True, c, catalog.replaced(scenario.model, gpus_of[c]))
+        spec = calibrated_spec_note(True, c, catalog.replaced(scenario.model, gpus[c]))
         if spec is not None:
             notes.append(Note(spec, "accuracy", pools=(c,), level=PLAN, priority=P_FIT))
         rates = flagged_rates(scenario.model, c)

@@ -182,15 +182,15 @@ class Prediction:
                    if self.measured_runs else {})}
 
 
-def calibrated_spec_note(calibrated: bool, config: str, replaced: list[str]) -> str | None:
+def calibrated_spec_note(calibrated: bool, config: str,
+                         replaced: dict[str, str]) -> str | None:
     """For a calibrated configuration whose model or GPU a user's catalog gives other figures:
     which of them the calibration overrules (``replaced``: :meth:`Catalog.replaced`)."""
     if not calibrated or not replaced:
         return None
-    power = (" (the GPU row's power figures are used)"
-             if any(" row of " in r for r in replaced) else "")
+    power = " (the GPU row's power figures are used)" if "gpu" in replaced else ""
     return (f"{config} is calibrated to measured runs: its speed and KV capacity come from that "
-            f"fit, not from {' or '.join(replaced)}{power}")
+            f"fit, not from {' or '.join(replaced.values())}{power}")
 
 
 def run_prediction(request: PredictRequest, *, context: DataContext | None = None,
