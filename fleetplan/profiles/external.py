@@ -30,7 +30,7 @@ from pydantic import (
 
 from fleetplan._input import read_text_bounded
 from fleetplan.catalog._rows import validate_row
-from fleetplan.catalog._tables import MAX_TABLE_BYTES, data_dir
+from fleetplan.catalog._tables import MAX_TABLE_BYTES, data_dir, data_lines
 from fleetplan.errors import DataError, InputError
 
 LoadKind = Literal["concurrency", "poisson", "burst"]
@@ -204,13 +204,14 @@ def read_external_csv(path: str | os.PathLike[str]) -> ExternalLoad:
     runs: list[ExternalRun] = []
     errors: list[str] = []
     try:
-        for row in reader:
+        # the file line each row starts on (DictReader skips blank lines as data_lines does)
+        for line, row in zip(data_lines(text), reader, strict=False):
             if None in row:  # more cells than header columns
-                errors.append(f"{p}: row {reader.line_num}: {len(header) + len(row[None])} "
+                errors.append(f"{p}: row {line}: {len(header) + len(row[None])} "
                               f"cells for {len(header)} columns")
                 continue
             try:
-                runs.append(validate_row(ExternalRun, dict(row), p, reader.line_num))
+                runs.append(validate_row(ExternalRun, dict(row), p, line))
             except DataError as exc:
                 errors.append(str(exc))
     except csv.Error as exc:

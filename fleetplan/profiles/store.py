@@ -18,7 +18,7 @@ import pandas as pd
 from pydantic import ValidationError
 
 from fleetplan._io import atomic_write_text, user_data_dir
-from fleetplan.catalog._tables import data_dir
+from fleetplan.catalog._tables import data_dir, data_lines
 from fleetplan.catalog.catalog import Catalog
 from fleetplan.errors import DataError, UnknownNameError
 from fleetplan.profiles.record import BenchmarkRun
@@ -241,7 +241,9 @@ def load_profiles(path: str | os.PathLike[str] | None = None) -> ProfileStore:
         return ProfileStore(empty_frame(), p)
     _check_file(p)
     try:
-        raw = pd.read_csv(p, dtype=str, keep_default_na=False)
+        # read once as text: the frame, and the file line of each row (blank lines skipped)
+        text = p.read_text(encoding="utf-8-sig")
+        raw = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
         first = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
         raise DataError(f"{p}: not a readable CSV table ({first})") from None
@@ -256,9 +258,11 @@ def load_profiles(path: str | os.PathLike[str] | None = None) -> ProfileStore:
     if unknown:
         raise DataError(f"{p}: unknown column(s) {', '.join(c[:60] for c in unknown[:5])}"
                         + (" ..." if len(unknown) > 5 else ""))
+    lines = data_lines(text)
+    if len(lines) != len(raw):  # a parse the csv module reads otherwise: rows + 2
+        lines = list(range(2, len(raw) + 2))
     seen: dict[str, int] = {}
-    for i, rec in enumerate(raw.to_dict("records")):
-        line = i + 2
+    for line, rec in zip(lines, raw.to_dict("records"), strict=True):
         vals = {str(k): _cell(p, line, str(k), v) for k, v in rec.items() if v != ""}
         try:
             BenchmarkRun.model_validate(vals)

@@ -69,6 +69,17 @@ def test_negative_count_is_refused(tmp_path: Path) -> None:
         load_profiles(bad)
 
 
+def test_a_bad_row_after_blank_lines_is_named_by_its_line_in_the_file(tmp_path: Path) -> None:
+    df = load_profiles().frame.copy()
+    df.loc[0, "completed"] = -5
+    lines = df.to_csv(index=False).splitlines()
+    bad = tmp_path / "bad.csv"
+    # the header, two blank lines, then the bad row: line 4 of the file, the third row read
+    bad.write_text("\n".join([lines[0], "", "", *lines[1:]]) + "\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"line 4, column completed: -5"):
+        load_profiles(bad)
+
+
 def test_select_names_the_valid_choices() -> None:
     store = load_profiles()
     sub = store.select(model="DeepSeek-R1-Distill-Qwen-14B", config="2xRTX-4090")
