@@ -158,6 +158,20 @@ def fit_config(runs: Sequence[MeasuredRun], *, lengths: LengthModel | None = Non
         prior = prior.with_(c_deliver=float(c_deliver))
     good = [r for r in runs if not r.flagged]
     names = ["c_step", "c_prefill_tok", "c_seq", "overhead_s", "c_kv_tok"]
+    import os as _os
+    _exp = _os.environ.get("FP_EXP", "")
+    _tpg = (hw.gpu_count > 1 and "GeForce" in hw.spec.vendor_name)
+    weights = dict(WEIGHTS)
+    if _exp and _tpg:
+        tw = float(_os.environ.get("FP_TTFTW", "0"))
+        for m in ("ttft_mean_ms", "ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms"):
+            weights[m] *= tw
+        if tw == 0:
+            names.remove("overhead_s")
+        if "sq" in _exp:
+            c2 = float(_os.environ.get("FP_C2", "1e-7"))
+            prior = prior.with_(c_tok2=c2)
+            names.append("c_tok2")
     if prior.kv_capacity_tokens < KV_FIT_BELOW:
         names.append("kv_capacity_tokens")
     source = (f"calibrated to {len(good)} measured run(s) of {model} on {config} "
@@ -172,24 +186,36 @@ def fit_config(runs: Sequence[MeasuredRun], *, lengths: LengthModel | None = Non
         raise ModelError(f"calibration of {model} on {config} refused: none of its {len(good)} "
                          "usable runs has a believable TPOT and TTFT median (left out: "
                          f"{good[0].excluded[0][1] if good[0].excluded else 'not measured'})")
+    if _exp and _tpg and "lowstart" in _exp:
+        timed = [r for r in runs if "itl_p50_ms" in r.measured]
+        max_nfev = int(_os.environ.get("FP_NFEV", max_nfev))
     if timed:
-        low = min(timed, key=lambda r: r.request_rate)
+        low = min(timed, key=(lambda r: r.measured["itl_p50_ms"]) if (_exp and _tpg and "lowstart" in _exp) else (lambda r: r.request_rate))
         p0 = _apply(prior, names, x0, source, True)
-        pr = predict_run(p0, low, lengths=lengths, seeds=seeds, warm=warm[low.run_id],
+        pr = predict_run(p0, low, lengths=lengths, seeds=seeds, warm=warm.get(low.run_id),
                          catalog=cat)
         nfev += 1
-        x0[0] = float(np.clip(math.log(low.measured["tpot_p50_ms"] / pr["tpot_p50_ms"]), -2, 2))
+        _m = "itl_p50_ms" if (_exp and _tpg and "lowstart" in _exp) else "tpot_p50_ms"
+        x0[0] = float(np.clip(math.log(low.measured[_m] / pr[_m]), -2, 2))
         p0 = _apply(prior, names, x0, source, True)
-        pr = predict_run(p0, low, lengths=lengths, seeds=seeds, warm=warm[low.run_id],
+        pr = predict_run(p0, low, lengths=lengths, seeds=seeds, warm=warm.get(low.run_id),
                          catalog=cat)
         nfev += 1
         gap_s = (low.measured["ttft_p50_ms"] - pr["ttft_p50_ms"]) / 1e3
         want = max(prior.overhead_s + gap_s, prior.overhead_s / 10)
-        x0[3] = float(np.clip(math.log(want / prior.overhead_s), -2.3, 2.3))
+        if "overhead_s" in names:
+            x0[3] = float(np.clip(math.log(want / prior.overhead_s), -2.3, 2.3))
 
     reps: dict[float, MeasuredRun] = {}
     for r in good:
         reps.setdefault(r.request_rate, r)
+    thr_only = []
+    if _exp and _tpg and "flagthr" in _exp:
+        thr_only = [r for r in runs if r.flagged and r.request_rate not in reps]
+        for r in thr_only:
+            reps.setdefault(r.request_rate, r)
+            warm[r.run_id] = None
+    _fm = [m for m in _os.environ.get("FP_FLAGM", "request_throughput").split(",")]
 
     def residuals(x: np.ndarray) -> np.ndarray:
         p = _apply(prior, names, x, source, True)
@@ -199,11 +225,17 @@ def fit_config(runs: Sequence[MeasuredRun], *, lengths: LengthModel | None = Non
                  for rate, r in reps.items()}
         for r in good:
             pred = preds[r.request_rate]
-            for m, w in WEIGHTS.items():
+            for m, w in weights.items():
+                if w == 0:
+                    continue
                 if m in r.measured and r.measured[m] > 0 and pred[m] > 0:
                     res.append(w * math.log(pred[m] / r.measured[m]))
                 else:
                     res.append(w * 3.0)
+        for r in thr_only:
+            pred = preds[r.request_rate]
+            for m in _fm:
+                res.append(weights[m] * math.log(pred[m] / r.measured[m]))
         res.extend(x / PRIOR_SIGMA)
         return np.asarray(res)
 
@@ -236,6 +268,24 @@ def fit_config(runs: Sequence[MeasuredRun], *, lengths: LengthModel | None = Non
     else:
         x, loss = x0, math.nan
     params = _apply(prior, names, x, source, bool(good))
+    if good and _exp and _tpg and "stage2" in _exp:
+        tm = ("ttft_mean_ms", "ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms")
+        def loss2(y: np.ndarray) -> float:
+            p2 = params.with_(overhead_s=float(prior.overhead_s * math.exp(y[0])))
+            tot = 0.0
+            preds = {rate: predict_run(p2, r, lengths=lengths, seeds=seeds, warm=warm.get(r.run_id),
+                                       catalog=cat) for rate, r in reps.items() if not r.flagged}
+            for r in good:
+                for m in tm:
+                    if m in r.measured and r.measured[m] > 0:
+                        e = WEIGHTS[m] * math.log(preds[r.request_rate][m] / r.measured[m])
+                        tot += 2.0 * ROBUST_SCALE**2 * (math.sqrt(1.0 + (e / ROBUST_SCALE) ** 2) - 1.0)
+            return tot
+        from scipy.optimize import minimize_scalar
+        s2 = minimize_scalar(lambda y: loss2(np.array([y])), bounds=(-1.0, 6.0), method="bounded",
+                             options={"maxiter": 25, "xatol": 0.02})
+        params = params.with_(overhead_s=float(prior.overhead_s * math.exp(s2.x)))
+        nfev += int(s2.nfev)
     ideal = ideal_coefficients(spec, hw)
     ratios = {k: getattr(params, k) / ideal[k] for k in ideal}
     ratios["kv_capacity_tokens"] = params.kv_capacity_tokens / prior.kv_capacity_tokens

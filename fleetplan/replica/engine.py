@@ -85,6 +85,7 @@ class ReplicaEngine:
         check_limits(p)
         self._sched = Scheduler(p, self.stats, self._finished, record_itl=record_itl)
         self._c = (p.c_step, p.c_prefill_tok, p.c_seq, p.c_kv_tok)
+        self._c2 = p.c_tok2
         self._pending: deque[Request] = deque()  # submitted, not yet at the scheduler
         self._gen = 0  # plan generation: stale SimPy events are ignored
         self._plan_t0 = 0.0
@@ -242,7 +243,8 @@ class ReplicaEngine:
             if n > 0:
                 c_step, _, c_seq, c_kv = self._c
                 self._plan_t0 = now
-                self._plan_A = c_step + c_seq * n_dec + c_kv * (sched.s_off + n_dec * G)
+                self._plan_A = (c_step + c_seq * n_dec + self._c2 * n_dec * n_dec
+                                + c_kv * (sched.s_off + n_dec * G))
                 self._plan_B = c_kv * n_dec
                 self._plan_n = n
                 self._plan_pf = None
@@ -263,7 +265,7 @@ class ReplicaEngine:
         if self._pending and not sched.waiting and len(sched.running) < sched.max_seqs:
             G, D = sched.step, sched.n_dec
             c_step, _, c_seq, c_kv = self._c
-            self._plan_A = c_step + c_seq * D + c_kv * (sched.s_off + D * G)
+            self._plan_A = c_step + c_seq * D + self._c2 * D * D + c_kv * (sched.s_off + D * G)
             self._plan_B = c_kv * D
             n = min(n, self._steps_until(self._pending[0].visible_s - now))
         return n
@@ -278,7 +280,8 @@ class ReplicaEngine:
                 self._arm(self._pending[0].visible_s, 0)
             return
         c_step, c_pf, c_seq, c_kv = self._c
-        dur = c_step + c_pf * prefill + c_seq * n_dec + c_kv * kv_read
+        dur = (c_step + c_pf * prefill + c_seq * n_dec + c_kv * kv_read
+               + self._c2 * (prefill + n_dec) ** 2)
         self._plan_t0 = now
         self._plan_A = dur
         self._plan_B = 0.0

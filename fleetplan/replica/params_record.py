@@ -50,6 +50,9 @@ class ReplicaParams(BaseModel):
         description="host time per streamed output: a first token waits for the outputs listed "
                     "before it in its step (fleetplan.replica.delivery), s; 0 in calibration "
                     "files written before it existed")
+    c_tok2: float = Field(
+        default=0.0, ge=0, le=1e-3,
+        description="cost per squared token of a step (tensor parallelism without peer-to-peer), s")
     max_model_len: int = Field(ge=2, le=10**8, description="longest prompt + output, tokens")
     calibrated: bool
     source: str = Field(min_length=1, description="where the figures come from")
@@ -68,4 +71,5 @@ class ReplicaParams(BaseModel):
     def step_s(self, prefill_tokens: int, decode_seqs: int, kv_read: int) -> float:
         """Duration of one step with these contents."""
         return (self.c_step + self.c_prefill_tok * prefill_tokens + self.c_seq * decode_seqs
+                + self.c_tok2 * (prefill_tokens + decode_seqs) ** 2
                 + self.c_kv_tok * kv_read)
