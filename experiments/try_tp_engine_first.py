@@ -1,4 +1,4 @@
-"""LORO on a subset of configs; prints per-run errors and medians per kind."""
+"""Experiment (issue 42, not adopted): leave-one-rate-out over a subset of configurations with the env-gated fit variants of fleetplan/replica/calibrate.py on this branch. Usage: FP_EXP=... FP_TTFTW=... FP_FLAGM=... [FP_SEQSIG=4] [FP_FITSEEDS=0,1] python experiments/try_tp_engine_first.py tp4090 2"""
 import sys, time, statistics, json
 from fleetplan.profiles.store import load_profiles
 from fleetplan.validate.core import load_runs
@@ -14,7 +14,9 @@ def pick(r):
     return sel in r.config or sel in r.model
 mine = [r for r in runs if pick(r)]
 t = time.time()
-cv = leave_one_rate_out(mine, tail_pool=runs, jobs=int(sys.argv[2]) if len(sys.argv) > 2 else 1)
+import os
+fs = tuple(int(v) for v in os.environ.get("FP_FITSEEDS", "0,1").split(","))
+cv = leave_one_rate_out(mine, tail_pool=runs, jobs=int(sys.argv[2]) if len(sys.argv) > 2 else 1, fit_seeds=fs)
 print(f"time {time.time()-t:.0f}s")
 M = ["request_throughput", "ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms", "tpot_p50_ms"]
 for r in cv.runs:

@@ -187,7 +187,8 @@ def fit_config(runs: Sequence[MeasuredRun], *, lengths: LengthModel | None = Non
                          "usable runs has a believable TPOT and TTFT median (left out: "
                          f"{good[0].excluded[0][1] if good[0].excluded else 'not measured'})")
     if _exp and _tpg and "lowstart" in _exp:
-        timed = [r for r in runs if "itl_p50_ms" in r.measured]
+        timed = [r for r in runs if "itl_p50_ms" in r.measured and (
+            "nobunch" not in _exp or r.measured["itl_p50_ms"] <= r.measured.get("tpot_p50_ms", 0))]
         max_nfev = int(_os.environ.get("FP_NFEV", max_nfev))
     if timed:
         low = min(timed, key=(lambda r: r.measured["itl_p50_ms"]) if (_exp and _tpg and "lowstart" in _exp) else (lambda r: r.request_rate))
@@ -235,15 +236,26 @@ def fit_config(runs: Sequence[MeasuredRun], *, lengths: LengthModel | None = Non
         for r in thr_only:
             pred = preds[r.request_rate]
             for m in _fm:
+                if m == "itl_p50_ms" and "nobunch" in _exp and not (
+                        r.measured.get("itl_p50_ms", 1e9) <= r.measured.get("tpot_p50_ms", 0)):
+                    continue
                 res.append(weights[m] * math.log(pred[m] / r.measured[m]))
-        res.extend(x / PRIOR_SIGMA)
+        if _exp and _tpg and "looseseq" in _exp:
+            sig = np.full(len(names), PRIOR_SIGMA)
+            sig[names.index("c_seq")] = float(_os.environ.get("FP_SEQSIG", "4"))
+            res.extend(x / sig)
+        else:
+            res.extend(x / PRIOR_SIGMA)
         return np.asarray(res)
 
+    _bnd = np.full(len(names), BOUND)
+    if _exp and _tpg and "obound" in _exp and "overhead_s" in names:
+        _bnd[names.index("overhead_s")] = math.log(10.0 / prior.overhead_s)
     if good:
         # derivative-free: the replayed metrics move in small discrete jumps (step boundaries),
         # which misleads finite-difference Jacobians
         def objective(x: np.ndarray) -> float:
-            xc = np.clip(x, -BOUND, BOUND)
+            xc = np.clip(x, -_bnd, _bnd)
             r = residuals(xc)
             # soft-L1: quadratic for small log-errors, linear for gross ones (a bimodal TTFT
             # or a stalled server must not dominate the whole configuration's fit)
@@ -263,7 +275,7 @@ def fit_config(runs: Sequence[MeasuredRun], *, lengths: LengthModel | None = Non
         sol = minimize(objective, x0, method="Nelder-Mead",
                        options={"maxfev": max_nfev, "initial_simplex": simplex,
                                 "xatol": 0.01, "fatol": 1e-4})
-        x = np.clip(sol.x, -BOUND, BOUND)
+        x = np.clip(sol.x, -_bnd, _bnd)
         loss, nfev = float(sol.fun), nfev + int(sol.nfev)
     else:
         x, loss = x0, math.nan
