@@ -168,6 +168,12 @@ def fit_config(runs: Sequence[MeasuredRun], *, lengths: LengthModel | None = Non
             weights[m] *= tw
         if tw == 0:
             names.remove("overhead_s")
+        if "extprior" in _exp:
+            # per-sequence cost of a no-P2P TP step relative to one GPU's, from the 4 x RTX 3090
+            # gemma-4-12B sweeps (data/external): TP2 0.843, TP4 1.30, TP8 extrapolated 2.21
+            _r = {2: 0.843, 4: 1.30, 8: 2.21}[hw.gpu_count]
+            tok1 = spec.flops_per_token / (hw.spec.fp16_tflops_dense * 1e12)
+            prior = prior.with_(c_seq=float(tok1 * _r))
         if "sq" in _exp:
             c2 = float(_os.environ.get("FP_C2", "1e-7"))
             prior = prior.with_(c_tok2=c2)
