@@ -53,6 +53,7 @@ from fleetplan.replica.power import TDP_MODE
 from fleetplan.replica.steady import prefill_tokens
 from fleetplan.scenario import Pool, Scenario, parse_fleet
 from fleetplan.scenario.reliability import PoolReliability, resolve
+from fleetplan.scenario.served import served_models
 
 Progress = Callable[[float], None]
 
@@ -408,7 +409,7 @@ def simulate(scenario: Scenario, fleet: Sequence[Pool] | str | None = None, *,
     if progress is not None:
         progress(1.0)
     return SimulationResult(
-        status=status, model=scenario.model, routing=scenario.routing.policy,
+        status=status, model=", ".join(served_models(scenario)), routing=scenario.routing.policy,
         classes=tuple(classes),
         pools=tuple(_pool_results(pools, reps, util, activity, over, acct.pools,
                                   churn is not None)),

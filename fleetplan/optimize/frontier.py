@@ -287,6 +287,10 @@ def frontier(scenario: Scenario, sweep: str | Sweep = Sweep.carbon, points: int 
     """Sweep ``scenario`` (see the module docstring); ``scheduler``: a Dask address or client,
     ``"serial"``, ``"local[:N]"``, or ``None`` for local processes. ``progress`` receives the
     capacity searches and the points (:mod:`fleetplan._progress`)."""
+    from fleetplan.scenario.served import is_multi_model, not_for_several
+
+    if is_multi_model(scenario):
+        raise not_for_several(scenario, "fleetplan frontier")
     try:
         kind = Sweep(sweep)
     except ValueError:

@@ -120,7 +120,7 @@ def _economics(scenario: Scenario, config: str, region: str, market: str | None,
         price.price_usd_per_gpu_hour,
         f"{price.market} market, {price.price_date}: {price.source}", price.market == "user",
         catalog=cat)
-    power = power_model(scenario.model, config, hw.gpu, hw.gpu_count, store,
+    power = power_model(scenario.one_model, config, hw.gpu, hw.gpu_count, store,
                         scenario.power_w_per_gpu, scenario.power.model, cat)
     grid = cat.grid_intensity(region, scenario.grid_g_per_kwh)
     emb, emb_src = embodied_g_per_gpu_hour(hw.gpu, scenario.embodied.include,
@@ -177,7 +177,10 @@ def build_context(plan: Plan, scenario: Scenario, scenario_path: str,
     ``scenario``. ``validation_doc`` is accepted and ignored (the accuracy no longer comes from
     the docs), so callers written for the older signature still work."""
     from fleetplan.profiles.store import load_profiles
+    from fleetplan.scenario.served import is_multi_model, not_for_several
 
+    if is_multi_model(scenario):
+        raise not_for_several(scenario, "fleetplan report")
     store = load_profiles()
     keys = sorted({(p.config, p.region, p.market or "") for p in plan.all_pools()})
     pools = tuple(_economics(scenario, c, r, m or None, store) for c, r, m in keys)
@@ -189,13 +192,13 @@ def build_context(plan: Plan, scenario: Scenario, scenario_path: str,
                   for p in plan.fleet)
         op = max(plan.g_co2_per_hour - emb, 0.0)
     configs = sorted({c for c, _, _ in keys})
-    rows, cal_path = _validation(scenario.model, configs, scenario.data_context().catalog)
+    rows, cal_path = _validation(scenario.one_model, configs, scenario.data_context().catalog)
     return ReportContext(
-        scenario=scenario_path, model=scenario.model, market=scenario.market, pools=pools,
+        scenario=scenario_path, model=scenario.one_model, market=scenario.market, pools=pools,
         g_co2_operational_per_hour=op, g_co2_embodied_per_hour=emb, validation=tuple(rows),
         assumptions=tuple(_assumptions(scenario, plan)), calibration_file=cal_path,
         power_model=scenario.power.model, embodied_included=scenario.embodied.include,
-        bands=_bands(plan, scenario.model, scenario.data_context().catalog))
+        bands=_bands(plan, scenario.one_model, scenario.data_context().catalog))
 
 
 def _bands(plan: Plan, model: str, catalog: Catalog) -> tuple[ClassBand, ...]:
@@ -228,7 +231,7 @@ def _assumptions(sc: Scenario, plan: Plan) -> list[Assumption]:
     model_src = ("scenario's model_config (a Hugging Face config.json)"
                  if sc.hf_model_config is not None else "scenario")
     out = [
-        Assumption("model", sc.model, model_src),
+        Assumption("model", sc.one_model, model_src),
         Assumption("price market", sc.market, src("market")),
         Assumption("embodied carbon",
                    f"included, amortized over {sc.embodied.lifetime_years:g} years"
