@@ -1,0 +1,112 @@
+"""Issue 44 in the scenario: `models:` beside `model:`, `classes[].model`, `fleet[].model`.
+
+Each refusal is one line naming the file, the field and the value."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from fleetplan.errors import InputError
+from fleetplan.scenario import Pool, scenario_from_dict
+from fleetplan.scenario.served import class_model, is_multi_model, served_models
+
+LLAMA, QWEN = "Meta-Llama-3-8B-Instruct", "DeepSeek-R1-Distill-Qwen-7B"
+
+
+def _two(**top: Any) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "models": [LLAMA, {"name": QWEN}],
+        "classes": [{"name": "chat", "model": LLAMA, "rate_rps": 2},
+                    {"name": "agent", "model": QWEN, "rate_rps": 1}]}
+    data.update(top)
+    return data
+
+
+def _refused(data: dict[str, Any]) -> str:
+    with pytest.raises(InputError) as exc:
+        scenario_from_dict(data, "s.yaml")
+    msg = str(exc.value)
+    assert "\n" not in msg and msg.startswith("s.yaml: ")
+    return msg
+
+
+def test_two_models_each_class_its_own() -> None:
+    sc = scenario_from_dict(_two())
+    assert served_models(sc) == (LLAMA, QWEN)
+    assert is_multi_model(sc)
+    assert [class_model(sc, i) for i in range(2)] == [LLAMA, QWEN]
+    sub = sc.for_model(QWEN)
+    assert sub.model == QWEN and sub.models is None
+    assert [c.name for c in sub.classes] == ["agent"]
+
+
+def test_one_model_stays_as_it_was() -> None:
+    one = scenario_from_dict({"model": LLAMA, "classes": [{"name": "a", "rate_rps": 1}]})
+    assert not is_multi_model(one) and one.one_model == LLAMA
+    assert class_model(one, 0) == LLAMA
+    # a class may name the only model; a list of one model is one model too
+    named = scenario_from_dict({"model": LLAMA, "classes": [
+        {"name": "a", "rate_rps": 1, "model": "meta-llama/Meta-Llama-3-8B-Instruct"}]})
+    assert named.classes[0].model == LLAMA
+    listed = scenario_from_dict({"models": [LLAMA], "classes": [{"name": "a", "rate_rps": 1}]})
+    assert not is_multi_model(listed) and listed.one_model == LLAMA
+
+
+def test_several_models_need_a_step_that_plans_them() -> None:
+    sc = scenario_from_dict(_two())
+    with pytest.raises(InputError, match="not supported yet for a scenario with several"):
+        sc.one_model  # noqa: B018
+
+
+@pytest.mark.parametrize(("change", "field", "value"), [
+    ({"model": LLAMA}, "model and models", None),
+    ({"models": None}, "model: required", None),
+    ({"classes": [{"name": "chat", "rate_rps": 1, "model": LLAMA},
+                  {"name": "agent", "rate_rps": 1}]}, "classes[1].model: required", None),
+    ({"classes": [{"name": "chat", "rate_rps": 1, "model": LLAMA},
+                  {"name": "agent", "rate_rps": 1, "model": "gemma-2-9b-it"}]},
+     "classes[1].model = gemma-2-9b-it", "not a served model"),
+    ({"classes": [{"name": "chat", "rate_rps": 1, "model": "no-such-model"},
+                  {"name": "agent", "rate_rps": 1, "model": QWEN}]},
+     "classes[0].model", "no-such-model"),
+    ({"classes": [{"name": "chat", "rate_rps": 1, "model": LLAMA},
+                  {"name": "agent", "rate_rps": 1, "model": LLAMA}]},
+     f"models: {QWEN} serves no class", None),
+    ({"classes": [{"name": "chat", "rate_rps": 1, "model": [LLAMA, QWEN]},
+                  {"name": "agent", "rate_rps": 1, "model": QWEN}]},
+     "classes[0].model", "not supported yet"),
+    ({"models": [LLAMA, LLAMA]}, f"models: {LLAMA} is listed twice", None),
+    ({"fleet": [{"config": "1xH100-PCIe", "count": 1}]}, "fleet[0].model: required", None),
+    ({"fleet": [{"config": "1xH100-PCIe", "count": 1, "model": "gemma-2-9b-it"}]},
+     "fleet[0].model = gemma-2-9b-it", "not a served model"),
+])
+def test_refusals_name_the_field_and_value(change: dict[str, Any], field: str,
+                                           value: str | None) -> None:
+    data = _two(**change)
+    if data["models"] is None:
+        del data["models"]
+    msg = _refused(data)
+    assert field in msg
+    if value is not None:
+        assert value in msg
+
+
+def test_one_model_pool_names_no_model() -> None:
+    msg = _refused({"model": LLAMA, "classes": [{"name": "a", "rate_rps": 1}],
+                    "fleet": [{"config": "1xH100-PCIe", "count": 1, "model": LLAMA}]})
+    assert "fleet[0].model" in msg
+
+
+def test_pool_names_gain_the_model() -> None:
+    sc = scenario_from_dict(_two(fleet=[
+        {"config": "1xH100-PCIe", "count": 1, "model": LLAMA},
+        {"config": "1xH100-PCIe", "count": 2, "model": QWEN, "tier_ttft_p99_ms": 200}]))
+    assert sc.fleet is not None
+    assert [p.label for p in sc.fleet] == [f"{LLAMA}/1xH100-PCIe@EU27",
+                                          f"{QWEN}/1xH100-PCIe@EU27/200ms"]
+    assert Pool(config="1xH100-PCIe", count=1).label == "1xH100-PCIe@EU27"
+    sub = sc.for_model(QWEN)
+    assert sub.fleet is not None and [(p.label, p.count) for p in sub.fleet] == [
+        ("1xH100-PCIe@EU27/200ms", 2)]
