@@ -170,7 +170,8 @@ class TrafficClass(Strict):
 
     model: str | list[str] | None = Field(
         default=None, description="the model that serves this class: a name of `models` "
-        "(required when `models` lists several; default: the only model)",
+        "(required when `models` lists several; default: the only model). A list of "
+        "interchangeable variants is refused for now",
         examples=["Meta-Llama-3-8B-Instruct"])
 
     @field_validator("model")

@@ -116,3 +116,27 @@ def test_report_refuses_a_plan_of_several_models(solved: tuple[Path, Any], cli: 
     assert res.exit_code == 2
     assert "not supported yet for a plan of several models" in res.stderr
     assert not (tmp_path / "r.html").exists()
+
+
+def test_each_class_reaches_its_own_models_replicas_only(solved: tuple[Path, Any]) -> None:
+    """The scenario's own fleet under least-outstanding routing (every pool eligible in a
+    one-model scenario): each model's pools receive exactly its classes' requests, and the
+    models' totals add up to the fleet's."""
+    sc = load_scenario(solved[0].parent / "two.yaml").with_updates(fleet=[
+        {"model": QWEN, "config": "1xH100-PCIe", "count": 2},
+        {"model": LLAMA, "config": "1xH100-PCIe", "count": 1},
+        {"model": LLAMA, "config": "1xRTX-4090", "count": 6}])
+    res = simulate(sc)
+    by = {m.model: m for m in res.models}
+    requests = {c.name: c.requests for c in res.classes}
+    assert by[LLAMA].classes == ("chat",) and by[QWEN].classes == ("agent",)
+    assert by[LLAMA].requests == requests["chat"] > 0
+    assert by[QWEN].requests == requests["agent"] > 0
+    assert (by[LLAMA].replicas, by[QWEN].replicas) == (7, 2)
+    assert sum(m.cost_per_hour_usd for m in res.models) == pytest.approx(
+        res.account.cost_per_hour_usd)
+    assert sum(m.g_co2_per_hour for m in res.models) == pytest.approx(
+        res.account.g_co2_per_hour)
+    # $0.5 per H100-hour (the scenario's price) x 3 + 6 RTX 4090s at the catalog's $0.25
+    assert res.account.cost_per_hour_usd == pytest.approx(3 * 0.5 + 6 * 0.25)
+    assert "models" in res.to_dict()
