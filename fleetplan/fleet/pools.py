@@ -20,7 +20,7 @@ from fleetplan.replica.params import ReplicaParams, replica_params
 from fleetplan.replica.steady import cached_prompt_tokens, prefill_tokens
 from fleetplan.scenario import Pool, Scenario, match_pools
 from fleetplan.scenario.reliability import entry, pool_price
-from fleetplan.scenario.served import class_model, is_multi_model
+from fleetplan.scenario.served import class_variants, is_multi_model
 
 
 @dataclass(frozen=True)
@@ -101,11 +101,11 @@ def class_pools(scenario: Scenario, pools: Sequence[PoolModel]) -> list[list[int
         return _class_pools(scenario, fleet)
     out = []  # a class goes only to replicas of its model
     for i, ks in enumerate(_class_pools(scenario, fleet)):
-        model = class_model(scenario, i)
-        mine = [k for k in ks if fleet[k].model == model]
+        models = class_variants(scenario, i)  # a list of variants: any of them
+        mine = [k for k in ks if fleet[k].model in models]
         if not mine:
             raise InputError(f"classes[{i}] ({scenario.classes[i].name}): no pool it may use "
-                             f"serves its model {model} (pools: "
+                             f"serves its model {' or '.join(models)} (pools: "
                              f"{', '.join(p.label for p in fleet)})")
         out.append(mine)
     return out

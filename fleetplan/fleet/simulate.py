@@ -54,7 +54,7 @@ from fleetplan.replica.power import TDP_MODE
 from fleetplan.replica.steady import prefill_tokens
 from fleetplan.scenario import Pool, Scenario, parse_fleet
 from fleetplan.scenario.reliability import PoolReliability, resolve
-from fleetplan.scenario.served import class_model, is_multi_model, served_models
+from fleetplan.scenario.served import class_variants, is_multi_model, served_models
 
 Progress = Callable[[float], None]
 
@@ -426,7 +426,8 @@ def simulate(scenario: Scenario, fleet: Sequence[Pool] | str | None = None, *,
 
         result = replace(result, models=model_totals(
             served_models(scenario), result.pools, result.classes,
-            {c.name: class_model(scenario, i) for i, c in enumerate(scenario.classes)}))
+            {c.name: v[0] for i, c in enumerate(scenario.classes)
+             if len(v := class_variants(scenario, i)) == 1}))
     return result
 
 

@@ -29,7 +29,7 @@ from fleetplan.optimize.inputs import Inputs, build_problem
 from fleetplan.optimize.problem import Limits, PlanProblem
 from fleetplan.scenario import Scenario
 from fleetplan.scenario.fleet import split_model
-from fleetplan.scenario.served import MODEL_MARK, not_for_several, served_models
+from fleetplan.scenario.served import MODEL_MARK, not_for_several, serving_models
 
 V = TypeVar("V")
 
@@ -90,7 +90,8 @@ def build_multi_problem(scenario: Scenario, **build: Any) -> Inputs:
     """The merged inputs of a scenario with several models (module docstring): each model's
     :func:`~fleetplan.optimize.inputs.build_problem` with ``build``'s options, the notes of each
     prefixed by its model."""
-    parts = [(m, build_problem(scenario.for_model(m), **build)) for m in served_models(scenario)]
+    parts = [(m, build_problem(scenario.for_model(m), **build))
+             for m in serving_models(scenario)]
     # every part carries the scenario's own limits (for_model keeps them): they bind the fleet
     problem = merge_problems([(m, i.problem) for m, i in parts], parts[0][1].problem.limits,
                              [c.name for c in scenario.classes])

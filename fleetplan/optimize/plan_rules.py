@@ -176,7 +176,7 @@ def check_plan_scenario(plan: Any, scenario: Any, source: str | None = None) -> 
 def _check_models(plan: Any, scenario: Any, source: str) -> None:
     """A plan of several models against its scenario: every pool's and class's model one the
     scenario serves (the class's own); a one-model scenario's plan names no model."""
-    from fleetplan.scenario.served import class_model, is_multi_model, served_models
+    from fleetplan.scenario.served import class_variants, is_multi_model, served_models
 
     names = served_models(scenario)
     several = is_multi_model(scenario)
@@ -189,10 +189,10 @@ def _check_models(plan: Any, scenario: Any, source: str) -> None:
                              f"and the scenario serves one ({names[0]})")
     for i, c in enumerate(plan.classes):
         if several and c.name in {k.name for k in scenario.classes}:
-            want = class_model(scenario, scenario.class_index(c.name))
-            if c.model is not None and c.model != want:
-                raise InputError(f"{source}: classes[{i}].model: {c.model} is not the model "
-                                 f"that serves {c.name} in the scenario ({want})")
+            want = class_variants(scenario, scenario.class_index(c.name))
+            if c.model is not None and c.model not in want:
+                raise InputError(f"{source}: classes[{i}].model: {c.model} is not a model "
+                                 f"that serves {c.name} in the scenario ({', '.join(want)})")
 
 
 def pool_usd_per_hour(scenario: Any, pool: FleetEntry) -> float:

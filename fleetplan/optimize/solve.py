@@ -42,6 +42,7 @@ from fleetplan.optimize.plan_build import configs_of, infeasible_plan, solved_pl
 from fleetplan.optimize.pricing import price_tiers
 from fleetplan.optimize.problem import PlanProblem
 from fleetplan.optimize.solvers import SolverSettings
+from fleetplan.optimize.variants import choose, variant_classes
 from fleetplan.optimize.verify import ClassCheck, HourCheck, verify_plan
 from fleetplan.scenario import Scenario
 from fleetplan.scenario.served import is_multi_model
@@ -79,6 +80,10 @@ def solve(scenario: Scenario, *, solver: str | None = None, executor: Any = None
     several = is_multi_model(scenario)
     if several:
         check_supported(scenario, confidence)
+        if variant_classes(scenario):  # one solve per combination of the classes' variants
+            return choose(scenario, lambda sc: solve(
+                sc, solver=solver, executor=executor, capacity=capacity, cache_dir=cache_dir,
+                max_rounds=max_rounds, max_trims=max_trims, progress=progress))
     ex = get_executor(executor)
     # stricter-tier capacities on demand (optimize/pricing.py); --confidence rescales every
     # entry of the table, so it searches them all

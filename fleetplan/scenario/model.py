@@ -32,6 +32,7 @@ from fleetplan.scenario.served import (
     ServedModel,
     canon_model,
     check_served,
+    class_variants,
     not_for_several,
     served_models,
 )
@@ -368,8 +369,8 @@ class Scenario(Strict):
         data.pop("models", None)
         data["model"] = name
         data["classes"] = [{k: v for k, v in c.items() if k != "model"}
-                           for c, cls in zip(data["classes"], self.classes, strict=True)
-                           if (cls.model or name) == name]
+                           for i, c in enumerate(data["classes"])
+                           if name in class_variants(self, i)]
         if self.fleet is not None:
             fleet = [{k: v for k, v in d.items() if k != "model"}
                      for d, p in zip(data["fleet"], self.fleet, strict=True) if p.model == name]

@@ -88,12 +88,32 @@ def is_multi_model(scenario: Scenario) -> bool:
     return len(served_models(scenario)) > 1
 
 
-def class_model(scenario: Scenario, index: int) -> str:
-    """The model that serves class ``index``: its ``model``, else the only model."""
+def class_variants(scenario: Scenario, index: int) -> tuple[str, ...]:
+    """The models that may serve class ``index``: its ``model`` (one, or its list of
+    interchangeable variants), else the only model."""
     own = scenario.classes[index].model
     if isinstance(own, str):
-        return own
-    return served_models(scenario)[0]
+        return (own,)
+    if isinstance(own, list):
+        return tuple(own)
+    return served_models(scenario)[:1]
+
+
+def class_model(scenario: Scenario, index: int) -> str:
+    """The model that serves class ``index``: its ``model``, else the only model.
+    :class:`InputError` for a class that lists several variants (``solve`` chooses one)."""
+    variants = class_variants(scenario, index)
+    if len(variants) > 1:
+        raise InputError(f"classes[{index}].model lists variants ({', '.join(variants)}): "
+                         "fleetplan solve chooses one of them; here the class needs one model")
+    return variants[0]
+
+
+def serving_models(scenario: Scenario) -> tuple[str, ...]:
+    """The served models that some class may use (a model no class names has nothing to plan;
+    it may stay in ``models:``, e.g. the variant a solve did not choose)."""
+    used = {m for i in range(len(scenario.classes)) for m in class_variants(scenario, i)}
+    return tuple(m for m in served_models(scenario) if m in used)
 
 
 def not_for_several(scenario: Scenario, what: str) -> InputError:
@@ -101,6 +121,19 @@ def not_for_several(scenario: Scenario, what: str) -> InputError:
     return InputError(f"{what} is not supported yet for a scenario with several models "
                       f"(models: {', '.join(served_models(scenario))}); plan each model on its "
                       "own for it, or leave it out")
+
+
+def _check_variants(i: int, variants: list[str], names: Sequence[str]) -> None:
+    """A class's list of interchangeable variants: at least one, each a served model, once."""
+    if not variants:
+        raise ValueError(f"classes[{i}].model = []: name at least one model")
+    for m in variants:
+        if m not in names:
+            raise ValueError(f"classes[{i}].model = {show_value(variants, 60)}: {m} is not a "
+                             f"served model (models: {', '.join(names)})")
+    if len(set(variants)) != len(variants):
+        raise ValueError(f"classes[{i}].model = {show_value(variants, 60)}: a variant is "
+                         "listed twice")
 
 
 def check_served(scenario: Scenario) -> None:
@@ -122,8 +155,8 @@ def check_served(scenario: Scenario) -> None:
     for i, c in enumerate(scenario.classes):
         m = c.model
         if isinstance(m, list):
-            raise ValueError(f"classes[{i}].model = {show_value(m, 60)}: a list of "
-                             "interchangeable variants is not supported yet; name one model")
+            _check_variants(i, m, names)
+            continue
         if m is None:
             if several:
                 raise ValueError(f"classes[{i}].model: required when models lists several "
@@ -131,13 +164,6 @@ def check_served(scenario: Scenario) -> None:
         elif m not in names:
             raise ValueError(f"classes[{i}].model = {m}: not a served model (models: "
                              f"{', '.join(names)})")
-    if several:
-        used = {class_model(scenario, i) for i in range(len(scenario.classes))
-                if not isinstance(scenario.classes[i].model, list)}
-        idle = [n for n in names if n not in used]
-        if idle:
-            raise ValueError(f"models: {idle[0]} serves no class (name it in a class's model, "
-                             "or leave it out)")
     for i, p in enumerate(scenario.fleet or ()):
         if p.model is None:
             if several:

@@ -170,8 +170,9 @@ class TrafficClass(Strict):
 
     model: str | list[str] | None = Field(
         default=None, description="the model that serves this class: a name of `models` "
-        "(required when `models` lists several; default: the only model). A list of "
-        "interchangeable variants is refused for now",
+        "(required when `models` lists several; default: the only model), or a list of "
+        "interchangeable variants (e.g. two precisions of one model): `solve` serves the class "
+        "with the one that gives the cheapest verified plan",
         examples=["Meta-Llama-3-8B-Instruct"])
 
     @field_validator("model")
@@ -179,6 +180,8 @@ class TrafficClass(Strict):
     def _model(cls, v: str | list[str] | None, info: Any) -> str | list[str] | None:
         if isinstance(v, str):
             return canon_model(v, catalog_of(info))
+        if isinstance(v, list):
+            return [canon_model(m, catalog_of(info)) for m in v]
         return v
 
     @field_validator("trace", mode="before")
