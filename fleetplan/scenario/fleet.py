@@ -132,25 +132,29 @@ def split_pool_name(name: str) -> tuple[str, str, str | None]:
     return config, region, (market if mark else None)
 
 
-_FLEET_RE = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+\s*[xX].+?)\s*(?:@\s*([A-Za-z0-9_-]+))?"
-                       r"(~spot)?\s*$")
+_FLEET_RE = re.compile(r"^\s*(\d+)\s*[xX]\s*(?:([A-Za-z0-9][A-Za-z0-9_.-]*)/)?(\d+\s*[xX].+?)\s*"
+                       r"(?:@\s*([A-Za-z0-9_-]+))?(~spot)?\s*$")
 
 
 def parse_fleet(text: str, catalog: Catalog | None = None) -> list[Pool]:
     """Parse a fleet spec: pools joined by ``+``, each ``<replicas>x<config>[@<region>][~spot]``.
 
     ``2x1xH100-PCIe+4x2xRTX-4090@FRA``: two 1xH100-PCIe replicas (region EU27) and four
-    2xRTX-4090 replicas in FRA (``4x2xRTX-4090@FRA~spot``: spot replicas).
+    2xRTX-4090 replicas in FRA (``4x2xRTX-4090@FRA~spot``: spot replicas). In a scenario with
+    several models each pool names its model first: ``2xMeta-Llama-3-8B-Instruct/1xH100-PCIe``.
     """
     pools = []
     for part in text.split("+"):
         m = _FLEET_RE.match(part)
         if not m:
             raise InputError(f"--fleet {part.strip()!r}: expected <replicas>x<config>[@REGION], "
-                             "e.g. 2x1xH100-PCIe or 4x2xRTX-4090@FRA, joined by +")
-        data = {"config": m.group(2), "count": int(m.group(1)),
-                "region": m.group(3) or DEFAULT_REGION}
-        if m.group(4):
+                             "e.g. 2x1xH100-PCIe or 4x2xRTX-4090@FRA, joined by + (several "
+                             "models: 2xMODEL/1xH100-PCIe)")
+        data = {"config": m.group(3), "count": int(m.group(1)),
+                "region": m.group(4) or DEFAULT_REGION}
+        if m.group(2):
+            data["model"] = m.group(2)
+        if m.group(5):
             data["market"] = "spot"
         try:
             pools.append(Pool.model_validate(data, context={"catalog": catalog}))

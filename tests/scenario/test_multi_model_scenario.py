@@ -4,15 +4,22 @@ Each refusal is one line naming the file, the field and the value."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from fleetplan.errors import InputError
-from fleetplan.scenario import Pool, scenario_from_dict
-from fleetplan.scenario.served import class_model, is_multi_model, served_models
+from fleetplan.scenario import Pool, load_scenario, parse_fleet, scenario_from_dict
+from fleetplan.scenario.served import (
+    class_model,
+    class_variants,
+    is_multi_model,
+    served_models,
+)
 
 LLAMA, QWEN = "Meta-Llama-3-8B-Instruct", "DeepSeek-R1-Distill-Qwen-7B"
+HF = Path(__file__).resolve().parents[1] / "data" / "hf-configs"
 
 
 def _two(**top: Any) -> dict[str, Any]:
@@ -113,3 +120,39 @@ def test_pool_names_gain_the_model() -> None:
     sub = sc.for_model(QWEN)
     assert sub.fleet is not None and [(p.label, p.count) for p in sub.fleet] == [
         ("1xH100-PCIe@EU27/200ms", 2)]
+
+
+def test_models_with_their_own_config(tmp_path: Path) -> None:
+    """`{name, model_config}` entries: each config joins the catalog (paths relative to the
+    scenario file), and a class may list the two precisions of one model as variants."""
+    import shutil
+
+    for name in ("Llama-3.1-8B-Instruct", "Meta-Llama-3.1-8B-Instruct-FP8"):
+        shutil.copytree(HF / name, tmp_path / "models" / name)
+    (tmp_path / "s.yaml").write_text(
+        "models:\n"
+        "  - {name: Llama-3.1-8B-Instruct, model_config: models/Llama-3.1-8B-Instruct}\n"
+        "  - {name: Meta-Llama-3.1-8B-Instruct-FP8,\n"
+        "     model_config: models/Meta-Llama-3.1-8B-Instruct-FP8}\n"
+        "classes:\n"
+        "  - {name: chat, rate_rps: 1,\n"
+        "     model: [Llama-3.1-8B-Instruct, Meta-Llama-3.1-8B-Instruct-FP8]}\n",
+        encoding="utf-8")
+    sc = load_scenario(tmp_path / "s.yaml")
+    cat = sc.data_context().catalog
+    assert served_models(sc) == ("Llama-3.1-8B-Instruct", "Meta-Llama-3.1-8B-Instruct-FP8")
+    assert all(cat.knows_model(m) for m in served_models(sc))
+    assert class_variants(sc, 0) == served_models(sc)
+    with pytest.raises(InputError, match="lists variants"):
+        class_model(sc, 0)
+    assert sc.for_model("Meta-Llama-3.1-8B-Instruct-FP8").one_model == \
+        "Meta-Llama-3.1-8B-Instruct-FP8"
+
+
+def test_fleet_spec_names_the_model() -> None:
+    pools = parse_fleet(f"2x{LLAMA}/1xH100-PCIe+1x{QWEN}/2xRTX-4090@FRA~spot+1x1xH100-PCIe")
+    assert [(p.model, p.config, p.count, p.region, p.market) for p in pools] == [
+        (LLAMA, "1xH100-PCIe", 2, "EU27", None), (QWEN, "2xRTX-4090", 1, "FRA", "spot"),
+        (None, "1xH100-PCIe", 1, "EU27", None)]
+    with pytest.raises(InputError, match="unknown model"):
+        parse_fleet("2xno-such-model/1xH100-PCIe")
