@@ -140,3 +140,17 @@ def test_each_class_reaches_its_own_models_replicas_only(solved: tuple[Path, Any
     # $0.5 per H100-hour (the scenario's price) x 3 + 6 RTX 4090s at the catalog's $0.25
     assert res.account.cost_per_hour_usd == pytest.approx(3 * 0.5 + 6 * 0.25)
     assert "models" in res.to_dict()
+
+
+def test_one_h100_for_two_models_is_infeasible(capacity_cache_dir: str) -> None:
+    """A replica serves one model: two models at rates one H100 each carries need 2 H100s,
+    and with 1 available there is no plan; the explanation names availability and 2."""
+    from fleetplan.scenario import scenario_from_dict
+
+    data = {**SCENARIO, "candidates": ["1xH100-PCIe"], "availability": {"H100-PCIe": 1},
+            "classes": [{**c, "rate_rps": 10} for c in SCENARIO["classes"]]}
+    plan = solve(scenario_from_dict(data), executor="serial", cache_dir=capacity_cache_dir)
+    assert plan.status.value == "infeasible" and not plan.fleet
+    assert "availability" in (plan.binding or "")
+    assert "H100-PCIe >= 2" in (plan.relaxation or "")
+    assert {c.model for c in plan.classes} == {LLAMA, QWEN}
