@@ -110,12 +110,32 @@ def test_what_is_not_supported_yet_is_refused(solved: tuple[Path, Any], cli: Any
     assert len(res.stderr.strip().splitlines()) == 1
 
 
-def test_report_refuses_a_plan_of_several_models(solved: tuple[Path, Any], cli: Any,
-                                                 tmp_path: Path) -> None:
-    res = cli("report", str(solved[0]), "--out", str(tmp_path / "r.html"))
-    assert res.exit_code == 2
-    assert "not supported yet for a plan of several models" in res.stderr
-    assert not (tmp_path / "r.html").exists()
+def test_report_has_a_table_per_model_and_the_fleets_totals(solved: tuple[Path, Any],
+                                                             cli: Any, tmp_path: Path) -> None:
+    import re
+
+    path, plan = solved
+    out = tmp_path / "r.html"
+    res = cli("report", str(path), "--scenario", str(path.parent / "two.yaml"),
+              "--out", str(out))
+    assert res.exit_code == 0, res.stderr
+    page = out.read_text(encoding="utf-8")
+    table = page[page.index('id="models-table"'):]
+    table = table[:table.index("</table>")]
+    rows = {cells[0]: cells for cells in (
+        [re.sub("<[^>]+>", "", c).strip() for c in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", r)]
+        for r in re.findall(r"<tr>(.*?)</tr>", table, re.S)) if cells}
+    # the scenario's price for the H100 ($0.5 per GPU-hour), the catalog's $0.25 for the 4090
+    price = {"1xH100-PCIe": 0.5, "1xRTX-4090": 0.25}
+    for model, cls in ((LLAMA, "chat"), (QWEN, "agent")):
+        mine = [e for e in plan.fleet if e.model == model]
+        assert rows[model][1] == cls and rows[model][2] == "yes"
+        assert int(rows[model][4]) == sum(e.count for e in mine)
+        assert rows[model][6] == f"${sum(e.count * price[e.config] for e in mine):,.2f}"
+    assert int(rows["fleet"][1]) == sum(e.count for e in plan.fleet)
+    assert rows["fleet"][3] == f"${plan.cost_per_hour_usd:,.2f}"
+    diff = cli("report", str(path), str(path), "--out", str(tmp_path / "d.html"))
+    assert diff.exit_code == 2 and "not supported yet for plans of several models" in diff.stderr
 
 
 def test_each_class_reaches_its_own_models_replicas_only(solved: tuple[Path, Any]) -> None:
