@@ -74,16 +74,12 @@ def merge_problems(parts: Sequence[tuple[str, PlanProblem]], limits: Limits,
 
 
 def check_supported(scenario: Scenario, confidence: float | None = None) -> None:
-    """Refuse, in one line, what a plan of several models does not do yet: ``--confidence``,
-    churn (a ``reliability:`` block) and hourly rates (``rate_profile_rps``, diurnal plans)."""
+    """Refuse, in one line, what a plan of several models does not do yet: ``--confidence`` and
+    churn (a ``reliability:`` block)."""
     if confidence is not None:
         raise not_for_several(scenario, "solve --confidence")
     if scenario.reliability is not None:
         raise not_for_several(scenario, "a reliability block (churn spares)")
-    for i, c in enumerate(scenario.classes):
-        if c.rate_profile_rps is not None:  # a profile process keeps its shorthand too
-            raise not_for_several(scenario, f"classes[{i}] ({c.name}): hourly rates "
-                                            "(a diurnal plan)")
 
 
 def build_multi_problem(scenario: Scenario, **build: Any) -> Inputs:

@@ -101,3 +101,25 @@ def test_without_coupling_the_joint_plan_costs_the_separate_plans(a, b) -> None:
     if joint.has_plan:
         assert joint.cost_per_day_usd == pytest.approx(
             sa.cost_per_day_usd + sb.cost_per_day_usd, rel=1e-6, abs=1e-6)
+
+
+def test_availability_holds_in_every_hour() -> None:
+    """Hourly rates: A peaks when B is low and the other way round. Each hour needs 20 req/s
+    of one model and 10 of the other; with 2 H100s the cheapest hour is 2 H100s on the busy
+    model's 20 req/s and 2 of the others on the quiet one's 10: 2 x $2 + 2 x $1.5 = $7/h,
+    every hour (where 3 H100s, one for the quiet model, would cost $6/h)."""
+    day_a = tuple([20.0] * 12 + [10.0] * 12)
+    day_b = tuple([10.0] * 12 + [20.0] * 12)
+    parts = [(m, PlanProblem((Demand(n, day, 500.0),), (FAST, SLOW),
+                             {(n, p.config, T): CAPS[p.config] for p in (FAST, SLOW)}))
+             for m, n, day in (("A", "a", day_a), ("B", "b", day_b))]
+    free = solve_problem(merge_problems(parts, Limits()), EXACT)
+    assert free.cost_per_day_usd == pytest.approx(24 * 6.0)
+    joint = merge_problems(parts, Limits(availability={"H100-PCIe": 2}))
+    sol = solve_problem(joint, EXACT)
+    by_key = {p.key: p for p in joint.pools}
+    for h in range(24):
+        h100 = sum(n for (k, hh), n in sol.counts.items()
+                   if hh == h and by_key[candidate_key(k)].gpu == "H100-PCIe")
+        assert h100 <= 2
+    assert sol.cost_per_day_usd == pytest.approx(24 * 7.0)
