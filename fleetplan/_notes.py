@@ -79,7 +79,10 @@ def pool_names(entries: Iterable[Any]) -> set[str]:
             v = get(key)
             if isinstance(v, str):
                 out.add(v)
-                out.add(v.partition("/")[0])
+                head, at, tail = v.partition("@")  # model/config@region/tier: the tier goes
+                out.add(f"{head}{at}{tail.partition('/')[0]}" if at else v.partition("/")[0])
+                if at and "/" in head:  # a plan of several models: its model/config too
+                    out.add(head)
     return out
 
 

@@ -245,7 +245,8 @@ def load_cli_scenario(path: Path, *, chooser: str | None = None,
     _until_command_ends(sc.data_context())
     note_user_files(calibration=calibration is None, has_options=True)  # --calibration exists
     if chooser is not None and sc.fleet is not None:
-        given = " + ".join(f"{p.count}x{p.config}" for p in sc.fleet)
+        given = " + ".join(f"{p.count}x{p.model + '/' if p.model else ''}{p.config}"
+                           for p in sc.fleet)
         typer.echo(f"note: {path}: the scenario's fleet ({given}) is ignored: {chooser}",
                    err=True)
     return sc

@@ -107,6 +107,14 @@ def _print(res: SimulationResult, verbose: bool = False) -> None:
     emit_table(pools, title="Pools", digits=2,
                caption="engine_busy: share of time the engine is stepping (one request in "
                "flight is enough), not a share of capacity; power_w: see the power lines")
+    if "models" in d:  # several models: each one's pools, and the fleet's totals below
+        emit_table(pd.DataFrame([{
+            "model": m["model"], "classes": ", ".join(m["classes"]),
+            "slo_met": "-" if m["slo_met"] is None else ("yes" if m["slo_met"] else "NO"),
+            "replicas": m["replicas"], "gpus": m["gpus"], "requests": m["requests"],
+            "usd_per_hour": m["cost_per_hour_usd"], "g_co2_per_hour": m["g_co2_per_hour"],
+        } for m in d["models"]]), title="Models (their pools' sums; the fleet's totals below)",
+            digits=2)
     out = stdout_console(width=160)
     per = "-" if d["cost_per_mtok_usd"] is None else f"${d['cost_per_mtok_usd']:.3f}/{MTOK}"
     out.print(f"cost: ${d['cost_per_hour_usd']:.2f}/h, {per}; energy "

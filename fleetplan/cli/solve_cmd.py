@@ -60,7 +60,8 @@ def _print_plan(plan: Plan, verbose: bool = False) -> None:
                + (["spare"] if "spare" in fleet.columns else []))
     rows = []
     for c in plan.classes:
-        rows.append({"class": c.name, "rate_rps": c.rate_rps, "slo_ttft_p99_ms": c.slo_ttft_p99_ms,
+        rows.append({"class": c.name, **({} if c.model is None else {"model": c.model}),
+                     "rate_rps": c.rate_rps, "slo_ttft_p99_ms": c.slo_ttft_p99_ms,
                      "sim_ttft_p99_ms": c.ttft_p99_ms,
                      "model_band_80pct_ms": "-" if c.ttft_p99_band_ms is None else
                      f"{c.ttft_p99_band_ms[0]:.1f}-{c.ttft_p99_band_ms[1]:.1f}",

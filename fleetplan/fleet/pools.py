@@ -20,6 +20,7 @@ from fleetplan.replica.params import ReplicaParams, replica_params
 from fleetplan.replica.steady import cached_prompt_tokens, prefill_tokens
 from fleetplan.scenario import Pool, Scenario, match_pools
 from fleetplan.scenario.reliability import entry, pool_price
+from fleetplan.scenario.served import class_variants, is_multi_model
 
 
 @dataclass(frozen=True)
@@ -57,8 +58,9 @@ def build_pools(scenario: Scenario, fleet: Sequence[Pool],
                              "give one entry per configuration and region")
         seen[pool.label] = i
         hw = pool.hardware
+        model = pool.model if pool.model is not None else scenario.one_model
         try:
-            params = replica_params(scenario.model, pool.config, catalog=cat)
+            params = replica_params(model, pool.config, catalog=cat)
         except FleetplanError as exc:
             raise InputError(f"fleet[{i}] ({pool.config}): {exc}") from None
         window = params.max_model_len
@@ -66,7 +68,7 @@ def build_pools(scenario: Scenario, fleet: Sequence[Pool],
             if scenario.context_window > params.max_model_len:
                 raise InputError(
                     f"context_window = {scenario.context_window}: {pool.config} serving "
-                    f"{scenario.model} holds at most {params.max_model_len} tokens per sequence "
+                    f"{model} holds at most {params.max_model_len} tokens per sequence "
                     f"(model card and KV cache; {params.source})")
             window = scenario.context_window
         price = cat.price(hw.gpu, scenario.market, scenario.prices_usd_per_gpu_hour)
@@ -81,7 +83,7 @@ def build_pools(scenario: Scenario, fleet: Sequence[Pool],
         econ = PoolEconomics(
             label=pool.label, gpus=pool.count * hw.gpu_count,
             price_usd_per_gpu_hour=per_gpu, price_source=price_src,
-            power=power_model(scenario.model, pool.config, hw.gpu, hw.gpu_count, store,
+            power=power_model(model, pool.config, hw.gpu, hw.gpu_count, store,
                               scenario.power_w_per_gpu, scenario.power.model, cat),
             grid_g_per_kwh=grid.g_co2_per_kwh,
             grid_source=f"{grid.region} {grid.year}: {grid.source}",
@@ -95,6 +97,21 @@ def class_pools(scenario: Scenario, pools: Sequence[PoolModel]) -> list[list[int
     """Per class, the pools it may be routed to: its split's pools under planned routing, its
     pins otherwise, else every pool."""
     fleet = [p.spec for p in pools]
+    if not is_multi_model(scenario):
+        return _class_pools(scenario, fleet)
+    out = []  # a class goes only to replicas of its model
+    for i, ks in enumerate(_class_pools(scenario, fleet)):
+        models = class_variants(scenario, i)  # a list of variants: any of them
+        mine = [k for k in ks if fleet[k].model in models]
+        if not mine:
+            raise InputError(f"classes[{i}] ({scenario.classes[i].name}): no pool it may use "
+                             f"serves its model {' or '.join(models)} (pools: "
+                             f"{', '.join(p.label for p in fleet)})")
+        out.append(mine)
+    return out
+
+
+def _class_pools(scenario: Scenario, fleet: Sequence[Pool]) -> list[list[int]]:
     out = []
     for i, c in enumerate(scenario.classes):
         if scenario.routing.policy == "planned":
@@ -104,7 +121,7 @@ def class_pools(scenario: Scenario, pools: Sequence[PoolModel]) -> list[list[int
         elif c.pin is not None:
             keys = list(c.pin)
         else:
-            out.append(list(range(len(pools))))
+            out.append(list(range(len(fleet))))
             continue
         idx: set[int] = set()
         for k in keys:

@@ -131,9 +131,18 @@ class SimulationResult(NotebookRepr):
     duration_s: float
     warmup_s: float
     notes: tuple[str, ...]
+    # a scenario with several models: each model's totals (fleetplan.fleet.by_model), which add
+    # up to the fleet's; empty for one model (its JSON then has no ``models``)
+    models: tuple[Any, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON contract (binding names first, extra fields beside them)."""
+        out = self._fields()
+        if self.models:
+            out["models"] = [m.to_dict() for m in self.models]
+        return out
+
+    def _fields(self) -> dict[str, Any]:
         a = self.account
         return {
             "classes": [_class_dict(c) for c in self.classes],

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -53,6 +54,7 @@ from fleetplan.replica.power import TDP_MODE
 from fleetplan.replica.steady import prefill_tokens
 from fleetplan.scenario import Pool, Scenario, parse_fleet
 from fleetplan.scenario.reliability import PoolReliability, resolve
+from fleetplan.scenario.served import class_variants, is_multi_model, served_models
 
 Progress = Callable[[float], None]
 
@@ -407,8 +409,8 @@ def simulate(scenario: Scenario, fleet: Sequence[Pool] | str | None = None, *,
         status = SimStatus.met if all(c.slo_met is not False for c in classes) else SimStatus.missed
     if progress is not None:
         progress(1.0)
-    return SimulationResult(
-        status=status, model=scenario.model, routing=scenario.routing.policy,
+    result = SimulationResult(
+        status=status, model=", ".join(served_models(scenario)), routing=scenario.routing.policy,
         classes=tuple(classes),
         pools=tuple(_pool_results(pools, reps, util, activity, over, acct.pools,
                                   churn is not None)),
@@ -419,6 +421,14 @@ def simulate(scenario: Scenario, fleet: Sequence[Pool] | str | None = None, *,
         notes=(*_notes(pools, classes, reps, over, offered, sustainable),
                *_churn_notes(pools, churn)),
     )
+    if is_multi_model(scenario):  # each model's totals beside the fleet's
+        from fleetplan.fleet.by_model import model_totals
+
+        result = replace(result, models=model_totals(
+            served_models(scenario), result.pools, result.classes,
+            {c.name: v[0] for i, c in enumerate(scenario.classes)
+             if len(v := class_variants(scenario, i)) == 1}))
+    return result
 
 
 def _churn_notes(pools: Sequence[PoolModel],

@@ -206,11 +206,11 @@ def margins(scenario: Scenario, configs: Iterable[str], confidence: float) -> Ma
     out = {}
     # a model measured on some configuration: an unmeasured one of it is a held-out config;
     # a model never measured (a config.json): a held-out model
-    fold = ("leave-one-config-out" if load_profiles().configs(scenario.model)
+    fold = ("leave-one-config-out" if load_profiles().configs(scenario.one_model)
             else "leave-one-model-out")
     for config in sorted(set(configs)):
         cat = scenario.data_context().catalog
-        calibrated = replica_params(scenario.model, config, catalog=cat).calibrated
+        calibrated = replica_params(scenario.one_model, config, catalog=cat).calibrated
         hw = HardwareConfig.parse(config, cat)
         gpu = hw.gpu
         if not calibrated:

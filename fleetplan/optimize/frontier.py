@@ -45,7 +45,7 @@ from fleetplan.optimize.confidence import Margins, check_confidence
 from fleetplan.optimize.executors import SerialExecutor, get_executor
 from fleetplan.optimize.inputs import Inputs, build_problem, class_workload
 from fleetplan.optimize.loop import DEFAULT_MAX_ROUNDS
-from fleetplan.optimize.milp import solve_problem
+from fleetplan.optimize.milp import candidate_key, solve_problem
 from fleetplan.optimize.plan import Plan, PlanStatus
 from fleetplan.optimize.problem import Demand
 from fleetplan.optimize.solve import confident, solve_inputs, solver_settings
@@ -97,9 +97,12 @@ def fleet_label(fleet: list[dict[str, Any]], *, regions: bool = False) -> str:
         where = f"@{e['region']}" if regions and e.get("region") else ""
         spot = " spot" if e.get("market") == "spot" else ""
         # the pool's tier, its figures as the table prints numbers (106.066ms -> 106.1ms)
+        pool = str(e["pool"])  # model/config@region/tier in a plan of several models
         tier = re.sub(r"\d+\.\d+", lambda m: f"{float(m[0]):.4g}",
-                      str(e["pool"]).partition("/")[2])
-        parts.append(f"{e['count']}x{e['config']}{where}{spot}" + (f"/{tier}" if tier else ""))
+                      pool[len(candidate_key(pool)) + 1:])
+        model = f"{e['model']}/" if e.get("model") else ""
+        parts.append(f"{e['count']}x{model}{e['config']}{where}{spot}"
+                     + (f"/{tier}" if tier else ""))
     return " + ".join(parts) or "-"
 
 
@@ -287,6 +290,10 @@ def frontier(scenario: Scenario, sweep: str | Sweep = Sweep.carbon, points: int 
     """Sweep ``scenario`` (see the module docstring); ``scheduler``: a Dask address or client,
     ``"serial"``, ``"local[:N]"``, or ``None`` for local processes. ``progress`` receives the
     capacity searches and the points (:mod:`fleetplan._progress`)."""
+    from fleetplan.scenario.served import is_multi_model, not_for_several
+
+    if is_multi_model(scenario):
+        raise not_for_several(scenario, "fleetplan frontier")
     try:
         kind = Sweep(sweep)
     except ValueError:

@@ -120,9 +120,9 @@ def candidate_configs(scenario: Scenario) -> list[tuple[str, list[str], int | No
     """(config, regions, max_replicas) per candidate; default: the model's measured configs."""
     if scenario.candidates:
         return [(c.config, list(c.regions), c.max_replicas) for c in scenario.candidates]
-    configs = load_profiles().configs(scenario.model)
+    configs = load_profiles().configs(scenario.one_model)
     if not configs:
-        raise InputError(f"candidates: no measured configuration of {scenario.model} in the "
+        raise InputError(f"candidates: no measured configuration of {scenario.one_model} in the "
                          "profile store; list candidates in the scenario")
     return [(c, [DEFAULT_REGION], None) for c in configs]
 
@@ -171,7 +171,7 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
     params: dict[str, Any] = {}
     for i, (config, _regions, _mx) in enumerate(cands):
         try:
-            params[config] = replica_params(scenario.model, config,
+            params[config] = replica_params(scenario.one_model, config,
                                             catalog=scenario.data_context().catalog)
         except FleetplanError as exc:
             raise InputError(f"candidates[{i}] ({config}): {exc}") from None
@@ -188,7 +188,7 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
                 if not t.serves(d.ttft_p99_ms, d.tpot_p99_ms):
                     continue
                 jobs[(d.name, config, t)] = CapacityJob(
-                    scenario.model, config, params[config], w.lengths, w.burstiness,
+                    scenario.one_model, config, params[config], w.lengths, w.burstiness,
                     None if math.isinf(t.ttft_p99_ms) else t.ttft_p99_ms, t.tpot_p99_ms,
                     d.e2e_p99_ms, settings, root, w.prefix_cache_hit, chord)
     pending: dict[tuple[str, str, Tier], CapacityJob] = {}
@@ -231,7 +231,7 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
                                            p.e2e_p99_ms)
             a, b = _chord(res)
             hw = HardwareConfig.parse(config, cat)
-            pm = power_model(scenario.model, config, hw.gpu, hw.gpu_count, store,
+            pm = power_model(scenario.one_model, config, hw.gpu, hw.gpu_count, store,
                              scenario.power_w_per_gpu, scenario.power.model, cat)
             power_sources[config] = pm.source
             span = hw.gpu_count * (pm.busy_w - pm.idle_w)
@@ -246,7 +246,7 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
     for (config, regions, max_rep), market in zip(cands, markets, strict=True):
         hw = HardwareConfig.parse(config, cat)
         price = cat.price(hw.gpu, scenario.market, scenario.prices_usd_per_gpu_hour)
-        pm = power_model(scenario.model, config, hw.gpu, hw.gpu_count, store,
+        pm = power_model(scenario.one_model, config, hw.gpu, hw.gpu_count, store,
                          scenario.power_w_per_gpu, scenario.power.model, cat)
         emb, _src = embodied_g_per_gpu_hour(hw.gpu, scenario.embodied.include,
                                             scenario.embodied.lifetime_years, cat)
@@ -281,13 +281,13 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
     if uncal:
         notes.append("spec-based (uncalibrated) replica parameters for: " + ", ".join(uncal))
     calibrated = [c for c, p in params.items() if p.calibrated]
-    flagged = _flagged_servers(scenario.model, calibrated)
+    flagged = _flagged_servers(scenario.one_model, calibrated)
     if flagged:
         from fleetplan.validate.own_runs import FLAGGED_MEANING
 
         notes.append(f"calibrated with runs flagged and not fitted ({FLAGGED_MEANING}): expect "
                      "TTFT above the plan's near the flagged rates on " + "; ".join(flagged))
-    slow = _slow_step_servers(scenario.model, calibrated)
+    slow = _slow_step_servers(scenario.one_model, calibrated)
     if slow:
         from fleetplan.validate.own_runs import SLOW_STEP_MEANING
 

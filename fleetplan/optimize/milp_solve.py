@@ -99,8 +99,10 @@ class MilpSolution:
 
 
 def candidate_key(pool_name: str) -> str:
-    """``config@region`` of a pool name ``config@region/tier``."""
-    return pool_name.partition("/")[0]
+    """``config@region`` of a pool name ``config@region/tier`` (``model/config@region`` of
+    ``model/config@region/tier`` in a plan of several models)."""
+    head, at, tail = pool_name.partition("@")
+    return f"{head}{at}{tail.partition('/')[0]}" if at else pool_name.partition("/")[0]
 
 
 def _status(prob: pulp.LpProblem) -> MilpStatus:

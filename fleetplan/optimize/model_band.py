@@ -114,7 +114,9 @@ def class_band(model: str, p99_ms: float | None, configs: Iterable[str],
 
 def with_model_bands(model: str, plan: Plan, catalog: Catalog | None = None) -> Plan:
     """``plan`` with every class's band (:func:`class_band`) and every fleet entry's
-    ``calibrated`` filled (an infeasible plan is returned as it is)."""
+    ``calibrated`` filled (an infeasible plan is returned as it is). ``model``: the served
+    model, of every class and entry that does not name its own (a plan of several models
+    names one for each)."""
     if plan.status is PlanStatus.infeasible:
         return plan
     config_of = {e.pool: e.config for e in (*plan.fleet, *(e for h in plan.hours or ()
@@ -122,10 +124,11 @@ def with_model_bands(model: str, plan: Plan, catalog: Catalog | None = None) -> 
     classes: list[ClassResult] = []
     for c in plan.classes:
         configs = [config_of.get(k, k.split("@", 1)[0]) for k, s in c.split.items() if s > 0]
-        band, basis, calibrated = class_band(model, c.ttft_p99_ms, configs, catalog)
+        band, basis, calibrated = class_band(c.model or model, c.ttft_p99_ms, configs, catalog)
         classes.append(replace(c, ttft_p99_band_ms=band, band_basis=basis,
                                calibrated=calibrated))
-    fold = spec_fold(model)
-    fleet = tuple(replace(e, calibrated=_pool_band(model, e.config, fold, catalog).calibrated)
+    folds = {m: spec_fold(m) for m in {e.model or model for e in plan.fleet}}
+    fleet = tuple(replace(e, calibrated=_pool_band(e.model or model, e.config,
+                                                   folds[e.model or model], catalog).calibrated)
                   for e in plan.fleet)
     return replace(plan, classes=tuple(classes), fleet=fleet)

@@ -60,11 +60,13 @@ class PlanStatus(StrEnum):
 
 def fleet_label(fleet: tuple[FleetEntry, ...]) -> str:
     """Replicas per configuration and market, tiers and regions added up: ``2x1xH100-PCIe +
-    4x2xRTX-4090 (spot)`` (``-`` when empty)."""
+    4x2xRTX-4090 (spot)`` (``-`` when empty); per model and configuration in a plan of several
+    models (``1xMeta-Llama-3-8B-Instruct/1xH100-PCIe``)."""
     counts: dict[tuple[str, str | None], int] = {}
     for p in fleet:
         if p.count:
-            counts[(p.config, p.market)] = counts.get((p.config, p.market), 0) + p.count
+            name = p.config if p.model is None else f"{p.model}/{p.config}"
+            counts[(name, p.market)] = counts.get((name, p.market), 0) + p.count
     return " + ".join(f"{n}x{c}" + (f" ({m})" if m else "")
                       for (c, m), n in counts.items()) or "-"
 

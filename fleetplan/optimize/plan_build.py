@@ -29,6 +29,7 @@ from fleetplan.optimize.inputs import Inputs
 from fleetplan.optimize.loop import LoopOutcome
 from fleetplan.optimize.milp import MilpStatus, candidate_key
 from fleetplan.optimize.model_band import with_model_bands
+from fleetplan.optimize.multi_model import bare_config
 from fleetplan.optimize.plan import (
     CapacityNote,
     ClassResult,
@@ -41,8 +42,9 @@ from fleetplan.optimize.plan import (
 from fleetplan.optimize.problem import CommitmentMode, PlanProblem, Tier
 from fleetplan.optimize.solvers import SolverSettings
 from fleetplan.scenario import Scenario
-from fleetplan.scenario.fleet import split_pool_name
+from fleetplan.scenario.fleet import split_model, split_pool_name
 from fleetplan.scenario.reliability import spot_price_source
+from fleetplan.scenario.served import class_model, is_multi_model, served_models
 
 BURST_NOTE = ("capacities are sustained per-replica rates of the replica model in steady state "
               "(fresh prompts, warm-up excluded), not the measured runs' nominal rates: those "
@@ -96,14 +98,30 @@ def infeasible_plan(scenario: Scenario, problem: PlanProblem, settings: SolverSe
 def _unserved_classes(scenario: Scenario, problem: PlanProblem) -> tuple[ClassResult, ...]:
     """An infeasible plan's classes: rate and SLOs only (no fleet, nothing simulated)."""
     out = []
-    for c, d in zip(scenario.classes, problem.demands, strict=True):
+    served = _class_models(scenario)
+    for i, (c, d) in enumerate(zip(scenario.classes, problem.demands, strict=True)):
         slo = c.slo
         out.append(ClassResult(
             name=d.name, rate_rps=rounded(sum(d.rates_rps) / len(d.rates_rps)) or 0.0,
             slo_ttft_p99_ms=slo.ttft_p99_ms if slo else None, ttft_p99_ms=None, met=False,
             split={}, slo_tpot_p99_ms=slo.tpot_p99_ms if slo else None,
-            slo_e2e_p99_ms=slo.e2e_p99_ms if slo else None))
+            slo_e2e_p99_ms=slo.e2e_p99_ms if slo else None, model=served[i]))
     return tuple(out)
+
+
+def _class_models(scenario: Scenario) -> list[str | None]:
+    """Per class, the model a plan names for it: its model in a plan of several, else none
+    (a one-model plan is written as it always was)."""
+    several = is_multi_model(scenario)
+    return [class_model(scenario, i) if several else None for i in range(len(scenario.classes))]
+
+
+def _capacity_note(name: str, config: str, tier_ms: float | None, capacity: float, derate: float,
+                   source: str, **fields: Any) -> CapacityNote:
+    """A capacity of a candidate named ``config`` (``model/config`` in a plan of several
+    models: the note then names the model apart)."""
+    model, bare = split_model(config)
+    return CapacityNote(name, bare, tier_ms, capacity, derate, source, model=model, **fields)
 
 
 def _candidate_capacities(inputs: Inputs) -> tuple[CapacityNote, ...]:
@@ -116,7 +134,7 @@ def _candidate_capacities(inputs: Inputs) -> tuple[CapacityNote, ...]:
             res = inputs.results.get((d.name, pool.config, d.tier))
             cap = float(problem.capacity.get((d.name, pool.config, d.tier), 0.0))
             at = res.at_capacity if res is not None else None
-            notes.append(CapacityNote(
+            notes.append(_capacity_note(
                 d.name, pool.config, d.tier.ttft_ms, round(cap, 4), 1.0,
                 "replica model, steady state", pool=pool.name(d.tier), region=pool.region,
                 ttft_p99_ms_at_capacity=rounded(at.ttft_p99_ms, 3) if at is not None and cap > 0
@@ -157,6 +175,7 @@ def solved_plan(scenario: Scenario, inputs: Inputs, settings: SolverSettings,
             by_class[cc.name].append((chk, cc))
     classes = []
     carried = configs_of(sol)
+    served = _class_models(scenario)
     for i, d in enumerate(problem.demands):
         rows = by_class[d.name]
         met = bool(rows) and all(cc.met and not chk.overloaded for chk, cc in rows)
@@ -186,7 +205,7 @@ def solved_plan(scenario: Scenario, inputs: Inputs, settings: SolverSettings,
             e2e_p99_ms=rounded(worst.e2e_p99_ms, 3) if worst and slo.e2e_p99_ms else None,
             ttft_p99_ci_ms=(tuple(round(x, 3) for x in worst.ttft_p99_ci_ms)  # type: ignore[arg-type]
                             if worst and worst.ttft_p99_ci_ms and H == 1 else None),
-            slo_met_probability=prob, margin_ms=margin))
+            slo_met_probability=prob, margin_ms=margin, model=served[i]))
     hours = None
     base = None
     diurnal = H > 1
@@ -211,7 +230,8 @@ def solved_plan(scenario: Scenario, inputs: Inputs, settings: SolverSettings,
     report = SolverReport(settings.name, sol.status.value, rounded(out.solve_seconds, 3),
                           settings.gap, out.rounds, settings.time_limit_s,
                           rounded(sol.gap_achieved))
-    return with_model_bands(scenario.model, catalog=scenario.data_context().catalog, plan=Plan(
+    model = served_models(scenario)[0]  # a plan of several models names each class's own
+    return with_model_bands(model, catalog=scenario.data_context().catalog, plan=Plan(
         status=status, fleet=_entries(peak, tiers, spares), cost_per_hour_usd=rounded(cost_h),
         cost_per_mtok_usd=rounded(sol.cost_per_day_usd / mtok_day) if mtok_day else None,
         g_co2_per_mtok=rounded(g_total / tokens * 1e6) if tokens else None,
@@ -237,8 +257,8 @@ def _capacity_notes(inputs: Inputs, out: LoopOutcome) -> tuple[CapacityNote, ...
         at = res.at_capacity if res is not None else None
         if at is not None:
             src += f" (P99 TTFT {at.ttft_p99_ms:.0f} ms at capacity)"
-        notes.append(CapacityNote(name, config, tier.ttft_ms, round(base * f, 4), round(f, 4),
-                                  src, pool=key, region=region,
+        notes.append(_capacity_note(name, config, tier.ttft_ms, round(base * f, 4), round(f, 4),
+                                    src, pool=key, region=region,
                                   ttft_p99_ms_at_capacity=rounded(at.ttft_p99_ms, 3)
                                   if at is not None else None))
     return tuple(notes)
@@ -276,7 +296,7 @@ def _notes(scenario: Scenario, inputs: Inputs, out: LoopOutcome,
                 "reliability", pools=(p.key,)))
     for p in problem.pools:
         if p.market == "spot":
-            src = spot_price_source(scenario.reliability, p.config, p.gpu,
+            src = spot_price_source(scenario.reliability, bare_config(p.config), p.gpu,
                                     p.gpu in scenario.prices_usd_per_gpu_hour,
                                     scenario.data_context().catalog)
             detail.append(Note(
@@ -302,11 +322,13 @@ def _accuracy_notes(scenario: Scenario, pools: list[Any]) -> list[str]:
     catalog = scenario.data_context().catalog
     gpus = {p.config: p.gpu for p in pools}
     configs = sorted(gpus)
+    # a candidate of a plan of several models is named model/config
+    served = {c: (split_model(c)[0] or scenario.one_model, bare_config(c)) for c in configs}
     uncal = [c for c in configs
-             if not replica_params(scenario.model, c, catalog=catalog).calibrated]
+             if not replica_params(*served[c], catalog=catalog).calibrated]
     notes: list[str] = []
     if uncal:
-        bands = {gpus[c]: datasheet_band(scenario.model, gpus[c]) for c in uncal}
+        bands = {gpus[c]: datasheet_band(served[c][0], gpus[c]) for c in uncal}
         ranges = ", ".join(f"{lo:.2g}-{hi:.2g}x" + (f" ({gpu})" if len(bands) > 1 else "")
                            for gpu, (lo, hi) in bands.items())
         notes.append(Note(
@@ -317,10 +339,11 @@ def _accuracy_notes(scenario: Scenario, pools: list[Any]) -> list[str]:
     for c in configs:
         if c in uncal:
             continue
-        spec = calibrated_spec_note(True, c, catalog.replaced(scenario.model, gpus[c]))
+        model, bare = served[c]
+        spec = calibrated_spec_note(True, c, catalog.replaced(model, gpus[c]))
         if spec is not None:
             notes.append(Note(spec, "accuracy", pools=(c,), level=PLAN, priority=P_FIT))
-        rates = flagged_rates(scenario.model, c)
+        rates = flagged_rates(model, bare)
         if rates:
             notes.append(Note(
                 f"{c}: near {rates_text(rates)} per replica expect a higher TTFT than planned: "
@@ -339,7 +362,7 @@ def _market_notes(scenario: Scenario, pools: list[Any], counts: dict[str, int],
     if spot:
         prices = []
         for p in spot:
-            src = spot_price_source(scenario.reliability, p.config, p.gpu,
+            src = spot_price_source(scenario.reliability, bare_config(p.config), p.gpu,
                                     p.gpu in scenario.prices_usd_per_gpu_hour,
                                     scenario.data_context().catalog)
             prices.append(f"{_pool_words(p)}: ${p.price_usd_per_hour:.4g} per replica-hour, "
@@ -351,7 +374,7 @@ def _market_notes(scenario: Scenario, pools: list[Any], counts: dict[str, int],
     for name, k in sorted(spares.items()):
         p = by_key.get(candidate_key(name))
         if k > 0 and p is not None and p.unavailability > 0:
-            tier = name.partition("/")[2]
+            tier = name[len(candidate_key(name)) + 1:]
             held.append((p, f"{_pool_words(p)}{f' ({tier} tier)' if tier else ''}: {k} of its "
                             f"{counts.get(name, 0)} replicas are spares (a replica is down "
                             f"{p.unavailability * 100:.3g}% of the time)"))

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.errors import FleetplanError, InputError
 from fleetplan.optimize.plan_fields import FieldReader
-from fleetplan.scenario.fleet import pool_label, split_pool_name
+from fleetplan.scenario.fleet import pool_label, split_model, split_pool_name
 
 if TYPE_CHECKING:
     from fleetplan.optimize.problem import Tier
@@ -42,19 +42,25 @@ class FleetEntry:
     # whether the replica model of this configuration is calibrated (measured runs) or
     # spec-based; None in plan files written before it was recorded
     calibrated: bool | None = field(default=None, compare=False)
+    # the model the replicas serve: set in a plan of several models only (the pool's name then
+    # starts with it, ``model/config@region/200ms``)
+    model: str | None = None
 
     @classmethod
     def of_pool(cls, name: str, count: int, tier: Tier, spare: int | None = None) -> FleetEntry:
         """``count`` replicas of the pool named ``name`` (``config@region/200ms``, or
-        ``config@region~spot/200ms``) at ``tier``."""
-        config, region, market = split_pool_name(name)
-        return cls(config, count, region, tier.ttft_ms, tier.tpot_p99_ms, spare, market)
+        ``config@region~spot/200ms``, or ``model/config@region/200ms``) at ``tier``."""
+        model, rest = split_model(name)
+        config, region, market = split_pool_name(rest)
+        return cls(config, count, region, tier.ttft_ms, tier.tpot_p99_ms, spare, market,
+                   model=model)
 
     @property
     def pool(self) -> str:
-        """The pool's unique name, ``config@region/200ms`` (``config@region~spot/200ms``)."""
+        """The pool's unique name, ``config@region/200ms`` (``config@region~spot/200ms``;
+        ``model/config@region/200ms`` in a plan of several models)."""
         return pool_label(self.config, self.region, self.tier_ttft_p99_ms, self.tier_tpot_p99_ms,
-                          self.market)
+                          self.market, self.model)
 
     @property
     def gpus_per_replica(self) -> int:
@@ -65,8 +71,11 @@ class FleetEntry:
         return self.count * self.gpus_per_replica
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"pool": self.pool, "config": self.config, "region": self.region,
-                               "tier_ttft_p99_ms": self.tier_ttft_p99_ms, "count": self.count}
+        out: dict[str, Any] = {"pool": self.pool}
+        if self.model is not None:
+            out["model"] = self.model
+        out.update({"config": self.config, "region": self.region,
+                    "tier_ttft_p99_ms": self.tier_ttft_p99_ms, "count": self.count})
         if self.tier_tpot_p99_ms is not None:
             out["tier_tpot_p99_ms"] = self.tier_tpot_p99_ms
         if self.spare is not None:
@@ -98,7 +107,8 @@ class FleetEntry:
                   tier_tpot_p99_ms=r.opt_num(d, "tier_tpot_p99_ms", where),
                   market=_market(r, d, where),
                   spare=None if d.get("spare") is None else r.int_(d, "spare", where),
-                  calibrated=r.opt_bool(d, "calibrated", where))
+                  calibrated=r.opt_bool(d, "calibrated", where),
+                  model=r.opt_str(d, "model", where))
         pool = r.opt_str(d, "pool", where)
         if pool is not None and pool != row.pool:
             raise r.fail(f"{where}.pool", pool,
@@ -152,12 +162,17 @@ class ClassResult:
     ttft_p99_band_ms: tuple[float, float] | None = None
     band_basis: str | None = None
     calibrated: bool | None = None
+    # the model that serves the class: set in a plan of several models only
+    model: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "name": self.name, "rate_rps": self.rate_rps, "slo_ttft_p99_ms": self.slo_ttft_p99_ms,
+        out: dict[str, Any] = {"name": self.name}
+        if self.model is not None:
+            out["model"] = self.model
+        out.update({
+            "rate_rps": self.rate_rps, "slo_ttft_p99_ms": self.slo_ttft_p99_ms,
             "ttft_p99_ms": self.ttft_p99_ms, "met": self.met, "split": dict(self.split),
-        }
+        })
         if self.ttft_p99_ci_ms is not None:
             out["ttft_p99_ci_ms"] = list(self.ttft_p99_ci_ms)
         for k in ("slo_tpot_p99_ms", "tpot_p99_ms", "slo_e2e_p99_ms", "e2e_p99_ms",
@@ -208,7 +223,8 @@ class ClassResult:
             slo_met_probability=prob, margin_ms=r.opt_num(d, "margin_ms", where),
             ttft_p99_band_ms=band,
             band_basis=r.opt_str(d, "band_basis", where),
-            calibrated=r.opt_bool(d, "calibrated", where))
+            calibrated=r.opt_bool(d, "calibrated", where),
+            model=r.opt_str(d, "model", where))
 
 
 @dataclass(frozen=True)
@@ -293,9 +309,12 @@ class CapacityNote:
     pool: str | None = None
     region: str | None = None
     ttft_p99_ms_at_capacity: float | None = None
+    model: str | None = None  # the model measured: set in a plan of several models only
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"class": self.class_name}
+        if self.model is not None:
+            out["model"] = self.model
         if self.pool is not None:
             out["pool"] = self.pool
         out.update({"config": self.config, "region": self.region,
@@ -312,11 +331,12 @@ class CapacityNote:
         if config is None:
             if pool is None:
                 raise InputError(f"{r.source}: {where}: missing config (or pool)")
-            config = pool.split("@", 1)[0]
+            config = split_model(pool)[1].split("@", 1)[0]
         return cls(
             class_name=r.str_(d, "class", where), config=config,
             capacity_rps=r.num(d, "capacity_rps", where, finite=True),
             pool=pool, region=r.opt_str(d, "region", where),
             tier_ttft_p99_ms=r.opt_num(d, "tier_ttft_p99_ms", where),
             ttft_p99_ms_at_capacity=r.opt_num(d, "ttft_p99_ms_at_capacity", where),
-            derate=r.opt_num(d, "derate", where), source=r.opt_str(d, "source", where))
+            derate=r.opt_num(d, "derate", where), source=r.opt_str(d, "source", where),
+            model=r.opt_str(d, "model", where))

@@ -158,6 +158,7 @@ def check_plan_scenario(plan: Any, scenario: Any, source: str | None = None) -> 
         if missing:
             raise InputError(f"{source}: classes: no split for the scenario's class "
                              f"{missing[0]!r}")
+    _check_models(plan, scenario, source)
     known = [c.config for c in scenario.candidates or ()]
     for i, e in enumerate(plan.fleet):
         if known and e.config not in known:
@@ -170,6 +171,28 @@ def check_plan_scenario(plan: Any, scenario: Any, source: str | None = None) -> 
                         scenario, h.on_demand)
     elif plan.cost_per_hour_usd is not None and plan.fleet:
         _check_cost(r, "cost_per_hour_usd", plan.cost_per_hour_usd, plan.fleet, scenario)
+
+
+def _check_models(plan: Any, scenario: Any, source: str) -> None:
+    """A plan of several models against its scenario: every pool's and class's model one the
+    scenario serves (the class's own); a one-model scenario's plan names no model."""
+    from fleetplan.scenario.served import class_variants, is_multi_model, served_models
+
+    names = served_models(scenario)
+    several = is_multi_model(scenario)
+    for i, e in enumerate(plan.fleet):
+        if several and e.model not in names:
+            raise InputError(f"{source}: fleet[{i}].model: {e.model} is not a model of the "
+                             f"scenario (models: {', '.join(names)})")
+        if not several and e.model is not None:
+            raise InputError(f"{source}: fleet[{i}].model: {e.model}: a plan of several models, "
+                             f"and the scenario serves one ({names[0]})")
+    for i, c in enumerate(plan.classes):
+        if several and c.name in {k.name for k in scenario.classes}:
+            want = class_variants(scenario, scenario.class_index(c.name))
+            if c.model is not None and c.model not in want:
+                raise InputError(f"{source}: classes[{i}].model: {c.model} is not a model "
+                                 f"that serves {c.name} in the scenario ({', '.join(want)})")
 
 
 def pool_usd_per_hour(scenario: Any, pool: FleetEntry) -> float:

@@ -36,13 +36,16 @@ from fleetplan.optimize.executors import Executor, get_executor
 from fleetplan.optimize.inputs import Inputs, build_problem
 from fleetplan.optimize.loop import DEFAULT_MAX_ROUNDS, DEFAULT_MAX_TRIMS, closed_loop
 from fleetplan.optimize.milp import build_model
+from fleetplan.optimize.multi_model import bare_config, build_multi_problem, check_supported
 from fleetplan.optimize.plan import Plan, PlanStatus
 from fleetplan.optimize.plan_build import configs_of, infeasible_plan, solved_plan
 from fleetplan.optimize.pricing import price_tiers
 from fleetplan.optimize.problem import PlanProblem
 from fleetplan.optimize.solvers import SolverSettings
+from fleetplan.optimize.variants import choose, variant_classes
 from fleetplan.optimize.verify import ClassCheck, HourCheck, verify_plan
 from fleetplan.scenario import Scenario
+from fleetplan.scenario.served import is_multi_model
 
 
 def solver_settings(scenario: Scenario, solver: str | None = None) -> SolverSettings:
@@ -74,11 +77,19 @@ def solve(scenario: Scenario, *, solver: str | None = None, executor: Any = None
     check_confidence(confidence)
     settings = solver_settings(scenario, solver)
     settings.pulp_name  # noqa: B018 - fail early on an unknown or unavailable solver
+    several = is_multi_model(scenario)
+    if several:
+        check_supported(scenario, confidence)
+        if variant_classes(scenario):  # one solve per combination of the classes' variants
+            return choose(scenario, lambda sc: solve(
+                sc, solver=solver, executor=executor, capacity=capacity, cache_dir=cache_dir,
+                max_rounds=max_rounds, max_trims=max_trims, progress=progress))
     ex = get_executor(executor)
     # stricter-tier capacities on demand (optimize/pricing.py); --confidence rescales every
     # entry of the table, so it searches them all
-    inputs = build_problem(scenario, executor=ex, settings=capacity, cache_dir=cache_dir,
-                           progress=progress, defer_stricter=confidence is None)
+    build_inputs = build_multi_problem if several else build_problem
+    inputs = build_inputs(scenario, executor=ex, settings=capacity, cache_dir=cache_dir,
+                          progress=progress, defer_stricter=confidence is None)
     inputs = price_tiers(inputs, settings, ex, progress)
     m = None
     base = inputs
@@ -224,12 +235,13 @@ def with_reliability(scenario: Scenario, problem: PlanProblem) -> PlanProblem:
         return problem
     pools = []
     for p in problem.pools:
-        rel = resolve(scenario.reliability, p.config, p.gpu, p.gpu_count, p.market)
+        config = bare_config(p.config)  # a candidate of a plan of several models: model/config
+        rel = resolve(scenario.reliability, config, p.gpu, p.gpu_count, p.market)
         if rel is None:
             pools.append(p)
             continue
         # the price rule the simulator and the report use, per replica-hour
-        spec = entry(scenario.reliability, p.config, p.gpu, p.market)
+        spec = entry(scenario.reliability, config, p.gpu, p.market)
         overridden = p.gpu in scenario.prices_usd_per_gpu_hour
         price, _src = pool_price(spec, p.gpu, p.price_usd_per_hour, "", overridden,
                                  gpus=p.gpu_count, catalog=scenario.data_context().catalog)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from fleetplan.catalog.catalog import Catalog
 from fleetplan.optimize.plan import FleetEntry, Plan
 from fleetplan.scenario import Scenario
+from fleetplan.scenario.served import is_multi_model, served_models
 
 if TYPE_CHECKING:
     from fleetplan.profiles.store import ProfileStore
@@ -47,6 +48,13 @@ class PoolAssumptions:
     replace_s: float | None = None
     down_pct: float | None = None
     failure_source: str | None = None
+    # the model the pool serves: set in a plan of several models (its power is that model's)
+    model: str | None = None
+
+    @property
+    def label(self) -> str:
+        """The pool's configuration as the page names it (``model/config`` with a model)."""
+        return self.config if self.model is None else f"{self.model}/{self.config}"
 
 
 @dataclass(frozen=True)
@@ -101,12 +109,12 @@ class ReportContext:
     bands: tuple[ClassBand, ...] = ()
 
     def pool(self, p: FleetEntry) -> PoolAssumptions | None:
-        return next((a for a in self.pools
-                     if (a.config, a.region, a.market) == (p.config, p.region, p.market)), None)
+        return next((a for a in self.pools if (a.config, a.region, a.market, a.model)
+                     == (p.config, p.region, p.market, p.model)), None)
 
 
 def _economics(scenario: Scenario, config: str, region: str, market: str | None,
-               store: ProfileStore) -> PoolAssumptions:
+               store: ProfileStore, model: str | None = None) -> PoolAssumptions:
     from fleetplan.catalog.hardware import HardwareConfig
     from fleetplan.fleet.accounting import embodied_g_per_gpu_hour, power_model
     from fleetplan.scenario.reliability import entry, pool_price, resolve
@@ -120,7 +128,7 @@ def _economics(scenario: Scenario, config: str, region: str, market: str | None,
         price.price_usd_per_gpu_hour,
         f"{price.market} market, {price.price_date}: {price.source}", price.market == "user",
         catalog=cat)
-    power = power_model(scenario.model, config, hw.gpu, hw.gpu_count, store,
+    power = power_model(model or scenario.one_model, config, hw.gpu, hw.gpu_count, store,
                         scenario.power_w_per_gpu, scenario.power.model, cat)
     grid = cat.grid_intensity(region, scenario.grid_g_per_kwh)
     emb, emb_src = embodied_g_per_gpu_hour(hw.gpu, scenario.embodied.include,
@@ -137,15 +145,15 @@ def _economics(scenario: Scenario, config: str, region: str, market: str | None,
         failures_per_replica_hour=rel.failures_per_hour if rel and rel.active else None,
         replace_s=rel.replace_s if rel and rel.active else None,
         down_pct=100 * rel.unavailability if rel and rel.active else None,
-        failure_source=rel.source if rel and rel.active else None)
+        failure_source=rel.source if rel and rel.active else None, model=model)
 
 
 def _median_abs(values: list[float]) -> float | None:
     return statistics.median(abs(v) for v in values) if values else None
 
 
-def _validation(model: str, configs: list[str],
-                catalog: Catalog) -> tuple[list[ValidationRow], str]:
+def _validation(model: str, configs: list[str], catalog: Catalog,
+                label: bool = False) -> tuple[list[ValidationRow], str]:
     """Per configuration: calibrated or not, its in-sample fit, and its held-out error band, all
     from package data (the calibration file and the error tables of
     :mod:`fleetplan.optimize.model_band`), never from the docs."""
@@ -161,7 +169,8 @@ def _validation(model: str, configs: list[str],
         runs = [r for r in entry.runs if r.used_in_fit and not r.flagged] if entry else []
         band = pool_band(model, config, catalog)
         rows.append(ValidationRow(
-            config=config, calibrated=params.calibrated, params_source=params.source,
+            config=f"{model}/{config}" if label else config, calibrated=params.calibrated,
+            params_source=params.source,
             fit_runs=len(runs),
             fit_ttft_p99_err_pct=_median_abs([r.error_pct["ttft_p99_ms"] for r in runs
                                               if "ttft_p99_ms" in r.error_pct]),
@@ -177,25 +186,39 @@ def build_context(plan: Plan, scenario: Scenario, scenario_path: str,
     ``scenario``. ``validation_doc`` is accepted and ignored (the accuracy no longer comes from
     the docs), so callers written for the older signature still work."""
     from fleetplan.profiles.store import load_profiles
-
     store = load_profiles()
-    keys = sorted({(p.config, p.region, p.market or "") for p in plan.all_pools()})
-    pools = tuple(_economics(scenario, c, r, m or None, store) for c, r, m in keys)
+    # a plan of several models: a pool is also its model's (power and accuracy are per model)
+    keys = sorted({(p.config, p.region, p.market or "", p.model or "")
+                   for p in plan.all_pools()})
+    pools = tuple(_economics(scenario, c, r, m or None, store, model or None)
+                  for c, r, m, model in keys)
     emb: float | None = None
     op: float | None = None
     if plan.g_co2_per_hour is not None and not plan.hours:
-        by_key = {(a.config, a.region, a.market): a for a in pools}
-        emb = sum(p.gpus * by_key[(p.config, p.region, p.market)].embodied_g_per_gpu_hour
-                  for p in plan.fleet)
+        by_key = {(a.config, a.region, a.market, a.model): a for a in pools}
+        emb = sum(p.gpus * by_key[(p.config, p.region, p.market, p.model)]
+                  .embodied_g_per_gpu_hour for p in plan.fleet)
         op = max(plan.g_co2_per_hour - emb, 0.0)
-    configs = sorted({c for c, _, _ in keys})
-    rows, cal_path = _validation(scenario.model, configs, scenario.data_context().catalog)
+    cat = scenario.data_context().catalog
+    several = is_multi_model(scenario)
+    names = served_models(scenario)
+    rows: list[ValidationRow] = []
+    cal_path = ""
+    for name in names:
+        configs = sorted({c for c, _, _, model in keys if (model or names[0]) == name})
+        if configs or not several:
+            mine, cal_path = _validation(name, configs, cat, label=several)
+            rows += mine
+    if not cal_path:
+        from fleetplan.replica.calibration_file import default_calibration_path
+
+        cal_path = str(default_calibration_path())
     return ReportContext(
-        scenario=scenario_path, model=scenario.model, market=scenario.market, pools=pools,
+        scenario=scenario_path, model=", ".join(names), market=scenario.market, pools=pools,
         g_co2_operational_per_hour=op, g_co2_embodied_per_hour=emb, validation=tuple(rows),
         assumptions=tuple(_assumptions(scenario, plan)), calibration_file=cal_path,
         power_model=scenario.power.model, embodied_included=scenario.embodied.include,
-        bands=_bands(plan, scenario.model, scenario.data_context().catalog))
+        bands=_bands(plan, names[0], cat))
 
 
 def _bands(plan: Plan, model: str, catalog: Catalog) -> tuple[ClassBand, ...]:
@@ -228,7 +251,8 @@ def _assumptions(sc: Scenario, plan: Plan) -> list[Assumption]:
     model_src = ("scenario's model_config (a Hugging Face config.json)"
                  if sc.hf_model_config is not None else "scenario")
     out = [
-        Assumption("model", sc.model, model_src),
+        Assumption("model" if len(served_models(sc)) == 1 else "models",
+                   ", ".join(served_models(sc)), model_src),
         Assumption("price market", sc.market, src("market")),
         Assumption("embodied carbon",
                    f"included, amortized over {sc.embodied.lifetime_years:g} years"

@@ -102,9 +102,11 @@ def _pool_view(p: FleetEntry, ctx: ReportContext | None) -> dict[str, Any]:
     a = ctx.pool(p) if ctx else None
     calibrated = p.calibrated
     if calibrated is None and ctx is not None:  # an older plan file: the scenario's model says
-        calibrated = next((v.calibrated for v in ctx.validation if v.config == p.config), None)
+        name = p.config if p.model is None else f"{p.model}/{p.config}"
+        calibrated = next((v.calibrated for v in ctx.validation if v.config == name), None)
     return {
-        "pool": p.pool, "config": p.config, "region": p.region,
+        "pool": p.pool, "config": p.config, "region": p.region, "model": p.model,
+        "label": p.config if p.model is None else f"{p.model}/{p.config}",
         "market": p.market or "on-demand",
         "tier": None if p.tier_ttft_p99_ms is None else f"{p.tier_ttft_p99_ms:g} ms",
         "count": p.count, "gpus": p.gpus, "spare": p.spare, "calibrated": calibrated,
@@ -112,6 +114,24 @@ def _pool_view(p: FleetEntry, ctx: ReportContext | None) -> dict[str, Any]:
         "cost": None if a is None else p.gpus * a.price_usd_per_gpu_hour,
         "grid": None if a is None else a.grid_g_per_kwh,
     }
+
+
+def _models_view(plan: Plan, pools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A plan of several models, model by model: its classes and whether they met their SLOs,
+    its pools' replicas, GPUs and cost (with the scenario's prices); empty for one model."""
+    names = list(dict.fromkeys([*(c.model for c in plan.classes if c.model is not None),
+                                *(p["model"] for p in pools if p["model"] is not None)]))
+    out = []
+    for m in names:
+        mine = [p for p in pools if p["model"] == m]
+        cls = [c for c in plan.classes if c.model == m]
+        costs = [p["cost"] for p in mine]
+        out.append({"model": m, "classes": ", ".join(c.name for c in cls) or "\u2014",
+                    "met": all(c.met for c in cls), "pools": len(mine),
+                    "replicas": sum(p["count"] for p in mine),
+                    "gpus": sum(p["gpus"] for p in mine),
+                    "cost": None if any(c is None for c in costs) else sum(costs)})
+    return out
 
 
 def _split_view(plan: Plan) -> dict[str, Any]:
@@ -215,7 +235,8 @@ def report_view(plan: Plan, ctx: ReportContext | None = None,
                        else sum(p["cost"] or 0.0 for p in pools)),
         "show_spare": any(p["spare"] is not None for p in pools),
         "spares": sum(p["spare"] or 0 for p in pools),
-        "spec_configs": sorted({p["config"] for p in pools if p["calibrated"] is False}),
+        "spec_configs": sorted({p["label"] for p in pools if p["calibrated"] is False}),
+        "models": _models_view(plan, pools),
         "classes": classes, "verdict": _verdict(plan, classes),
         "show_confidence": any(c.slo_met_probability is not None for c in plan.classes),
         "failures": ctx is not None and any(a.failure_source for a in ctx.pools),

@@ -54,6 +54,9 @@ def write_requested(path: str | os.PathLike[str], request: ReportRequest,
     if catalog is None and scenario is not None:
         catalog = scenario.data_context().catalog
     docs = [load_plan(p, catalog) for p in request.plans]
+    if len(docs) == 2 and any(e.model is not None for d in docs for e in d.fleet):
+        raise InputError(f"{request.plans[1]}: fleetplan report of two plans (a diff) is not "
+                         "supported yet for plans of several models; report each on its own")
     if len(docs) == 1:
         fr = load_frontier(request.frontier) if request.frontier is not None else None
         return write_report(path, docs[0], scenario=scenario,

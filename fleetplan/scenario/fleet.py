@@ -25,6 +25,7 @@ from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.errors import FleetplanError, InputError
 from fleetplan.scenario.base import Strict, canon_config, catalog_of, check_region
 from fleetplan.scenario.reliability import Market
+from fleetplan.scenario.served import MODEL_MARK, canon_model
 
 SPOT_MARK = "~spot"
 """What a pool name carries after its region for the spot market: ``2xRTX-4090@EU27~spot/200ms``
@@ -61,8 +62,16 @@ class Pool(Strict):
         "Default: the market of the pool's `reliability:` entry (on-demand without one)",
         examples=["spot"])
 
+    model: str | None = Field(
+        default=None, description="the model the pool's replicas serve: a name of `models` "
+        "(required when `models` lists several; the pool is then named "
+        "`model/config@region`; default: the only model)",
+        examples=["Meta-Llama-3-8B-Instruct"])
+
     _c = field_validator("config")(classmethod(
         lambda cls, v, info: canon_config(v, catalog_of(info))))
+    _m = field_validator("model")(classmethod(
+        lambda cls, v, info: None if v is None else canon_model(v, catalog_of(info))))
     _r = field_validator("region")(classmethod(
         lambda cls, v, info: check_region(v, catalog_of(info))))
     _hardware: HardwareConfig = PrivateAttr()
@@ -78,7 +87,7 @@ class Pool(Strict):
         """``config@region`` (``config@region/200ms`` for a tier): how pools are named in
         outputs, splits and pins."""
         return pool_label(self.config, self.region, self.tier_ttft_p99_ms, self.tier_tpot_p99_ms,
-                          self.market)
+                          self.market, self.model)
 
     @property
     def hardware(self) -> HardwareConfig:
@@ -87,10 +96,14 @@ class Pool(Strict):
 
 
 def pool_label(config: str, region: str, ttft_p99_ms: float | None = None,
-               tpot_p99_ms: float | None = None, market: str | None = None) -> str:
-    """A pool's name: ``config@region``, with ``/200ms`` (``/200ms-tpot50ms``) for a tier and
-    ``~spot`` after the region for a spot pool (``2xRTX-4090@EU27~spot/200ms``)."""
-    where = f"{config}@{region}{SPOT_MARK if market == 'spot' else ''}"
+               tpot_p99_ms: float | None = None, market: str | None = None,
+               model: str | None = None) -> str:
+    """A pool's name: ``config@region``, with ``/200ms`` (``/200ms-tpot50ms``) for a tier,
+    ``~spot`` after the region for a spot pool (``2xRTX-4090@EU27~spot/200ms``) and, in a
+    scenario with several models, its model first (``Meta-Llama-3-8B-Instruct/1xH100-PCIe@EU27``).
+    """
+    lead = "" if model is None else f"{model}{MODEL_MARK}"
+    where = f"{lead}{config}@{region}{SPOT_MARK if market == 'spot' else ''}"
     ttft = None if ttft_p99_ms is None or ttft_p99_ms == float("inf") else ttft_p99_ms
     if ttft is None and tpot_p99_ms is None:
         return where
@@ -98,6 +111,16 @@ def pool_label(config: str, region: str, ttft_p99_ms: float | None = None,
     if tpot_p99_ms is not None:
         tier += f"-tpot{tpot_p99_ms:g}ms"
     return f"{where}/{tier}"
+
+
+def split_model(name: str) -> tuple[str | None, str]:
+    """(model, the rest) of a pool or candidate name: ``M/1xH100-PCIe@EU27/200ms`` ->
+    (``M``, ``1xH100-PCIe@EU27/200ms``); (``None``, ``name``) without a model prefix."""
+    head, at, tail = name.partition("@")
+    model, mark, config = head.rpartition(MODEL_MARK)
+    if not mark:
+        return None, name
+    return model, f"{config}{at}{tail}"
 
 
 def split_pool_name(name: str) -> tuple[str, str, str | None]:
@@ -109,25 +132,29 @@ def split_pool_name(name: str) -> tuple[str, str, str | None]:
     return config, region, (market if mark else None)
 
 
-_FLEET_RE = re.compile(r"^\s*(\d+)\s*[xX]\s*(\d+\s*[xX].+?)\s*(?:@\s*([A-Za-z0-9_-]+))?"
-                       r"(~spot)?\s*$")
+_FLEET_RE = re.compile(r"^\s*(\d+)\s*[xX]\s*(?:([A-Za-z0-9][A-Za-z0-9_.-]*)/)?(\d+\s*[xX].+?)\s*"
+                       r"(?:@\s*([A-Za-z0-9_-]+))?(~spot)?\s*$")
 
 
 def parse_fleet(text: str, catalog: Catalog | None = None) -> list[Pool]:
     """Parse a fleet spec: pools joined by ``+``, each ``<replicas>x<config>[@<region>][~spot]``.
 
     ``2x1xH100-PCIe+4x2xRTX-4090@FRA``: two 1xH100-PCIe replicas (region EU27) and four
-    2xRTX-4090 replicas in FRA (``4x2xRTX-4090@FRA~spot``: spot replicas).
+    2xRTX-4090 replicas in FRA (``4x2xRTX-4090@FRA~spot``: spot replicas). In a scenario with
+    several models each pool names its model first: ``2xMeta-Llama-3-8B-Instruct/1xH100-PCIe``.
     """
     pools = []
     for part in text.split("+"):
         m = _FLEET_RE.match(part)
         if not m:
             raise InputError(f"--fleet {part.strip()!r}: expected <replicas>x<config>[@REGION], "
-                             "e.g. 2x1xH100-PCIe or 4x2xRTX-4090@FRA, joined by +")
-        data = {"config": m.group(2), "count": int(m.group(1)),
-                "region": m.group(3) or DEFAULT_REGION}
-        if m.group(4):
+                             "e.g. 2x1xH100-PCIe or 4x2xRTX-4090@FRA, joined by + (several "
+                             "models: 2xMODEL/1xH100-PCIe)")
+        data = {"config": m.group(3), "count": int(m.group(1)),
+                "region": m.group(4) or DEFAULT_REGION}
+        if m.group(2):
+            data["model"] = m.group(2)
+        if m.group(5):
             data["market"] = "spot"
         try:
             pools.append(Pool.model_validate(data, context={"catalog": catalog}))
@@ -146,7 +173,8 @@ def match_pools(key: str, fleet: Sequence[Pool], catalog: Catalog | None = None)
         exact = [i for i, p in enumerate(fleet) if p.label == key]
         if exact:
             return exact
-    config, _, region = key.partition("@")
+    model, rest = split_model(key)
+    config, _, region = rest.partition("@")
     region, spot, _m = region.partition("~")
     try:
         canon = HardwareConfig.parse(config, catalog).name
@@ -154,6 +182,7 @@ def match_pools(key: str, fleet: Sequence[Pool], catalog: Catalog | None = None)
         canon = config
     hits = [i for i, p in enumerate(fleet)
             if p.config == canon and (not region or p.region == region)
+            and (model is None or p.model == model)
             and (not spot or p.market == "spot")]
     if not hits:
         labels = ", ".join(p.label for p in fleet)

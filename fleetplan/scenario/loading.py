@@ -68,7 +68,9 @@ def _data_context(data: dict[str, Any], source: str, base: Path | None,
                   given: DataContext) -> DataContext:
     """``given`` with the scenario's ``catalog:`` and ``model_config:`` added (paths made
     relative to its folder in ``data``; ``model`` filled from the config when left out)."""
-    if "model" not in data and "model_config" not in data and given.model is not None:
+    several = data.get("models")
+    if ("model" not in data and "model_config" not in data and several is None
+            and given.model is not None):
         data["model"] = given.model.model  # --model-config
     paths: dict[str, str | None] = {}
     for key in ("catalog", "model_config"):
@@ -78,15 +80,40 @@ def _data_context(data: dict[str, Any], source: str, base: Path | None,
         if isinstance(v, str) and base is not None and not os.path.isabs(v):
             v = data[key] = str(base / v)
         paths[key] = v
-    if paths["catalog"] is None and paths["model_config"] is None:
+    configs = _served_configs(data, source, base)
+    if paths["catalog"] is None and paths["model_config"] is None and not configs:
         return given
     try:
         ctx = given.for_scenario(paths["catalog"], paths["model_config"])
+        for cfg in configs:  # models[].model_config: each joins the catalog in turn
+            ctx = ctx.for_scenario(None, cfg)
     except InputError as exc:
         raise InputError(f"{source}: {exc}") from None
-    if "model" not in data and ctx.model is not None:
+    if "model" not in data and several is None and ctx.model is not None:
         data["model"] = ctx.model.model
     return ctx
+
+
+def _served_configs(data: dict[str, Any], source: str, base: Path | None) -> list[str]:
+    """The ``model_config`` paths of ``models:`` entries, resolved against the scenario's
+    folder (written back into copies of the entries in ``data``)."""
+    models = data.get("models")
+    if not isinstance(models, list):
+        return []
+    out: list[str] = []
+    entries = []
+    for i, m in enumerate(models):
+        v = m.get("model_config") if isinstance(m, dict) else None
+        if v is not None and not isinstance(v, str):
+            raise InputError(f"{source}: models[{i}].model_config: {v!r} must be a path (text)")
+        if isinstance(v, str):
+            if base is not None and not os.path.isabs(v):
+                v = str(base / v)
+            m = {**m, "model_config": v}
+            out.append(v)
+        entries.append(m)
+    data["models"] = entries
+    return out
 
 
 def load_scenario(path: str | os.PathLike[str], *,

@@ -28,6 +28,14 @@ from fleetplan.scenario.base import Strict, canon_gpu, catalog_of, check_region
 from fleetplan.scenario.fleet import Pool, match_pools
 from fleetplan.scenario.messages import format_validation_error
 from fleetplan.scenario.reliability import Reliability, canon_key, keyed_markets
+from fleetplan.scenario.served import (
+    ServedModel,
+    canon_model,
+    check_served,
+    class_variants,
+    not_for_several,
+    served_models,
+)
 from fleetplan.scenario.settings import (
     Candidate,
     CapacitySettings,
@@ -86,10 +94,19 @@ class Scenario(Strict):
     """A complete scenario file: the model, the traffic classes to serve, the fleet to simulate,
     catalog overrides, simulation settings and the optimizer's inputs."""
 
-    model: str = Field(
+    model: str | None = Field(
+        default=None,
         description="the served model: the short name or hub id (`deepseek-ai/...`) of a model "
-                    "in the catalog (`data/models.csv`)", examples=["DeepSeek-R1-Distill-Qwen-14B"],
+                    "in the catalog (`data/models.csv`); give this or `models`",
+        examples=["DeepSeek-R1-Distill-Qwen-14B"],
         json_schema_extra=_valid_values(_model_names))
+    models: list[ServedModel] | None = Field(
+        fail_fast=True, default=None, min_length=1,
+        description="several served models instead of `model`: catalog names, or `{name, "
+                    "model_config}` records; each class names its model (`classes[].model`), "
+                    "each pool serves one model, and availability, budget and carbon caps "
+                    "bind the fleet as a whole",
+        examples=[["Meta-Llama-3-8B-Instruct", "DeepSeek-R1-Distill-Qwen-14B"]])
     catalog: str | None = Field(
         default=None, description="a folder of your own catalog tables (any of gpus.csv, "
         "gpu_aliases.csv, prices.csv, models.csv, grid_intensity.csv in the bundled schemas; "
@@ -195,11 +212,8 @@ class Scenario(Strict):
 
     @field_validator("model")
     @classmethod
-    def _model(cls, v: str, info: ValidationInfo) -> str:
-        try:
-            return catalog_of(info).model(v).model
-        except FleetplanError as exc:
-            raise ValueError(str(exc)) from None
+    def _model(cls, v: str | None, info: ValidationInfo) -> str | None:
+        return None if v is None else canon_model(v, catalog_of(info))
 
     @field_validator("market")
     @classmethod
@@ -255,6 +269,7 @@ class Scenario(Strict):
     @model_validator(mode="after")
     def _cross(self, info: ValidationInfo) -> Scenario:
         cat = catalog_of(info)
+        check_served(self)
         seen: set[str] = set()
         repeated: set[str] = set()
         for c in self.classes:  # one pass: the 1e5-class file took > 60 s with names.count
@@ -335,6 +350,34 @@ class Scenario(Strict):
         """A validated copy with some top-level fields replaced (e.g. ``routing="planned"``)."""
         data = self.model_dump(mode="python", by_alias=True, exclude_unset=True)
         data.update({k: _dumpable(v) for k, v in fields.items()})
+        return _revalidate(data, self._context)
+
+    @property
+    def one_model(self) -> str:
+        """The served model of a scenario with one (``model:``, or ``models:`` of one entry);
+        :class:`InputError` for a scenario with several (a step that plans one model)."""
+        names = served_models(self)
+        if len(names) > 1:
+            raise not_for_several(self, "this step")
+        return names[0]
+
+    def for_model(self, name: str) -> Scenario:
+        """The one-model scenario of ``name``: its classes (their ``model`` dropped) and its
+        fleet pools, every other field as it is (availability, budget and carbon caps included:
+        the fleet-wide plan applies them to the whole fleet)."""
+        data = self.model_dump(mode="python", by_alias=True, exclude_unset=True)
+        data.pop("models", None)
+        data["model"] = name
+        data["classes"] = [{k: v for k, v in c.items() if k != "model"}
+                           for i, c in enumerate(data["classes"])
+                           if name in class_variants(self, i)]
+        if self.fleet is not None:
+            fleet = [{k: v for k, v in d.items() if k != "model"}
+                     for d, p in zip(data["fleet"], self.fleet, strict=True) if p.model == name]
+            if fleet:
+                data["fleet"] = fleet
+            else:
+                data.pop("fleet")
         return _revalidate(data, self._context)
 
     def class_index(self, name: str) -> int:

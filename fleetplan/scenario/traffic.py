@@ -20,7 +20,8 @@ from pydantic import (
     model_validator,
 )
 
-from fleetplan.scenario.base import NAME_RE, Strict
+from fleetplan.scenario.base import NAME_RE, Strict, catalog_of
+from fleetplan.scenario.served import canon_model
 from fleetplan.scenario.unions import RegistryUnion
 from fleetplan.workload.arrivals import (
     ARRIVALS,
@@ -166,6 +167,22 @@ class TrafficClass(Strict):
         default=None, description="planned routing: share of this class per pool (config or "
                                   "config@region); shares sum to 1",
         examples=[{"1xH100-PCIe": 0.25, "2xRTX-4090": 0.75}])
+
+    model: str | list[str] | None = Field(
+        default=None, description="the model that serves this class: a name of `models` "
+        "(required when `models` lists several; default: the only model), or a list of "
+        "interchangeable variants (e.g. two precisions of one model): `solve` serves the class "
+        "with the one that gives the cheapest verified plan",
+        examples=["Meta-Llama-3-8B-Instruct"])
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, v: str | list[str] | None, info: Any) -> str | list[str] | None:
+        if isinstance(v, str):
+            return canon_model(v, catalog_of(info))
+        if isinstance(v, list):
+            return [canon_model(m, catalog_of(info)) for m in v]
+        return v
 
     @field_validator("trace", mode="before")
     @classmethod

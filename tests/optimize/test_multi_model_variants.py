@@ -1,0 +1,65 @@
+"""Issue 44: a class that lists interchangeable variants gets the cheaper verified one.
+
+Chat accepts the 14B and the 7B distill of one model family (listed in that order, so a tie would
+keep the 14B). The expected choice is worked out by brute force over the capacity table: per
+variant, the fewest H100 replicas whose capacities carry the rate, at the catalog's price.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from fleetplan.errors import InputError
+from fleetplan.optimize import solve
+from fleetplan.optimize.inputs import build_problem
+from fleetplan.optimize.problem import Tier
+from fleetplan.optimize.variants import MAX_COMBINATIONS, combinations
+from fleetplan.scenario import scenario_from_dict
+
+BIG, SMALL = "DeepSeek-R1-Distill-Qwen-14B", "DeepSeek-R1-Distill-Qwen-7B"
+RATE = 32.0
+SCENARIO: dict[str, Any] = {
+    "models": [BIG, SMALL],
+    "classes": [{"name": "chat", "model": [BIG, SMALL], "rate_rps": RATE,
+                 "slo": {"ttft_p99_ms": 500}}],
+    "candidates": ["1xH100-PCIe"],
+    "capacity": {"duration_s": 60, "warmup_s": 10, "seeds": 1, "min_requests": 100},
+    "sim": {"duration_s": 60, "warmup_s": 10, "seed": 1, "replications": 1},
+}
+
+
+def test_the_cheaper_variant_is_chosen_as_brute_force_says(capacity_cache_dir: str) -> None:
+    sc = scenario_from_dict(SCENARIO)
+    table_cost = {}
+    for model in (BIG, SMALL):  # brute force over the capacity table, one variant at a time
+        problem = build_problem(sc.for_model(model), cache_dir=capacity_cache_dir).problem
+        (pool,) = problem.pools
+        cap = problem.capacity[("chat", "1xH100-PCIe", Tier(500.0))]
+        assert cap > 0
+        table_cost[model] = math.ceil(RATE / cap) * pool.price_usd_per_hour
+    cheapest = min(table_cost, key=lambda m: table_cost[m])
+    assert table_cost[cheapest] < max(table_cost.values())  # a clear-cut choice
+    plan = solve(sc, executor="serial", cache_dir=capacity_cache_dir)
+    assert plan.verified
+    (chat,) = plan.classes
+    assert chat.model == cheapest and chat.met
+    assert {e.model for e in plan.fleet} == {cheapest}
+    assert all(k.startswith(f"{cheapest}/") for k in chat.split)
+    # verified at the table's figure (the closed loop may only add replicas)
+    assert plan.cost_per_hour_usd >= table_cost[cheapest] - 1e-9
+    assert plan.cost_per_hour_usd < table_cost[BIG if cheapest == SMALL else SMALL]
+    assert any(n.startswith(f"variants: chat on {cheapest}") for n in plan.notes)
+
+
+def test_combinations_are_bounded() -> None:
+    classes = [{"name": f"c{i}", "model": [BIG, SMALL], "rate_rps": 1} for i in range(5)]
+    sc = scenario_from_dict({**SCENARIO, "classes": classes})
+    assert MAX_COMBINATIONS < 2 ** 5
+    with pytest.raises(InputError, match="32 combinations of variants"):
+        combinations(sc)
+    two = scenario_from_dict({**SCENARIO, "classes": classes[:2]})
+    assert combinations(two) == [{"c0": BIG, "c1": BIG}, {"c0": BIG, "c1": SMALL},
+                                 {"c0": SMALL, "c1": BIG}, {"c0": SMALL, "c1": SMALL}]
