@@ -114,6 +114,9 @@ def highest_confidence(feasible: Callable[[float], bool], requested: float,
         test(snap(guess))
         if lo is not None and snap(guess) + STEP < hi - 1e-9:  # the guess is usually the edge
             test(round(snap(guess) + STEP, 2))
+        elif lo is None and snap(guess) - STEP >= LOWEST - 1e-9:
+            # a guess a hair below a level snaps up onto it: the edge is the level below
+            test(round(snap(guess) - STEP, 2))
     if lo is None and hi > LOWEST:
         test(LOWEST)
     if lo is None:

@@ -78,8 +78,16 @@ def test_the_highest_confidence_is_bracketed(t, extra, guess) -> None:
     assert len(calls) <= 6
     assert b.has_plan is not None and b.has_plan <= t < b.no_plan  # a plan at one, none above
     assert b.has_plan in calls and b.no_plan <= requested
-    if guess:  # the level of the guess is the answer when it is right
-        assert b.has_plan == pytest.approx(math.floor(t / STEP + 1e-9) * STEP)
+    if guess:  # the guess finds the edge: the highest level of the grid at or below t
+        edge = math.floor(t / STEP + 1e-9) * STEP
+        edge = edge - STEP if edge > t else edge  # t a hair below a level (t = 0.98 - 5e-14)
+        assert b.has_plan == pytest.approx(edge)
+
+
+def test_a_guess_a_hair_below_a_level_still_finds_the_level_below() -> None:
+    t = 0.98 - 5e-14  # a guess computed in floating point, just under the grid's 0.98
+    b = highest_confidence(lambda level: level <= t, 0.991, t)
+    assert (b.has_plan, b.no_plan) == (0.97, 0.98)
 
 
 def test_no_plan_from_the_lowest_level_says_so() -> None:
