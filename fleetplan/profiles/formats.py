@@ -24,13 +24,14 @@ from typing import Any
 
 from fleetplan.catalog.catalog import Catalog, bundled_catalog
 from fleetplan.errors import InputError, UnknownNameError
+from fleetplan.profiles.server import ServerDescription
 from fleetplan.profiles.vllm import short
 from fleetplan.registry.base import Registry, describe
 
 __all__ = [
     "FORMATS", "IngestFormat", "IngestOptions", "RecordError", "SourceRef", "check_model",
     "formats", "get_format", "ingest_format", "record_digest", "record_error", "register_format",
-    "resolve_gpu",
+    "resolve_gpu", "server_fields",
 ]
 
 
@@ -50,6 +51,19 @@ class IngestOptions:
     # the catalog the records' models and GPUs are read in (bundled + user catalogs + model
     # configs, see fleetplan.context.DataContext); None: the bundled one
     catalog: Catalog | None = None
+    # the user's description of the server the runs were measured on (--tp, --pp, --nodes,
+    # --engine-arg, --warm-prefix-cache, and gpu, gpu_count, engine_version above when it
+    # does not state them): fleetplan.profiles.server
+    server: ServerDescription | None = None
+
+    def described(self) -> ServerDescription:
+        """The server as the user described it: :attr:`server` with ``gpu``, ``gpu_count``
+        and ``engine_version`` where it does not state them."""
+        from dataclasses import replace
+
+        sd = self.server if self.server is not None else ServerDescription()
+        return replace(sd, gpu=sd.gpu or self.gpu, gpu_count=sd.gpu_count or self.gpu_count,
+                       engine_version=sd.engine_version or self.engine_version)
 
     @property
     def names(self) -> Catalog:
@@ -148,3 +162,19 @@ def record_digest(obj: Any) -> str:
     """A short SHA-256 of the canonical JSON of ``obj`` (names a record by its content)."""
     canon = json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=True)
     return hashlib.sha256(canon.encode()).hexdigest()[:16]
+
+
+def server_fields(src: SourceRef, opt: IngestOptions) -> dict[str, Any]:
+    """The store fields of the user's server description that no result file states: the
+    engine settings (``engine_args``) and the prefix-cache state the run started in (a run
+    read with a description is cold unless the user says warm)."""
+    sd = opt.described()
+    sd.check_modelled(where=f"{src.path}: line {src.line}: ")
+    out: dict[str, Any] = {}
+    if sd.engine_args:
+        out["engine_args"] = " ".join(
+            f"{k}={str(v).lower() if isinstance(v, bool) else v}"
+            for k, v in sd.engine_args.items())
+    if opt.server is not None:
+        out["prefix_cache"] = "warm" if sd.warm() else "cold"
+    return out
