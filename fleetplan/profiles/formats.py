@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -164,17 +164,39 @@ def record_digest(obj: Any) -> str:
     return hashlib.sha256(canon.encode()).hexdigest()[:16]
 
 
-def server_fields(src: SourceRef, opt: IngestOptions) -> dict[str, Any]:
-    """The store fields of the user's server description that no result file states: the
-    engine settings (``engine_args``) and the prefix-cache state the run started in (a run
+def server_fields(src: SourceRef, opt: IngestOptions,
+                  record: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The store fields of the server's engine settings (``engine_args``: the user's, and the
+    keys of :data:`~fleetplan.profiles.server.ENGINE_ARGS` that ``record`` states at its top
+    level, as ``vllm bench serve --metadata max_num_seqs=512`` writes them; a contradiction
+    refuses the record, naming both) and the prefix-cache state the run started in (a run
     read with a description is cold unless the user says warm)."""
+    from fleetplan.profiles.server import ENGINE_ARGS
+
     sd = opt.described()
-    sd.check_modelled(where=f"{src.path}: line {src.line}: ")
+    where = f"{src.path}: line {src.line}: "
+    sd.check_modelled(where=where)
+    args = dict(sd.engine_args)
+    for key, arg in ENGINE_ARGS.items():
+        raw = (record or {}).get(key)
+        if raw is None:
+            continue
+        try:
+            value = arg.parse(str(raw).lower() if isinstance(raw, bool) else str(raw))
+        except ValueError as exc:
+            raise record_error(src, key, f"{short(str(raw), 40)} {exc}") from None
+        if key in args and args[key] != value:
+            raise InputError(f"{where}{sd.name('engine_args')} {key}={args[key]} contradicts "
+                             f"the file's {key} {str(raw)[:40]}")
+        args[key] = value
+    try:
+        ServerDescription(engine_args=args)  # settings vLLM refuses together
+    except InputError as exc:
+        raise InputError(f"{where}{exc}") from None
     out: dict[str, Any] = {}
-    if sd.engine_args:
+    if args:
         out["engine_args"] = " ".join(
-            f"{k}={str(v).lower() if isinstance(v, bool) else v}"
-            for k, v in sd.engine_args.items())
-    if opt.server is not None:
+            f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in args.items())
+    if opt.server is not None or args:
         out["prefix_cache"] = "warm" if sd.warm() else "cold"
     return out

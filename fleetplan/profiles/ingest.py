@@ -208,7 +208,7 @@ def _parse_vllm(obj: dict[str, Any], src: SourceRef, opt: IngestOptions) -> dict
         "gpu_energy_j": res.gpu_energy_j,
         "gpu_avg_power_w": res.gpu_avg_power_w,
         "partial": res.partial,
-        **server_fields(src, opt),
+        **server_fields(src, opt, obj),
     }
     lens = usable_lengths(res.input_lens, res.output_lens, num_prompts=res.num_prompts,
                           completed=res.completed, partial=res.partial)

@@ -37,11 +37,14 @@ VALIDATE_SEEDS = (0, 1, 2, 3, 4)
 
 def load_runs(store: ProfileStore, paths: Iterable[str | Path] = (), *,
               options: IngestOptions | None = None,
-              refused: list[str] | None = None) -> list[MeasuredRun]:
+              refused: list[str] | None = None,
+              recorded: dict[str, dict[str, object]] | None = None) -> list[MeasuredRun]:
     """Runs to validate: ``paths`` (files or folders of result JSON) or, when none are given,
     the store's runs. Flags and protocol order are judged over the store and the given runs
     together. With ``refused`` (a list), a refused file or record adds its one line there and
-    the others go on (none left: an empty list); without, the first refusals raise."""
+    the others go on (none left: an empty list); without, the first refusals raise. With
+    ``recorded`` (a dict), the given runs' server fields (``engine_args``, ``prefix_cache``,
+    :func:`fleetplan.profiles.formats.server_fields`) are added there by run id."""
     paths = list(paths)
     if not paths:
         return runs_from_frame(store.frame)
@@ -55,6 +58,11 @@ def load_runs(store: ProfileStore, paths: Iterable[str | Path] = (), *,
             return []
     if not len(given):
         raise InputError(f"no runs found in {', '.join(str(p) for p in paths)}")
+    if recorded is not None:
+        cols = [c for c in ("engine_args", "prefix_cache") if c in given.frame.columns]
+        for rec in given.frame[["run_id", *cols]].to_dict("records"):
+            recorded[str(rec.pop("run_id"))] = {str(k): v for k, v in rec.items()
+                                                if isinstance(v, str)}
     both = pd.concat([store.frame, given.frame], ignore_index=True)
     both = both.drop_duplicates(subset="run_id", keep="first").reset_index(drop=True)
     return runs_from_frame(given.frame, series=both, tails_from=store.frame)

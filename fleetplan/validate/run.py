@@ -105,14 +105,15 @@ def run_validation(request: ValidateRequest, *, progress: Progress | None = None
     if request.runs:
         refused = []  # only the given files' runs are validated: judge those
         opts = IngestOptions(catalog=catalog, server=request.server)
-        todo = load_runs(st, request.runs, options=opts, refused=refused)
+        given: dict[str, dict[str, object]] = {}
+        todo = load_runs(st, request.runs, options=opts, refused=refused, recorded=given)
     else:
-        todo = load_runs(st)
+        todo, given = load_runs(st), {}
     for line in refused:
         say(line)
     if not todo:
         return ValidationOutcome(request, None, tuple(refused))
-    servers = described_servers(st.frame, todo, request.server if request.runs else None)
+    servers = described_servers(st.frame, todo, given)
     result = _validate_apart(todo, cal, say, refused, catalog, servers)
     if result is not None and request.cv:
         result = _cross_validate(result, load_runs(st), cal, request, progress, catalog)
@@ -120,33 +121,36 @@ def run_validation(request: ValidateRequest, *, progress: Progress | None = None
 
 
 def described_servers(store_frame: pd.DataFrame, runs: list[MeasuredRun],
-                      server: ServerDescription | None) -> dict[str, ServerDescription]:
+                      given: Mapping[str, Mapping[str, object]]) -> dict[str, ServerDescription]:
     """By run id, the server each run of ``runs`` was measured on where it is described: a
-    run the store does not hold (a foreign result file) by ``server`` (none stated: an empty
-    description, so its prefix cache is cold); a store run by the engine settings and
-    prefix cache recorded at ingest. The study's runs record neither and are left out (their
-    series protocol)."""
-    from fleetplan.profiles.server import ServerDescription, parse_engine_args
-
+    run the store does not hold (a foreign result file) by its fields in ``given`` (the
+    engine settings and prefix cache the user and the file stated; none stated: a cold
+    prefix cache); a store run by the fields recorded at ingest. The study's runs record
+    neither and are left out (their series protocol)."""
     held = set(store_frame["run_id"].astype(str))
     out: dict[str, ServerDescription] = {}
     for run in runs:
         if run.run_id not in held:
-            out[run.run_id] = server if server is not None else ServerDescription()
-    cols = [c for c in ("engine_args", "prefix_cache") if c in store_frame.columns]
-    if cols:
-        recorded = store_frame.dropna(subset=cols, how="all")
+            out[run.run_id] = _recorded_server(given.get(run.run_id, {}), run.run_id)
+    if "prefix_cache" in store_frame.columns or "engine_args" in store_frame.columns:
         wanted = {r.run_id for r in runs} - set(out)
-        for rec in recorded.to_dict("records"):
-            rid = str(rec["run_id"])
-            if rid not in wanted:
-                continue
-            text = rec.get("engine_args")
-            args = parse_engine_args(text.split() if isinstance(text, str) else (),
-                                     option=f"store run {rid}: engine_args")
-            out[rid] = ServerDescription(
-                engine_args=args, warm_prefix_cache=rec.get("prefix_cache") == "warm" or None)
+        cols = [c for c in ("engine_args", "prefix_cache") if c in store_frame.columns]
+        for rec in store_frame.dropna(subset=cols, how="all").to_dict("records"):
+            if str(rec["run_id"]) in wanted:
+                out[str(rec["run_id"])] = _recorded_server({str(k): v for k, v in rec.items()},
+                                                           str(rec["run_id"]))
     return out
+
+
+def _recorded_server(fields: Mapping[str, object], run_id: str) -> ServerDescription:
+    """The server of a run's recorded ``engine_args`` and ``prefix_cache`` fields."""
+    from fleetplan.profiles.server import parse_engine_args
+
+    text = fields.get("engine_args")
+    args = parse_engine_args(text.split() if isinstance(text, str) else (),
+                             option=f"run {run_id}: engine_args")
+    return ServerDescription(engine_args=args,
+                             warm_prefix_cache=fields.get("prefix_cache") == "warm" or None)
 
 
 def _validate_apart(todo: list[MeasuredRun], cal: CalibrationFile, say: Callable[[str], None],

@@ -252,3 +252,28 @@ def test_ingest_bad_engine_arg_is_one_line(cli, measured_dir: Path, tmp_path: Pa
     assert res.exit_code == 2 and res.stderr.count("\n") == 1
     assert "--engine-arg 'x=1': unknown key 'x'" in res.stderr
     assert not (tmp_path / "s.csv").exists()  # nothing half-written
+
+
+def test_engine_settings_stated_in_the_file_are_read(cli, measured_dir: Path,
+                                                     tmp_path: Path) -> None:
+    """vllm bench serve --metadata max_num_seqs=2 writes the setting as a string at the top of
+    the result: it is read as if stated with --engine-arg, and a contradiction names both."""
+    plain = str(_foreign(measured_dir, tmp_path))
+    stated = tmp_path / "stated"
+    stated.mkdir()
+    f = str(_foreign(measured_dir, stated, max_num_seqs="2"))
+    assert _ttft(cli, f, *DESCRIBED) == _ttft(cli, f, *DESCRIBED, "--engine-arg",
+                                              "max_num_seqs=2") > _ttft(cli, plain, *DESCRIBED)
+    res = cli("validate", f, *DESCRIBED, "--engine-arg", "max_num_seqs=4")
+    assert res.exit_code == 2 and res.stderr.count("\n") == 1
+    assert "--engine-arg max_num_seqs=4 contradicts the file's max_num_seqs 2" in res.stderr
+
+
+def test_settings_recorded_at_ingest_are_replayed_from_the_store(cli, measured_dir: Path,
+                                                                 tmp_path: Path) -> None:
+    f = str(_foreign(measured_dir, tmp_path))
+    plain, capped = str(tmp_path / "plain.csv"), str(tmp_path / "capped.csv")
+    assert cli("ingest", f, "--store", plain, *DESCRIBED).exit_code == 0
+    assert cli("ingest", f, "--store", capped, *DESCRIBED, "--engine-arg",
+               "max_num_seqs=2").exit_code == 0
+    assert _ttft(cli, "--store", capped) > _ttft(cli, "--store", plain)
