@@ -277,3 +277,43 @@ def test_settings_recorded_at_ingest_are_replayed_from_the_store(cli, measured_d
     assert cli("ingest", f, "--store", capped, *DESCRIBED, "--engine-arg",
                "max_num_seqs=2").exit_code == 0
     assert _ttft(cli, "--store", capped) > _ttft(cli, "--store", plain)
+
+
+def test_a_smaller_step_budget_delays_first_tokens() -> None:
+    """With chunked prefill a prompt of p tokens needs ceil(p / budget) steps before its first
+    token: a 256-token budget cannot give first tokens sooner than an 8192-token one."""
+    def ttft(tokens: int) -> float:
+        pred = run_prediction(PredictRequest(
+            model=MODEL, config=CONFIG, rate=8.0, num_prompts=60, seeds=1,
+            server=ServerDescription(engine_args={"max_num_seqs": 256,
+                                                  "max_num_batched_tokens": tokens})))
+        assert pred.params.max_num_batched_tokens == tokens
+        return pred.result["ttft_p50_ms"]
+
+    assert ttft(256) > ttft(8192)
+
+
+def test_max_model_len_is_applied_and_bounded_by_the_model() -> None:
+    p = replica_params(MODEL, CONFIG)
+    short_ctx = apply_server(p, ServerDescription(engine_args={"max_model_len": 4096}))
+    assert short_ctx.max_model_len == 4096
+    with pytest.raises(InputError, match="max_model_len=10000000 exceeds"):
+        apply_server(p, ServerDescription(engine_args={"max_model_len": 10**7}))
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["--gpu-count", "0"], ["--gpu-count 0", "whole number from 1 to 64"]),
+    (["--tp", "-1"], ["--tp -1"]),
+    (["--engine-arg", "block_size=0"], ["--engine-arg 'block_size=0'", ">= 1"]),
+    (["--gpu-count", "1", "--engine-version", "0.9.0"],
+     ["--engine-version 0.9.0 contradicts the file's vllm_version 0.8.5"]),
+])
+def test_validate_bad_server_flags_are_one_line(cli, measured_dir: Path, tmp_path: Path,
+                                                args: list[str], words: list[str]) -> None:
+    f = _foreign(measured_dir, tmp_path, vllm_version="0.8.5")
+    res = cli("validate", str(f), "--gpu", "H100-PCIe", *args)
+    assert res.exit_code == 2 and res.stderr.count("\n") == 1, res.stderr
+    for w in words:
+        assert w in res.stderr
+    ok = cli("validate", str(f), *DESCRIBED, "--engine-version", "0.8.5", "--format", "json")
+    assert ok.exit_code == 0, ok.stderr  # the file's version stated again: no contradiction
