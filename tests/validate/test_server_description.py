@@ -317,3 +317,17 @@ def test_validate_bad_server_flags_are_one_line(cli, measured_dir: Path, tmp_pat
         assert w in res.stderr
     ok = cli("validate", str(f), *DESCRIBED, "--engine-version", "0.8.5", "--format", "json")
     assert ok.exit_code == 0, ok.stderr  # the file's version stated again: no contradiction
+
+
+def test_calibrate_says_what_of_a_described_run_it_does_not_use(cli, measured_dir: Path,
+                                                                tmp_path: Path) -> None:
+    from fleetplan.replica.calibrate_run import MIN_MAX_NFEV
+
+    f = str(_foreign(measured_dir, tmp_path))
+    store = str(tmp_path / "s.csv")
+    assert cli("ingest", f, "--store", store, *DESCRIBED, "--engine-arg",
+               "max_num_seqs=64").exit_code == 0
+    res = cli("calibrate", "--store", store, "--out", str(tmp_path / "cal.json"), "--quiet",
+              "--max-nfev", str(MIN_MAX_NFEV), "--jobs", "1")
+    assert ("note: 1 run(s) (DeepSeek-R1-Distill-Qwen-14B on 1xH100-PCIe) were ingested with "
+            "a server description") in res.stderr
