@@ -12,7 +12,9 @@ import typer
 
 from fleetplan.profiles.server import ServerDescription, engine_arg_help, parse_engine_args
 
-_FILE = " Read from the result file where it states it; a contradiction is refused."
+# predict has no result file: the sentence names the commands that read one
+_FILE = (" ingest, validate: a result file's own statement is read where you give none; a "
+         "contradiction refuses the run.")
 GpuOpt = Annotated[str | None, typer.Option(
     "--gpu", help="GPU of the server, any catalog spelling (vLLM's result files never name it)."
     + _FILE)]

@@ -252,8 +252,10 @@ def run_prediction(request: PredictRequest, *, context: DataContext | None = Non
                      arrival_seed=request.arrival_seed,
                      warm_prefix_cache=request.warm_prefix_cache)
         bands = _bands(params, {k: res.metrics[k].mean for k in METRICS})
-        measured = measured_runs(params.model, params.config, request.rate, res.num_prompts,
-                                 request.burstiness, request.max_concurrency)
+        # the store's runs beside it were served with their own settings, not the stated ones
+        measured = [] if request.server is not None and request.server.engine_args else (
+            measured_runs(params.model, params.config, request.rate, res.num_prompts,
+                          request.burstiness, request.max_concurrency))
         return Prediction(request, params, res, bands, own, tuple(measured), note)
 
 
