@@ -24,6 +24,15 @@ from fleetplan.cli._options import (
     progress_reporter,
     use_cli_context,
 )
+from fleetplan.cli._server_options import (
+    EngineArgOpt,
+    GpuCountOpt,
+    GpuOpt,
+    NodesOpt,
+    PpOpt,
+    TpOpt,
+    server_description,
+)
 from fleetplan.replica.protocol import METRICS, ReplayResult
 from fleetplan.replica.steady import STEADY_DURATION_S, SteadyResult
 from fleetplan.validate.prediction import (
@@ -40,8 +49,8 @@ from fleetplan.validate.prediction import (
 ModelOpt = Annotated[str | None, typer.Option(
     "--model", "-m", help="Model name, e.g. DeepSeek-R1-Distill-Qwen-14B (default: the model "
     "of --model-config).")]
-ConfigOpt = Annotated[str, typer.Option("--config", "-c",
-                                        help="Hardware configuration, e.g. 2xRTX-4090.")]
+ConfigOpt = Annotated[str | None, typer.Option(
+    "--config", "-c", help="Hardware configuration, e.g. 2xRTX-4090 (or --gpu and --gpu-count).")]
 RateOpt = Annotated[float, typer.Option("--rate", "-r",
                                         help="Request rate, req/s (inf: all at once).")]
 NumPromptsOpt = Annotated[int | None, typer.Option(
@@ -83,7 +92,7 @@ FormatOpt = Annotated[OutputFormat, typer.Option(
     "--steady: metric, value) or json.")]
 
 
-def predict(model: ModelOpt = None, *, config: ConfigOpt, rate: RateOpt,
+def predict(model: ModelOpt = None, *, config: ConfigOpt = None, rate: RateOpt,
             num_prompts: NumPromptsOpt = None, burstiness: BurstinessOpt = 1.0,
             max_concurrency: MaxConcurrencyOpt = None, seeds: SeedsOpt = None,
             arrival_seed: ArrivalSeedOpt = None, warm_prefix_cache: WarmOpt = False,
@@ -91,7 +100,9 @@ def predict(model: ModelOpt = None, *, config: ConfigOpt, rate: RateOpt,
             calibration: CalibrationOpt = None, model_config: ModelConfigOpt = None,
             catalog: CatalogOpt = None, engine_version: EngineVersionOpt = None,
             efficiency: EfficiencyOpt = "auto", fmt: FormatOpt = OutputFormat.table,
-            progress: ProgressOpt = False, quiet: QuietOpt = False) -> None:
+            progress: ProgressOpt = False, quiet: QuietOpt = False, gpu: GpuOpt = None,
+            gpu_count: GpuCountOpt = None, tp: TpOpt = None, pp: PpOpt = None,
+            nodes: NodesOpt = None, engine_arg: EngineArgOpt = None) -> None:
     """Predict what vLLM's benchmark would measure for MODEL on CONFIG at RATE.
 
     Example: fleetplan predict --model DeepSeek-R1-Distill-Qwen-14B --config 1xH100-PCIe --rate 16
@@ -107,14 +118,22 @@ def predict(model: ModelOpt = None, *, config: ConfigOpt, rate: RateOpt,
     A burst the profile store measured (this model, configuration, rate, number of prompts,
     burstiness and concurrency cap) is shown beside the prediction: one "measured" column per
     run in the table, and measured_runs in the JSON.
+
+    The server: --config, or --gpu and --gpu-count (--tp; --pp and --nodes above 1 are
+    refused: not modelled yet); --engine-arg states the settings it was started with
+    (e.g. max_num_seqs=256), applied to calibrated and uncalibrated pairs alike.
     """
+    server = server_description(gpu=gpu, gpu_count=gpu_count, tp=tp, pp=pp, nodes=nodes,
+                                engine_args=engine_arg)
+    ctx = use_cli_context(catalog=catalog, model_config=model_config, calibration=calibration)
     request = PredictRequest(
-        config=config, rate=rate, steady=steady, num_prompts=num_prompts,
+        config=server.config_name(config, ctx.catalog), rate=rate, steady=steady,
+        num_prompts=num_prompts,
         burstiness=burstiness, max_concurrency=max_concurrency, seeds=seeds,
         arrival_seed=arrival_seed, warm_prefix_cache=warm_prefix_cache,
         prefix_cache_hit=prefix_cache_hit, calibration=calibration,
-        engine_version=engine_version, efficiency=efficiency, names=CLI_NAMES)
-    ctx = use_cli_context(catalog=catalog, model_config=model_config, calibration=calibration)
+        engine_version=engine_version, efficiency=efficiency,
+        server=server if server.stated else None, names=CLI_NAMES)
     name = model_name(model, ctx)
     note_user_files(calibration=calibration is None)
     # only a sustained run has a long step to show (the compiled engine's preparation)

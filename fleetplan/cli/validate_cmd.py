@@ -26,6 +26,17 @@ from fleetplan.cli._options import (
     progress_reporter,
     use_cli_context,
 )
+from fleetplan.cli._server_options import (
+    EngineArgOpt,
+    EngineVersionOpt,
+    GpuCountOpt,
+    GpuOpt,
+    NodesOpt,
+    PpOpt,
+    TpOpt,
+    WarmPrefixOpt,
+    server_description,
+)
 from fleetplan.validate.run import ValidateRequest, run_validation
 
 if TYPE_CHECKING:
@@ -66,17 +77,28 @@ def validate_cmd(runs: RunsArg = None, cv: CvOpt = False, store: StoreOpt = None
                  fit_seeds: FitSeedsOpt = None, model_config: ModelConfigOpt = None,
                  catalog: CatalogOpt = None, fmt: FormatOpt = ValidateFormat.table,
                  progress: ValidateProgressOpt = False, quiet: QuietOpt = False,
-                 verbose: VerboseOpt = False) -> None:
+                 verbose: VerboseOpt = False, gpu: GpuOpt = None, gpu_count: GpuCountOpt = None,
+                 tp: TpOpt = None, pp: PpOpt = None, nodes: NodesOpt = None,
+                 engine_version: EngineVersionOpt = None, engine_arg: EngineArgOpt = None,
+                 warm_prefix_cache: WarmPrefixOpt = False) -> None:
     """Predicted vs measured for each run, with percent errors; parameters come from the store's
     calibration only, never from RUNS. A file or record that cannot be read, or a run whose
     model or GPU the catalog does not know (--catalog, --model-config add them), is refused
     alone with one line on stderr; the others are validated and the command exits 2.
 
+    Describe the server RUNS were measured on with --gpu, --gpu-count, --tp, --engine-version
+    and --engine-arg (what a file states is read; a contradiction refuses the run). A run the
+    store does not hold is replayed on a cold prefix cache unless --warm-prefix-cache.
+
     Example: fleetplan validate --cv --format markdown > docs/validation.md
     """
+    server = server_description(gpu=gpu, gpu_count=gpu_count, tp=tp, pp=pp, nodes=nodes,
+                                engine_version=engine_version, engine_args=engine_arg,
+                                warm_prefix_cache=warm_prefix_cache)
     request = ValidateRequest(runs=tuple(runs or ()), cv=cv, store=store,
                               calibration=calibration, jobs=jobs,
-                              fit_seeds=parse_fit_seeds(fit_seeds), names=CLI_NAMES)
+                              fit_seeds=parse_fit_seeds(fit_seeds),
+                              server=server if server.stated else None, names=CLI_NAMES)
     names = use_cli_context(catalog=catalog, model_config=model_config, store=store,
                             calibration=calibration).catalog
     note_user_files(store=store is None, calibration=calibration is None)

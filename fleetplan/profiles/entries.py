@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from fleetplan.profiles.ingest import IngestReport
+    from fleetplan.profiles.server import ServerDescription
     from fleetplan.profiles.store import ProfileStore
 
 
@@ -67,8 +68,11 @@ def run_economics_table(request: EconomicsRequest, *,
 class IngestRequest:
     """Result files or folders (walked for ``*.json``) to add to ``store`` (default: yours,
     started from the bundled runs); ``gpu``, ``gpu_count``, ``engine_version``, ``dataset``:
-    facts to record for files that do not say. A run of a model the catalog (given to
-    :func:`ingest_files`) does not know is refused."""
+    facts to record for files that do not say; ``server``: the rest of the user's description
+    of the server (:class:`~fleetplan.profiles.server.ServerDescription`: tensor- and
+    pipeline-parallel sizes, nodes, engine settings, prefix cache), a contradiction with a file
+    refusing its record. A run of a model the catalog (given to :func:`ingest_files`) does not
+    know is refused."""
 
     paths: tuple[Path, ...]
     store: Path | None = None
@@ -76,6 +80,7 @@ class IngestRequest:
     gpu_count: int | None = None
     engine_version: str | None = None
     dataset: str | None = None
+    server: ServerDescription | None = None
 
 
 @dataclass(frozen=True)
@@ -106,5 +111,5 @@ def ingest_files(request: IngestRequest, *, catalog: Catalog | None = None) -> I
     st = load_profiles(request.store)  # default: your store if it exists, else the bundled one
     opts = IngestOptions(gpu=request.gpu, gpu_count=request.gpu_count,
                          engine_version=request.engine_version, dataset=request.dataset,
-                         catalog=catalog)
+                         catalog=catalog, server=request.server)
     return IngestOutcome(st, target, ingest_paths(request.paths, st, opts))

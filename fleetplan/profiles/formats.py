@@ -17,20 +17,21 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fleetplan.catalog.catalog import Catalog, bundled_catalog
 from fleetplan.errors import InputError, UnknownNameError
+from fleetplan.profiles.server import ServerDescription
 from fleetplan.profiles.vllm import short
 from fleetplan.registry.base import Registry, describe
 
 __all__ = [
     "FORMATS", "IngestFormat", "IngestOptions", "RecordError", "SourceRef", "check_model",
     "formats", "get_format", "ingest_format", "record_digest", "record_error", "register_format",
-    "resolve_gpu",
+    "resolve_gpu", "server_fields",
 ]
 
 
@@ -50,6 +51,19 @@ class IngestOptions:
     # the catalog the records' models and GPUs are read in (bundled + user catalogs + model
     # configs, see fleetplan.context.DataContext); None: the bundled one
     catalog: Catalog | None = None
+    # the user's description of the server the runs were measured on (--tp, --pp, --nodes,
+    # --engine-arg, --warm-prefix-cache, and gpu, gpu_count, engine_version above when it
+    # does not state them): fleetplan.profiles.server
+    server: ServerDescription | None = None
+
+    def described(self) -> ServerDescription:
+        """The server as the user described it: :attr:`server` with ``gpu``, ``gpu_count``
+        and ``engine_version`` where it does not state them."""
+        from dataclasses import replace
+
+        sd = self.server if self.server is not None else ServerDescription()
+        return replace(sd, gpu=sd.gpu or self.gpu, gpu_count=sd.gpu_count or self.gpu_count,
+                       engine_version=sd.engine_version or self.engine_version)
 
     @property
     def names(self) -> Catalog:
@@ -148,3 +162,41 @@ def record_digest(obj: Any) -> str:
     """A short SHA-256 of the canonical JSON of ``obj`` (names a record by its content)."""
     canon = json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=True)
     return hashlib.sha256(canon.encode()).hexdigest()[:16]
+
+
+def server_fields(src: SourceRef, opt: IngestOptions,
+                  record: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The store fields of the server's engine settings (``engine_args``: the user's, and the
+    keys of :data:`~fleetplan.profiles.server.ENGINE_ARGS` that ``record`` states at its top
+    level, as ``vllm bench serve --metadata max_num_seqs=512`` writes them; a contradiction
+    refuses the record, naming both) and the prefix-cache state the run started in (a run
+    read with a description is cold unless the user says warm)."""
+    from fleetplan.profiles.server import ENGINE_ARGS
+
+    sd = opt.described()
+    where = f"{src.path}: line {src.line}: "
+    sd.check_modelled(where=where)
+    args = dict(sd.engine_args)
+    for key, arg in ENGINE_ARGS.items():
+        raw = (record or {}).get(key)
+        if raw is None:
+            continue
+        try:
+            value = arg.parse(str(raw).lower() if isinstance(raw, bool) else str(raw))
+        except ValueError as exc:
+            raise record_error(src, key, f"{short(str(raw), 40)} {exc}") from None
+        if key in args and args[key] != value:
+            raise InputError(f"{where}{sd.name('engine_args')} {key}={args[key]} contradicts "
+                             f"the file's {key} {str(raw)[:40]}")
+        args[key] = value
+    try:
+        ServerDescription(engine_args=args)  # settings vLLM refuses together
+    except InputError as exc:
+        raise InputError(f"{where}{exc}") from None
+    out: dict[str, Any] = {}
+    if args:
+        out["engine_args"] = " ".join(
+            f"{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in args.items())
+    if opt.server is not None or args:
+        out["prefix_cache"] = "warm" if sd.warm() else "cold"
+    return out

@@ -45,6 +45,7 @@ from fleetplan.profiles.formats import (
     ingest_format,
     record_digest,
     resolve_gpu,
+    server_fields,
 )
 from fleetplan.profiles.schema import LATENCY_METRICS
 from fleetplan.profiles.vllm import (
@@ -310,7 +311,7 @@ def _parse_one(report: dict[str, Any], bench: dict[str, Any], k: int, src: Sourc
     rec: dict[str, Any] = {
         "run_id": record_digest([src.digest, k]),
         "model": model, "model_id": model_id,
-        "gpu": gpu, "gpu_count": gpu_count, "tp_size": gpu_count,
+        "gpu": gpu, "gpu_count": gpu_count, "tp_size": opt.described().tp or gpu_count,
         "config": f"{gpu_count}x{gpu}",
         "engine": engine,
         "engine_version": opt.engine_version or extras.engine_version,
@@ -322,6 +323,7 @@ def _parse_one(report: dict[str, Any], bench: dict[str, Any], k: int, src: Sourc
         "total_input_tokens": round(n_in), "total_output_tokens": round(n_out),
         "request_throughput": ok / duration, "output_throughput": n_out / duration,
         "total_token_throughput": (n_in + n_out) / duration,
+        **server_fields(src, opt),
     }
     per_request = _get(bench, "requests", "successful")
     if not isinstance(per_request, list):

@@ -47,6 +47,7 @@ from fleetplan.profiles.formats import (
     record_digest,
     register_format,
     resolve_gpu,
+    server_fields,
 )
 from fleetplan.profiles.formats import record_error as _fail
 from fleetplan.profiles.record import BenchmarkRun
@@ -98,8 +99,14 @@ def _engine(res: VllmResult) -> str:
 
 
 def _parallelism(res: VllmResult, src: SourceRef, opt: IngestOptions) -> tuple[int, int]:
-    """(GPUs of the replica, tensor-parallel size) from the options or the file; runs the
-    replica model cannot represent (pipeline- or data-parallel, several nodes) are refused."""
+    """(GPUs of the replica, tensor-parallel size) from the user's description and the file
+    (a contradiction between them refused, naming both); runs the replica model cannot
+    represent (pipeline- or data-parallel, several nodes) are refused."""
+    sd, where = opt.described(), f"{src.path}: line {src.line}: "
+    pp_field = "pipeline_parallel_size" if res.pipeline_parallel_size is not None else "pp_size"
+    nodes_field = "num_nodes" if res.num_nodes is not None else "nnodes"
+    sd.pick("pp", getattr(res, pp_field), pp_field, where)
+    sd.pick("nodes", getattr(res, nodes_field), nodes_field, where)
     for key in ("pipeline_parallel_size", "pp_size"):
         if (getattr(res, key) or 1) > 1:
             raise _fail(src, key, f"{getattr(res, key)}: pipeline-parallel runs are not modelled "
@@ -112,10 +119,13 @@ def _parallelism(res: VllmResult, src: SourceRef, opt: IngestOptions) -> tuple[i
         if (getattr(res, key) or 1) > 1:
             raise _fail(src, key, f"{getattr(res, key)}: multi-node runs are not modelled "
                         "(fleetplan's replica is one server); refused")
+    sd.check_modelled(where=where)
     tp_field = "tensor_parallel_size" if res.tensor_parallel_size is not None else "tp_size"
-    tp = getattr(res, tp_field)
-    count_field = "--gpu-count" if opt.gpu_count else "gpu_count"
-    count = opt.gpu_count or res.gpu_count or tp
+    tp = sd.pick("tp", getattr(res, tp_field), tp_field, where)
+    if sd.tp is not None:
+        tp_field = sd.name("tp")
+    count_field = sd.name("gpu_count") if sd.gpu_count else "gpu_count"
+    count = sd.pick("gpu_count", res.gpu_count, "gpu_count", where) or tp
     if count is None:
         raise _fail(src, None, "missing required field 'gpu_count' (give it with --gpu-count)")
     if not 1 <= count <= MAX_GPUS:
@@ -127,6 +137,29 @@ def _parallelism(res: VllmResult, src: SourceRef, opt: IngestOptions) -> tuple[i
     return count, tp
 
 
+def _gpu(res: VllmResult, src: SourceRef, opt: IngestOptions) -> str:
+    """The catalog name of the run's GPU: the user's (--gpu) or the file's; both given and
+    naming different GPUs: refused, naming both. A file's name the catalog does not know is
+    no contradiction when the user names the GPU (the user describes it)."""
+    sd = opt.described()
+    file_field = "gpu" if res.gpu else "gpu_name"
+    file_raw = res.gpu or res.gpu_name
+    if sd.gpu is None:
+        if not file_raw:
+            raise _fail(src, None, "missing required field 'gpu_name' (give the GPU with --gpu)")
+        return resolve_gpu(src, file_field, file_raw, opt)
+    mine = resolve_gpu(src, sd.name("gpu"), sd.gpu, opt)
+    if file_raw:
+        try:
+            theirs = resolve_gpu(src, file_field, file_raw, opt)
+        except FleetplanError:
+            return mine
+        if theirs != mine:
+            raise _fail(src, file_field, f"{file_raw} ({theirs}) contradicts "
+                        f"{sd.name('gpu')} {sd.gpu} ({mine})")
+    return mine
+
+
 @ingest_format("vllm", detect=_is_vllm)
 def _parse_vllm(obj: dict[str, Any], src: SourceRef, opt: IngestOptions) -> dict[str, Any]:
     res, problem = check_result(obj)
@@ -136,11 +169,7 @@ def _parse_vllm(obj: dict[str, Any], src: SourceRef, opt: IngestOptions) -> dict
     model_id = res.model_id or res.model
     if not model_id:
         raise _fail(src, None, "missing required field 'model_id'")
-    gpu_raw = opt.gpu or res.gpu or res.gpu_name
-    if not gpu_raw:
-        raise _fail(src, None, "missing required field 'gpu_name' (give the GPU with --gpu)")
-    gpu = resolve_gpu(src, "--gpu" if opt.gpu else ("gpu" if res.gpu else "gpu_name"),
-                      gpu_raw, opt)
+    gpu = _gpu(res, src, opt)
     gpu_count, tp = _parallelism(res, src, opt)
     model = normalize_model(model_id)
     check_model(src, model, opt)
@@ -153,7 +182,10 @@ def _parse_vllm(obj: dict[str, Any], src: SourceRef, opt: IngestOptions) -> dict
         "tp_size": tp,
         "config": f"{gpu_count}x{gpu}",
         "engine": _engine(res),
-        "engine_version": opt.engine_version or res.engine_version or res.vllm_version,
+        "engine_version": opt.described().pick(
+            "engine_version", res.engine_version or res.vllm_version,
+            "engine_version" if res.engine_version else "vllm_version",
+            f"{src.path}: line {src.line}: "),
         "date": res.date,
         "source_format": "vllm",
         "source_file": src.path.name,
@@ -176,6 +208,7 @@ def _parse_vllm(obj: dict[str, Any], src: SourceRef, opt: IngestOptions) -> dict
         "gpu_energy_j": res.gpu_energy_j,
         "gpu_avg_power_w": res.gpu_avg_power_w,
         "partial": res.partial,
+        **server_fields(src, opt, obj),
     }
     lens = usable_lengths(res.input_lens, res.output_lens, num_prompts=res.num_prompts,
                           completed=res.completed, partial=res.partial)

@@ -83,6 +83,8 @@ class BenchmarkRun(BaseModel):
     partial: bool = False
     input_lens: str | None = Field(default=None, max_length=MAX_CELL_CHARS)
     output_lens: str | None = Field(default=None, max_length=MAX_CELL_CHARS)
+    engine_args: str | None = Field(default=None, max_length=2000)
+    prefix_cache: str | None = Field(default=None, pattern="^(cold|warm)$")
 
     @field_validator("*", mode="after")
     @classmethod

@@ -75,6 +75,12 @@ COLUMNS: tuple[Column, ...] = (
            "a request failed)"),
     Column("output_lens", "str", False, "generated tokens of each request in send order, "
            "space-separated (as input_lens)"),
+    Column("engine_args", "str", False, "engine settings the server was started with, as "
+           "stated at ingest (--engine-arg), space-separated KEY=VALUE, e.g. max_num_seqs=512; "
+           "empty: the engine version's defaults"),
+    Column("prefix_cache", "str", False, "the prompts' prefix-cache state when the run "
+           "started, as stated at ingest: cold, or warm (--warm-prefix-cache); empty: the "
+           "study's series protocol (cached after the series' first, highest-rate run)"),
 )
 
 COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in COLUMNS)

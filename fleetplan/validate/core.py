@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -18,6 +18,7 @@ import pandas as pd
 from fleetplan.catalog.catalog import Catalog
 from fleetplan.errors import InputError
 from fleetplan.profiles.ingest import IngestOptions, ingest_paths
+from fleetplan.profiles.server import ServerDescription
 from fleetplan.profiles.store import ProfileStore, empty_frame
 from fleetplan.replica.calibration_file import CalibrationSource
 from fleetplan.replica.params import replica_params
@@ -36,11 +37,14 @@ VALIDATE_SEEDS = (0, 1, 2, 3, 4)
 
 def load_runs(store: ProfileStore, paths: Iterable[str | Path] = (), *,
               options: IngestOptions | None = None,
-              refused: list[str] | None = None) -> list[MeasuredRun]:
+              refused: list[str] | None = None,
+              recorded: dict[str, dict[str, object]] | None = None) -> list[MeasuredRun]:
     """Runs to validate: ``paths`` (files or folders of result JSON) or, when none are given,
     the store's runs. Flags and protocol order are judged over the store and the given runs
     together. With ``refused`` (a list), a refused file or record adds its one line there and
-    the others go on (none left: an empty list); without, the first refusals raise."""
+    the others go on (none left: an empty list); without, the first refusals raise. With
+    ``recorded`` (a dict), the given runs' server fields (``engine_args``, ``prefix_cache``,
+    :func:`fleetplan.profiles.formats.server_fields`) are added there by run id."""
     paths = list(paths)
     if not paths:
         return runs_from_frame(store.frame)
@@ -54,6 +58,11 @@ def load_runs(store: ProfileStore, paths: Iterable[str | Path] = (), *,
             return []
     if not len(given):
         raise InputError(f"no runs found in {', '.join(str(p) for p in paths)}")
+    if recorded is not None:
+        cols = [c for c in ("engine_args", "prefix_cache") if c in given.frame.columns]
+        for rec in given.frame[["run_id", *cols]].to_dict("records"):
+            recorded[str(rec.pop("run_id"))] = {str(k): v for k, v in rec.items()
+                                                if isinstance(v, str)}
     both = pd.concat([store.frame, given.frame], ignore_index=True)
     both = both.drop_duplicates(subset="run_id", keep="first").reset_index(drop=True)
     return runs_from_frame(given.frame, series=both, tails_from=store.frame)
@@ -122,15 +131,30 @@ def noise_floor(runs: Sequence[MeasuredRun],
 
 def validate(runs: Sequence[MeasuredRun], *, calibration: CalibrationSource,
              seeds: Sequence[int] = VALIDATE_SEEDS,
-             catalog: Catalog | None = None) -> ValidationResult:
+             catalog: Catalog | None = None,
+             servers: Mapping[str, ServerDescription] | None = None) -> ValidationResult:
     """Predict every run with the store's calibration (never fitted to ``runs`` themselves
     unless they are the store's own runs) and compare; ``to_dict()`` is the binding JSON.
-    ``catalog``: where the runs' models and GPUs are read (default: the bundled one)."""
+    ``catalog``: where the runs' models and GPUs are read (default: the bundled one).
+    ``servers``: by run id, the server a run was measured on as described by the user
+    (:mod:`fleetplan.profiles.server`): such a run is replayed with its engine settings
+    (:func:`~fleetplan.validate.server_params.apply_server`) and a cold prefix cache unless
+    the description says warm. A run not in it follows the study's series protocol (its
+    prompts cached after the series' first run, :func:`~fleetplan.replica.runs.predict_run`)."""
+    from fleetplan.validate.server_params import apply_server
+
+    described = servers or {}
     records = []
     for run in sorted(runs, key=lambda r: (r.model, r.config, r.request_rate, r.run_id)):
         params = replica_params(run.model, run.config, calibration=calibration,
                                 engine_version=run.engine_version,  # uncalibrated: its vLLM
                                 catalog=catalog)
-        pred = predict_run(params, run, seeds=seeds, catalog=catalog)
+        sd = described.get(run.run_id)
+        warm = None
+        if sd is not None:
+            params = apply_server(params, sd, engine_version=run.engine_version,
+                                  catalog=catalog)
+            warm = sd.warm()
+        pred = predict_run(params, run, seeds=seeds, catalog=catalog, warm=warm)
         records.append(run_record(run, params.calibrated, pred))
     return ValidationResult(tuple(records), summarize(records), noise_floor(runs))

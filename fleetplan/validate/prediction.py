@@ -25,6 +25,7 @@ from fleetplan.catalog.models import ModelSpec
 from fleetplan.context import DataContext, use_context
 from fleetplan.errors import InputError
 from fleetplan.profiles.record import BenchmarkRun
+from fleetplan.profiles.server import ServerDescription
 from fleetplan.replica.params import ReplicaParams
 from fleetplan.replica.predict import DEFAULT_SEEDS, resolve_params
 from fleetplan.replica.protocol import METRICS, ReplayResult, replay
@@ -71,6 +72,12 @@ class PredictRequest:
     the burst's options rather than ignore them. ``engine_version``, ``efficiency``,
     ``calibration``: as :func:`fleetplan.replica.predict.resolve_params`. ``names``: how the
     errors call each field (default its own name; the CLI passes :data:`CLI_NAMES`).
+    ``server``: the engine settings the server runs with
+    (:class:`~fleetplan.profiles.server.ServerDescription`, e.g. ``max_num_seqs``; mapped onto
+    the parameters by :func:`~fleetplan.validate.server_params.apply_server`); its
+    ``enable_prefix_caching=false`` refuses ``warm_prefix_cache`` and a ``prefix_cache_hit``
+    above 0. Its GPU, count and parallel sizes are merged into ``config`` by the caller
+    (:meth:`~fleetplan.profiles.server.ServerDescription.config_name`).
     """
 
     config: str
@@ -87,6 +94,7 @@ class PredictRequest:
     calibration: str | Path | None = None
     engine_version: str | None = None
     efficiency: str = "auto"
+    server: ServerDescription | None = None
     names: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def name(self, field_name: str) -> str:
@@ -117,6 +125,14 @@ class PredictRequest:
                 raise InputError(f"{n('prefix_cache_hit')} applies to {n('steady')}; a burst "
                                  f"replay takes {n('warm_prefix_cache')} (the whole prompt "
                                  "cached)")
+        if self.server is not None:
+            self.server.check_modelled()
+            no_cache = self.server.engine_args.get("enable_prefix_caching") is False
+            if no_cache and (self.warm_prefix_cache or (self.prefix_cache_hit or 0) > 0):
+                flag = n("warm_prefix_cache" if self.warm_prefix_cache else "prefix_cache_hit")
+                raise InputError(f"{flag} contradicts {self.server.name('engine_args')} "
+                                 "enable_prefix_caching=false: a server without prefix caching "
+                                 "never serves a prompt from it")
         if self.engine_version is not None:
             from fleetplan.replica.engine_defaults import engine_defaults
 
@@ -210,6 +226,13 @@ def run_prediction(request: PredictRequest, *, context: DataContext | None = Non
                                 engine_version=request.engine_version,
                                 efficiency=request.efficiency)
         own = _own_runs(params, request.calibration)
+        if request.server is not None and request.server.engine_args:
+            from fleetplan.validate.server_params import apply_server
+
+            cat = (ctx.catalog.extend(models=[model]) if isinstance(model, ModelSpec)
+                   else ctx.catalog)
+            params = apply_server(params, request.server, engine_version=request.engine_version,
+                                  catalog=cat)
         note = calibrated_spec_note(params.calibrated, params.config,
                                     ctx.catalog.replaced(params.model,
                                                          HardwareConfig.split(params.config)[1]))
@@ -229,8 +252,10 @@ def run_prediction(request: PredictRequest, *, context: DataContext | None = Non
                      arrival_seed=request.arrival_seed,
                      warm_prefix_cache=request.warm_prefix_cache)
         bands = _bands(params, {k: res.metrics[k].mean for k in METRICS})
-        measured = measured_runs(params.model, params.config, request.rate, res.num_prompts,
-                                 request.burstiness, request.max_concurrency)
+        # the store's runs beside it were served with their own settings, not the stated ones
+        measured = [] if request.server is not None and request.server.engine_args else (
+            measured_runs(params.model, params.config, request.rate, res.num_prompts,
+                          request.burstiness, request.max_concurrency))
         return Prediction(request, params, res, bands, own, tuple(measured), note)
 
 

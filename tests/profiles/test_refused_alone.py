@@ -49,9 +49,11 @@ def test_calibrate_refuses_unknown_models_and_failing_configurations_alone(tmp_p
                                                                          cli: Any,
                                                                          extra: tuple) -> None:
     st = ProfileStore(empty_frame())
+    on_two = tmp_path / "vllm-result.json"  # the tiny run as if served on 2xH100-PCIe
+    on_two.write_text(json.dumps({**json.loads(TINY.read_text()), "gpu_count": 2}))
     for f, opt in ((GEMMA, None),  # a caller naming its own models stores an unknown one
                    (UNKNOWN_MODEL, IngestOptions(known_models={"No-Such-Model-7B"})),
-                   (TINY, IngestOptions(gpu="H100-PCIe", gpu_count=2))):  # on 2xH100-PCIe
+                   (on_two, None)):
         found, errors = read_runs(f, opt)
         assert errors == []
         st.add(found)

@@ -78,10 +78,21 @@ def test_files_without_hardware_say_what_to_give() -> None:
     assert runs == [] and "--gpu-count" in errors[0]
 
 
-def test_a_file_stating_more_tensor_parallelism_than_gpus_given_is_refused() -> None:
+def test_a_file_stating_more_tensor_parallelism_than_gpus_given_is_refused(
+        tmp_path: Path) -> None:
+    raw = _raw("vllm-0.8.5-benchmark_serving-detailed.json")
+    del raw["gpu_count"]  # the file states tensor_parallel_size 2 only
+    f = tmp_path / "tp2.json"
+    f.write_text(json.dumps(raw))
+    runs, errors = read_runs(f, IngestOptions(gpu_count=1))
+    assert runs == [] and "field tensor_parallel_size: 2 must be between 1 and 1" in errors[0]
+
+
+def test_a_file_contradicting_the_stated_gpu_count_is_refused_naming_both() -> None:
     runs, errors = read_runs(FORMATS / "vllm-0.8.5-benchmark_serving-detailed.json",
                              IngestOptions(gpu_count=1))
-    assert runs == [] and "field tensor_parallel_size: 2 must be between 1 and 1" in errors[0]
+    assert runs == [] and errors[0].endswith(
+        "line 1: --gpu-count 1 contradicts the file's gpu_count 2")
 
 
 @pytest.mark.parametrize(("key", "value", "expect"), [
@@ -103,9 +114,10 @@ def test_pipeline_parallel_and_multi_node_runs_are_refused_not_read_as_tp(
 def test_the_folder_ingests_through_the_cli(tmp_path: Path, cli: Any) -> None:
     store = tmp_path / "s.csv"
     res = cli("ingest", str(FORMATS), "--store", str(store), "--gpu", "L40S", "--gpu-count", "1")
-    # --gpu-count 1 refuses the file that states tensor_parallel_size 2: it alone
+    # --gpu L40S refuses the file that states another GPU (2 x RTX-4090): it alone
     assert res.exit_code == 2 and "Traceback" not in res.stderr
-    assert res.stderr.count("fleetplan: error: ") == 1 and "tensor_parallel_size" in res.stderr
+    assert res.stderr.count("fleetplan: error: ") == 1
+    assert "NVIDIA-GeForce-RTX-4090 (RTX-4090) contradicts --gpu L40S" in res.stderr
     assert len(load_profiles(store)) == 4
 
 

@@ -1,0 +1,49 @@
+"""The options that describe a real server (``--gpu``, ``--gpu-count``, ``--tp``, ``--pp``,
+``--nodes``, ``--engine-version``, ``--engine-arg KEY=VALUE``, ``--warm-prefix-cache``),
+declared once for ``ingest``, ``validate`` and ``predict``, and :func:`server_description`,
+which reads them into one :class:`~fleetplan.profiles.server.ServerDescription` (bad values
+refused there, one line naming the flag and value)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from fleetplan.profiles.server import ServerDescription, engine_arg_help, parse_engine_args
+
+# predict has no result file: the sentence names the commands that read one
+_FILE = (" ingest, validate: a result file's own statement is read where you give none; a "
+         "contradiction refuses the run.")
+GpuOpt = Annotated[str | None, typer.Option(
+    "--gpu", help="GPU of the server, any catalog spelling (vLLM's result files never name it)."
+    + _FILE)]
+GpuCountOpt = Annotated[int | None, typer.Option(
+    "--gpu-count", help="GPUs per replica (default: the tensor-parallel size)." + _FILE)]
+TpOpt = Annotated[int | None, typer.Option(
+    "--tp", help="Tensor-parallel size (vLLM's --tensor-parallel-size)." + _FILE)]
+PpOpt = Annotated[int | None, typer.Option(
+    "--pp", help="Pipeline-parallel size (vLLM's --pipeline-parallel-size); above 1 refused: "
+    "pipeline parallel is not modelled yet." + _FILE)]
+NodesOpt = Annotated[int | None, typer.Option(
+    "--nodes", help="Nodes the server spans; above 1 refused: multi-node servers are not "
+    "modelled yet." + _FILE)]
+EngineVersionOpt = Annotated[str | None, typer.Option(
+    "--engine-version", help="vLLM version the server runs (e.g. 0.8.5): an uncalibrated "
+    "prediction uses its engine defaults (docs/engine-defaults.md)." + _FILE)]
+EngineArgOpt = Annotated[list[str] | None, typer.Option(
+    "--engine-arg", metavar="KEY=VALUE", help=engine_arg_help())]
+WarmPrefixOpt = Annotated[bool, typer.Option(
+    "--warm-prefix-cache", help="The run's prompts were already in vLLM's prefix cache when "
+    "it started (a repeat of the same prompts on a running server). Default: cold.")]
+
+
+def server_description(*, gpu: str | None = None, gpu_count: int | None = None,
+                       tp: int | None = None, pp: int | None = None, nodes: int | None = None,
+                       engine_version: str | None = None, engine_args: list[str] | None = None,
+                       warm_prefix_cache: bool = False) -> ServerDescription:
+    """The server the options describe (nothing stated: an empty description)."""
+    return ServerDescription(gpu=gpu, gpu_count=gpu_count, tp=tp, pp=pp, nodes=nodes,
+                             engine_version=engine_version,
+                             engine_args=parse_engine_args(engine_args),
+                             warm_prefix_cache=True if warm_prefix_cache else None)
