@@ -210,6 +210,20 @@ class Scenario(Strict):
             return [{"config": c} if isinstance(c, str) else c for c in v]
         return v
 
+    @field_validator("candidates")
+    @classmethod
+    def _one_server_per_config(cls, v: list[Candidate] | None) -> list[Candidate] | None:
+        first: dict[str, int] = {}
+        servers = [c.server.stated() if c.server is not None else {} for c in v or ()]
+        for i, c in enumerate(v or ()):
+            j = first.setdefault(c.config, i)
+            if servers[i] != servers[j]:
+                raise ValueError(f"candidates[{i}].server: {c.config} is listed in candidates"
+                                 f"[{j}] with other engine settings; the replicas of one "
+                                 "configuration run one server (state the same server: on "
+                                 "each listing)")
+        return v
+
     @field_validator("model")
     @classmethod
     def _model(cls, v: str | None, info: ValidationInfo) -> str | None:
