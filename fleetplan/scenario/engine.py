@@ -28,13 +28,16 @@ from fleetplan.profiles.server import ENGINE_ARGS, EngineValue, ServerDescriptio
 from fleetplan.scenario.base import Strict
 
 
-def _bounds(key: str) -> str:
+def _bounds(key: str) -> dict[str, float]:
+    """The setting's bounds as the schema states them (the checks are EngineArg.check's,
+    which run first and word the errors)."""
     arg = ENGINE_ARGS[key]
-    if arg.kind is bool:
-        return "true or false"
-    low = "" if arg.low is None else f"{'>' if arg.low_open else '>='} {arg.low:g}"
-    high = "" if arg.high is None else f"<= {arg.high:g}"
-    return ", ".join(p for p in (low, high) if p)
+    out: dict[str, float] = {}
+    if arg.low is not None:
+        out["gt" if arg.low_open else "ge"] = int(arg.low) if arg.kind is int else arg.low
+    if arg.high is not None:
+        out["le"] = int(arg.high) if arg.kind is int else arg.high
+    return out
 
 
 class _EngineBase(Strict):
@@ -71,13 +74,15 @@ EngineSettings: Any = create_model(
     __doc__="Engine settings a candidate's replicas are started with (vLLM's flags in snake "
             "case; each optional: not given, the engine version's default).",
     **{a.key: (a.kind | None, Field(  # type: ignore[call-overload]
-        default=None, description=f"{a.effect} ({_bounds(a.key)})"))
+        default=None, description=a.effect, **_bounds(a.key)))
        for a in ENGINE_ARGS.values()})
 
 
 def candidate_servers(candidates: Sequence[Any] | None) -> dict[str, dict[str, EngineValue]]:
     """The stated engine settings per configuration of ``candidates`` (those with a
-    ``server:`` record that states any)."""
+    ``server:`` record that states any). ``enable_prefix_caching: false`` changes no
+parameter: the scenario refuses it beside a class that states a ``prefix_cache_hit``, and
+without one no prompt is served from the cache anyway."""
     out: dict[str, dict[str, EngineValue]] = {}
     for c in candidates or ():
         server = getattr(c, "server", None)

@@ -145,3 +145,17 @@ def test_one_configuration_listed_twice_states_one_server(cli, tmp_path: Path) -
     res = cli("solve", str(path), "--format", "json", "-q")
     assert res.exit_code == 2 and res.stderr.count("\n") == 1, res.stderr
     assert "candidates[1].server" in res.stderr and "candidates[0]" in res.stderr
+
+
+def test_no_prefix_caching_beside_a_class_with_cached_prompts_is_refused(
+        cli, tmp_path: Path) -> None:
+    """enable_prefix_caching false changes no parameter: it holds only where no class states
+    a share of its prompts cached, and contradicts one that does."""
+    scenario = _scenario({"enable_prefix_caching": False})
+    scenario["classes"] = [{**scenario["classes"][0], "prefix_cache_hit": 0.5}]
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    res = cli("solve", str(path), "--format", "json", "-q")
+    assert res.exit_code == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert ("candidates[0].server.enable_prefix_caching false contradicts "
+            "classes[0].prefix_cache_hit 0.5") in res.stderr
