@@ -171,6 +171,7 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
     """
     from fleetplan.fleet.accounting import embodied_g_per_gpu_hour, power_model
     from fleetplan.replica.power import ACTIVITY_MODE
+    from fleetplan.scenario.engine import server_notes
 
     settings = settings or getattr(scenario, "capacity", None) or CapacitySettings()
     executor = executor or SerialExecutor()
@@ -294,6 +295,7 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
                      "carbon is the simulated plan's")
     if uncal:
         notes.append("spec-based (uncalibrated) replica parameters for: " + ", ".join(uncal))
+    notes += server_notes(scenario.candidates)
     calibrated = [c for c, p in params.items() if p.calibrated]
     flagged = _flagged_servers(scenario.one_model, calibrated)
     if flagged:

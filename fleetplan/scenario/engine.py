@@ -13,7 +13,8 @@ the file, the field's path and the value (``candidates[0].server.max_num_seqs = 
 :class:`~fleetplan.profiles.server.ServerDescription` that
 :func:`fleetplan.validate.server_params.apply_server` maps onto a replica's parameters (the
 capacity the optimizer measures, and the plan's simulation). :func:`candidate_servers` reads a
-scenario's candidates into one record per configuration.
+scenario's candidates into one record per configuration; :func:`server_notes` says so in a
+plan.
 """
 
 from __future__ import annotations
@@ -89,3 +90,16 @@ without one no prompt is served from the cache anyway."""
         if server is not None and server.stated():
             out[c.config] = server.stated()
     return out
+
+
+def server_notes(candidates: Sequence[Any] | None) -> list[str]:
+    """One plan note per configuration whose candidate states engine settings: the plan's
+    figures for it are those of servers started with them."""
+    notes = []
+    for config, args in candidate_servers(candidates).items():
+        stated = ", ".join(f"{k}={str(v).lower()}" for k, v in args.items())
+        notes.append(f"{config} replicas run with {stated} (its candidate's server:): its "
+                     "capacities are measured and the plan simulated with these engine "
+                     "settings, which change what a replica holds at once, not what a token "
+                     "costs")
+    return notes

@@ -72,6 +72,12 @@ def test_a_candidates_server_cap_lowers_its_capacity_and_solve_buys_more(
     # the pool record states the settings, only where the candidate did
     assert [e["server"] for e in capped["fleet"]] == [{"max_num_seqs": 4}]
     assert all("server" not in e for e in plain["fleet"])
+    # ... and the plan says so, once, where a candidate states settings
+    assert [n for n in capped["notes"] if "max_num_seqs=4" in n] == [
+        f"{CONFIG} replicas run with max_num_seqs=4 (its candidate's server:): its capacities "
+        "are measured and the plan simulated with these engine settings, which change what a "
+        "replica holds at once, not what a token costs"]
+    assert not [n for n in plain["notes"] if "replicas run with" in n]
     # the plan's simulation runs the capped servers: the plain plan's fleet, simulated with the
     # capped candidate, misses the SLO it met with default servers
     res = cli("simulate", str(tmp_path / "capped.yaml"), "--plan", str(tmp_path / "plain.json"),
@@ -88,6 +94,15 @@ def test_a_candidates_server_cap_lowers_its_capacity_and_solve_buys_more(
                 str(tmp_path / "capped.json"), "--format", "json")
     assert res.exit_code == again.exit_code == 0, res.stderr + again.stderr
     assert json.loads(res.stdout)["classes"] == json.loads(again.stdout)["classes"]
+    # a plan file's bad server record is one line naming the file's field and value
+    for server, words in (({"max_num_seqs": 0}, ["fleet[0].server.max_num_seqs = 0", ">= 1"]),
+                          ({"speed": 1}, ["fleet[0].server.speed = 1", "max_num_seqs"])):
+        bad = tmp_path / "bad.json"
+        bad.write_text(json.dumps({**capped, "fleet": [{**capped["fleet"][0], "server": server}]}))
+        res = cli("simulate", str(tmp_path / "capped.yaml"), "--plan", str(bad))
+        assert res.exit_code == 2 and res.stderr.count("\n") == 1, res.stderr
+        for w in [str(bad), *words]:
+            assert w in res.stderr, res.stderr
 
 
 def test_the_settings_are_part_of_every_capacity_cache_key() -> None:
@@ -159,3 +174,4 @@ def test_no_prefix_caching_beside_a_class_with_cached_prompts_is_refused(
     assert res.exit_code == 2 and res.stderr.count("\n") == 1, res.stderr
     assert ("candidates[0].server.enable_prefix_caching false contradicts "
             "classes[0].prefix_cache_hit 0.5") in res.stderr
+
