@@ -245,7 +245,9 @@ def _assemble(cfg: BenchConfig, requests: Sequence[BenchRequest], run: _Run, sen
         burstiness=cfg.burstiness,
         max_concurrency=cfg.max_concurrency,
     )
-    gpu_count = cfg.gpu_count or (len(power.gpu_names) if power.gpu_names else None)
+    # GPUs of one replica: as stated, else the tensor-parallel size stated (as ingest and
+    # validate read it), else the GPUs NVML measured
+    gpu_count = cfg.gpu_count or cfg.tp or (len(power.gpu_names) if power.gpu_names else None)
     gpu = cfg.gpu or (power.gpu_names[0] if power.gpu_names else None)
     facts = RunFacts(
         engine="vllm" if version or cfg.engine_version else "unknown",

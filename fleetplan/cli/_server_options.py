@@ -40,8 +40,8 @@ _RECORDED = " Recorded in each result; not stated: not recorded."
 BenchGpuOpt = Annotated[str | None, typer.Option(
     "--gpu", help=_GPU + " Recorded in each result (default: NVML's name, when it reads one).")]
 BenchGpuCountOpt = Annotated[int | None, typer.Option(
-    "--gpu-count", min=1, help="GPUs of one replica, recorded in each result (default: the "
-    "GPUs NVML measured).")]
+    "--gpu-count", min=1, help="GPUs of one replica, recorded in each result (default: --tp "
+    "if given, else the GPUs NVML measured).")]
 BenchTpOpt = Annotated[int | None, typer.Option("--tp", help=_TP + _RECORDED)]
 BenchEngineVersionOpt = Annotated[str | None, typer.Option(
     "--engine-version", help=_VERSION + ". The server's own /version is recorded where it "

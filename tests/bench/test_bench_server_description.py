@@ -60,6 +60,15 @@ def test_bench_ingest_validate_round_trip_without_restating(fake_server: Any, cl
                                                  "max_num_seqs=2")
 
 
+def test_the_tensor_parallel_size_is_the_replicas_gpu_count_unless_stated(
+        fake_server: Any, cli: Any, tmp_path: Path) -> None:
+    srv = fake_server(lambda i, b: Plan(tokens=3))
+    out = tmp_path / "r.json"
+    assert _bench(cli, srv.url, out, "--gpu", "H100-PCIe", "--tp", "2").exit_code == 0
+    rec = json.loads(out.read_text())
+    assert (rec["gpu_count"], rec["tensor_parallel_size"]) == (2, 2)
+
+
 def test_bench_records_nothing_it_was_not_told(fake_server: Any, cli: Any,
                                                tmp_path: Path) -> None:
     srv = fake_server(lambda i, b: Plan(tokens=3))
