@@ -42,6 +42,11 @@ class BenchConfig(BaseModel):
     power_gpus: tuple[int, ...] | None = None
     gpu: str | None = None
     gpu_count: int | None = Field(default=None, ge=1, le=1_000_000)
+    # what the user states about the server (ServerDescription checked them), written into
+    # the result in the form ingest reads; None / empty: not stated, not written
+    tp: int | None = Field(default=None, ge=1, le=64)
+    engine_version: str | None = Field(default=None, min_length=1, max_length=64)
+    engine_args: dict[str, int | float | bool] = Field(default_factory=dict)
     dataset_name: str | None = None
     label: str | None = None
     api_key: str | None = Field(default=None, repr=False)

@@ -25,8 +25,8 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -127,10 +127,19 @@ class RunFacts:
     client: str
     send_lag: SendLag
     host: HostFacts = HostFacts()
+    # what the user stated about the server (--tp, --engine-arg): written only when stated,
+    # as the keys ingest reads (``tensor_parallel_size``; each engine setting at the top
+    # level, as ``vllm bench serve --metadata KEY=VALUE`` writes it)
+    tensor_parallel_size: int | None = None
+    engine_args: Mapping[str, int | float | bool] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        stated: dict[str, Any] = dict(self.engine_args)
+        if self.tensor_parallel_size is not None:
+            stated = {"tensor_parallel_size": self.tensor_parallel_size, **stated}
         return {"engine": self.engine, "engine_version": self.engine_version,
                 "dataset_name": self.dataset_name, "gpu": self.gpu, "gpu_count": self.gpu_count,
+                **stated,
                 **self.power.fields(), "partial": self.partial,
                 "partial_reason": self.partial_reason, "num_sent": self.num_sent,
                 "seed": self.seed, "arrival_schedule": self.arrival_schedule,

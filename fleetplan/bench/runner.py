@@ -118,6 +118,20 @@ class _Run:
             await asyncio.gather(*self.tasks, return_exceptions=True)
 
 
+def check_version(stated: str | None, served: str | None, base_url: str) -> None:
+    """Refuse a run whose server answers ``/version`` with another version than the one the
+    user stated (``--engine-version``), before anything is measured: the result would claim
+    one of the two falsely. The stated version may omit the server's build suffix (``0.8.5``
+    matches ``0.8.5.post1`` and ``0.8.5+cu124``). A server that does not answer contradicts
+    nothing (the stated version is recorded)."""
+    if stated is None or served is None or served == stated:
+        return
+    if served.startswith(stated) and served[len(stated)] in ".+-":
+        return
+    raise BenchError(f"--engine-version {stated} contradicts the server's own version {served} "
+                     f"({base_url}/version); nothing was measured")
+
+
 async def _engine_version(client: aiohttp.ClientSession, base: str) -> str | None:
     """The server's ``/version`` (a short printable string), else None; reads at most 64 KiB."""
     try:
@@ -193,6 +207,7 @@ async def run_benchmark(cfg: BenchConfig, requests: Sequence[BenchRequest],
                              f"{partial_reason} during the test request; 0 of "
                              f"{cfg.num_prompts} requests sent", offsets)
         version, test = prep.result()
+        check_version(cfg.engine_version, version, cfg.base_url)
         if test is not None and not test.success:
             raise BenchError(f"the test request to {cfg.url} failed: {test.error}")
         power = open_power(cfg.power, list(cfg.power_gpus) if cfg.power_gpus else None)
@@ -230,11 +245,14 @@ def _assemble(cfg: BenchConfig, requests: Sequence[BenchRequest], run: _Run, sen
         burstiness=cfg.burstiness,
         max_concurrency=cfg.max_concurrency,
     )
-    gpu_count = cfg.gpu_count or (len(power.gpu_names) if power.gpu_names else None)
+    # GPUs of one replica: as stated, else the tensor-parallel size stated (as ingest and
+    # validate read it), else the GPUs NVML measured
+    gpu_count = cfg.gpu_count or cfg.tp or (len(power.gpu_names) if power.gpu_names else None)
     gpu = cfg.gpu or (power.gpu_names[0] if power.gpu_names else None)
     facts = RunFacts(
-        engine="vllm" if version else "unknown",
-        engine_version=version,
+        engine="vllm" if version or cfg.engine_version else "unknown",
+        # the server's own answer (checked against the stated one), else what the user stated
+        engine_version=version or cfg.engine_version,
         dataset_name=cfg.dataset_name,
         gpu=gpu,
         gpu_count=gpu_count,
@@ -250,6 +268,8 @@ def _assemble(cfg: BenchConfig, requests: Sequence[BenchRequest], run: _Run, sen
         client=f"fleetplan {__version__} bench",
         send_lag=send_lag([run.outcomes[i].start_s - run.t0 - float(offsets[i]) for i in sent]),
         host=host or HostFacts(),
+        tensor_parallel_size=cfg.tp,
+        engine_args=dict(cfg.engine_args),
     )
     fallback = [requests[i].prompt_tokens or len(requests[i].prompt.split()) for i in sent]
     return bench_result([run.outcomes[i] for i in sent], t0=run.t0, duration_s=duration,

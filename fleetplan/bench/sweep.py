@@ -34,7 +34,10 @@ class SweepRequest:
     ``rates`` in order (req/s; inf: all at once), each of ``num_prompts`` requests. Prompts
     come from ``dataset`` (JSONL/CSV/ShareGPT) or are synthetic with ``input_len`` and
     ``output_len`` (``"128"``, ``"uniform:64-256"``, ``"lognormal:mean=208,cv=1.0"``; both or
-    neither: the measured protocol's), seeded by ``seed``. The other fields are
+    neither: the measured protocol's), seeded by ``seed``. ``tp``, ``engine_version`` and
+    ``engine_args`` (keys of :data:`~fleetplan.profiles.server.ENGINE_ARGS`) describe the
+    server as the user states it: recorded in each result as ingest reads them, absent when
+    not stated. The other fields are
     :class:`~fleetplan.bench.config.BenchConfig`'s. ``names``: how the errors call each field
     (default its own name; the CLI passes its flags)."""
 
@@ -52,6 +55,10 @@ class SweepRequest:
     power: str = "nvml"
     gpu: str | None = None
     gpu_count: int | None = None
+    # what the user states about the server, recorded in every result (never guessed)
+    tp: int | None = None
+    engine_version: str | None = None
+    engine_args: Mapping[str, int | float | bool] = field(default_factory=dict)
     seed: int = 0
     arrival_schedule: str = "first-at-zero"
     request_timeout_s: float = 600.0
@@ -71,6 +78,13 @@ class SweepRequest:
                                  f"to {high}")
         if not self.rates:
             raise InputError(f"{self.name('rate')}: give at least one rate")
+        from fleetplan.profiles.server import FLAG_NAMES, ServerDescription
+
+        # the description's own checks: bounds, settings vLLM refuses together, a
+        # tensor-parallel size that does not divide the GPUs
+        ServerDescription(gpu_count=self.gpu_count if self.tp is not None else None, tp=self.tp,
+                          engine_version=self.engine_version, engine_args=self.engine_args,
+                          names={k: self.names.get(k, k) for k in FLAG_NAMES})
 
 
 @dataclass(frozen=True)
@@ -111,6 +125,8 @@ def prepare_sweep(request: SweepRequest) -> PreparedSweep:
                           deadline_s=request.deadline_s, ignore_eos=request.ignore_eos,
                           power=request.power,  # type: ignore[arg-type]
                           gpu=request.gpu, gpu_count=request.gpu_count,
+                          tp=request.tp, engine_version=request.engine_version,
+                          engine_args=dict(request.engine_args),
                           dataset_name=dataset_name)
         for r in request.rates:  # every rate of a sweep is checked before the first runs
             send_schedule(BenchConfig.model_validate({**cfg.model_dump(), "rate": r}))

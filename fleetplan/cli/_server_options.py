@@ -1,6 +1,8 @@
 """The options that describe a real server (``--gpu``, ``--gpu-count``, ``--tp``, ``--pp``,
 ``--nodes``, ``--engine-version``, ``--engine-arg KEY=VALUE``, ``--warm-prefix-cache``),
-declared once for ``ingest``, ``validate`` and ``predict``, and :func:`server_description`,
+declared once for ``ingest``, ``validate`` and ``predict`` (and ``bench``'s, which record
+what the user states in the result file instead of reading one:
+:data:`BenchGpuOpt` ... :data:`BenchEngineArgOpt`), and :func:`server_description`,
 which reads them into one :class:`~fleetplan.profiles.server.ServerDescription` (bad values
 refused there, one line naming the flag and value)."""
 
@@ -15,13 +17,13 @@ from fleetplan.profiles.server import ServerDescription, engine_arg_help, parse_
 # predict has no result file: the sentence names the commands that read one
 _FILE = (" ingest, validate: a result file's own statement is read where you give none; a "
          "contradiction refuses the run.")
-GpuOpt = Annotated[str | None, typer.Option(
-    "--gpu", help="GPU of the server, any catalog spelling (vLLM's result files never name it)."
-    + _FILE)]
+_GPU = "GPU of the server, any catalog spelling (vLLM's result files never name it)."
+_TP = "Tensor-parallel size (vLLM's --tensor-parallel-size)."
+_VERSION = "vLLM version the server runs (e.g. 0.8.5)"
+GpuOpt = Annotated[str | None, typer.Option("--gpu", help=_GPU + _FILE)]
 GpuCountOpt = Annotated[int | None, typer.Option(
     "--gpu-count", help="GPUs per replica (default: the tensor-parallel size)." + _FILE)]
-TpOpt = Annotated[int | None, typer.Option(
-    "--tp", help="Tensor-parallel size (vLLM's --tensor-parallel-size)." + _FILE)]
+TpOpt = Annotated[int | None, typer.Option("--tp", help=_TP + _FILE)]
 PpOpt = Annotated[int | None, typer.Option(
     "--pp", help="Pipeline-parallel size (vLLM's --pipeline-parallel-size); above 1 refused: "
     "pipeline parallel is not modelled yet." + _FILE)]
@@ -29,10 +31,24 @@ NodesOpt = Annotated[int | None, typer.Option(
     "--nodes", help="Nodes the server spans; above 1 refused: multi-node servers are not "
     "modelled yet." + _FILE)]
 EngineVersionOpt = Annotated[str | None, typer.Option(
-    "--engine-version", help="vLLM version the server runs (e.g. 0.8.5): an uncalibrated "
-    "prediction uses its engine defaults (docs/engine-defaults.md)." + _FILE)]
+    "--engine-version", help=_VERSION + ": an uncalibrated prediction uses its engine defaults "
+    "(docs/engine-defaults.md)." + _FILE)]
 EngineArgOpt = Annotated[list[str] | None, typer.Option(
     "--engine-arg", metavar="KEY=VALUE", help=engine_arg_help())]
+# bench: what is stated is written into each result, where ingest and validate read it
+_RECORDED = " Recorded in each result; not stated: not recorded."
+BenchGpuOpt = Annotated[str | None, typer.Option(
+    "--gpu", help=_GPU + " Recorded in each result (default: NVML's name, when it reads one).")]
+BenchGpuCountOpt = Annotated[int | None, typer.Option(
+    "--gpu-count", min=1, help="GPUs of one replica, recorded in each result (default: --tp "
+    "if given, else the GPUs NVML measured).")]
+BenchTpOpt = Annotated[int | None, typer.Option("--tp", help=_TP + _RECORDED)]
+BenchEngineVersionOpt = Annotated[str | None, typer.Option(
+    "--engine-version", help=_VERSION + ". The server's own /version is recorded where it "
+    "answers (another version there refuses the run before it is measured), this one where "
+    "it does not.")]
+BenchEngineArgOpt = Annotated[list[str] | None, typer.Option(
+    "--engine-arg", metavar="KEY=VALUE", help=engine_arg_help() + _RECORDED)]
 WarmPrefixOpt = Annotated[bool, typer.Option(
     "--warm-prefix-cache", help="The run's prompts were already in vLLM's prefix cache when "
     "it started (a repeat of the same prompts on a running server). Default: cold.")]

@@ -11,6 +11,13 @@ import typer
 
 from fleetplan.cli._format import check_no_overwrite, check_output_path, dumps, stdout_console
 from fleetplan.cli._options import CATALOG_HELP, MODEL_CONFIG_HELP, use_cli_context
+from fleetplan.cli._server_options import (
+    BenchEngineArgOpt,
+    BenchEngineVersionOpt,
+    BenchGpuCountOpt,
+    BenchGpuOpt,
+    BenchTpOpt,
+)
 from fleetplan.errors import InputError
 
 if TYPE_CHECKING:  # the client, numpy and rich are imported by the command when it runs
@@ -89,10 +96,6 @@ IgnoreEosOpt = Annotated[bool, typer.Option(
     "extension).")]
 PowerOpt = Annotated[str, typer.Option("--power", help="nvml (GPU energy counters when "
                                        "nvidia-ml-py is installed) or none.")]
-GpuOpt = Annotated[str | None, typer.Option("--gpu", help="GPU of the server, recorded in the "
-                                            "result (default: NVML's name).")]
-GpuCountOpt = Annotated[int | None, typer.Option(
-    "--gpu-count", min=1, help="GPUs of one replica (default: GPUs NVML measured).")]
 SeedOpt = Annotated[int, typer.Option(
     "--seed", min=0, max=2**32 - 1, help="Seed of prompts and arrival times, 0 to 2**32-1 "
     "(numpy's legacy generator, as vllm bench serve seeds it).")]
@@ -122,11 +125,12 @@ BenchProgressOpt = Annotated[bool, typer.Option("--progress/--no-progress",
                                                 help="Progress bar on stderr.")]
 # how the library's one-line errors name the request's fields: the flags
 CLI_NAMES = {"request_timeout_s": "--request-timeout", "deadline_s": "--deadline",
+             "engine_args": "--engine-arg",
              **{k: "--" + k.replace("_", "-") for k in (
                  "endpoint", "model", "api", "rate", "num_prompts", "burstiness",
                  "max_concurrency", "seed", "arrival_schedule", "ignore_eos", "power", "gpu",
-                 "gpu_count", "dataset_name", "dataset", "input_len", "output_len", "ingest",
-                 "store")}}
+                 "gpu_count", "tp", "engine_version", "dataset_name", "dataset", "input_len",
+                 "output_len", "ingest", "store")}}
 
 
 def bench(endpoint: EndpointOpt, model: ModelOpt, rate: RateOpt = None, sweep: SweepOpt = None,
@@ -134,7 +138,9 @@ def bench(endpoint: EndpointOpt, model: ModelOpt, rate: RateOpt = None, sweep: S
           max_concurrency: MaxConcurrencyOpt = None, api: ApiOpt = "completions",
           dataset: DatasetOpt = None, input_len: InputLenOpt = None,
           output_len: OutputLenOpt = None, ignore_eos: IgnoreEosOpt = False,
-          power: PowerOpt = "nvml", gpu: GpuOpt = None, gpu_count: GpuCountOpt = None,
+          power: PowerOpt = "nvml", gpu: BenchGpuOpt = None,
+          gpu_count: BenchGpuCountOpt = None, tp: BenchTpOpt = None,
+          engine_version: BenchEngineVersionOpt = None, engine_arg: BenchEngineArgOpt = None,
           seed: SeedOpt = 0, arrival_schedule: ScheduleOpt = "first-at-zero",
           request_timeout: TimeoutOpt = 600.0, deadline: DeadlineOpt = None,
           out: OutOpt = None, ingest: IngestOpt = False, store: BenchStoreOpt = None,
@@ -144,7 +150,11 @@ def bench(endpoint: EndpointOpt, model: ModelOpt, rate: RateOpt = None, sweep: S
 
     Example: fleetplan bench --endpoint http://127.0.0.1:8000 --model my-model --sweep 8,4,2,1
     --num-prompts 200 --out results.jsonl --ingest --model-config my-model/ --gpu H100-SXM
-    --gpu-count 1
+    --gpu-count 1 --tp 1 --engine-arg max_num_seqs=64
+
+    --gpu, --gpu-count, --tp, --engine-version and --engine-arg describe the server as it was
+    started; each result records what is stated (nothing more), where ingest and validate
+    read it.
 
     With --ingest the model must be one the catalog knows (--catalog, --model-config add
     one), checked before measuring; a result the store refuses is one line on stderr, the
@@ -162,12 +172,14 @@ def bench(endpoint: EndpointOpt, model: ModelOpt, rate: RateOpt = None, sweep: S
     try:
         cat = use_cli_context(catalog=catalog, model_config=model_config).catalog
         from fleetplan.bench.sweep import SweepRequest, check_ingest_target, prepare_sweep
+        from fleetplan.profiles.server import parse_engine_args
 
         prepared = prepare_sweep(SweepRequest(
             endpoint=endpoint, model=model, rates=tuple(_rates(rate, sweep)),
             num_prompts=num_prompts, burstiness=burstiness, max_concurrency=max_concurrency,
             api=api, dataset=dataset, input_len=input_len, output_len=output_len,
-            ignore_eos=ignore_eos, power=power, gpu=gpu, gpu_count=gpu_count, seed=seed,
+            ignore_eos=ignore_eos, power=power, gpu=gpu, gpu_count=gpu_count, tp=tp,
+            engine_version=engine_version, engine_args=parse_engine_args(engine_arg), seed=seed,
             arrival_schedule=arrival_schedule, request_timeout_s=request_timeout,
             deadline_s=deadline, names=CLI_NAMES))
         if out is not None:

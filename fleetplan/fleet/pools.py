@@ -3,6 +3,9 @@
 Main entry: :func:`build_pools` (scenario + fleet -> one :class:`PoolModel` per pool, checked
 against the model's context window and the catalogs). A pool whose configuration has no
 calibration runs on spec-based priors and says so (``calibrated=False`` and its ``source``).
+A pool runs with the engine settings it states (``server:``, as a plan's pools record them),
+else with those of its configuration's scenario candidate, as the optimizer measured its
+capacity.
 """
 
 from __future__ import annotations
@@ -19,8 +22,10 @@ from fleetplan.profiles.store import ProfileStore, load_profiles
 from fleetplan.replica.params import ReplicaParams, replica_params
 from fleetplan.replica.steady import cached_prompt_tokens, prefill_tokens
 from fleetplan.scenario import Pool, Scenario, match_pools
+from fleetplan.scenario.engine import candidate_servers
 from fleetplan.scenario.reliability import entry, pool_price
 from fleetplan.scenario.served import class_variants, is_multi_model
+from fleetplan.validate.server_params import apply_stated
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,7 @@ def build_pools(scenario: Scenario, fleet: Sequence[Pool],
     cat = scenario.data_context().catalog
     out = []
     seen: dict[str, int] = {}
+    servers = candidate_servers(scenario.candidates)
     for i, pool in enumerate(fleet):
         if pool.label in seen:
             raise InputError(f"fleet[{i}]: pool {pool.label} repeats fleet[{seen[pool.label]}]; "
@@ -59,8 +65,12 @@ def build_pools(scenario: Scenario, fleet: Sequence[Pool],
         seen[pool.label] = i
         hw = pool.hardware
         model = pool.model if pool.model is not None else scenario.one_model
-        try:
-            params = replica_params(model, pool.config, catalog=cat)
+        try:  # the engine settings of the configuration's candidate, where it states any
+            params = apply_stated(replica_params(model, pool.config, catalog=cat),
+                                  pool.server.stated() if pool.server is not None
+                                  else servers.get(pool.config), catalog=cat,
+                                  where=f"fleet[{i}].server" if pool.server is not None
+                                  else f"the server: of candidate {pool.config}")
         except FleetplanError as exc:
             raise InputError(f"fleet[{i}] ({pool.config}): {exc}") from None
         window = params.max_model_len

@@ -127,6 +127,22 @@ def candidate_configs(scenario: Scenario) -> list[tuple[str, list[str], int | No
     return [(c, [DEFAULT_REGION], None) for c in configs]
 
 
+def candidate_params(scenario: Scenario, config: str, index: int | None = None) -> Any:
+    """The replica parameters of ``config`` serving the scenario's model, with the engine
+    settings of its candidate's ``server:`` record where it states any
+    (:func:`fleetplan.validate.server_params.apply_stated`, as the plan's simulation applies
+    them). They are part of the parameters, hence of every capacity cache key: a capacity
+    measured with other settings is never reused."""
+    from fleetplan.replica.params import replica_params
+    from fleetplan.scenario.engine import candidate_servers
+    from fleetplan.validate.server_params import apply_stated
+
+    cat = scenario.data_context().catalog
+    return apply_stated(replica_params(scenario.one_model, config, catalog=cat),
+                        candidate_servers(scenario.candidates).get(config), catalog=cat,
+                        where=f"candidates[{index}].server" if index is not None else "server")
+
+
 def _availability(scenario: Scenario) -> dict[str, int]:
     out: dict[str, int] = {}
     for key, value in (scenario.availability or {}).items():
@@ -154,8 +170,8 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
     another class's own SLO on the same workload (the same search) is searched with it.
     """
     from fleetplan.fleet.accounting import embodied_g_per_gpu_hour, power_model
-    from fleetplan.replica.params import replica_params
     from fleetplan.replica.power import ACTIVITY_MODE
+    from fleetplan.scenario.engine import server_notes
 
     settings = settings or getattr(scenario, "capacity", None) or CapacitySettings()
     executor = executor or SerialExecutor()
@@ -171,8 +187,7 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
     params: dict[str, Any] = {}
     for i, (config, _regions, _mx) in enumerate(cands):
         try:
-            params[config] = replica_params(scenario.one_model, config,
-                                            catalog=scenario.data_context().catalog)
+            params[config] = candidate_params(scenario, config, i)
         except FleetplanError as exc:
             raise InputError(f"candidates[{i}] ({config}): {exc}") from None
 
@@ -280,6 +295,7 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
                      "carbon is the simulated plan's")
     if uncal:
         notes.append("spec-based (uncalibrated) replica parameters for: " + ", ".join(uncal))
+    notes += server_notes(scenario.candidates)
     calibrated = [c for c, p in params.items() if p.calibrated]
     flagged = _flagged_servers(scenario.one_model, calibrated)
     if flagged:

@@ -10,6 +10,8 @@ candidate's capacity). :func:`fleetplan.optimize.solve.solve_inputs` calls them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from fleetplan._notes import (
@@ -42,6 +44,7 @@ from fleetplan.optimize.plan import (
 from fleetplan.optimize.problem import CommitmentMode, PlanProblem, Tier
 from fleetplan.optimize.solvers import SolverSettings
 from fleetplan.scenario import Scenario
+from fleetplan.scenario.engine import candidate_servers
 from fleetplan.scenario.fleet import split_model, split_pool_name
 from fleetplan.scenario.reliability import spot_price_source
 from fleetplan.scenario.served import class_model, is_multi_model, served_models
@@ -143,11 +146,20 @@ def _candidate_capacities(inputs: Inputs) -> tuple[CapacityNote, ...]:
 
 
 def _entries(counts: dict[str, int], tiers: dict[str, Tier],
-             spares: dict[str, int] | None = None) -> tuple[FleetEntry, ...]:
-    """Fleet entries; ``spares`` (reliability block only): each pool's replicas kept for churn."""
-    return tuple(FleetEntry.of_pool(name, n, tiers[name],
-                                    None if spares is None else spares.get(name, 0))
-                 for name, n in sorted(counts.items()) if n > 0)
+             spares: dict[str, int] | None = None,
+             servers: Mapping[str, Mapping[str, Any]] | None = None) -> tuple[FleetEntry, ...]:
+    """Fleet entries; ``spares`` (reliability block only): each pool's replicas kept for churn;
+    ``servers``: the engine settings candidates state, per configuration (recorded on the
+    pools of that configuration only)."""
+    out = []
+    for name, n in sorted(counts.items()):
+        if n <= 0:
+            continue
+        e = FleetEntry.of_pool(name, n, tiers[name],
+                               None if spares is None else spares.get(name, 0))
+        stated = (servers or {}).get(e.config)
+        out.append(replace(e, server=tuple(stated.items())) if stated else e)
+    return tuple(out)
 
 
 def solved_plan(scenario: Scenario, inputs: Inputs, settings: SolverSettings,
@@ -208,6 +220,7 @@ def solved_plan(scenario: Scenario, inputs: Inputs, settings: SolverSettings,
             slo_met_probability=prob, margin_ms=margin, model=served[i]))
     hours = None
     base = None
+    servers = candidate_servers(scenario.candidates)
     diurnal = H > 1
     if diurnal:
         od = (problem.limits.commitment is CommitmentMode.base_plus_on_demand)
@@ -221,18 +234,19 @@ def solved_plan(scenario: Scenario, inputs: Inputs, settings: SolverSettings,
             hour_check = checks[h] if h < len(checks) else None
             hours.append(HourPlan(
                 h, rounded(sum(d.rates_rps[h] for d in problem.demands)) or 0.0,
-                _entries(counts, tiers), rounded(cost) or 0.0,
+                _entries(counts, tiers, servers=servers), rounded(cost) or 0.0,
                 rounded(hour_check.g_co2_per_hour if hour_check else None) or 0.0,
-                bool(hour_check and hour_check.met), _entries(extra, tiers)))
+                bool(hour_check and hour_check.met), _entries(extra, tiers, servers=servers)))
         if od:
-            base = _entries(sol.base_counts, tiers)
+            base = _entries(sol.base_counts, tiers, servers=servers)
     status = PlanStatus.optimal if sol.status is MilpStatus.optimal else PlanStatus.feasible
     report = SolverReport(settings.name, sol.status.value, rounded(out.solve_seconds, 3),
                           settings.gap, out.rounds, settings.time_limit_s,
                           rounded(sol.gap_achieved))
     model = served_models(scenario)[0]  # a plan of several models names each class's own
     return with_model_bands(model, catalog=scenario.data_context().catalog, plan=Plan(
-        status=status, fleet=_entries(peak, tiers, spares), cost_per_hour_usd=rounded(cost_h),
+        status=status, fleet=_entries(peak, tiers, spares, servers),
+        cost_per_hour_usd=rounded(cost_h),
         cost_per_mtok_usd=rounded(sol.cost_per_day_usd / mtok_day) if mtok_day else None,
         g_co2_per_mtok=rounded(g_total / tokens * 1e6) if tokens else None,
         classes=tuple(classes), solver=report, verified=out.verified,

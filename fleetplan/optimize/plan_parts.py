@@ -45,6 +45,9 @@ class FleetEntry:
     # the model the replicas serve: set in a plan of several models only (the pool's name then
     # starts with it, ``model/config@region/200ms``)
     model: str | None = None
+    # the engine settings of the pool's replicas ((key, value) pairs in ENGINE_ARGS' order):
+    # set when its candidate states a ``server:`` record, written only then
+    server: tuple[tuple[str, int | float | bool], ...] | None = None
 
     @classmethod
     def of_pool(cls, name: str, count: int, tier: Tier, spare: int | None = None) -> FleetEntry:
@@ -84,6 +87,8 @@ class FleetEntry:
             out["market"] = self.market
         if self.calibrated is not None:
             out["calibrated"] = self.calibrated
+        if self.server:
+            out["server"] = dict(self.server)
         return out
 
     def scenario_pool(self) -> dict[str, Any]:
@@ -108,7 +113,7 @@ class FleetEntry:
                   market=_market(r, d, where),
                   spare=None if d.get("spare") is None else r.int_(d, "spare", where),
                   calibrated=r.opt_bool(d, "calibrated", where),
-                  model=r.opt_str(d, "model", where))
+                  model=r.opt_str(d, "model", where), server=_server(r, d, where))
         pool = r.opt_str(d, "pool", where)
         if pool is not None and pool != row.pool:
             raise r.fail(f"{where}.pool", pool,
@@ -122,6 +127,28 @@ def _market(r: FieldReader, d: Mapping[str, Any], where: str) -> str | None:
     if market not in (None, "on-demand", "spot"):
         raise r.fail(f"{where}.market", market, "on-demand or spot")
     return None if market == "on-demand" else market
+
+
+def _server(r: FieldReader, d: Mapping[str, Any], where: str
+            ) -> tuple[tuple[str, int | float | bool], ...] | None:
+    """``fleet[].server``: the engine settings of the pool's replicas (absent: none stated),
+    each key and value as a scenario candidate's ``server:`` takes them."""
+    from fleetplan.profiles.server import ENGINE_ARGS
+
+    raw = d.get("server")
+    if raw is None:
+        return None
+    r.obj(raw, f"{where}.server")
+    for key, value in raw.items():
+        arg = ENGINE_ARGS.get(key)
+        if arg is None:
+            raise r.fail(f"{where}.server.{key}", value,
+                         f"a key of {', '.join(ENGINE_ARGS)}")
+        try:
+            arg.check(value)
+        except ValueError as exc:
+            raise r.fail(f"{where}.server.{key}", value, f"a {key} setting ({exc})") from None
+    return tuple((k, raw[k]) for k in ENGINE_ARGS if k in raw) or None
 
 
 def pools_from_list(r: FieldReader, items: list[Any], where: str) -> tuple[FleetEntry, ...]:

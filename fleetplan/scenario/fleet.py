@@ -24,6 +24,7 @@ from fleetplan.catalog.grid import DEFAULT_REGION
 from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.errors import FleetplanError, InputError
 from fleetplan.scenario.base import Strict, canon_config, catalog_of, check_region
+from fleetplan.scenario.engine import EngineSettings
 from fleetplan.scenario.reliability import Market
 from fleetplan.scenario.served import MODEL_MARK, canon_model
 
@@ -67,6 +68,11 @@ class Pool(Strict):
         "(required when `models` lists several; the pool is then named "
         "`model/config@region`; default: the only model)",
         examples=["Meta-Llama-3-8B-Instruct"])
+    server: EngineSettings | None = Field(
+        default=None, description="engine settings the pool's replicas are started with, as "
+        "a candidate's `server:` (a plan's pool records its candidate's; default: the "
+        "settings of the scenario's candidate of this configuration, if it states any, else "
+        "the engine version's defaults)", examples=[{"max_num_seqs": 64}])
 
     _c = field_validator("config")(classmethod(
         lambda cls, v, info: canon_config(v, catalog_of(info))))

@@ -210,6 +210,20 @@ class Scenario(Strict):
             return [{"config": c} if isinstance(c, str) else c for c in v]
         return v
 
+    @field_validator("candidates")
+    @classmethod
+    def _one_server_per_config(cls, v: list[Candidate] | None) -> list[Candidate] | None:
+        first: dict[str, int] = {}
+        servers = [c.server.stated() if c.server is not None else {} for c in v or ()]
+        for i, c in enumerate(v or ()):
+            j = first.setdefault(c.config, i)
+            if servers[i] != servers[j]:
+                raise ValueError(f"candidates[{i}].server: {c.config} is listed in candidates"
+                                 f"[{j}] with other engine settings; the replicas of one "
+                                 "configuration run one server (state the same server: on "
+                                 "each listing)")
+        return v
+
     @field_validator("model")
     @classmethod
     def _model(cls, v: str | None, info: ValidationInfo) -> str | None:
@@ -266,6 +280,22 @@ class Scenario(Strict):
                 out[canon_gpu(k, cat)] = count(k, cap)
         return out
 
+    def _check_prefix_caching(self) -> None:
+        """A server started without prefix caching serves no prompt from it: a class that
+        states a share of its prompts cached cannot be planned on one (the share is a class
+        property, not a pool's: refused rather than applied where it cannot hold)."""
+        hit = next((i for i, c in enumerate(self.classes) if c.prefix_cache_hit > 0), None)
+        if hit is None:
+            return
+        listed = [(f"candidates[{i}]", c.server) for i, c in enumerate(self.candidates or ())]
+        listed += [(f"fleet[{i}]", p.server) for i, p in enumerate(self.fleet or ())]
+        for where, server in listed:
+            if server is not None and server.enable_prefix_caching is False:
+                raise ValueError(
+                    f"{where}.server.enable_prefix_caching false contradicts classes[{hit}]."
+                    f"prefix_cache_hit {self.classes[hit].prefix_cache_hit:g}: a server without "
+                    "prefix caching serves no prompt from it")
+
     @model_validator(mode="after")
     def _cross(self, info: ValidationInfo) -> Scenario:
         cat = catalog_of(info)
@@ -279,6 +309,7 @@ class Scenario(Strict):
             more = f" and {len(dup) - 5} more" if len(dup) > 5 else ""
             raise ValueError(f"class names must be unique (repeated: {', '.join(dup[:5])}{more})")
         self._check_arrivals()
+        self._check_prefix_caching()
         replicas = sum(p.count for p in self.fleet or ())
         if replicas > MAX_FLEET_REPLICAS:  # each is simulated: 2e6 of them ran for minutes
             raise ValueError(f"fleet: {replicas} replicas in all, more than the "

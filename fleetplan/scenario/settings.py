@@ -1,6 +1,7 @@
 """The optimizer's and the simulator's settings blocks of a scenario.
 
-:class:`Candidate` (what the optimizer may buy), :class:`CarbonCap`, :class:`Commitment`,
+:class:`Candidate` (what the optimizer may buy, and its engine settings:
+:mod:`fleetplan.scenario.engine`), :class:`CarbonCap`, :class:`Commitment`,
 :class:`Embodied`, :class:`SolverSettings` (the one solver record, also the optimizer's: it
 validates against the solver registry, :mod:`fleetplan.registry.solvers`),
 :class:`CapacitySettings` (capacity measurement on the replica model), :class:`SimSettings` and
@@ -18,6 +19,7 @@ from fleetplan.catalog.grid import DEFAULT_REGION
 from fleetplan.errors import FleetplanError, InputError
 from fleetplan.registry.solvers import SOLVERS, resolve_solver
 from fleetplan.scenario.base import Strict, canon_config, catalog_of, check_region
+from fleetplan.scenario.engine import EngineSettings
 from fleetplan.scenario.messages import format_validation_error
 
 
@@ -61,6 +63,14 @@ class Candidate(Strict):
         "rate (docs/reliability.md); list the configuration twice to offer both markets "
         "(default: the market of its `reliability:` entry, on-demand without one)",
         examples=["spot"])
+    server: EngineSettings | None = Field(
+        default=None,
+        description="engine settings its replicas are started with, as `--engine-arg` takes "
+        "them (`{max_num_seqs: 64, gpu_memory_utilization: 0.85}`): the capacity the optimizer "
+        "measures and the plan's simulation use them (docs/profile-store.md, Describing the "
+        "server); a configuration listed twice states the same ones (default: the engine "
+        "version's defaults)",
+        examples=[{"max_num_seqs": 64}])
 
     _c = field_validator("config")(classmethod(
         lambda cls, v, info: canon_config(v, catalog_of(info))))

@@ -14,16 +14,21 @@
 - ``enable_prefix_caching``: read by the replay (a run on a server without it is cold), not a
   parameter.
 
+:func:`apply_stated` applies settings given as a mapping: what a scenario candidate's
+``server:`` record gives the optimizer's capacity search and the plan's simulation alike.
+
 The step-time coefficients are never changed: the settings change what a step holds, not what
 a token costs.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from fleetplan.catalog.catalog import Catalog, bundled_catalog
 from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.errors import InputError
-from fleetplan.profiles.server import ServerDescription
+from fleetplan.profiles.server import EngineValue, ServerDescription
 from fleetplan.replica.params_record import ReplicaParams
 from fleetplan.replica.priors import kv_capacity_tokens, server_limits
 
@@ -73,3 +78,15 @@ def apply_server(params: ReplicaParams, server: ServerDescription | None, *,
         params.max_model_len, kv)
     changes["source"] = f"{params.source}; server settings stated: {server.describe()}"
     return params.with_(**changes)
+
+
+
+def apply_stated(params: ReplicaParams, engine_args: Mapping[str, EngineValue] | None, *,
+                 catalog: Catalog | None = None, where: str = "server") -> ReplicaParams:
+    """``params`` started with ``engine_args`` (none: ``params`` itself), by
+    :func:`apply_server`. ``where``: how errors name the settings (``candidates[0].server``)."""
+    if not engine_args:
+        return params
+    return apply_server(params, ServerDescription(engine_args=dict(engine_args),
+                                                  names={"engine_args": where}),
+                        catalog=catalog)
