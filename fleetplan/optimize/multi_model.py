@@ -74,10 +74,10 @@ def merge_problems(parts: Sequence[tuple[str, PlanProblem]], limits: Limits,
 
 
 def check_supported(scenario: Scenario, confidence: float | None = None) -> None:
-    """Refuse, in one line, what a plan of several models does not do yet: ``--confidence`` and
-    churn (a ``reliability:`` block)."""
-    if confidence is not None:
-        raise not_for_several(scenario, "solve --confidence")
+    """Refuse, in one line, what a plan of several models does not do yet: churn (a
+    ``reliability:`` block). ``--confidence`` is supported (each configuration's margin is
+    its own model's, :func:`fleetplan.optimize.confidence.margins`); ``confidence`` stays for
+    the callers that pass it."""
     if scenario.reliability is not None:
         raise not_for_several(scenario, "a reliability block (churn spares)")
 

@@ -83,7 +83,8 @@ def solve(scenario: Scenario, *, solver: str | None = None, executor: Any = None
         if variant_classes(scenario):  # one solve per combination of the classes' variants
             return choose(scenario, lambda sc: solve(
                 sc, solver=solver, executor=executor, capacity=capacity, cache_dir=cache_dir,
-                max_rounds=max_rounds, max_trims=max_trims, progress=progress))
+                max_rounds=max_rounds, max_trims=max_trims, progress=progress,
+                confidence=confidence))
     ex = get_executor(executor)
     # stricter-tier capacities on demand (optimize/pricing.py); --confidence rescales every
     # entry of the table, so it searches them all

@@ -99,8 +99,7 @@ def test_replayed_on_another_seed_every_slo_holds(solved: tuple[Path, Any]) -> N
     assert sum(p.count for p in res.pools if p.config == "1xH100-PCIe") <= 2
 
 
-@pytest.mark.parametrize("args", [["solve", "--confidence", "0.9"],
-                                  ["frontier", "--sweep", "carbon"]])
+@pytest.mark.parametrize("args", [["frontier", "--sweep", "carbon"]])
 def test_what_is_not_supported_yet_is_refused(solved: tuple[Path, Any], cli: Any,
                                               args: list[str]) -> None:
     scenario = str(solved[0].parent / "two.yaml")
