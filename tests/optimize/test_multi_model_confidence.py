@@ -97,3 +97,22 @@ def test_an_infeasible_confidence_names_the_model_and_margin(cli: Any, tmp_path:
     plan = json.loads(out.read_text())
     assert plan["status"] == "infeasible" and plan["fleet"] == []
     assert {c["name"]: c["model"] for c in plan["classes"]} == {"batch": QWEN14, "agent": QWEN}
+
+
+def test_a_class_of_variants_keeps_the_promise_on_the_variant_chosen(
+        capacity_cache_dir: str) -> None:
+    """Each combination of variants is solved at the confidence asked; the plan kept holds it,
+    and its margin is named for the chosen model's configuration."""
+    sc = scenario_from_dict({
+        "models": [QWEN14, QWEN],
+        "classes": [{"name": "chat", "model": [QWEN14, QWEN], "rate_rps": 8,
+                     "slo": {"ttft_p99_ms": 500}}],
+        "candidates": ["1xH100-PCIe"], "capacity": CAPACITY, "sim": SIM})
+    plan = solve(sc, executor="serial", cache_dir=capacity_cache_dir, confidence=0.9)
+    assert plan.verified
+    (c,) = plan.classes
+    assert c.model in (QWEN14, QWEN)
+    assert c.slo_met_probability is not None and c.slo_met_probability >= 0.9
+    assert all(e.model == c.model for e in plan.fleet)
+    assert any(n.startswith("confidence 0.9") and f"{c.model}/1xH100-PCIe x" in n
+               for n in plan.notes)
