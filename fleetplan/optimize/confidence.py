@@ -41,13 +41,14 @@ Main entries: :func:`margins` (scenario, configurations, ``P`` -> :class:`Margin
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from fleetplan.errors import InputError
 from fleetplan.optimize.problem import Tier
 from fleetplan.scenario import Scenario
+from fleetplan.scenario.fleet import split_model
 from fleetplan.validate.bands import ErrorQuantiles
 from fleetplan.validate.model_errors import model_errors
 
@@ -197,32 +198,39 @@ def latency_factor(confidence: float, median_abs_error_pct: float) -> float:
 def margins(scenario: Scenario, configs: Iterable[str], confidence: float) -> Margins:
     """Each configuration's error and its latency factor at ``confidence``: a calibrated one's
     from docs/validation.md's tables (:func:`model_error`), an uncalibrated (spec-based) one's
-    from the spec path's held-out errors (:func:`spec_error`)."""
+    from the spec path's held-out errors (:func:`spec_error`). In a scenario with several
+    models a configuration is named ``model/config`` and is calibrated or not for its model."""
     from fleetplan.catalog.hardware import HardwareConfig
     from fleetplan.profiles.store import load_profiles
     from fleetplan.replica.params import replica_params
 
     check_confidence(confidence)
     out = {}
-    # a model measured on some configuration: an unmeasured one of it is a held-out config;
-    # a model never measured (a config.json): a held-out model
-    fold = ("leave-one-config-out" if load_profiles().configs(scenario.one_model)
-            else "leave-one-model-out")
-    for config in sorted(set(configs)):
+    folds: dict[str, str] = {}
+    for name in sorted(set(configs)):
+        # a candidate of a plan of several models is named model/config: its own model's errors
+        model, config = split_model(name)
+        model = model or scenario.one_model
+        if model not in folds:
+            # a model measured on some configuration: an unmeasured one of it is a held-out
+            # config; a model never measured (a config.json): a held-out model
+            folds[model] = ("leave-one-config-out" if load_profiles().configs(model)
+                            else "leave-one-model-out")
+        fold = folds[model]
         cat = scenario.data_context().catalog
-        calibrated = replica_params(scenario.one_model, config, catalog=cat).calibrated
+        calibrated = replica_params(model, config, catalog=cat).calibrated
         hw = HardwareConfig.parse(config, cat)
         gpu = hw.gpu
         if not calibrated:
-            out[config] = spec_error(config, gpu, confidence, fold)
+            out[name] = spec_error(name, gpu, confidence, fold)
             continue
         tp = int(hw.tp_size or hw.gpu_count)
         m, src = model_error(gpu, tp)
         signed = kind_quantiles(gpu, tp)
-        out[config] = (quantile_error(config, True, signed[0], m, confidence, signed[1])
-                       if signed is not None else
-                       ConfigError(config, calibrated, m, sigma_of(m),
-                                   latency_factor(confidence, m), src))
+        out[name] = (quantile_error(name, True, signed[0], m, confidence, signed[1])
+                     if signed is not None else
+                     ConfigError(name, calibrated, m, sigma_of(m),
+                                 latency_factor(confidence, m), src))
     return Margins(confidence, out)
 
 
@@ -273,18 +281,47 @@ def scale_slos(scenario: Scenario, f: float, names: Iterable[str] | None = None)
 def confident_inputs(scenario: Scenario, inputs: Any, m: Margins, **build: Any) -> Any:
     """``inputs`` (:class:`fleetplan.optimize.inputs.Inputs`) with each configuration's
     capacities measured at every SLO divided by its factor (``build``: the keywords of
-    :func:`fleetplan.optimize.inputs.build_problem`)."""
-    from fleetplan.optimize.inputs import build_problem, candidate_configs
+    :func:`fleetplan.optimize.inputs.build_problem`). In a scenario with several models each
+    model's capacities are measured on its own classes (its candidates named ``model/config``,
+    :mod:`fleetplan.optimize.multi_model`)."""
+    from fleetplan.optimize.multi_model import model_config
+    from fleetplan.scenario.served import is_multi_model, serving_models
 
     problem = inputs.problem
     capacity = dict(problem.capacity)
     results = dict(inputs.results)
     probes = dict(problem.probes)
-    cands = candidate_configs(scenario)
+    parts: list[tuple[str | None, Scenario]] = (
+        [(mdl, scenario.for_model(mdl)) for mdl in serving_models(scenario)]
+        if is_multi_model(scenario) else [(None, scenario)])
+    # a class's tier in the problem at hand, by name (a tightened search names the same classes)
+    tier_of = {d.name: d.tier for d in problem.demands}
+    for model, sub in parts:
+        def named(config: str, model: str | None = model) -> str:
+            return config if model is None else model_config(model, config)
+
+        _tighten_part(sub, m, named, tier_of, capacity, results, probes, build)
+    note = ("confidence {:g}: capacities measured at each SLO divided by the model-error factor "
+            "of the configuration ({})").format(m.confidence, "; ".join(
+                f"{c} x{e.factor:.3f} ({e.source})" for c, e in sorted(m.configs.items())))
+    return replace(inputs, problem=replace(problem, capacity=capacity, probes=probes),
+                   results=results,
+                   notes=(*inputs.notes, note))
+
+
+def _tighten_part(scenario: Scenario, m: Margins, named: Callable[[str], str],
+                  tier_of: Mapping[str, Tier], capacity: dict[Any, float],
+                  results: dict[Any, Any], probes: dict[Any, Any],
+                  build: Mapping[str, Any]) -> None:
+    """:func:`confident_inputs` for one model's scenario (``named``: a configuration -> its
+    candidate name in the problem): its capacities, results and probes at the tightened SLOs,
+    written into the tables given."""
+    from fleetplan.optimize.inputs import build_problem, candidate_configs
+
     by_factor: dict[float, list[tuple[str, list[str], int | None]]] = {}
     seen: set[str] = set()
-    for cand in cands:
-        f = m.configs[cand[0]].factor
+    for cand in candidate_configs(scenario):
+        f = m.configs[named(cand[0])].factor
         if cand[0] in seen:  # one configuration in two markets: its capacities are one
             continue
         seen.add(cand[0])
@@ -295,24 +332,17 @@ def confident_inputs(scenario: Scenario, inputs: Any, m: Margins, **build: Any) 
             {"config": c, "regions": r, **({} if mx is None else {"max_replicas": mx})}
             for c, r, mx in group])
         tight = build_problem(variant, **build)
-        tiers: dict[Tier, Tier] = {t: d.tier for t, d in zip(
-            (v.tier for v in tight.problem.demands), problem.demands, strict=True)}
-        names = {c for c, _r, _m in group}
+        tiers: dict[Tier, Tier] = {v.tier: tier_of[v.name] for v in tight.problem.demands}
+        names = {named(c) for c, _r, _m in group}
         for key in [k for k in capacity if k[1] in names]:
             capacity[key] = 0.0
         for (name, config, t), cap in tight.problem.capacity.items():
-            capacity[(name, config, tiers[t])] = cap
+            capacity[(name, named(config), tiers[t])] = cap
         for (name, config, t), res in tight.results.items():
-            results[(name, config, tiers[t])] = res
+            results[(name, named(config), tiers[t])] = res
         # the best P99 a lone replica reached in the search at the tightened SLO (which walks
         # down to the lowest rate when it fails): what an infeasibility is explained with
-        probes.update(tight.problem.probes)
-    note = ("confidence {:g}: capacities measured at each SLO divided by the model-error factor "
-            "of the configuration ({})").format(m.confidence, "; ".join(
-                f"{c} x{e.factor:.3f} ({e.source})" for c, e in sorted(m.configs.items())))
-    return replace(inputs, problem=replace(problem, capacity=capacity, probes=probes),
-                   results=results,
-                   notes=(*inputs.notes, note))
+        probes.update({(k[0], named(k[1]), *k[2:]): v for k, v in tight.problem.probes.items()})
 
 
 def tighten(scenario: Scenario, m: Margins, configs_of: Mapping[str, set[str]]) -> Scenario:

@@ -43,7 +43,8 @@ from fleetplan.errors import InputError
 from fleetplan.optimize.capacity import CapacitySettings
 from fleetplan.optimize.confidence import Margins, check_confidence
 from fleetplan.optimize.executors import SerialExecutor, get_executor
-from fleetplan.optimize.inputs import Inputs, build_problem, class_workload
+from fleetplan.optimize.inputs import Inputs, class_workload
+from fleetplan.optimize.inputs import build_problem as _build_one
 from fleetplan.optimize.loop import DEFAULT_MAX_ROUNDS
 from fleetplan.optimize.milp import candidate_key, solve_problem
 from fleetplan.optimize.plan import Plan, PlanStatus
@@ -290,10 +291,16 @@ def frontier(scenario: Scenario, sweep: str | Sweep = Sweep.carbon, points: int 
     """Sweep ``scenario`` (see the module docstring); ``scheduler``: a Dask address or client,
     ``"serial"``, ``"local[:N]"``, or ``None`` for local processes. ``progress`` receives the
     capacity searches and the points (:mod:`fleetplan._progress`)."""
+    from fleetplan.optimize.multi_model import build_multi_problem
+    from fleetplan.optimize.variants import variant_classes
     from fleetplan.scenario.served import is_multi_model, not_for_several
 
-    if is_multi_model(scenario):
-        raise not_for_several(scenario, "fleetplan frontier")
+    # several models: every point plans the whole fleet (their tables merged, one MILP); a
+    # class of variants would make every point a choice among solves: not yet
+    several = is_multi_model(scenario)
+    if several and variant_classes(scenario):
+        raise not_for_several(scenario, "fleetplan frontier of classes listing variants")
+    build_problem = build_multi_problem if several else _build_one
     try:
         kind = Sweep(sweep)
     except ValueError:

@@ -14,9 +14,10 @@ The closed loop then simulates the whole fleet at once (every class routed to it
 replicas only, :func:`fleetplan.fleet.pools.class_pools`).
 
 Main entries: :func:`build_multi_problem` (scenario -> merged inputs), :func:`merge_problems`
-(the merge itself, on plain problems), :func:`check_supported` (what a plan of several models
-does not do yet, refused in one line) and :func:`bare_config` (the configuration of a
-candidate name).
+(the merge itself, on plain problems) and :func:`bare_config` (the configuration of a
+candidate name). ``--confidence`` and churn follow the candidate names: a configuration's
+margin is its own model's (:func:`fleetplan.optimize.confidence.margins`), and every pool
+keeps its own spares (a pool is one model's).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from fleetplan.optimize.inputs import Inputs, build_problem
 from fleetplan.optimize.problem import Limits, PlanProblem
 from fleetplan.scenario import Scenario
 from fleetplan.scenario.fleet import split_model
-from fleetplan.scenario.served import MODEL_MARK, not_for_several, serving_models
+from fleetplan.scenario.served import MODEL_MARK, serving_models
 
 V = TypeVar("V")
 
@@ -71,15 +72,6 @@ def merge_problems(parts: Sequence[tuple[str, PlanProblem]], limits: Limits,
         unfit.update(_renamed(p.unfit, m))
     return PlanProblem(tuple(demands), pools, capacity, dyn, limits, probes,
                        max(p.slo_margin for _m, p in parts), unfit=dict(sorted(unfit.items())))
-
-
-def check_supported(scenario: Scenario, confidence: float | None = None) -> None:
-    """Refuse, in one line, what a plan of several models does not do yet: ``--confidence`` and
-    churn (a ``reliability:`` block)."""
-    if confidence is not None:
-        raise not_for_several(scenario, "solve --confidence")
-    if scenario.reliability is not None:
-        raise not_for_several(scenario, "a reliability block (churn spares)")
 
 
 def build_multi_problem(scenario: Scenario, **build: Any) -> Inputs:

@@ -36,7 +36,7 @@ from fleetplan.optimize.executors import Executor, get_executor
 from fleetplan.optimize.inputs import Inputs, build_problem
 from fleetplan.optimize.loop import DEFAULT_MAX_ROUNDS, DEFAULT_MAX_TRIMS, closed_loop
 from fleetplan.optimize.milp import build_model
-from fleetplan.optimize.multi_model import bare_config, build_multi_problem, check_supported
+from fleetplan.optimize.multi_model import bare_config, build_multi_problem
 from fleetplan.optimize.plan import Plan, PlanStatus
 from fleetplan.optimize.plan_build import configs_of, infeasible_plan, solved_plan
 from fleetplan.optimize.pricing import price_tiers
@@ -78,12 +78,11 @@ def solve(scenario: Scenario, *, solver: str | None = None, executor: Any = None
     settings = solver_settings(scenario, solver)
     settings.pulp_name  # noqa: B018 - fail early on an unknown or unavailable solver
     several = is_multi_model(scenario)
-    if several:
-        check_supported(scenario, confidence)
-        if variant_classes(scenario):  # one solve per combination of the classes' variants
-            return choose(scenario, lambda sc: solve(
-                sc, solver=solver, executor=executor, capacity=capacity, cache_dir=cache_dir,
-                max_rounds=max_rounds, max_trims=max_trims, progress=progress))
+    if several and variant_classes(scenario):  # one solve per combination of the variants
+        return choose(scenario, lambda sc: solve(
+            sc, solver=solver, executor=executor, capacity=capacity, cache_dir=cache_dir,
+            max_rounds=max_rounds, max_trims=max_trims, progress=progress,
+            confidence=confidence))
     ex = get_executor(executor)
     # stricter-tier capacities on demand (optimize/pricing.py); --confidence rescales every
     # entry of the table, so it searches them all

@@ -15,10 +15,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 EXPECTED = {"01-reproduce-the-study.ipynb", "02-plan-a-hybrid-fleet.ipynb",
-            "03-replay-a-production-trace.ipynb"}
+            "03-replay-a-production-trace.ipynb", "04-several-models.ipynb"}
 
 
-def test_the_three_notebooks_exist() -> None:
+def test_the_notebooks_exist() -> None:
     assert {p.name for p in NOTEBOOKS} >= EXPECTED
 
 

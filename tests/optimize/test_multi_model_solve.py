@@ -99,17 +99,6 @@ def test_replayed_on_another_seed_every_slo_holds(solved: tuple[Path, Any]) -> N
     assert sum(p.count for p in res.pools if p.config == "1xH100-PCIe") <= 2
 
 
-@pytest.mark.parametrize("args", [["solve", "--confidence", "0.9"],
-                                  ["frontier", "--sweep", "carbon"]])
-def test_what_is_not_supported_yet_is_refused(solved: tuple[Path, Any], cli: Any,
-                                              args: list[str]) -> None:
-    scenario = str(solved[0].parent / "two.yaml")
-    res = cli(args[0], scenario, *args[1:])
-    assert res.exit_code == 2
-    assert "not supported yet for a scenario with several models" in res.stderr
-    assert len(res.stderr.strip().splitlines()) == 1
-
-
 def test_report_has_a_table_per_model_and_the_fleets_totals(solved: tuple[Path, Any],
                                                              cli: Any, tmp_path: Path) -> None:
     import re
