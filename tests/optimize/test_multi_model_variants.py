@@ -8,6 +8,7 @@ variant, the fewest H100 replicas whose capacities carry the rate, at the catalo
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -63,3 +64,39 @@ def test_combinations_are_bounded() -> None:
     two = scenario_from_dict({**SCENARIO, "classes": classes[:2]})
     assert combinations(two) == [{"c0": BIG, "c1": BIG}, {"c0": BIG, "c1": SMALL},
                                  {"c0": SMALL, "c1": BIG}, {"c0": SMALL, "c1": SMALL}]
+
+
+HF = Path(__file__).resolve().parents[1] / "data" / "hf-configs"
+BF16, FP8 = "Llama-3.1-8B-Instruct", "Meta-Llama-3.1-8B-Instruct-FP8"
+
+
+def test_a_class_accepting_fp8_and_bf16_gets_the_cheaper_verified_one(
+        capacity_cache_dir: str) -> None:
+    """The issue's case: two precisions of one model (each described by its config.json, so
+    predicted uncalibrated) as variants of one class; brute force over the capacity table says
+    which is cheaper, and solve serves the class with it, verified."""
+    rate = 48.0  # 3 replicas of one precision, 4 of the other, at their predicted capacities
+    sc = scenario_from_dict({
+        "models": [{"name": BF16, "model_config": str(HF / BF16)},
+                   {"name": FP8, "model_config": str(HF / FP8)}],
+        "classes": [{"name": "chat", "model": [BF16, FP8], "rate_rps": rate,
+                     "slo": {"ttft_p99_ms": 1000}}],
+        "candidates": ["1xRTX-4090"],
+        "capacity": SCENARIO["capacity"], "sim": SCENARIO["sim"]})
+    table_cost = {}
+    for model in (BF16, FP8):
+        problem = build_problem(sc.for_model(model), cache_dir=capacity_cache_dir).problem
+        (pool,) = problem.pools
+        cap = problem.capacity[("chat", "1xRTX-4090", Tier(1000.0))]
+        assert cap > 0
+        table_cost[model] = math.ceil(rate / cap) * pool.price_usd_per_hour
+    cheapest = min(table_cost, key=lambda m: table_cost[m])
+    assert table_cost[cheapest] < max(table_cost.values()), table_cost  # a clear-cut choice
+    plan = solve(sc, executor="serial", cache_dir=capacity_cache_dir)
+    assert plan.verified
+    (chat,) = plan.classes
+    assert chat.model == cheapest and chat.met
+    assert {e.model for e in plan.fleet} == {cheapest}
+    # the closed loop adds replicas to both (the simulation holds fewer requests per replica
+    # than the steady-state search), and the cheaper one stays cheaper
+    assert any(n.startswith(f"variants: chat on {cheapest}") for n in plan.notes)
