@@ -42,7 +42,7 @@ from fleetplan.replica.records import (
     Request,
 )
 from fleetplan.replica.scheduler import Chunks, Scheduler
-from fleetplan.replica.step_math import plan_duration, steps_until
+from fleetplan.replica.step_math import decode_plan, plan_duration, step_time, steps_until
 
 _EPS = 1e-12
 _TOKENS = operator.itemgetter(1)  # of a prefill chunk (request, tokens)
@@ -242,8 +242,8 @@ class ReplicaEngine:
             if n > 0:
                 c_step, _, c_seq, c_kv = self._c
                 self._plan_t0 = now
-                self._plan_A = c_step + c_seq * n_dec + c_kv * (sched.s_off + n_dec * G)
-                self._plan_B = c_kv * n_dec
+                self._plan_A, self._plan_B = decode_plan(c_step, c_seq, c_kv, n_dec, sched.s_off,
+                                                         G)
                 self._plan_n = n
                 self._plan_pf = None
                 self._plan_act = step_activity(n_dec)
@@ -263,8 +263,7 @@ class ReplicaEngine:
         if self._pending and not sched.waiting and len(sched.running) < sched.max_seqs:
             G, D = sched.step, sched.n_dec
             c_step, _, c_seq, c_kv = self._c
-            self._plan_A = c_step + c_seq * D + c_kv * (sched.s_off + D * G)
-            self._plan_B = c_kv * D
+            self._plan_A, self._plan_B = decode_plan(c_step, c_seq, c_kv, D, sched.s_off, G)
             n = min(n, self._steps_until(self._pending[0].visible_s - now))
         return n
 
@@ -277,8 +276,7 @@ class ReplicaEngine:
             if self._pending:
                 self._arm(self._pending[0].visible_s, 0)
             return
-        c_step, c_pf, c_seq, c_kv = self._c
-        dur = c_step + c_pf * prefill + c_seq * n_dec + c_kv * kv_read
+        dur = step_time(*self._c, prefill, n_dec, kv_read)
         self._plan_t0 = now
         self._plan_A = dur
         self._plan_B = 0.0

@@ -98,6 +98,14 @@ def decode_run_cap(phase: Sequence[int], bs: int, s_off: int, n_dec: int, step: 
     return min(n, lo + 1)
 
 
+def decode_start(target: int, step: int, out: int, generated: int) -> tuple[int, int]:
+    """A request whose prefill (``target`` tokens) completed at global step ``step``, with
+    ``generated`` of its ``out`` tokens out, decodes from the next step: ``(step_off, last
+    step)``, its context being ``step_off + k`` at step ``k`` and its last token due at the
+    last step."""
+    return target - step, step + out - generated
+
+
 def generated_when_preempted(gen0: int, step: int, last_step: int, out: int) -> int:
     """Tokens a decoder preempted before global step ``step`` has generated: ``gen0`` when it
     started decoding, one more per step since (it was to emit its last at ``last_step``)."""

@@ -35,6 +35,7 @@ from fleetplan.replica.schedule_policy import (
     dec_blocks,
     decode_new_blocks,
     decode_run_cap,
+    decode_start,
     decoder_blocks,
     first_chunk,
     generated_when_preempted,
@@ -306,9 +307,8 @@ class Scheduler:
                 continue
             s = last  # the step that produced this token
             r.state = DECODE
-            r.step_off = r.target - s
+            r.step_off, r.last_step = decode_start(r.target, s, r.output_tokens, r.generated)
             r.gen0 = r.generated
-            r.last_step = s + r.output_tokens - r.generated
             self.n_dec += 1
             self.s_off += r.step_off
             self.phase[r.step_off % self.block_size] += 1

@@ -21,6 +21,8 @@ from numba.extending import register_jitable
 
 from fleetplan.replica import schedule_policy as _policy
 from fleetplan.replica.step_math import EPS as EPS  # the loop reads it here
+from fleetplan.replica.step_math import decode_plan as _decode_plan
+from fleetplan.replica.step_math import step_time as _step_time
 from fleetplan.replica.step_math import steps_until as _steps_until
 
 STOP_DONE, STOP_OVERLOAD, STOP_ABOVE = 0, 1, 2
@@ -73,6 +75,9 @@ def append(prev, nxt, ends, head, r):  # type: ignore[no-untyped-def]
 
 # the shared step arithmetic and scheduling rules, compiled into the loop
 steps_until = register_jitable(_steps_until)
+step_time = register_jitable(_step_time)
+decode_plan = register_jitable(_decode_plan)
+decode_start = register_jitable(_policy.decode_start)
 cached_prefix = register_jitable(_policy.cached_prefix)
 first_chunk = register_jitable(_policy.first_chunk)
 prefill_chunk = register_jitable(_policy.prefill_chunk)

@@ -38,7 +38,9 @@ from fleetplan.replica.steady_arrays import (
     cached_prefix,
     dec_blocks,
     decode_new_blocks,
+    decode_plan,
     decode_run_cap,
+    decode_start,
     decoder_blocks,
     finish,
     first_chunk,
@@ -48,6 +50,7 @@ from fleetplan.replica.steady_arrays import (
     prefill_blocks,
     prefill_chunk,
     source_clock,
+    step_time,
     steps_until,
     unlink,
     wake,
@@ -227,9 +230,8 @@ def steady_loop(arr_t, inp, out, hit, measured, bad, overhead, limit,  # noqa: C
                         ended = True
                     continue
                 state[r] = DECODE
-                step_off[r] = target[r] - last
+                step_off[r], last_step[r] = decode_start(target[r], last, out[r], generated[r])
                 gen0[r] = generated[r]
-                last_step[r] = last + out[r] - generated[r]
                 n_dec += 1
                 s_off += step_off[r]
                 phase[step_off[r] % bs] += 1
@@ -280,8 +282,7 @@ def steady_loop(arr_t, inp, out, hit, measured, bad, overhead, limit,  # noqa: C
             while state[heap[0][2]] != DECODE or last_step[heap[0][2]] != heap[0][0]:
                 heapq.heappop(heap)
             n = decode_run_cap(phase, bs, s_off, n_dec, G, heap[0][0] - G + 1, kv_blocks)
-            plan_a = c_step + c_seq * n_dec + c_kv * (s_off + n_dec * G)
-            plan_b = c_kv * n_dec
+            plan_a, plan_b = decode_plan(c_step, c_seq, c_kv, n_dec, s_off, G)
             if n > 0 and p_head < n_sub and n_wait == 0 and n_run < max_seqs:
                 n = min(n, steps_until(plan_a, plan_b, vis[p_head] - now))
             if n > 0:
@@ -409,7 +410,7 @@ def steady_loop(arr_t, inp, out, hit, measured, bad, overhead, limit,  # noqa: C
                 plan_end, timer_t, eid = arm(now, vis[p_head], eid)
                 timer_eid = eid
             continue
-        dur = c_step + c_pf * prefill + c_seq * sn_dec + c_kv * kv_read
+        dur = step_time(c_step, c_pf, c_seq, c_kv, prefill, sn_dec, kv_read)
         plan_a = dur
         plan_b = 0.0
         plan_n = 1
