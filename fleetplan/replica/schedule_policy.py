@@ -22,11 +22,12 @@ from collections.abc import Sequence
 
 def cached_prefix(hit: int, generated: int, target: int, bs: int) -> int:
     """Prompt tokens the prefix cache serves a waiting request (``hit`` tokens found cached):
-    whole blocks, never the last token (vLLM recomputes it to get its logits), none for a
+    whole blocks (vLLM caches full blocks only; a hit that ends inside a block is served up to
+    the block before), never the last token (vLLM recomputes it to get its logits), none for a
     preempted request that already generated (its prefix was freed)."""
     if hit <= 0 or generated:
         return 0
-    return min(hit, (target - 1) // bs * bs)
+    return min(hit // bs, (target - 1) // bs) * bs
 
 
 def first_chunk(cached: int, target: int, budget: int, bs: int) -> tuple[int, int]:

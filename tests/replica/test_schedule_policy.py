@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import math
 
+import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fleetplan.replica import ReplicaEngine, Request, replica_params
 from fleetplan.replica import schedule_policy as sp
+from fleetplan.replica.steady import cached_prompt_tokens
 from fleetplan.replica.step_math import decode_plan, plan_duration, step_time
 
 BLOCK_SIZES = st.sampled_from([1, 2, 16])
@@ -103,3 +106,25 @@ def test_a_decode_plan_lasts_as_long_as_its_steps(n_dec, s_off, step, n) -> None
     a, b = decode_plan(c[0], c[2], c[3], n_dec, s_off, step)
     steps = sum(step_time(*c, 0, n_dec, s_off + n_dec * (step + j)) for j in range(n))
     assert math.isclose(plan_duration(a, b, n), steps, rel_tol=1e-12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(prompt=st.integers(2, 5000), hit=st.integers(1, 5000), bs=BLOCK_SIZES)
+def test_the_prefix_cache_serves_whole_blocks_only(prompt, hit, bs) -> None:
+    """vLLM caches full blocks; a hit share that ends inside a block (a scenario's
+    ``prefix_cache_hit``: floor(hit x prompt) tokens) is served up to the block before."""
+    assert sp.cached_prefix(hit, 0, prompt, bs) == min(hit // bs, (prompt - 1) // bs) * bs
+
+
+def test_a_hit_share_ending_inside_a_block_prefills_the_rest_of_that_block() -> None:
+    p = replica_params("DeepSeek-R1-Distill-Qwen-14B", "1xH100-PCIe")
+    hits = cached_prompt_tokens([1000], 0.5)  # 500 tokens: 31 whole blocks of 16 and 4 more
+    assert hits is not None and int(hits[0]) == 500
+    env = simpy.Environment()
+    eng = ReplicaEngine(env, p)
+    r = Request(0, 0.0, 1000, 1, cached_tokens=int(hits[0]))
+    eng.submit(r)
+    env.run()
+    # one step prefills 1000 - 496 tokens and reads the 496 cached ones
+    step = p.c_step + p.c_prefill_tok * 504 + p.c_kv_tok * 496
+    assert abs((r.first_token_s - r.arrival_s) - (p.overhead_s + step)) < 1e-12
