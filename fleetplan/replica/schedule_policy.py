@@ -20,21 +20,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 
-def cached_prefix(hit: int, generated: int, target: int, bs: int) -> int:
-    """Prompt tokens the prefix cache serves a waiting request (``hit`` tokens found cached):
-    whole blocks (vLLM caches full blocks only; a hit that ends inside a block is served up to
-    the block before), never the last token (vLLM recomputes it to get its logits), none for a
-    preempted request that already generated (its prefix was freed)."""
-    if hit <= 0 or generated:
-        return 0
-    return min(hit // bs, (target - 1) // bs) * bs
+def admission(hit: int, generated: int, target: int, budget: int,
+              bs: int) -> tuple[int, int, int]:
+    """A waiting request's admission with ``budget`` tokens left (``hit`` of its ``target``
+    prompt tokens found in the prefix cache): ``(prompt tokens the cache serves, prompt tokens
+    its first chunk computes, KV blocks it needs)``, the cached prefix's blocks included. With
+    ``budget`` 0, the first is what it will take from the cache (its queue's share).
 
-
-def first_chunk(cached: int, target: int, budget: int, bs: int) -> tuple[int, int]:
-    """An admission's first chunk with ``budget`` tokens left: ``(prompt tokens it computes,
-    KV blocks it needs)``, the cached prefix's blocks included."""
+    The cache serves whole blocks (vLLM caches full blocks only; a hit that ends inside a block
+    is served up to the block before), never the last token (vLLM recomputes it to get its
+    logits), nothing to a preempted request that already generated (its prefix was freed)."""
+    # the cache rule and the chunk in one call: this runs at every step boundary with a queue
+    cached = 0 if hit <= 0 or generated else min(hit // bs, (target - 1) // bs) * bs
     new_tokens = min(target - cached, budget)
-    return new_tokens, -(-(cached + new_tokens) // bs)
+    return cached, new_tokens, -(-(cached + new_tokens) // bs)
 
 
 def prefill_chunk(computed: int, kv_slots: int, target: int, budget: int,

@@ -31,13 +31,12 @@ from collections.abc import Callable
 from fleetplan.replica.params_record import ReplicaParams
 from fleetplan.replica.records import DECODE, DONE, PREFILL, WAITING, EngineStats, Request
 from fleetplan.replica.schedule_policy import (
-    cached_prefix,
+    admission,
     dec_blocks,
     decode_new_blocks,
     decode_run_cap,
     decode_start,
     decoder_blocks,
-    first_chunk,
     generated_when_preempted,
     held_upper,
     may_run_short,
@@ -78,7 +77,8 @@ class Scheduler:
     def enqueue(self, r: Request) -> None:
         """``r`` reaches the scheduler: to the back of the waiting queue."""
         r.state = WAITING
-        self.wait_cached_blocks += self.cached(r) // self.block_size
+        bs = self.block_size
+        self.wait_cached_blocks += admission(r.cached_tokens, r.generated, r.target, 0, bs)[0] // bs
         self.waiting.append(r)
 
     # ------------------------------------------------------------------ KV accounting
@@ -93,23 +93,16 @@ class Scheduler:
         return self.dec_blocks(self.step - 1) + sum(-(-r.kv_slots // bs)
                                                     for r in self.prefilling.values())
 
-    def held_upper(self) -> int:
-        """An upper bound of the KV blocks held now (exact count is O(running))."""
-        return held_upper(self.s_off, self.n_dec, self.step, self.pf_slots, len(self.running),
-                          self.block_size)
-
     def admissible(self, r: Request, budget: int) -> bool:
         """Whether waiting ``r`` could be admitted now with ``budget`` tokens left."""
         if budget <= 0:
             return False
-        _, need = first_chunk(self.cached(r), r.target, budget, self.block_size)
-        if self.held_upper() + need <= self.kv_blocks:
+        bs = self.block_size
+        need = admission(r.cached_tokens, r.generated, r.target, budget, bs)[2]
+        if held_upper(self.s_off, self.n_dec, self.step, self.pf_slots, len(self.running),
+                      bs) + need <= self.kv_blocks:
             return True
         return need <= self.kv_blocks - self.held_blocks()
-
-    def cached(self, r: Request) -> int:
-        """Prompt tokens of ``r`` the prefix cache serves (whole blocks, never the last)."""
-        return cached_prefix(r.cached_tokens, r.generated, r.target, self.block_size)
 
     def decode_run_len(self) -> int:
         """Decode-only steps that can run before a decoder finishes or a KV block runs out
@@ -138,7 +131,7 @@ class Scheduler:
         the decoders' allocation of this step when not tight, before it when tight."""
         bs, G = self.block_size, self.step
         budget = self.token_budget
-        held = self.held_upper()
+        held = held_upper(self.s_off, self.n_dec, G, self.pf_slots, len(self.running), bs)
         tight = may_run_short(held, budget, bs, self.max_seqs, self.wait_cached_blocks,
                               self.kv_blocks)
         if tight:
@@ -219,8 +212,8 @@ class Scheduler:
         waiting, running, max_seqs = self.waiting, self.running, self.max_seqs
         while waiting and budget > 0 and len(running) < max_seqs:
             r = waiting[0]
-            cached = cached_prefix(r.cached_tokens, r.generated, r.target, bs)
-            new_tokens, need = first_chunk(cached, r.target, budget, bs)
+            cached, new_tokens, need = admission(r.cached_tokens, r.generated, r.target, budget,
+                                                 bs)
             if need > free:
                 break
             waiting.popleft()

@@ -33,9 +33,9 @@ from fleetplan.replica.steady_arrays import (
     STOP_OVERLOAD,
     WAITING,
     activity,
+    admission,
     append,
     arm,
-    cached_prefix,
     dec_blocks,
     decode_new_blocks,
     decode_plan,
@@ -43,7 +43,6 @@ from fleetplan.replica.steady_arrays import (
     decode_start,
     decoder_blocks,
     finish,
-    first_chunk,
     generated_when_preempted,
     held_upper,
     kv_room,
@@ -249,7 +248,7 @@ def steady_loop(arr_t, inp, out, hit, measured, bad, overhead, limit,  # noqa: C
             # Scheduler.enqueue
             r = p_head
             state[r] = WAITING
-            wait_cached_blocks += cached_prefix(cached_tok[r], generated[r], target[r], bs) // bs
+            wait_cached_blocks += admission(cached_tok[r], generated[r], target[r], 0, bs)[0] // bs
             wq[(wq_head + n_wait) % n_req] = r
             n_wait += 1
             p_head += 1
@@ -270,8 +269,7 @@ def steady_loop(arr_t, inp, out, hit, measured, bad, overhead, limit,  # noqa: C
             elif not jump:
                 # Scheduler.admissible(waiting[0], budget)
                 r = wq[wq_head]
-                cb = cached_prefix(cached_tok[r], generated[r], target[r], bs)
-                need = first_chunk(cb, target[r], budget, bs)[1]
+                need = admission(cached_tok[r], generated[r], target[r], budget, bs)[2]
                 held_up = held_upper(s_off, n_dec, step, pf_slots, n_run, bs)
                 if held_up + need > kv_blocks:
                     held = dec_blocks(phase, bs, s_off, n_dec, step - 1) + prefill_blocks(
@@ -378,8 +376,8 @@ def steady_loop(arr_t, inp, out, hit, measured, bad, overhead, limit,  # noqa: C
             kv_adm = 0
             while n_wait > 0 and budget > 0 and n_run < max_seqs:
                 r = wq[wq_head]
-                cb = cached_prefix(cached_tok[r], generated[r], target[r], bs)
-                new_tokens, need = first_chunk(cb, target[r], budget, bs)
+                cb, new_tokens, need = admission(cached_tok[r], generated[r], target[r], budget,
+                                                 bs)
                 if need > free:
                     break
                 wq_head = (wq_head + 1) % n_req

@@ -64,11 +64,12 @@ def test_a_decode_run_stops_at_the_first_step_the_cache_cannot_hold(contexts, bs
        budget=st.integers(1, 4096))
 def test_an_admission_computes_what_the_cache_lacks_within_the_budget(prompt, hit, bs,
                                                                       budget) -> None:
-    cached = sp.cached_prefix(hit, 0, prompt, bs)
+    cached = sp.admission(hit, 0, prompt, 0, bs)[0]
     assert cached <= hit
     assert cached < prompt  # the last prompt token is always computed
-    assert sp.cached_prefix(hit, 1, prompt, bs) == 0  # a recomputed request: its blocks are gone
-    new_tokens, need = sp.first_chunk(cached, prompt, budget, bs)
+    assert sp.admission(hit, 1, prompt, 0, bs)[0] == 0  # a recomputed request: its blocks are gone
+    assert sp.admission(hit, 0, prompt, budget, bs)[0] == cached  # whatever the budget
+    _, new_tokens, need = sp.admission(hit, 0, prompt, budget, bs)
     assert new_tokens == min(prompt - cached, budget) and new_tokens >= 1
     assert need == _blocks(cached + new_tokens, bs)
 
@@ -113,7 +114,7 @@ def test_a_decode_plan_lasts_as_long_as_its_steps(n_dec, s_off, step, n) -> None
 def test_the_prefix_cache_serves_whole_blocks_only(prompt, hit, bs) -> None:
     """vLLM caches full blocks; a hit share that ends inside a block (a scenario's
     ``prefix_cache_hit``: floor(hit x prompt) tokens) is served up to the block before."""
-    assert sp.cached_prefix(hit, 0, prompt, bs) == min(hit // bs, (prompt - 1) // bs) * bs
+    assert sp.admission(hit, 0, prompt, 0, bs)[0] == min(hit // bs, (prompt - 1) // bs) * bs
 
 
 def test_a_hit_share_ending_inside_a_block_prefills_the_rest_of_that_block() -> None:
