@@ -42,7 +42,7 @@ from fleetplan.replica.records import (
     Request,
 )
 from fleetplan.replica.scheduler import Chunks, Scheduler
-from fleetplan.replica.step_math import plan_duration, steps_until
+from fleetplan.replica.step_math import decode_plan, plan_duration, step_time, steps_until
 
 _EPS = 1e-12
 _TOKENS = operator.itemgetter(1)  # of a prefill chunk (request, tokens)
@@ -170,23 +170,16 @@ class ReplicaEngine:
             return
         # mid-plan: can the new request join at an earlier step boundary?
         if self._plan_n > 1 and not sched.waiting and len(sched.running) < sched.max_seqs:
-            m = self._steps_until(req.visible_s - self._plan_t0)
+            m = steps_until(self._plan_A, self._plan_B, req.visible_s - self._plan_t0)
             if m < self._plan_n:
                 self._plan_n = m
-                self._arm(self._plan_t0 + self._cum(m), m)
+                self._arm(self._plan_t0 + plan_duration(self._plan_A, self._plan_B, m), m)
 
     def _finished(self, r: Request) -> None:
         if self.on_finish is not None:
             self.on_finish(r)
 
     # ------------------------------------------------------------------ plumbing
-    def _cum(self, n: int) -> float:
-        return plan_duration(self._plan_A, self._plan_B, n)
-
-    def _steps_until(self, dt: float) -> int:
-        """Fewest steps (>= 1) of the current plan whose cumulative duration reaches ``dt``."""
-        return steps_until(self._plan_A, self._plan_B, dt)
-
     def _arm(self, t: float, n: int) -> None:
         self._gen += 1
         self._plan_end = t
@@ -214,7 +207,7 @@ class ReplicaEngine:
         n = self._plan_n
         st = self.stats
         st.steps += n
-        dur = n * self._plan_A + self._plan_B * n * (n - 1) / 2.0  # self._cum(n), inlined
+        dur = n * self._plan_A + self._plan_B * n * (n - 1) / 2.0  # plan_duration, inlined
         st.busy_s += dur
         st.active_s += self._plan_act * dur
         n_dec = self._sched.n_dec
@@ -238,34 +231,29 @@ class ReplicaEngine:
         if len(sched.running) == n_dec and n_dec and (
                 not sched.waiting or len(sched.running) >= sched.max_seqs
                 or not sched.admissible(sched.waiting[0], sched.token_budget - n_dec)):
+            c_step, _, c_seq, c_kv = self._c
+            self._plan_A, self._plan_B = decode_plan(c_step, c_seq, c_kv, n_dec, sched.s_off, G)
             n = self._jump_len(now)
             if n > 0:
-                c_step, _, c_seq, c_kv = self._c
                 self._plan_t0 = now
-                self._plan_A = c_step + c_seq * n_dec + c_kv * (sched.s_off + n_dec * G)
-                self._plan_B = c_kv * n_dec
                 self._plan_n = n
                 self._plan_pf = None
                 self._plan_act = step_activity(n_dec)
                 self._busy = True
-                self._arm(now + self._cum(n), n)
+                self._arm(now + plan_duration(self._plan_A, self._plan_B, n), n)
                 return
         self._single_step(now)
 
     def _jump_len(self, now: float) -> int:
         """Decode steps that can run before the next state change (0: preemption needed):
         a decoder finishing, a KV block running out, or a pending request reaching the
-        scheduler while it could join."""
+        scheduler while it could join (the decode plan, ``_plan_A`` and ``_plan_B``, is set)."""
         sched = self._sched
         n = sched.decode_run_len()
         if n == 0:
             return 0
         if self._pending and not sched.waiting and len(sched.running) < sched.max_seqs:
-            G, D = sched.step, sched.n_dec
-            c_step, _, c_seq, c_kv = self._c
-            self._plan_A = c_step + c_seq * D + c_kv * (sched.s_off + D * G)
-            self._plan_B = c_kv * D
-            n = min(n, self._steps_until(self._pending[0].visible_s - now))
+            n = min(n, steps_until(self._plan_A, self._plan_B, self._pending[0].visible_s - now))
         return n
 
     def _single_step(self, now: float) -> None:
@@ -278,7 +266,7 @@ class ReplicaEngine:
                 self._arm(self._pending[0].visible_s, 0)
             return
         c_step, c_pf, c_seq, c_kv = self._c
-        dur = c_step + c_pf * prefill + c_seq * n_dec + c_kv * kv_read
+        dur = step_time(c_step, c_pf, c_seq, c_kv, prefill, n_dec, kv_read)
         self._plan_t0 = now
         self._plan_A = dur
         self._plan_B = 0.0

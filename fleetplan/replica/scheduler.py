@@ -14,6 +14,10 @@ KV accounting in O(block size), not O(running): a decoding request's context at 
 ``k`` is ``step_off + k``, so the decoders' blocks follow from their count, the sum of their
 offsets and their count per offset modulo the block size (:meth:`Scheduler.dec_blocks`).
 
+The rules themselves (prefix-cache hits, chunk sizes, KV blocks, the decode run length) are the
+functions of :mod:`fleetplan.replica.schedule_policy`, which the compiled steady-state loop calls
+too; this class walks its queue and batch and keeps their state.
+
 Main entry: :class:`Scheduler` (its state is public for the engine: read it, change it only
 through the methods).
 """
@@ -26,6 +30,18 @@ from collections.abc import Callable
 
 from fleetplan.replica.params_record import ReplicaParams
 from fleetplan.replica.records import DECODE, DONE, PREFILL, WAITING, EngineStats, Request
+from fleetplan.replica.schedule_policy import (
+    admission,
+    dec_blocks,
+    decode_new_blocks,
+    decode_run_cap,
+    decode_start,
+    decoder_blocks,
+    generated_when_preempted,
+    held_upper,
+    may_run_short,
+    prefill_chunk,
+)
 
 Chunks = list[tuple[Request, int]]  # (request, prompt tokens it computes) of one step
 
@@ -61,19 +77,15 @@ class Scheduler:
     def enqueue(self, r: Request) -> None:
         """``r`` reaches the scheduler: to the back of the waiting queue."""
         r.state = WAITING
-        self.wait_cached_blocks += self.cached(r) // self.block_size
+        bs = self.block_size
+        self.wait_cached_blocks += admission(r.cached_tokens, r.generated, r.target, 0, bs)[0] // bs
         self.waiting.append(r)
 
     # ------------------------------------------------------------------ KV accounting
     def dec_blocks(self, k: int) -> int:
         """KV blocks all decoding requests hold after allocating for global step ``k``:
         sum of ceil((off + k) / bs), in O(block size) from the counts per phase."""
-        bs = self.block_size
-        pad = 0
-        for ph, cnt in enumerate(self.phase):
-            if cnt:
-                pad += cnt * ((-(ph + k)) % bs)
-        return (self.s_off + self.n_dec * k + pad) // bs
+        return dec_blocks(self.phase, self.block_size, self.s_off, self.n_dec, k)
 
     def held_blocks(self) -> int:
         """KV blocks held now (before the next step allocates)."""
@@ -81,28 +93,16 @@ class Scheduler:
         return self.dec_blocks(self.step - 1) + sum(-(-r.kv_slots // bs)
                                                     for r in self.prefilling.values())
 
-    def held_upper(self) -> int:
-        """An upper bound of the KV blocks held now (exact count is O(running))."""
-        held_tokens = self.s_off + self.n_dec * (self.step - 1) + self.pf_slots
-        return -(-held_tokens // self.block_size) + len(self.running)
-
     def admissible(self, r: Request, budget: int) -> bool:
         """Whether waiting ``r`` could be admitted now with ``budget`` tokens left."""
         if budget <= 0:
             return False
-        cached = self.cached(r)
-        new = min(r.target - cached, budget)
-        need = -(-(cached + new) // self.block_size)
-        if self.held_upper() + need <= self.kv_blocks:
+        bs = self.block_size
+        need = admission(r.cached_tokens, r.generated, r.target, budget, bs)[2]
+        if held_upper(self.s_off, self.n_dec, self.step, self.pf_slots, len(self.running),
+                      bs) + need <= self.kv_blocks:
             return True
         return need <= self.kv_blocks - self.held_blocks()
-
-    def cached(self, r: Request) -> int:
-        """Prompt tokens of ``r`` the prefix cache serves (whole blocks, never the last)."""
-        if r.cached_tokens <= 0 or r.generated:
-            return 0
-        bs = self.block_size
-        return min(r.cached_tokens, (r.target - 1) // bs * bs)
 
     def decode_run_len(self) -> int:
         """Decode-only steps that can run before a decoder finishes or a KV block runs out
@@ -111,23 +111,8 @@ class Scheduler:
         heap = self.decode_heap
         while heap[0][2].state != DECODE or heap[0][2].last_step != heap[0][0]:
             heapq.heappop(heap)  # stale entries of preempted requests
-        n = heap[0][0] - G + 1
-        bs, D = self.block_size, self.n_dec
-        # KV: step k needs ceil((off + k) / bs) blocks per decoding sequence
-        tok_last = self.s_off + D * (G + n - 1)
-        if tok_last // bs + D > self.kv_blocks:
-            blocks = self.kv_blocks
-            if self.dec_blocks(G) > blocks:
-                return 0
-            lo, hi = 0, n - 1  # largest j with the step G + j still allocatable
-            while lo < hi:
-                mid = (lo + hi + 1) // 2
-                if self.dec_blocks(G + mid) <= blocks:
-                    lo = mid
-                else:
-                    hi = mid - 1
-            n = min(n, lo + 1)
-        return n
+        return decode_run_cap(self.phase, self.block_size, self.s_off, self.n_dec, G,
+                              heap[0][0] - G + 1, self.kv_blocks)
 
     # ------------------------------------------------------------------ one step's schedule
     def schedule(self, now: float) -> tuple[Chunks, int, int]:
@@ -146,8 +131,9 @@ class Scheduler:
         the decoders' allocation of this step when not tight, before it when tight."""
         bs, G = self.block_size, self.step
         budget = self.token_budget
-        held = self.held_upper()
-        tight = held + budget // bs + self.max_seqs + 1 + self.wait_cached_blocks > self.kv_blocks
+        held = held_upper(self.s_off, self.n_dec, G, self.pf_slots, len(self.running), bs)
+        tight = may_run_short(held, budget, bs, self.max_seqs, self.wait_cached_blocks,
+                              self.kv_blocks)
         if tight:
             held = self.held_blocks()  # possibly tight: count exactly
             # running requests' demand this step; without a shortage no preemption can happen
@@ -155,11 +141,11 @@ class Scheduler:
             demand = dec_demand
             room = budget - self.n_dec
             for r in self.prefilling.values():
-                new_tokens = min(r.target - r.computed, room)
+                new_tokens, new_blocks = prefill_chunk(r.computed, r.kv_slots, r.target, room, bs)
                 if new_tokens <= 0:
                     break
                 room -= new_tokens
-                demand += -(-(r.computed + new_tokens) // bs) - (-(-r.kv_slots // bs))
+                demand += new_blocks
             tight = demand > self.kv_blocks - held
             if not tight:
                 held += dec_demand  # the decoders' new blocks of this step
@@ -192,15 +178,12 @@ class Scheduler:
             if r.rid not in self.running:
                 continue  # preempted earlier in this loop
             if r.state == DECODE:
-                have = -(-(r.step_off + G - 1) // bs)
-                want = -(-(r.step_off + G) // bs)
-                new_tokens = 1
+                new_tokens, new_blocks = 1, decode_new_blocks(r.step_off, G, bs)
             else:
-                new_tokens = min(r.target - r.computed, budget)
-                have = -(-r.kv_slots // bs)
-                want = -(-(r.computed + new_tokens) // bs)
+                new_tokens, new_blocks = prefill_chunk(r.computed, r.kv_slots, r.target, budget,
+                                                       bs)
             victim_self = False
-            while want - have > free:
+            while new_blocks > free:
                 victim, freed = self._preempt_last(now)
                 preempted = True
                 free += freed
@@ -209,7 +192,7 @@ class Scheduler:
                     break
             if victim_self:
                 break
-            free -= want - have
+            free -= new_blocks
             budget -= new_tokens
             if r.state == DECODE:
                 n_dec += 1
@@ -229,10 +212,8 @@ class Scheduler:
         waiting, running, max_seqs = self.waiting, self.running, self.max_seqs
         while waiting and budget > 0 and len(running) < max_seqs:
             r = waiting[0]
-            hit = r.cached_tokens  # self.cached(r), inlined
-            cached = 0 if hit <= 0 or r.generated else min(hit, (r.target - 1) // bs * bs)
-            new_tokens = min(r.target - cached, budget)
-            need = -(-(cached + new_tokens) // bs)
+            cached, new_tokens, need = admission(r.cached_tokens, r.generated, r.target, budget,
+                                                 bs)
             if need > free:
                 break
             waiting.popleft()
@@ -256,11 +237,12 @@ class Scheduler:
         _, r = self.running.popitem()
         bs = self.block_size
         if r.state == DECODE:
-            freed = -(-(r.step_off + self.step - 1) // bs)
+            freed = decoder_blocks(r.step_off, self.step - 1, bs)
             self.n_dec -= 1
             self.s_off -= r.step_off
             self.phase[r.step_off % bs] -= 1
-            r.generated = r.gen0 + (self.step - 1 - (r.last_step - (r.output_tokens - r.gen0)))
+            r.generated = generated_when_preempted(r.gen0, self.step, r.last_step,
+                                                   r.output_tokens)
             r.last_token_s = now
         else:
             freed = -(-r.kv_slots // bs)
@@ -318,9 +300,8 @@ class Scheduler:
                 continue
             s = last  # the step that produced this token
             r.state = DECODE
-            r.step_off = r.target - s
+            r.step_off, r.last_step = decode_start(r.target, s, r.output_tokens, r.generated)
             r.gen0 = r.generated
-            r.last_step = s + r.output_tokens - r.generated
             self.n_dec += 1
             self.s_off += r.step_off
             self.phase[r.step_off % self.block_size] += 1

@@ -6,8 +6,10 @@ admission-ordered linked lists (:func:`unlink`, :func:`append`), and each helper
 (or part of one) of :class:`fleetplan.replica.scheduler.Scheduler` or
 :class:`fleetplan.replica.engine.ReplicaEngine`, named in its docstring, with the same
 arithmetic operation by operation. The helpers are ``register_jitable``: plain Python when
-called from Python, compiled into the loop. Numba's cache does not see edits to this file, so
-:mod:`fleetplan.replica.steady_kernel` keys its cache folder on this file and the loop's.
+called from Python, compiled into the loop. The scheduling rules and step arithmetic the engine
+uses too are not copied here: :mod:`fleetplan.replica.schedule_policy` and
+:mod:`fleetplan.replica.step_math` are registered as they are. Numba's cache does not see edits
+to these files, so :mod:`fleetplan.replica.steady_kernel` keys its cache folder on them all.
 """
 
 from __future__ import annotations
@@ -17,7 +19,10 @@ import math
 import numpy as np
 from numba.extending import register_jitable
 
+from fleetplan.replica import schedule_policy as _policy
 from fleetplan.replica.step_math import EPS as EPS  # the loop reads it here
+from fleetplan.replica.step_math import decode_plan as _decode_plan
+from fleetplan.replica.step_math import step_time as _step_time
 from fleetplan.replica.step_math import steps_until as _steps_until
 
 STOP_DONE, STOP_OVERLOAD, STOP_ABOVE = 0, 1, 2
@@ -31,17 +36,6 @@ R_HEAD, R_TAIL, F_HEAD, F_TAIL = 0, 1, 2, 3
 
 
 @register_jitable
-def dec_blocks(phase, bs, s_off, n_dec, k):  # type: ignore[no-untyped-def]
-    """Scheduler.dec_blocks: KV blocks the decoders hold after allocating for step ``k``."""
-    pad = 0
-    for ph in range(bs):
-        cnt = phase[ph]
-        if cnt:
-            pad += cnt * ((-(ph + k)) % bs)
-    return (s_off + n_dec * k + pad) // bs
-
-
-@register_jitable
 def prefill_blocks(kv_slots, nxt, ends, bs):  # type: ignore[no-untyped-def]
     """KV blocks the prefilling requests hold (Scheduler.held_blocks' second term)."""
     held = 0
@@ -50,14 +44,6 @@ def prefill_blocks(kv_slots, nxt, ends, bs):  # type: ignore[no-untyped-def]
         held += -(-kv_slots[f] // bs)
         f = nxt[f]
     return held
-
-
-@register_jitable
-def cached(hit, generated, target, bs):  # type: ignore[no-untyped-def]
-    """Scheduler.cached: prompt tokens the prefix cache serves (whole blocks, never the last)."""
-    if hit <= 0 or generated:
-        return 0
-    return min(hit, (target - 1) // bs * bs)
 
 
 @register_jitable
@@ -87,8 +73,20 @@ def append(prev, nxt, ends, head, r):  # type: ignore[no-untyped-def]
         ends[head] = r
 
 
-# the shared step arithmetic, compiled into the loop
+# the shared step arithmetic and scheduling rules, compiled into the loop
 steps_until = register_jitable(_steps_until)
+step_time = register_jitable(_step_time)
+decode_plan = register_jitable(_decode_plan)
+decode_start = register_jitable(_policy.decode_start)
+admission = register_jitable(_policy.admission)
+prefill_chunk = register_jitable(_policy.prefill_chunk)
+decode_new_blocks = register_jitable(_policy.decode_new_blocks)
+decoder_blocks = register_jitable(_policy.decoder_blocks)
+dec_blocks = register_jitable(_policy.dec_blocks)
+held_upper = register_jitable(_policy.held_upper)
+may_run_short = register_jitable(_policy.may_run_short)
+decode_run_cap = register_jitable(_policy.decode_run_cap)
+generated_when_preempted = register_jitable(_policy.generated_when_preempted)
 
 
 @register_jitable
@@ -170,8 +168,8 @@ def kv_room(phase, kv_slots, f_next, ends, target, computed, bs, s_off, n_dec,
     KV blocks and the blocks held, after the decoders' allocation of this step when not tight,
     before it when tight."""
     G = step
-    held = -(-(s_off + n_dec * (step - 1) + pf_slots) // bs) + n_run
-    tight = held + budget // bs + max_seqs + 1 + wait_cached_blocks > kv_blocks
+    held = held_upper(s_off, n_dec, step, pf_slots, n_run, bs)
+    tight = may_run_short(held, budget, bs, max_seqs, wait_cached_blocks, kv_blocks)
     if tight:
         held = dec_blocks(phase, bs, s_off, n_dec, step - 1) + prefill_blocks(
             kv_slots, f_next, ends, bs)
@@ -181,11 +179,11 @@ def kv_room(phase, kv_slots, f_next, ends, target, computed, bs, s_off, n_dec,
         room = budget - n_dec
         f = ends[F_HEAD]
         while f >= 0:
-            new_tokens = min(target[f] - computed[f], room)
+            new_tokens, new_blocks = prefill_chunk(computed[f], kv_slots[f], target[f], room, bs)
             if new_tokens <= 0:
                 break
             room -= new_tokens
-            demand += -(-(computed[f] + new_tokens) // bs) - (-(-kv_slots[f] // bs))
+            demand += new_blocks
             f = f_next[f]
         tight = demand > kv_blocks - held
         if not tight:

@@ -56,7 +56,7 @@ PREPARE_STEP = "preparing the compiled steady-state engine (~10 s the first time
 #: The files whose code Numba compiles into the loop. Numba's cache checks only the decorated
 #: function's own file, so the cache folder is keyed on all of them (:func:`_source_tag`): an
 #: edit of a helper must not load machine code compiled from the old one.
-LOOP_SOURCES = ("steady_loop.py", "steady_arrays.py", "step_math.py")
+LOOP_SOURCES = ("steady_loop.py", "steady_arrays.py", "step_math.py", "schedule_policy.py")
 
 
 def jit_cache_dir() -> Path:

@@ -5,8 +5,10 @@
 arrivals are all known: request records become columns, the running batch and its prefilling
 part become admission-ordered linked lists, the waiting queue a ring (preempted requests go back
 to its head), the decoders' heap a list of ``(last step, seq, request)``. Each block says which
-method of the Python engine it is; the arithmetic is the same, operation by operation. The codes
-and the helpers it calls are in :mod:`fleetplan.replica.steady_arrays`.
+method of the Python engine it is. The scheduling rules (prefix-cache hits, chunk sizes, KV
+blocks, the decode run length) are the scheduler's own functions of
+:mod:`fleetplan.replica.schedule_policy`, compiled in; the codes and the array helpers it calls are
+in :mod:`fleetplan.replica.steady_arrays`.
 """
 
 from __future__ import annotations
@@ -31,14 +33,23 @@ from fleetplan.replica.steady_arrays import (
     STOP_OVERLOAD,
     WAITING,
     activity,
+    admission,
     append,
     arm,
-    cached,
     dec_blocks,
+    decode_new_blocks,
+    decode_plan,
+    decode_run_cap,
+    decode_start,
+    decoder_blocks,
     finish,
+    generated_when_preempted,
+    held_upper,
     kv_room,
     prefill_blocks,
+    prefill_chunk,
     source_clock,
+    step_time,
     steps_until,
     unlink,
     wake,
@@ -218,9 +229,8 @@ def steady_loop(arr_t, inp, out, hit, measured, bad, overhead, limit,  # noqa: C
                         ended = True
                     continue
                 state[r] = DECODE
-                step_off[r] = target[r] - last
+                step_off[r], last_step[r] = decode_start(target[r], last, out[r], generated[r])
                 gen0[r] = generated[r]
-                last_step[r] = last + out[r] - generated[r]
                 n_dec += 1
                 s_off += step_off[r]
                 phase[step_off[r] % bs] += 1
@@ -238,7 +248,7 @@ def steady_loop(arr_t, inp, out, hit, measured, bad, overhead, limit,  # noqa: C
             # Scheduler.enqueue
             r = p_head
             state[r] = WAITING
-            wait_cached_blocks += cached(cached_tok[r], generated[r], target[r], bs) // bs
+            wait_cached_blocks += admission(cached_tok[r], generated[r], target[r], 0, bs)[0] // bs
             wq[(wq_head + n_wait) % n_req] = r
             n_wait += 1
             p_head += 1
@@ -259,9 +269,8 @@ def steady_loop(arr_t, inp, out, hit, measured, bad, overhead, limit,  # noqa: C
             elif not jump:
                 # Scheduler.admissible(waiting[0], budget)
                 r = wq[wq_head]
-                cb = cached(cached_tok[r], generated[r], target[r], bs)
-                need = -(-(cb + min(target[r] - cb, budget)) // bs)
-                held_up = -(-(s_off + n_dec * (step - 1) + pf_slots) // bs) + n_run
+                need = admission(cached_tok[r], generated[r], target[r], budget, bs)[2]
+                held_up = held_upper(s_off, n_dec, step, pf_slots, n_run, bs)
                 if held_up + need > kv_blocks:
                     held = dec_blocks(phase, bs, s_off, n_dec, step - 1) + prefill_blocks(
                         kv_slots, f_next, ends, bs)
@@ -270,21 +279,8 @@ def steady_loop(arr_t, inp, out, hit, measured, bad, overhead, limit,  # noqa: C
             # ReplicaEngine._jump_len: Scheduler.decode_run_len, then the first pending
             while state[heap[0][2]] != DECODE or last_step[heap[0][2]] != heap[0][0]:
                 heapq.heappop(heap)
-            n = heap[0][0] - G + 1
-            if (s_off + n_dec * (G + n - 1)) // bs + n_dec > kv_blocks:
-                if dec_blocks(phase, bs, s_off, n_dec, G) > kv_blocks:
-                    n = 0
-                else:
-                    lo, hi = 0, n - 1  # largest j with the step G + j still allocatable
-                    while lo < hi:
-                        mid = (lo + hi + 1) // 2
-                        if dec_blocks(phase, bs, s_off, n_dec, G + mid) <= kv_blocks:
-                            lo = mid
-                        else:
-                            hi = mid - 1
-                    n = min(n, lo + 1)
-            plan_a = c_step + c_seq * n_dec + c_kv * (s_off + n_dec * G)
-            plan_b = c_kv * n_dec
+            n = decode_run_cap(phase, bs, s_off, n_dec, G, heap[0][0] - G + 1, kv_blocks)
+            plan_a, plan_b = decode_plan(c_step, c_seq, c_kv, n_dec, s_off, G)
             if n > 0 and p_head < n_sub and n_wait == 0 and n_run < max_seqs:
                 n = min(n, steps_until(plan_a, plan_b, vis[p_head] - now))
             if n > 0:
@@ -328,25 +324,22 @@ def steady_loop(arr_t, inp, out, hit, measured, bad, overhead, limit,  # noqa: C
                 continue  # preempted earlier in this loop
             is_dec = state[r] == DECODE
             if is_dec:
-                have = -(-(step_off[r] + G - 1) // bs)
-                want = -(-(step_off[r] + G) // bs)
-                new_tokens = 1
+                new_tokens, new_blocks = 1, decode_new_blocks(step_off[r], G, bs)
             else:
-                new_tokens = min(target[r] - computed[r], budget)
-                have = -(-kv_slots[r] // bs)
-                want = -(-(computed[r] + new_tokens) // bs)
+                new_tokens, new_blocks = prefill_chunk(computed[r], kv_slots[r], target[r],
+                                                       budget, bs)
             victim_self = False
-            while want - have > free:
+            while new_blocks > free:
                 # Scheduler._preempt_last
                 v = ends[R_TAIL]
                 unlink(r_prev, r_next, ends, R_HEAD, v)
                 n_run -= 1
                 if state[v] == DECODE:
-                    freed = -(-(step_off[v] + step - 1) // bs)
+                    freed = decoder_blocks(step_off[v], step - 1, bs)
                     n_dec -= 1
                     s_off -= step_off[v]
                     phase[step_off[v] % bs] -= 1
-                    generated[v] = gen0[v] + (step - 1 - (last_step[v] - (out[v] - gen0[v])))
+                    generated[v] = generated_when_preempted(gen0[v], step, last_step[v], out[v])
                 else:
                     freed = -(-kv_slots[v] // bs)
                     pf_slots -= kv_slots[v]
@@ -366,7 +359,7 @@ def steady_loop(arr_t, inp, out, hit, measured, bad, overhead, limit,  # noqa: C
                     break
             if victim_self:
                 break
-            free -= want - have
+            free -= new_blocks
             budget -= new_tokens
             if is_dec:
                 sn_dec += 1
@@ -383,9 +376,8 @@ def steady_loop(arr_t, inp, out, hit, measured, bad, overhead, limit,  # noqa: C
             kv_adm = 0
             while n_wait > 0 and budget > 0 and n_run < max_seqs:
                 r = wq[wq_head]
-                cb = cached(cached_tok[r], generated[r], target[r], bs)
-                new_tokens = min(target[r] - cb, budget)
-                need = -(-(cb + new_tokens) // bs)
+                cb, new_tokens, need = admission(cached_tok[r], generated[r], target[r], budget,
+                                                 bs)
                 if need > free:
                     break
                 wq_head = (wq_head + 1) % n_req
@@ -416,7 +408,7 @@ def steady_loop(arr_t, inp, out, hit, measured, bad, overhead, limit,  # noqa: C
                 plan_end, timer_t, eid = arm(now, vis[p_head], eid)
                 timer_eid = eid
             continue
-        dur = c_step + c_pf * prefill + c_seq * sn_dec + c_kv * kv_read
+        dur = step_time(c_step, c_pf, c_seq, c_kv, prefill, sn_dec, kv_read)
         plan_a = dur
         plan_b = 0.0
         plan_n = 1

@@ -14,6 +14,21 @@ import math
 EPS = 1e-12
 
 
+def step_time(c_step: float, c_pf: float, c_seq: float, c_kv: float, prefill: int, n_dec: int,
+              kv_read: int) -> float:
+    """The cost model's time of one step: ``prefill`` prompt tokens computed, ``n_dec`` decoders,
+    ``kv_read`` KV tokens read."""
+    return c_step + c_pf * prefill + c_seq * n_dec + c_kv * kv_read
+
+
+def decode_plan(c_step: float, c_seq: float, c_kv: float, n_dec: int, s_off: int,
+                step: int) -> tuple[float, float]:
+    """A run of decode-only steps from global step ``step``: ``(a, b)``, the first step's time
+    and each later one's growth (every decoder reads one KV token more a step), the plan
+    :func:`plan_duration` and :func:`steps_until` take."""
+    return c_step + c_seq * n_dec + c_kv * (s_off + n_dec * step), c_kv * n_dec
+
+
 def plan_duration(a: float, b: float, n: int) -> float:
     """Duration of the first ``n`` steps of a plan whose first step takes ``a`` and each later
     one ``b`` longer."""
