@@ -287,8 +287,8 @@ def test_the_held_out_bound_covers_a_prediction_and_a_measurement_each_within_th
 
 
 def test_a_quiet_session_is_held_to_the_floor_and_a_noisy_one_to_its_noise() -> None:
-    # the committed report's TTFT p50 spread (14%): its noise, 1.14^2 - 1 = 30%, is below the
-    # 50% floor, which binds
+    # the TTFT p50 spread (14%) of the report committed on 1 Dec 2026: its noise,
+    # 1.14^2 - 1 = 30%, is below the 50% floor, which binds
     assert held_out_bound(BOUNDS["ttft_p50_ms"], 0.14) == BOUNDS["ttft_p50_ms"]
     # the CI run of 5 Dec 2026: spread 55.9%; the prediction was +123.6% off, less than the
     # 1.559^2 - 1 = 143% two runs of that session could differ by
