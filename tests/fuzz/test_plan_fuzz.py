@@ -21,6 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -81,6 +82,9 @@ def _named(cls: str, region: str) -> dict[str, Any]:
 
 @FUZZ
 @given(cls=names, region=names)
+# a drawn name may hold characters no bundled font has: matplotlib says so, which is not
+# what this test checks (the text itself must survive)
+@pytest.mark.filterwarnings("ignore:Glyph .* missing from font:UserWarning")
 def test_any_name_round_trips_through_json_html_and_svg(cls: str, region: str) -> None:
     doc = plan_from_dict(json.loads(json.dumps(_named(cls, region))), "plan.json")
     assert doc.classes[0].name == cls and doc.fleet[0].region == region  # JSON: unchanged

@@ -61,6 +61,7 @@ def test_characters_html_cannot_carry_are_replaced(example_plan: dict, bad: str)
     assert "chat\ufffdx" in _svg_texts(html)  # and in the figure, the same mark
 
 
+@pytest.mark.filterwarnings("ignore:Glyph .* missing from font:UserWarning")  # a tab
 def test_html_safe_names_are_unchanged(example_plan: dict) -> None:
     name = "chat <b>&\"'\t\u00e9\U0001f600"
     first = example_plan["classes"][0]["name"]
