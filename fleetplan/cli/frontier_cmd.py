@@ -32,7 +32,7 @@ from fleetplan.cli._options import (
 )
 from fleetplan.cli._plot import check_plot_path
 from fleetplan.errors import InputError
-from fleetplan.optimize.frontier import LABEL_NOTE, Frontier, Sweep
+from fleetplan.optimize.frontier import Frontier, Sweep
 from fleetplan.optimize.plan import ClassResult
 from fleetplan.optimize.requests import FrontierRequest, run_frontier
 
@@ -117,7 +117,7 @@ def _print_table(result: Frontier, df: Any) -> None:
                "plan. outcome: verified (the "
                "simulation met every SLO), not verified (a plan whose simulation still missed "
                "an SLO or the cap: not drawn in the plot), infeasible (no plan). pareto: not "
-               f"dominated in (swept quantity, cost). {LABEL_NOTE}."
+               f"dominated in (swept quantity, cost). {result.label_note()}."
                + (f" SLOs ms: {names}." if result.sweep is Sweep.slo and names else "")
                + f" {MTOK_NOTE}.")
 

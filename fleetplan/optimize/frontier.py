@@ -81,6 +81,9 @@ _XLABEL = {Sweep.confidence: "confidence (solve --confidence)",
 VERIFIED, NOT_VERIFIED, INFEASIBLE = "verified", "not verified", "infeasible"
 #: What a fleet label says (the table's caption, the plot's legend)
 LABEL_NOTE = "fleet: replicas x configuration/P99 TTFT target of the pool (its tier)"
+# the same for a frontier of a scenario with several models (pools named model/configuration)
+LABEL_NOTE_MODELS = ("fleet: replicas x model/configuration/P99 TTFT target of the pool "
+                     "(its tier)")
 
 
 def outcome(plan: Plan) -> str:
@@ -138,6 +141,12 @@ class Frontier(NotebookRepr):
     unit: str
     points: tuple[FrontierPoint, ...]
 
+    def label_note(self) -> str:
+        """What a fleet label says (:data:`LABEL_NOTE`; its pools name their model when the
+        scenario has several)."""
+        several = any(e.model for pt in self.points for e in pt.plan.fleet)
+        return LABEL_NOTE_MODELS if several else LABEL_NOTE
+
     def to_dict(self, *, timing: bool = True) -> dict[str, Any]:
         return {"sweep": self.sweep.value, "parameter": self.parameter, "unit": self.unit,
                 "points": [p.to_dict(timing=timing) for p in self.points]}
@@ -178,7 +187,7 @@ class Frontier(NotebookRepr):
         x = {Sweep.carbon: "g_co2_per_mtok", Sweep.rate: "rate_rps"}.get(self.sweep, "value")
         xlabel = self.slo_axis() if self.sweep is Sweep.slo else _XLABEL.get(self.sweep)
         out = plot_frontier(df, x=x, ax=ax, annotate=annotate, xlabel=xlabel,
-                            label_note=LABEL_NOTE)
+                            label_note=self.label_note())
         if self.sweep in _TITLE:  # keeps the "(not shown: ...)" tail
             out.set_title(_TITLE[self.sweep] + out.get_title().partition(" vs value")[2])
         return out

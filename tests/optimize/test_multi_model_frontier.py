@@ -32,6 +32,9 @@ def test_every_point_plans_one_fleet_within_the_shared_h100(capacity_cache_dir: 
     front = frontier(sc, "rate", points=2, lo=0.5, hi=1.0, scheduler="serial",
                      cache_dir=capacity_cache_dir)
     assert [p.value for p in front.points] == [0.5, 1.0]
+    # the fleet labels name each pool's model, and the note under them says so
+    assert "model/configuration" in front.label_note()
+    assert all(lbl.count("/") >= 2 for lbl in front.to_frame()["label"] if lbl != "-")
     for point in front.points:
         plan = point.plan
         assert plan.verified
