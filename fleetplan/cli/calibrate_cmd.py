@@ -11,7 +11,6 @@ from typing import Annotated
 
 import typer
 
-from fleetplan.catalog.catalog import Catalog
 from fleetplan.cli._format import TableOrJson, check_no_overwrite, emit_json, emit_table
 from fleetplan.cli._options import (
     FIT_SEEDS_HELP,
@@ -97,7 +96,6 @@ def calibrate(model: ModelOpt = None, config: ConfigOpt = None, out: OutOpt = No
                         *(("a --model-config", m) for m in model_config or ())])
     names = use_cli_context(catalog=catalog, model_config=model_config, store=store).catalog
     note_user_files(store=store is None)
-    _note_described_runs(store, model, config, names)
     with progress_reporter(quiet, progress) as reporter:
         outcome = run_calibration(request, progress=reporter, on_refused=_say_refused,
                                   catalog=names)
@@ -112,26 +110,6 @@ def calibrate(model: ModelOpt = None, config: ConfigOpt = None, out: OutOpt = No
         _show_table(outcome)
     if outcome.refused:
         raise typer.Exit(2)
-
-
-def _note_described_runs(store: Path | None, model: str | None, config: str | None,
-                         names: Catalog) -> None:
-    """One note on stderr when runs to fit were ingested with a server description that the
-    fit does not use yet (never silently)."""
-    from fleetplan.catalog.hardware import HardwareConfig
-    from fleetplan.catalog.models import normalize_model
-    from fleetplan.errors import FleetplanError
-    from fleetplan.profiles.server import calibrate_note
-    from fleetplan.profiles.store import load_profiles
-
-    try:
-        frame = load_profiles(store).frame
-        cfg = HardwareConfig.parse(config, names).name if config else None
-    except FleetplanError:
-        return  # the calibration itself reports it
-    note = calibrate_note(frame, normalize_model(model) if model else None, cfg)
-    if note is not None:
-        print(f"fleetplan: note: {note}", file=sys.stderr)
 
 
 def _say_refused(line: str) -> None:

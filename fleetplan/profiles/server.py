@@ -14,7 +14,7 @@ measures. :class:`ServerDescription` is what the user states about the server (t
   (pipeline parallel, several nodes) with one line, rather than ignoring it.
 - :data:`ENGINE_ARGS` lists the engine settings the replica model has a parameter for, with
   their bounds; :func:`parse_engine_args` reads ``KEY=VALUE`` pairs (any other key refused,
-  naming the accepted ones). :mod:`fleetplan.validate.server_params` maps them onto a
+  naming the accepted ones). :mod:`fleetplan.replica.server_params` maps them onto a
   replica's parameters.
 
 A run's prefix cache: a foreign run is replayed cold (no prompt cached when it starts) unless
@@ -288,25 +288,3 @@ class ServerDescription:
                              "data- or pipeline-parallel, which is not modelled yet (a replica "
                              "is tensor-parallel over all its GPUs)")
         return f"{count}x{gpu}"
-
-
-def calibrate_note(frame: Any, model: str | None = None, config: str | None = None) -> str | None:
-    """What ``fleetplan calibrate`` cannot use yet of the servers recorded in a store's rows
-    (``frame``; only ``model`` / ``config`` when given): runs ingested with engine settings or
-    a cold / warm prefix cache are fitted as if served with the engine version's defaults on
-    the study's series protocol. None when no selected run recorded either."""
-    cols = [c for c in ("engine_args", "prefix_cache") if c in frame.columns]
-    if not cols:
-        return None
-    rows = frame.dropna(subset=cols, how="all")
-    if model is not None:
-        rows = rows[rows["model"] == model]
-    if config is not None:
-        rows = rows[rows["config"] == config]
-    if rows.empty:
-        return None
-    configs = sorted({f"{m} on {c}" for m, c in zip(rows["model"], rows["config"], strict=True)})
-    return (f"{len(rows)} run(s) ({'; '.join(configs[:3])}{' ...' if len(configs) > 3 else ''}) "
-            "were ingested with a server description (engine settings or prefix cache) that "
-            "calibrate does not model yet: they are fitted as if served with the engine "
-            "version's defaults, prompts cached after a series' first run")

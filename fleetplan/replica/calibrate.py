@@ -14,7 +14,11 @@ the runs show it: e.g. 70B fp16 on 2 x H100). Repeated runs of one rate share on
 The objective is the weighted log-ratio of predicted to measured metrics
 (:data:`WEIGHTS`) over the configuration's unflagged runs, each replayed with its exact send
 times and token totals on fixed length seeds (common random numbers: the objective is
-deterministic).
+deterministic), on the server it was measured on: a run ingested with engine settings or a
+prefix-cache state (:attr:`MeasuredRun.server`) is replayed with those settings
+(:func:`~fleetplan.replica.server_params.apply_server`) and a cold cache unless recorded
+warm, so the fitted step costs describe the engine, not the settings; the study's runs, which
+record neither, keep their series protocol.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from fleetplan.replica.calibration_file import FitRunReport
 from fleetplan.replica.params_record import ReplicaParams
 from fleetplan.replica.priors import ideal_coefficients, prior_params
 from fleetplan.replica.runs import MeasuredRun, predict_run
+from fleetplan.replica.server_params import apply_server
 from fleetplan.workload.lengths import LengthModel
 
 WEIGHTS: dict[str, float] = {
@@ -105,6 +110,31 @@ def _apply(prior: ReplicaParams, names: Sequence[str], x: np.ndarray, source: st
     return prior.with_(**ch)
 
 
+def _on_server(params: ReplicaParams, run: MeasuredRun,
+               catalog: Catalog) -> tuple[ReplicaParams, bool | None]:
+    """The engine's ``params`` as ``run``'s server ran them (its recorded engine settings), and
+    the replay's prefix cache (None: the study's series protocol; else cold unless recorded
+    warm), as ``validate`` replays the same run."""
+    if run.server is None:
+        return params, None
+    return (apply_server(params, run.server, engine_version=run.engine_version,
+                         catalog=catalog), run.server.warm())
+
+
+def _predict(params: ReplicaParams, run: MeasuredRun, *, lengths: LengthModel | None,
+             seeds: Sequence[int], catalog: Catalog) -> dict[str, float]:
+    """``run`` replayed on its own server (:func:`_on_server`) with the engine's ``params``."""
+    on, warm = _on_server(params, run, catalog)
+    return predict_run(on, run, lengths=lengths, seeds=seeds, warm=warm, catalog=catalog)
+
+
+def _replay_key(run: MeasuredRun) -> tuple[float, str, bool | None]:
+    """Runs of one key share one replay: the rate, and the server's settings and cache."""
+    if run.server is None:
+        return run.request_rate, "", None
+    return run.request_rate, run.server.describe(), run.server.warm()
+
+
 def _errors(pred: dict[str, float], run: MeasuredRun) -> dict[str, float]:
     return {m: 100.0 * (pred[m] - run.measured[m]) / run.measured[m]
             for m in run.measured if m in pred and run.measured[m] > 0}
@@ -162,7 +192,6 @@ def fit_config(runs: Sequence[MeasuredRun], *, lengths: LengthModel | None = Non
         names.append("kv_capacity_tokens")
     source = (f"calibrated to {len(good)} measured run(s) of {model} on {config} "
               f"(fleetplan calibrate)")
-    warm: dict[str, bool | None] = {r.run_id: None for r in good}  # None: the LRU state
     x0 = np.zeros(len(names))
     nfev = 0
     # start: match the lowest-rate run's TPOT (c_step) and TTFT p50 (overhead), among the runs
@@ -175,30 +204,27 @@ def fit_config(runs: Sequence[MeasuredRun], *, lengths: LengthModel | None = Non
     if timed:
         low = min(timed, key=lambda r: r.request_rate)
         p0 = _apply(prior, names, x0, source, True)
-        pr = predict_run(p0, low, lengths=lengths, seeds=seeds, warm=warm[low.run_id],
-                         catalog=cat)
+        pr = _predict(p0, low, lengths=lengths, seeds=seeds, catalog=cat)
         nfev += 1
         x0[0] = float(np.clip(math.log(low.measured["tpot_p50_ms"] / pr["tpot_p50_ms"]), -2, 2))
         p0 = _apply(prior, names, x0, source, True)
-        pr = predict_run(p0, low, lengths=lengths, seeds=seeds, warm=warm[low.run_id],
-                         catalog=cat)
+        pr = _predict(p0, low, lengths=lengths, seeds=seeds, catalog=cat)
         nfev += 1
         gap_s = (low.measured["ttft_p50_ms"] - pr["ttft_p50_ms"]) / 1e3
         want = max(prior.overhead_s + gap_s, prior.overhead_s / 10)
         x0[3] = float(np.clip(math.log(want / prior.overhead_s), -2.3, 2.3))
 
-    reps: dict[float, MeasuredRun] = {}
+    reps: dict[tuple[float, str, bool | None], MeasuredRun] = {}
     for r in good:
-        reps.setdefault(r.request_rate, r)
+        reps.setdefault(_replay_key(r), r)
 
     def residuals(x: np.ndarray) -> np.ndarray:
         p = _apply(prior, names, x, source, True)
         res = []
-        preds = {rate: predict_run(p, r, lengths=lengths, seeds=seeds, warm=warm[r.run_id],
-                                   catalog=cat)
-                 for rate, r in reps.items()}
+        preds = {key: _predict(p, r, lengths=lengths, seeds=seeds, catalog=cat)
+                 for key, r in reps.items()}
         for r in good:
-            pred = preds[r.request_rate]
+            pred = preds[_replay_key(r)]
             for m, w in WEIGHTS.items():
                 if m in r.measured and r.measured[m] > 0 and pred[m] > 0:
                     res.append(w * math.log(pred[m] / r.measured[m]))
@@ -241,14 +267,16 @@ def fit_config(runs: Sequence[MeasuredRun], *, lengths: LengthModel | None = Non
     ratios["kv_capacity_tokens"] = params.kv_capacity_tokens / prior.kv_capacity_tokens
     report, fitted = [], []
     for r in runs:
-        pred = predict_run(params, r, lengths=lengths, seeds=seeds, catalog=cat)
+        on, warm = _on_server(params, r, cat)
+        pred = predict_run(on, r, lengths=lengths, seeds=seeds, warm=warm, catalog=cat)
         if not r.flagged:
             fitted.append((r, pred))
         share = pred.get("prefix_hit_share", 0.0)
         report.append(FitRunReport(
             run_id=r.run_id, request_rate=r.request_rate, flagged=r.flagged,
             flag_reason=r.flag_reason, used_in_fit=not r.flagged,
-            warm_prefix_cache=share >= 0.5, error_pct=_errors(pred, r),
+            warm_prefix_cache=share >= 0.5 if warm is None else warm,
+            error_pct=_errors(pred, r),
             prefix_hit_share=share))
     _check_in_sample(params, fitted)
     return FitResult(params, prior, ratios, loss, nfev, tuple(names), tuple(report))

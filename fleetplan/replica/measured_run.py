@@ -14,6 +14,7 @@ from functools import cache
 
 from fleetplan.catalog.catalog import Catalog, bundled_catalog
 from fleetplan.catalog.hardware import HardwareConfig
+from fleetplan.profiles.server import ServerDescription
 from fleetplan.replica.priors import kv_capacity_tokens, server_limits
 
 
@@ -42,6 +43,9 @@ class MeasuredRun:
     excluded: tuple[tuple[str, str], ...] = ()  # (metric, why) measured but not believed
     # (prompt, reply) tokens per request in send order, when the run recorded them
     request_lengths: tuple[tuple[int, ...], tuple[int, ...]] | None = None
+    # the server it was measured on as recorded at ingest (engine settings, prefix cache:
+    # fleetplan.replica.runs.recorded_server); None: a study run, on its series protocol
+    server: ServerDescription | None = None
 
 
     @property

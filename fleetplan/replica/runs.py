@@ -31,6 +31,7 @@ import pandas as pd
 
 from fleetplan.catalog.catalog import Catalog
 from fleetplan.profiles.request_lengths import decode
+from fleetplan.profiles.server import ServerDescription, parse_engine_args
 from fleetplan.replica.burst_tail import BurstTail, infer_burst_tails, tail_for
 from fleetplan.replica.measured_run import MeasuredRun, server_kv_tokens
 from fleetplan.replica.params_record import ReplicaParams
@@ -191,6 +192,22 @@ def _excluded(meas: dict[str, float], config_tpot: float) -> list[tuple[str, str
     return []
 
 
+def recorded_server(engine_args: object, prefix_cache: object,
+                    run_id: str = "") -> ServerDescription | None:
+    """The server a store row was measured on, from its ``engine_args`` and ``prefix_cache``
+    fields (:mod:`fleetplan.profiles.schema`): its engine settings, and a cold prefix cache
+    unless recorded warm. None when the row records neither (the study's runs, replayed on
+    their series protocol)."""
+    args = engine_args if isinstance(engine_args, str) and engine_args.strip() else None
+    cache = prefix_cache if isinstance(prefix_cache, str) and prefix_cache.strip() else None
+    if args is None and cache is None:
+        return None
+    return ServerDescription(
+        engine_args=parse_engine_args(args.split() if args else (),
+                                      option=f"run {run_id}: engine_args"),
+        warm_prefix_cache=cache == "warm" or None)
+
+
 def _typed_runs(frame: pd.DataFrame, ref: pd.DataFrame, fl: dict[str, str]) -> list[MeasuredRun]:
     max_rate = ref.groupby(["model", "config"])["request_rate"].max().to_dict()
     config_tpot = (ref.groupby(["model", "config"])["tpot_p50_ms"].quantile(0.75).to_dict()
@@ -215,6 +232,7 @@ def _typed_runs(frame: pd.DataFrame, ref: pd.DataFrame, fl: dict[str, str]) -> l
             engine_version=_version(rec.get("engine_version")),
             excluded=tuple(excluded),
             request_lengths=_lengths(rec.get("input_lens"), rec.get("output_lens")),
+            server=recorded_server(rec.get("engine_args"), rec.get("prefix_cache"), rid),
         ))
     return out
 

@@ -1,92 +1,10 @@
-"""A replica's parameters for the server the user described: the engine settings of a
-:class:`~fleetplan.profiles.server.ServerDescription` mapped onto
-:class:`~fleetplan.replica.params_record.ReplicaParams`' own fields.
-
-- ``max_num_seqs``, ``max_num_batched_tokens``, ``block_size``: the scheduler's cap on running
-  sequences, its token budget per step (the chunked-prefill budget) and the KV block, as
-  stated.
-- ``gpu_memory_utilization`` (and the two limits above, which vLLM reserves activation memory
-  for): the KV cache scaled by the ratio of vLLM's memory arithmetic
-  (:func:`fleetplan.replica.priors.kv_capacity_tokens`) with the stated settings to the same
-  arithmetic with the engine version's defaults, so a calibrated cache keeps its fitted
-  efficiency and moves as the server's memory plan does.
-- ``max_model_len``: the longest prompt + output served, at most the model's context.
-- ``enable_prefix_caching``: read by the replay (a run on a server without it is cold), not a
-  parameter.
-
-:func:`apply_stated` applies settings given as a mapping: what a scenario candidate's
-``server:`` record gives the optimizer's capacity search and the plan's simulation alike.
-
-The step-time coefficients are never changed: the settings change what a step holds, not what
-a token costs.
-"""
+"""Where :func:`apply_server` and :func:`apply_stated` were first placed; they live in
+:mod:`fleetplan.replica.server_params` now, so that ``fleetplan calibrate`` (the replica layer)
+replays each run with its server's settings too. Importable here for the code that reads them
+from this module."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from fleetplan.replica.server_params import apply_server, apply_stated
 
-from fleetplan.catalog.catalog import Catalog, bundled_catalog
-from fleetplan.catalog.hardware import HardwareConfig
-from fleetplan.errors import InputError
-from fleetplan.profiles.server import EngineValue, ServerDescription
-from fleetplan.replica.params_record import ReplicaParams
-from fleetplan.replica.priors import kv_capacity_tokens, server_limits
-
-_MEMORY_ARGS = ("gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens")
-
-
-def apply_server(params: ReplicaParams, server: ServerDescription | None, *,
-                 engine_version: str | None = None,
-                 catalog: Catalog | None = None) -> ReplicaParams:
-    """``params`` for a server started with ``server``'s engine settings (unchanged when it
-    states none); ``engine_version``: whose defaults the stated settings replace (default: the
-    server's, else the study's). One-line :class:`InputError` for settings vLLM would refuse
-    together (fewer batched tokens than sequences, a context beyond the model's)."""
-    if server is None or not server.engine_args:
-        return params
-    args = server.engine_args
-    n = server.name("engine_args")
-    limits: dict[str, int] = {k: int(args[k]) for k in (
-        "max_num_seqs", "max_num_batched_tokens", "block_size") if k in args}
-    changes: dict[str, object] = dict(limits)
-    seqs = limits.get("max_num_seqs", params.max_num_seqs)
-    tokens = limits.get("max_num_batched_tokens", params.max_num_batched_tokens)
-    if tokens < seqs:
-        raise InputError(f"{n} max_num_batched_tokens={tokens} is below max_num_seqs={seqs} "
-                         f"on {params.config}: vLLM refuses to start (state both)")
-    cat = catalog if catalog is not None else bundled_catalog()
-    spec, hw = cat.model(params.model), HardwareConfig.parse(params.config, cat)
-    block = limits.get("block_size", params.block_size)
-    kv = params.kv_capacity_tokens
-    if any(k in args for k in _MEMORY_ARGS):
-        d_seqs, d_tokens, _block, d_util, _note = server_limits(
-            spec, hw, engine_version or server.engine_version)
-        base = kv_capacity_tokens(spec, hw, gpu_memory_utilization=d_util,
-                                  max_num_batched_tokens=d_tokens, max_num_seqs=d_seqs)
-        mine = kv_capacity_tokens(
-            spec, hw, gpu_memory_utilization=float(args.get("gpu_memory_utilization", d_util)),
-            max_num_batched_tokens=int(args.get("max_num_batched_tokens", d_tokens)),
-            max_num_seqs=int(args.get("max_num_seqs", d_seqs)))
-        kv = int(kv * mine / base)
-    kv = max(block * 4, kv // block * block)
-    changes["kv_capacity_tokens"] = kv
-    context = int(args.get("max_model_len", params.max_model_len))
-    if "max_model_len" in args and context > spec.context_length:
-        raise InputError(f"{n} max_model_len={context} exceeds {spec.model}'s context of "
-                         f"{spec.context_length} tokens: vLLM refuses it")
-    changes["max_model_len"] = min(context, kv) if "max_model_len" in args else min(
-        params.max_model_len, kv)
-    changes["source"] = f"{params.source}; server settings stated: {server.describe()}"
-    return params.with_(**changes)
-
-
-
-def apply_stated(params: ReplicaParams, engine_args: Mapping[str, EngineValue] | None, *,
-                 catalog: Catalog | None = None, where: str = "server") -> ReplicaParams:
-    """``params`` started with ``engine_args`` (none: ``params`` itself), by
-    :func:`apply_server`. ``where``: how errors name the settings (``candidates[0].server``)."""
-    if not engine_args:
-        return params
-    return apply_server(params, ServerDescription(engine_args=dict(engine_args),
-                                                  names={"engine_args": where}),
-                        catalog=catalog)
+__all__ = ["apply_server", "apply_stated"]
