@@ -12,8 +12,9 @@ The loop (``scripts/live-validate`` drives it; ``tests/live`` runs it against a 
 each series sends the same seeded prompts at every rate, highest first, after the server's
 prefix cache is reset, as the bundled profiles were measured; the results are ingested with
 ``fleetplan ingest``'s reader into a store and fitted by :func:`fleetplan.replica.calibrate.
-fit_config` exactly as the GPU profiles are; :func:`fleetplan.replica.runs.predict_run` replays
-the held-out run's protocol. Nothing here prints.
+fit_config` exactly as the GPU profiles are;
+:func:`fleetplan.replica.calibrate.predict_on_server` replays the held-out run's protocol.
+Nothing here prints.
 """
 
 from __future__ import annotations
@@ -165,8 +166,9 @@ def analyze(series: Sequence[str | os.PathLike[str]], *, holdout_rate: float, gp
             seeds: Sequence[int] = (0, 1, 2), catalog: Catalog | None = None) -> LiveAnalysis:
     """Spread, calibration and held-out prediction from one result file per series (names of
     ``catalog``, default: the bundled one)."""
-    from fleetplan.replica.calibrate import fit_config
-    from fleetplan.replica.runs import predict_run, runs_from_frame
+    from fleetplan.catalog.catalog import bundled_catalog
+    from fleetplan.replica.calibrate import fit_config, predict_on_server
+    from fleetplan.replica.runs import runs_from_frame
 
     store = load_store(series, gpu, gpu_count)
     frame = store.frame
@@ -189,7 +191,8 @@ def analyze(series: Sequence[str | os.PathLike[str]], *, holdout_rate: float, gp
                     and {"tpot_p50_ms", "ttft_p50_ms"} <= r.measured.keys()}, reverse=True)
     fit = (fit_config(fit_runs, lengths=lengths, max_nfev=max_nfev, catalog=catalog) if timed
            else _unfitted(fit_runs, catalog))
-    preds = [predict_run(fit.params, r, lengths=lengths, seeds=seeds, catalog=catalog)
+    preds = [predict_on_server(fit.params, r, lengths=lengths, seeds=seeds,
+                               catalog=catalog or bundled_catalog())
              for r in held]
     predicted = {m: float(np.mean([p[m] for p in preds])) for m in _STORE_METRICS}
     measured = {m: float(np.mean([r.measured[m] for r in held if m in r.measured]))

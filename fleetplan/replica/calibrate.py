@@ -121,9 +121,12 @@ def _on_server(params: ReplicaParams, run: MeasuredRun,
                          catalog=catalog), run.server.warm())
 
 
-def _predict(params: ReplicaParams, run: MeasuredRun, *, lengths: LengthModel | None,
-             seeds: Sequence[int], catalog: Catalog) -> dict[str, float]:
-    """``run`` replayed on its own server (:func:`_on_server`) with the engine's ``params``."""
+def predict_on_server(params: ReplicaParams, run: MeasuredRun, *,
+                      lengths: LengthModel | None = None, seeds: Sequence[int] = (0, 1, 2),
+                      catalog: Catalog) -> dict[str, float]:
+    """``run`` replayed on its own server (:func:`_on_server`: its recorded engine settings and
+    prefix cache) with the engine's ``params``: how a fit is judged, and how a held-out run is
+    predicted."""
     on, warm = _on_server(params, run, catalog)
     return predict_run(on, run, lengths=lengths, seeds=seeds, warm=warm, catalog=catalog)
 
@@ -204,11 +207,11 @@ def fit_config(runs: Sequence[MeasuredRun], *, lengths: LengthModel | None = Non
     if timed:
         low = min(timed, key=lambda r: r.request_rate)
         p0 = _apply(prior, names, x0, source, True)
-        pr = _predict(p0, low, lengths=lengths, seeds=seeds, catalog=cat)
+        pr = predict_on_server(p0, low, lengths=lengths, seeds=seeds, catalog=cat)
         nfev += 1
         x0[0] = float(np.clip(math.log(low.measured["tpot_p50_ms"] / pr["tpot_p50_ms"]), -2, 2))
         p0 = _apply(prior, names, x0, source, True)
-        pr = _predict(p0, low, lengths=lengths, seeds=seeds, catalog=cat)
+        pr = predict_on_server(p0, low, lengths=lengths, seeds=seeds, catalog=cat)
         nfev += 1
         gap_s = (low.measured["ttft_p50_ms"] - pr["ttft_p50_ms"]) / 1e3
         want = max(prior.overhead_s + gap_s, prior.overhead_s / 10)
@@ -221,7 +224,7 @@ def fit_config(runs: Sequence[MeasuredRun], *, lengths: LengthModel | None = Non
     def residuals(x: np.ndarray) -> np.ndarray:
         p = _apply(prior, names, x, source, True)
         res = []
-        preds = {key: _predict(p, r, lengths=lengths, seeds=seeds, catalog=cat)
+        preds = {key: predict_on_server(p, r, lengths=lengths, seeds=seeds, catalog=cat)
                  for key, r in reps.items()}
         for r in good:
             pred = preds[_replay_key(r)]

@@ -25,6 +25,7 @@ from fleetplan.replica.calibrate import (
     FIT_SEEDS,
     fit_many,
     group_runs,
+    predict_on_server,
 )
 from fleetplan.replica.calibration_file import (
     CalibrationEntry,
@@ -38,7 +39,6 @@ from fleetplan.replica.runs import (
     VALIDATED_METRICS,
     VLLM_BENCHMARK_SEED,
     MeasuredRun,
-    predict_run,
     with_burst_tails,
 )
 from fleetplan.validate.bands import ErrorQuantiles
@@ -142,7 +142,8 @@ def leave_one_rate_out(runs: Sequence[MeasuredRun], *, jobs: int | None = None,
     records = []
     for (_rest, held), fit in zip(tasks, fits, strict=True):
         for run in held:
-            pred = predict_run(fit.params, run, seeds=seeds, catalog=catalog)
+            pred = predict_on_server(fit.params, run, seeds=seeds,
+                                     catalog=catalog or bundled_catalog())
             rec = run_record(run, True, pred)
             others = {rate: vals for rate, vals in table[run.key].items()
                       if rate != run.request_rate}
@@ -197,9 +198,8 @@ def leave_one_config_out(runs: Sequence[MeasuredRun],
                        if path == "transfer" else None)
                 params = spec_prior(cat.model(key[0]), hw, eff, fit)
                 for run in rs:
-                    records.append(run_record(run, False, predict_run(params, run,
-                                                                      seeds=seeds,
-                                                                      catalog=cat)))
+                    records.append(run_record(run, False, predict_on_server(
+                        params, run, seeds=seeds, catalog=cat)))
             _describe(progress, "leave-one-config-out folds", f"{key[0]} on {key[1]}")
             advance(1)
     return summaries(records, False, not_covered=not_covered)
