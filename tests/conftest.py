@@ -8,11 +8,8 @@ are skipped with a reason when the folder is absent.
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import os
-import shutil
-import signal
 import subprocess
 import tempfile
 from pathlib import Path
@@ -81,14 +78,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     started = config.stash.get(_LIVE_PREP, None)
     if started is None:
         return
-    state_dir, proc = started
-    (state_dir / "stop").touch()  # the preparation stops the server and exits
-    try:
-        proc.wait(60)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-    shutil.rmtree(state_dir, ignore_errors=True)
+    _prepare.stop_detached(*started)
 
 
 @pytest.fixture(autouse=True)

@@ -256,6 +256,18 @@ def start_detached(state_dir: Path) -> subprocess.Popen[bytes]:
             start_new_session=True, preexec_fn=lambda: os.setpriority(os.PRIO_PROCESS, 0, 10))
 
 
+def stop_detached(state_dir: Path, proc: subprocess.Popen[bytes]) -> None:
+    """Stop a preparation :func:`start_detached` started: it stops the server's process group
+    and exits on ``STATE_DIR/stop`` (killed after 60 s otherwise); the folder goes."""
+    (state_dir / "stop").touch()
+    try:
+        proc.wait(60)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    shutil.rmtree(state_dir, ignore_errors=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("state_dir", type=Path)
