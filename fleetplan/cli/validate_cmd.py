@@ -160,6 +160,12 @@ def _show_tables(result: ValidationResult, verbose: bool) -> None:
     else:
         print(f"in-sample (the calibration replaying its own {len(rows)} runs), median "
               f"|error| over unflagged runs: {summ}; per run: --verbose")
+    if result.bands:
+        held = "; ".join(f"{m} {b.inside} of {b.n}" + (f" (median width x{b.median_width:.2f})"
+                                                     if b.median_width is not None else "")
+                         for m, b in result.bands.items())
+        print(f"80% bands of the uncalibrated predictions (band_80pct in --format json) held "
+              f"the measured value: {held}")
 
 
 def _print_cv_summary(cv: CrossValidation) -> None:

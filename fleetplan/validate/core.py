@@ -12,6 +12,7 @@ import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -23,6 +24,7 @@ from fleetplan.profiles.store import ProfileStore, empty_frame
 from fleetplan.replica.calibration_file import CalibrationSource
 from fleetplan.replica.params import replica_params
 from fleetplan.replica.runs import VALIDATED_METRICS, MeasuredRun, predict_run, runs_from_frame
+from fleetplan.validate.bands import BANDED, prediction_bands
 from fleetplan.validate.records import (
     MetricRow,
     MetricSummary,
@@ -30,6 +32,7 @@ from fleetplan.validate.records import (
     NoiseMetric,
     RunRecord,
     ValidationResult,
+    band_coverage,
 )
 
 VALIDATE_SEEDS = (0, 1, 2, 3, 4)
@@ -82,13 +85,20 @@ def error_pct(measured: float | None, predicted: float | None) -> float | None:
 
 
 def run_record(run: MeasuredRun, calibrated: bool, pred: dict[str, float],
-               metrics: Sequence[str] = VALIDATED_METRICS) -> RunRecord:
-    """One entry of ``runs`` in the JSON contract."""
+               metrics: Sequence[str] = VALIDATED_METRICS, *,
+               bands: Mapping[str, Any] | None = None) -> RunRecord:
+    """One entry of ``runs`` in the JSON contract; ``bands``: the ``{metric}_band`` fields of
+    :func:`~fleetplan.validate.bands.prediction_bands` (an uncalibrated prediction's)."""
+    def row(m: str) -> MetricRow:
+        r = metric_row(run.measured.get(m), pred.get(m))
+        band = (bands or {}).get(f"{m}_band")
+        return r if band is None else MetricRow(r.measured, r.predicted, r.error_pct,
+                                                (float(band[0]), float(band[1])))
+
     return RunRecord(
         model=run.model, config=run.config, gpu=run.gpu, gpu_count=run.gpu_count,
         request_rate=run.request_rate, calibrated=calibrated, flagged=run.flagged,
-        flag_reason=run.flag_reason,
-        metrics={m: metric_row(run.measured.get(m), pred.get(m)) for m in metrics})
+        flag_reason=run.flag_reason, metrics={m: row(m) for m in metrics})
 
 
 def summarize(records: Sequence[RunRecord],
@@ -156,5 +166,8 @@ def validate(runs: Sequence[MeasuredRun], *, calibration: CalibrationSource,
                                   catalog=catalog)
             warm = sd.warm()
         pred = predict_run(params, run, seeds=seeds, catalog=catalog, warm=warm)
-        records.append(run_record(run, params.calibrated, pred))
-    return ValidationResult(tuple(records), summarize(records), noise_floor(runs))
+        bands = None if params.calibrated else prediction_bands(
+            run.gpu, {m: v for m, v in pred.items() if m in BANDED})
+        records.append(run_record(run, params.calibrated, pred, bands=bands))
+    return ValidationResult(tuple(records), summarize(records), noise_floor(runs),
+                            bands=band_coverage(records))

@@ -10,7 +10,8 @@ Mappings keyed by metric or GPU name stay dicts (the keys are data, not field na
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -21,14 +22,30 @@ from fleetplan.validate.bands import ErrorQuantiles
 
 @dataclass(frozen=True)
 class MetricRow:
-    """One metric of one run: measured, predicted, error relative to measured (percent)."""
+    """One metric of one run: measured, predicted, error relative to measured (percent), and
+    for an uncalibrated prediction ``band_80pct``: where 80% of held-out runs measured, given
+    this prediction (:func:`fleetplan.validate.bands.prediction_bands`; absent from the JSON
+    when the pair is calibrated or the metric has no band)."""
 
     measured: float | None
     predicted: float | None
     error_pct: float | None
+    band_80pct: tuple[float, float] | None = None
+
+    @property
+    def in_band(self) -> bool | None:
+        """Whether the measured value lies inside ``band_80pct`` (None: no band or no value)."""
+        if self.band_80pct is None or self.measured is None:
+            return None
+        return self.band_80pct[0] <= self.measured <= self.band_80pct[1]
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if self.band_80pct is None:
+            del out["band_80pct"]
+        else:
+            out["band_80pct"] = list(self.band_80pct)
+        return out
 
 
 @dataclass(frozen=True)
@@ -95,6 +112,37 @@ class BaselineCvMetricSummary(CvMetricSummary):
 
     baseline_median_abs_error_pct: float | None = None
     baseline_n: int = 0
+
+
+@dataclass(frozen=True)
+class BandCoverage:
+    """How many measured values of one metric their uncalibrated prediction's 80% band held
+    (``inside`` of ``n`` unflagged runs; the band is honest when that is about 80%) and the
+    median of the bands' widths (``hi / lo``)."""
+
+    inside: int
+    n: int
+    median_width: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def band_coverage(records: Sequence[RunRecord]) -> dict[str, BandCoverage]:
+    """Per metric with a band, the :class:`BandCoverage` over the unflagged records."""
+    rows: dict[str, list[MetricRow]] = {}
+    for r in records:
+        if r.flagged:
+            continue
+        for m, row in r.metrics.items():
+            if row.in_band is not None:
+                rows.setdefault(m, []).append(row)
+    out = {}
+    for m, got in rows.items():
+        widths = [b[1] / b[0] for row in got if (b := row.band_80pct) is not None and b[0] > 0]
+        out[m] = BandCoverage(sum(bool(row.in_band) for row in got), len(got),
+                              round(statistics.median(widths), 4) if widths else None)
+    return out
 
 
 @dataclass(frozen=True)
@@ -174,11 +222,16 @@ class ValidationResult:
     summary: dict[str, MetricSummary]
     noise_floor: NoiseFloor
     cv: CrossValidation | None = None
+    #: per metric, how many measured values the uncalibrated predictions' 80% bands held
+    #: (``band_coverage`` in the JSON; absent when every run's pair is calibrated)
+    bands: dict[str, BandCoverage] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"runs": [r.to_dict() for r in self.runs],
                                "summary": {m: s.to_dict() for m, s in self.summary.items()},
                                "noise_floor": self.noise_floor.to_dict()}
+        if self.bands:
+            out["band_coverage"] = {m: b.to_dict() for m, b in self.bands.items()}
         if self.cv is not None:
             out["cv"] = self.cv.to_dict()
         return out
@@ -199,7 +252,8 @@ class ValidationResult:
                     _cv(cv["leave_one_rate_out"], BaselineCvMetricSummary),
                     _cv(cv["leave_one_config_out"], CvMetricSummary),
                     # a result saved before the field: the default seeds made it
-                    tuple(int(s) for s in cv.get("fit_seeds", FIT_SEEDS))))
+                    tuple(int(s) for s in cv.get("fit_seeds", FIT_SEEDS))),
+                bands={m: BandCoverage(**b) for m, b in obj.get("band_coverage", {}).items()})
         except KeyError as exc:
             raise DataError(f"{where}: missing field {exc}") from None
         except (TypeError, AttributeError) as exc:
@@ -207,7 +261,9 @@ class ValidationResult:
 
 
 def _row(d: Mapping[str, Any]) -> MetricRow:
-    return BaselineMetricRow(**d) if "baseline_predicted" in d else MetricRow(**d)
+    band = d.get("band_80pct")
+    fields = {**d, "band_80pct": None if band is None else (float(band[0]), float(band[1]))}
+    return BaselineMetricRow(**fields) if "baseline_predicted" in d else MetricRow(**fields)
 
 
 def _run(d: Mapping[str, Any]) -> RunRecord:
