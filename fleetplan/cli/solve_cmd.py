@@ -97,6 +97,10 @@ def _print_plan(plan: Plan, verbose: bool = False) -> None:
                      for c in plan.capacities)
     if caps:
         out.print(f"sustained capacity per replica at the SLO tier: {caps}")
+    if plan.measure_next is not None:
+        out.print(plan.measure_next.sentence() + "; to measure it and plan on the runs:")
+        for command in plan.measure_next.commands:
+            out.print(f"  {command}", soft_wrap=True)
     print_notes(out.print, plan.notes, pool_names(plan.fleet), verbose=verbose)
 
 

@@ -40,6 +40,7 @@ from fleetplan.optimize.plan_parts import (
     ClassResult,
     FleetEntry,
     HourPlan,
+    MeasureNext,
     SolverReport,
     pools_from_list,
 )
@@ -91,6 +92,9 @@ class Plan(NotebookRepr):
     g_co2_per_hour: float | None = None
     capacities: tuple[CapacityNote, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # the benchmark whose uncertainty moves the cost most (fleetplan.optimize.measure_next):
+    # only on a plan that leans on uncalibrated pools
+    measure_next: MeasureNext | None = None
     problem: Any = field(default=None, compare=False, repr=False)  # the final MILP's inputs
     # where the plan was read from (a file's path; "<dict>"), named in errors and on the report
     source: str = field(default="<dict>", compare=False, repr=False)
@@ -193,7 +197,8 @@ class Plan(NotebookRepr):
             relaxation=r.opt_str(d, "relaxation", TOP),
             hours=None if hours is None else tuple(HourPlan.from_dict(r, h, f"hours[{i}]")
                                                    for i, h in enumerate(hours)),
-            base_fleet=None if base is None else pools_from_list(r, base, "base_fleet"))
+            base_fleet=None if base is None else pools_from_list(r, base, "base_fleet"),
+            measure_next=_measure_next(r, d))
         if feasible and plan.cost_per_hour_usd is None:
             raise r.fail("cost_per_hour_usd", None, f"a number (status is {status})")
         check_split_keys(r, plan)
@@ -255,7 +260,20 @@ class Plan(NotebookRepr):
         out["notes"] = list(self.notes)
         # the same notes with their topic, pools, level and priority (fleetplan._notes)
         out["notes_detail"] = [note_detail(n) for n in self.notes]
+        if self.measure_next is not None:
+            out["measure_next"] = self.measure_next.to_dict()
         return out
+
+
+def _measure_next(r: FieldReader, d: Mapping[str, Any]) -> MeasureNext | None:
+    raw = d.get("measure_next")
+    if raw is None:
+        return None
+    try:
+        return MeasureNext.from_dict(r.obj(raw, "measure_next"))
+    except (KeyError, TypeError, ValueError):
+        raise r.fail("measure_next", raw, "model, config, cost_range_usd_per_hour, "
+                     "capacity_factors, basis and commands") from None
 
 
 def _classes(r: FieldReader, d: Mapping[str, Any], *, split_required: bool

@@ -1,6 +1,6 @@
 """The parts of a plan: a pool (:class:`FleetEntry`), a class's outcome (:class:`ClassResult`),
 the solver's report (:class:`SolverReport`), an hour of a diurnal plan (:class:`HourPlan`) and a
-per-replica capacity (:class:`CapacityNote`).
+per-replica capacity (:class:`CapacityNote`) and the benchmark to run next (:class:`MeasureNext`).
 
 Each record owns its piece of the JSON contract (``fleetplan solve --format json``; field names
 binding): ``to_dict`` writes it, ``from_dict`` reads it back and refuses a bad field with one
@@ -14,6 +14,7 @@ them.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -367,3 +368,49 @@ class CapacityNote:
             ttft_p99_ms_at_capacity=r.opt_num(d, "ttft_p99_ms_at_capacity", where),
             derate=r.opt_num(d, "derate", where), source=r.opt_str(d, "source", where),
             model=r.opt_str(d, "model", where))
+
+
+@dataclass(frozen=True)
+class MeasureNext:
+    """The benchmark to run next: ``model`` on ``config``; the plan's cost per hour when its
+    throughput is at either end of its 80% band (``cost_range_usd_per_hour``, low first);
+    ``None`` as the high end: at the band's low end no plan meets every SLO);
+    ``capacity_factors``: the two ends as multiples of the predicted capacity; ``basis``: the
+    held-out errors they come from; ``commands``: what measures it and plans on it."""
+
+    model: str
+    config: str
+    cost_range_usd_per_hour: tuple[float, float | None]
+    capacity_factors: tuple[float, float]
+    basis: str
+    commands: tuple[str, ...]
+
+    @property
+    def span_usd_per_hour(self) -> float:
+        lo, hi = self.cost_range_usd_per_hour
+        return math.inf if hi is None else hi - lo
+
+    def sentence(self) -> str:
+        """The one line ``solve`` prints."""
+        lo, hi = self.cost_range_usd_per_hour
+        cost = (f"costs ${lo:.2f}/h at its high end and has no plan meeting every SLO at its "
+                "low end" if hi is None else f"costs ${lo:.2f}-${hi:.2f}/h")
+        return (f"measure next: {self.model} on {self.config}: its throughput is predicted "
+                f"from datasheets, and across its 80% band ({self.capacity_factors[0]:.2g}-"
+                f"{self.capacity_factors[1]:.2g}x the prediction) this plan {cost}; no other "
+                "benchmark moves the cost more")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"model": self.model, "config": self.config,
+                "cost_range_usd_per_hour": list(self.cost_range_usd_per_hour),
+                "capacity_factors": list(self.capacity_factors), "basis": self.basis,
+                "commands": list(self.commands)}
+
+    @classmethod
+    def from_dict(cls, obj: Mapping[str, Any]) -> MeasureNext:
+        lo, hi = obj["cost_range_usd_per_hour"]
+        f_lo, f_hi = obj["capacity_factors"]
+        return cls(str(obj["model"]), str(obj["config"]),
+                   (float(lo), None if hi is None else float(hi)),
+                   (float(f_lo), float(f_hi)), str(obj["basis"]),
+                   tuple(str(c) for c in obj["commands"]))

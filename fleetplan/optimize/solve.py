@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetplan._io import atomic_write_text
-from fleetplan._progress import Progress, warn
+from fleetplan._progress import Progress, step, warn
 from fleetplan.context import with_scenario_context
 from fleetplan.optimize.cache import DiskCache, cache_root
 from fleetplan.optimize.capacity import CapacitySettings
@@ -100,7 +100,25 @@ def solve(scenario: Scenario, *, solver: str | None = None, executor: Any = None
                         max_trims=max_trims, progress=progress, margins=m, cache_dir=cache_dir)
     if m is not None and plan.status is PlanStatus.infeasible:
         plan = _highest_confidence(scenario, base, settings, plan, m, build)
-    return plan
+    return with_measure_next(scenario, plan, settings, progress)
+
+
+def with_measure_next(scenario: Scenario, plan: Plan, settings: SolverSettings,
+                      progress: Progress | None = None) -> Plan:
+    """``plan`` with :attr:`Plan.measure_next` (:mod:`fleetplan.optimize.measure_next`) when it
+    leans on an uncalibrated pool."""
+    from fleetplan.optimize.measure_next import measure_next
+    from fleetplan.replica.params import replica_params
+
+    if (plan.status is PlanStatus.infeasible or plan.problem is None
+            or not any(e.calibrated is False for e in plan.fleet)):
+        return plan
+    catalog = scenario.data_context().catalog
+    with step(progress, "what to measure next (MILP at each uncalibrated candidate's band)"):
+        found = measure_next(scenario, plan.problem, settings,
+                             lambda model, config: replica_params(model, config,
+                                                                  catalog=catalog).calibrated)
+    return plan if found is None else replace(plan, measure_next=found)
 
 
 def _highest_confidence(scenario: Scenario, base: Inputs, settings: SolverSettings,

@@ -1,0 +1,125 @@
+"""What to measure next: the one benchmark whose uncertainty moves the plan's cost most.
+
+A plan that leans on uncalibrated pools (predicted from datasheets) is only as cheap as those
+predictions are right. For every uncalibrated candidate configuration of the final MILP (in
+the plan or not: a candidate left out may be cheaper than predicted), its per-replica
+capacities are scaled to the two ends of the 80% band of its throughput prediction (the spec
+path's held-out errors, ``data/spec_errors.json``, the table ``fleetplan predict`` prints its
+bands from: measured = predicted / (1 + e), 80% of held-out runs between e10 and e90) and the
+MILP is solved again at each end, every other capacity as planned. The configuration whose two
+ends give the widest span of cost per hour is the one to measure, with that cost range and the
+commands that measure it and plan on the measurement (``fleetplan bench ... --ingest``,
+``fleetplan calibrate``, ``fleetplan solve``).
+
+Named assumption: a replica's capacity scales with its throughput; the latency part of the
+error (how far the model's P99 TTFT is off) is what ``solve --confidence`` plans for and is not
+in the range. Main entries: :func:`measure_next` and :func:`cost_range`; the record is
+:class:`~fleetplan.optimize.plan_parts.MeasureNext` (the plan's ``measure_next`` field).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from fleetplan.optimize.plan_parts import MeasureNext
+from fleetplan.optimize.problem import PlanProblem
+from fleetplan.optimize.solvers import SolverSettings
+from fleetplan.scenario import Scenario
+from fleetplan.scenario.fleet import split_model
+
+BAND_METRIC = "request_throughput"
+
+
+def capacity_factors(model: str, gpu: str) -> tuple[float, float, str]:
+    """``(low, high, basis)``: the ends of the 80% band of a spec-path throughput prediction of
+    ``model`` on ``gpu``, as multiples of the prediction (measured = predicted / (1 + e))."""
+    from fleetplan.optimize.model_band import spec_fold
+    from fleetplan.validate.bands import error_table
+
+    q, basis = error_table().quantiles(gpu, BAND_METRIC, spec_fold(model))
+    return 1.0 / (1.0 + q.p90), 1.0 / (1.0 + q.p10), f"data/spec_errors.json: {basis}"
+
+
+def scaled(problem: PlanProblem, config: str, factor: float) -> PlanProblem:
+    """``problem`` with every capacity of ``config`` multiplied by ``factor``."""
+    cap = {k: (v * factor if k[1] == config else v) for k, v in problem.capacity.items()}
+    return replace(problem, capacity=cap)
+
+
+def bench_commands(model: str, config: str, problem: PlanProblem, hf_id: str | None,
+                   gpu: str, gpu_count: int, model_config: str | None = None
+                   ) -> tuple[str, ...]:
+    """The commands that measure ``model`` on ``config`` and plan on it: a sweep of rates
+    around one replica's planned capacity (2x, 1x, 1/2, 1/4 of its largest), ingested into the
+    user's store, that configuration calibrated on them, and the scenario solved again
+    (``model_config``: the model's config.json, for a model the bundled catalog lacks)."""
+    caps = [v for (_c, cfg, _t), v in problem.capacity.items() if cfg == config and v > 0]
+    top = max(caps) if caps else 1.0
+    rates = sorted({_nice(top * f) for f in (2.0, 1.0, 0.5, 0.25)}, reverse=True)
+    served = hf_id or model
+    bare = split_model(config)[1]
+    extra = f" --model-config {model_config}" if model_config else ""
+    return (f"vllm serve {served} --tensor-parallel-size {gpu_count}   # on one {bare}",
+            f"fleetplan bench --endpoint http://HOST:8000 --model {served} --sweep "
+            f"{','.join(f'{r:g}' for r in rates)} --num-prompts 200 --gpu {gpu} "
+            f"--gpu-count {gpu_count} --tp {gpu_count} --ingest{extra}",
+            f"fleetplan calibrate --model {model} --config {bare}{extra}",
+            "fleetplan solve SCENARIO   # now plans on the measured runs")
+
+
+def _nice(rate: float) -> float:
+    """A rate rounded to two significant figures (at least 0.1 req/s)."""
+    if rate <= 0.1:
+        return 0.1
+    digits = 1 - int(math.floor(math.log10(rate)))
+    return round(rate, max(digits, 0))
+
+
+def cost_range(problem: PlanProblem, settings: SolverSettings, config: str,
+               factors: tuple[float, float],
+               solve: Callable[[PlanProblem, SolverSettings], Any] | None = None
+               ) -> tuple[float, float]:
+    """The cost per hour of the cheapest plan with ``config``'s capacities at each of
+    ``factors`` (every other capacity as given), cheapest first; ``inf``: no plan."""
+    if solve is None:
+        from fleetplan.optimize.milp import solve_problem
+
+        solve = solve_problem
+    costs = []
+    for f in factors:
+        sol = solve(scaled(problem, config, f), settings)
+        costs.append(sol.cost_per_day_usd / 24 if sol.has_plan else math.inf)
+    return min(costs), max(costs)
+
+
+def measure_next(scenario: Scenario, problem: PlanProblem, settings: SolverSettings,
+                 is_calibrated: Callable[[str, str], bool],
+                 factors: Callable[[str, str], tuple[float, float, str]] = capacity_factors
+                 ) -> MeasureNext | None:
+    """The uncalibrated candidate of ``problem`` whose throughput band moves the plan's cost
+    most (None: every candidate is calibrated, or no band moves the cost).
+    ``is_calibrated(model, config)`` says whether a pair is measured; ``factors(model, gpu)``
+    gives its band's ends and their basis (default: :func:`capacity_factors`)."""
+    catalog = scenario.data_context().catalog
+    best: MeasureNext | None = None
+    for config in sorted({p.config for p in problem.pools}):
+        named, bare = split_model(config)
+        model = named or scenario.one_model
+        if is_calibrated(model, bare):
+            continue
+        pool = next(p for p in problem.pools if p.config == config)
+        lo_f, hi_f, basis = factors(model, pool.gpu)
+        cheap, dear = cost_range(problem, settings, config, (lo_f, hi_f))
+        if not math.isfinite(cheap) or dear - cheap <= 1e-9:
+            continue
+        found = MeasureNext(model, bare,
+                            (round(cheap, 4), round(dear, 4) if math.isfinite(dear) else None),
+                            (round(lo_f, 4), round(hi_f, 4)), basis,
+                            bench_commands(model, config, problem, catalog.model(model).hf_id,
+                                           pool.gpu, pool.gpu_count, scenario.hf_model_config))
+        if best is None or found.span_usd_per_hour > best.span_usd_per_hour + 1e-9:
+            best = found
+    return best
