@@ -392,11 +392,15 @@ class MeasureNext:
 
     def sentence(self) -> str:
         """The one line ``solve`` prints."""
+        return f"measure next: {self.why()}"
+
+    def why(self) -> str:
+        """What to measure and why: the model on the configuration, its band, the cost range."""
         lo, hi = self.cost_range_usd_per_hour
         cost = (f"costs ${lo:.2f}/h at its high end and has no plan meeting every SLO at its "
                 "low end" if hi is None else f"costs ${lo:.2f}-${hi:.2f}/h")
-        return (f"measure next: {self.model} on {self.config}: its throughput is predicted "
-                f"from datasheets, and across its 80% band ({self.capacity_factors[0]:.2g}-"
+        return (f"{self.model} on {self.config}: its throughput is predicted from datasheets, "
+                f"and across its 80% band ({self.capacity_factors[0]:.2g}-"
                 f"{self.capacity_factors[1]:.2g}x the prediction) this plan {cost}; no other "
                 "benchmark moves the cost more")
 

@@ -67,8 +67,9 @@ def _scenario(tmp_path: Path, chat_rps: float) -> Path:
 
 
 def test_solve_names_the_uncalibrated_pool_and_its_cost_range(cli, tmp_path: Path) -> None:
+    report = tmp_path / "report.html"
     out = cli("solve", str(_scenario(tmp_path, 20.0)), "--format", "json",
-              "--executor", "serial")
+              "--executor", "serial", "--report", str(report))
     assert out.exit_code == 0, out.stderr
     doc = json.loads(out.stdout)
     plan = Plan.from_dict(doc)
@@ -92,6 +93,11 @@ def test_solve_names_the_uncalibrated_pool_and_its_cost_range(cli, tmp_path: Pat
     assert top == pytest.approx(2 * cap, rel=0.05)
     assert "fleetplan calibrate --model DeepSeek-R1-Distill-Qwen-14B --config 1xL40S" in (
         nxt["commands"])
+    # the report says the same where it says the plan rests on uncalibrated predictions
+    html = report.read_text()
+    said = html.split('id="measure-next">')[1].split("</pre>")[0]
+    assert "DeepSeek-R1-Distill-Qwen-14B on 1xL40S" in said and bench in said
+    assert f"${lo:.2f}-${hi:.2f}/h" in said
     table = cli("solve", str(_scenario(tmp_path, 20.0)), "--executor", "serial").stdout
     assert "measure next: DeepSeek-R1-Distill-Qwen-14B on 1xL40S" in " ".join(table.split())
 
