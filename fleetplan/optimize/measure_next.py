@@ -19,6 +19,7 @@ in the range. Main entries: :func:`measure_next` and :func:`cost_range`; the rec
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from dataclasses import replace
@@ -50,24 +51,51 @@ def scaled(problem: PlanProblem, config: str, factor: float) -> PlanProblem:
 
 
 def bench_commands(model: str, config: str, problem: PlanProblem, hf_id: str | None,
-                   gpu: str, gpu_count: int, model_config: str | None = None
+                   gpu: str, gpu_count: int, model_config: str | None = None,
+                   catalog: str | None = None, lengths: tuple[Any, Any] = (None, None)
                    ) -> tuple[str, ...]:
     """The commands that measure ``model`` on ``config`` and plan on it: a sweep of rates
     around one replica's planned capacity (2x, 1x, 1/2, 1/4 of its largest), ingested into the
     user's store, that configuration calibrated on them, and the scenario solved again
-    (``model_config``: the model's config.json, for a model the bundled catalog lacks)."""
+    (``model_config``, ``catalog``: the scenario's config.json and catalog folder, so that
+    ``ingest`` and ``calibrate`` know its model and GPU; ``lengths``: the prompt and output
+    length distributions of the class the configuration serves most, as the scenario states
+    them, ``None`` for the protocol's, bench's default)."""
     caps = [v for (_c, cfg, _t), v in problem.capacity.items() if cfg == config and v > 0]
     top = max(caps) if caps else 1.0
     rates = sorted({_nice(top * f) for f in (2.0, 1.0, 0.5, 0.25)}, reverse=True)
     served = hf_id or model
     bare = split_model(config)[1]
-    extra = f" --model-config {model_config}" if model_config else ""
+    extra = (f" --catalog {catalog}" if catalog else "") + (
+        f" --model-config {model_config}" if model_config else "")
+    workload = "".join(f" --{flag} '{_dist_json(dist)}'"
+                       for flag, dist in zip(("input-len", "output-len"), lengths, strict=True)
+                       if dist is not None)
+    if lengths[1] is not None:  # the class's output lengths, not wherever the model stops
+        workload += " --ignore-eos"
     return (f"vllm serve {served} --tensor-parallel-size {gpu_count}   # on one {bare}",
             f"fleetplan bench --endpoint http://HOST:8000 --model {served} --sweep "
-            f"{','.join(f'{r:g}' for r in rates)} --num-prompts 200 --gpu {gpu} "
+            f"{','.join(f'{r:g}' for r in rates)} --num-prompts 200{workload} --gpu {gpu} "
             f"--gpu-count {gpu_count} --tp {gpu_count} --ingest{extra}",
             f"fleetplan calibrate --model {model} --config {bare}{extra}",
             "fleetplan solve SCENARIO   # now plans on the measured runs")
+
+
+def _lengths(scenario: Scenario, problem: PlanProblem, config: str) -> tuple[Any, Any]:
+    """The stated prompt and output lengths of the class with the most traffic among those
+    ``config`` can serve (capacity above 0)."""
+    served = {c for (c, cfg, _t), v in problem.capacity.items() if cfg == config and v > 0}
+    rate = {d.name: sum(d.rates_rps) for d in problem.demands}
+    names = sorted(served, key=lambda c: (-rate.get(c, 0.0), c))
+    by_name = {c.name: c for c in scenario.classes}
+    cls = by_name.get(names[0]) if names else None
+    return (None, None) if cls is None else (cls.input_tokens, cls.output_tokens)
+
+
+def _dist_json(dist: Any) -> str:
+    """A length distribution in the JSON form ``fleetplan bench --input-len`` reads."""
+    stated = dist.model_dump(by_alias=True, exclude_none=True, exclude_defaults=True)
+    return json.dumps({"dist": dist.dist, **stated}, separators=(",", ":"))
 
 
 def _nice(rate: float) -> float:
@@ -119,7 +147,8 @@ def measure_next(scenario: Scenario, problem: PlanProblem, settings: SolverSetti
                             (round(cheap, 4), round(dear, 4) if math.isfinite(dear) else None),
                             (round(lo_f, 4), round(hi_f, 4)), basis,
                             bench_commands(model, config, problem, catalog.model(model).hf_id,
-                                           pool.gpu, pool.gpu_count, scenario.hf_model_config))
+                                           pool.gpu, pool.gpu_count, scenario.hf_model_config,
+                                           scenario.catalog, _lengths(scenario, problem, config)))
         if best is None or found.span_usd_per_hour > best.span_usd_per_hour + 1e-9:
             best = found
     return best

@@ -12,6 +12,7 @@ from the measured run-to-run spread, see docs/live-validation.md) and writes the
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -135,3 +136,84 @@ def test_live_vllm_calibrate_predict_and_crosscheck(vllm_env: Any, vllm_server: 
                                            known_models={vllm_server.model}))
     assert errors == [] and runs[0].completed == int(NUM_PROMPTS)
     assert runs[0].request_rate == float(CROSSCHECK_RATE)
+
+
+# --- what to measure next, measured (issue 41, item 5) -------------------------------------
+
+LOOP_RATE = 100  # req/s: about 2-3 replicas of the tiny model on the CPU device
+LOOP_PROMPTS = "100"  # per rate of the printed sweep (it says 200): the loop, not the accuracy
+
+
+def _fleetplan(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    exe = Path(sys.executable).with_name("fleetplan")  # the console script beside this Python
+    proc = subprocess.run([str(exe), *args], capture_output=True, text=True, env=env,
+                          timeout=900)
+    assert proc.returncode == 0, f"fleetplan {' '.join(args)}: {proc.stderr[-3000:]}"
+    return proc
+
+
+@pytest.mark.live
+def test_live_measure_next_then_plan_on_the_measurement(vllm_server: Any, tmp_path: Path) -> None:
+    """A plan on an uncalibrated pool names it as the benchmark to run; its printed commands,
+    run as printed against the live server (endpoint filled in, fewer prompts), measure it,
+    store the runs in the user's store and calibrate it, and the same scenario then plans on
+    the measurement: the pool calibrated and nothing left to measure."""
+    import csv
+    import shlex
+
+    from fleetplan.bench.live import model_row
+
+    catalog = tmp_path / "catalog"
+    catalog.mkdir()
+    device = json.loads(Path(__file__).with_name("cpu-device.json").read_text())
+    price = {"gpu": device["gpu"], "market": "alternative", "price_usd_per_gpu_hour": 0.05,
+             "price_date": "2026-12", "source": "assumption: a price for the test device"}
+    for name, row in (("gpus.csv", device), ("prices.csv", price),
+                      ("models.csv", model_row(vllm_server.model_dir / "config.json",
+                                               vllm_server.model))):
+        with (catalog / name).open("w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=list(row), lineterminator="\n")
+            w.writeheader()
+            w.writerow(row)
+    scenario = tmp_path / "scenario.yaml"
+    scenario.write_text(
+        f"model: {vllm_server.model}\ncatalog: catalog\nclasses:\n"
+        f"  - name: chat\n    rate_rps: {LOOP_RATE}\n"
+        "    input_tokens: {dist: lognormal, mean: 64, cv: 0.5, min: 8, max: 400}\n"
+        "    output_tokens: {dist: fixed, value: 64}\n    slo: {ttft_p99_ms: 2000}\n"
+        f"candidates: [1x{device['gpu']}]\nmarket: alternative\n"
+        "sim: {duration_s: 60, warmup_s: 10, seed: 1, replications: 1}\n")
+    # the user's own data folder and cache: what the printed commands write to by default
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "xdg"),
+           "FLEETPLAN_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("FLEETPLAN_DATA_DIR", None)
+
+    before = json.loads(_fleetplan(env, "solve", str(scenario), "--format", "json").stdout)
+    (pool,) = before["fleet"]
+    assert pool["calibrated"] is False
+    nxt = before["measure_next"]
+    assert nxt["config"] == f"1x{device['gpu']}" and nxt["model"] == vllm_server.model
+    lo, hi = nxt["cost_range_usd_per_hour"]
+    assert lo <= before["cost_per_hour_usd"] <= (hi if hi is not None else math.inf)
+    bench, calibrate = (next(c for c in nxt["commands"] if c.startswith(f"fleetplan {word}"))
+                        for word in ("bench", "calibrate"))
+    assert "--ignore-eos" in bench and f"--catalog {catalog}" in bench
+    bench = (bench.replace("http://HOST:8000", vllm_server.url)
+             .replace("--num-prompts 200", f"--num-prompts {LOOP_PROMPTS}"))
+    sweep = bench.split("--sweep ")[1].split()[0].split(",")
+    stored = _fleetplan(env, *shlex.split(bench)[1:], "--power", "none", "--no-progress")
+    assert f"{len(sweep)} run(s) added to" in stored.stderr + stored.stdout
+    _fleetplan(env, *shlex.split(calibrate)[1:])
+    cal = json.loads((tmp_path / "xdg" / "fleetplan" / "calibration.json").read_text())
+    assert any(e["model"] == vllm_server.model and e["config"] == nxt["config"]
+               and e.get("calibrated", True) for e in cal["configs"])
+
+    after = json.loads(_fleetplan(env, "solve", str(scenario), "--format", "json").stdout)
+    assert [e["calibrated"] for e in after["fleet"]] == [True]
+    assert "measure_next" not in after
+    assert after["verified"] is True
+    # the figures the closing note quotes
+    warnings.warn(f"measure-next loop: planned ${before['cost_per_hour_usd']}/h "
+                  f"({pool['count']} replicas) on the prediction, range ${lo}-${hi}/h; "
+                  f"${after['cost_per_hour_usd']}/h ({after['fleet'][0]['count']} replicas) "
+                  "on the measurement", stacklevel=1)
