@@ -56,6 +56,9 @@ BANDED = {
 LATENCY = {"ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms"}
 POOLED = "all"
 UNMEASURED_GPU_FOLD = "leave-one-gpu-out"
+# errors of the spec path on other people's runs (data/external; fleetplan.validate.
+# external_bands): where a GPU type the bundled store never measured takes its band from
+EXTERNAL_FOLD = "external"
 
 
 @dataclass(frozen=True)
@@ -130,7 +133,18 @@ class ErrorTable:
         row = table.get(gpu, {}).get(cv)
         if row is not None:
             return row, f"{fold} errors of {row.n} held-out {gpu} runs ({cv})"
-        # a GPU type never measured gets what the other GPU types' ratios did on each type
+        # a GPU type never measured here: how the spec path did on other people's runs of that
+        # GPU type, else of every GPU type (judged leave-one-dataset-out, docs/validation.md)
+        ext = self.folds.get(EXTERNAL_FOLD, {})
+        own = ext.get(gpu, {}).get(cv)
+        if own is not None:
+            return own, (f"errors of {own.n} runs others measured on {gpu} ({cv}; "
+                         "data/external)")
+        pooled_ext = ext.get(POOLED, {}).get(cv)
+        if pooled_ext is not None:
+            return pooled_ext, (f"errors of {pooled_ext.n} runs others measured on their own "
+                                f"GPUs ({cv}; data/external; none of this store on {gpu})")
+        # no such table: what the other GPU types' ratios did on each type
         fold = UNMEASURED_GPU_FOLD if UNMEASURED_GPU_FOLD in self.folds else fold
         pooled = self.folds[fold].get(POOLED, {}).get(cv)
         if pooled is None:

@@ -1,0 +1,173 @@
+"""How the spec path fares on other people's runs: per-dataset errors, error bands judged by
+leave-one-dataset-out, and the error table that bands of never-measured GPUs are read from.
+
+The runs are those of ``data/external/`` (public benchmarks measured by others on their own
+hardware, :mod:`fleetplan.profiles.external`), each predicted without any fit to it
+(``scripts/eval_external.py``, which writes one :class:`ExternalOutcome` per run). Errors are
+signed, ``e = predicted / measured - 1`` (the measured value is the predicted one / ``(1 +
+e)``), as in :mod:`fleetplan.validate.bands`.
+
+- :func:`dataset_rows`: per dataset (source), how many runs were predicted, the median
+  ``|e|`` of throughput, TTFT p50 and p99 and TPOT p50, and the **leave-one-dataset-out** 80%
+  band: the 10th and 90th percentiles of ``e`` over the *other* datasets' runs, judged by how
+  many of this dataset's measured values it holds (``e`` between them) and its width ``(1 +
+  e90) / (1 + e10)``. A band read from the dataset's own errors would hold 80% by
+  construction; held out, it says what a planner on new hardware gets.
+- :func:`external_fold`: the quantiles over every dataset, per GPU type and pooled (``all``):
+  the ``external`` fold of ``data/spec_errors.json``, from which
+  :meth:`fleetplan.validate.bands.ErrorTable.quantiles` reads the band of a GPU type the
+  bundled store never measured.
+- :func:`external_markdown`: the table of ``docs/validation.md``'s section on these runs.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from fleetplan.validate.bands import EXTERNAL_FOLD, ErrorQuantiles
+
+__all__ = ["EXTERNAL_FOLD", "DatasetRow", "ExternalOutcome", "LabelRow", "dataset_rows",
+           "external_fold", "external_markdown"]
+# eval_external's labels -> the metrics of the error table they bound (throughput is output
+# tokens/s where the source states it, else requests/s: either bounds both)
+LABEL_METRICS: dict[str, tuple[str, ...]] = {
+    "throughput": ("request_throughput", "output_throughput"),
+    "TTFT p50": ("ttft_p50_ms",),
+    "TTFT p99": ("ttft_p99_ms",),
+    "TPOT p50": ("tpot_p50_ms",),
+}
+LABELS = tuple(LABEL_METRICS)
+MIN_GPU_RUNS = 8  # fewer runs of one GPU type: its band is the pooled one
+BAND = (0.1, 0.9)
+
+
+@dataclass(frozen=True)
+class ExternalOutcome:
+    """One run of ``data/external`` as ``scripts/eval_external.py --json`` writes it: its
+    source, GPU type, whether it was refused, and per label the signed error."""
+
+    source: str
+    gpu: str
+    refused: str | None
+    errors: Mapping[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ExternalOutcome:
+        config = str(d.get("config") or "")  # <count>x<GPU>[/<parallel layout>]
+        gpu = str(d.get("gpu") or config.partition("x")[2].split("/")[0])
+        return cls(str(d["source"]), gpu, d.get("refused"),
+                   {str(k): float(v) for k, v in (d.get("errors") or {}).items()})
+
+
+@dataclass(frozen=True)
+class LabelRow:
+    """One metric of one dataset: median ``|e|`` over ``n`` runs and the held-out band's
+    coverage (``inside`` of ``n``, None without other datasets' errors) and width."""
+
+    median_abs: float | None
+    n: int
+    inside: int | None = None
+    width: float | None = None
+
+
+@dataclass(frozen=True)
+class DatasetRow:
+    source: str
+    runs: int
+    predicted: int
+    metrics: Mapping[str, LabelRow]
+
+
+def _errors(outcomes: Iterable[ExternalOutcome], label: str) -> list[float]:
+    return [o.errors[label] for o in outcomes if o.refused is None and label in o.errors]
+
+
+def band_of(errors: Sequence[float]) -> tuple[float, float]:
+    """The 10th and 90th percentiles of signed errors (linear between order statistics)."""
+    lo, hi = np.quantile(np.asarray(errors, dtype=float), BAND)
+    return float(lo), float(hi)
+
+
+def dataset_rows(outcomes: Sequence[ExternalOutcome]) -> list[DatasetRow]:
+    """Per dataset: runs, predicted, and per label the median ``|e|`` and the
+    leave-one-dataset-out band's coverage and width."""
+    sources = sorted({o.source for o in outcomes})
+    rows = []
+    for s in sources:
+        mine = [o for o in outcomes if o.source == s]
+        others = [o for o in outcomes if o.source != s]
+        metrics = {}
+        for label in LABELS:
+            errs = _errors(mine, label)
+            if not errs:
+                continue
+            held = _errors(others, label)
+            inside = width = None
+            if len(held) >= 2:
+                lo, hi = band_of(held)
+                inside = sum(lo <= e <= hi for e in errs)
+                width = (1.0 + hi) / (1.0 + lo)
+            metrics[label] = LabelRow(statistics.median(abs(e) for e in errs), len(errs),
+                                      inside, width)
+        rows.append(DatasetRow(s, len(mine), sum(o.refused is None for o in mine), metrics))
+    return rows
+
+
+def external_fold(outcomes: Sequence[ExternalOutcome]) -> dict[str, dict[str, dict[str, Any]]]:
+    """``{gpu | "all": {metric: {p10, p50, p90, n, median_abs_pct}}}`` over every dataset; a
+    GPU type with fewer than :data:`MIN_GPU_RUNS` runs of a metric has no row of its own."""
+    groups: dict[str, list[ExternalOutcome]] = {"all": list(outcomes)}
+    for o in outcomes:
+        groups.setdefault(o.gpu, []).append(o)
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for key, group in sorted(groups.items()):
+        row: dict[str, dict[str, Any]] = {}
+        for label, metrics in LABEL_METRICS.items():
+            errs = _errors(group, label)
+            if len(errs) < (2 if key == "all" else MIN_GPU_RUNS):
+                continue
+            q = ErrorQuantiles.of(errs).to_dict()
+            q["median_abs_pct"] = round(100 * statistics.median(abs(e) for e in errs), 1)
+            for m in metrics:
+                row[m] = dict(q)
+        if row:
+            out[key] = row
+    return out
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{100 * v:.0f}%"
+
+
+def external_markdown(rows: Sequence[DatasetRow], *, command: str) -> list[str]:
+    """The per-dataset table (lines of Markdown)."""
+    head = ["dataset", "predicted / runs"]
+    for label in LABELS:
+        head += [f"{label} median abs. error", f"{label} band holds (width)"]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    totals: dict[str, list[int]] = {label: [0, 0] for label in LABELS}
+    for r in rows:
+        cells = [f"`{r.source}`", f"{r.predicted} / {r.runs}"]
+        for label in LABELS:
+            m = r.metrics.get(label)
+            if m is None:
+                cells += ["-", "-"]
+                continue
+            cells.append(f"{_pct(m.median_abs)} (n={m.n})")
+            if m.inside is None or m.width is None:
+                cells.append("-")
+            else:
+                cells.append(f"{m.inside}/{m.n} (x{m.width:.2f})")
+                totals[label][0] += m.inside
+                totals[label][1] += m.n
+        lines.append("| " + " | ".join(cells) + " |")
+    held = "; ".join(f"{label} {k}/{n} ({100 * k / n:.0f}%)" for label, (k, n) in totals.items()
+                     if n)
+    lines += ["", f"Leave-one-dataset-out bands over all datasets hold: {held or 'none'}. "
+              f"Regenerated by `{command}`."]
+    return lines

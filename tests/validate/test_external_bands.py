@@ -1,0 +1,94 @@
+"""Bands judged on other people's runs (issue 41, item 4): per dataset, the 80% band read from
+the *other* datasets' errors, and how many of this dataset's measured values it holds."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from fleetplan.validate.bands import EXTERNAL_FOLD, ErrorTable, error_table
+from fleetplan.validate.external_bands import (
+    MIN_GPU_RUNS,
+    ExternalOutcome,
+    dataset_rows,
+    external_fold,
+    external_markdown,
+)
+
+
+def _runs(source: str, gpu: str, errors: list[float], label: str = "throughput"
+          ) -> list[ExternalOutcome]:
+    return [ExternalOutcome(source, gpu, None, {label: e}) for e in errors]
+
+
+def test_a_dataset_is_judged_by_the_band_of_the_others() -> None:
+    a = _runs("a", "X", [0.05, 0.5, 0.85, 1.5])
+    b = _runs("b", "Y", [i / 10 for i in range(10)])
+    refused = [ExternalOutcome("a", "X", "not modelled")]
+    rows = {r.source: r for r in dataset_rows(a + b + refused)}
+    assert (rows["a"].runs, rows["a"].predicted) == (5, 4)
+    # b's errors 0.0 .. 0.9: 10th / 90th percentiles 0.09 / 0.81 (linear between order
+    # statistics); of a's, only 0.5 lies between them
+    ra = rows["a"].metrics["throughput"]
+    assert (ra.n, ra.inside) == (4, 1)
+    assert ra.width == pytest.approx(1.81 / 1.09)
+    assert ra.median_abs == pytest.approx((0.5 + 0.85) / 2)
+    # a's errors: 10th percentile 0.05 + 0.3 x 0.45 = 0.185, 90th 0.85 + 0.7 x 0.65 = 1.305;
+    # b's 0.2 .. 0.9 lie between: 8 of 10
+    rb = rows["b"].metrics["throughput"]
+    assert (rb.n, rb.inside) == (10, 8)
+    assert rb.width == pytest.approx(2.305 / 1.185)
+    md = "\n".join(external_markdown(list(rows.values()), command="cmd"))
+    assert "| `a` | 4 / 5 | 68% (n=4) | 1/4 (x1.66) |" in md
+    assert "throughput 9/14 (64%)" in md
+
+
+def test_one_dataset_alone_has_no_held_out_band() -> None:
+    (row,) = dataset_rows(_runs("a", "X", [0.1, 0.2, 0.3]))
+    assert row.metrics["throughput"].inside is None
+
+
+_ERR = st.floats(-0.9, 5.0).map(lambda x: round(x, 3))  # errors as tables store them
+
+
+@given(st.lists(_ERR, min_size=2, max_size=40), st.lists(_ERR, min_size=1, max_size=40))
+def test_coverage_is_the_share_of_errors_between_the_others_percentiles(
+        others: list[float], mine: list[float]) -> None:
+    # a measured value is inside [pred / (1 + e90), pred / (1 + e10)] exactly when its own error
+    # lies between e10 and e90: counting either way gives the same number
+    import numpy as np
+
+    rows = {r.source: r for r in dataset_rows(_runs("m", "X", mine) + _runs("o", "Y", others))}
+    lo, hi = np.quantile(others, (0.1, 0.9))
+    pred = 100.0
+    inside = sum(pred / (1 + hi) <= pred / (1 + e) <= pred / (1 + lo) for e in mine)
+    assert rows["m"].metrics["throughput"].inside == inside
+
+
+def test_the_fold_has_a_gpu_row_only_with_enough_runs() -> None:
+    many = _runs("a", "A100-80GB", [0.1] * MIN_GPU_RUNS)
+    few = _runs("b", "RTX-3090", [0.3] * (MIN_GPU_RUNS - 1))
+    fold = external_fold(many + few)
+    assert set(fold) == {"all", "A100-80GB"}
+    assert fold["A100-80GB"]["request_throughput"]["n"] == MIN_GPU_RUNS
+    assert fold["all"]["output_throughput"]["n"] == 2 * MIN_GPU_RUNS - 1
+    assert fold["all"]["request_throughput"]["p50"] == pytest.approx(0.1)
+
+
+def test_a_gpu_never_measured_here_takes_the_external_band() -> None:
+    base = error_table()
+    ext = {"all": {"ttft_p50_ms": base.folds["leave-one-gpu-out"]["all"]["ttft_p50_ms"]}}
+    quant = type(base.folds["leave-one-gpu-out"]["all"]["ttft_p50_ms"])
+    own = quant(-0.2, 0.0, 0.3, 12)
+    ext["A100-80GB"] = {"ttft_p50_ms": own}
+    table = ErrorTable({**base.folds, EXTERNAL_FOLD: ext}, base.source, base.path)
+    q, basis = table.quantiles("A100-80GB", "ttft_p50_ms", "leave-one-model-out")
+    assert q == own and "12 runs others measured on A100-80GB" in basis
+    q, basis = table.quantiles("L4", "ttft_p50_ms", "leave-one-model-out")
+    assert q == ext["all"]["ttft_p50_ms"] and "data/external" in basis
+    # a GPU type the store measured keeps its own held-out errors
+    q, _ = table.quantiles("H100-PCIe", "ttft_p50_ms", "leave-one-model-out")
+    assert q == base.folds["leave-one-model-out"]["H100-PCIe"]["ttft_p50_ms"]
+    assert ExternalOutcome.from_dict({"source": "s", "config": "8xH100-SXM/tp4pp2",
+                                      "refused": None, "errors": {}}).gpu == "H100-SXM"
