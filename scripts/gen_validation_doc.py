@@ -5,10 +5,12 @@ Usage:
   python scripts/gen_validation_doc.py --from-json F    # renders a saved
                                                         # `fleetplan validate --cv --format json`
 The Markdown is the same as `fleetplan validate --cv --format markdown`; the file is written
-atomically. docs/validation.md must only ever be produced this way. The same run writes
-data/model_errors.json (--errors-out): the held-out TTFT p99 errors that `solve --confidence`,
-the plans' model bands and the report take (fleetplan/validate/model_errors.py), so the page
-and the figures planned with come from one validation.
+atomically. docs/validation.md must only ever be produced this way (its last section, on
+other people's runs, by scripts/fit_family_efficiency.py; this script keeps it as it is).
+The same run writes data/model_errors.json (--errors-out): the held-out TTFT p99 errors
+that `solve --confidence`, the plans' model bands and the report take
+(fleetplan/validate/model_errors.py), so the page and the figures planned with come from one
+validation.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from fleetplan.validate.model_errors import ModelErrors, write_model_errors
 from fleetplan.validate.records import CrossValidation, ValidationResult
 
 ROOT = Path(__file__).resolve().parents[1]
+EXTERNAL_SECTION = "## Other people's runs (data/external)"
 
 
 def main() -> None:
@@ -52,7 +55,10 @@ def main() -> None:
                                                 "(via scripts/gen_validation_doc.py)")
     errors = ModelErrors.from_validation(
         result, "fleetplan validate --cv over the bundled store (scripts/gen_validation_doc.py)")
-    atomic_write_text(args.out, text + "\n")
+    # the section on other people's runs is scripts/fit_family_efficiency.py's: kept as written
+    old = args.out.read_text(encoding="utf-8") if args.out.is_file() else ""
+    kept = old[old.index(EXTERNAL_SECTION):] if EXTERNAL_SECTION in old else ""
+    atomic_write_text(args.out, text + "\n" + ("\n" + kept if kept else ""))
     write_model_errors(errors, args.errors_out)
     print(f"wrote {args.out} and {args.errors_out}")
 

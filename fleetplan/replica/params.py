@@ -26,12 +26,15 @@ from fleetplan.replica.calibration_file import (
     CalibrationSource,
     load_calibration_file,
 )
+from fleetplan.replica.families import family_efficiency
 from fleetplan.replica.params_record import ReplicaParams
 from fleetplan.replica.priors import (
+    TransferEfficiency,
     fit_transfer_efficiency,
     geomean_rows,
     prior_params,
     spec_prior,
+    transfer_prior,
 )
 
 SPEC_PATHS = ("ratios", "transfer")
@@ -98,6 +101,14 @@ def replica_params(model: str, config: str, *,
     if entry is not None:
         return entry.params
     eff, how = learned_efficiency(cal.configs, hw.gpu, hw.gpu_count)
+    family = None if efficiency != "auto" or any(
+        e.calibrated and e.gpu == hw.gpu for e in cal.configs) else family_efficiency(hw.spec)
+    if family is not None:  # a GPU type never measured here: its family's fit on others' runs
+        fam_fit = TransferEfficiency(hw.gpu, ratios=dict(eff or {}), models=(), **family.parts)
+        p = transfer_prior(spec, hw, fam_fit, ratios=eff, engine_version=engine_version)
+        return p.with_(source=f"spec-based prior (model card + GPU datasheet) x "
+                              f"{family.describe()}; other coefficients x efficiency ratios "
+                              f"{how}")
     if eff is None:
         return prior_params(spec, hw, engine_version=engine_version)
     path = spec_path(hw.gpu) if efficiency == "auto" else efficiency

@@ -1,0 +1,108 @@
+"""Step-cost efficiencies of GPU families, fitted on runs other people measured.
+
+A GPU type the bundled store never measured has no calibrated configuration to learn its
+efficiencies from. The nearest measured evidence is other people's runs on GPUs of the same
+*family* (``data/external/``): vLLM's kernels, the link between the GPUs and the software stack
+differ far more between families (a GeForce card over PCIe, a data-centre GPU on NVLink, an AMD
+Instinct on ROCm) than between the GPUs of one family. ``scripts/fit_family_efficiency.py``
+fits, per family, the efficiencies of the parts of a step
+(:class:`~fleetplan.replica.priors.TransferEfficiency`: weight streaming, all-reduce latency,
+host time, token compute, all-reduce bytes) to those runs by least squares on the replica
+model's own replays (throughput, TPOT p50 and TTFT p50, in log ratio), and writes
+``data/family_efficiency.json``; the same script judges the fit leave-one-dataset-out
+(docs/validation.md).
+
+Main entries: :func:`gpu_family` (a GPU's family, from its catalog row) and
+:func:`family_efficiency` (the fitted efficiencies of a GPU's family, or None).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from fleetplan.catalog._tables import data_dir
+from fleetplan.catalog.gpus import GPUSpec
+from fleetplan.errors import DataError
+
+FAMILY_FILE = "family_efficiency.json"
+PARTS = ("weights_bw", "comm_step", "host_s", "compute", "comm_tok")
+FAMILIES = ("nvidia-geforce", "nvidia-datacenter-nvlink", "nvidia-datacenter-pcie",
+            "amd-instinct")
+
+
+def gpu_family(gpu: GPUSpec) -> str:
+    """The family of a GPU from its catalog row: AMD Instinct, NVIDIA GeForce, or an NVIDIA
+    data-centre GPU on NVLink or on PCIe (by its ``interconnect``)."""
+    name = gpu.vendor_name.lower()
+    if "amd" in name or "instinct" in name:
+        return "amd-instinct"
+    if "geforce" in name or gpu.gpu.upper().startswith("RTX-"):
+        return "nvidia-geforce"
+    if gpu.interconnect.lower().startswith("nvlink"):
+        return "nvidia-datacenter-nvlink"
+    return "nvidia-datacenter-pcie"
+
+
+@dataclass(frozen=True)
+class FamilyFit:
+    """One family's fitted efficiencies (``parts``, keyed as :data:`PARTS`), the runs and
+    datasets they were fitted on and the GPU types those runs used."""
+
+    family: str
+    parts: dict[str, float]
+    n_runs: int
+    datasets: tuple[str, ...]
+    gpus: tuple[str, ...]
+
+    def describe(self) -> str:
+        return (f"efficiencies of {self.family} GPUs fitted on {self.n_runs} runs others "
+                f"measured ({', '.join(self.gpus)}; data/external: "
+                f"{', '.join(self.datasets)}; data/{FAMILY_FILE})")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"parts": self.parts, "n_runs": self.n_runs, "datasets": list(self.datasets),
+                "gpus": list(self.gpus)}
+
+
+def _fit(family: str, obj: Any, where: str) -> FamilyFit:
+    try:
+        parts = {k: float(obj["parts"][k]) for k in PARTS}
+        fit = FamilyFit(family, parts, int(obj["n_runs"]), tuple(map(str, obj["datasets"])),
+                        tuple(map(str, obj["gpus"])))
+    except (KeyError, TypeError, ValueError):
+        raise DataError(f"{where}: expected parts ({', '.join(PARTS)}), n_runs, datasets and "
+                        "gpus") from None
+    if not all(math.isfinite(v) and v >= 0 for v in parts.values()):
+        raise DataError(f"{where}: parts must be finite and >= 0")
+    return fit
+
+
+@cache
+def _load(path: str, mtime: float) -> dict[str, FamilyFit]:
+    try:
+        obj = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise DataError(f"{path}: not a readable family efficiency table ({exc})") from None
+    fams = obj.get("families") if isinstance(obj, dict) else None
+    if not isinstance(fams, dict):
+        raise DataError(f"{path}: no 'families' object")
+    return {f: _fit(f, v, f"{path}: families.{f}") for f, v in fams.items()}
+
+
+def family_fits(path: str | Path | None = None) -> dict[str, FamilyFit]:
+    """The fitted families of ``path`` (default: the bundled ``data/family_efficiency.json``;
+    none when it is absent)."""
+    p = Path(path) if path is not None else data_dir() / FAMILY_FILE
+    if not p.is_file():
+        return {}
+    return _load(str(p.resolve()), p.stat().st_mtime)
+
+
+def family_efficiency(gpu: GPUSpec, path: str | Path | None = None) -> FamilyFit | None:
+    """The fitted efficiencies of ``gpu``'s family (None: that family has no fit)."""
+    return family_fits(path).get(gpu_family(gpu))

@@ -1,0 +1,253 @@
+"""Fit the step-cost efficiencies of each GPU family on other people's runs, judge the fit
+leave-one-dataset-out, and write what the product reads.
+
+Usage: python scripts/fit_family_efficiency.py [--max-rows N] [--max-nfev N] [--dry-run]
+
+For every GPU family (:func:`fleetplan.replica.families.gpu_family`) with runs in
+``data/external/`` on GPU types the bundled store never measured, the five efficiencies of
+:data:`fleetplan.replica.families.PARTS` are fitted by least squares (scipy) on the replica
+model's own replays of those runs (``scripts/eval_external.py``'s ``predict_row``): residuals
+are ``ln(predicted / measured)`` of throughput, TPOT p50 and TTFT p50 (TTFT weighted 0.5: the
+noisiest), with a weak pull (0.1 per part, in log) towards the pooled efficiencies of the
+bundled calibration, so a part no run exercises (all-reduces on one GPU) stays there.
+
+Judged **leave-one-dataset-out**: each dataset (source) is predicted with families fitted on
+the other datasets only (a family with no run elsewhere keeps today's spec path); those
+held-out errors give the per-dataset table of docs/validation.md and the ``external`` fold of
+``data/spec_errors.json`` (the bands of GPU types never measured here,
+:mod:`fleetplan.validate.external_bands`). The final fit uses every dataset:
+``data/family_efficiency.json``. Every file is written atomically; ``--dry-run`` prints only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+TTFT_WEIGHT = 0.5
+PULL = 0.1
+RESIDUAL_LABELS = {"throughput": 1.0, "TPOT p50": 1.0, "TTFT p50": TTFT_WEIGHT}
+VALIDATION_DOC = ROOT / "docs" / "validation.md"
+SECTION = "## Other people's runs (data/external)"
+
+
+def _eval_module() -> Any:
+    spec = importlib.util.spec_from_file_location("eval_external", ROOT / "scripts" /
+                                                  "eval_external.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["eval_external"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _pooled_parts() -> dict[str, float]:
+    """The parts today's spec path implies for a GPU type never measured: the pooled
+    efficiency ratios of the bundled calibration (c_step's for the step parts, c_prefill_tok's
+    for the token parts, the assumed host time x c_step's)."""
+    from fleetplan.replica.calibration_file import load_calibration_file
+    from fleetplan.replica.params import learned_efficiency
+    from fleetplan.replica.priors import STEP_HOST_S
+
+    ratios, _how = learned_efficiency(load_calibration_file().configs, "-", 1)
+    step, tok = (ratios or {}).get("c_step", 1.25), (ratios or {}).get("c_prefill_tok", 2.0)
+    return {"weights_bw": step, "comm_step": step, "host_s": STEP_HOST_S * step,
+            "compute": tok, "comm_tok": tok}
+
+
+class Predictor:
+    """Replays external runs with given family fits in place of the bundled table."""
+
+    def __init__(self) -> None:
+        from fleetplan.replica.calibration_file import load_calibration_file
+
+        self.ev = _eval_module()
+        self.res = self.ev.Resolver()
+        # GPU types with a calibrated configuration keep their own efficiencies (no family fit)
+        self.calibrated_gpus = {e.gpu for e in load_calibration_file().configs if e.calibrated}
+
+    def outcomes(self, runs: Sequence[Any], fits: dict[str, Any]) -> list[Any]:
+        import fleetplan.replica.params as params_mod
+        from fleetplan.replica.families import gpu_family
+
+        saved = params_mod.family_efficiency
+        params_mod.family_efficiency = lambda gpu, path=None: fits.get(gpu_family(gpu))
+        try:
+            return [self.ev.predict_row(r, self.res, engine_args=True) for r in runs]
+        finally:
+            params_mod.family_efficiency = saved
+
+
+def _family_of(run: Any, res: Any) -> str | None:
+    from fleetplan.replica.families import gpu_family
+
+    try:
+        return gpu_family(res.catalog.gpu(run.gpu))
+    except Exception:  # a GPU the catalog lacks: refused by the evaluation anyway
+        return None
+
+
+def _subsample(runs: Sequence[Any], n: int) -> list[Any]:
+    """At most ``n`` runs, one per distinct (model, config, load) first, evenly spread."""
+    seen: dict[tuple[Any, ...], Any] = {}
+    for r in runs:
+        seen.setdefault((r.model, r.config, r.load_kind, r.load_value, r.input_tokens_mean,
+                         r.output_tokens), r)
+    distinct = list(seen.values())
+    if len(distinct) <= n:
+        return distinct
+    step = len(distinct) / n
+    return [distinct[int(i * step)] for i in range(n)]
+
+
+def fit_family(pred: Predictor, family: str, runs: Sequence[Any], base: dict[str, float],
+               max_nfev: int) -> tuple[Any, float, float]:
+    """The family's :class:`~fleetplan.replica.families.FamilyFit` and its loss before and
+    after (mean squared weighted log residual)."""
+    import numpy as np
+    from scipy.optimize import least_squares
+
+    from fleetplan.replica.families import PARTS, FamilyFit
+
+    x0 = np.log([base[k] for k in PARTS])
+
+    def make(x: Any) -> FamilyFit:
+        return FamilyFit(family, {k: float(math.exp(v)) for k, v in zip(PARTS, x, strict=True)},
+                         len(runs), (), ())
+
+    def residuals(x: Any) -> Any:
+        out = []
+        for o in pred.outcomes(runs, {family: make(x)}):
+            for label, w in RESIDUAL_LABELS.items():
+                if o.refused is None and label in o.errors and o.errors[label] > -1:
+                    out.append(w * math.log1p(o.errors[label]))
+        out.extend(PULL * (x - x0))
+        return np.asarray(out)
+
+    r0 = residuals(x0)
+    sol = least_squares(residuals, x0, bounds=(x0 - math.log(20), x0 + math.log(20)),
+                        max_nfev=max_nfev, x_scale=1.0, diff_step=0.05)
+    return make(sol.x), float(np.mean(r0 ** 2)), float(np.mean(sol.fun ** 2))
+
+
+def fit_all(pred: Predictor, runs: Sequence[Any], base: dict[str, float], max_rows: int,
+            max_nfev: int, say: Callable[[str], None]) -> dict[str, Any]:
+    """One fit per family with runs among ``runs`` (refused runs left out)."""
+    from fleetplan.replica.families import FamilyFit
+
+    baseline = pred.outcomes(runs, {})
+    usable = [o.run for o in baseline if o.refused is None
+              and not any("calibrated pair" in n for n in o.notes)]
+    by_family: dict[str, list[Any]] = {}
+    for r in usable:
+        fam = _family_of(r, pred.res)
+        if fam is not None and r.gpu not in pred.calibrated_gpus:
+            by_family.setdefault(fam, []).append(r)
+    fits = {}
+    for fam, rows in sorted(by_family.items()):
+        sample = _subsample(rows, max_rows)
+        t = time.monotonic()
+        fit, before, after = fit_family(pred, fam, sample, base, max_nfev)
+        fits[fam] = FamilyFit(fam, fit.parts, len(rows),
+                              tuple(sorted({r.source for r in rows})),
+                              tuple(sorted({r.gpu for r in rows})))
+        say(f"  {fam}: {len(rows)} runs ({len(sample)} fitted), loss {before:.3f} -> "
+            f"{after:.3f} in {time.monotonic() - t:.0f} s; "
+            + ", ".join(f"{k} {v:.3g}" for k, v in fit.parts.items()))
+    return fits
+
+
+def main(argv: list[str] | None = None) -> int:
+    from fleetplan._io import atomic_write_text
+    from fleetplan.profiles.external import load_external_runs
+    from fleetplan.validate.external_bands import (
+        ExternalOutcome,
+        dataset_rows,
+        external_fold,
+        external_markdown,
+    )
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--max-rows", type=int, default=24, help="runs fitted per family")
+    ap.add_argument("--max-nfev", type=int, default=40, help="loss evaluations per fit")
+    ap.add_argument("--ttft-weight", type=float, default=TTFT_WEIGHT,
+                    help="weight of TTFT p50 residuals")
+    ap.add_argument("--dry-run", action="store_true", help="print, write nothing")
+    args = ap.parse_args(argv)
+    RESIDUAL_LABELS["TTFT p50"] = args.ttft_weight
+    t0 = time.monotonic()
+
+    def say(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    pred = Predictor()
+    runs = list(load_external_runs().runs)
+    sources = sorted({r.source for r in runs})
+    base = _pooled_parts()
+    say(f"{len(runs)} runs of {len(sources)} datasets; pooled parts: "
+        + ", ".join(f"{k} {v:.3g}" for k, v in base.items()))
+    held: list[Any] = []
+    today: list[Any] = []
+    for d in sources:
+        say(f"leave out {d}:")
+        fits = fit_all(pred, [r for r in runs if r.source != d], base, args.max_rows,
+                       args.max_nfev, say)
+        mine = [r for r in runs if r.source == d]
+        held += pred.outcomes(mine, fits)
+        today += pred.outcomes(mine, {})
+    say("all datasets:")
+    final = fit_all(pred, runs, base, args.max_rows, args.max_nfev, say)
+
+    def rows_of(outs: list[Any]) -> list[ExternalOutcome]:
+        return [ExternalOutcome.from_dict({"source": o.run.source, "config": o.run.config,
+                                           "refused": o.refused, "errors": o.errors})
+                for o in outs]
+
+    held_rows, today_rows = rows_of(held), rows_of(today)
+    command = "python scripts/fit_family_efficiency.py"
+    table = dataset_rows(held_rows)
+    lines = [SECTION, "",
+             "Public `vllm serve` benchmarks other people measured on their own hardware "
+             "(`data/external/`, [data-sources.md](data-sources.md)), each predicted without "
+             "its own dataset: the GPU families' efficiencies (`data/family_efficiency.json`) "
+             "fitted on the other datasets only, the runs' servers, engine settings and "
+             "workloads as recorded. Median |error| of the uncalibrated prediction per metric, "
+             "and how many measured values the 80% band holds when it is read from the *other* "
+             "datasets' held-out errors (its width, hi / lo, in brackets).", ""]
+    lines += external_markdown(table, command=command)
+    before = dataset_rows(today_rows)
+    lines += ["", "Today's spec path on the same runs (no family fit), for comparison:", ""]
+    lines += external_markdown(before, command=command)[:-2]
+    print("\n".join(lines))
+    if args.dry_run:
+        return 0
+    fam_doc = {"source": (f"{command}: least squares on the replica model's replays of "
+                          f"data/external runs ({', '.join(sources)})"),
+               "families": {f: fit.to_dict() for f, fit in sorted(final.items())}}
+    atomic_write_text(ROOT / "data" / "family_efficiency.json",
+                      json.dumps(fam_doc, indent=1, sort_keys=True) + "\n")
+    errors_path = ROOT / "data" / "spec_errors.json"
+    spec = json.loads(errors_path.read_text(encoding="utf-8"))
+    spec["folds"]["external"] = external_fold(held_rows)
+    spec["external_source"] = (f"{command}: held-out (leave-one-dataset-out) errors of "
+                               f"{sum(o.refused is None for o in held_rows)} runs of "
+                               f"data/external")
+    atomic_write_text(errors_path, json.dumps(spec, indent=1) + "\n")
+    doc = VALIDATION_DOC.read_text(encoding="utf-8")
+    head = doc.split(SECTION)[0].rstrip("\n")
+    atomic_write_text(VALIDATION_DOC, head + "\n\n" + "\n".join(lines) + "\n")
+    say(f"wrote data/family_efficiency.json, data/spec_errors.json (external fold), "
+        f"docs/validation.md in {time.monotonic() - t0:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

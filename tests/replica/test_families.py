@@ -1,0 +1,72 @@
+"""GPU families (issue 41, item 3): a GPU type the bundled store never measured takes the
+efficiencies its family was fitted to on other people's runs (data/family_efficiency.json);
+a measured GPU type keeps its own."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import fleetplan.replica.params as params_mod
+from fleetplan.catalog.catalog import bundled_catalog
+from fleetplan.catalog.hardware import HardwareConfig
+from fleetplan.errors import DataError
+from fleetplan.replica.families import FamilyFit, family_fits, gpu_family
+from fleetplan.replica.params import replica_params
+from fleetplan.replica.priors import ideal_parts
+
+MODEL = "DeepSeek-R1-Distill-Qwen-14B"
+
+
+@pytest.mark.parametrize(("gpu", "family"), [
+    ("RTX-4090", "nvidia-geforce"), ("RTX-5090", "nvidia-geforce"),
+    ("H100-SXM", "nvidia-datacenter-nvlink"), ("A100-80GB", "nvidia-datacenter-nvlink"),
+    ("H100-PCIe", "nvidia-datacenter-pcie"), ("L40S", "nvidia-datacenter-pcie"),
+])
+def test_the_family_follows_the_catalog_row(gpu: str, family: str) -> None:
+    assert gpu_family(bundled_catalog().gpu(gpu)) == family
+
+
+def _fit(family: str, **parts: float) -> FamilyFit:
+    base = {"weights_bw": 1.5, "comm_step": 2.0, "host_s": 0.002, "compute": 1.2,
+            "comm_tok": 3.0}
+    return FamilyFit(family, {**base, **parts}, 12, ("someone's-runs",), ("A100-80GB",))
+
+
+def test_an_unmeasured_gpu_type_takes_its_familys_fit(monkeypatch: pytest.MonkeyPatch) -> None:
+    fit = _fit("nvidia-datacenter-nvlink")
+    monkeypatch.setattr(params_mod, "family_efficiency",
+                        lambda gpu, path=None: fit if gpu_family(gpu) == fit.family else None)
+    p = replica_params(MODEL, "2xH100-SXM")
+    assert p.calibrated is False
+    assert "nvidia-datacenter-nvlink GPUs fitted on 12 runs others measured" in p.source
+    # c_step = weights x weights_bw + all-reduce latency x comm_step + host, by hand from the
+    # ideal parts of the model on 2 x H100 SXM
+    cat = bundled_catalog()
+    parts = ideal_parts(cat.model(MODEL), HardwareConfig.parse("2xH100-SXM", cat))
+    want = parts["weights"] * 1.5 + parts["comm_step"] * 2.0 + 0.002
+    assert p.c_step == pytest.approx(want, rel=1e-9)
+    assert p.c_prefill_tok == pytest.approx(parts["tok"] * 1.2 + parts["comm_tok"] * 3.0,
+                                            rel=1e-9)
+    # a GPU type the store measured (H100 PCIe, calibrated with this model on 1 GPU) keeps its
+    # own learned efficiencies, family fit or not
+    monkeypatch.setattr(params_mod, "family_efficiency", lambda gpu, path=None: _fit(
+        gpu_family(gpu)))
+    own = replica_params(MODEL, "2xH100-PCIe")
+    assert "fitted on" not in own.source
+    # forcing a spec path leaves the family out
+    assert "fitted on" not in replica_params(MODEL, "2xH100-SXM", efficiency="ratios").source
+
+
+def test_the_table_is_read_and_refused_whole(tmp_path: Path) -> None:
+    good = tmp_path / "fam.json"
+    good.write_text(json.dumps({"families": {"amd-instinct": _fit("amd-instinct").to_dict()}}))
+    got = family_fits(good)["amd-instinct"]
+    assert got.parts["comm_tok"] == 3.0 and got.gpus == ("A100-80GB",)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"families": {"amd-instinct": {"parts": {"weights_bw": -1}}}}))
+    with pytest.raises(DataError, match="families.amd-instinct"):
+        family_fits(bad)
+    assert family_fits(tmp_path / "absent.json") == {}
