@@ -21,7 +21,6 @@ from typing import Any
 
 from fleetplan._io import atomic_write_text
 from fleetplan._progress import Progress, warn
-from fleetplan.context import with_scenario_context
 from fleetplan.optimize.cache import DiskCache, cache_root
 from fleetplan.optimize.capacity import CapacitySettings
 from fleetplan.optimize.confidence import (
@@ -54,7 +53,6 @@ def solver_settings(scenario: Scenario, solver: str | None = None) -> SolverSett
     return SolverSettings(name=solver or s.name, time_limit_s=s.time_limit_s, gap=s.gap)
 
 
-@with_scenario_context
 def solve(scenario: Scenario, *, solver: str | None = None, executor: Any = None,
           capacity: CapacitySettings | None = None, cache_dir: str | bool | None = True,
           max_rounds: int = DEFAULT_MAX_ROUNDS, max_trims: int = DEFAULT_MAX_TRIMS,
@@ -65,7 +63,10 @@ def solve(scenario: Scenario, *, solver: str | None = None, executor: Any = None
     ``executor``: where capacity searches and verification runs go (``None``: local processes;
     ``"serial"``; a Dask scheduler address or client; see :func:`get_executor`).
     ``capacity``: how capacities are measured (default: the scenario's ``capacity:`` block).
-    ``cache_dir``: ``True`` (default folder), a folder, or ``False`` (no disk cache).
+    ``cache_dir``: ``True`` (default folder: the scenario's data context's, else
+    :func:`~fleetplan.optimize.cache.default_cache_dir`), a folder, or ``False`` (no disk
+    cache). The catalog, profile store and calibration are the scenario's data context's
+    (:meth:`fleetplan.scenario.Scenario.data_context`), passed to whatever reads them.
     ``max_rounds``: bound on solve + simulate rounds; ``max_trims``: of those, how many may try
     one replica fewer in the dearest pool once a plan passed.
     ``progress``: receives the steps (capacity searches, each round's MILP and simulation; see
@@ -166,7 +167,7 @@ def solve_inputs(scenario: Scenario, inputs: Inputs, settings: SolverSettings, *
     churn = any(p.unavailability > 0 for p in problem.pools)
 
     simulated: dict[str, Any] = {}  # hour scenario -> its check, kept across rounds
-    cache = verification_cache(cache_dir)
+    cache = verification_cache(cache_dir, scenario.data_context().cache_dir)
 
     def verify(sol, ex):  # type: ignore[no-untyped-def]
         # --confidence: each class must meet its SLO with its pools' model-error margin
@@ -196,10 +197,12 @@ def solve_inputs(scenario: Scenario, inputs: Inputs, settings: SolverSettings, *
     return solved_plan(scenario, inputs, settings, out, margins)
 
 
-def verification_cache(cache_dir: str | bool | None) -> DiskCache | None:
-    """The disk cache of plan checks for ``cache_dir`` (``True``: the default folder, a
-    folder, ``False`` / ``None``: none), the folder the capacities use."""
-    root = cache_root(cache_dir)
+def verification_cache(cache_dir: str | bool | None,
+                       default: str | os.PathLike[str] | None = None) -> DiskCache | None:
+    """The disk cache of plan checks for ``cache_dir`` (``True``: the default folder, of
+    ``default``, a data context's ``cache_dir``; a folder; ``False`` / ``None``: none), the
+    folder the capacities use."""
+    root = cache_root(cache_dir, default)
     return DiskCache(root) if root is not None else None
 
 
