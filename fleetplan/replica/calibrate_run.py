@@ -149,9 +149,9 @@ def run_calibration(request: CalibrateRequest, *, progress: Progress | None = No
                     on_refused: Callable[[str], None] | None = None,
                     catalog: Catalog | None = None) -> CalibrationOutcome:
     """Fit the runs ``request`` selects (their models and GPUs read in ``catalog``, default: the
-    bundled one; the files through the active data context). Each refused
-    run or configuration is a line to ``on_refused`` as it is found and in the outcome's
-    ``refused``; with none fitted, ``calibrations`` is empty. Writes nothing: see
+    bundled one), from the store the request names (default: yours, else the bundled one).
+    Each refused run or configuration is a line to ``on_refused`` as it is found and in the
+    outcome's ``refused``; with none fitted, ``calibrations`` is empty. Writes nothing: see
     :meth:`CalibrationOutcome.save`. An error of the one configuration asked for
     (``request.config``) is raised: it is the answer."""
     from fleetplan.profiles.store import load_profiles

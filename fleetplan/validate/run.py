@@ -92,7 +92,8 @@ def run_validation(request: ValidateRequest, *, progress: Progress | None = None
                    on_refused: Callable[[str], None] | None = None,
                    catalog: Catalog | None = None) -> ValidationOutcome:
     """Validate what ``request`` asks for, the runs' models and GPUs read in ``catalog``
-    (default: the bundled one), the files through the active data context.
+    (default: the bundled one), from the store and calibration the request names (default:
+    yours, else the bundled ones).
     ``progress`` receives the cross-validation's folds; ``on_refused`` each refused line."""
     from fleetplan.profiles.ingest import IngestOptions
     from fleetplan.profiles.store import load_profiles
