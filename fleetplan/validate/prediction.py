@@ -14,12 +14,12 @@ of ``fleetplan predict --format json``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fleetplan._progress import Progress
+from fleetplan._request import RequestRecord
 from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.catalog.models import ModelSpec
 from fleetplan.context import DataContext
@@ -59,7 +59,7 @@ CLI_NAMES = {"model": "--model", "model_config": "--model-config", "rate": "--ra
 
 
 @dataclass(frozen=True, kw_only=True)
-class PredictRequest:
+class PredictRequest(RequestRecord):
     """One prediction asked for: ``model`` (a catalog name or a
     :class:`~fleetplan.catalog.models.ModelSpec`; None: the model of the context's
     ``model_configs``) on ``config`` at ``rate`` req/s.
@@ -95,11 +95,6 @@ class PredictRequest:
     engine_version: str | None = None
     efficiency: str = "auto"
     server: ServerDescription | None = None
-    names: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
-
-    def name(self, field_name: str) -> str:
-        """How errors call ``field_name`` (its flag on the CLI)."""
-        return self.names.get(field_name, field_name)
 
     def __post_init__(self) -> None:
         n = self.name
