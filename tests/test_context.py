@@ -134,15 +134,16 @@ class _Refusing:
         return []
 
 
-def _without_entry(path: Path) -> Path:
-    """The bundled calibration less its entry of MODEL on CONFIG (that pair uncalibrated)."""
+def _without_entry(path: Path, model: str = MODEL, config: str = CONFIG) -> Path:
+    """The bundled calibration less its entry of ``model`` on ``config`` (that pair
+    uncalibrated)."""
     data = json.loads((data_dir() / "calibration.json").read_text(encoding="utf-8"))
-    data["configs"] = [e for e in data["configs"] if (e["model"], e["config"]) != (MODEL, CONFIG)]
+    data["configs"] = [e for e in data["configs"] if (e["model"], e["config"]) != (model, config)]
     path.write_text(json.dumps(data), encoding="utf-8")
     return path
 
 
-def test_the_data_options_reach_simulate_and_predict(tmp_path: Path, cli: Any) -> None:
+def test_the_data_options_reach_simulate_predict_and_report(tmp_path: Path, cli: Any) -> None:
     import yaml
 
     sc = tmp_path / "s.yaml"
@@ -164,3 +165,15 @@ def test_the_data_options_reach_simulate_and_predict(tmp_path: Path, cli: Any) -
         res = cli("simulate", str(sc), "--format", "json", "--quiet", option, missing)
         assert res.exit_code == 2 and missing in res.stderr
         assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+
+    # report: the accuracy table of a bundled example's plan, read with the scenario's files
+    root = Path(__file__).resolve().parents[1]
+    plan = root / "tests/data/golden/azure-trace.solve.json"  # a plan on CONFIG
+    example = root / "examples/azure-trace.yaml"
+    cal = str(_without_entry(tmp_path / "cal-14b.json", "DeepSeek-R1-Distill-Qwen-14B", CONFIG))
+    for args, words in (((), "calibrated"),
+                        (("--calibration", cal), "spec-based (not calibrated)")):
+        page = tmp_path / f"r{len(args)}.html"
+        res = cli("report", str(plan), "-s", str(example), "--out", str(page), *args)
+        assert res.exit_code == 0, res.stderr
+        assert f"<tr><td>{CONFIG}</td><td>{words}</td>" in page.read_text(encoding="utf-8")
