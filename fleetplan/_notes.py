@@ -14,6 +14,7 @@ and ``--format json`` carries all of them (``notes``, and ``notes_detail`` with 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Collection, Iterable
 from typing import Any
 
@@ -100,15 +101,17 @@ def headline(notes: Iterable[str], pools: Collection[str],
     return sorted(chosen, key=lambda n: n.priority)[:limit]
 
 
-def datasheet_band(model: str, gpu: str) -> tuple[float, float]:
+def datasheet_band(model: str, gpu: str, *,
+                   store: str | os.PathLike[str] | None = None) -> tuple[float, float]:
     """For an uncalibrated (spec-path) prediction of ``model`` on ``gpu``: the range of the real
     P99 TTFT over the predicted one in 80% of held-out runs (``data/spec_errors.json``, the fold
-    of a model measured on other configurations, or of one never measured), as the notes and
-    ``solve --confidence`` read it (``optimize/confidence.py``)."""
+    of a model measured on other configurations of ``store``, a data context's, else the default
+    store, or of one never measured), as the notes and ``solve --confidence`` read it
+    (``optimize/confidence.py``)."""
     from fleetplan.profiles.store import load_profiles
     from fleetplan.validate.bands import error_table
 
-    fold = ("leave-one-config-out" if load_profiles().configs(model)
+    fold = ("leave-one-config-out" if load_profiles(default=store).configs(model)
             else "leave-one-model-out")
     q, _basis = error_table().quantiles(gpu, "ttft_p99_ms", fold)
     return 1.0 / (1.0 + q.p90), 1.0 / (1.0 + q.p10)

@@ -8,40 +8,32 @@ scenario keeps it, and :func:`fleetplan.simulate` and :func:`fleetplan.solve` re
 scenario). Its :class:`~fleetplan.catalog.catalog.Catalog` is reached only that way: there is no
 process-wide catalog.
 
-The files a context names (store, calibration, cache folder) are still read as defaults by the
-deep loaders (:func:`active_files`) inside ``with ctx.activate():`` (the CLI does this for a
-command's ``--store`` and ``--calibration``); outside any, the user's own files and then the
-bundled ones are read. Nothing is frozen at first use and nothing writes into the installed
-package's data: a context only names what is read. The CLI builds one from ``--catalog``,
-``--model-config``, ``--store`` and ``--calibration`` (a scenario's ``catalog:`` and
-``model_config:`` add to it: :meth:`DataContext.for_scenario`).
+The files a context names (store, calibration, cache folder) are passed down the same way:
+whatever reads one of them receives it as an argument from its caller (the store of
+:func:`fleetplan.profiles.store.load_profiles`, the calibration of
+:func:`fleetplan.replica.params.replica_params`, the folder of
+:func:`fleetplan.optimize.cache.cache_root`); there is no process-wide default to set, so two
+contexts used side by side in one process each read their own files, and a scenario sent to a
+worker process takes its context with it. A context that names none of them reads the user's
+own files, else the bundled ones (and ``$FLEETPLAN_CACHE_DIR``, else ``~/.cache/fleetplan``).
+Nothing is frozen at first use and nothing writes into the installed package's data: a context
+only names what is read. The CLI builds one from ``--catalog``, ``--model-config``, ``--store``
+and ``--calibration`` (a scenario's ``catalog:`` and ``model_config:`` add to it:
+:meth:`DataContext.for_scenario`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
 
 from fleetplan.catalog.catalog import Catalog, bundled_catalog
 from fleetplan.catalog.models import ModelSpec
 
 PathLike = str | os.PathLike[str]
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-@dataclass(frozen=True)
-class DataFiles:
-    """The files a context names (``None``: the usual default): what :func:`active_files`
-    gives the loaders that read a store, a calibration or a cache folder by default."""
-
-    store: Path | None = None
-    calibration: Path | None = None
-    cache_dir: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -49,7 +41,9 @@ class DataContext:
     """Catalog + profile store + calibration + cache folder (``None``: the usual default).
 
     ``catalog``: the catalog every lookup of a call given this context reads (default: the
-    bundled one, :func:`~fleetplan.catalog.catalog.bundled_catalog`)."""
+    bundled one, :func:`~fleetplan.catalog.catalog.bundled_catalog`). ``store``,
+    ``calibration``, ``cache_dir``: the files the call reads instead of the user's or the bundled
+    ones (``None``: those), handed by the call to each reader that needs one."""
 
     catalog: Catalog = field(default_factory=bundled_catalog)
     store: Path | None = None
@@ -86,11 +80,6 @@ class DataContext:
         """The model of the (first) ``config.json`` given, if any."""
         return self.models[0] if self.models else None
 
-    @property
-    def files(self) -> DataFiles:
-        """The store, calibration and cache folder this context names."""
-        return DataFiles(self.store, self.calibration, self.cache_dir)
-
     def for_scenario(self, catalog: str | None, model_config: str | None) -> DataContext:
         """This context with a scenario's ``catalog:`` folder and ``model_config:`` file added
         (paths already resolved against the scenario's folder); itself without either. Built
@@ -98,31 +87,6 @@ class DataContext:
         if catalog is None and model_config is None:
             return self
         return _for_scenario(self, catalog, model_config)
-
-    @contextlib.contextmanager
-    def activate(self) -> Iterator[DataContext]:
-        """Make this context's files (store, calibration, cache folder) the defaults the deep
-        loaders read inside the block (:func:`active_files`; restored on exit). The catalog is
-        not among them: pass the context (or its catalog) to what reads it."""
-        _FILES.append(self.files)
-        try:
-            yield self
-        finally:
-            _FILES.pop()
-
-
-_FILES: list[DataFiles] = []
-_NO_FILES = DataFiles()
-
-
-def active_files() -> DataFiles:
-    """The files of the innermost :meth:`DataContext.activate` (every default outside any)."""
-    return _FILES[-1] if _FILES else _NO_FILES
-
-
-def use_context(ctx: DataContext | None) -> contextlib.AbstractContextManager[Any]:
-    """``ctx.activate()``, or nothing when ``ctx`` is None."""
-    return contextlib.nullcontext() if ctx is None else ctx.activate()
 
 
 @functools.lru_cache(maxsize=64)
@@ -132,16 +96,3 @@ def _for_scenario(base: DataContext, catalog: str | None,
                             else [], base=base.catalog)
     return DataContext(catalog=ctx.catalog, store=base.store, calibration=base.calibration,
                        cache_dir=base.cache_dir, models=ctx.models)
-
-
-def with_scenario_context(fn: F) -> F:
-    """Decorate a function whose first argument is a scenario: it runs with the files of the
-    scenario's data context (:meth:`fleetplan.scenario.Scenario.data_context`) as defaults."""
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        sc = args[0] if args else kwargs.get("scenario")
-        of_scenario = getattr(sc, "data_context", None)
-        with use_context(of_scenario() if callable(of_scenario) else None):
-            return fn(*args, **kwargs)
-
-    return wrapper  # type: ignore[return-value]

@@ -19,7 +19,7 @@ PACKAGE = ROOT / "fleetplan"
 # docs/architecture.md, "Layers": a module may import its own layer and those below it
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "_version", "_progress", "_show", "_gc", "_notebook", "_cache_dir", "_input",
-     "registry"),
+     "_request", "registry"),
     ("_json_load", "_yaml_load", "_load", "_io"),
     ("catalog", "workload"),
     ("context", "viz", "_pool"),

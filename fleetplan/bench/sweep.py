@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fleetplan._request import RequestRecord
 from fleetplan.errors import InputError
 
 if TYPE_CHECKING:  # the runner (aiohttp) is imported when a sweep runs
@@ -29,7 +30,7 @@ if TYPE_CHECKING:  # the runner (aiohttp) is imported when a sweep runs
 
 
 @dataclass(frozen=True, kw_only=True)
-class SweepRequest:
+class SweepRequest(RequestRecord):
     """One sweep asked for: ``model`` on the server at ``endpoint``, one run per rate of
     ``rates`` in order (req/s; inf: all at once), each of ``num_prompts`` requests. Prompts
     come from ``dataset`` (JSONL/CSV/ShareGPT) or are synthetic with ``input_len`` and
@@ -63,11 +64,6 @@ class SweepRequest:
     arrival_schedule: str = "first-at-zero"
     request_timeout_s: float = 600.0
     deadline_s: float | None = None
-    names: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
-
-    def name(self, field_name: str) -> str:
-        """How errors call ``field_name`` (its flag on the CLI)."""
-        return self.names.get(field_name, field_name)
 
     def __post_init__(self) -> None:
         # the two the prompts are drawn with, before BenchConfig checks the rest

@@ -1,7 +1,7 @@
 """Options shared by commands: repeated ``NAME=VALUE`` pairs (``--price H100-PCIe=2.0``), the
 progress bars of long commands (``--progress`` / ``--quiet``, :func:`progress_reporter`) and the
 data context (``--catalog``, ``--model-config``, ``--store``, ``--calibration``:
-:func:`use_cli_context`, active until the command ends)."""
+:func:`use_cli_context`, passed down by the command)."""
 
 from __future__ import annotations
 
@@ -191,31 +191,12 @@ CALIBRATION_OPTION: Any = typer.Option(None, "--calibration",
 def use_cli_context(*, catalog: list[Path] | None = None, model_config: list[Path] | None = None,
                     store: Path | None = None, calibration: Path | None = None,
                     cache_dir: Path | None = None) -> DataContext:
-    """Build the command's :class:`~fleetplan.context.DataContext` from its options and make it
-    active until the command returns (the click context closes it, so a test runner's next
-    command starts clean)."""
+    """The command's :class:`~fleetplan.context.DataContext`, built from its options: the
+    command passes it (or a scenario loaded in it) to every library call it makes."""
     from fleetplan.context import DataContext
 
-    ctx = DataContext.build(catalog=list(catalog or []), model_configs=list(model_config or []),
-                            store=store, calibration=calibration, cache_dir=cache_dir)
-    _until_command_ends(ctx)
-    return ctx
-
-
-def _until_command_ends(ctx: DataContext) -> None:
-    """Activate ``ctx`` until the running command's click context closes (typer >= 0.2x
-    carries its own copy of click: its context is looked up first)."""
-    import importlib
-
-    for name in ("typer._click.globals", "click.globals"):
-        try:
-            mod = importlib.import_module(name)
-        except ImportError:
-            continue
-        current = mod.get_current_context(silent=True)
-        if current is not None:
-            current.with_resource(ctx.activate())
-            return
+    return DataContext.build(catalog=list(catalog or []), model_configs=list(model_config or []),
+                             store=store, calibration=calibration, cache_dir=cache_dir)
 
 
 def model_name(model: str | None, ctx: DataContext, option: str = "--model") -> str:
@@ -235,14 +216,17 @@ def load_cli_scenario(path: Path, *, chooser: str | None = None,
     the user's calibration. ``chooser``: the command chooses its own fleet (solve, frontier), so a
     note on stderr says that the scenario's fleet is not used and what chooses it instead.
     ``catalog``, ``model_config``, ``store``, ``calibration``: the command's data options; the
-    scenario keeps them (its own ``catalog:`` and ``model_config:`` added), and their files stay
-    the defaults until the command ends."""
+    scenario keeps them (its own ``catalog:`` and ``model_config:`` added) and hands them to
+    every call that takes it."""
     from fleetplan.scenario import load_scenario
 
+    for option, named in (("--store", store), ("--calibration", calibration)):
+        # read, never written here: a missing one is not an empty store or calibration
+        if named is not None and not named.exists():
+            raise InputError(f"{option} {named}: no such file")
     ctx = use_cli_context(catalog=catalog, model_config=model_config, store=store,
                           calibration=calibration)
     sc = load_scenario(path, context=ctx)
-    _until_command_ends(sc.data_context())
     note_user_files(calibration=calibration is None, has_options=True)  # --calibration exists
     if chooser is not None and sc.fleet is not None:
         given = " + ".join(f"{p.count}x{p.model + '/' if p.model else ''}{p.config}"

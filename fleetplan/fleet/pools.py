@@ -49,12 +49,14 @@ class PoolModel:
 
 def build_pools(scenario: Scenario, fleet: Sequence[Pool],
                 store: ProfileStore | None = None) -> list[PoolModel]:
-    """Resolve every pool of ``fleet`` (replica parameters, window, price, power, grid)."""
+    """Resolve every pool of ``fleet`` (replica parameters, window, price, power, grid), from
+    the scenario's data context (catalog, calibration; its store unless ``store`` is given)."""
     if not fleet:
         raise InputError("fleet: no pools to simulate; give a fleet in the scenario or --fleet")
+    ctx = scenario.data_context()
     if store is None:
-        store = load_profiles()
-    cat = scenario.data_context().catalog
+        store = load_profiles(default=ctx.store)
+    cat = ctx.catalog
     out = []
     seen: dict[str, int] = {}
     servers = candidate_servers(scenario.candidates)
@@ -66,7 +68,8 @@ def build_pools(scenario: Scenario, fleet: Sequence[Pool],
         hw = pool.hardware
         model = pool.model if pool.model is not None else scenario.one_model
         try:  # the engine settings of the configuration's candidate, where it states any
-            params = apply_stated(replica_params(model, pool.config, catalog=cat),
+            params = apply_stated(replica_params(model, pool.config, catalog=cat,
+                                                 calibration=ctx.calibration),
                                   pool.server.stated() if pool.server is not None
                                   else servers.get(pool.config), catalog=cat,
                                   where=f"fleet[{i}].server" if pool.server is not None

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from fleetplan._notes import P_ACCURACY, P_FIT, P_NOT_MET, PLAN, Note, datasheet_band
-from fleetplan.context import with_scenario_context
+from fleetplan.context import DataContext
 from fleetplan.errors import InputError
 from fleetplan.fleet.accounting import account
 from fleetplan.fleet.churn import churn_seeds
@@ -133,7 +133,8 @@ def _power_note(pools: Sequence[PoolModel]) -> str:
 
 
 def _notes(pools: Sequence[PoolModel], classes: Sequence[ClassResult], reps: Sequence[Replication],
-           over: Sequence[bool], offered: float, sustainable: float | None) -> list[str]:
+           over: Sequence[bool], offered: float, sustainable: float | None,
+           ctx: DataContext) -> list[str]:
     notes: list[str] = [
         Note("rates are sustained arrivals simulated to steady state (after warm-up), not the "
              "measured runs' 200-request bursts; sustainable rates are far below burst rates",
@@ -142,8 +143,9 @@ def _notes(pools: Sequence[PoolModel], classes: Sequence[ClassResult], reps: Seq
     from fleetplan.validate import own_runs as own
 
     for pm in pools:
+        model, cfg, cal = pm.params.model, pm.params.config, ctx.calibration
         if not pm.params.calibrated:
-            lo, hi = datasheet_band(pm.params.model, pm.spec.hardware.gpu)
+            lo, hi = datasheet_band(model, pm.spec.hardware.gpu, store=ctx.store)
             notes.append(Note(f"pool {pm.label}: latencies predicted from datasheets, not from "
                               "measured runs (calibrated: false): real P99 TTFT was "
                               f"{lo:.2g}-{hi:.2g}x such predictions in 80% of held-out cases "
@@ -151,7 +153,7 @@ def _notes(pools: Sequence[PoolModel], classes: Sequence[ClassResult], reps: Seq
                               pools=(pm.label,), level=PLAN, priority=P_ACCURACY))
             notes.append(Note(f"pool {pm.label}: replica parameters are {pm.params.source}",
                               "accuracy", pools=(pm.label,)))
-        elif rates := own.flagged_rates(pm.params.model, pm.params.config):
+        elif rates := own.flagged_rates(model, cfg, calibration=cal):
             # planner's words; own.FLAGGED_MEANING and the calibration say why (predict
             # shows the runs themselves)
             notes.append(Note(f"pool {pm.label}: near {own.rates_text(rates)} per replica "
@@ -159,7 +161,7 @@ def _notes(pools: Sequence[PoolModel], classes: Sequence[ClassResult], reps: Seq
                               "had a higher TTFT than the model reproduces (left out of its "
                               "fit, docs/replica-model.md)", "accuracy", pools=(pm.label,),
                               level=PLAN, priority=P_FIT))
-            if (gap := own.slow_light_load_step(pm.params.model, pm.params.config)) is not None:
+            if (gap := own.slow_light_load_step(model, cfg, calibration=cal)) is not None:
                 notes.append(Note(f"pool {pm.label}: its calibration replays the token gaps "
                                   f"of its flagged runs up to {gap:.0f} % slower than measured "
                                   f"({own.SLOW_STEP_MEANING}): at light load expect TPOT below "
@@ -324,7 +326,6 @@ def run_replication_job(job: tuple[Any, ...]) -> Replication:
                            churn=churn, churn_seed=churn_seed)
 
 
-@with_scenario_context
 def simulate(scenario: Scenario, fleet: Sequence[Pool] | str | None = None, *,
              plan: Plan | str | os.PathLike[str] | None = None,
              routing: str | RoutingPolicy | None = None, progress: Progress | None = None,
@@ -336,12 +337,12 @@ def simulate(scenario: Scenario, fleet: Sequence[Pool] | str | None = None, *,
     (``"2x1xH100-PCIe+4x2xRTX-4090@FRA"``). ``plan``: a :class:`fleetplan.optimize.Plan` or the
     path of a plan file (``fleetplan solve --out``): its pools, tiers and split, routed
     ``planned``, or by ``routing`` (a policy name or record) when given. ``progress`` is called
-    with the fraction done (0..1). ``store`` is the profile store whose measured power is used
-    (default: bundled). ``executor`` (an object with ``map``, e.g.
-    :func:`fleetplan.optimize.get_executor`): runs the replications there, in parallel, with
-    the same traffic and the same result as one after another (without ``progress``); those
-    left over when they do not fill the workers evenly run in parts of pools where the router
-    allows it (:mod:`fleetplan.fleet.parts`), with the same result too.
+    with the fraction done (0..1). The calibration and store are the scenario's data context's
+    (``store``: a profile store whose measured power is used instead). ``executor`` (an object
+    with ``map``, e.g. :func:`fleetplan.optimize.get_executor`) runs the replications there, in
+    parallel, with the same traffic and result as one after another (without ``progress``);
+    those left over when they do not fill the workers evenly run in parts of pools where the
+    router allows it (:mod:`fleetplan.fleet.parts`), with the same result too.
     """
     if plan is not None and fleet is not None:
         raise InputError("simulate: give a fleet or a plan, not both")
@@ -418,7 +419,7 @@ def simulate(scenario: Scenario, fleet: Sequence[Pool] | str | None = None, *,
         overloaded=overloaded, offered_rps=offered, sustainable_rps=sustainable,
         seed=sim.seed, replications=sim.replications, duration_s=sim.duration_s,
         warmup_s=sim.warmup_s,
-        notes=(*_notes(pools, classes, reps, over, offered, sustainable),
+        notes=(*_notes(pools, classes, reps, over, offered, sustainable, scenario.data_context()),
                *_churn_notes(pools, churn)),
     )
     if is_multi_model(scenario):  # each model's totals beside the fleet's

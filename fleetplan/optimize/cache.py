@@ -144,21 +144,23 @@ def input_hash(inputs: Any) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def default_cache_dir() -> Path:
-    """The active data context's cache folder (:func:`fleetplan.context.active_files`), else
-    ``$FLEETPLAN_CACHE_DIR``, else ``~/.cache/fleetplan`` (read at call time)."""
-    from fleetplan.context import active_files
-
-    if active_files().cache_dir is not None:
-        return Path(active_files().cache_dir).expanduser()  # type: ignore[arg-type]
+def default_cache_dir(cache_dir: str | os.PathLike[str] | None = None) -> Path:
+    """The cache folder: ``cache_dir`` when given (a data context's,
+    :attr:`fleetplan.context.DataContext.cache_dir`), else ``$FLEETPLAN_CACHE_DIR``, else
+    ``~/.cache/fleetplan`` (read at call time)."""
+    if cache_dir is not None:
+        return Path(cache_dir).expanduser()
     return user_cache_dir()
 
 
-def cache_root(cache_dir: str | os.PathLike[str] | bool | None) -> str | None:
+def cache_root(cache_dir: str | os.PathLike[str] | bool | None,
+               default: str | os.PathLike[str] | None = None) -> str | None:
     """The folder a ``cache_dir`` argument names: ``True`` the default
-    (:func:`default_cache_dir`), a path that path, ``False`` / ``None`` none (memory only)."""
+    (:func:`default_cache_dir` of ``default``, a data context's ``cache_dir``), a path that path,
+    ``False`` / ``None`` none (memory only). The folder is a string that travels with each
+    capacity job to the worker that runs it."""
     if cache_dir is True:
-        return str(default_cache_dir())
+        return str(default_cache_dir(default))
     if cache_dir is None or cache_dir is False:
         return None
     return str(cache_dir)
@@ -397,6 +399,6 @@ def _read_entry(path: Path, namespace: str, key: str) -> tuple[dict[str, Any] | 
     return value, None
 
 
-def default_cache() -> DiskCache:
-    """The cache in :func:`default_cache_dir`."""
-    return DiskCache(default_cache_dir())
+def default_cache(cache_dir: str | os.PathLike[str] | None = None) -> DiskCache:
+    """The cache in :func:`default_cache_dir` (of ``cache_dir``, a data context's)."""
+    return DiskCache(default_cache_dir(cache_dir))

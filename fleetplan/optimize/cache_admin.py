@@ -7,6 +7,7 @@ removed: a :class:`ClearedCache`). The cache itself is :mod:`fleetplan.optimize.
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -37,25 +38,25 @@ class ClearedCache:
     jit_folder: str
 
 
-def cache_info() -> CacheInfo:
-    """The cache of this process's settings (``$FLEETPLAN_CACHE_DIR``, else
-    ~/.cache/fleetplan)."""
+def cache_info(cache_dir: str | os.PathLike[str] | None = None) -> CacheInfo:
+    """The cache in ``cache_dir`` (a data context's), else of this process's settings
+    (``$FLEETPLAN_CACHE_DIR``, else ~/.cache/fleetplan)."""
     from fleetplan.optimize.cache import code_key, default_cache, default_cache_dir
 
-    cache = default_cache()
+    cache = default_cache(cache_dir)
     files = list(cache.entry_files()) if cache.root is not None else []
-    return CacheInfo(folder=str(default_cache_dir()), entries=len(files),
+    return CacheInfo(folder=str(default_cache_dir(cache_dir)), entries=len(files),
                      bytes=sum(f.stat().st_size for f in files), code_key=code_key())
 
 
-def clear_cache() -> ClearedCache:
-    """Remove fleetplan's cache entries and the compiled engine's files (jit/); other files in
-    the folder stay."""
+def clear_cache(cache_dir: str | os.PathLike[str] | None = None) -> ClearedCache:
+    """Remove fleetplan's cache entries (in ``cache_dir``, a data context's, else the default
+    folder) and the compiled engine's files (jit/); other files in the folder stay."""
     from fleetplan.optimize.cache import default_cache, default_cache_dir
     from fleetplan.replica.steady_kernel import clear_jit_cache, jit_cache_dir
 
-    cache = default_cache()
+    cache = default_cache(cache_dir)
     n = cache.clear() if cache.root is not None else 0
     jit = clear_jit_cache()
-    return ClearedCache(entries=n, folder=str(default_cache_dir()), jit_files=jit,
+    return ClearedCache(entries=n, folder=str(default_cache_dir(cache_dir)), jit_files=jit,
                         jit_folder=str(jit_cache_dir()))

@@ -205,6 +205,7 @@ def margins(scenario: Scenario, configs: Iterable[str], confidence: float) -> Ma
     from fleetplan.replica.params import replica_params
 
     check_confidence(confidence)
+    ctx = scenario.data_context()  # its store and calibration, as the plan's
     out = {}
     folds: dict[str, str] = {}
     for name in sorted(set(configs)):
@@ -214,11 +215,12 @@ def margins(scenario: Scenario, configs: Iterable[str], confidence: float) -> Ma
         if model not in folds:
             # a model measured on some configuration: an unmeasured one of it is a held-out
             # config; a model never measured (a config.json): a held-out model
-            folds[model] = ("leave-one-config-out" if load_profiles().configs(model)
-                            else "leave-one-model-out")
+            folds[model] = ("leave-one-config-out" if load_profiles(default=ctx.store)
+                            .configs(model) else "leave-one-model-out")
         fold = folds[model]
-        cat = scenario.data_context().catalog
-        calibrated = replica_params(model, config, catalog=cat).calibrated
+        cat = ctx.catalog
+        calibrated = replica_params(model, config, catalog=cat,
+                                    calibration=ctx.calibration).calibrated
         hw = HardwareConfig.parse(config, cat)
         gpu = hw.gpu
         if not calibrated:

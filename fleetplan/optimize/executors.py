@@ -10,6 +10,11 @@ Main entry: :func:`get_executor` (``None`` -> local processes; ``"serial"``; ``"
 ``"local:N"``; a scheduler address such as ``tcp://host:8786`` -> Dask; a
 ``distributed.Client`` -> Dask on that client; any object with ``map`` passes through).
 
+A job reads nothing of the process that sent it: what it needs travels with it (a capacity job
+carries its replica parameters and its cache folder; a verification run or a frontier point, its
+scenario, whose data context names the catalog, store and calibration), so a Dask worker or a
+process started afresh computes what a forked one does.
+
 The local pool is :func:`fleetplan._pool.pool_imap`, the one maker of process pools (also of
 ``calibrate --jobs``): its workers end on their own when the process that started them dies,
 however it dies, and leave no temporary file; Ctrl-C or an error ends them at once. A Dask run

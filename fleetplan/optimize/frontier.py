@@ -38,7 +38,6 @@ import pandas as pd
 
 from fleetplan._notebook import NotebookRepr
 from fleetplan._progress import Progress, tracked_map
-from fleetplan.context import with_scenario_context
 from fleetplan.errors import InputError
 from fleetplan.optimize.capacity import CapacitySettings
 from fleetplan.optimize.confidence import Margins, check_confidence
@@ -290,7 +289,6 @@ def _pareto(points: list[tuple[float, Plan]], sweep: Sweep) -> list[bool | None]
     return out
 
 
-@with_scenario_context
 def frontier(scenario: Scenario, sweep: str | Sweep = Sweep.carbon, points: int = 8,
              scheduler: Any = None, *, solver: str | None = None, lo: float | None = None,
              hi: float | None = None, capacity: CapacitySettings | None = None,

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
@@ -120,7 +121,7 @@ def candidate_configs(scenario: Scenario) -> list[tuple[str, list[str], int | No
     """(config, regions, max_replicas) per candidate; default: the model's measured configs."""
     if scenario.candidates:
         return [(c.config, list(c.regions), c.max_replicas) for c in scenario.candidates]
-    configs = load_profiles().configs(scenario.one_model)
+    configs = load_profiles(default=scenario.data_context().store).configs(scenario.one_model)
     if not configs:
         raise InputError(f"candidates: no measured configuration of {scenario.one_model} in the "
                          "profile store; list candidates in the scenario")
@@ -137,8 +138,10 @@ def candidate_params(scenario: Scenario, config: str, index: int | None = None) 
     from fleetplan.scenario.engine import candidate_servers
     from fleetplan.validate.server_params import apply_stated
 
-    cat = scenario.data_context().catalog
-    return apply_stated(replica_params(scenario.one_model, config, catalog=cat),
+    ctx = scenario.data_context()
+    cat = ctx.catalog
+    return apply_stated(replica_params(scenario.one_model, config, catalog=cat,
+                                      calibration=ctx.calibration),
                         candidate_servers(scenario.candidates).get(config), catalog=cat,
                         where=f"candidates[{index}].server" if index is not None else "server")
 
@@ -161,7 +164,8 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
                   defer_stricter: bool = False) -> Inputs:
     """Everything the MILP needs for ``scenario``; capacity searches run on ``executor``.
 
-    ``cache_dir``: ``True`` for the default cache folder, a path, or ``False`` for no disk cache.
+    ``cache_dir``: ``True`` for the default cache folder (the scenario's data context's; it
+    travels with each search to its worker), a path, or ``False`` for no disk cache.
     ``progress``: reports the capacity searches (one per candidate x class x tier).
     ``defer_stricter``: search each class only at its own SLO; its capacity at a stricter tier
     (in a pool shared with stricter classes) is left to :func:`fleetplan.optimize.pricing.
@@ -175,7 +179,8 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
 
     settings = settings or getattr(scenario, "capacity", None) or CapacitySettings()
     executor = executor or SerialExecutor()
-    root = cache_root(cache_dir)
+    ctx = scenario.data_context()
+    root = cache_root(cache_dir, ctx.cache_dir)
     work = [class_workload(scenario, i) for i in range(len(scenario.classes))]
     slos = [_slo(scenario, i) for i in range(len(scenario.classes))]
     demands = tuple(
@@ -218,8 +223,8 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
         jobs = {k: j for k, j in jobs.items() if k not in pending}
     results = run_searches(jobs, executor, progress)
 
-    store = load_profiles()
-    cat = scenario.data_context().catalog
+    store = load_profiles(default=ctx.store)
+    cat = ctx.catalog
     capacity: dict[tuple[str, str, Tier], float] = {}
     probes: dict[tuple[str, str], Probe] = {}
     slope: dict[tuple[str, str], float] = {}
@@ -297,13 +302,13 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
         notes.append("spec-based (uncalibrated) replica parameters for: " + ", ".join(uncal))
     notes += server_notes(scenario.candidates)
     calibrated = [c for c, p in params.items() if p.calibrated]
-    flagged = _flagged_servers(scenario.one_model, calibrated)
+    flagged = _flagged_servers(scenario.one_model, calibrated, ctx.calibration)
     if flagged:
         from fleetplan.validate.own_runs import FLAGGED_MEANING
 
         notes.append(f"calibrated with runs flagged and not fitted ({FLAGGED_MEANING}): expect "
                      "TTFT above the plan's near the flagged rates on " + "; ".join(flagged))
-    slow = _slow_step_servers(scenario.one_model, calibrated)
+    slow = _slow_step_servers(scenario.one_model, calibrated, ctx.calibration)
     if slow:
         from fleetplan.validate.own_runs import SLOW_STEP_MEANING
 
@@ -360,21 +365,22 @@ def unfit_pairs(demands: Sequence[Demand], work: Sequence[ClassWorkload],
     return out
 
 
-def _flagged_servers(model: str, configs: Sequence[str]) -> list[str]:
+def _flagged_servers(model: str, configs: Sequence[str], cal: Path | None) -> list[str]:
     """``config (rates req/s)`` for each configuration whose calibration flagged runs."""
     from fleetplan.validate.own_runs import flagged_rates, rates_text
 
-    return [f"{c} ({rates_text(r)})" for c in sorted(configs) if (r := flagged_rates(model, c))]
+    return [f"{c} ({rates_text(r)})" for c in sorted(configs)
+            if (r := flagged_rates(model, c, calibration=cal))]
 
 
-def _slow_step_servers(model: str, configs: Sequence[str]) -> list[str]:
+def _slow_step_servers(model: str, configs: Sequence[str], cal: Path | None) -> list[str]:
     """``config (token gaps replayed up to X % slower)`` for each configuration whose flagged
     runs' token gaps the calibration replays slower than
     :data:`~fleetplan.validate.own_runs.LIGHT_LOAD_SLOW_PCT`."""
     from fleetplan.validate.own_runs import slow_light_load_step
 
     return [f"{c} (token gaps replayed up to {g:.0f} % slower)" for c in sorted(configs)
-            if (g := slow_light_load_step(model, c)) is not None]
+            if (g := slow_light_load_step(model, c, calibration=cal)) is not None]
 
 
 def run_searches(jobs: Mapping[K, CapacityJob], executor: Executor,

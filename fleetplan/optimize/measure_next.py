@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -34,13 +35,15 @@ from fleetplan.scenario.fleet import split_model
 BAND_METRIC = "request_throughput"
 
 
-def capacity_factors(model: str, gpu: str) -> tuple[float, float, str]:
+def capacity_factors(model: str, gpu: str, store: str | os.PathLike[str] | None = None
+                     ) -> tuple[float, float, str]:
     """``(low, high, basis)``: the ends of the 80% band of a spec-path throughput prediction of
-    ``model`` on ``gpu``, as multiples of the prediction (measured = predicted / (1 + e))."""
+    ``model`` on ``gpu``, as multiples of the prediction (measured = predicted / (1 + e));
+    ``store``: whose runs say whether the model was measured at all (default: the usual)."""
     from fleetplan.optimize.model_band import spec_fold
     from fleetplan.validate.bands import error_table
 
-    q, basis = error_table().quantiles(gpu, BAND_METRIC, spec_fold(model))
+    q, basis = error_table().quantiles(gpu, BAND_METRIC, spec_fold(model, store=store))
     return 1.0 / (1.0 + q.p90), 1.0 / (1.0 + q.p10), f"data/spec_errors.json: {basis}"
 
 
@@ -125,13 +128,19 @@ def cost_range(problem: PlanProblem, settings: SolverSettings, config: str,
 
 def measure_next(scenario: Scenario, problem: PlanProblem, settings: SolverSettings,
                  is_calibrated: Callable[[str, str], bool],
-                 factors: Callable[[str, str], tuple[float, float, str]] = capacity_factors
+                 factors: Callable[[str, str], tuple[float, float, str]] | None = None
                  ) -> MeasureNext | None:
     """The uncalibrated candidate of ``problem`` whose throughput band moves the plan's cost
     most (None: every candidate is calibrated, or no band moves the cost).
     ``is_calibrated(model, config)`` says whether a pair is measured; ``factors(model, gpu)``
-    gives its band's ends and their basis (default: :func:`capacity_factors`)."""
-    catalog = scenario.data_context().catalog
+    gives its band's ends and their basis (default: :func:`capacity_factors` on the
+    scenario's store)."""
+    ctx = scenario.data_context()
+    catalog = ctx.catalog
+    if factors is None:
+        def factors(model: str, gpu: str) -> tuple[float, float, str]:
+            return capacity_factors(model, gpu, ctx.store)
+
     best: MeasureNext | None = None
     for config in sorted({p.config for p in problem.pools}):
         named, bare = split_model(config)

@@ -25,11 +25,16 @@ with the fields filled; ``solve`` calls it on every plan it returns) and :func:`
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from fleetplan.catalog.catalog import Catalog
 from fleetplan.optimize.plan import ClassResult, Plan, PlanStatus
+
+if TYPE_CHECKING:
+    from fleetplan.replica.calibration_file import CalibrationSource
 
 BAND_LEVEL = 0.8  # the share of held-out runs whose measured value fell inside the band
 Z_90 = 1.2815515655446004  # the standard normal's 90th percentile (10-90: 80%)
@@ -52,22 +57,28 @@ class PoolBand:
         return self.hi / self.lo
 
 
-def spec_fold(model: str) -> str:
-    """The spec path's fold that matches ``model``: a model measured on some configuration is a
-    held-out configuration on the others, a model never measured a held-out model (the rule of
+def spec_fold(model: str, *, store: str | os.PathLike[str] | None = None) -> str:
+    """The spec path's fold that matches ``model``: a model measured on some configuration (of
+    ``store``, a data context's, else the default store) is a held-out configuration on the
+    others, a model never measured a held-out model (the rule of
     :func:`fleetplan.optimize.confidence.margins`)."""
     from fleetplan.profiles.store import load_profiles
 
-    return "leave-one-config-out" if load_profiles().configs(model) else "leave-one-model-out"
+    return ("leave-one-config-out" if load_profiles(default=store).configs(model)
+            else "leave-one-model-out")
 
 
-def pool_band(model: str, config: str, catalog: Catalog | None = None) -> PoolBand:
+def pool_band(model: str, config: str, catalog: Catalog | None = None, *,
+              store: str | os.PathLike[str] | None = None,
+              calibration: CalibrationSource = None) -> PoolBand:
     """The 80% band factors of ``model`` on ``config`` (names of ``catalog``, default: the
-    bundled one) and the words naming their table."""
-    return _pool_band(model, config, spec_fold(model), catalog)
+    bundled one; ``store`` and ``calibration``: a data context's, else the default files) and
+    the words naming their table."""
+    return _pool_band(model, config, spec_fold(model, store=store), catalog, calibration)
 
 
-def _pool_band(model: str, config: str, fold: str, catalog: Catalog | None) -> PoolBand:
+def _pool_band(model: str, config: str, fold: str, catalog: Catalog | None,
+               calibration: CalibrationSource) -> PoolBand:
     from fleetplan.catalog.hardware import HardwareConfig
     from fleetplan.optimize.confidence import kind_quantiles, model_error, sigma_of
     from fleetplan.replica.params import replica_params
@@ -75,7 +86,7 @@ def _pool_band(model: str, config: str, fold: str, catalog: Catalog | None) -> P
     from fleetplan.validate.records import server_kind
 
     hw = HardwareConfig.parse(config, catalog)
-    if not replica_params(model, config, catalog=catalog).calibrated:
+    if not replica_params(model, config, catalog=catalog, calibration=calibration).calibrated:
         q, basis = error_table().quantiles(hw.gpu, "ttft_p99_ms", fold)
         return PoolBand(config, False, 1.0 / (1.0 + q.p90), 1.0 / (1.0 + q.p10),
                         f"spec path (not calibrated), {SPEC_TABLE}: {basis}")
@@ -94,14 +105,16 @@ def _pool_band(model: str, config: str, fold: str, catalog: Catalog | None) -> P
 
 
 def class_band(model: str, p99_ms: float | None, configs: Iterable[str],
-               catalog: Catalog | None = None
+               catalog: Catalog | None = None, *, store: str | os.PathLike[str] | None = None,
+               calibration: CalibrationSource = None
                ) -> tuple[tuple[float, float] | None, str | None, bool | None]:
     """``([lo, hi] ms, basis, calibrated)`` of a class whose simulated P99 is ``p99_ms``,
-    carried by ``configs``: the widest of their bands; ``calibrated`` only when every one is.
-    ``(None, None, None)`` without a simulated P99 or a configuration."""
+    carried by ``configs``: the widest of their bands (``store`` and ``calibration`` as in
+    :func:`pool_band`); ``calibrated`` only when every one is. ``(None, None, None)`` without
+    a simulated P99 or a configuration."""
     names = sorted(set(configs))
-    fold = spec_fold(model) if names else ""
-    bands = [_pool_band(model, c, fold, catalog) for c in names]
+    fold = spec_fold(model, store=store) if names else ""
+    bands = [_pool_band(model, c, fold, catalog, calibration) for c in names]
     if not bands:
         return None, None, None
     calibrated = all(b.calibrated for b in bands)
@@ -112,11 +125,14 @@ def class_band(model: str, p99_ms: float | None, configs: Iterable[str],
     return (lo, hi), f"{BAND_LEVEL:.0%} band of {widest.config}: {widest.basis}", calibrated
 
 
-def with_model_bands(model: str, plan: Plan, catalog: Catalog | None = None) -> Plan:
+def with_model_bands(model: str, plan: Plan, catalog: Catalog | None = None, *,
+                     store: str | os.PathLike[str] | None = None,
+                     calibration: CalibrationSource = None) -> Plan:
     """``plan`` with every class's band (:func:`class_band`) and every fleet entry's
     ``calibrated`` filled (an infeasible plan is returned as it is). ``model``: the served
     model, of every class and entry that does not name its own (a plan of several models
-    names one for each)."""
+    names one for each). ``store`` and ``calibration``: the scenario's data context's (else
+    the default files), as in :func:`pool_band`."""
     if plan.status is PlanStatus.infeasible:
         return plan
     config_of = {e.pool: e.config for e in (*plan.fleet, *(e for h in plan.hours or ()
@@ -124,11 +140,13 @@ def with_model_bands(model: str, plan: Plan, catalog: Catalog | None = None) -> 
     classes: list[ClassResult] = []
     for c in plan.classes:
         configs = [config_of.get(k, k.split("@", 1)[0]) for k, s in c.split.items() if s > 0]
-        band, basis, calibrated = class_band(c.model or model, c.ttft_p99_ms, configs, catalog)
+        band, basis, calibrated = class_band(c.model or model, c.ttft_p99_ms, configs, catalog,
+                                             store=store, calibration=calibration)
         classes.append(replace(c, ttft_p99_band_ms=band, band_basis=basis,
                                calibrated=calibrated))
-    folds = {m: spec_fold(m) for m in {e.model or model for e in plan.fleet}}
+    folds = {m: spec_fold(m, store=store) for m in {e.model or model for e in plan.fleet}}
     fleet = tuple(replace(e, calibrated=_pool_band(e.model or model, e.config,
-                                                   folds[e.model or model], catalog).calibrated)
+                                                   folds[e.model or model], catalog,
+                                                   calibration).calibrated)
                   for e in plan.fleet)
     return replace(plan, classes=tuple(classes), fleet=fleet)

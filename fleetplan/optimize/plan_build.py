@@ -244,7 +244,9 @@ def solved_plan(scenario: Scenario, inputs: Inputs, settings: SolverSettings,
                           settings.gap, out.rounds, settings.time_limit_s,
                           rounded(sol.gap_achieved))
     model = served_models(scenario)[0]  # a plan of several models names each class's own
-    return with_model_bands(model, catalog=scenario.data_context().catalog, plan=Plan(
+    ctx = scenario.data_context()
+    return with_model_bands(model, catalog=ctx.catalog, store=ctx.store,
+                            calibration=ctx.calibration, plan=Plan(
         status=status, fleet=_entries(peak, tiers, spares, servers),
         cost_per_hour_usd=rounded(cost_h),
         cost_per_mtok_usd=rounded(sol.cost_per_day_usd / mtok_day) if mtok_day else None,
@@ -333,16 +335,19 @@ def _accuracy_notes(scenario: Scenario, pools: list[Any]) -> list[str]:
     from fleetplan.validate.own_runs import flagged_rates, rates_text
     from fleetplan.validate.prediction import calibrated_spec_note
 
-    catalog = scenario.data_context().catalog
+    ctx = scenario.data_context()
+    catalog = ctx.catalog
     gpus = {p.config: p.gpu for p in pools}
     configs = sorted(gpus)
     # a candidate of a plan of several models is named model/config
     served = {c: (split_model(c)[0] or scenario.one_model, bare_config(c)) for c in configs}
     uncal = [c for c in configs
-             if not replica_params(*served[c], catalog=catalog).calibrated]
+             if not replica_params(*served[c], catalog=catalog,
+                                   calibration=ctx.calibration).calibrated]
     notes: list[str] = []
     if uncal:
-        bands = {gpus[c]: datasheet_band(served[c][0], gpus[c]) for c in uncal}
+        bands = {gpus[c]: datasheet_band(served[c][0], gpus[c], store=ctx.store)
+                 for c in uncal}
         ranges = ", ".join(f"{lo:.2g}-{hi:.2g}x" + (f" ({gpu})" if len(bands) > 1 else "")
                            for gpu, (lo, hi) in bands.items())
         notes.append(Note(
@@ -357,7 +362,7 @@ def _accuracy_notes(scenario: Scenario, pools: list[Any]) -> list[str]:
         spec = calibrated_spec_note(True, c, catalog.replaced(model, gpus[c]))
         if spec is not None:
             notes.append(Note(spec, "accuracy", pools=(c,), level=PLAN, priority=P_FIT))
-        rates = flagged_rates(model, bare)
+        rates = flagged_rates(model, bare, calibration=ctx.calibration)
         if rates:
             notes.append(Note(
                 f"{c}: near {rates_text(rates)} per replica expect a higher TTFT than planned: "

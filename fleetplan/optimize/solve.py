@@ -21,7 +21,6 @@ from typing import Any
 
 from fleetplan._io import atomic_write_text
 from fleetplan._progress import Progress, step, warn
-from fleetplan.context import with_scenario_context
 from fleetplan.optimize.cache import DiskCache, cache_root
 from fleetplan.optimize.capacity import CapacitySettings
 from fleetplan.optimize.confidence import (
@@ -54,7 +53,6 @@ def solver_settings(scenario: Scenario, solver: str | None = None) -> SolverSett
     return SolverSettings(name=solver or s.name, time_limit_s=s.time_limit_s, gap=s.gap)
 
 
-@with_scenario_context
 def solve(scenario: Scenario, *, solver: str | None = None, executor: Any = None,
           capacity: CapacitySettings | None = None, cache_dir: str | bool | None = True,
           max_rounds: int = DEFAULT_MAX_ROUNDS, max_trims: int = DEFAULT_MAX_TRIMS,
@@ -65,7 +63,10 @@ def solve(scenario: Scenario, *, solver: str | None = None, executor: Any = None
     ``executor``: where capacity searches and verification runs go (``None``: local processes;
     ``"serial"``; a Dask scheduler address or client; see :func:`get_executor`).
     ``capacity``: how capacities are measured (default: the scenario's ``capacity:`` block).
-    ``cache_dir``: ``True`` (default folder), a folder, or ``False`` (no disk cache).
+    ``cache_dir``: ``True`` (default folder: the scenario's data context's, else
+    :func:`~fleetplan.optimize.cache.default_cache_dir`), a folder, or ``False`` (no disk
+    cache). The catalog, profile store and calibration are the scenario's data context's
+    (:meth:`fleetplan.scenario.Scenario.data_context`), passed to whatever reads them.
     ``max_rounds``: bound on solve + simulate rounds; ``max_trims``: of those, how many may try
     one replica fewer in the dearest pool once a plan passed.
     ``progress``: receives the steps (capacity searches, each round's MILP and simulation; see
@@ -113,11 +114,12 @@ def with_measure_next(scenario: Scenario, plan: Plan, settings: SolverSettings,
     if (plan.status is PlanStatus.infeasible or plan.problem is None
             or not any(e.calibrated is False for e in plan.fleet)):
         return plan
-    catalog = scenario.data_context().catalog
+    ctx = scenario.data_context()
     with step(progress, "what to measure next (MILP at each uncalibrated candidate's band)"):
         found = measure_next(scenario, plan.problem, settings,
-                             lambda model, config: replica_params(model, config,
-                                                                  catalog=catalog).calibrated)
+                             lambda model, config: replica_params(
+                                 model, config, catalog=ctx.catalog,
+                                 calibration=ctx.calibration).calibrated)
     return plan if found is None else replace(plan, measure_next=found)
 
 
@@ -184,7 +186,7 @@ def solve_inputs(scenario: Scenario, inputs: Inputs, settings: SolverSettings, *
     churn = any(p.unavailability > 0 for p in problem.pools)
 
     simulated: dict[str, Any] = {}  # hour scenario -> its check, kept across rounds
-    cache = verification_cache(cache_dir)
+    cache = verification_cache(cache_dir, scenario.data_context().cache_dir)
 
     def verify(sol, ex):  # type: ignore[no-untyped-def]
         # --confidence: each class must meet its SLO with its pools' model-error margin
@@ -214,10 +216,12 @@ def solve_inputs(scenario: Scenario, inputs: Inputs, settings: SolverSettings, *
     return solved_plan(scenario, inputs, settings, out, margins)
 
 
-def verification_cache(cache_dir: str | bool | None) -> DiskCache | None:
-    """The disk cache of plan checks for ``cache_dir`` (``True``: the default folder, a
-    folder, ``False`` / ``None``: none), the folder the capacities use."""
-    root = cache_root(cache_dir)
+def verification_cache(cache_dir: str | bool | None,
+                       default: str | os.PathLike[str] | None = None) -> DiskCache | None:
+    """The disk cache of plan checks for ``cache_dir`` (``True``: the default folder, of
+    ``default``, a data context's ``cache_dir``; a folder; ``False`` / ``None``: none), the
+    folder the capacities use."""
+    root = cache_root(cache_dir, default)
     return DiskCache(root) if root is not None else None
 
 

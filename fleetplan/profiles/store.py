@@ -30,14 +30,12 @@ DEFAULT_STORE_NAME = "profiles.csv"
 _PANDAS_DTYPES = {"str": "string", "int": "Int64", "float": "float64", "bool": "bool"}
 
 
-def default_store_path() -> Path:
-    """The store read by default: the active data context's (:func:`fleetplan.context.
-    active_files`, e.g. ``--store``), else the user's (:func:`user_store_path`) when it exists,
-    else the bundled ``data/profiles.csv``."""
-    from fleetplan.context import active_files
-
-    if active_files().store is not None:
-        return Path(active_files().store)  # type: ignore[arg-type]
+def default_store_path(store: str | os.PathLike[str] | None = None) -> Path:
+    """The store read by default: ``store`` when given (a data context's,
+    :attr:`fleetplan.context.DataContext.store`, e.g. ``--store``), else the user's
+    (:func:`user_store_path`) when it exists, else the bundled ``data/profiles.csv``."""
+    if store is not None:
+        return Path(store)
     user = user_store_path()
     return user if user.is_file() else data_dir() / DEFAULT_STORE_NAME
 
@@ -227,17 +225,21 @@ def _cell(p: Path, line: int, k: str, v: str) -> object:
     return num
 
 
-def load_profiles(path: str | os.PathLike[str] | None = None) -> ProfileStore:
-    """Load a store (default: the bundled one), checking every row against the schema.
+def load_profiles(path: str | os.PathLike[str] | None = None, *,
+                  default: str | os.PathLike[str] | None = None) -> ProfileStore:
+    """Load a store, checking every row against the schema: ``path``, else ``default`` (a data
+    context's ``store``), else yours when it exists, else the bundled one
+    (:func:`default_store_path`).
 
-    A missing file gives an empty store only when a path was given (a new store); the bundled
+    A missing file gives an empty store only when ``path`` was given (a new store); any other
     store must exist. Every value is checked by its column's type (integers whole and bounded,
     booleans True/False or 1/0, numbers finite); a ``run_id`` may appear once.
     """
-    p = Path(path) if path is not None else default_store_path()
+    p = Path(path) if path is not None else default_store_path(default)
     if not p.exists() and not p.is_symlink():
         if path is None:
-            raise DataError(f"{p}: bundled profile store not found")
+            what = "bundled profile store" if default is None else "profile store"
+            raise DataError(f"{p}: {what} not found")
         return ProfileStore(empty_frame(), p)
     _check_file(p)
     try:

@@ -13,12 +13,13 @@ target file (the only side effect), and :meth:`~CalibrationOutcome.to_dict` is t
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fleetplan._progress import Progress
+from fleetplan._request import RequestRecord
 from fleetplan.catalog.catalog import Catalog
 from fleetplan.errors import FleetplanError, InputError
 from fleetplan.profiles.store import ProfileStore
@@ -30,7 +31,7 @@ MIN_MAX_NFEV, MAX_MAX_NFEV = 5, 1000
 
 
 @dataclass(frozen=True, kw_only=True)
-class CalibrateRequest:
+class CalibrateRequest(RequestRecord):
     """One calibration asked for: the runs of ``store`` (default: yours, else the bundled
     ones), only ``model`` / ``config`` when given, written into ``out`` (default: your
     calibration file, started from the bundled one). ``jobs``: processes; ``max_nfev``:
@@ -48,11 +49,6 @@ class CalibrateRequest:
     host_time_us: float | None = None
     fit_host_time: bool = False
     fit_seeds: tuple[int, ...] = FIT_SEEDS
-    names: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
-
-    def name(self, field_name: str) -> str:
-        """How errors call ``field_name`` (its flag on the CLI)."""
-        return self.names.get(field_name, field_name)
 
     def __post_init__(self) -> None:
         n = self.name
@@ -149,9 +145,9 @@ def run_calibration(request: CalibrateRequest, *, progress: Progress | None = No
                     on_refused: Callable[[str], None] | None = None,
                     catalog: Catalog | None = None) -> CalibrationOutcome:
     """Fit the runs ``request`` selects (their models and GPUs read in ``catalog``, default: the
-    bundled one; the files through the active data context). Each refused
-    run or configuration is a line to ``on_refused`` as it is found and in the outcome's
-    ``refused``; with none fitted, ``calibrations`` is empty. Writes nothing: see
+    bundled one), from the store the request names (default: yours, else the bundled one).
+    Each refused run or configuration is a line to ``on_refused`` as it is found and in the
+    outcome's ``refused``; with none fitted, ``calibrations`` is empty. Writes nothing: see
     :meth:`CalibrationOutcome.save`. An error of the one configuration asked for
     (``request.config``) is raised: it is the answer."""
     from fleetplan.profiles.store import load_profiles

@@ -27,7 +27,6 @@ from pydantic import ValidationError
 from fleetplan._io import user_data_dir
 from fleetplan._load import load_json  # bounded: regular file, depth, duplicate keys
 from fleetplan.catalog._tables import data_dir
-from fleetplan.context import active_files
 from fleetplan.errors import DataError
 from fleetplan.replica.params_record import ReplicaParams
 
@@ -245,12 +244,12 @@ class CalibrationFile:
             raise DataError(f"{where}: invalid report field ({exc})") from None
 
 
-def default_calibration_path() -> Path:
-    """The calibration read by default: the active data context's
-    (:func:`fleetplan.context.active_files`, e.g. ``--calibration``), else the user's
+def default_calibration_path(calibration: str | Path | None = None) -> Path:
+    """The calibration read by default: ``calibration`` when given (a data context's,
+    :attr:`fleetplan.context.DataContext.calibration`, e.g. ``--calibration``), else the user's
     (:func:`user_calibration_path`) when it exists, else the bundled ``data/calibration.json``."""
-    if active_files().calibration is not None:
-        return Path(active_files().calibration)  # type: ignore[arg-type]
+    if calibration is not None:
+        return Path(calibration)
     user = user_calibration_path()
     return user if user.is_file() else data_dir() / DEFAULT_CALIBRATION_NAME
 

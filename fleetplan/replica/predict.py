@@ -19,7 +19,7 @@ from typing import Literal, overload
 
 from fleetplan._progress import Progress
 from fleetplan.catalog.models import ModelSpec
-from fleetplan.context import DataContext, use_context
+from fleetplan.context import DataContext
 from fleetplan.replica.params import ReplicaParams, replica_params
 from fleetplan.replica.protocol import ReplayResult, replay
 from fleetplan.replica.steady import STEADY_DURATION_S, SteadyResult, steady_state
@@ -44,10 +44,10 @@ def resolve_params(model: str | ModelSpec, config: str, *,
         base, name = dataclasses.replace(base, catalog=cat, models=(model,)), model.model
     else:
         name = model
-    with use_context(context):  # its calibration file is the default one read
-        return replica_params(name, config, calibration=calibration,
-                              engine_version=engine_version, efficiency=efficiency,
-                              catalog=base.catalog)
+    cal = calibration if calibration is not None else base.calibration  # else the default
+    return replica_params(name, config, calibration=cal,
+                          engine_version=engine_version, efficiency=efficiency,
+                          catalog=base.catalog)
 
 
 def predict_steady(model: str | ModelSpec, config: str, *, rate: float,

@@ -17,7 +17,7 @@ import statistics
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from fleetplan.catalog.catalog import Catalog
+from fleetplan.context import DataContext
 from fleetplan.optimize.plan import FleetEntry, Plan
 from fleetplan.scenario import Scenario
 from fleetplan.scenario.served import is_multi_model, served_models
@@ -152,22 +152,24 @@ def _median_abs(values: list[float]) -> float | None:
     return statistics.median(abs(v) for v in values) if values else None
 
 
-def _validation(model: str, configs: list[str], catalog: Catalog,
+def _validation(model: str, configs: list[str], ctx: DataContext,
                 label: bool = False) -> tuple[list[ValidationRow], str]:
     """Per configuration: calibrated or not, its in-sample fit, and its held-out error band, all
     from package data (the calibration file and the error tables of
-    :mod:`fleetplan.optimize.model_band`), never from the docs."""
+    :mod:`fleetplan.optimize.model_band`), never from the docs; the catalog, store and
+    calibration are ``ctx``'s (the scenario's data context)."""
     from fleetplan.optimize.model_band import pool_band
     from fleetplan.replica.calibration_file import default_calibration_path, load_calibration_file
     from fleetplan.replica.params import replica_params
 
-    cal = load_calibration_file()
+    catalog = ctx.catalog
+    cal = load_calibration_file(ctx.calibration)
     rows = []
     for config in configs:
-        params = replica_params(model, config, catalog=catalog)
+        params = replica_params(model, config, catalog=catalog, calibration=ctx.calibration)
         entry = cal.entry(model, config)
         runs = [r for r in entry.runs if r.used_in_fit and not r.flagged] if entry else []
-        band = pool_band(model, config, catalog)
+        band = pool_band(model, config, catalog, store=ctx.store, calibration=ctx.calibration)
         rows.append(ValidationRow(
             config=f"{model}/{config}" if label else config, calibrated=params.calibrated,
             params_source=params.source,
@@ -177,7 +179,7 @@ def _validation(model: str, configs: list[str], catalog: Catalog,
             fit_throughput_err_pct=_median_abs([r.error_pct["request_throughput"] for r in runs
                                                 if "request_throughput" in r.error_pct]),
             band_lo=band.lo, band_hi=band.hi, band_basis=band.basis))
-    return rows, str(default_calibration_path())
+    return rows, str(default_calibration_path(ctx.calibration))
 
 
 def build_context(plan: Plan, scenario: Scenario, scenario_path: str,
@@ -186,7 +188,8 @@ def build_context(plan: Plan, scenario: Scenario, scenario_path: str,
     ``scenario``. ``validation_doc`` is accepted and ignored (the accuracy no longer comes from
     the docs), so callers written for the older signature still work."""
     from fleetplan.profiles.store import load_profiles
-    store = load_profiles()
+    data = scenario.data_context()  # the catalog, store and calibration solve read
+    store = load_profiles(default=data.store)
     # a plan of several models: a pool is also its model's (power and accuracy are per model)
     keys = sorted({(p.config, p.region, p.market or "", p.model or "")
                    for p in plan.all_pools()})
@@ -199,7 +202,6 @@ def build_context(plan: Plan, scenario: Scenario, scenario_path: str,
         emb = sum(p.gpus * by_key[(p.config, p.region, p.market, p.model)]
                   .embodied_g_per_gpu_hour for p in plan.fleet)
         op = max(plan.g_co2_per_hour - emb, 0.0)
-    cat = scenario.data_context().catalog
     several = is_multi_model(scenario)
     names = served_models(scenario)
     rows: list[ValidationRow] = []
@@ -207,21 +209,21 @@ def build_context(plan: Plan, scenario: Scenario, scenario_path: str,
     for name in names:
         configs = sorted({c for c, _, _, model in keys if (model or names[0]) == name})
         if configs or not several:
-            mine, cal_path = _validation(name, configs, cat, label=several)
+            mine, cal_path = _validation(name, configs, data, label=several)
             rows += mine
     if not cal_path:
         from fleetplan.replica.calibration_file import default_calibration_path
 
-        cal_path = str(default_calibration_path())
+        cal_path = str(default_calibration_path(data.calibration))
     return ReportContext(
         scenario=scenario_path, model=", ".join(names), market=scenario.market, pools=pools,
         g_co2_operational_per_hour=op, g_co2_embodied_per_hour=emb, validation=tuple(rows),
         assumptions=tuple(_assumptions(scenario, plan)), calibration_file=cal_path,
         power_model=scenario.power.model, embodied_included=scenario.embodied.include,
-        bands=_bands(plan, names[0], cat))
+        bands=_bands(plan, names[0], data))
 
 
-def _bands(plan: Plan, model: str, catalog: Catalog) -> tuple[ClassBand, ...]:
+def _bands(plan: Plan, model: str, ctx: DataContext) -> tuple[ClassBand, ...]:
     """Each class's model-error band: the plan's own, else (older plan files) computed by the
     rule solve records them with (:func:`fleetplan.optimize.model_band.with_model_bands`)."""
     from fleetplan.optimize.model_band import with_model_bands
@@ -234,7 +236,8 @@ def _bands(plan: Plan, model: str, catalog: Catalog) -> tuple[ClassBand, ...]:
         if c.ttft_p99_band_ms is not None or c.calibrated is not None:
             out.append(ClassBand(c.name, c.ttft_p99_band_ms, c.band_basis, c.calibrated, True))
             continue
-        computed = computed or with_model_bands(model, plan, catalog)
+        computed = computed or with_model_bands(model, plan, ctx.catalog, store=ctx.store,
+                                                calibration=ctx.calibration)
         w = computed.classes[i]
         out.append(ClassBand(c.name, w.ttft_p99_band_ms, w.band_basis, w.calibrated, False))
     return tuple(out)

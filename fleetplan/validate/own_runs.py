@@ -11,9 +11,9 @@ prediction that said only "calibrated: true" would claim more than the data do.
 Main entry: :func:`own_runs` (the record of one calibration entry; ``None`` for no entry),
 ``to_dict`` (the ``own_runs`` field of ``fleetplan predict --format json``) and ``caption``
 (the line under its table); :func:`flagged_rates` (the flagged rates of a calibrated pair in
-the active calibration, which ``solve`` and ``simulate`` name in their notes). The figures are
-in-sample: how far the fit misses runs it was fitted to, a floor on its error at rates it was
-not (docs/validation.md has the held-out ones).
+the calibration read, a data context's or the default one, which ``solve`` and ``simulate``
+name in their notes). The figures are in-sample: how far the fit misses runs it was fitted to,
+a floor on its error at rates it was not (docs/validation.md has the held-out ones).
 """
 
 from __future__ import annotations
@@ -21,7 +21,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from fleetplan.replica.calibration_file import CalibrationEntry, load_calibration_file
+from fleetplan.replica.calibration_file import (
+    CalibrationEntry,
+    CalibrationSource,
+    load_calibration_file,
+)
 
 #: The metrics whose worst in-sample error a calibrated prediction reports. Not throughput:
 #: the file's figures are the fit's replay over its two length seeds
@@ -133,26 +137,30 @@ FLAGGED_MEANING = ("TTFT that falls as load rises, which no work-conserving serv
                    "docs/replica-model.md")
 
 
-def _active(model: str, config: str) -> OwnRuns | None:
+def _of(model: str, config: str, calibration: CalibrationSource) -> OwnRuns | None:
     """The record of ``model`` on ``config`` (canonical names, as a scenario's or a plan's) in
-    the active calibration (None: not calibrated)."""
+    ``calibration`` (a data context's; ``None``: the default file; None: not calibrated)."""
     from fleetplan.catalog.models import normalize_model
 
-    return own_runs(load_calibration_file().entry(normalize_model(model), config))
+    return own_runs(load_calibration_file(calibration).entry(normalize_model(model), config))
 
 
-def flagged_rates(model: str, config: str) -> tuple[float, ...]:
-    """The request rates of ``model`` on ``config`` that the active calibration flagged and
-    did not fit (empty for an uncalibrated pair or one without flags)."""
-    rec = _active(model, config)
+def flagged_rates(model: str, config: str, *,
+                  calibration: CalibrationSource = None) -> tuple[float, ...]:
+    """The request rates of ``model`` on ``config`` that ``calibration`` (a data context's,
+    else the default file) flagged and did not fit (empty for an uncalibrated pair or one
+    without flags)."""
+    rec = _of(model, config, calibration)
     return tuple(r for r, _ in rec.flagged) if rec is not None else ()
 
 
-def slow_light_load_step(model: str, config: str) -> float | None:
-    """The largest replayed token-gap error (ITL p50, %) of the runs the active calibration
-    flagged for ``model`` on ``config``, where it is above :data:`LIGHT_LOAD_SLOW_PCT` (the
-    fit's step is slow at light load: its TPOT there is overstated); else ``None``."""
-    rec = _active(model, config)
+def slow_light_load_step(model: str, config: str, *,
+                         calibration: CalibrationSource = None) -> float | None:
+    """The largest replayed token-gap error (ITL p50, %) of the runs ``calibration`` (a data
+    context's, else the default file) flagged for ``model`` on ``config``, where it is above
+    :data:`LIGHT_LOAD_SLOW_PCT` (the fit's step is slow at light load: its TPOT there is
+    overstated); else ``None``."""
+    rec = _of(model, config, calibration)
     return rec.slowest_flagged_gap() if rec is not None else None
 
 

@@ -14,15 +14,15 @@ of ``fleetplan predict --format json``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fleetplan._progress import Progress
+from fleetplan._request import RequestRecord
 from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.catalog.models import ModelSpec
-from fleetplan.context import DataContext, use_context
+from fleetplan.context import DataContext
 from fleetplan.errors import InputError
 from fleetplan.profiles.record import BenchmarkRun
 from fleetplan.profiles.server import ServerDescription
@@ -59,7 +59,7 @@ CLI_NAMES = {"model": "--model", "model_config": "--model-config", "rate": "--ra
 
 
 @dataclass(frozen=True, kw_only=True)
-class PredictRequest:
+class PredictRequest(RequestRecord):
     """One prediction asked for: ``model`` (a catalog name or a
     :class:`~fleetplan.catalog.models.ModelSpec`; None: the model of the context's
     ``model_configs``) on ``config`` at ``rate`` req/s.
@@ -95,11 +95,6 @@ class PredictRequest:
     engine_version: str | None = None
     efficiency: str = "auto"
     server: ServerDescription | None = None
-    names: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
-
-    def name(self, field_name: str) -> str:
-        """How errors call ``field_name`` (its flag on the CLI)."""
-        return self.names.get(field_name, field_name)
 
     def __post_init__(self) -> None:
         n = self.name
@@ -216,56 +211,58 @@ def run_prediction(request: PredictRequest, *, context: DataContext | None = Non
     receives a sustained run's engine preparation
     (:func:`fleetplan.replica.steady.steady_state`)."""
     ctx = context if context is not None else DataContext()
-    with use_context(context):
-        model = request.model if request.model is not None else ctx.model
-        if model is None:
-            raise InputError(f"{request.name('model')} or {request.name('model_config')} is "
-                             "required (a catalog model name, or a Hugging Face config.json)")
-        params = resolve_params(model, request.config, calibration=request.calibration,
-                                context=ctx,
-                                engine_version=request.engine_version,
-                                efficiency=request.efficiency)
-        own = _own_runs(params, request.calibration)
-        if request.server is not None and request.server.engine_args:
-            from fleetplan.validate.server_params import apply_server
+    model = request.model if request.model is not None else ctx.model
+    if model is None:
+        raise InputError(f"{request.name('model')} or {request.name('model_config')} is "
+                         "required (a catalog model name, or a Hugging Face config.json)")
+    # the request's calibration, else the context's, else the default one
+    cal = request.calibration if request.calibration is not None else ctx.calibration
+    params = resolve_params(model, request.config, calibration=cal, context=ctx,
+                            engine_version=request.engine_version,
+                            efficiency=request.efficiency)
+    own = _own_runs(params, cal)
+    if request.server is not None and request.server.engine_args:
+        from fleetplan.validate.server_params import apply_server
 
-            cat = (ctx.catalog.extend(models=[model]) if isinstance(model, ModelSpec)
-                   else ctx.catalog)
-            params = apply_server(params, request.server, engine_version=request.engine_version,
-                                  catalog=cat)
-        note = calibrated_spec_note(params.calibrated, params.config,
-                                    ctx.catalog.replaced(params.model,
-                                                         HardwareConfig.split(params.config)[1]))
-        if request.steady:
-            sres = steady_state(params, rate=request.rate, burstiness=request.burstiness,
-                                prefix_cache_hit=request.prefix_cache_hit or 0.0,
-                                progress=progress)
-            bands = _bands(params, {k: v for k, v in sres.to_dict().items()
-                                    if isinstance(v, int | float)})
-            return Prediction(request, params, sres, bands, own, spec_note=note)
-        res = replay(params, rate=request.rate,
-                     num_prompts=(DEFAULT_NUM_PROMPTS if request.num_prompts is None
-                                  else request.num_prompts),
-                     burstiness=request.burstiness, max_concurrency=request.max_concurrency,
-                     seeds=(DEFAULT_SEEDS if request.seeds is None
-                            else tuple(range(request.seeds))),
-                     arrival_seed=request.arrival_seed,
-                     warm_prefix_cache=request.warm_prefix_cache)
-        bands = _bands(params, {k: res.metrics[k].mean for k in METRICS})
-        # the store's runs beside it were served with their own settings, not the stated ones
-        measured = [] if request.server is not None and request.server.engine_args else (
-            measured_runs(params.model, params.config, request.rate, res.num_prompts,
-                          request.burstiness, request.max_concurrency))
-        return Prediction(request, params, res, bands, own, tuple(measured), note)
+        cat = (ctx.catalog.extend(models=[model]) if isinstance(model, ModelSpec)
+               else ctx.catalog)
+        params = apply_server(params, request.server, engine_version=request.engine_version,
+                              catalog=cat)
+    note = calibrated_spec_note(params.calibrated, params.config,
+                                ctx.catalog.replaced(params.model,
+                                                     HardwareConfig.split(params.config)[1]))
+    if request.steady:
+        sres = steady_state(params, rate=request.rate, burstiness=request.burstiness,
+                            prefix_cache_hit=request.prefix_cache_hit or 0.0,
+                            progress=progress)
+        bands = _bands(params, {k: v for k, v in sres.to_dict().items()
+                                if isinstance(v, int | float)})
+        return Prediction(request, params, sres, bands, own, spec_note=note)
+    res = replay(params, rate=request.rate,
+                 num_prompts=(DEFAULT_NUM_PROMPTS if request.num_prompts is None
+                              else request.num_prompts),
+                 burstiness=request.burstiness, max_concurrency=request.max_concurrency,
+                 seeds=(DEFAULT_SEEDS if request.seeds is None
+                        else tuple(range(request.seeds))),
+                 arrival_seed=request.arrival_seed,
+                 warm_prefix_cache=request.warm_prefix_cache)
+    bands = _bands(params, {k: res.metrics[k].mean for k in METRICS})
+    # the store's runs beside it were served with their own settings, not the stated ones
+    measured = [] if request.server is not None and request.server.engine_args else (
+        measured_runs(params.model, params.config, request.rate, res.num_prompts,
+                      request.burstiness, request.max_concurrency, store=ctx.store))
+    return Prediction(request, params, res, bands, own, tuple(measured), note)
 
 
 def measured_runs(model: str, config: str, rate: float, num_prompts: int, burstiness: float,
-                  max_concurrency: int | None) -> list[BenchmarkRun]:
-    """The profile store's runs of exactly this burst (model, configuration, rate, prompts,
-    burstiness, concurrency cap), oldest first: what the prediction can be read beside."""
+                  max_concurrency: int | None, *,
+                  store: str | Path | None = None) -> list[BenchmarkRun]:
+    """The profile store's runs (``store``, a data context's, else the default store) of exactly
+    this burst (model, configuration, rate, prompts, burstiness, concurrency cap), oldest
+    first: what the prediction can be read beside."""
     from fleetplan.profiles.store import load_profiles
 
-    out = [r for r in load_profiles().runs()
+    out = [r for r in load_profiles(default=store).runs()
            if r.model == model and r.config == config and r.request_rate == rate
            and r.num_prompts == num_prompts and r.burstiness == burstiness
            and (r.max_concurrency or None) == max_concurrency]

@@ -14,11 +14,12 @@ alone, one line to ``on_refused`` as it is found, and the others are validated.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fleetplan._progress import Progress
+from fleetplan._request import RequestRecord
 from fleetplan.catalog.catalog import Catalog
 from fleetplan.errors import FleetplanError, InputError
 from fleetplan.profiles.server import ServerDescription
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True, kw_only=True)
-class ValidateRequest:
+class ValidateRequest(RequestRecord):
     """One validation asked for: ``runs`` (result files or folders; none: the store's own
     runs) predicted with ``calibration``'s parameters (default: yours, else the bundled one),
     never fitted to them. ``cv``: also the cross-validations over ``store``'s runs, their
@@ -51,11 +52,6 @@ class ValidateRequest:
     jobs: int | None = None
     fit_seeds: tuple[int, ...] | None = None
     server: ServerDescription | None = None
-    names: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
-
-    def name(self, field_name: str) -> str:
-        """How errors call ``field_name`` (its flag on the CLI)."""
-        return self.names.get(field_name, field_name)
 
     def __post_init__(self) -> None:
         n = self.name
@@ -92,7 +88,8 @@ def run_validation(request: ValidateRequest, *, progress: Progress | None = None
                    on_refused: Callable[[str], None] | None = None,
                    catalog: Catalog | None = None) -> ValidationOutcome:
     """Validate what ``request`` asks for, the runs' models and GPUs read in ``catalog``
-    (default: the bundled one), the files through the active data context.
+    (default: the bundled one), from the store and calibration the request names (default:
+    yours, else the bundled ones).
     ``progress`` receives the cross-validation's folds; ``on_refused`` each refused line."""
     from fleetplan.profiles.ingest import IngestOptions
     from fleetplan.profiles.store import load_profiles

@@ -98,8 +98,8 @@ def test_model_configs_join_the_catalog_through_a_context() -> None:
     assert ctx.catalog.model("Qwen3-30B-A3B").is_moe
     assert ctx.catalog.model("Qwen/Qwen3-30B-A3B").model == "Qwen3-30B-A3B"
     assert ctx.model is not None and ctx.model.model == "Qwen3-30B-A3B"
-    # activating names files only: the bundled catalog stays as it is
-    with ctx.activate(), pytest.raises(UnknownNameError):
+    # building it changes nothing process-wide: the bundled catalog stays as it is
+    with pytest.raises(UnknownNameError):
         bundled_catalog().model("Qwen3-30B-A3B")
 
 
@@ -117,16 +117,6 @@ def test_the_data_dir_variable_is_read_when_used_not_frozen(
     assert bundled_catalog().gpu("RTX-4090").vram_gb == 25
     monkeypatch.delenv("FLEETPLAN_DATA_DIR")
     assert bundled_catalog().gpu("RTX-4090").vram_gb == 24
-
-
-def test_a_context_names_the_store_and_calibration_read_by_default(tmp_path: Path) -> None:
-    from fleetplan.profiles.store import default_store_path
-    from fleetplan.replica.calibration_file import default_calibration_path
-
-    store, cal = tmp_path / "runs.csv", tmp_path / "cal.json"
-    with DataContext.build(store=store, calibration=cal).activate():
-        assert default_store_path() == store and default_calibration_path() == cal
-    assert default_store_path() != store and default_calibration_path() != cal
 
 
 def test_an_alias_must_stand_for_a_gpu_of_the_catalog(tmp_path: Path) -> None:

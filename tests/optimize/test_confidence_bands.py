@@ -54,8 +54,7 @@ def l4_scenario() -> Scenario:
 
 
 def test_a_user_gpu_takes_the_leave_one_gpu_out_margin(l4_scenario: Scenario) -> None:
-    with l4_scenario.data_context().activate():
-        m = margins(l4_scenario, ["1xL4", "1xH100-PCIe"], 0.95)
+    m = margins(l4_scenario, ["1xL4", "1xH100-PCIe"], 0.95)
     l4 = m.configs["1xL4"]
     row = _row("leave-one-gpu-out", "all")
     # measured = predicted / (1 + e): at 95% the latency is taken as bad as the log-normal

@@ -179,13 +179,12 @@ def test_a_catalog_spot_row_prices_spot_pools_unless_a_discount_is_given(tmp_pat
     data["fleet"] = [{"config": "2xRTX-4090", "count": 2, "market": "spot"},
                      {"config": "2xRTX-4090", "count": 2}]
     sc = scenario_from_dict(data)
-    with sc.data_context().activate():
-        spot, od = build_pools(sc, sc.fleet or [])
-        cand = Candidate("2xRTX-4090", "EU27", "RTX-4090", 2, 0.5, 900.0, 242.0, market="spot")
-        base = synth_problem([("batch", 4.0, 2000.0, 1.0)], pools=(cand,))
-        priced = with_reliability(sc, base).pools[0]
-        data["reliability"]["2xRTX-4090@spot"] = {"spot_discount": 0.6}
-        discounted = with_reliability(scenario_from_dict(data), base).pools[0]
+    spot, od = build_pools(sc, sc.fleet or [])
+    cand = Candidate("2xRTX-4090", "EU27", "RTX-4090", 2, 0.5, 900.0, 242.0, market="spot")
+    base = synth_problem([("batch", 4.0, 2000.0, 1.0)], pools=(cand,))
+    priced = with_reliability(sc, base).pools[0]
+    data["reliability"]["2xRTX-4090@spot"] = {"spot_discount": 0.6}
+    discounted = with_reliability(scenario_from_dict(data), base).pools[0]
     assert spot.label == "2xRTX-4090@EU27~spot" and od.label == "2xRTX-4090@EU27"
     assert spot.economics.price_usd_per_gpu_hour == 0.09
     assert "a marketplace's spot listing" in spot.economics.price_source
