@@ -98,8 +98,11 @@ def server_notes(candidates: Sequence[Any] | None) -> list[str]:
     notes = []
     for config, args in candidate_servers(candidates).items():
         stated = ", ".join(f"{k}={str(v).lower()}" for k, v in args.items())
+        # a KV-cache dtype also changes what reading a cached token costs
+        effect = ("what a replica holds at once and what reading its KV cache costs"
+                  if str(args.get("kv_cache_dtype", "auto")) != "auto"
+                  else "what a replica holds at once, not what a token costs")
         notes.append(f"{config} replicas run with {stated} (its candidate's server:): its "
                      "capacities are measured and the plan simulated with these engine "
-                     "settings, which change what a replica holds at once, not what a token "
-                     "costs")
+                     f"settings, which change {effect}")
     return notes
