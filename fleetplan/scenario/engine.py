@@ -20,7 +20,7 @@ plan.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, create_model, field_validator, model_validator
 
@@ -74,7 +74,8 @@ EngineSettings: Any = create_model(
     "EngineSettings", __base__=_EngineBase,
     __doc__="Engine settings a candidate's replicas are started with (vLLM's flags in snake "
             "case; each optional: not given, the engine version's default).",
-    **{a.key: (a.kind | None, Field(  # type: ignore[call-overload]
+    **{a.key: ((Literal[a.choices] if a.choices else a.kind) | None,  # type: ignore[valid-type]
+               Field(  # type: ignore[call-overload]
         default=None, description=a.effect, **_bounds(a.key)))
        for a in ENGINE_ARGS.values()})
 
