@@ -57,6 +57,13 @@ def test_deepseek_v3_counts_671b_resident_and_37b_active() -> None:
     assert spec.weight_bytes / 1e9 == pytest.approx(spec.params_b, rel=0.01)
 
 
+def test_kimi_k2_counts_one_trillion_resident_and_32b_active() -> None:
+    spec = ModelSpec.from_hf_config(CONFIGS / "Kimi-K2-Instruct")
+    assert spec.params_b == pytest.approx(1000, rel=0.03)  # "1 T" to one figure: 1,026 B
+    assert spec.active_b == pytest.approx(32, rel=0.03)
+    assert spec.kv_bytes_per_token() == 61 * (512 + 64) * 2  # same latent as DeepSeek-V3
+
+
 @pytest.mark.parametrize("tp", [1, 2])
 def test_the_mla_latent_is_the_kv_cache_and_is_not_split_over_tensor_parallel(tp: int) -> None:
     spec = ModelSpec.from_hf_config(CONFIGS / "DeepSeek-V2-Lite")
@@ -130,3 +137,18 @@ def test_bundled_models_keep_their_kv_size() -> None:
     for name, spec in bundled_catalog().models().items():
         assert spec.kv_bytes_per_token() == 2 * spec.layers * spec.kv_heads * spec.head_dim * 2, (
             name)
+
+
+@pytest.mark.parametrize(("extra", "words"), [
+    ({"kv_lora_rank": 512}, "both kv_lora_rank and qk_rope_head_dim"),
+    ({"sliding_layers": 3}, "without a sliding_window"),
+    ({"sliding_layers": 500, "sliding_window": 4096}, "more than the 48 layers"),
+    ({"full_kv_heads": 7}, "full_kv_heads: 7 must divide the 40 attention heads"),
+])
+def test_a_models_row_with_an_inconsistent_attention_layout_is_refused(
+        extra: dict[str, int], words: str) -> None:
+    from pydantic import ValidationError
+
+    row = bundled_catalog().model("DeepSeek-R1-Distill-Qwen-14B").model_dump()
+    with pytest.raises(ValidationError, match=words):
+        ModelSpec(**{**row, **extra})
