@@ -123,7 +123,9 @@ class Resolver:
             try:
                 self._specs[hf_id] = ModelSpec.from_hf_config(folder, name=name)
             except FleetplanError as exc:
-                self._specs[hf_id] = str(exc)
+                # the reader names the file; the run already names the model
+                self._specs[hf_id] = str(exc).replace(f"{folder / 'config.json'}: ",
+                                                      "config.json: ")
         spec = self._specs[hf_id]
         return (None, f"model {hf_id}: {spec}") if isinstance(spec, str) else (spec, None)
 
