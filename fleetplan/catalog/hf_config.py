@@ -65,6 +65,7 @@ class Precision:
     linear_bytes: float
     lm_head_quantized: bool
     attn_bytes: float | None = None
+    auto_kv_cache_dtype: str | None = None
 
 
 def config_path(path: str | os.PathLike[str]) -> Path:
@@ -161,7 +162,25 @@ def _modelopt(f: _Fields, q: dict[str, Any], layers: int) -> Precision:
     skipped = attention_share_skipped(ignore, layers)
     return Precision(f"modelopt-{algo.lower()}", bytes_,
                      not any(str(m).startswith("lm_head") for m in ignore),
-                     attn_bytes=skipped * 2.0 + (1.0 - skipped) * bytes_)
+                     attn_bytes=skipped * 2.0 + (1.0 - skipped) * bytes_,
+                     auto_kv_cache_dtype=_modelopt_kv(f, q))
+
+
+def _modelopt_kv(f: _Fields, q: dict[str, Any]) -> str | None:
+    """The KV-cache dtype vLLM's ``auto`` takes from a ModelOpt checkpoint:
+    ``kv_cache_scheme`` (8-bit float: fp8) or ``kv_cache_quant_algo`` (``FP8``), as vLLM 0.32.0
+    resolves it (``utils/torch_utils.py`` ``get_kv_cache_quant_algo_string``, lines 457-509;
+    an older vLLM may keep 16 bits: state ``kv_cache_dtype`` on the server then). None: none
+    stated. A 4-bit KV cache is refused."""
+    kv = q.get("kv_cache_scheme") or q.get("kv_cache_quant_algo")
+    if kv is None:
+        return None
+    if isinstance(kv, dict) and kv.get("num_bits") == 8 and kv.get("type") == "float":
+        return "fp8"
+    if isinstance(kv, str) and kv.upper() in ("FP8", "FP8_E4M3"):
+        return "fp8"
+    raise InputError(f"{f.path}: field quantization_config.kv_cache_scheme: "
+                     f"{show_value(kv, 60)}: only an FP8 KV cache is modelled")
 
 
 def _mxfp4(f: _Fields, q: dict[str, Any], layers: int) -> Precision:
@@ -350,6 +369,7 @@ def hf_config_fields(path: str | os.PathLike[str], *, bounds: Bounds,
         weight_bytes_per_param=weight_bytes / resident,
         source=f"Hugging Face config.json {p}",
         tied_embeddings=tied, sliding_window=window, num_experts=experts,
+        auto_kv_cache_dtype=prec.auto_kv_cache_dtype,
         experts_per_token=per_tok if experts else 0,
         shared_expert_intermediate_size=shared_inter,
         moe_intermediate_size=moe_inter if experts else None,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -82,6 +82,9 @@ class ModelSpec(BaseModel):
     sliding_layers: int = Field(default=0, ge=0, le=4096)
     full_kv_heads: int | None = Field(default=None, ge=1, le=1 << 14)
     full_head_dim: int | None = Field(default=None, ge=1, le=1 << 14)
+    # What vLLM's --kv-cache-dtype auto resolves to for this checkpoint: None, the model's 16
+    # bits; "fp8" where a ModelOpt checkpoint states an FP8 kv_cache_scheme
+    auto_kv_cache_dtype: Literal["fp8"] | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> ModelSpec:
@@ -176,6 +179,11 @@ class ModelSpec(BaseModel):
                     if self.sliding_layers else 0.0)
         return full * per_layer(full_kv, full_dim), windowed
 
+    @property
+    def auto_kv_bytes(self) -> float:
+        """Bytes per cached element of a server started with ``--kv-cache-dtype auto``."""
+        return 1.0 if self.auto_kv_cache_dtype == "fp8" else 2.0
+
     def kv_bytes_per_token(self, kv_dtype_bytes: float = 2.0) -> float:
         """KV-cache bytes per token over all layers (K and V; MLA: the latent), the
         sliding-window layers counted at every token (what a sequence within the window
@@ -217,6 +225,9 @@ def read_models(path: str | os.PathLike[str]) -> dict[str, ModelSpec]:
                     raise DataError(f"{path}: row {row_line(df, i)}, column {k}: {v!r} is not "
                                     "a whole number")
                 row[k] = int(v)
+        v = row.get("auto_kv_cache_dtype")
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            row.pop("auto_kv_cache_dtype", None)
         if "tied_embeddings" in row:
             row["tied_embeddings"] = str(row["tied_embeddings"]).strip().lower() in (
                 "true", "1", "yes")

@@ -110,9 +110,11 @@ def ideal_coefficients(spec: ModelSpec, hw: HardwareConfig) -> dict[str, float]:
 
 
 def kv_bytes_per_token_per_gpu(spec: ModelSpec, tp: int,
-                               kv_dtype_bytes: float = KV_DTYPE_BYTES) -> float:
+                               kv_dtype_bytes: float | None = None) -> float:
     """KV bytes one token occupies on each GPU of a tensor-parallel group, at
-    ``kv_dtype_bytes`` per element (vLLM's ``--kv-cache-dtype``; default 16 bits).
+    ``kv_dtype_bytes`` per element (vLLM's ``--kv-cache-dtype``; None: what ``auto`` gives
+    the checkpoint, :attr:`~fleetplan.catalog.models.ModelSpec.auto_kv_bytes`, 16 bits but
+    for a ModelOpt checkpoint with an FP8 KV scheme).
 
     The elements are :meth:`~fleetplan.catalog.models.ModelSpec.kv_elements_per_token`'s:
     grouped-query attention splits its KV heads over the group; multi-head latent attention
@@ -127,7 +129,7 @@ def kv_bytes_per_token_per_gpu(spec: ModelSpec, tp: int,
     lines 859-885, in one block pool shared with the full layers,
     ``v1/core/kv_cache_utils.py`` lines 1195-1227)."""
     full, windowed = spec.kv_elements_per_token(tp)
-    return (full + windowed) * kv_dtype_bytes
+    return (full + windowed) * (spec.auto_kv_bytes if kv_dtype_bytes is None else kv_dtype_bytes)
 
 
 def check_tensor_parallel(spec: ModelSpec, hw: HardwareConfig) -> None:
@@ -157,10 +159,11 @@ def kv_capacity_tokens(spec: ModelSpec, hw: HardwareConfig, *,
                        gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
                        max_num_batched_tokens: int = MAX_NUM_BATCHED_TOKENS,
                        max_num_seqs: int = MAX_NUM_SEQS,
-                       kv_dtype_bytes: float = KV_DTYPE_BYTES) -> int:
+                       kv_dtype_bytes: float | None = None) -> int:
     """KV-cache tokens vLLM allocates: (VRAM x utilization - weights - activations - non-torch
     memory) / KV bytes per token, per GPU, in whole blocks (``kv_dtype_bytes``: bytes per
-    cached element, 1 for an FP8 cache). Raises :class:`ModelError` when the
+    cached element, 1 for an FP8 cache; None: the checkpoint's ``auto``, see
+    :func:`kv_bytes_per_token_per_gpu`). Raises :class:`ModelError` when the
     model does not fit, or when vLLM cannot split it over the tensor-parallel group
     (:func:`check_tensor_parallel`)."""
     check_tensor_parallel(spec, hw)

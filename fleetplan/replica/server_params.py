@@ -14,8 +14,9 @@
 - ``enable_prefix_caching``: read by the replay (a run on a server without it is cold), not a
   parameter.
 - ``kv_cache_dtype`` (vLLM's ``--kv-cache-dtype``; bytes per element in
-  :data:`~fleetplan.profiles.server.KV_CACHE_DTYPE_BYTES`: ``fp8*`` 1, ``auto`` and the 16-bit
-  types 2): the KV cache scaled by the same memory arithmetic at the stated bytes per element
+  :data:`~fleetplan.profiles.server.KV_CACHE_DTYPE_BYTES`: ``fp8*`` 1, the 16-bit types 2,
+  ``auto`` the checkpoint's own, ``ModelSpec.auto_kv_bytes``): the KV cache scaled by the same
+  memory arithmetic at the stated bytes per element
   (an FP8 cache holds twice the tokens in the same memory), and ``c_kv_tok``, the cost of
   reading one cached token in a step, scaled by the byte ratio (half the bytes to read).
 
@@ -40,7 +41,7 @@ from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.errors import InputError
 from fleetplan.profiles.server import KV_CACHE_DTYPE_BYTES, EngineValue, ServerDescription
 from fleetplan.replica.params_record import ReplicaParams
-from fleetplan.replica.priors import KV_DTYPE_BYTES, kv_capacity_tokens, server_limits
+from fleetplan.replica.priors import kv_capacity_tokens, server_limits
 
 _MEMORY_ARGS = ("gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens",
                 "kv_cache_dtype")
@@ -69,7 +70,9 @@ def apply_server(params: ReplicaParams, server: ServerDescription | None, *,
     spec, hw = cat.model(params.model), HardwareConfig.parse(params.config, cat)
     block = limits.get("block_size", params.block_size)
     kv = params.kv_capacity_tokens
-    kv_bytes = KV_CACHE_DTYPE_BYTES[str(args.get("kv_cache_dtype", "auto"))]
+    stated_kv = str(args.get("kv_cache_dtype", "auto"))
+    # "auto" is the checkpoint's own (16 bits, or a ModelOpt checkpoint's FP8 scheme)
+    kv_bytes = spec.auto_kv_bytes if stated_kv == "auto" else KV_CACHE_DTYPE_BYTES[stated_kv]
     if any(k in args for k in _MEMORY_ARGS):
         d_seqs, d_tokens, _block, d_util, _note = server_limits(
             spec, hw, engine_version or server.engine_version)
@@ -80,16 +83,21 @@ def apply_server(params: ReplicaParams, server: ServerDescription | None, *,
             max_num_batched_tokens=int(args.get("max_num_batched_tokens", d_tokens)),
             max_num_seqs=int(args.get("max_num_seqs", d_seqs)), kv_dtype_bytes=kv_bytes)
         kv = int(kv * mine / base)
-    if kv_bytes != KV_DTYPE_BYTES:  # fewer bytes per cached token to read in each step
-        changes["c_kv_tok"] = params.c_kv_tok * kv_bytes / KV_DTYPE_BYTES
+    if kv_bytes != spec.auto_kv_bytes:  # other bytes per cached token to read in each step
+        changes["c_kv_tok"] = params.c_kv_tok * kv_bytes / spec.auto_kv_bytes
     kv = max(block * 4, kv // block * block)
     changes["kv_capacity_tokens"] = kv
     context = int(args.get("max_model_len", params.max_model_len))
     if "max_model_len" in args and context > spec.context_length:
         raise InputError(f"{n} max_model_len={context} exceeds {spec.model}'s context of "
                          f"{spec.context_length} tokens: vLLM refuses it")
+    longest = params.max_model_len
+    if longest == min(spec.context_length, params.kv_capacity_tokens):
+        # the longest sequence was the cache's size: it follows the cache (an FP8 cache
+        # holds twice the tokens), up to the model's context
+        longest = spec.context_length
     changes["max_model_len"] = min(context, kv) if "max_model_len" in args else min(
-        params.max_model_len, kv)
+        longest, kv)
     changes["source"] = f"{params.source}; server settings stated: {server.describe()}"
     return params.with_(**changes)
 

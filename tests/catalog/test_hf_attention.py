@@ -117,6 +117,11 @@ def test_gemma4_global_layers_use_their_own_heads_and_its_kv_is_below_the_unifor
     sliding, full = 2 * 16 * 256, 2 * 4 * 512  # K and V per layer (vLLM keeps V though K = V)
     assert spec.kv_bytes_per_token() == (50 * sliding + 10 * full) * 2
     assert spec.kv_bytes_per_token() < 60 * sliding * 2  # every layer read as a sliding one
+    # its kv_cache_scheme (8-bit float): vLLM's "auto" serves an FP8 cache, 1 byte an element
+    assert spec.auto_kv_cache_dtype == "fp8"
+    assert kv_bytes_per_token_per_gpu(spec, 1) == 50 * sliding + 10 * full
+    assert kv_bytes_per_token_per_gpu(spec, 2, kv_dtype_bytes=2.0) == (
+        50 * sliding + 10 * full)  # 16 and 4 KV heads halved over 2, at 2 bytes
     assert spec.params_b == pytest.approx(30.7, rel=0.01)  # hand count, data/external/README
     assert spec.served_dtype == "modelopt-nvfp4"
     # every layer's attention is in the ignore list: 16 bits; the MLPs NVFP4 (0.5625 B)

@@ -115,3 +115,43 @@ def test_predict_takes_a_deepseek_v2_lite_config(cli) -> None:
     out = json.loads(res.stdout)
     assert out["model"] == "DeepSeek-V2-Lite" and out["calibrated"] is False
     assert out["metrics"]["tpot_p50_ms"]["mean"] > 0
+
+
+def test_auto_is_the_checkpoints_own_kv_dtype_and_a_stated_16_bits_doubles_its_read() -> None:
+    """NVIDIA's Gemma-4 NVFP4 states an FP8 kv_cache_scheme: vLLM's auto serves FP8, so its
+    prior is sized at 1 byte, and a server started with bfloat16 holds half the tokens and
+    reads twice the bytes."""
+    from fleetplan.replica.priors import prior_params
+
+    spec = ModelSpec.from_hf_config(Path(__file__).resolve().parents[2] / "data" / "external"
+                                    / "configs" / "nvidia--Gemma-4-31B-IT-NVFP4")
+    cat = bundled_catalog().extend(models=[spec])
+    hw = HardwareConfig.parse("1xH100-SXM", cat)
+    assert kv_capacity_tokens(spec, hw) == kv_capacity_tokens(spec, hw, kv_dtype_bytes=1.0)
+    params = prior_params(spec, hw)
+    bf16 = apply_server(params, ServerDescription(engine_args={"kv_cache_dtype": "bfloat16"}),
+                        catalog=cat)
+    assert bf16.c_kv_tok == params.c_kv_tok * 2
+    assert 2 * bf16.kv_capacity_tokens - params.kv_capacity_tokens in range(-32, 33)
+    same = apply_server(params, ServerDescription(engine_args={"kv_cache_dtype": "fp8"}),
+                        catalog=cat)
+    assert (same.c_kv_tok, same.kv_capacity_tokens) == (params.c_kv_tok,
+                                                        params.kv_capacity_tokens)
+
+
+def test_the_longest_sequence_follows_a_cache_that_holds_more_or_less() -> None:
+    """A prior's max_model_len is the smaller of the context and the cache: a cache that holds
+    more tokens lets a longer sequence in (DeepSeek-R1-Distill-Llama-70B on 2 x H100 PCIe: a
+    ~30k-token cache below its 131k context), one that holds fewer caps it."""
+    from fleetplan.replica.priors import prior_params
+
+    cat = bundled_catalog()
+    spec = cat.model("DeepSeek-R1-Distill-Llama-70B")
+    params = prior_params(spec, HardwareConfig.parse("2xH100-PCIe", cat))
+    assert params.max_model_len == params.kv_capacity_tokens < spec.context_length
+    fp8 = apply_stated(params, {"kv_cache_dtype": "fp8"})
+    assert fp8.max_model_len == fp8.kv_capacity_tokens > params.kv_capacity_tokens
+    small = apply_stated(params, {"gpu_memory_utilization": 0.88})
+    assert small.max_model_len == small.kv_capacity_tokens < params.kv_capacity_tokens
+    stated = apply_stated(params, {"kv_cache_dtype": "fp8", "max_model_len": 8192})
+    assert stated.max_model_len == 8192
