@@ -155,3 +155,14 @@ def test_the_longest_sequence_follows_a_cache_that_holds_more_or_less() -> None:
     assert small.max_model_len == small.kv_capacity_tokens < params.kv_capacity_tokens
     stated = apply_stated(params, {"kv_cache_dtype": "fp8", "max_model_len": 8192})
     assert stated.max_model_len == 8192
+
+
+def test_predict_takes_a_kv_cache_dtype_and_refuses_an_unknown_one(cli) -> None:
+    args = ("predict", "--model", "DeepSeek-R1-Distill-Qwen-14B", "--config", "1xL40S",
+            "--rate", "2", "--num-prompts", "20", "--seeds", "1", "--format", "json")
+    res = cli(*args, "--engine-arg", "kv_cache_dtype=fp8")
+    assert res.exit_code == 0, res.stderr
+    assert "kv_cache_dtype=fp8" in json.loads(res.stdout)["params_source"]
+    bad = cli(*args, "--engine-arg", "kv_cache_dtype=fp4")
+    assert bad.exit_code == 2 and bad.stderr.count("\n") == 1
+    assert "kv_cache_dtype 'fp4' must be one of auto" in bad.stderr
