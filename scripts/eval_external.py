@@ -18,9 +18,9 @@ How a row is replayed (each rule is the row's own figures, never a fit):
 - model: ``data/models.csv`` by Hugging Face id, else a ``config.json`` of that exact checkpoint
   (``data/external/configs/<org>--<name>/config.json``, or the test fixtures under
   ``tests/data/hf-configs`` listed with their hub id in that folder's README), via
-  ``ModelSpec.from_hf_config``; else refused ("no config.json"). A config whose
-  ``layer_types`` name layers other than full attention (Qwen3.5/3.6 Gated DeltaNet, Gemma-4 and
-  gpt-oss sliding windows) is refused: the reader would count them as full attention.
+  ``ModelSpec.from_hf_config``; else refused ("no config.json"). What the reader does not
+  model it refuses itself, one line each (e.g. ``layer_types`` with Qwen3.5/3.6's
+  linear-attention layers).
 - GPU: the bundled catalog plus ``data/external/catalog/gpus.csv`` (datasheet rows of GPUs the
   sources used that the bundled catalog lacks).
 - load: ``concurrency`` N = all requests sent at once, at most N in flight (``max_concurrency``);
@@ -35,7 +35,8 @@ How a row is replayed (each rule is the row's own figures, never a fit):
   row says ``warm``.
 - engine settings: today's product predicts vLLM's defaults whatever the server ran; with
   ``--engine-args`` the row's ``max_num_seqs`` / ``max_num_batched_tokens`` / ``max_model_len``
-  replace them (``ReplicaParams.with_``).
+  replace them (``ReplicaParams.with_``). The row's ``kv_cache_dtype`` is always applied
+  (``fleetplan.replica.server_params.apply_stated``: KV capacity and attention read cost).
 """
 
 from __future__ import annotations
@@ -90,24 +91,6 @@ def _hf_fixture_ids() -> dict[str, Path]:
     return out
 
 
-def _unmodelled_layers(folder: Path) -> str | None:
-    """A refusal for a config whose ``layer_types`` name layers other than full attention.
-
-    ``ModelSpec.from_hf_config`` reads ``text_config`` but not ``layer_types``: it would count a
-    hybrid model's linear-attention (Gated DeltaNet) or sliding-window layers as full attention
-    (Qwen3.5/3.6: KV cache 4 x too large; Gemma-4: the wrong head size on its global layers), so
-    such a run is refused here rather than predicted on the wrong architecture."""
-    cfg = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    text = cfg.get("text_config")
-    kinds = (text if isinstance(text, dict) else cfg).get("layer_types") or []
-    other = sorted({str(k) for k in kinds} - {"full_attention"})
-    if not other:
-        return None
-    counts = ", ".join(f"{sum(1 for k in kinds if k == o)} {o}" for o in other)
-    return (f"layer_types: {counts} of {len(kinds)} layers; hybrid attention is not modelled "
-            "by the config.json reader")
-
-
 class Resolver:
     """Model specs and GPU names the replica model can use, with one-line refusals."""
 
@@ -138,10 +121,11 @@ class Resolver:
             return None, f"model {hf_id}: not in data/models.csv and no config.json here"
         if hf_id not in self._specs:
             try:
-                self._specs[hf_id] = (_unmodelled_layers(folder)
-                                      or ModelSpec.from_hf_config(folder, name=name))
+                self._specs[hf_id] = ModelSpec.from_hf_config(folder, name=name)
             except FleetplanError as exc:
-                self._specs[hf_id] = str(exc)
+                # the reader names the file; the run already names the model
+                self._specs[hf_id] = str(exc).replace(f"{folder / 'config.json'}: ",
+                                                      "config.json: ")
         spec = self._specs[hf_id]
         return (None, f"model {hf_id}: {spec}") if isinstance(spec, str) else (spec, None)
 
@@ -154,8 +138,16 @@ def _throughput(run: Any, pred: Any) -> tuple[float | None, float | None, str]:
     return None, None, ""
 
 
+def _kv_dtype(run: Any) -> str:
+    """The run's ``--kv-cache-dtype`` as vLLM spells it (``auto (BF16)``: ``auto``)."""
+    kv = (run.kv_cache_dtype or "auto").lower().split(" ")[0]
+    return {"bf16": "bfloat16", "fp16": "float16"}.get(kv, kv)
+
+
 def refusal(run: Any, res: Resolver) -> str | None:
     """Why today's model cannot replay ``run`` (None: it can)."""
+    from fleetplan.profiles.server import KV_CACHE_DTYPE_BYTES
+
     if (run.pp or 1) > 1 or (run.nodes or 1) > 1:
         return (f"pipeline parallel (pp={run.pp}) / multi-node ({run.nodes}) servers are not "
                 "modeled")
@@ -164,9 +156,9 @@ def refusal(run: Any, res: Resolver) -> str | None:
                 "(instances / data parallel) are not modeled as one server")
     if run.engine != "vllm":
         return f"engine {run.engine}: only vLLM is modeled"
-    kv = (run.kv_cache_dtype or "auto").lower()
-    if not (kv.startswith("auto") or kv in ("bf16", "fp16", "float16", "bfloat16")):
-        return f"kv_cache_dtype {run.kv_cache_dtype}: a KV-cache dtype cannot be stated"
+    if _kv_dtype(run) not in KV_CACHE_DTYPE_BYTES:
+        return (f"kv_cache_dtype {run.kv_cache_dtype}: not one of "
+                f"{', '.join(KV_CACHE_DTYPE_BYTES)}")
     if not res.catalog.knows_gpu(run.gpu):
         return f"GPU {run.gpu}: not in the catalog"
     if run.input_tokens_mean is None:
@@ -197,6 +189,14 @@ def predict_row(run: Any, res: Resolver, *, engine_args: bool) -> Outcome:
         return Outcome(run, refused=str(exc).splitlines()[0])
     if params.calibrated:
         out.notes.append("calibrated pair (bundled calibration)")
+    if _kv_dtype(run) != "auto":
+        from fleetplan.replica.server_params import apply_stated
+
+        cat = res.catalog if isinstance(spec, str) else res.catalog.extend(models=[spec])
+        try:
+            params = apply_stated(params, {"kv_cache_dtype": _kv_dtype(run)}, catalog=cat)
+        except FleetplanError as exc:
+            return Outcome(run, refused=str(exc).splitlines()[0])
     if engine_args:
         changes = {k: getattr(run, k) for k in ("max_num_seqs", "max_num_batched_tokens",
                                                 "max_model_len") if getattr(run, k) is not None}

@@ -46,7 +46,7 @@ class BenchConfig(BaseModel):
     # the result in the form ingest reads; None / empty: not stated, not written
     tp: int | None = Field(default=None, ge=1, le=64)
     engine_version: str | None = Field(default=None, min_length=1, max_length=64)
-    engine_args: dict[str, int | float | bool] = Field(default_factory=dict)
+    engine_args: dict[str, int | float | bool | str] = Field(default_factory=dict)
     dataset_name: str | None = None
     label: str | None = None
     api_key: str | None = Field(default=None, repr=False)

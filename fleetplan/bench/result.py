@@ -131,7 +131,7 @@ class RunFacts:
     # as the keys ingest reads (``tensor_parallel_size``; each engine setting at the top
     # level, as ``vllm bench serve --metadata KEY=VALUE`` writes it)
     tensor_parallel_size: int | None = None
-    engine_args: Mapping[str, int | float | bool] = field(default_factory=dict)
+    engine_args: Mapping[str, int | float | bool | str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         stated: dict[str, Any] = dict(self.engine_args)

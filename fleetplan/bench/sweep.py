@@ -59,7 +59,7 @@ class SweepRequest(RequestRecord):
     # what the user states about the server, recorded in every result (never guessed)
     tp: int | None = None
     engine_version: str | None = None
-    engine_args: Mapping[str, int | float | bool] = field(default_factory=dict)
+    engine_args: Mapping[str, int | float | bool | str] = field(default_factory=dict)
     seed: int = 0
     arrival_schedule: str = "first-at-zero"
     request_timeout_s: float = 600.0

@@ -5,14 +5,24 @@ Main entry: :func:`hf_config_fields` (what :meth:`ModelSpec.from_hf_config` buil
 from; this module never imports the record, so the table modules stay leaves). It reads the
 architecture (layers, hidden and intermediate sizes, attention and KV heads, head dim, vocab,
 tied embeddings, max positions, sliding window, MoE experts / experts per token / shared
-experts) and the served precision (``torch_dtype``, ``quantization_config``: FP8, AWQ/GPTQ
-int4, compressed-tensors, bitsandbytes) and counts the parameters the way the checkpoint holds
-them: resident (every expert) and active per token (the experts a token is routed to). Weight
-bytes follow per tensor: quantized linear layers at their bit width plus group scales, the
-embeddings, ``lm_head`` (unless quantized too), norms and routers at 16 bits.
+experts, DeepSeek's ``n_routed_experts`` / ``n_shared_experts`` / ``first_k_dense_replace``),
+the attention layout (:mod:`fleetplan.catalog.hf_attention`: multi-head latent attention,
+``layer_types`` with sliding-window layers, Gemma-4's global layers) and the served precision
+(``torch_dtype``, ``quantization_config``: FP8, AWQ/GPTQ int4, compressed-tensors,
+bitsandbytes, ``mxfp4``, ``modelopt`` NVFP4/FP8) and counts the parameters the way the
+checkpoint holds them: resident (every expert) and active per token (the experts a token is
+routed to). Weight bytes follow per tensor: quantized linear layers at their bit width plus
+group scales, attention in 16 bits where the quantization leaves it out, the embeddings,
+``lm_head`` (unless quantized too), norms and routers at 16 bits.
+
+Named assumptions of the 4-bit float formats: NVFP4 (``modelopt`` ``quant_algo: NVFP4``) is 4
+bits per weight plus one FP8 scale per 16 (0.5625 bytes; the per-tensor FP32 scale is left
+out); MXFP4 (gpt-oss) is 4 bits plus one 8-bit scale per 32 (0.53125 bytes). Bytes only: the
+compute term of the replica model runs every format at the GPU's dense FP16 rate, which is
+what a GPU without FP4 units does (vLLM's Marlin kernels dequantize NVFP4 on Ampere).
 
 Architectures it does not model are refused with one line naming the file and field (e.g.
-multi-head latent attention, DeepSeek-V2/V3's ``kv_lora_rank``).
+``layer_types`` with linear-attention layers, ``modelopt``'s per-module ``MIXED_PRECISION``).
 """
 
 from __future__ import annotations
@@ -26,6 +36,7 @@ from typing import Any
 
 from fleetplan._load import show_value
 from fleetplan.catalog._arch import model_inconsistency
+from fleetplan.catalog.hf_attention import attention_layout, attention_share_skipped
 from fleetplan.errors import InputError
 
 Bounds = Callable[[str], tuple[float, float]]
@@ -46,11 +57,15 @@ MAX_CONFIG_BYTES = 4 * 1024 * 1024  # a config.json is a few KB; refuse anything
 @dataclass(frozen=True)
 class Precision:
     """How the weights are stored as served: bytes per quantized linear weight (scales
-    included), whether ``lm_head`` is quantized, and a name (``bfloat16``, ``gptq-int4`` ...)."""
+    included), whether ``lm_head`` is quantized, a name (``bfloat16``, ``gptq-int4`` ...) and
+    the bytes per attention weight where the quantization leaves (some of) the attention
+    projections in 16 bits (None: as ``linear_bytes``)."""
 
     name: str
     linear_bytes: float
     lm_head_quantized: bool
+    attn_bytes: float | None = None
+    auto_kv_cache_dtype: str | None = None
 
 
 def config_path(path: str | os.PathLike[str]) -> Path:
@@ -126,7 +141,61 @@ class _Fields:
         return v
 
 
-def _precision(f: _Fields, dtype: str) -> Precision:
+NVFP4_BYTES = 0.5 + 1.0 / 16  # 4-bit weights, one FP8 scale per 16
+MXFP4_BYTES = 0.5 + 1.0 / 32  # 4-bit weights, one 8-bit scale per 32
+_MODELOPT = {"NVFP4": NVFP4_BYTES, "FP8": 1.0}
+
+
+def _modelopt(f: _Fields, q: dict[str, Any], layers: int) -> Precision:
+    """NVIDIA ModelOpt checkpoints: one ``quant_algo`` for every linear layer but those in
+    ``ignore`` (``lm_head``, and in NVIDIA's Gemma-4 NVFP4 every layer's attention)."""
+    where = f"{f.path}: field quantization_config"
+    algo = str(q.get("quant_algo", "")).upper()
+    if algo not in _MODELOPT:
+        raise InputError(f"{where}.quant_algo: {show_value(q.get('quant_algo'), 40)} is not "
+                         f"modelled for modelopt (known: {', '.join(_MODELOPT)}; "
+                         "MIXED_PRECISION gives each module its own)")
+    ignore = q.get("ignore") or q.get("exclude_modules") or []
+    if not isinstance(ignore, list):
+        raise InputError(f"{where}.ignore: {show_value(ignore, 40)} must be a list")
+    bytes_ = _MODELOPT[algo]
+    skipped = attention_share_skipped(ignore, layers)
+    return Precision(f"modelopt-{algo.lower()}", bytes_,
+                     not any(str(m).startswith("lm_head") for m in ignore),
+                     attn_bytes=skipped * 2.0 + (1.0 - skipped) * bytes_,
+                     auto_kv_cache_dtype=_modelopt_kv(f, q))
+
+
+def _modelopt_kv(f: _Fields, q: dict[str, Any]) -> str | None:
+    """The KV-cache dtype vLLM's ``auto`` takes from a ModelOpt checkpoint:
+    ``kv_cache_scheme`` (8-bit float: fp8) or ``kv_cache_quant_algo`` (``FP8``), as vLLM 0.32.0
+    resolves it (``utils/torch_utils.py`` ``get_kv_cache_quant_algo_string``, lines 457-509;
+    an older vLLM may keep 16 bits: state ``kv_cache_dtype`` on the server then). None: none
+    stated. A 4-bit KV cache is refused."""
+    kv = q.get("kv_cache_scheme") or q.get("kv_cache_quant_algo")
+    if kv is None:
+        return None
+    if isinstance(kv, dict) and kv.get("num_bits") == 8 and kv.get("type") == "float":
+        return "fp8"
+    if isinstance(kv, str) and kv.upper() in ("FP8", "FP8_E4M3"):
+        return "fp8"
+    raise InputError(f"{f.path}: field quantization_config.kv_cache_scheme: "
+                     f"{show_value(kv, 60)}: only an FP8 KV cache is modelled")
+
+
+def _mxfp4(f: _Fields, q: dict[str, Any], layers: int) -> Precision:
+    """gpt-oss's MXFP4: the experts in 4 bits, what ``modules_to_not_convert`` lists (its
+    attention, router, embeddings, ``lm_head``) in 16."""
+    skip = q.get("modules_to_not_convert") or []
+    if not isinstance(skip, list):
+        raise InputError(f"{f.path}: field quantization_config.modules_to_not_convert: "
+                         f"{show_value(skip, 40)} must be a list")
+    skipped = attention_share_skipped(skip, layers)
+    return Precision("mxfp4", MXFP4_BYTES, not any("lm_head" in str(m) for m in skip),
+                     attn_bytes=skipped * 2.0 + (1.0 - skipped) * MXFP4_BYTES)
+
+
+def _precision(f: _Fields, dtype: str, layers: int) -> Precision:
     q = f.cfg.get("quantization_config")
     base = _DTYPE_BYTES[dtype]
     if q is None:
@@ -147,6 +216,10 @@ def _precision(f: _Fields, dtype: str) -> Precision:
         return Precision(f"{method.split('_')[0]}-int{bits}", bits / 8.0 + per_group, False)
     if method == "fp8":
         return Precision("fp8", 1.0, False)
+    if method == "modelopt":
+        return _modelopt(f, q, layers)
+    if method == "mxfp4":
+        return _mxfp4(f, q, layers)
     if method == "compressed-tensors":
         groups = q.get("config_groups")
         if not isinstance(groups, dict) or not groups:
@@ -173,7 +246,7 @@ def _precision(f: _Fields, dtype: str) -> Precision:
         # one fp32 absmax per block of 64 weights
         return Precision(f"bitsandbytes-int{bits}", bits / 8.0 + 4.0 / 64, False)
     raise InputError(f"{where}.quant_method: {method or None!r} is not modelled (known: gptq, "
-                     "awq, fp8, compressed-tensors, bitsandbytes)")
+                     "awq, fp8, compressed-tensors, bitsandbytes, modelopt, mxfp4)")
 
 
 def _model_name(p: Path, cfg: dict[str, Any]) -> tuple[str, str]:
@@ -205,9 +278,6 @@ def hf_config_fields(path: str | os.PathLike[str], *, bounds: Bounds,
     """
     p, cfg = read_hf_config(path)
     f = _Fields(p, cfg, bounds)
-    if f.cfg.get("kv_lora_rank") is not None:
-        raise InputError(f"{p}: field kv_lora_rank: multi-head latent attention (DeepSeek-V2/V3 "
-                         "style) is not modelled")
     mtype = str(f.cfg.get("model_type", "")).lower()
     archs = f.cfg.get("architectures") or []
     arch = str(archs[0]) if isinstance(archs, list) and archs else mtype or "unknown"
@@ -245,6 +315,10 @@ def hf_config_fields(path: str | os.PathLike[str], *, bounds: Bounds,
         shared_inter = n_shared * moe_inter
     dense_first = (f.int_("first_k_dense_replace", default=0, minimum=0, spec="layers")
                    if experts else 0)
+    if experts and f.int_("moe_layer_freq", default=1) != 1:
+        raise InputError(f"{p}: field moe_layer_freq: {f.cfg['moe_layer_freq']!r}: MoE on "
+                         "every n-th layer only is not modelled (1: every layer after "
+                         "first_k_dense_replace)")
     if experts and not 1 <= per_tok <= experts:
         moe = dict(model_inconsistency(heads, kv_heads, hidden, experts, per_tok))
         raise InputError(f"{p}: field num_experts_per_tok: {moe['experts_per_token']}")
@@ -256,12 +330,12 @@ def hf_config_fields(path: str | os.PathLike[str], *, bounds: Bounds,
                          f"{', '.join(sorted(_DTYPE_BYTES))}")
     if dtype in ("float32", "float"):
         dtype = "float16"  # vLLM's dtype "auto" serves fp32 checkpoints in 16 bits
-    prec = _precision(f, dtype)
-
     mats = 2 if mtype in _UNGATED else 3
     q_bias = mtype in _QKV_BIAS or f.bool_("attention_bias", False)
-    attn = hidden * heads * head_dim * 2 + hidden * kv_heads * head_dim * 2
-    attn_bias = (heads + 2 * kv_heads) * head_dim if q_bias else 0
+    layout = attention_layout(f, layers=layers, hidden=hidden, heads=heads, kv_heads=kv_heads,
+                              head_dim=head_dim, window=window, qkv_bias=q_bias)
+    prec = _precision(f, dtype, layers)
+    attn_all = layout.linear
     norms = 2 * hidden + (2 * head_dim if mtype in ("qwen3", "qwen3_moe") else 0)
     dense_mlp = mats * hidden * inter
     expert = mats * hidden * moe_inter
@@ -270,28 +344,32 @@ def hf_config_fields(path: str | os.PathLike[str], *, bounds: Bounds,
     moe_layers = layers - dense_first if experts else 0
     dense_layers = layers - moe_layers
     router = hidden * experts
-    linear_resident = (layers * attn + dense_layers * dense_mlp
+    linear_resident = (attn_all + dense_layers * dense_mlp
                        + moe_layers * (experts * expert + shared))
-    linear_active = (layers * attn + dense_layers * dense_mlp
+    linear_active = (attn_all + dense_layers * dense_mlp
                      + moe_layers * (per_tok * expert + shared))
-    small = layers * (norms + attn_bias) + moe_layers * router + hidden  # final norm
+    small = layers * norms + layout.small + moe_layers * router + hidden  # final norm
     embed = vocab * hidden
     head = 0 if tied else vocab * hidden
     resident = linear_resident + small + embed + head
     active = linear_active + small + embed + head
     head_bytes = prec.linear_bytes if prec.lm_head_quantized else 2.0
-    weight_bytes = (linear_resident * prec.linear_bytes + (small + embed) * 2.0
-                    + head * head_bytes)
+    linear_bytes = linear_resident * prec.linear_bytes
+    if prec.attn_bytes is not None:  # attention (partly) left in 16 bits
+        linear_bytes = (attn_all * prec.attn_bytes
+                        + (linear_resident - attn_all) * prec.linear_bytes)
+    weight_bytes = linear_bytes + (small + embed) * 2.0 + head * head_bytes
 
     short, hub = _model_name(p, cfg)
     return p, dict(
         model=name or short, hf_id=hub, architecture=arch.removesuffix("ForCausalLM"),
         params_b=resident / 1e9, layers=layers, hidden_size=hidden, intermediate_size=inter,
-        attention_heads=heads, kv_heads=kv_heads, head_dim=head_dim, vocab_size=vocab,
+        attention_heads=heads, vocab_size=vocab, **layout.spec_fields,
         context_length=ctx, served_dtype=prec.name,
         weight_bytes_per_param=weight_bytes / resident,
         source=f"Hugging Face config.json {p}",
         tied_embeddings=tied, sliding_window=window, num_experts=experts,
+        auto_kv_cache_dtype=prec.auto_kv_cache_dtype,
         experts_per_token=per_tok if experts else 0,
         shared_expert_intermediate_size=shared_inter,
         moe_intermediate_size=moe_inter if experts else None,
@@ -306,7 +384,9 @@ _KEYS = {"params_b": "the parameter count (from the sizes)", "layers": "num_hidd
          "head_dim": "head_dim", "vocab_size": "vocab_size",
          "context_length": "max_position_embeddings",
          "weight_bytes_per_param": "the bytes per parameter (quantization_config)",
-         "active_params_b": "the active parameter count (from the sizes)"}
+         "active_params_b": "the active parameter count (from the sizes)",
+         "sliding_layers": "layer_types", "full_kv_heads": "num_global_key_value_heads",
+         "full_head_dim": "global_head_dim"}
 
 
 def refusal(p: Path, fields: dict[str, Any], errors: list[Any]) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -73,6 +73,18 @@ class ModelSpec(BaseModel):
     moe_intermediate_size: int | None = Field(default=None, ge=1, le=1 << 22)
     active_params_b: float | None = Field(default=None, gt=0, le=1e5,
                                           description="parameters a token passes, billions")
+    # Multi-head latent attention (DeepSeek-V2/V3): one latent of kv_lora_rank +
+    # qk_rope_head_dim elements per token and layer is the whole KV cache
+    kv_lora_rank: int | None = Field(default=None, ge=1, le=1 << 16)
+    qk_rope_head_dim: int | None = Field(default=None, ge=1, le=1 << 14)
+    # Hybrid layers (layer_types): how many layers attend over sliding_window tokens only, and
+    # the KV heads / head size of the full-attention layers where they differ (Gemma-4)
+    sliding_layers: int = Field(default=0, ge=0, le=4096)
+    full_kv_heads: int | None = Field(default=None, ge=1, le=1 << 14)
+    full_head_dim: int | None = Field(default=None, ge=1, le=1 << 14)
+    # What vLLM's --kv-cache-dtype auto resolves to for this checkpoint: None, the model's 16
+    # bits; "fp8" where a ModelOpt checkpoint states an FP8 kv_cache_scheme
+    auto_kv_cache_dtype: Literal["fp8"] | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> ModelSpec:
@@ -84,6 +96,18 @@ class ModelSpec(BaseModel):
         if self.active_params_b is not None and self.active_params_b > self.params_b * 1.0001:
             raise ValueError(f"active_params_b: {self.active_params_b:g} is more than the "
                              f"{self.params_b:g} billion parameters resident")
+        if (self.kv_lora_rank is None) != (self.qk_rope_head_dim is None):
+            raise ValueError("kv_lora_rank: multi-head latent attention states both "
+                             "kv_lora_rank and qk_rope_head_dim")
+        if self.sliding_layers > self.layers:
+            raise ValueError(f"sliding_layers: {self.sliding_layers} is more than the "
+                             f"{self.layers} layers")
+        if self.sliding_layers and self.sliding_window is None:
+            raise ValueError(f"sliding_layers: {self.sliding_layers} without a sliding_window")
+        fk = self.full_kv_heads
+        if fk is not None and (fk > self.attention_heads or self.attention_heads % fk):
+            raise ValueError(f"full_kv_heads: {fk} must divide the {self.attention_heads} "
+                             "attention heads")
         return self
 
     @classmethod
@@ -121,15 +145,66 @@ class ModelSpec(BaseModel):
         """Dense-matmul FLOPs of one token's forward pass: two per active parameter."""
         return 2.0 * self.active_b * 1e9
 
+    @property
+    def is_mla(self) -> bool:
+        """Multi-head latent attention: the KV cache is one latent per token and layer."""
+        return self.kv_lora_rank is not None
+
+    def kv_elements_per_token(self, tp: int = 1) -> tuple[float, float]:
+        """KV-cache elements one token adds on each GPU of a tensor-parallel group of ``tp``:
+        ``(full, windowed)``, those of the full-attention layers (kept for the whole sequence)
+        and those of the sliding-window layers (kept for the last ``sliding_window`` tokens
+        only).
+
+        - Grouped-query attention: K and V, ``2 x kv_heads x head_dim`` per layer, the KV heads
+          split over the group (replicated when fewer than the group).
+        - Multi-head latent attention: ``kv_lora_rank + qk_rope_head_dim`` per layer, one
+          latent shared by all heads and **replicated on every rank**, never split: vLLM's
+          ``MLAAttention.get_kv_cache_spec`` builds an ``MLAAttentionSpec`` with
+          ``num_kv_heads=1``, ``max_tp_shards=1`` and ``head_size = kv_lora_rank +
+          qk_rope_head_dim`` (vLLM 0.32.0 ``model_executor/layers/attention/mla_attention.py``
+          lines 479 and 1350-1358), whose page holds no separate V (``head_size_v = 0``,
+          ``v1/kv_cache_interface.py`` line 698).
+        """
+        if self.kv_lora_rank is not None and self.qk_rope_head_dim is not None:
+            return float(self.layers * (self.kv_lora_rank + self.qk_rope_head_dim)), 0.0
+
+        def per_layer(kv_heads: int, head_dim: int) -> float:
+            return 2.0 * max(1.0, kv_heads / tp) * head_dim
+
+        full = self.layers - self.sliding_layers
+        full_kv = self.full_kv_heads or self.kv_heads
+        full_dim = self.full_head_dim or self.head_dim
+        windowed = (self.sliding_layers * per_layer(self.kv_heads, self.head_dim)
+                    if self.sliding_layers else 0.0)
+        return full * per_layer(full_kv, full_dim), windowed
+
+    @property
+    def auto_kv_bytes(self) -> float:
+        """Bytes per cached element of a server started with ``--kv-cache-dtype auto``."""
+        return 1.0 if self.auto_kv_cache_dtype == "fp8" else 2.0
+
     def kv_bytes_per_token(self, kv_dtype_bytes: float = 2.0) -> float:
-        """KV-cache bytes per token over all layers (K and V)."""
-        return 2.0 * self.layers * self.kv_heads * self.head_dim * kv_dtype_bytes
+        """KV-cache bytes per token over all layers (K and V; MLA: the latent), the
+        sliding-window layers counted at every token (what a sequence within the window
+        holds, an upper bound beyond it: :meth:`kv_bytes_per_sequence`)."""
+        full, windowed = self.kv_elements_per_token()
+        return (full + windowed) * kv_dtype_bytes
+
+    def kv_bytes_per_sequence(self, tokens: int, kv_dtype_bytes: float = 2.0) -> float:
+        """KV-cache bytes one sequence of ``tokens`` holds: every token in the full-attention
+        layers, at most ``sliding_window`` in the sliding-window ones."""
+        full, windowed = self.kv_elements_per_token()
+        kept = min(tokens, self.sliding_window) if self.sliding_window else tokens
+        return (full * tokens + windowed * kept) * kv_dtype_bytes
 
 
 _NUMERIC = ["params_b", "layers", "hidden_size", "intermediate_size", "attention_heads",
             "kv_heads", "head_dim", "vocab_size", "context_length", "weight_bytes_per_param"]
 _OPTIONAL = ["sliding_window", "num_experts", "experts_per_token",
-             "shared_expert_intermediate_size", "moe_intermediate_size", "active_params_b"]
+             "shared_expert_intermediate_size", "moe_intermediate_size", "active_params_b",
+             "kv_lora_rank", "qk_rope_head_dim", "sliding_layers", "full_kv_heads",
+             "full_head_dim"]
 _FLOATS = {"params_b", "weight_bytes_per_param", "active_params_b"}
 REQUIRED = [k for k, f in ModelSpec.model_fields.items() if f.is_required()]
 
@@ -150,6 +225,9 @@ def read_models(path: str | os.PathLike[str]) -> dict[str, ModelSpec]:
                     raise DataError(f"{path}: row {row_line(df, i)}, column {k}: {v!r} is not "
                                     "a whole number")
                 row[k] = int(v)
+        v = row.get("auto_kv_cache_dtype")
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            row.pop("auto_kv_cache_dtype", None)
         if "tied_embeddings" in row:
             row["tied_embeddings"] = str(row["tied_embeddings"]).strip().lower() in (
                 "true", "1", "yes")

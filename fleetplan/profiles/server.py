@@ -34,7 +34,14 @@ if TYPE_CHECKING:
     from fleetplan.catalog.catalog import Catalog
 
 MAX_GPUS = 64  # as the store's gpu_count (fleetplan.profiles.vllm.MAX_GPUS)
-EngineValue = int | float | bool
+EngineValue = int | float | bool | str
+
+# vLLM's --kv-cache-dtype values the replica model sizes: bytes per cached element ("auto":
+# the model's dtype, which vLLM serves in 16 bits). vLLM's CacheDType (vllm/config/cache.py)
+# lists more (fp8_ds_mla, nvfp4, turboquant_* ...): packed layouts refused, not guessed.
+KV_CACHE_DTYPE_BYTES: dict[str, float] = {
+    "auto": 2.0, "float16": 2.0, "bfloat16": 2.0, "fp8": 1.0, "fp8_e4m3": 1.0,
+    "fp8_e5m2": 1.0, "fp8_inc": 1.0}
 
 
 @dataclass(frozen=True)
@@ -48,10 +55,14 @@ class EngineArg:
     high: float | None = None
     low_open: bool = False  # low itself is refused (gpu_memory_utilization > 0)
     effect: str = ""
+    choices: tuple[str, ...] = ()  # a str setting: its accepted values
 
     def parse(self, raw: str) -> EngineValue:
         """``raw`` as this setting's value; :class:`ValueError` with the reason otherwise."""
         text = raw.strip()
+        if self.kind is str:
+            self.check(text.lower())
+            return text.lower()
         if self.kind is bool:
             low = text.lower()
             if low in ("true", "1", "yes", "on"):
@@ -69,6 +80,10 @@ class EngineArg:
 
     def check(self, value: object) -> None:
         """:class:`ValueError` when ``value`` is not of this setting's type and bounds."""
+        if self.kind is str:
+            if not isinstance(value, str) or value not in self.choices:
+                raise ValueError(f"must be one of {', '.join(self.choices)}")
+            return
         if self.kind is bool:
             if not isinstance(value, bool):
                 raise ValueError("expected true or false")
@@ -94,6 +109,9 @@ ENGINE_ARGS: dict[str, EngineArg] = {a.key: a for a in (
               effect="false: no prompt is ever served from the prefix cache"),
     EngineArg("block_size", int, 1, 1024, effect="the KV-cache block, tokens"),
     EngineArg("max_model_len", int, 2, 10**8, effect="the longest prompt + output served"),
+    EngineArg("kv_cache_dtype", str, choices=tuple(KV_CACHE_DTYPE_BYTES),
+              effect="the KV cache's element type (fp8: one byte, twice the tokens, half "
+                     "the attention reads)"),
 )}
 
 
@@ -191,7 +209,8 @@ class ServerDescription:
                 raise InputError(f"{n('engine_args')} {key}={value!r}: {exc}") from None
         seqs = self.engine_args.get("max_num_seqs")
         tokens = self.engine_args.get("max_num_batched_tokens")
-        if seqs is not None and tokens is not None and tokens < seqs:
+        if (isinstance(seqs, int) and isinstance(tokens, int) and not isinstance(seqs, bool)
+                and tokens < seqs):
             raise InputError(f"{n('engine_args')} max_num_batched_tokens={tokens} is below "
                              f"max_num_seqs={seqs}: vLLM refuses to start (every running "
                              "sequence decodes one token a step)")

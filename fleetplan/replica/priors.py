@@ -19,7 +19,10 @@ study's 0.8.5, when none is named or recorded: 256 sequences and 2048 batched to
 70 GiB of device memory, 1024 and 8192 at or above it, ``vllm/engine/arg_utils.py`` 1596-1609,
 block size 16, ``gpu_memory_utilization`` 0.9; the constants below are the fallback for a
 version the table does not cover), weights split evenly over the tensor-parallel group, KV
-heads split over it (replicated when fewer than the group), fp16 KV cache.
+heads split over it (replicated when fewer than the group; a multi-head latent attention
+latent replicated on every rank), a 16-bit KV cache unless the server states another
+``kv_cache_dtype`` (:mod:`fleetplan.replica.server_params`), sliding-window layers charged at
+every token (:meth:`~fleetplan.catalog.models.ModelSpec.kv_elements_per_token`).
 """
 
 from __future__ import annotations
@@ -106,10 +109,27 @@ def ideal_coefficients(spec: ModelSpec, hw: HardwareConfig) -> dict[str, float]:
     }
 
 
-def kv_bytes_per_token_per_gpu(spec: ModelSpec, tp: int) -> float:
-    """KV bytes one token occupies on each GPU of a tensor-parallel group."""
-    heads = max(1.0, spec.kv_heads / tp)
-    return 2.0 * spec.layers * heads * spec.head_dim * KV_DTYPE_BYTES
+def kv_bytes_per_token_per_gpu(spec: ModelSpec, tp: int,
+                               kv_dtype_bytes: float | None = None) -> float:
+    """KV bytes one token occupies on each GPU of a tensor-parallel group, at
+    ``kv_dtype_bytes`` per element (vLLM's ``--kv-cache-dtype``; None: what ``auto`` gives
+    the checkpoint, :attr:`~fleetplan.catalog.models.ModelSpec.auto_kv_bytes`, 16 bits but
+    for a ModelOpt checkpoint with an FP8 KV scheme).
+
+    The elements are :meth:`~fleetplan.catalog.models.ModelSpec.kv_elements_per_token`'s:
+    grouped-query attention splits its KV heads over the group; multi-head latent attention
+    keeps its whole latent (``kv_lora_rank + qk_rope_head_dim``) on every rank. Sliding-window
+    layers are counted at every token: fleetplan's KV cache is one pool of tokens with no
+    per-sequence cap, so the windowed layers are charged as if every sequence were within
+    the window (exact there, an over-count for longer sequences, never an under-count:
+    vLLM's hybrid manager frees a sliding layer's blocks once they leave the window,
+    ``SlidingWindowManager.get_num_skipped_tokens``, vLLM 0.32.0
+    ``v1/core/single_type_kv_cache_manager.py`` lines 933 and 1135, capped per request by
+    ``SlidingWindowSpec.max_admission_blocks_per_request``, ``v1/kv_cache_interface.py``
+    lines 859-885, in one block pool shared with the full layers,
+    ``v1/core/kv_cache_utils.py`` lines 1195-1227)."""
+    full, windowed = spec.kv_elements_per_token(tp)
+    return (full + windowed) * (spec.auto_kv_bytes if kv_dtype_bytes is None else kv_dtype_bytes)
 
 
 def check_tensor_parallel(spec: ModelSpec, hw: HardwareConfig) -> None:
@@ -117,25 +137,33 @@ def check_tensor_parallel(spec: ModelSpec, hw: HardwareConfig) -> None:
     attention heads must divide evenly (``ModelConfig.verify_with_parallel_config``), and its
     KV heads must divide evenly over the group or, when fewer than the group, divide the group
     (each replicated ``tp / kv_heads`` times: ``QKVParallelLinear``'s ``divide``). The server
-    refuses to start otherwise, so such a configuration is never a candidate."""
+    refuses to start otherwise, so such a configuration is never a candidate. Multi-head
+    latent attention has no KV heads to split (its latent is replicated on every rank): only
+    the attention heads must divide. A model whose full-attention layers have their own KV
+    heads (Gemma-4's global layers) must split both."""
     tp = int(hw.tp_size or hw.gpu_count)
     if spec.attention_heads % tp:
         raise ModelError(
             f"{spec.model} cannot run on {hw.name}: vLLM needs its {spec.attention_heads} "
             f"attention heads divisible by the tensor-parallel size {tp}")
-    kv = spec.kv_heads
-    if (kv % tp) if kv >= tp else (tp % kv):
-        raise ModelError(
-            f"{spec.model} cannot run on {hw.name}: vLLM splits its {kv} KV heads over the "
-            f"tensor-parallel size {tp} only when one divides the other")
+    if spec.is_mla:
+        return
+    for kv in sorted({spec.kv_heads, spec.full_kv_heads or spec.kv_heads}):
+        if (kv % tp) if kv >= tp else (tp % kv):
+            raise ModelError(
+                f"{spec.model} cannot run on {hw.name}: vLLM splits its {kv} KV heads over "
+                f"the tensor-parallel size {tp} only when one divides the other")
 
 
 def kv_capacity_tokens(spec: ModelSpec, hw: HardwareConfig, *,
                        gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION,
                        max_num_batched_tokens: int = MAX_NUM_BATCHED_TOKENS,
-                       max_num_seqs: int = MAX_NUM_SEQS) -> int:
+                       max_num_seqs: int = MAX_NUM_SEQS,
+                       kv_dtype_bytes: float | None = None) -> int:
     """KV-cache tokens vLLM allocates: (VRAM x utilization - weights - activations - non-torch
-    memory) / KV bytes per token, per GPU, in whole blocks. Raises :class:`ModelError` when the
+    memory) / KV bytes per token, per GPU, in whole blocks (``kv_dtype_bytes``: bytes per
+    cached element, 1 for an FP8 cache; None: the checkpoint's ``auto``, see
+    :func:`kv_bytes_per_token_per_gpu`). Raises :class:`ModelError` when the
     model does not fit, or when vLLM cannot split it over the tensor-parallel group
     (:func:`check_tensor_parallel`)."""
     check_tensor_parallel(spec, hw)
@@ -147,7 +175,7 @@ def kv_capacity_tokens(spec: ModelSpec, hw: HardwareConfig, *,
            + max_num_seqs * spec.vocab_size * 4.0)
     non_torch = NON_TORCH_GIB[1 if tp == 1 else "tp"] * GIB
     free = budget - weights - act - non_torch
-    per_tok = kv_bytes_per_token_per_gpu(spec, tp)
+    per_tok = kv_bytes_per_token_per_gpu(spec, tp, kv_dtype_bytes)
     tokens = int(free // per_tok) // BLOCK_SIZE * BLOCK_SIZE if free > 0 else 0
     if tokens < BLOCK_SIZE * 4:
         raise ModelError(

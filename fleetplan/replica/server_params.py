@@ -13,6 +13,12 @@
 - ``max_model_len``: the longest prompt + output served, at most the model's context.
 - ``enable_prefix_caching``: read by the replay (a run on a server without it is cold), not a
   parameter.
+- ``kv_cache_dtype`` (vLLM's ``--kv-cache-dtype``; bytes per element in
+  :data:`~fleetplan.profiles.server.KV_CACHE_DTYPE_BYTES`: ``fp8*`` 1, the 16-bit types 2,
+  ``auto`` the checkpoint's own, ``ModelSpec.auto_kv_bytes``): the KV cache scaled by the same
+  memory arithmetic at the stated bytes per element
+  (an FP8 cache holds twice the tokens in the same memory), and ``c_kv_tok``, the cost of
+  reading one cached token in a step, scaled by the byte ratio (half the bytes to read).
 
 :func:`apply_stated` applies settings given as a mapping: what a scenario candidate's
 ``server:`` record gives the optimizer's capacity search and the plan's simulation alike.
@@ -20,8 +26,10 @@
 recorded settings with :func:`apply_server`. (Also importable from
 :mod:`fleetplan.validate.server_params`, where it was first placed.)
 
-The step-time coefficients are never changed: the settings change what a step holds, not what
-a token costs.
+Of the step-time coefficients only ``c_kv_tok`` changes, and only with ``kv_cache_dtype``: the
+other settings change what a step holds, not what a token costs. (Named assumption: the
+attention read is bandwidth-bound, so its time follows the bytes read; the dequantization of an
+FP8 cache is taken to be free.)
 """
 
 from __future__ import annotations
@@ -31,11 +39,12 @@ from collections.abc import Mapping
 from fleetplan.catalog.catalog import Catalog, bundled_catalog
 from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.errors import InputError
-from fleetplan.profiles.server import EngineValue, ServerDescription
+from fleetplan.profiles.server import KV_CACHE_DTYPE_BYTES, EngineValue, ServerDescription
 from fleetplan.replica.params_record import ReplicaParams
 from fleetplan.replica.priors import kv_capacity_tokens, server_limits
 
-_MEMORY_ARGS = ("gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens")
+_MEMORY_ARGS = ("gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens",
+                "kv_cache_dtype")
 
 
 def apply_server(params: ReplicaParams, server: ServerDescription | None, *,
@@ -61,6 +70,9 @@ def apply_server(params: ReplicaParams, server: ServerDescription | None, *,
     spec, hw = cat.model(params.model), HardwareConfig.parse(params.config, cat)
     block = limits.get("block_size", params.block_size)
     kv = params.kv_capacity_tokens
+    stated_kv = str(args.get("kv_cache_dtype", "auto"))
+    # "auto" is the checkpoint's own (16 bits, or a ModelOpt checkpoint's FP8 scheme)
+    kv_bytes = spec.auto_kv_bytes if stated_kv == "auto" else KV_CACHE_DTYPE_BYTES[stated_kv]
     if any(k in args for k in _MEMORY_ARGS):
         d_seqs, d_tokens, _block, d_util, _note = server_limits(
             spec, hw, engine_version or server.engine_version)
@@ -69,16 +81,23 @@ def apply_server(params: ReplicaParams, server: ServerDescription | None, *,
         mine = kv_capacity_tokens(
             spec, hw, gpu_memory_utilization=float(args.get("gpu_memory_utilization", d_util)),
             max_num_batched_tokens=int(args.get("max_num_batched_tokens", d_tokens)),
-            max_num_seqs=int(args.get("max_num_seqs", d_seqs)))
+            max_num_seqs=int(args.get("max_num_seqs", d_seqs)), kv_dtype_bytes=kv_bytes)
         kv = int(kv * mine / base)
+    if kv_bytes != spec.auto_kv_bytes:  # other bytes per cached token to read in each step
+        changes["c_kv_tok"] = params.c_kv_tok * kv_bytes / spec.auto_kv_bytes
     kv = max(block * 4, kv // block * block)
     changes["kv_capacity_tokens"] = kv
     context = int(args.get("max_model_len", params.max_model_len))
     if "max_model_len" in args and context > spec.context_length:
         raise InputError(f"{n} max_model_len={context} exceeds {spec.model}'s context of "
                          f"{spec.context_length} tokens: vLLM refuses it")
+    longest = params.max_model_len
+    if longest == min(spec.context_length, params.kv_capacity_tokens):
+        # the longest sequence was the cache's size: it follows the cache (an FP8 cache
+        # holds twice the tokens), up to the model's context
+        longest = spec.context_length
     changes["max_model_len"] = min(context, kv) if "max_model_len" in args else min(
-        params.max_model_len, kv)
+        longest, kv)
     changes["source"] = f"{params.source}; server settings stated: {server.describe()}"
     return params.with_(**changes)
 

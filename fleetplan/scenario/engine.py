@@ -20,7 +20,7 @@ plan.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, create_model, field_validator, model_validator
 
@@ -74,7 +74,8 @@ EngineSettings: Any = create_model(
     "EngineSettings", __base__=_EngineBase,
     __doc__="Engine settings a candidate's replicas are started with (vLLM's flags in snake "
             "case; each optional: not given, the engine version's default).",
-    **{a.key: (a.kind | None, Field(  # type: ignore[call-overload]
+    **{a.key: ((Literal[a.choices] if a.choices else a.kind) | None,  # type: ignore[valid-type]
+               Field(  # type: ignore[call-overload]
         default=None, description=a.effect, **_bounds(a.key)))
        for a in ENGINE_ARGS.values()})
 
@@ -98,8 +99,11 @@ def server_notes(candidates: Sequence[Any] | None) -> list[str]:
     notes = []
     for config, args in candidate_servers(candidates).items():
         stated = ", ".join(f"{k}={str(v).lower()}" for k, v in args.items())
+        # a KV-cache dtype also changes what reading a cached token costs
+        effect = ("what a replica holds at once and what reading its KV cache costs"
+                  if str(args.get("kv_cache_dtype", "auto")) != "auto"
+                  else "what a replica holds at once, not what a token costs")
         notes.append(f"{config} replicas run with {stated} (its candidate's server:): its "
                      "capacities are measured and the plan simulated with these engine "
-                     "settings, which change what a replica holds at once, not what a token "
-                     "costs")
+                     f"settings, which change {effect}")
     return notes

@@ -97,7 +97,22 @@ def test_hf_cache_folder_names_the_model(tmp_path: Path) -> None:
      '"max_position_embeddings": 64}', "field num_hidden_layers is missing"),
     ('{"num_hidden_layers": -1}', "field num_hidden_layers: -1"),
     ('{"num_hidden_layers": 2, "hidden_size": 8, "num_attention_heads": 2, "vocab_size": 10, '
-     '"max_position_embeddings": 64, "kv_lora_rank": 512}', "multi-head latent attention"),
+     '"max_position_embeddings": 64, "kv_lora_rank": 512}', "field qk_rope_head_dim is missing"),
+    ('{"num_hidden_layers": 2, "hidden_size": 8, "num_attention_heads": 2, "vocab_size": 10, '
+     '"max_position_embeddings": 64, "layer_types": ["linear_attention", "full_attention"]}',
+     "field layer_types: 1 linear_attention layers of 2 .* not modelled"),
+    ('{"num_hidden_layers": 2, "hidden_size": 8, "num_attention_heads": 2, "vocab_size": 10, '
+     '"max_position_embeddings": 64, "layer_types": ["chunked_attention", "full_attention"]}',
+     "field layer_types: 'chunked_attention' layers are not modelled"),
+    ('{"num_hidden_layers": 2, "hidden_size": 8, "num_attention_heads": 2, "vocab_size": 10, '
+     '"max_position_embeddings": 64, "layer_types": ["full_attention"]}',
+     "field layer_types: 1 entries for the 2 layers"),
+    ('{"num_hidden_layers": 2, "hidden_size": 8, "num_attention_heads": 2, "vocab_size": 10, '
+     '"max_position_embeddings": 64, "layer_types": ["sliding_attention", "full_attention"]}',
+     "field sliding_window: missing"),
+    ('{"num_hidden_layers": 2, "hidden_size": 8, "num_attention_heads": 2, "vocab_size": 10, '
+     '"max_position_embeddings": 64, "quantization_config": {"quant_method": "modelopt", '
+     '"quant_algo": "MIXED_PRECISION"}}', "quant_algo: 'MIXED_PRECISION' is not modelled"),
     ('{"num_hidden_layers": 2, "hidden_size": 8, "num_attention_heads": 2, "vocab_size": 10, '
      '"max_position_embeddings": 64, "quantization_config": {"quant_method": "hqq"}}',
      "quant_method: 'hqq' is not modelled"),
