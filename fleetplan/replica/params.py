@@ -97,7 +97,7 @@ def replica_params(model: str, config: str, *,
     entry = cal.entry(spec.model, hw.name)
     if entry is not None:
         return entry.params
-    eff, how = learned_efficiency(cal.configs, hw.gpu, hw.gpu_count)
+    eff, how = learned_efficiency(cal.configs, hw.gpu, int(hw.tp_size or hw.gpu_count))
     if eff is None:
         return prior_params(spec, hw, engine_version=engine_version)
     path = spec_path(hw.gpu) if efficiency == "auto" else efficiency
