@@ -156,3 +156,16 @@ def test_validate_refuses_a_layout_that_does_not_add_up(cli, measured_dir: Path,
               "--format", "json")
     assert res.exit_code == 2 and res.stderr.count("\n") == 1, res.stderr
     assert "--tp 3 x --pp 2 does not divide --gpu-count 8" in res.stderr
+
+
+def test_a_stated_max_num_seqs_is_shared_by_the_micro_batches() -> None:
+    """max_num_seqs=64 on a two-stage server: vLLM caps the running requests of both batches
+    in flight together, so each micro-batch engine runs at most 32."""
+    from fleetplan.replica.server_params import apply_stated
+
+    cat = bundled_catalog()
+    spec = cat.model(LLAMA)
+    pp2 = prior_params(spec, HardwareConfig.parse("2xH100-SXM+tp1pp2", cat))
+    assert apply_stated(pp2, {"max_num_seqs": 64}).max_num_seqs == 32
+    one = prior_params(spec, HardwareConfig.parse("1xH100-SXM", cat))
+    assert apply_stated(one, {"max_num_seqs": 64}).max_num_seqs == 64

@@ -114,3 +114,16 @@ def test_recorded_lengths_are_dealt_round_robin(one) -> None:
     assert both["duration_s"] == pytest.approx(max(longs["duration_s"], shorts["duration_s"]))
     assert both["output_throughput"] == pytest.approx(
         (6 * 200 + 6 * 20) / both["duration_s"], rel=1e-12)
+
+
+def test_sustained_load_on_dp2_is_twice_one_replica(one) -> None:
+    """Planning's view (steady state): 2 replicas at 8 req/s serve twice one replica's
+    throughput at 4 req/s, with its latencies."""
+    from fleetplan.replica.steady import steady_state
+
+    a = steady_state(one, rate=4.0, duration_s=40, warmup_s=10)
+    b = steady_state(one.with_(config="2xH100-SXM+tp1dp2"), rate=8.0, duration_s=40,
+                     warmup_s=10)
+    assert b.config == "2xH100-SXM+tp1dp2" and b.rate == 8.0
+    assert b.throughput_rps == pytest.approx(2 * a.throughput_rps, rel=1e-12)
+    assert b.ttft_p99_ms == pytest.approx(a.ttft_p99_ms, rel=1e-12)
