@@ -231,6 +231,22 @@ def server_limits(spec: ModelSpec, hw: HardwareConfig,
 _KV_CAP = 10**9 // 16 * 16  # ReplicaParams.kv_capacity_tokens' upper bound, whole blocks
 
 
+def layout_note(hw: HardwareConfig) -> str:
+    """What a parameter source says of a server laid out otherwise than one tensor-parallel
+    group on one node (empty for one)."""
+    if not hw.layout:
+        return ""
+    out = (f"; {hw.name}: {hw.dp} replica(s) of {hw.pp_size} pipeline stage(s) of "
+           f"{hw.tp_size} GPU(s), each replica {hw.pp_size} micro-batch engine(s) with "
+           f"1/{hw.pp_size} of its KV cache and max_num_seqs, the load split over all "
+           f"{hw.engines} engines (docs/replica-model.md)")
+    if hw.link is not None:
+        assumed = "" if hw.interconnect else ", assumed: no interconnect stated"
+        out += (f"; nodes joined by {hw.link.name} ({hw.link.bandwidth_gb_s:g} GB/s, "
+                f"{hw.link.latency_us:g} us{assumed})")
+    return out
+
+
 def micro_batch_share(kv_tokens: int, max_num_seqs: int, pp: int,
                       block: int = BLOCK_SIZE) -> tuple[int, int]:
     """One of ``pp`` micro-batch engines' share of a pipeline-parallel replica's KV cache
@@ -284,7 +300,8 @@ def prior_params(spec: ModelSpec, hw: HardwareConfig, *,
         kv_capacity_tokens=kv, max_num_seqs=seqs,
         max_num_batched_tokens=batched, block_size=block,
         max_model_len=int(min(spec.context_length, kv)), calibrated=False,
-        source=(source or f"spec-based prior (model card + GPU datasheet); {how}") + engine_note,
+        source=(source or f"spec-based prior (model card + GPU datasheet); {how}") + engine_note
+        + layout_note(hw),
     )
 
 

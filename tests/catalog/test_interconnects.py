@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from fleet_cases import base_dict, refusal
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -113,3 +114,14 @@ def test_a_bad_layout_is_one_line(name: str, words: list[str]) -> None:
     assert "\n" not in str(exc.value)
     for w in words:
         assert w in str(exc.value)
+
+
+def test_a_plan_refuses_a_layout_in_one_line() -> None:
+    """Plans place one tensor-parallel group per replica (the fleet simulator runs one engine
+    each): a scenario naming a pipeline-parallel server is refused, not planned at one
+    engine's capacity."""
+    d = base_dict()
+    d["fleet"][0].update(config="8xH100-SXM+tp4pp2")
+    msg = refusal(d)
+    assert "fleet[0].config = '8xH100-SXM+tp4pp2'" in msg and "not planned yet" in msg
+    assert "\n" not in msg
