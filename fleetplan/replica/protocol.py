@@ -397,7 +397,9 @@ def replay(params: ReplicaParams, *, rate: float, num_prompts: int = 200,
     when the run recorded them (:mod:`fleetplan.profiles.request_lengths`): sent as they are
     instead of drawn (``lengths``, ``totals`` and ``pinned_outputs`` are then not used; a
     request longer than the parameters' context is cut to it); with ``arrival_seed`` every
-    seed is then the same run, simulated once.
+    seed is then the same run, simulated once. A configuration of several engines
+    (data-parallel replicas, pipeline micro-batches: ``8xH100-SXM+tp4pp2``) splits the run
+    over them (:mod:`fleetplan.replica.split_replay`, which says what it does not use).
     """
     if num_prompts < 1:
         raise InputError(f"num_prompts(={num_prompts}) must be >= 1")

@@ -23,7 +23,10 @@ requests, each engine's host delivering its own outputs (:mod:`fleetplan.replica
 When every engine holds the same share the run *is* one engine's run at ``1 / k`` of the load,
 its throughput ``k`` times (the law ``tests/replica/test_split_replay.py`` checks). Recorded
 lengths (``request_lengths``) are dealt to the engines in send order, round robin over the
-engines with prompts left, and each engine is simulated with its own requests.
+engines with prompts left, and each engine is simulated with its own requests. Not used on
+several engines: ``pinned_outputs`` (which engine's replies end the burst is not known) and the
+prefix cache's bookkeeping of earlier runs (``prefix_runs_before``): a run is cold unless
+``warm_prefix_cache``.
 
 Main entry: :func:`replay_engines`, which :func:`fleetplan.replica.protocol.replay` calls when
 its parameters' configuration has more than one engine (:func:`engine_count`).
