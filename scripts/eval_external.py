@@ -23,6 +23,9 @@ How a row is replayed (each rule is the row's own figures, never a fit):
   linear-attention layers).
 - GPU: the bundled catalog plus ``data/external/catalog/gpus.csv`` (datasheet rows of GPUs the
   sources used that the bundled catalog lacks).
+- server: ``pp`` stages of ``tp`` GPUs, ``dp`` replicas behind the endpoint (stated, or the GPUs
+  beyond ``tp x pp``: instances behind one load balancer), ``nodes`` over the row's
+  ``interconnect`` (``server_config``; ``fleetplan.replica.split_replay`` spreads the load).
 - load: ``concurrency`` N = all requests sent at once, at most N in flight (``max_concurrency``);
   ``poisson`` R = Poisson arrivals at R req/s; ``burst`` = all at once, no cap.
 - prompts: the row's ``num_prompts``; where the source does not say, 4 x the concurrency (at
@@ -76,6 +79,7 @@ class Outcome:
     errors: dict[str, float] = field(default_factory=dict)   # label -> pred / meas - 1
     inside: dict[str, bool] = field(default_factory=dict)    # label -> measured inside band
     notes: list[str] = field(default_factory=list)
+    config: str | None = None  # fleetplan's name of the row's server (server_config)
 
 
 def _hf_fixture_ids() -> dict[str, Path]:
@@ -144,16 +148,34 @@ def _kv_dtype(run: Any) -> str:
     return {"bf16": "bfloat16", "fp16": "float16"}.get(kv, kv)
 
 
+def server_config(run: Any, res: Resolver) -> tuple[str | None, str | None]:
+    """The row's configuration name and None, or None and why it cannot be named: ``pp``
+    stages of ``tp`` GPUs, ``dp`` replicas behind the endpoint (stated, or the GPUs beyond
+    ``tp x pp``: instances behind one load balancer), ``nodes`` joined by the row's
+    ``interconnect`` (``fleetplan.catalog.hardware``: ``4xRTX-3090+tp1dp4``)."""
+    from fleetplan.catalog.hardware import HardwareConfig
+    from fleetplan.errors import FleetplanError
+
+    pp, nodes = run.pp or 1, run.nodes or 1
+    tp = run.tp or run.gpu_count // (pp * (run.dp or 1))
+    dp = run.dp or run.gpu_count // (tp * pp)
+    if tp * pp * dp != run.gpu_count:
+        return None, (f"{run.gpu_count} GPUs are not tp={tp} x pp={pp} x dp={dp}: the layout "
+                      "of the other GPUs is not stated")
+    fields: dict[str, Any] = {"gpu": run.gpu, "gpu_count": run.gpu_count, "tp_size": tp,
+                              "pp_size": pp, "dp": dp, "nodes": nodes}
+    if nodes > 1 and run.interconnect:
+        fields["interconnect"] = run.interconnect
+    try:
+        return HardwareConfig.model_validate(fields, context={"catalog": res.catalog}).name, None
+    except (FleetplanError, ValueError) as exc:
+        return None, " ".join(str(exc).split())[:200]
+
+
 def refusal(run: Any, res: Resolver) -> str | None:
     """Why today's model cannot replay ``run`` (None: it can)."""
     from fleetplan.profiles.server import KV_CACHE_DTYPE_BYTES
 
-    if (run.pp or 1) > 1 or (run.nodes or 1) > 1:
-        return (f"pipeline parallel (pp={run.pp}) / multi-node ({run.nodes}) servers are not "
-                "modeled")
-    if (run.dp or 1) > 1 or run.gpu_count != (run.tp or 1):
-        return (f"{run.gpu_count} GPUs for tp={run.tp}: several replicas behind one endpoint "
-                "(instances / data parallel) are not modeled as one server")
     if run.engine != "vllm":
         return f"engine {run.engine}: only vLLM is modeled"
     if _kv_dtype(run) not in KV_CACHE_DTYPE_BYTES:
@@ -161,6 +183,9 @@ def refusal(run: Any, res: Resolver) -> str | None:
                 f"{', '.join(KV_CACHE_DTYPE_BYTES)}")
     if not res.catalog.knows_gpu(run.gpu):
         return f"GPU {run.gpu}: not in the catalog"
+    config, why = server_config(run, res)
+    if config is None:
+        return why
     if run.input_tokens_mean is None:
         return "prompt length not recorded"
     if run.output_tokens is None:
@@ -181,10 +206,12 @@ def predict_row(run: Any, res: Resolver, *, engine_args: bool) -> Outcome:
     why = why or model_why
     if why:
         return Outcome(run, refused=why)
-    out = Outcome(run)
+    config, _why = server_config(run, res)
+    assert config is not None
+    out = Outcome(run, config=config)
     ctx = DataContext(catalog=res.catalog)
     try:
-        params = resolve_params(spec, run.config, context=ctx)
+        params = resolve_params(spec, config, context=ctx)
     except FleetplanError as exc:
         return Outcome(run, refused=str(exc).splitlines()[0])
     if params.calibrated:
@@ -303,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
         servers: dict[str, list[Outcome]] = {}
         for o in outcomes:
             if o.refused is None:
-                servers.setdefault(f"{o.run.model} on {o.run.config}", []).append(o)
+                servers.setdefault(f"{o.run.model} on {o.config}", []).append(o)
         for name, outs in sorted(servers.items()):
             print("\n".join("  " + ln for ln in summarize(outs, name)))
         reasons: dict[str, int] = {}
@@ -315,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  refused x{k}: {why}")
         for o in outcomes:
             report.append({"source": source, "run_id": o.run.run_id, "model": o.run.model,
-                           "config": o.run.config, "load_kind": o.run.load_kind,
+                           "config": o.config or o.run.config, "load_kind": o.run.load_kind,
                            "load_value": o.run.load_value, "refused": o.refused,
                            "errors": o.errors, "inside_band": o.inside, "notes": o.notes})
     if args.json:

@@ -207,7 +207,8 @@ def main(argv: list[str] | None = None) -> int:
     final = fit_all(pred, runs, base, args.max_rows, args.max_nfev, say)
 
     def rows_of(outs: list[Any]) -> list[ExternalOutcome]:
-        return [ExternalOutcome.from_dict({"source": o.run.source, "config": o.run.config,
+        return [ExternalOutcome.from_dict({"source": o.run.source,
+                                           "config": getattr(o, "config", None) or o.run.config,
                                            "refused": o.refused, "errors": o.errors})
                 for o in outs]
 

@@ -3,17 +3,19 @@ lookup in them.
 
 A :class:`Catalog` is the bundled ``data/`` (``FLEETPLAN_DATA_DIR`` names another base, read when
 the catalog is built) plus any number of user folders holding any of
-``gpus.csv``, ``gpu_aliases.csv``, ``prices.csv``, ``models.csv``, ``grid_intensity.csv`` in
-the bundled schemas, plus model specs read from Hugging Face ``config.json`` files. A user row
-adds to the bundled rows or replaces the one of the same name (GPU, model, GPU x market,
-region); a later folder wins over an earlier one. Every user row keeps its ``source`` column
-and names its file (``... [user catalog /path/gpus.csv]``), so every printed figure still says
+``gpus.csv``, ``gpu_aliases.csv``, ``prices.csv``, ``models.csv``, ``grid_intensity.csv``,
+``interconnects.csv`` in the bundled schemas, plus model specs read from Hugging Face
+``config.json`` files. A user row adds to the bundled rows or replaces the one of the same
+name (GPU, model, GPU x market, region, link); a later folder wins over an earlier one. Every
+user row keeps its ``source`` column and names its file
+(``... [user catalog /path/gpus.csv]``), so every printed figure still says
 where it comes from. A user's ``gpus.csv`` needs only the datasheet figures (``gpu``,
 ``vram_gb``, ``tdp_w``, ``fp16_tflops_dense``, ``mem_bandwidth_gb_s``, ``interconnect_gb_s``);
 columns it leaves out come from the bundled row it replaces, else from named estimates.
 
 Main entries: :class:`Catalog` (tables and lookups: :meth:`Catalog.model`, :meth:`Catalog.gpu`,
-:meth:`Catalog.normalize_gpu`, :meth:`Catalog.price`, :meth:`Catalog.grid_intensity`),
+:meth:`Catalog.normalize_gpu`, :meth:`Catalog.price`, :meth:`Catalog.grid_intensity`,
+:meth:`Catalog.interconnect`),
 :func:`bundled_catalog`. A catalog is passed to what reads it, usually inside a
 :class:`fleetplan.context.DataContext`; there is no process-wide "current" catalog. Tables are
 read once per catalog object; nothing is frozen at first use.
@@ -39,13 +41,15 @@ from fleetplan.catalog.gpus import (
     user_gpu_defaults,
 )
 from fleetplan.catalog.grid import DEFAULT_REGION, GridIntensity, read_grid
+from fleetplan.catalog.interconnects import Interconnect, find_link, read_interconnects
 from fleetplan.catalog.models import ModelSpec, normalize_model, read_models
 from fleetplan.catalog.prices import DEFAULT_MARKET, Price, read_prices
 from fleetplan.errors import InputError, UnknownNameError
 
 __all__ = ["DEFAULT_MARKET", "DEFAULT_REGION", "Catalog", "bundled_catalog"]
 
-TABLES = ("gpus.csv", "gpu_aliases.csv", "prices.csv", "models.csv", "grid_intensity.csv")
+TABLES = ("gpus.csv", "gpu_aliases.csv", "prices.csv", "models.csv", "grid_intensity.csv",
+          "interconnects.csv")
 
 
 def _tag(text: str, path: Path) -> str:
@@ -91,6 +95,7 @@ class Catalog:
         self.models()
         self.prices()
         self.grid()
+        self.interconnects()
         return self
 
     @property
@@ -185,7 +190,26 @@ class Catalog:
 
         return self._cached("grid", build)  # type: ignore[no-any-return]
 
+    def interconnects(self) -> dict[str, Interconnect]:
+        """Links by name (:mod:`fleetplan.catalog.interconnects`); a user row replaces the
+        bundled one of the same name."""
+        def build() -> dict[str, Interconnect]:
+            out = dict(read_interconnects(self.base / "interconnects.csv"))
+            for path in self._user_files("interconnects.csv"):
+                for name, link in read_interconnects(path).items():
+                    out[name] = link.model_copy(update={
+                        "bandwidth_source": _tag(link.bandwidth_source, path),
+                        "latency_source": _tag(link.latency_source, path)})
+            return out
+
+        return self._cached("interconnects", build)  # type: ignore[no-any-return]
+
     # --- lookups ----------------------------------------------------------------------------
+    def interconnect(self, name: str) -> Interconnect:
+        """A link by its name or an alias, any case or punctuation (``IB NDR``,
+        ``ib-ndr-400``); unknown: an :class:`UnknownNameError` naming the valid ones."""
+        return find_link(name, self.interconnects())
+
     def normalize_gpu(self, name: str, *, where: str = "") -> str:
         """Canonical name of a GPU of this catalog, from a canonical name, an alias or a vendor
         spelling (``NVIDIA-GeForce-RTX-4090`` -> ``RTX-4090``). Unknown: an

@@ -1,5 +1,6 @@
 """The options that describe a real server (``--gpu``, ``--gpu-count``, ``--tp``, ``--pp``,
-``--nodes``, ``--engine-version``, ``--engine-arg KEY=VALUE``, ``--warm-prefix-cache``),
+``--dp``, ``--nodes``, ``--interconnect``, ``--engine-version``, ``--engine-arg KEY=VALUE``,
+``--warm-prefix-cache``),
 declared once for ``ingest``, ``validate`` and ``predict`` (and ``bench``'s, which record
 what the user states in the result file instead of reading one:
 :data:`BenchGpuOpt` ... :data:`BenchEngineArgOpt`), and :func:`server_description`,
@@ -25,11 +26,20 @@ GpuCountOpt = Annotated[int | None, typer.Option(
     "--gpu-count", help="GPUs per replica (default: the tensor-parallel size)." + _FILE)]
 TpOpt = Annotated[int | None, typer.Option("--tp", help=_TP + _FILE)]
 PpOpt = Annotated[int | None, typer.Option(
-    "--pp", help="Pipeline-parallel size (vLLM's --pipeline-parallel-size); above 1 refused: "
-    "pipeline parallel is not modelled yet." + _FILE)]
+    "--pp", help="Pipeline-parallel size (vLLM's --pipeline-parallel-size): stages of --tp "
+    "GPUs, micro-batches in flight (docs/replica-model.md); ingest refuses it (the store keeps "
+    "one tensor-parallel group per run)." + _FILE)]
+DpOpt = Annotated[int | None, typer.Option(
+    "--dp", help="Data-parallel replicas behind the one endpoint (vLLM's "
+    "--data-parallel-size, or instances behind a load balancer); --gpu-count is then all "
+    "GPUs: --tp x --pp x --dp." + _FILE)]
 NodesOpt = Annotated[int | None, typer.Option(
-    "--nodes", help="Nodes the server spans; above 1 refused: multi-node servers are not "
-    "modelled yet." + _FILE)]
+    "--nodes", help="Nodes the server spans (their network: --interconnect); ingest refuses "
+    "it." + _FILE)]
+InterconnectOpt = Annotated[str | None, typer.Option(
+    "--interconnect", help="The network between the nodes, a row of interconnects.csv (e.g. "
+    "IB-NDR-400, RoCE-200G, Ethernet-100G; docs/catalogs.md). Default with --nodes above 1: "
+    "Ethernet-100G, a named assumption.")]
 EngineVersionOpt = Annotated[str | None, typer.Option(
     "--engine-version", help=_VERSION + ": an uncalibrated prediction uses its engine defaults "
     "(docs/engine-defaults.md)." + _FILE)]
@@ -57,9 +67,11 @@ WarmPrefixOpt = Annotated[bool, typer.Option(
 def server_description(*, gpu: str | None = None, gpu_count: int | None = None,
                        tp: int | None = None, pp: int | None = None, nodes: int | None = None,
                        engine_version: str | None = None, engine_args: list[str] | None = None,
-                       warm_prefix_cache: bool = False) -> ServerDescription:
+                       warm_prefix_cache: bool = False, dp: int | None = None,
+                       interconnect: str | None = None) -> ServerDescription:
     """The server the options describe (nothing stated: an empty description)."""
-    return ServerDescription(gpu=gpu, gpu_count=gpu_count, tp=tp, pp=pp, nodes=nodes,
+    return ServerDescription(gpu=gpu, gpu_count=gpu_count, tp=tp, pp=pp, nodes=nodes, dp=dp,
+                             interconnect=interconnect,
                              engine_version=engine_version,
                              engine_args=parse_engine_args(engine_args),
                              warm_prefix_cache=True if warm_prefix_cache else None)

@@ -25,9 +25,11 @@ from fleetplan.cli._options import (
     use_cli_context,
 )
 from fleetplan.cli._server_options import (
+    DpOpt,
     EngineArgOpt,
     GpuCountOpt,
     GpuOpt,
+    InterconnectOpt,
     NodesOpt,
     PpOpt,
     TpOpt,
@@ -102,7 +104,8 @@ def predict(model: ModelOpt = None, *, config: ConfigOpt = None, rate: RateOpt,
             efficiency: EfficiencyOpt = "auto", fmt: FormatOpt = OutputFormat.table,
             progress: ProgressOpt = False, quiet: QuietOpt = False, gpu: GpuOpt = None,
             gpu_count: GpuCountOpt = None, tp: TpOpt = None, pp: PpOpt = None,
-            nodes: NodesOpt = None, engine_arg: EngineArgOpt = None) -> None:
+            nodes: NodesOpt = None, engine_arg: EngineArgOpt = None, dp: DpOpt = None,
+            interconnect: InterconnectOpt = None) -> None:
     """Predict what vLLM's benchmark would measure for MODEL on CONFIG at RATE.
 
     Example: fleetplan predict --model DeepSeek-R1-Distill-Qwen-14B --config 1xH100-PCIe --rate 16
@@ -119,11 +122,13 @@ def predict(model: ModelOpt = None, *, config: ConfigOpt = None, rate: RateOpt,
     burstiness and concurrency cap) is shown beside the prediction: one "measured" column per
     run in the table, and measured_runs in the JSON.
 
-    The server: --config, or --gpu and --gpu-count (--tp; --pp and --nodes above 1 are
-    refused: not modelled yet); --engine-arg states the settings it was started with
+    The server: --config, or --gpu and --gpu-count (--tp, --pp, --dp, --nodes, --interconnect:
+    pipeline stages, replicas behind one endpoint, several nodes; docs/replica-model.md);
+    --engine-arg states the settings it was started with
     (e.g. max_num_seqs=256), applied to calibrated and uncalibrated pairs alike.
     """
     server = server_description(gpu=gpu, gpu_count=gpu_count, tp=tp, pp=pp, nodes=nodes,
+                                dp=dp, interconnect=interconnect,
                                 engine_args=engine_arg)
     ctx = use_cli_context(catalog=catalog, model_config=model_config, calibration=calibration)
     request = PredictRequest(

@@ -27,10 +27,12 @@ from fleetplan.cli._options import (
     use_cli_context,
 )
 from fleetplan.cli._server_options import (
+    DpOpt,
     EngineArgOpt,
     EngineVersionOpt,
     GpuCountOpt,
     GpuOpt,
+    InterconnectOpt,
     NodesOpt,
     PpOpt,
     TpOpt,
@@ -79,6 +81,7 @@ def validate_cmd(runs: RunsArg = None, cv: CvOpt = False, store: StoreOpt = None
                  progress: ValidateProgressOpt = False, quiet: QuietOpt = False,
                  verbose: VerboseOpt = False, gpu: GpuOpt = None, gpu_count: GpuCountOpt = None,
                  tp: TpOpt = None, pp: PpOpt = None, nodes: NodesOpt = None,
+                 dp: DpOpt = None, interconnect: InterconnectOpt = None,
                  engine_version: EngineVersionOpt = None, engine_arg: EngineArgOpt = None,
                  warm_prefix_cache: WarmPrefixOpt = False) -> None:
     """Predicted vs measured for each run, with percent errors; parameters come from the store's
@@ -86,13 +89,15 @@ def validate_cmd(runs: RunsArg = None, cv: CvOpt = False, store: StoreOpt = None
     model or GPU the catalog does not know (--catalog, --model-config add them), is refused
     alone with one line on stderr; the others are validated and the command exits 2.
 
-    Describe the server RUNS were measured on with --gpu, --gpu-count, --tp, --engine-version
-    and --engine-arg (what a file states is read; a contradiction refuses the run). A run the
-    store does not hold is replayed on a cold prefix cache unless --warm-prefix-cache.
+    Describe the server RUNS were measured on with --gpu, --gpu-count, --tp, --pp, --dp,
+    --nodes, --interconnect, --engine-version and --engine-arg (what a file states is read; a
+    contradiction refuses the run). A run the store does not hold is replayed on a cold prefix
+    cache unless --warm-prefix-cache.
 
     Example: fleetplan validate --cv --format markdown > docs/validation.md
     """
     server = server_description(gpu=gpu, gpu_count=gpu_count, tp=tp, pp=pp, nodes=nodes,
+                                dp=dp, interconnect=interconnect,
                                 engine_version=engine_version, engine_args=engine_arg,
                                 warm_prefix_cache=warm_prefix_cache)
     request = ValidateRequest(runs=tuple(runs or ()), cv=cv, store=store,

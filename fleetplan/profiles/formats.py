@@ -55,6 +55,10 @@ class IngestOptions:
     # --engine-arg, --warm-prefix-cache, and gpu, gpu_count, engine_version above when it
     # does not state them): fleetplan.profiles.server
     server: ServerDescription | None = None
+    # read a server laid out as pipeline stages, data-parallel replicas or several nodes into
+    # a configuration with a layout suffix (8xH100-SXM+tp4pp2): validate replays it; False
+    # (ingest): refused, the store keeps one tensor-parallel group on one node per run
+    layouts: bool = False
 
     def described(self) -> ServerDescription:
         """The server as the user described it: :attr:`server` with ``gpu``, ``gpu_count``
@@ -175,7 +179,7 @@ def server_fields(src: SourceRef, opt: IngestOptions,
 
     sd = opt.described()
     where = f"{src.path}: line {src.line}: "
-    sd.check_modelled(where=where)
+    sd.check_modelled(where=where) if opt.layouts else sd.check_storable(where=where)
     args = dict(sd.engine_args)
     for key, arg in ENGINE_ARGS.items():
         raw = (record or {}).get(key)

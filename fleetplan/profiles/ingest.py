@@ -98,43 +98,74 @@ def _engine(res: VllmResult) -> str:
     return "vllm" if backend in _VLLM_BACKENDS else backend
 
 
-def _parallelism(res: VllmResult, src: SourceRef, opt: IngestOptions) -> tuple[int, int]:
-    """(GPUs of the replica, tensor-parallel size) from the user's description and the file
-    (a contradiction between them refused, naming both); runs the replica model cannot
-    represent (pipeline- or data-parallel, several nodes) are refused."""
+def _parallelism(res: VllmResult, src: SourceRef, opt: IngestOptions
+                 ) -> tuple[int, int, dict[str, Any]]:
+    """(GPUs of the server, tensor-parallel size, its layout: ``pp_size``, ``dp``, ``nodes``,
+    ``interconnect`` where not 1 / stated) from the user's description and the file (a
+    contradiction between them refused, naming both); a server laid out as pipeline stages,
+    data-parallel replicas or several nodes is refused unless ``opt.layouts`` (validate)."""
     sd, where = opt.described(), f"{src.path}: line {src.line}: "
     pp_field = "pipeline_parallel_size" if res.pipeline_parallel_size is not None else "pp_size"
     nodes_field = "num_nodes" if res.num_nodes is not None else "nnodes"
-    sd.pick("pp", getattr(res, pp_field), pp_field, where)
-    sd.pick("nodes", getattr(res, nodes_field), nodes_field, where)
-    for key in ("pipeline_parallel_size", "pp_size"):
-        if (getattr(res, key) or 1) > 1:
-            raise _fail(src, key, f"{getattr(res, key)}: pipeline-parallel runs are not modelled "
-                        "(fleetplan's replica is tensor-parallel on one node); refused rather "
-                        "than read as tensor-parallel")
-    if (res.data_parallel_size or 1) > 1:
-        raise _fail(src, "data_parallel_size", f"{res.data_parallel_size}: a data-parallel run "
-                    "measures several replicas behind one endpoint; ingest one replica's run")
-    for key in ("num_nodes", "nnodes"):
-        if (getattr(res, key) or 1) > 1:
-            raise _fail(src, key, f"{getattr(res, key)}: multi-node runs are not modelled "
-                        "(fleetplan's replica is one server); refused")
-    sd.check_modelled(where=where)
+    pp = sd.pick("pp", getattr(res, pp_field), pp_field, where)
+    nodes = sd.pick("nodes", getattr(res, nodes_field), nodes_field, where)
+    dp = sd.pick("dp", res.data_parallel_size, "data_parallel_size", where)
+    layout: dict[str, Any] = {}
+    if not opt.layouts:
+        for key in ("pipeline_parallel_size", "pp_size"):
+            if (getattr(res, key) or 1) > 1:
+                raise _fail(src, key, f"{getattr(res, key)}: pipeline-parallel runs are not "
+                            "kept in the profile store (one tensor-parallel group on one node "
+                            "per run); validate models them")
+        if (res.data_parallel_size or 1) > 1:
+            raise _fail(src, "data_parallel_size", f"{res.data_parallel_size}: a "
+                        "data-parallel run measures several replicas behind one endpoint; "
+                        "ingest one replica's run (validate models it)")
+        for key in ("num_nodes", "nnodes"):
+            if (getattr(res, key) or 1) > 1:
+                raise _fail(src, key, f"{getattr(res, key)}: multi-node runs are not kept in "
+                            "the profile store; validate models them")
+        sd.check_storable(where=where)
+    else:
+        sd.check_modelled(nodes=nodes, where=where)
+        layout = {k: v for k, v in (("pp_size", pp), ("dp", dp), ("nodes", nodes))
+                  if v is not None and v > 1}
+        if sd.interconnect is not None:
+            layout["interconnect"] = sd.interconnect
+    groups = int(layout.get("pp_size", 1)) * int(layout.get("dp", 1))
     tp_field = "tensor_parallel_size" if res.tensor_parallel_size is not None else "tp_size"
     tp = sd.pick("tp", getattr(res, tp_field), tp_field, where)
     if sd.tp is not None:
         tp_field = sd.name("tp")
     count_field = sd.name("gpu_count") if sd.gpu_count else "gpu_count"
-    count = sd.pick("gpu_count", res.gpu_count, "gpu_count", where) or tp
+    count = sd.pick("gpu_count", res.gpu_count, "gpu_count", where) or (
+        tp * groups if tp is not None else None)
     if count is None:
         raise _fail(src, None, "missing required field 'gpu_count' (give it with --gpu-count)")
     if not 1 <= count <= MAX_GPUS:
         raise _fail(src, count_field, f"{count} must be between 1 and {MAX_GPUS}")
     if tp is None:
-        return count, count
+        return count, count // groups if groups > 1 else count, layout
     if not 1 <= tp <= count:
         raise _fail(src, tp_field, f"{tp} must be between 1 and {count} (the GPU count)")
-    return count, tp
+    return count, tp, layout
+
+
+def _config(gpu: str, count: int, tp: int, layout: dict[str, Any], src: SourceRef,
+            opt: IngestOptions) -> str:
+    """The run's configuration name: ``<count>x<GPU>``, with a layout suffix for pipeline
+    stages, data-parallel replicas or several nodes (:mod:`fleetplan.catalog.hardware`)."""
+    if not layout:
+        return f"{count}x{gpu}"
+    from fleetplan.catalog.hardware import HardwareConfig
+
+    try:
+        return HardwareConfig.model_validate(
+            {"gpu": gpu, "gpu_count": count, "tp_size": tp, **layout},
+            context={"catalog": opt.names}).name
+    except ValidationError as exc:
+        msg = str(exc.errors()[0]["msg"]).removeprefix("Value error, ")
+        raise _fail(src, "gpu_count", f"{count}: {msg}") from None
 
 
 def _gpu(res: VllmResult, src: SourceRef, opt: IngestOptions) -> str:
@@ -170,7 +201,7 @@ def _parse_vllm(obj: dict[str, Any], src: SourceRef, opt: IngestOptions) -> dict
     if not model_id:
         raise _fail(src, None, "missing required field 'model_id'")
     gpu = _gpu(res, src, opt)
-    gpu_count, tp = _parallelism(res, src, opt)
+    gpu_count, tp, layout = _parallelism(res, src, opt)
     model = normalize_model(model_id)
     check_model(src, model, opt)
     rec: dict[str, Any] = {
@@ -180,7 +211,7 @@ def _parse_vllm(obj: dict[str, Any], src: SourceRef, opt: IngestOptions) -> dict
         "gpu": gpu,
         "gpu_count": gpu_count,
         "tp_size": tp,
-        "config": f"{gpu_count}x{gpu}",
+        "config": _config(gpu, gpu_count, tp, layout, src, opt),
         "engine": _engine(res),
         "engine_version": opt.described().pick(
             "engine_version", res.engine_version or res.vllm_version,

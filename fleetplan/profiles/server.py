@@ -5,13 +5,18 @@ started with (``--max-num-seqs``, ``--max-num-batched-tokens`` ...), yet both de
 measures. :class:`ServerDescription` is what the user states about the server (the CLI's
 ``--gpu``, ``--gpu-count``, ``--tp``, ``--pp``, ``--nodes``, ``--engine-version``,
 ``--engine-arg KEY=VALUE`` and ``--warm-prefix-cache``), shared by ``ingest``, ``validate`` and
-``predict``:
+``predict`` (``--dp`` and ``--interconnect`` too: replicas behind one endpoint, the network
+between nodes):
 
 - :meth:`ServerDescription.pick` merges a stated fact with what a file says: the file's value
   where the user stated none, the user's where the file says nothing, and one line naming both
   where they disagree (never a silent override).
-- :meth:`ServerDescription.check_modelled` refuses what the replica model cannot represent yet
-  (pipeline parallel, several nodes) with one line, rather than ignoring it.
+- :meth:`ServerDescription.check_modelled` refuses a layout that does not add up (an
+  interconnect on one node); :meth:`ServerDescription.check_storable` refuses, for the profile
+  store (``ingest``), a server other than one tensor-parallel group on one node, which
+  ``validate`` and ``predict`` replay (pipeline stages, data-parallel replicas, several nodes:
+  :mod:`fleetplan.replica.split_replay`); :meth:`ServerDescription.config_name` names the
+  configuration (``8xH100-SXM+tp4pp2``, :mod:`fleetplan.catalog.hardware`).
 - :data:`ENGINE_ARGS` lists the engine settings the replica model has a parameter for, with
   their bounds; :func:`parse_engine_args` reads ``KEY=VALUE`` pairs (any other key refused,
   naming the accepted ones). :mod:`fleetplan.replica.server_params` maps them onto a
@@ -27,6 +32,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
 
 from fleetplan.errors import InputError
 
@@ -154,15 +161,17 @@ def parse_engine_args(values: Iterable[str] | None,
 
 # how the errors call each field by default (the CLI's flags)
 FLAG_NAMES: dict[str, str] = {
-    "gpu": "--gpu", "gpu_count": "--gpu-count", "tp": "--tp", "pp": "--pp", "nodes": "--nodes",
-    "engine_version": "--engine-version", "engine_args": "--engine-arg",
-    "warm_prefix_cache": "--warm-prefix-cache"}
+    "gpu": "--gpu", "gpu_count": "--gpu-count", "tp": "--tp", "pp": "--pp", "dp": "--dp",
+    "nodes": "--nodes", "interconnect": "--interconnect", "engine_version": "--engine-version",
+    "engine_args": "--engine-arg", "warm_prefix_cache": "--warm-prefix-cache"}
 
 
 @dataclass(frozen=True, kw_only=True)
 class ServerDescription:
-    """What the user states about a server: its GPU (``gpu``, any catalog spelling), GPUs per
-    replica (``gpu_count``), tensor- and pipeline-parallel sizes (``tp``, ``pp``), ``nodes``,
+    """What the user states about a server: its GPU (``gpu``, any catalog spelling), its GPUs
+    (``gpu_count``: all of them, ``tp x pp x dp``), tensor- and pipeline-parallel sizes (``tp``,
+    ``pp``), data-parallel replicas behind its endpoint (``dp``), ``nodes`` and the network
+    between them (``interconnect``, a row of ``interconnects.csv``),
     the vLLM version (``engine_version``), engine settings (``engine_args``, keys of
     :data:`ENGINE_ARGS`) and whether the prompts were already in its prefix cache when the run
     started (``warm_prefix_cache``; None: not stated, a foreign run is then cold). None: not
@@ -173,7 +182,9 @@ class ServerDescription:
     gpu_count: int | None = None
     tp: int | None = None
     pp: int | None = None
+    dp: int | None = None
     nodes: int | None = None
+    interconnect: str | None = None
     engine_version: str | None = None
     engine_args: Mapping[str, EngineValue] = field(default_factory=dict)
     warm_prefix_cache: bool | None = None
@@ -185,13 +196,16 @@ class ServerDescription:
 
     def __post_init__(self) -> None:
         n = self.name
-        for key in ("gpu_count", "tp", "pp", "nodes"):
+        for key in ("gpu_count", "tp", "pp", "dp", "nodes"):
             v = getattr(self, key)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int)
                                   or not 1 <= v <= MAX_GPUS):
                 raise InputError(f"{n(key)} {v!r} must be a whole number from 1 to {MAX_GPUS}")
         if self.gpu is not None and not self.gpu.strip():
             raise InputError(f"{n('gpu')} {self.gpu!r}: name a GPU, e.g. H100-PCIe")
+        if self.interconnect is not None and not self.interconnect.strip():
+            raise InputError(f"{n('interconnect')} {self.interconnect!r}: name a network, e.g. "
+                             "IB-NDR-400 or Ethernet-100G")
         if self.engine_version is not None:
             from fleetplan.profiles.vllm import short
 
@@ -215,10 +229,11 @@ class ServerDescription:
                              f"max_num_seqs={seqs}: vLLM refuses to start (every running "
                              "sequence decodes one token a step)")
         if self.tp is not None and self.gpu_count is not None:
-            per_replica = self.tp * (self.pp or 1)
+            per_replica = self.tp * (self.pp or 1) * (self.dp or 1)
             if self.gpu_count % per_replica:
                 raise InputError(f"{n('tp')} {self.tp}"
                                  + (f" x {n('pp')} {self.pp}" if self.pp else "")
+                                 + (f" x {n('dp')} {self.dp}" if self.dp else "")
                                  + f" does not divide {n('gpu_count')} {self.gpu_count}")
         if self.warm_prefix_cache and self.engine_args.get("enable_prefix_caching") is False:
             raise InputError(f"{n('warm_prefix_cache')} contradicts {n('engine_args')} "
@@ -229,7 +244,7 @@ class ServerDescription:
     def stated(self) -> bool:
         """Whether the user stated anything about the server."""
         return any(getattr(self, k) is not None for k in (
-            "gpu", "gpu_count", "tp", "pp", "nodes", "engine_version",
+            "gpu", "gpu_count", "tp", "pp", "dp", "nodes", "interconnect", "engine_version",
             "warm_prefix_cache")) or bool(self.engine_args)
 
     def stated_flags(self) -> list[str]:
@@ -239,16 +254,30 @@ class ServerDescription:
 
     def check_modelled(self, pp: int | None = None, nodes: int | None = None,
                        where: str = "") -> None:
-        """One-line :class:`InputError` for what the replica model does not represent yet:
-        pipeline parallel or several nodes, stated by the user or (``pp``, ``nodes``) a file."""
+        """One-line :class:`InputError` for a layout that does not add up: an interconnect
+        stated for a server on one node (``nodes`` as stated, else a file's)."""
+        count = self.nodes if self.nodes is not None else nodes
+        if self.interconnect is not None and (count or 1) == 1:
+            raise InputError(f"{where}{self.name('interconnect')} {self.interconnect} names the "
+                             f"network between nodes; state {self.name('nodes')} (above 1)")
+
+    def check_storable(self, pp: int | None = None, nodes: int | None = None,
+                       dp: int | None = None, where: str = "") -> None:
+        """One-line :class:`InputError` for a server the profile store does not hold (it
+        keeps one tensor-parallel group on one node per run; ``validate`` and ``predict``
+        replay the others): pipeline parallel, data-parallel replicas or several nodes, stated
+        by the user or (``pp``, ``nodes``, ``dp``) a file."""
+        self.check_modelled(pp, nodes, where)
         for key, value, what in (("pp", pp if self.pp is None else self.pp, "pipeline parallel"),
+                                 ("dp", dp if self.dp is None else self.dp,
+                                  "data-parallel replicas"),
                                  ("nodes", nodes if self.nodes is None else self.nodes,
                                   "a multi-node server")):
             if value is not None and value > 1:
                 who = self.name(key) if getattr(self, key) is not None else key
-                raise InputError(f"{where}{who} {value}: {what} is not modelled yet "
-                                 "(fleetplan's replica is tensor-parallel on one node); "
-                                 "refused rather than predicted as something else")
+                raise InputError(f"{where}{who} {value}: {what} is not kept in the profile "
+                                 "store (one tensor-parallel group on one node per run); "
+                                 "validate and predict model it")
 
     def pick(self, key: str, file_value: Any, file_field: str, where: str = "") -> Any:
         """The value of ``key``: the user's where stated, else the file's (``file_value``,
@@ -274,17 +303,20 @@ class ServerDescription:
 
     def config_name(self, config: str | None, catalog: Catalog | None = None,
                     config_flag: str = "--config") -> str:
-        """The hardware configuration (``<count>x<GPU>``) of a prediction: ``config`` merged
-        with the stated GPU, count and tensor-parallel size (a contradiction refused, naming
-        both); one line for what the replica model cannot represent (pipeline parallel,
-        several nodes, a tensor-parallel group smaller than the replica)."""
+        """The hardware configuration of a prediction (``<count>x<GPU>``, with a layout suffix
+        for pipeline stages, data-parallel replicas or several nodes: ``8xH100-SXM+tp4pp2``,
+        :class:`~fleetplan.catalog.hardware.HardwareConfig`): ``config`` merged with the
+        stated GPU, count and layout (a contradiction refused, naming both; ``gpu_count`` must
+        equal ``tp x pp x dp``, refused in one line naming the flags)."""
         from fleetplan.catalog.catalog import bundled_catalog
         from fleetplan.catalog.hardware import HardwareConfig
 
         cat = catalog if catalog is not None else bundled_catalog()
         self.check_modelled()
         n = self.name
-        if self.gpu is None and self.gpu_count is None and self.tp is None:
+        layout_keys = ("tp", "pp", "dp", "nodes", "interconnect")
+        if self.gpu is None and self.gpu_count is None and all(
+                getattr(self, k) is None for k in layout_keys):
             if config is None:
                 raise InputError(f"{config_flag} or {n('gpu')} is required (e.g. {config_flag} "
                                  f"1xH100-PCIe, or {n('gpu')} H100-PCIe {n('gpu_count')} 1)")
@@ -301,9 +333,31 @@ class ServerDescription:
                 and self.gpu_count != base.gpu_count):
             raise InputError(f"{n('gpu_count')} {self.gpu_count} contradicts {config_flag} "
                              f"{config}")
-        count = self.gpu_count or (base.gpu_count if base is not None else None) or self.tp or 1
-        if self.tp is not None and self.tp != count:
-            raise InputError(f"{n('tp')} {self.tp} on {count} GPUs: the other GPUs would serve "
-                             "data- or pipeline-parallel, which is not modelled yet (a replica "
-                             "is tensor-parallel over all its GPUs)")
-        return f"{count}x{gpu}"
+        fields = {"tp": "tp_size", "pp": "pp_size", "dp": "dp", "nodes": "nodes",
+                  "interconnect": "interconnect"}
+        layout: dict[str, Any] = {}
+        for key, attr in fields.items():
+            mine, theirs = getattr(self, key), getattr(base, attr) if base is not None else None
+            if mine is not None and base is not None and mine != theirs:
+                raise InputError(f"{n(key)} {mine} contradicts {config_flag} {config}")
+            layout[attr] = mine if mine is not None else theirs
+        pp, dp = int(layout["pp_size"] or 1), int(layout["dp"] or 1)
+        tp = layout["tp_size"]
+        count = self.gpu_count or (base.gpu_count if base is not None else None) or (
+            int(tp) * pp * dp if tp is not None else pp * dp)
+        if tp is not None and int(tp) * pp * dp != count:
+            raise InputError(
+                f"{n('gpu_count')} {count} is not {n('tp')} {tp} x {n('pp')} {pp} x "
+                f"{n('dp')} {dp} = {int(tp) * pp * dp}: state how the other GPUs serve "
+                f"({n('pp')} for pipeline stages, {n('dp')} for replicas behind the endpoint)")
+        try:
+            hw = HardwareConfig.model_validate(
+                {"gpu": gpu, "gpu_count": count,
+                 **{k: v for k, v in layout.items() if v is not None}},
+                context={"catalog": cat})
+        except ValidationError as exc:
+            msg = str(exc.errors()[0]["msg"]).removeprefix("Value error, ")
+            flags = " ".join(f"{n(k)} {getattr(self, k)}" for k in ("gpu_count", *layout_keys)
+                             if getattr(self, k) is not None)
+            raise InputError(f"{flags}: {msg}") from None
+        return hw.name

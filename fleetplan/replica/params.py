@@ -100,7 +100,7 @@ def replica_params(model: str, config: str, *,
     entry = cal.entry(spec.model, hw.name)
     if entry is not None:
         return entry.params
-    eff, how = learned_efficiency(cal.configs, hw.gpu, hw.gpu_count)
+    eff, how = learned_efficiency(cal.configs, hw.gpu, int(hw.tp_size or hw.gpu_count))
     family = None if efficiency != "auto" or any(
         e.calibrated and e.gpu == hw.gpu for e in cal.configs) else family_efficiency(hw.spec)
     if family is not None:  # a GPU type never measured here: its family's fit on others' runs

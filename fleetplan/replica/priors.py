@@ -75,29 +75,76 @@ def _is_nvlink(hw: HardwareConfig) -> bool:
     return hw.spec.interconnect.lower().startswith("nvlink")
 
 
+# Tensors a pipeline stage hands to the next, per token: vLLM's decoder layers pass
+# ``IntermediateTensors({"hidden_states", "residual"})`` (e.g. vllm/model_executor/models/
+# llama.py, ``LlamaModel.forward``), each hidden_size values of the model's dtype (2 bytes).
+PP_TENSORS = 2
+ACTIVATION_BYTES = 2.0
+
+
+def stage_crossings(hw: HardwareConfig) -> int:
+    """How many of a replica's ``pp - 1`` stage hand-overs cross from one node to another:
+    ranks are laid out tensor-parallel innermost, then stage (vLLM's rank order, e.g.
+    ``MultiprocExecutor._get_output_rank``), so a node holds ``gpus per node / tp`` whole
+    stages, or each stage spans whole nodes."""
+    tp, pp = int(hw.tp_size or hw.gpu_count), hw.pp_size
+    if hw.nodes == 1 or pp == 1:
+        return 0
+    per_node = hw.gpus_per_node
+    if tp >= per_node:
+        return pp - 1
+    return (pp - 1) // (per_node // tp)
+
+
 def ideal_parts(spec: ModelSpec, hw: HardwareConfig) -> dict[str, float]:
     """The parts of an ideal step (s): ``weights`` (streaming the weights once, bandwidth-bound),
-    ``comm_step`` (the all-reduces' latency, interconnect-bound), ``host`` (assumed host time),
-    ``tok`` (one token's FLOPs, compute-bound), ``comm_tok`` (one token's all-reduce bytes,
-    interconnect-bound)."""
+    ``comm_step`` (the all-reduces' and stage hand-overs' latency, interconnect-bound), ``host``
+    (assumed host time), ``tok`` (one token's FLOPs, compute-bound), ``comm_tok`` (one token's
+    all-reduce and hand-over bytes, interconnect-bound).
+
+    A pipeline-parallel replica's micro-batch step runs every stage in turn, so its stage times
+    add up to the whole model's layer work at the tensor-parallel group's speed (the same
+    ``weights`` and ``tok`` as one group holding every layer), plus ``pp - 1`` hand-overs of
+    :data:`PP_TENSORS` x hidden_size x 2 bytes per token and a latency each, over the GPU's own
+    link inside a node or the configuration's network between nodes (:func:`stage_crossings`);
+    a tensor-parallel group spanning nodes all-reduces over that network. docs/replica-model.md
+    "Pipeline and data parallel" derives it."""
     gpu = hw.spec
     tp = int(hw.tp_size or hw.gpu_count)
     bw = gpu.mem_bandwidth_gb_s * 1e9
     flops = gpu.fp16_tflops_dense * 1e12
+    lat_local = ALLREDUCE_LATENCY_S["nvlink" if _is_nvlink(hw) else "pcie"]
+    bw_local = gpu.interconnect_gb_s * 1e9
+    link = hw.link
     comm_step = comm_tok = 0.0
     if tp > 1:
         n_ar = 2 * spec.layers
-        lat = ALLREDUCE_LATENCY_S["nvlink" if _is_nvlink(hw) else "pcie"]
+        lat, link_bw = lat_local, bw_local
+        if link is not None and tp > hw.gpus_per_node:
+            # the ring's two phases each cross the network once more: its latency twice
+            lat, link_bw = lat_local + 2.0 * link.latency_s, link.bandwidth_b_s
         comm_step = n_ar * lat
         ring = 2.0 * (tp - 1) / tp
-        comm_tok = n_ar * spec.hidden_size * 2.0 * ring / (gpu.interconnect_gb_s * 1e9)
+        comm_tok = n_ar * spec.hidden_size * 2.0 * ring / link_bw
+    if hw.pp_size > 1:
+        far = stage_crossings(hw)
+        near = hw.pp_size - 1 - far
+        act = PP_TENSORS * spec.hidden_size * ACTIVATION_BYTES
+        comm_step += near * lat_local
+        comm_tok += near * act / bw_local
+        if far:
+            assert link is not None
+            comm_step += far * link.latency_s
+            comm_tok += far * act / link.bandwidth_b_s
     return {"weights": spec.weight_bytes / tp / bw, "comm_step": comm_step, "host": STEP_HOST_S,
             "tok": spec.flops_per_token / tp / flops,  # MoE: the active parameters only
             "comm_tok": comm_tok}
 
 
 def ideal_coefficients(spec: ModelSpec, hw: HardwareConfig) -> dict[str, float]:
-    """Step-time coefficients (s) of a perfectly efficient engine on ``hw``."""
+    """Step-time coefficients (s) of a perfectly efficient engine on ``hw`` (a
+    pipeline-parallel replica: of one micro-batch's step through every stage; reading the KV
+    cache costs the same as on one group, each stage reading its own layers')."""
     p = ideal_parts(spec, hw)
     tp = int(hw.tp_size or hw.gpu_count)
     return {
@@ -165,17 +212,21 @@ def kv_capacity_tokens(spec: ModelSpec, hw: HardwareConfig, *,
     cached element, 1 for an FP8 cache; None: the checkpoint's ``auto``, see
     :func:`kv_bytes_per_token_per_gpu`). Raises :class:`ModelError` when the
     model does not fit, or when vLLM cannot split it over the tensor-parallel group
-    (:func:`check_tensor_parallel`)."""
+    (:func:`check_tensor_parallel`). A pipeline-parallel replica: each GPU holds the weights
+    and the KV cache of its stage's ``layers / pp`` layers, so the weights split over
+    ``tp x pp`` GPUs and a token's KV bytes per GPU are ``1 / pp`` of one group's; the result
+    is the tokens of the replica's whole cache, shared by its micro-batches."""
     check_tensor_parallel(spec, hw)
     tp = int(hw.tp_size or hw.gpu_count)
+    pp = hw.pp_size
     gpu = hw.spec
     budget = gpu.vram_gb * GIB * gpu_memory_utilization
-    weights = spec.weight_bytes / tp
+    weights = spec.weight_bytes / (tp * pp)
     act = (max_num_batched_tokens * (4 * spec.hidden_size + 2 * spec.intermediate_size / tp) * 2.0
            + max_num_seqs * spec.vocab_size * 4.0)
-    non_torch = NON_TORCH_GIB[1 if tp == 1 else "tp"] * GIB
+    non_torch = NON_TORCH_GIB[1 if tp * pp == 1 else "tp"] * GIB
     free = budget - weights - act - non_torch
-    per_tok = kv_bytes_per_token_per_gpu(spec, tp, kv_dtype_bytes)
+    per_tok = kv_bytes_per_token_per_gpu(spec, tp, kv_dtype_bytes) / pp
     tokens = int(free // per_tok) // BLOCK_SIZE * BLOCK_SIZE if free > 0 else 0
     if tokens < BLOCK_SIZE * 4:
         raise ModelError(
@@ -208,6 +259,32 @@ def server_limits(spec: ModelSpec, hw: HardwareConfig,
 _KV_CAP = 10**9 // 16 * 16  # ReplicaParams.kv_capacity_tokens' upper bound, whole blocks
 
 
+def layout_note(hw: HardwareConfig) -> str:
+    """What a parameter source says of a server laid out otherwise than one tensor-parallel
+    group on one node (empty for one)."""
+    if not hw.layout:
+        return ""
+    out = (f"; {hw.name}: {hw.dp} replica(s) of {hw.pp_size} pipeline stage(s) of "
+           f"{hw.tp_size} GPU(s), each replica {hw.pp_size} micro-batch engine(s) with "
+           f"1/{hw.pp_size} of its KV cache and max_num_seqs, the load split over all "
+           f"{hw.engines} engines (docs/replica-model.md)")
+    if hw.link is not None:
+        assumed = "" if hw.interconnect else ", assumed: no interconnect stated"
+        out += (f"; nodes joined by {hw.link.name} ({hw.link.bandwidth_gb_s:g} GB/s, "
+                f"{hw.link.latency_us:g} us{assumed})")
+    return out
+
+
+def micro_batch_share(kv_tokens: int, max_num_seqs: int, pp: int,
+                      block: int = BLOCK_SIZE) -> tuple[int, int]:
+    """One of ``pp`` micro-batch engines' share of a pipeline-parallel replica's KV cache
+    (whole blocks, at least four) and of its ``max_num_seqs`` (at least one); ``pp`` 1: both
+    unchanged."""
+    if pp <= 1:
+        return kv_tokens, max_num_seqs
+    return (max(block * 4, kv_tokens // pp // block * block), max(1, max_num_seqs // pp))
+
+
 def prior_params(spec: ModelSpec, hw: HardwareConfig, *,
                  efficiency: Mapping[str, float] | Mapping[str, object] | None = None,
                  source: str | None = None,
@@ -234,6 +311,10 @@ def prior_params(spec: ModelSpec, hw: HardwareConfig, *,
     kv = kv_capacity_tokens(spec, hw, gpu_memory_utilization=util,
                             max_num_batched_tokens=batched, max_num_seqs=seqs)
     kv = max(block * 4, int(kv * ratios["kv_capacity_tokens"]) // block * block)
+    # pipeline parallel: the replica as pp micro-batch engines, each with its share of the
+    # cache and of max_num_seqs (vLLM's scheduler caps the running requests of all batches in
+    # flight together: docs/replica-model.md "Pipeline and data parallel")
+    kv, seqs = micro_batch_share(kv, seqs, hw.pp_size, block)
     kv = min(kv, _KV_CAP)  # a tiny model's cache: a billion tokens never binds
     how = (f"efficiency learned from {learned} calibrated {hw.gpu} configuration(s)" if learned
            else "default efficiency assumptions (no calibrated configuration of this GPU)")
@@ -247,7 +328,8 @@ def prior_params(spec: ModelSpec, hw: HardwareConfig, *,
         kv_capacity_tokens=kv, max_num_seqs=seqs,
         max_num_batched_tokens=batched, block_size=block,
         max_model_len=int(min(spec.context_length, kv)), calibrated=False,
-        source=(source or f"spec-based prior (model card + GPU datasheet); {how}") + engine_note,
+        source=(source or f"spec-based prior (model card + GPU datasheet); {how}") + engine_note
+        + layout_note(hw),
     )
 
 

@@ -30,6 +30,7 @@ from fleetplan.replica.delivery import delivery_lags
 from fleetplan.replica.engine import ReplicaEngine, Request
 from fleetplan.replica.params_record import ReplicaParams
 from fleetplan.replica.prefix_cache import cached_prompt_tokens, hit_share
+from fleetplan.replica.split_replay import engine_count, replay_engines
 from fleetplan.workload.arrivals import benchmark_arrivals, gamma_gaps
 from fleetplan.workload.lengths import LengthModel, protocol_length_model
 
@@ -302,6 +303,74 @@ def _known_lengths(lengths: tuple[Sequence[int], Sequence[int]], n: int,
     return ins, np.minimum(outs, max_model_len - ins)
 
 
+def simulate_one(params: ReplicaParams, *, seed: int, rate: float, num_prompts: int,
+                 burstiness: float, max_concurrency: int | None, lengths: LengthModel,
+                 arrival_seed: int | None, totals: tuple[int, int] | None,
+                 warm_prefix_cache: bool,
+                 request_lengths: tuple[Sequence[int], Sequence[int]] | None,
+                 pinned_outputs: Sequence[tuple[int, int]] = (),
+                 prefix_runs_before: int | None = None,
+                 prefix_capacity_tokens: int | None = None,
+                 ) -> tuple[list[Request], ReplicaEngine, float, float | None]:
+    """One seed of :func:`replay` on one engine: the finished requests, the engine, the end
+    of the client's final sleep and (``prefix_runs_before`` given) the prompts' share found in
+    the prefix cache (arguments as :func:`replay`'s)."""
+    if arrival_seed is not None:
+        arr, end_min = vllm_arrivals(num_prompts, rate, burstiness, arrival_seed)
+    else:
+        rng = np.random.default_rng([seed, 0x5EED])
+        arr = benchmark_arrivals(num_prompts, rate, burstiness, rng)
+        end_min = float(arr[-1] + gamma_gaps(1, rate, burstiness, rng)[0])
+    if request_lengths is not None:
+        ins, outs = _known_lengths(request_lengths, num_prompts, params.max_model_len)
+    else:
+        ins, outs = sample_lengths(lengths, num_prompts, seed, totals, pinned_outputs,
+                                   params.max_model_len)
+    cached = ins if warm_prefix_cache else None
+    hit = None
+    if prefix_runs_before is not None and not warm_prefix_cache:
+        cap = (params.kv_capacity_tokens if prefix_capacity_tokens is None
+               else prefix_capacity_tokens)
+        cached = cached_prompt_tokens(ins, outs, cap, params.block_size, prefix_runs_before)
+        hit = hit_share(ins, cached)
+    reqs, engine = simulate_requests(params, arr, ins, outs, cached=cached,
+                                     max_concurrency=max_concurrency)
+    return reqs, engine, end_min, hit
+
+
+def _replay_one(params: ReplicaParams, *, rate: float, num_prompts: int, burstiness: float,
+                max_concurrency: int | None, lengths: LengthModel, seeds: Sequence[int],
+                arrival_seed: int | None, totals: tuple[int, int] | None,
+                warm_prefix_cache: bool, pinned_outputs: Sequence[tuple[int, int]],
+                prefix_runs_before: int | None, prefix_capacity_tokens: int | None,
+                request_lengths: tuple[Sequence[int], Sequence[int]] | None,
+                ) -> tuple[dict[str, list[float]], float, Sequence[int]]:
+    """:func:`replay`'s per-seed metrics on one engine, the mean preemptions and the seeds
+    simulated."""
+    if request_lengths is not None:  # checked once, before any seed runs
+        _known_lengths(request_lengths, num_prompts, params.max_model_len)
+    per_seed: dict[str, list[float]] = {k: [] for k in METRICS}
+    pre = 0.0
+    # recorded lengths and exact send times: every seed is the same run, simulated once
+    simulated = (seeds[:1] if request_lengths is not None and arrival_seed is not None
+                 else seeds)
+    for seed in simulated:
+        reqs, engine, end_min, hit = simulate_one(
+            params, seed=seed, rate=rate, num_prompts=num_prompts, burstiness=burstiness,
+            max_concurrency=max_concurrency, lengths=lengths, arrival_seed=arrival_seed,
+            totals=totals, warm_prefix_cache=warm_prefix_cache,
+            request_lengths=request_lengths, pinned_outputs=pinned_outputs,
+            prefix_runs_before=prefix_runs_before,
+            prefix_capacity_tokens=prefix_capacity_tokens)
+        if hit is not None:
+            per_seed.setdefault("prefix_hit_share", []).append(hit)
+        m = run_metrics(reqs, engine, end_min)
+        pre += engine.stats.preemptions / len(simulated)
+        for k in METRICS:
+            per_seed[k].append(m[k])
+    return per_seed, pre, simulated
+
+
 def replay(params: ReplicaParams, *, rate: float, num_prompts: int = 200,
            burstiness: float = 1.0, max_concurrency: int | None = None,
            lengths: LengthModel | None = None, seeds: Sequence[int] = (0, 1, 2, 3, 4),
@@ -328,7 +397,9 @@ def replay(params: ReplicaParams, *, rate: float, num_prompts: int = 200,
     when the run recorded them (:mod:`fleetplan.profiles.request_lengths`): sent as they are
     instead of drawn (``lengths``, ``totals`` and ``pinned_outputs`` are then not used; a
     request longer than the parameters' context is cut to it); with ``arrival_seed`` every
-    seed is then the same run, simulated once.
+    seed is then the same run, simulated once. A configuration of several engines
+    (data-parallel replicas, pipeline micro-batches: ``8xH100-SXM+tp4pp2``) splits the run
+    over them (:mod:`fleetplan.replica.split_replay`, which says what it does not use).
     """
     if num_prompts < 1:
         raise InputError(f"num_prompts(={num_prompts}) must be >= 1")
@@ -337,36 +408,20 @@ def replay(params: ReplicaParams, *, rate: float, num_prompts: int = 200,
     if max_concurrency is not None and max_concurrency < 1:
         raise InputError(f"max_concurrency(={max_concurrency}) must be >= 1")
     lm = lengths if lengths is not None else protocol_length_model()
-    known = (None if request_lengths is None
-             else _known_lengths(request_lengths, num_prompts, params.max_model_len))
-    per_seed: dict[str, list[float]] = {k: [] for k in METRICS}
-    pre = 0.0
-    # recorded lengths and exact send times: every seed is the same run, simulated once
-    simulated = seeds[:1] if known is not None and arrival_seed is not None else seeds
-    for seed in simulated:
-        if arrival_seed is not None:
-            arr, end_min = vllm_arrivals(num_prompts, rate, burstiness, arrival_seed)
-        else:
-            rng = np.random.default_rng([seed, 0x5EED])
-            arr = benchmark_arrivals(num_prompts, rate, burstiness, rng)
-            end_min = float(arr[-1] + gamma_gaps(1, rate, burstiness, rng)[0])
-        if known is not None:
-            ins, outs = known[0].copy(), known[1].copy()
-        else:
-            ins, outs = sample_lengths(lm, num_prompts, seed, totals, pinned_outputs,
-                                       params.max_model_len)
-        cached = ins if warm_prefix_cache else None
-        if prefix_runs_before is not None and not warm_prefix_cache:
-            cap = (params.kv_capacity_tokens if prefix_capacity_tokens is None
-                   else prefix_capacity_tokens)
-            cached = cached_prompt_tokens(ins, outs, cap, params.block_size, prefix_runs_before)
-            per_seed.setdefault("prefix_hit_share", []).append(hit_share(ins, cached))
-        reqs, engine = simulate_requests(params, arr, ins, outs, cached=cached,
-                                         max_concurrency=max_concurrency)
-        m = run_metrics(reqs, engine, end_min)
-        pre += engine.stats.preemptions / len(simulated)
-        for k in METRICS:
-            per_seed[k].append(m[k])
+    engines = engine_count(params.config)
+    if engines > 1:  # data-parallel replicas / pipeline micro-batches: each engine its share
+        per_seed, pre = replay_engines(
+            params, engines, rate=rate, num_prompts=num_prompts, burstiness=burstiness,
+            max_concurrency=max_concurrency, lengths=lm, seeds=seeds, arrival_seed=arrival_seed,
+            totals=totals, warm_prefix_cache=warm_prefix_cache, request_lengths=request_lengths)
+        simulated = seeds
+    else:
+        per_seed, pre, simulated = _replay_one(
+            params, rate=rate, num_prompts=num_prompts, burstiness=burstiness,
+            max_concurrency=max_concurrency, lengths=lm, seeds=seeds, arrival_seed=arrival_seed,
+            totals=totals, warm_prefix_cache=warm_prefix_cache, pinned_outputs=pinned_outputs,
+            prefix_runs_before=prefix_runs_before,
+            prefix_capacity_tokens=prefix_capacity_tokens, request_lengths=request_lengths)
     if len(simulated) < len(seeds):
         per_seed = {k: vals * len(seeds) for k, vals in per_seed.items()}
     stats = {}

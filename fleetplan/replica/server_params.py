@@ -4,7 +4,7 @@
 
 - ``max_num_seqs``, ``max_num_batched_tokens``, ``block_size``: the scheduler's cap on running
   sequences, its token budget per step (the chunked-prefill budget) and the KV block, as
-  stated.
+  stated (a pipeline-parallel replica's micro-batch engine: ``max_num_seqs / pp``).
 - ``gpu_memory_utilization`` (and the two limits above, which vLLM reserves activation memory
   for): the KV cache scaled by the ratio of vLLM's memory arithmetic
   (:func:`fleetplan.replica.priors.kv_capacity_tokens`) with the stated settings to the same
@@ -68,6 +68,10 @@ def apply_server(params: ReplicaParams, server: ServerDescription | None, *,
                          f"on {params.config}: vLLM refuses to start (state both)")
     cat = catalog if catalog is not None else bundled_catalog()
     spec, hw = cat.model(params.model), HardwareConfig.parse(params.config, cat)
+    if "max_num_seqs" in limits and hw.pp_size > 1:
+        # a pipeline-parallel replica's micro-batch engine: its share of the running requests
+        # (vLLM's cap is on all batches in flight together, fleetplan.replica.priors)
+        changes["max_num_seqs"] = max(1, limits["max_num_seqs"] // hw.pp_size)
     block = limits.get("block_size", params.block_size)
     kv = params.kv_capacity_tokens
     stated_kv = str(args.get("kv_cache_dtype", "auto"))

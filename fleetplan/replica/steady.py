@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import enum
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -24,10 +24,12 @@ import simpy
 
 from fleetplan._gc import cycles_paused
 from fleetplan._progress import Progress
+from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.errors import InputError
 from fleetplan.replica.delivery import delivery_lags
 from fleetplan.replica.engine import ReplicaEngine, Request
 from fleetplan.replica.params_record import ReplicaParams
+from fleetplan.replica.split_replay import engine_count
 from fleetplan.workload.arrivals import arrivals_until
 from fleetplan.workload.lengths import LengthModel, protocol_length_model
 
@@ -183,6 +185,22 @@ def steady_state(params: ReplicaParams, *, rate: float, lengths: LengthModel | N
         raise InputError(f"lengths(={lengths!r}) must be a LengthModel")
     if engine not in ("compiled", "simpy"):
         raise InputError(f"engine(={engine!r}) must be 'compiled' or 'simpy'")
+    engines = engine_count(params.config)
+    if engines > 1:
+        # data-parallel replicas / pipeline micro-batches: a random split of a Poisson (gamma)
+        # stream gives each engine rate / engines; identical engines, so one is simulated and
+        # the server serves engines x its throughput at its latencies
+        count, gpu = HardwareConfig.split(params.config)
+        one = steady_state(params.with_(config=f"{count}x{gpu}"), rate=rate / engines,
+                           lengths=lengths, burstiness=burstiness, duration_s=duration_s,
+                           warmup_s=warmup_s, seed=seed, overload_queue_s=overload_queue_s,
+                           prefix_cache_hit=prefix_cache_hit, stop_above=stop_above,
+                           engine=engine, progress=progress)
+        return replace(one, config=params.config, rate=float(rate),
+                       throughput_rps=one.throughput_rps * engines,
+                       output_tokens_per_s=one.output_tokens_per_s * engines,
+                       reason=f"{one.reason} (one of the server's {engines} engines, at "
+                              f"{rate / engines:g} req/s: docs/replica-model.md)")
     lm = lengths if lengths is not None else protocol_length_model()
     rng = np.random.default_rng([seed, 0x57EAD])
     arr = arrivals_until(arrival_span_s(duration_s), rate, burstiness, rng)

@@ -67,11 +67,18 @@ def check_region(region: str, catalog: Catalog) -> str:
 def canon_config(text: str, catalog: Catalog) -> str:
     """Canonical name of a hardware configuration (``1xh100-pcie`` -> ``1xH100-PCIe``)."""
     try:
-        return HardwareConfig.parse(text, catalog).name
+        hw = HardwareConfig.parse(text, catalog)
     except FleetplanError as exc:
         raise ValueError(str(exc)) from None
     except ValidationError as exc:
         raise ValueError(exc.errors()[0]["msg"]) from None
+    if hw.layout:
+        # the fleet simulator runs one engine per replica: a plan on such a server would
+        # count one engine's capacity for all of them
+        raise ValueError(f"{hw.name}: pipeline stages, data-parallel replicas and several "
+                         "nodes are predicted by validate and predict, not planned yet (a "
+                         "plan's replica is one tensor-parallel group on one node)")
+    return hw.name
 
 
 def canon_gpu(name: str, catalog: Catalog) -> str:

@@ -58,8 +58,8 @@ class ExternalOutcome:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ExternalOutcome:
-        config = str(d.get("config") or "")  # <count>x<GPU>[/<parallel layout>]
-        gpu = str(d.get("gpu") or config.partition("x")[2].split("/")[0])
+        config = str(d.get("config") or "")  # <count>x<GPU>[+<parallel layout>]
+        gpu = str(d.get("gpu") or config.partition("x")[2].split("+")[0].split("/")[0])
         return cls(str(d["source"]), gpu, d.get("refused"),
                    {str(k): float(v) for k, v in (d.get("errors") or {}).items()})
 

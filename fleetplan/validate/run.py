@@ -101,7 +101,7 @@ def run_validation(request: ValidateRequest, *, progress: Progress | None = None
     cal = load_calibration_file(request.calibration)
     if request.runs:
         refused = []  # only the given files' runs are validated: judge those
-        opts = IngestOptions(catalog=catalog, server=request.server)
+        opts = IngestOptions(catalog=catalog, server=request.server, layouts=True)
         given: dict[str, dict[str, object]] = {}
         todo = load_runs(st, request.runs, options=opts, refused=refused, recorded=given)
     else:

@@ -1,6 +1,7 @@
 """vLLM result files of 0.6.x, 0.8.x and current ``vllm bench serve`` (``tests/data/vllm-formats``)
 are ingested, with and without per-request arrays; GPU and parallel degree come from the options
-or the file; pipeline-parallel and multi-node runs are refused, never read as tensor-parallel."""
+or the file; pipeline-parallel and multi-node runs are refused by the store,
+never read as tensor-parallel."""
 
 from __future__ import annotations
 
@@ -96,10 +97,10 @@ def test_a_file_contradicting_the_stated_gpu_count_is_refused_naming_both() -> N
 
 
 @pytest.mark.parametrize(("key", "value", "expect"), [
-    ("pipeline_parallel_size", "2", "pipeline-parallel runs are not modelled"),
-    ("pp_size", 4, "pipeline-parallel runs are not modelled"),
-    ("num_nodes", 2, "multi-node runs are not modelled"),
-    ("nnodes", "2", "multi-node runs are not modelled"),
+    ("pipeline_parallel_size", "2", "pipeline-parallel runs are not kept in the profile store"),
+    ("pp_size", 4, "pipeline-parallel runs are not kept in the profile store"),
+    ("num_nodes", 2, "multi-node runs are not kept in the profile store"),
+    ("nnodes", "2", "multi-node runs are not kept in the profile store"),
 ])
 def test_pipeline_parallel_and_multi_node_runs_are_refused_not_read_as_tp(
         tmp_path: Path, key: str, value: Any, expect: str) -> None:

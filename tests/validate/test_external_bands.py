@@ -90,5 +90,5 @@ def test_a_gpu_never_measured_here_takes_the_external_band() -> None:
     # a GPU type the store measured keeps its own held-out errors
     q, _ = table.quantiles("H100-PCIe", "ttft_p50_ms", "leave-one-model-out")
     assert q == base.folds["leave-one-model-out"]["H100-PCIe"]["ttft_p50_ms"]
-    assert ExternalOutcome.from_dict({"source": "s", "config": "8xH100-SXM/tp4pp2",
+    assert ExternalOutcome.from_dict({"source": "s", "config": "8xH100-SXM+tp4pp2",
                                       "refused": None, "errors": {}}).gpu == "H100-SXM"

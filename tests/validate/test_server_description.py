@@ -85,12 +85,16 @@ def test_a_file_value_contradicting_a_flag_names_both() -> None:
 
 
 @pytest.mark.parametrize(("flag", "what"), [("pp", "pipeline parallel"),
+                                             ("dp", "data-parallel replicas"),
                                              ("nodes", "a multi-node server")])
-def test_pipeline_parallel_and_nodes_are_refused_never_ignored(flag: str, what: str) -> None:
+def test_layouts_are_refused_by_the_store_never_ignored(flag: str, what: str) -> None:
+    """The profile store keeps one tensor-parallel group per run: a pipeline-parallel,
+    data-parallel or multi-node server is refused there (validate and predict model it)."""
     sd = ServerDescription(**{flag: 2})  # type: ignore[arg-type]
-    with pytest.raises(InputError, match=f"--{flag} 2: {what} is not modelled yet"):
-        sd.check_modelled()
-    ServerDescription(**{flag: 1}).check_modelled()  # type: ignore[arg-type]  # 1 is modelled
+    with pytest.raises(InputError, match=f"--{flag} 2: {what} is not kept in the profile store"):
+        sd.check_storable()
+    sd.check_modelled()  # modelled: validate and predict replay it
+    ServerDescription(**{flag: 1}).check_storable()  # type: ignore[arg-type]  # 1 is stored
 
 
 # --- the settings reach the prediction ----------------------------------------------------
@@ -143,8 +147,13 @@ def test_predict_takes_gpu_and_count_instead_of_config(cli) -> None:
 @pytest.mark.parametrize(("args", "words"), [
     (["--config", CONFIG, "--gpu-count", "2"], ["--gpu-count 2 contradicts --config"]),
     (["--config", CONFIG, "--gpu", "RTX-4090"], ["--gpu RTX-4090 contradicts --config"]),
-    (["--gpu", "H100-PCIe", "--pp", "2"], ["--pp 2", "pipeline parallel is not modelled"]),
-    (["--gpu", "H100-PCIe", "--nodes", "2"], ["--nodes 2", "multi-node"]),
+    (["--gpu", "H100-PCIe", "--gpu-count", "3", "--tp", "1", "--pp", "2"],
+     ["--tp 1 x --pp 2 does not divide --gpu-count 3"]),
+    (["--gpu", "H100-PCIe", "--gpu-count", "8", "--tp", "4"],
+     ["--gpu-count 8 is not --tp 4 x --pp 1 x --dp 1 = 4"]),
+    (["--gpu", "H100-PCIe", "--nodes", "2"], ["--nodes 2", "do not lie evenly on the nodes"]),
+    (["--gpu", "H100-PCIe", "--gpu-count", "2", "--interconnect", "IB-NDR-400"],
+     ["--interconnect IB-NDR-400 names the network between nodes"]),
     (["--config", CONFIG, "--engine-arg", "speed=11"], ["--engine-arg 'speed=11'", "accepted"]),
     (["--config", CONFIG, "--engine-arg", "enable_prefix_caching=false",
       "--warm-prefix-cache"], ["--warm-prefix-cache contradicts"]),
@@ -230,8 +239,8 @@ def test_ingest_records_engine_settings_and_a_cold_cache(cli, measured_dir: Path
 
 
 @pytest.mark.parametrize(("args", "words"), [
-    (["--pp", "2"], ["--pp 2", "pipeline parallel is not modelled yet"]),
-    (["--nodes", "3"], ["--nodes 3", "multi-node server is not modelled yet"]),
+    (["--pp", "2"], ["--pp 2", "pipeline parallel is not kept in the profile store"]),
+    (["--nodes", "3"], ["--nodes 3", "multi-node server is not kept in the profile store"]),
     (["--gpu-count", "2", "--tp", "1"], []),  # accepted: 2 GPUs, tp 1 as ingest always read it
 ])
 def test_ingest_parallel_flags(cli, measured_dir: Path, tmp_path: Path, args: list[str],
