@@ -413,7 +413,8 @@ def replay(params: ReplicaParams, *, rate: float, num_prompts: int = 200,
         per_seed, pre = replay_engines(
             params, engines, rate=rate, num_prompts=num_prompts, burstiness=burstiness,
             max_concurrency=max_concurrency, lengths=lm, seeds=seeds, arrival_seed=arrival_seed,
-            totals=totals, warm_prefix_cache=warm_prefix_cache, request_lengths=request_lengths)
+            totals=totals, warm_prefix_cache=warm_prefix_cache, request_lengths=request_lengths,
+            simulate_one=simulate_one, itl_stats=itl_stats, metrics=METRICS)
         simulated = seeds
     else:
         per_seed, pre, simulated = _replay_one(

@@ -35,8 +35,9 @@ its parameters' configuration has more than one engine (:func:`engine_count`).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -129,11 +130,11 @@ class _Pooled:
         self.stats = stats
 
 
-def pooled_metrics(runs: Sequence[EngineRun]) -> dict[str, float]:
+def pooled_metrics(runs: Sequence[EngineRun], itl_stats: Callable[[Any], tuple[float, ...]]
+                   ) -> dict[str, float]:
     """vLLM's benchmark metrics of a run served by several engines (as
-    :func:`fleetplan.replica.protocol.run_metrics` computes them for one)."""
-    from fleetplan.replica.protocol import itl_stats
-
+    :func:`fleetplan.replica.protocol.run_metrics` computes them for one; ``itl_stats``: its
+    inter-token gap statistics, :func:`fleetplan.replica.protocol.itl_stats`)."""
     ttft, tpot, outs_all = [], [], 0
     n_reqs, end = 0, 0.0
     for run, tile in zip(runs, _tiles(runs), strict=True):
@@ -162,8 +163,7 @@ def pooled_metrics(runs: Sequence[EngineRun]) -> dict[str, float]:
     out["tpot_p50_ms"] = float(np.percentile(tp, 50)) if ok else math.nan
     out["tpot_p99_ms"] = float(np.percentile(tp, 99)) if ok else math.nan
     pooled = _pooled_itl(runs)
-    out["itl_mean_ms"], out["itl_p50_ms"], out["itl_p99_ms"] = itl_stats(
-        _Pooled(pooled))  # type: ignore[arg-type]
+    out["itl_mean_ms"], out["itl_p50_ms"], out["itl_p99_ms"] = itl_stats(_Pooled(pooled))
     out["preemptions"] = float(pooled.preemptions)
     return out
 
@@ -191,11 +191,12 @@ def replay_engines(params: ReplicaParams, k: int, *, rate: float, num_prompts: i
                    seeds: Sequence[int], arrival_seed: int | None,
                    totals: tuple[int, int] | None, warm_prefix_cache: bool,
                    request_lengths: tuple[Sequence[int], Sequence[int]] | None,
-                   ) -> tuple[dict[str, list[float]], float]:
+                   simulate_one: Callable[..., Any], itl_stats: Callable[[Any], tuple[float, ...]],
+                   metrics: Sequence[str]) -> tuple[dict[str, list[float]], float]:
     """Per-seed metrics (name -> one value per seed) and the mean preemptions of a run on
     ``k`` engines of ``params`` (module docstring); what
-    :func:`fleetplan.replica.protocol.replay` averages."""
-    from fleetplan.replica.protocol import METRICS, simulate_one
+    :func:`fleetplan.replica.protocol.replay` averages, passing its own ``simulate_one``,
+    ``itl_stats`` and ``METRICS`` (this module sits below it)."""
 
     parts = shares(num_prompts, max_concurrency, k)
     share_rate = rate / k if math.isfinite(rate) else rate
@@ -204,7 +205,7 @@ def replay_engines(params: ReplicaParams, k: int, *, rate: float, num_prompts: i
     for s in parts:
         if s.prompts:
             groups[s] = groups.get(s, 0) + 1
-    per_seed: dict[str, list[float]] = {m: [] for m in METRICS}
+    per_seed: dict[str, list[float]] = {m: [] for m in metrics}
     pre = 0.0
     for seed in seeds:
         runs: list[EngineRun] = []
@@ -228,8 +229,8 @@ def replay_engines(params: ReplicaParams, k: int, *, rate: float, num_prompts: i
                         arrival_seed=arrival_seed, totals=None,
                         warm_prefix_cache=warm_prefix_cache, request_lengths=own)
                     runs.append(EngineRun(reqs, eng, end_min, 1))
-        m = pooled_metrics(runs)
+        m = pooled_metrics(runs, itl_stats)
         pre += m.pop("preemptions") / len(seeds)
-        for key in METRICS:
+        for key in metrics:
             per_seed[key].append(m[key])
     return per_seed, pre
