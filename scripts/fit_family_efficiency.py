@@ -197,36 +197,63 @@ def main(argv: list[str] | None = None) -> int:
     held: list[Any] = []
     today: list[Any] = []
     for d in sources:
-        say(f"leave out {d}:")
+        say(f"leave out dataset {d}:")
         fits = fit_all(pred, [r for r in runs if r.source != d], base, args.max_rows,
                        args.max_nfev, say)
         mine = [r for r in runs if r.source == d]
         held += pred.outcomes(mine, fits)
         today += pred.outcomes(mine, {})
+    # leave-one-GPU-out: each GPU type a family fit would serve, predicted from the others
+    fitted_gpus = sorted({o.run.gpu for o in today if o.refused is None
+                          and o.run.gpu not in pred.calibrated_gpus
+                          and _family_of(o.run, pred.res) is not None})
+    by_gpu: list[Any] = []
+    gpu_today: list[Any] = []
+    for g in fitted_gpus:
+        say(f"leave out GPU {g}:")
+        fits = fit_all(pred, [r for r in runs if r.gpu != g], base, args.max_rows,
+                       args.max_nfev, say)
+        mine = [r for r in runs if r.gpu == g]
+        by_gpu += pred.outcomes(mine, fits)
+        gpu_today += pred.outcomes(mine, {})
     say("all datasets:")
     final = fit_all(pred, runs, base, args.max_rows, args.max_nfev, say)
 
-    def rows_of(outs: list[Any]) -> list[ExternalOutcome]:
-        return [ExternalOutcome.from_dict({"source": o.run.source,
-                                           "config": getattr(o, "config", None) or o.run.config,
-                                           "refused": o.refused, "errors": o.errors})
-                for o in outs]
+    def rows_of(outs: list[Any], key: str = "source") -> list[ExternalOutcome]:
+        return [ExternalOutcome.from_dict({
+            "source": o.run.source if key == "source" else o.run.gpu,
+            "config": getattr(o, "config", None) or o.run.config, "refused": o.refused,
+            "errors": o.errors}) for o in outs]
 
     held_rows, today_rows = rows_of(held), rows_of(today)
     command = "python scripts/fit_family_efficiency.py"
-    table = dataset_rows(held_rows)
     lines = [SECTION, "",
              "Public `vllm serve` benchmarks other people measured on their own hardware "
-             "(`data/external/`, [data-sources.md](data-sources.md)), each predicted without "
-             "its own dataset: the GPU families' efficiencies (`data/family_efficiency.json`) "
-             "fitted on the other datasets only, the runs' servers, engine settings and "
-             "workloads as recorded. Median |error| of the uncalibrated prediction per metric, "
-             "and how many measured values the 80% band holds when it is read from the *other* "
-             "datasets' held-out errors (its width, hi / lo, in brackets).", ""]
-    lines += external_markdown(table, command=command)
-    before = dataset_rows(today_rows)
-    lines += ["", "Today's spec path on the same runs (no family fit), for comparison:", ""]
-    lines += external_markdown(before, command=command)[:-2]
+             "(`data/external/`, [data-sources.md](data-sources.md)), predicted from specs "
+             "(nothing calibrated on them), their servers, engine settings and workloads as "
+             "recorded. A GPU type the bundled store never measured takes the efficiencies its "
+             "family was fitted to on these runs (`data/family_efficiency.json`, "
+             "`fleetplan.replica.families`). Each table judges that held out: per dataset with "
+             "the families fitted on the other datasets only, and per GPU type with the families "
+             "fitted on the other GPU types only. Median |error| per metric, and how many "
+             "measured values the 80% band holds when it is read from the *other* rows' "
+             "held-out errors (its width, hi / lo, in brackets).", "",
+             "**Leave-one-dataset-out**", ""]
+    lines += external_markdown(dataset_rows(held_rows), command=command)
+    if by_gpu:
+        lines += ["", "**Leave-one-GPU-out** (the GPU types a family fit serves)", ""]
+        lines += external_markdown(dataset_rows(rows_of(by_gpu, "gpu")), command=command,
+                                   held_out="GPU type")
+        lines += ["", "The same GPU types on today's spec path (no family fit):", ""]
+        lines += external_markdown(dataset_rows(rows_of(gpu_today, "gpu")),
+                                   command=command, held_out="GPU type")[:-2]
+    lines += ["", "The datasets on the spec path without family fits:", ""]
+    lines += external_markdown(dataset_rows(today_rows), command=command)[:-2]
+    # the band of a GPU type never measured here: the held-out errors of every run, each
+    # predicted with its own GPU type (or dataset, for GPU types measured here) left out
+    held_out = {(o.run.source, o.run.run_id): o for o in held}
+    held_out.update({(o.run.source, o.run.run_id): o for o in by_gpu})
+    band_rows = rows_of(list(held_out.values()))
     print("\n".join(lines))
     if args.dry_run:
         return 0
@@ -237,10 +264,11 @@ def main(argv: list[str] | None = None) -> int:
                       json.dumps(fam_doc, indent=1, sort_keys=True) + "\n")
     errors_path = ROOT / "data" / "spec_errors.json"
     spec = json.loads(errors_path.read_text(encoding="utf-8"))
-    spec["folds"]["external"] = external_fold(held_rows)
-    spec["external_source"] = (f"{command}: held-out (leave-one-dataset-out) errors of "
-                               f"{sum(o.refused is None for o in held_rows)} runs of "
-                               f"data/external")
+    spec["folds"]["external"] = external_fold(band_rows)
+    spec["external_source"] = (f"{command}: held-out errors (leave-one-GPU-out for the GPU "
+                               "types a family fit serves, else leave-one-dataset-out) of "
+                               f"{sum(o.refused is None for o in band_rows)} runs of "
+                               "data/external")
     atomic_write_text(errors_path, json.dumps(spec, indent=1) + "\n")
     doc = VALIDATION_DOC.read_text(encoding="utf-8")
     head = doc.split(SECTION)[0].rstrip("\n")
