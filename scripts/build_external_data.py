@@ -388,12 +388,84 @@ def build_lambda(raw: Path) -> list[dict[str, Any]]:
     return rows
 
 
+# --------------------------------------------------------------------------- gpu_conc
+# folder -> (catalog GPU, the vendor's name); the MI300X files say "Unknown GPU" (the AMD
+# harness could not query it): the folder and its commit ("Add MI300X benchmark results") name it
+GPU_CONC = {"H100": ("H100-PCIe", None), "H200": ("H200", None), "b200": ("B200", None),
+            "MI300X": ("MI300X", "AMD Instinct MI300X (folder and commit name; the file says "
+                                 "Unknown GPU)")}
+
+
+def build_gpu_conc(repo: Path) -> list[dict[str, Any]]:
+    """sariekr/gpu_conc: one GPU serving openai/gpt-oss-20b under the harness's concurrency
+    levels; the newest ``benchmark_summary_*.json`` of each GPU folder. The harness feeds one
+    request every 0.5 s into a queue that N workers drain, so a level is a closed loop of N in
+    flight only while the server cannot keep up with that feed. Little's law tells which: the
+    mean number in flight (completed req/s x mean latency) is N there; at the arrival-limited
+    levels (the same ~2 req/s load repeated) it is far below N, and those are left out."""
+    commit = head_commit(repo)
+    files = ls(repo)
+    rows: list[dict[str, Any]] = []
+    for folder, (gpu, raw_name) in GPU_CONC.items():
+        summaries = sorted(f for f in files
+                           if re.fullmatch(rf"{folder}/benchmark_summary_\d{{8}}_\d{{6}}\.json", f))
+        path = summaries[-1]
+        d = json.loads(show(repo, path))
+        info = d["test_info"]
+        ts = info["timestamp"]
+        date = f"{ts[:4]}-{ts[4:6]}-{ts[6:8]}"
+        cfg = info["config"]
+        for r in d["results"]:
+            ok, n = int(r["successful_requests"]), int(r["concurrency"])
+            rps, dur = num(r["requests_per_second"]), num(r["test_duration_seconds"])
+            if rps is None or dur is None or ok == 0:
+                continue
+            if abs(rps * dur - ok) > 0.01 * ok:  # the file's rate is completed / duration
+                raise SystemExit(f"build_external_data: gpu-conc: {path} concurrency {n}: "
+                                 f"{rps} req/s x {dur} s is not {ok} requests")
+            e2e = num(r["average_latency_per_request"])
+            in_flight = None if e2e is None else rps * e2e / 1000.0
+            if in_flight is None or abs(in_flight - n) > 0.1 * n \
+                    or int(r["failed_requests"]) > 0:
+                continue
+            out_tok_s = num(r["system_output_throughput"])
+            speed = num(r["median_output_speed_per_query"])
+            rows.append({
+                "source": "gpu-conc", "source_file": path, "commit": commit,
+                "run_id": f"{path.removesuffix('.json')}/concurrency_{n}", "date": date,
+                "model": cfg["model"], "model_raw": r["model"],
+                "gpu": gpu, "gpu_raw": raw_name or r["gpu_info"]["model"],
+                "gpu_count": int(r["gpu_info"]["count"]), "tp": 1, "pp": 1, "nodes": 1,
+                "engine": "vllm", "quant": "mxfp4",
+                "load_kind": "concurrency", "load_value": n,
+                "num_prompts": int(r["total_requests_sent"]),
+                "dataset": "gpu_conc synthetic chat prompts (~750 words, target 1000 tokens)",
+                "output_tokens_mean": None if out_tok_s is None else out_tok_s * dur / ok,
+                "output_tokens_requested": int(cfg["output_tokens"]),
+                "prefix_cache": "unknown",
+                "completed_rps": rps, "output_tok_s": out_tok_s,
+                "ttft_mean_ms": num(r["average_ttft"]), "ttft_p50_ms": num(r["median_ttft"]),
+                "ttft_p99_ms": num(r["p99_ttft"]),
+                "tpot_p50_ms": None if not speed else 1000.0 / speed,
+                "e2e_mean_ms": num(r["average_latency_per_request"]),
+                "e2e_p50_ms": num(r["median_end_to_end_latency"]),
+                "e2e_p99_ms": num(r["p99_end_to_end_latency"]),
+                "duration_s": dur,
+                "metric_note": ("output tokens counted as streamed chunks (content and "
+                                "reasoning); output_tokens_mean = output tok/s x duration / "
+                                "completed; tpot_p50_ms = 1000 / the median per-request "
+                                "decode speed (tokens / (end - first token))"),
+            })
+    return rows
+
+
 # --------------------------------------------------------------------------- registry
 # slug -> (mirror folder under --mirrors, or a file under data/external/raw/, builder)
 SOURCES: dict[str, tuple[str, Callable[[Path], list[dict[str, Any]]]]] = {
     "4x3090-llm-benchmarks": ("LottoLottoLotto+4x3090-llm-benchmarks", build_4x3090),
     "llm-bench-2x4090": ("MadCodeTX+llm-bench-2x4090", build_2x4090),
     "lambdalabs-vllm-benchmark": ("raw:lambdalabs-vllm-benchmark.json", build_lambda),
+    "gpu-conc": ("sariekr+gpu_conc", build_gpu_conc),
 }
 
 
