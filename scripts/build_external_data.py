@@ -459,6 +459,98 @@ def build_gpu_conc(repo: Path) -> list[dict[str, Any]]:
     return rows
 
 
+# --------------------------------------------------------------------------- ROCm/vllm
+ROCM_README = "docs/dev-docker/README.md"
+ROCM_MODELS = {"70B": "amd/Llama-3.1-70B-Instruct-FP8-KV",
+               "405B": "amd/Llama-3.1-405B-Instruct-FP8-KV"}
+
+
+def _rocm_latency_block(text: str) -> str:
+    """The README's reproduction command of its latency table (the first fenced block that
+    runs ``benchmark_latency.py``)."""
+    for block in re.findall(r"```[a-z]*\n(.*?)```", text, re.S):
+        if "benchmark_latency.py" in block:
+            # one version closes a quoted --compilation-config with a typographic quote
+            return block.replace("\u2019", "'").replace("\u2018", "'")
+    return ""
+
+
+def build_rocm_latency(repo: Path) -> list[dict[str, Any]]:
+    """ROCm/vllm ``docs/dev-docker/README.md``: AMD's MI300X latency table (vLLM's
+    ``benchmark_latency.py``: one offline batch of B prompts of IN random tokens, OUT tokens
+    each, mean wall time of 5 iterations). Every version of the file in the mirror's history
+    (all refs, oldest first) is read; a measurement (model, B, IN, OUT, latency) is kept once,
+    attributed to the commit that first published it and the vLLM version that README names.
+    A commit that brings fewer than half of a model's rows as new values (a correction or a
+    revert of a few cells, not a new measurement) adds none of them."""
+    log = git(repo, "log", "--all", "--reverse", "--format=%H %cI", "--", ROCM_README)
+    seen: set[tuple[Any, ...]] = set()
+    rows: list[dict[str, Any]] = []
+    for line in log.decode().splitlines():
+        commit, stamp = line.split()
+        try:
+            text = git(repo, "show", f"{commit}:{ROCM_README}").decode("utf-8")
+        except subprocess.CalledProcessError:
+            continue  # the file is absent at a commit of a side branch
+        head = re.search(r"^\| *Model *\|.*Latency \((sec|ms)\) *\|$", text, re.M)
+        ver = re.search(r"^[-*]\s*vLLM\s+v?([0-9][^\s,;)]*)", text, re.M)
+        if not head or not ver:
+            continue
+        scale = 1000.0 if head.group(1) == "sec" else 1.0
+        flags, env = parse_launch(None, _rocm_latency_block(text))
+        extra = [(f"env:{k}", v) for k, v in sorted(env.items()) if k.startswith("VLLM_")]
+        extra += [(k.replace("-", "_"), flags.get(k)) for k in ("num-iters-warmup", "num-iters")]
+        model_cell, tp_cell = "", ""
+        groups: dict[str, list[tuple[tuple[Any, ...], dict[str, Any]]]] = {}
+        for raw in text[head.end():].split("\n")[2:]:
+            if not raw.startswith("|"):
+                break
+            cells = [c.strip() for c in raw.strip().strip("|").split("|")]
+            # a model's later rows leave its name and TP size blank
+            model_cell, tp_cell = cells[0] or model_cell, cells[2] or tp_cell
+            size = re.match(r"Llama 3\.1 (70B|405B)", model_cell)
+            bs, inp, out, lat = (num(c) for c in cells[3:7])
+            if size is None or None in (bs, inp, out, lat):
+                continue
+            assert bs is not None and inp is not None and out is not None and lat is not None
+            ms = lat * scale
+            key = (size.group(1), bs, inp, out, round(ms, 3))
+            b, i, o = int(bs), int(inp), int(out)
+            groups.setdefault(size.group(1), []).append((key, {
+                "source": "rocm-vllm-mi300x-latency", "source_file": ROCM_README,
+                "commit": commit,
+                "run_id": f"{commit[:12]}/{size.group(1)}/bs{b}_in{i}_out{o}",
+                "date": stamp[:10],
+                "model": ROCM_MODELS[size.group(1)], "model_raw": model_cell,
+                "gpu": "MI300X", "gpu_raw": "AMD Instinct MI300X (192GiB, 750W)",
+                "gpu_count": int(tp_cell), "tp": int(tp_cell), "pp": 1, "nodes": 1,
+                "interconnect": "AMD Infinity Fabric (8 x MI300X platform)",
+                "engine": "vllm", "engine_version": ver.group(1),
+                "dtype": flags.get("dtype") or None, "quant": "fp8",
+                "kv_cache_dtype": flags.get("kv-cache-dtype") or None,
+                "max_model_len": num(flags.get("max-model-len")),
+                "gpu_memory_utilization": num(flags.get("gpu-memory-utilization")),
+                "engine_args": engine_args_cell(flags, {}, [("offline", "benchmark_latency"),
+                                                            *extra]),
+                "load_kind": "burst", "num_prompts": b, "dataset": "random token ids",
+                "input_tokens_mean": i, "input_tokens_min": i, "input_tokens_max": i,
+                "output_tokens_mean": o, "output_tokens_min": o, "output_tokens_max": o,
+                "output_tokens_requested": o, "prefix_cache": "unknown",
+                "completed_rps": b / (ms / 1000.0), "output_tok_s": b * o / (ms / 1000.0),
+                "total_tok_s": b * (i + o) / (ms / 1000.0),
+                "e2e_mean_ms": ms, "e2e_p50_ms": ms, "e2e_p99_ms": ms, "duration_s": ms / 1000.0,
+                "metric_note": ("offline batch latency (benchmark_latency: mean of the "
+                                "iterations' wall time for all B requests, which share one "
+                                "length and finish together); rates = B / latency"),
+            }))
+        for group in groups.values():
+            new_rows = [(k, r) for k, r in group if k not in seen]
+            seen.update(k for k, _ in group)
+            if 2 * len(new_rows) >= len(group):
+                rows.extend(r for _, r in new_rows)
+    return rows
+
+
 # --------------------------------------------------------------------------- registry
 # slug -> (mirror folder under --mirrors, or a file under data/external/raw/, builder)
 SOURCES: dict[str, tuple[str, Callable[[Path], list[dict[str, Any]]]]] = {
@@ -466,6 +558,7 @@ SOURCES: dict[str, tuple[str, Callable[[Path], list[dict[str, Any]]]]] = {
     "llm-bench-2x4090": ("MadCodeTX+llm-bench-2x4090", build_2x4090),
     "lambdalabs-vllm-benchmark": ("raw:lambdalabs-vllm-benchmark.json", build_lambda),
     "gpu-conc": ("sariekr+gpu_conc", build_gpu_conc),
+    "rocm-vllm-mi300x-latency": ("ROCm+vllm", build_rocm_latency),
 }
 
 

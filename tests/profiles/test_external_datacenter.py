@@ -53,3 +53,31 @@ def test_derived_figures_agree_with_the_source_totals(runs) -> None:
         if r.load_value == 1:
             decode_ms = (r.e2e_p50_ms or 0) - (r.ttft_p50_ms or 0)
             assert decode_ms / r.output_tokens_mean == pytest.approx(r.tpot_p50_ms, rel=0.1)
+
+
+def test_amd_latency_tables_give_consistent_burst_rows() -> None:
+    got = load_external_runs(external_dir() / "rocm-vllm-mi300x-latency.csv")
+    assert got.errors == () and len(got.runs) >= 300
+    models = {"amd/Llama-3.1-70B-Instruct-FP8-KV", "amd/Llama-3.1-405B-Instruct-FP8-KV"}
+    assert {r.model for r in got.runs} == models
+    assert {r.config for r in got.runs} == {"8xMI300X"}
+    assert len({r.engine_version for r in got.runs}) >= 5  # vLLM 0.6.6 ... 0.10.0
+    seen = set()
+    for r in got.runs:
+        assert r.load_kind == "burst" and r.tp == 8 and r.source_file == "docs/dev-docker/README.md"
+        assert r.input_tokens_mean in (128, 2048) and r.output_tokens_mean == 2048
+        b, secs = r.num_prompts or 0, (r.e2e_p50_ms or 0) / 1000
+        # every request of the batch is the same length: the rates follow from B and latency
+        assert r.output_tok_s == pytest.approx(b * 2048 / secs, rel=1e-3)
+        assert r.total_tok_s == pytest.approx(b * (2048 + r.input_tokens_mean) / secs, rel=1e-3)
+        key = (r.model, b, r.input_tokens_mean, r.e2e_p50_ms)
+        assert key not in seen  # a republished value is kept once
+        seen.add(key)
+    # within one measurement set a larger batch never finishes sooner
+    sets: dict[tuple[str, str, float], list[tuple[int, float]]] = {}
+    for r in got.runs:
+        sets.setdefault((r.commit, r.model or "", r.input_tokens_mean or 0), []).append(
+            (r.num_prompts or 0, r.e2e_p50_ms or 0))
+    for points in sets.values():
+        lat = [ms for _, ms in sorted(points)]
+        assert lat == sorted(lat)
