@@ -388,12 +388,177 @@ def build_lambda(raw: Path) -> list[dict[str, Any]]:
     return rows
 
 
+# --------------------------------------------------------------------------- gpu_conc
+# folder -> (catalog GPU, the vendor's name); the MI300X files say "Unknown GPU" (the AMD
+# harness could not query it): the folder and its commit ("Add MI300X benchmark results") name it
+GPU_CONC = {"H100": ("H100-PCIe", None), "H200": ("H200", None), "b200": ("B200", None),
+            "MI300X": ("MI300X", "AMD Instinct MI300X (folder and commit name; the file says "
+                                 "Unknown GPU)")}
+
+
+def build_gpu_conc(repo: Path) -> list[dict[str, Any]]:
+    """sariekr/gpu_conc: one GPU serving openai/gpt-oss-20b under the harness's concurrency
+    levels; the newest ``benchmark_summary_*.json`` of each GPU folder. The harness feeds one
+    request every 0.5 s into a queue that N workers drain, so a level is a closed loop of N in
+    flight only while the server cannot keep up with that feed. Little's law tells which: the
+    mean number in flight (completed req/s x mean latency) is N there; at the arrival-limited
+    levels (the same ~2 req/s load repeated) it is far below N, and those are left out."""
+    commit = head_commit(repo)
+    files = ls(repo)
+    rows: list[dict[str, Any]] = []
+    for folder, (gpu, raw_name) in GPU_CONC.items():
+        summaries = sorted(f for f in files
+                           if re.fullmatch(rf"{folder}/benchmark_summary_\d{{8}}_\d{{6}}\.json", f))
+        path = summaries[-1]
+        d = json.loads(show(repo, path))
+        info = d["test_info"]
+        ts = info["timestamp"]
+        date = f"{ts[:4]}-{ts[4:6]}-{ts[6:8]}"
+        cfg = info["config"]
+        for r in d["results"]:
+            ok, n = int(r["successful_requests"]), int(r["concurrency"])
+            rps, dur = num(r["requests_per_second"]), num(r["test_duration_seconds"])
+            if rps is None or dur is None or ok == 0:
+                continue
+            if abs(rps * dur - ok) > 0.01 * ok:  # the file's rate is completed / duration
+                raise SystemExit(f"build_external_data: gpu-conc: {path} concurrency {n}: "
+                                 f"{rps} req/s x {dur} s is not {ok} requests")
+            e2e = num(r["average_latency_per_request"])
+            in_flight = None if e2e is None else rps * e2e / 1000.0
+            if in_flight is None or abs(in_flight - n) > 0.1 * n \
+                    or int(r["failed_requests"]) > 0:
+                continue
+            out_tok_s = num(r["system_output_throughput"])
+            speed = num(r["median_output_speed_per_query"])
+            rows.append({
+                "source": "gpu-conc", "source_file": path, "commit": commit,
+                "run_id": f"{path.removesuffix('.json')}/concurrency_{n}", "date": date,
+                "model": cfg["model"], "model_raw": r["model"],
+                "gpu": gpu, "gpu_raw": raw_name or r["gpu_info"]["model"],
+                "gpu_count": int(r["gpu_info"]["count"]), "tp": 1, "pp": 1, "nodes": 1,
+                "engine": "vllm", "quant": "mxfp4",
+                "load_kind": "concurrency", "load_value": n,
+                "num_prompts": int(r["total_requests_sent"]),
+                "dataset": "gpu_conc synthetic chat prompts (~750 words, target 1000 tokens)",
+                "output_tokens_mean": None if out_tok_s is None else out_tok_s * dur / ok,
+                "output_tokens_requested": int(cfg["output_tokens"]),
+                "prefix_cache": "unknown",
+                "completed_rps": rps, "output_tok_s": out_tok_s,
+                "ttft_mean_ms": num(r["average_ttft"]), "ttft_p50_ms": num(r["median_ttft"]),
+                "ttft_p99_ms": num(r["p99_ttft"]),
+                "tpot_p50_ms": None if not speed else 1000.0 / speed,
+                "e2e_mean_ms": num(r["average_latency_per_request"]),
+                "e2e_p50_ms": num(r["median_end_to_end_latency"]),
+                "e2e_p99_ms": num(r["p99_end_to_end_latency"]),
+                "duration_s": dur,
+                "metric_note": ("output tokens counted as streamed chunks (content and "
+                                "reasoning); output_tokens_mean = output tok/s x duration / "
+                                "completed; tpot_p50_ms = 1000 / the median per-request "
+                                "decode speed (tokens / (end - first token))"),
+            })
+    return rows
+
+
+# --------------------------------------------------------------------------- ROCm/vllm
+ROCM_README = "docs/dev-docker/README.md"
+ROCM_MODELS = {"70B": "amd/Llama-3.1-70B-Instruct-FP8-KV",
+               "405B": "amd/Llama-3.1-405B-Instruct-FP8-KV"}
+
+
+def _rocm_latency_block(text: str) -> str:
+    """The README's reproduction command of its latency table (the first fenced block that
+    runs ``benchmark_latency.py``)."""
+    for block in re.findall(r"```[a-z]*\n(.*?)```", text, re.S):
+        if "benchmark_latency.py" in block:
+            # one version closes a quoted --compilation-config with a typographic quote
+            return block.replace("\u2019", "'").replace("\u2018", "'")
+    return ""
+
+
+def build_rocm_latency(repo: Path) -> list[dict[str, Any]]:
+    """ROCm/vllm ``docs/dev-docker/README.md``: AMD's MI300X latency table (vLLM's
+    ``benchmark_latency.py``: one offline batch of B prompts of IN random tokens, OUT tokens
+    each, mean wall time of 5 iterations). Every version of the file in the mirror's history
+    (all refs, oldest first) is read; a measurement (model, B, IN, OUT, latency) is kept once,
+    attributed to the commit that first published it and the vLLM version that README names.
+    A commit that brings fewer than half of a model's rows as new values (a correction or a
+    revert of a few cells, not a new measurement) adds none of them."""
+    log = git(repo, "log", "--all", "--reverse", "--format=%H %cI", "--", ROCM_README)
+    seen: set[tuple[Any, ...]] = set()
+    rows: list[dict[str, Any]] = []
+    for line in log.decode().splitlines():
+        commit, stamp = line.split()
+        try:
+            text = git(repo, "show", f"{commit}:{ROCM_README}").decode("utf-8")
+        except subprocess.CalledProcessError:
+            continue  # the file is absent at a commit of a side branch
+        head = re.search(r"^\| *Model *\|.*Latency \((sec|ms)\) *\|$", text, re.M)
+        ver = re.search(r"^[-*]\s*vLLM\s+v?([0-9][^\s,;)]*)", text, re.M)
+        if not head or not ver:
+            continue
+        scale = 1000.0 if head.group(1) == "sec" else 1.0
+        flags, env = parse_launch(None, _rocm_latency_block(text))
+        extra = [(f"env:{k}", v) for k, v in sorted(env.items()) if k.startswith("VLLM_")]
+        extra += [(k.replace("-", "_"), flags.get(k)) for k in ("num-iters-warmup", "num-iters")]
+        model_cell, tp_cell = "", ""
+        groups: dict[str, list[tuple[tuple[Any, ...], dict[str, Any]]]] = {}
+        for raw in text[head.end():].split("\n")[2:]:
+            if not raw.startswith("|"):
+                break
+            cells = [c.strip() for c in raw.strip().strip("|").split("|")]
+            # a model's later rows leave its name and TP size blank
+            model_cell, tp_cell = cells[0] or model_cell, cells[2] or tp_cell
+            size = re.match(r"Llama 3\.1 (70B|405B)", model_cell)
+            bs, inp, out, lat = (num(c) for c in cells[3:7])
+            if size is None or None in (bs, inp, out, lat):
+                continue
+            assert bs is not None and inp is not None and out is not None and lat is not None
+            ms = lat * scale
+            key = (size.group(1), bs, inp, out, round(ms, 3))
+            b, i, o = int(bs), int(inp), int(out)
+            groups.setdefault(size.group(1), []).append((key, {
+                "source": "rocm-vllm-mi300x-latency", "source_file": ROCM_README,
+                "commit": commit,
+                "run_id": f"{commit[:12]}/{size.group(1)}/bs{b}_in{i}_out{o}",
+                "date": stamp[:10],
+                "model": ROCM_MODELS[size.group(1)], "model_raw": model_cell,
+                "gpu": "MI300X", "gpu_raw": "AMD Instinct MI300X (192GiB, 750W)",
+                "gpu_count": int(tp_cell), "tp": int(tp_cell), "pp": 1, "nodes": 1,
+                "interconnect": "AMD Infinity Fabric (8 x MI300X platform)",
+                "engine": "vllm", "engine_version": ver.group(1),
+                "dtype": flags.get("dtype") or None, "quant": "fp8",
+                "kv_cache_dtype": flags.get("kv-cache-dtype") or None,
+                "max_model_len": num(flags.get("max-model-len")),
+                "gpu_memory_utilization": num(flags.get("gpu-memory-utilization")),
+                "engine_args": engine_args_cell(flags, {}, [("offline", "benchmark_latency"),
+                                                            *extra]),
+                "load_kind": "burst", "num_prompts": b, "dataset": "random token ids",
+                "input_tokens_mean": i, "input_tokens_min": i, "input_tokens_max": i,
+                "output_tokens_mean": o, "output_tokens_min": o, "output_tokens_max": o,
+                "output_tokens_requested": o, "prefix_cache": "unknown",
+                "completed_rps": b / (ms / 1000.0), "output_tok_s": b * o / (ms / 1000.0),
+                "total_tok_s": b * (i + o) / (ms / 1000.0),
+                "e2e_mean_ms": ms, "e2e_p50_ms": ms, "e2e_p99_ms": ms, "duration_s": ms / 1000.0,
+                "metric_note": ("offline batch latency (benchmark_latency: mean of the "
+                                "iterations' wall time for all B requests, which share one "
+                                "length and finish together); rates = B / latency"),
+            }))
+        for group in groups.values():
+            new_rows = [(k, r) for k, r in group if k not in seen]
+            seen.update(k for k, _ in group)
+            if 2 * len(new_rows) >= len(group):
+                rows.extend(r for _, r in new_rows)
+    return rows
+
+
 # --------------------------------------------------------------------------- registry
 # slug -> (mirror folder under --mirrors, or a file under data/external/raw/, builder)
 SOURCES: dict[str, tuple[str, Callable[[Path], list[dict[str, Any]]]]] = {
     "4x3090-llm-benchmarks": ("LottoLottoLotto+4x3090-llm-benchmarks", build_4x3090),
     "llm-bench-2x4090": ("MadCodeTX+llm-bench-2x4090", build_2x4090),
     "lambdalabs-vllm-benchmark": ("raw:lambdalabs-vllm-benchmark.json", build_lambda),
+    "gpu-conc": ("sariekr+gpu_conc", build_gpu_conc),
+    "rocm-vllm-mi300x-latency": ("ROCm+vllm", build_rocm_latency),
 }
 
 
