@@ -22,6 +22,7 @@ e)``), as in :mod:`fleetplan.validate.bands`.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,7 +33,7 @@ import numpy as np
 from fleetplan.validate.bands import EXTERNAL_FOLD, ErrorQuantiles
 
 __all__ = ["EXTERNAL_FOLD", "DatasetRow", "ExternalOutcome", "LabelRow", "dataset_rows",
-           "external_fold", "external_markdown"]
+           "external_fold", "external_markdown", "widening"]
 # eval_external's labels -> the metrics of the error table they bound (throughput is output
 # tokens/s where the source states it, else requests/s: either bounds both)
 LABEL_METRICS: dict[str, tuple[str, ...]] = {
@@ -87,15 +88,22 @@ def _errors(outcomes: Iterable[ExternalOutcome], label: str) -> list[float]:
     return [o.errors[label] for o in outcomes if o.refused is None and label in o.errors]
 
 
-def band_of(errors: Sequence[float]) -> tuple[float, float]:
-    """The 10th and 90th percentiles of signed errors (linear between order statistics)."""
-    lo, hi = np.quantile(np.asarray(errors, dtype=float), BAND)
-    return float(lo), float(hi)
+def band_of(errors: Sequence[float], widen: float = 1.0) -> tuple[float, float]:
+    """The 10th and 90th percentiles of signed errors (linear between order statistics),
+    widened ``widen`` times about their middle in ``ln(1 + e)`` (1: as measured)."""
+    q10, q90 = (float(v) for v in np.quantile(np.asarray(errors, dtype=float), BAND))
+    if widen == 1.0:
+        return q10, q90
+    lo, hi = math.log1p(q10), math.log1p(q90)
+    mid, half = (lo + hi) / 2, (hi - lo) / 2 * widen
+    return math.expm1(mid - half), math.expm1(mid + half)
 
 
-def dataset_rows(outcomes: Sequence[ExternalOutcome]) -> list[DatasetRow]:
+def dataset_rows(outcomes: Sequence[ExternalOutcome],
+                 widen: Mapping[str, float] | None = None) -> list[DatasetRow]:
     """Per dataset: runs, predicted, and per label the median ``|e|`` and the
-    leave-one-dataset-out band's coverage and width."""
+    leave-one-dataset-out band's coverage and width (``widen``: per label, how many times the
+    other datasets' 10-90% spread the band spans, :func:`widening`; default 1)."""
     sources = sorted({o.source for o in outcomes})
     rows = []
     for s in sources:
@@ -109,7 +117,7 @@ def dataset_rows(outcomes: Sequence[ExternalOutcome]) -> list[DatasetRow]:
             held = _errors(others, label)
             inside = width = None
             if len(held) >= 2:
-                lo, hi = band_of(held)
+                lo, hi = band_of(held, (widen or {}).get(label, 1.0))
                 inside = sum(lo <= e <= hi for e in errs)
                 width = (1.0 + hi) / (1.0 + lo)
             metrics[label] = LabelRow(statistics.median(abs(e) for e in errs), len(errs),
@@ -118,9 +126,34 @@ def dataset_rows(outcomes: Sequence[ExternalOutcome]) -> list[DatasetRow]:
     return rows
 
 
-def external_fold(outcomes: Sequence[ExternalOutcome]) -> dict[str, dict[str, dict[str, Any]]]:
-    """``{gpu | "all": {metric: {p10, p50, p90, n, median_abs_pct}}}`` over every dataset; a
-    GPU type with fewer than :data:`MIN_GPU_RUNS` runs of a metric has no row of its own."""
+def widening(outcomes: Sequence[ExternalOutcome], target: float = 0.8,
+             limit: float = 6.0) -> dict[str, float]:
+    """Per label, the least factor (steps of 0.05, at most ``limit``) by which the other
+    datasets' 10-90% spread must be widened for the band to hold ``target`` of a held-out
+    dataset's values, on average over the datasets (each dataset counts once, however many
+    runs it has: a bias of one dataset is what a new user's runs bring). Each dataset's own
+    errors shape another's band, so a spread that holds 80% of the pooled runs can hold far
+    fewer of a dataset with its own bias."""
+    out = {}
+    for label in LABELS:
+        factor = 1.0
+        while True:
+            rows = dataset_rows(outcomes, {label: factor})
+            shares = [m.inside / m.n for r in rows if (m := r.metrics.get(label)) is not None
+                      and m.inside is not None and m.n]
+            if not shares or statistics.fmean(shares) >= target or factor >= limit:
+                break
+            factor = round(factor + 0.05, 2)
+        out[label] = factor
+    return out
+
+
+def external_fold(outcomes: Sequence[ExternalOutcome], widen: Mapping[str, float] | None = None
+                  ) -> dict[str, dict[str, dict[str, Any]]]:
+    """``{gpu | "all": {metric: {p10, p50, p90, n, median_abs_pct}}}`` over every dataset, the
+    10th and 90th percentiles widened by ``widen`` (per label, :func:`widening`; recorded as
+    ``widened``); a GPU type with fewer than :data:`MIN_GPU_RUNS` runs of a metric has no row
+    of its own."""
     groups: dict[str, list[ExternalOutcome]] = {"all": list(outcomes)}
     for o in outcomes:
         groups.setdefault(o.gpu, []).append(o)
@@ -132,6 +165,10 @@ def external_fold(outcomes: Sequence[ExternalOutcome]) -> dict[str, dict[str, di
             if len(errs) < (2 if key == "all" else MIN_GPU_RUNS):
                 continue
             q = ErrorQuantiles.of(errs).to_dict()
+            k = (widen or {}).get(label, 1.0)
+            lo, hi = band_of(errs, k)
+            q.update(p10=round(min(lo, q["p50"]), 4), p90=round(max(hi, q["p50"]), 4),
+                     widened=k)
             q["median_abs_pct"] = round(100 * statistics.median(abs(e) for e in errs), 1)
             for m in metrics:
                 row[m] = dict(q)

@@ -14,6 +14,7 @@ from fleetplan.validate.external_bands import (
     dataset_rows,
     external_fold,
     external_markdown,
+    widening,
 )
 
 
@@ -92,3 +93,26 @@ def test_a_gpu_never_measured_here_takes_the_external_band() -> None:
     assert q == base.folds["leave-one-model-out"]["H100-PCIe"]["ttft_p50_ms"]
     assert ExternalOutcome.from_dict({"source": "s", "config": "8xH100-SXM+tp4pp2",
                                       "refused": None, "errors": {}}).gpu == "H100-SXM"
+
+
+def test_widening_is_the_least_factor_that_holds_80pct_of_each_held_out_dataset() -> None:
+    # two datasets with their own biases: a's errors 0 .. +0.2, b's -0.15 .. +0.05; read from
+    # the other's 10-90% spread alone (a: -0.13 .. +0.03, b: +0.02 .. +0.18), each band
+    # holds one of five values
+    a = _runs("a", "X", [0.0, 0.05, 0.1, 0.15, 0.2])
+    b = _runs("b", "Y", [-0.15, -0.1, -0.05, 0.0, 0.05])
+    plain = dataset_rows(a + b)
+    assert [r.metrics["throughput"].inside for r in plain] == [1, 1]
+    k = widening(a + b)["throughput"]
+    assert k > 1.0
+    rows = dataset_rows(a + b, {"throughput": k})
+    shares = [r.metrics["throughput"].inside / r.metrics["throughput"].n for r in rows]
+    assert sum(shares) / 2 >= 0.8
+    # one step less does not
+    rows = dataset_rows(a + b, {"throughput": round(k - 0.05, 2)})
+    shares = [r.metrics["throughput"].inside / r.metrics["throughput"].n for r in rows]
+    assert sum(shares) / 2 < 0.8
+    # the fold records the widened band: its p10 / p90 hold the other dataset's values
+    fold = external_fold(a + b, {"throughput": k})["all"]["request_throughput"]
+    assert fold["widened"] == k
+    assert fold["p90"] - fold["p10"] > 0.2 + 0.15  # wider than the pooled 10-90% spread
