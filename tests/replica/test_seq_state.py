@@ -54,6 +54,7 @@ def test_every_running_sequence_holds_its_state_blocks(blocks, state, n, prompt,
     most_s, done_s = _most_running(ps, n, prompt, out)
     assert done_0 == done_s == n  # everything is served either way
     assert most_s * (state + 1) <= blocks
+    assert most_s <= ps.max_state_seqs
     if blocks // (state + 1) < most_0:
         assert most_s < most_0
 
@@ -64,9 +65,11 @@ def test_a_large_state_caps_the_batch_by_hand() -> None:
     blocks on admission, so at most 400 // 31 = 12 run together."""
     p0 = BASE.with_(kv_capacity_tokens=400 * 16, max_num_seqs=256, max_model_len=2000)
     assert _most_running(p0, 40, 100, 20)[0] == 40
-    most, done = _most_running(p0.with_(seq_state_blocks=30), 40, 100, 20)
+    p30 = p0.with_(seq_state_blocks=30)
+    most, done = _most_running(p30, 40, 100, 20)
     assert done == 40
-    assert most <= 12
+    assert most <= 12 == p30.max_state_seqs
+    assert p0.max_state_seqs == 256  # no state: the running cap itself
 
 
 def test_a_request_whose_tokens_and_state_exceed_the_cache_is_refused() -> None:
