@@ -192,9 +192,11 @@ def seq_state_blocks(spec: ModelSpec, hw: HardwareConfig, block: int,
     vLLM v1's hybrid KV cache manager pages the state from the block pool of the KV cache: a
     ``MambaSpec`` (vLLM 0.32.0 ``v1/kv_cache_interface.py`` lines 1035-1072, its page the
     state's shapes x dtypes) whose block is the whole model length without prefix caching
-    (``config/vllm.py`` lines 3305-3312), so ``MambaManager`` takes one block per running
-    request for each group of state layers (``v1/core/single_type_kv_cache_manager.py`` lines
-    1415 and 1676-1710); the groups have as many layers as the full-attention group
+    (``model_executor/models/config.py`` lines 700-707), so ``MambaManager`` takes one block
+    per running request for each group of state layers
+    (``v1/core/single_type_kv_cache_manager.py`` lines 1415 and 1676-1710; with prefix caching,
+    ``mamba_cache_mode`` ``align``, one resident and a second for a step at each block boundary,
+    lines 1613-1641); the groups have as many layers as the full-attention group
     (``v1/core/kv_cache_utils.py`` lines 1455-1480) and one page size, every block of the pool
     holding one page per layer of a group (lines 1588-1630): the attention block grows until its
     page holds a state page (``Platform._align_hybrid_block_size``, ``platforms/interface.py``
