@@ -103,12 +103,18 @@ def test_the_compiled_run_is_the_reference_run_for_any_settings(seed, rate, kv, 
     assert a[3] in (STOP_DONE, STOP_OVERLOAD, STOP_ABOVE)
 
 
-@pytest.mark.parametrize("rate,stop", [(3.0, None), (40.0, None), (12.0, {"ttft_p99_ms": 80.0})])
-def test_steady_state_gives_the_same_result_on_either_engine(rate, stop):
+@pytest.mark.parametrize("rate,stop,state", [(3.0, None, 0), (40.0, None, 0),
+                                              (12.0, {"ttft_p99_ms": 80.0}, 0),
+                                              (3.0, None, 600), (20.0, None, 600)])
+def test_steady_state_gives_the_same_result_on_either_engine(rate, stop, state):
+    """``state`` 600: every sequence holds 600 blocks (9,600 tokens' worth) of fixed-size
+    state, so the cache runs at most 24 sequences at once (queueing at 3 req/s, overloaded
+    at 20)."""
+    params = BASE.with_(seq_state_blocks=state)
     kw = dict(rate=rate, duration_s=200, warmup_s=20, seed=4, stop_above=stop,
               prefix_cache_hit=0.3)
-    a = steady_state(BASE, **kw)
-    b = steady_state(BASE, engine="simpy", **kw)
+    a = steady_state(params, **kw)
+    b = steady_state(params, engine="simpy", **kw)
     assert json.dumps(a.to_dict()) == json.dumps(b.to_dict())
 
 
