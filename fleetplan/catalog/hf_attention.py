@@ -18,8 +18,13 @@ layouts are read:
   their own head size and KV heads (``global_head_dim``, ``num_global_key_value_heads``:
   ``ModelSpec.full_head_dim`` / ``full_kv_heads``) and, with ``attention_k_eq_v``, no
   ``v_proj`` (vLLM still keeps a V slot in the cache: ``gemma4.py``, K loaded into both).
-  ``linear_attention`` layers (Qwen3-Next / Qwen3.5 / Qwen3.6 Gated DeltaNet: a fixed-size state
-  per sequence, no per-token KV) are refused with one line naming ``layer_types``.
+  ``linear_attention`` layers (Qwen3-Next / Qwen3.5 / Qwen3.6 Gated DeltaNet; Qwen3-Next's
+  ``full_attention_interval`` without ``layer_types`` too) keep no per-token KV but a
+  fixed-size state per sequence (:func:`_gated_deltanet`; ``ModelSpec.linear_layers`` and the
+  ``linear_*`` state fields). Their full-attention layers' ``q_proj`` doubles with
+  ``attn_output_gate`` (a gate per query, vLLM 0.32.0 ``qwen3_next.py`` lines 315-324) and they
+  carry ``q_norm`` / ``k_norm``. Other layer kinds (e.g. Mamba2 ``mamba``, whose state and
+  projections differ) are refused with one line naming ``layer_types``.
 - otherwise every layer is full attention with ``num_key_value_heads`` x ``head_dim``.
 
 Every refusal names the file and the field.
@@ -34,7 +39,7 @@ from typing import Any, Protocol
 
 from fleetplan.errors import InputError
 
-_KNOWN_KINDS = ("full_attention", "sliding_attention")
+_KNOWN_KINDS = ("full_attention", "sliding_attention", "linear_attention")
 
 
 class Fields(Protocol):
@@ -88,6 +93,12 @@ def _mla(f: Fields, *, layers: int, hidden: int, heads: int, bias: bool) -> Atte
 
 def _kinds(f: Fields, layers: int) -> Counter[str]:
     name, raw = f.raw("layer_types")
+    if name is None and f.raw("linear_num_value_heads")[0] is not None:
+        # Qwen3-Next states the pattern only: every interval-th layer is full attention
+        # (transformers' Qwen3NextConfig builds layer_types the same way)
+        every = f.int_("full_attention_interval", spec="layers")
+        full = layers // every
+        return Counter({"full_attention": full, "linear_attention": layers - full})
     if name is None:
         return Counter({"full_attention": layers})
     if not isinstance(raw, list) or not all(isinstance(k, str) for k in raw):
@@ -96,14 +107,11 @@ def _kinds(f: Fields, layers: int) -> Counter[str]:
         raise InputError(f"{f.path}: field layer_types: {len(raw)} entries for the "
                          f"{layers} layers of num_hidden_layers")
     kinds = Counter(raw)
-    if kinds.get("linear_attention"):
-        raise InputError(f"{f.path}: field layer_types: {kinds['linear_attention']} "
-                         f"linear_attention layers of {layers} (Gated DeltaNet: a fixed-size "
-                         "state per sequence) are not modelled")
     other = sorted(set(kinds) - set(_KNOWN_KINDS))
     if other:
         raise InputError(f"{f.path}: field layer_types: {other[0]!r} layers are not modelled "
-                         f"(known: {', '.join(_KNOWN_KINDS)})")
+                         f"(known: {', '.join(_KNOWN_KINDS)}, the last Gated DeltaNet; "
+                         "a Mamba2 state is another arithmetic)")
     return kinds
 
 
@@ -121,7 +129,15 @@ def attention_layout(f: Fields, *, layers: int, hidden: int, heads: int, kv_head
                          f"{sliding} sliding_attention layers")
     if window is None:  # a window as long as the context slides nothing
         sliding = 0
-    full = layers - sliding
+    linear_n = kinds.get("linear_attention", 0)
+    gdn = (_gated_deltanet(f, hidden=hidden, layers=linear_n) if linear_n
+           else AttentionLayout(0, 0, {}))
+    full = layers - sliding - linear_n
+    if linear_n and full < 1:
+        raise InputError(f"{f.path}: field layer_types: {linear_n} linear_attention layers and "
+                         "no full_attention layer: a model without a per-token KV cache is not "
+                         "modelled")
+    gate = f.bool_("attn_output_gate", bool(linear_n))  # Qwen3-Next's default: gated
     g_dim = f.int_("global_head_dim", default=head_dim, spec="head_dim")
     g_kv = f.int_("num_global_key_value_heads", default=kv_heads, spec="kv_heads")
     if g_kv > heads or heads % g_kv:
@@ -129,20 +145,65 @@ def attention_layout(f: Fields, *, layers: int, hidden: int, heads: int, kv_head
                          f"{heads} attention heads")
     k_eq_v = f.bool_("attention_k_eq_v", False)
 
-    def proj(kv: int, dim: int, v: bool) -> int:
-        return hidden * heads * dim * 2 + hidden * kv * dim * (2 if v else 1)
+    def proj(kv: int, dim: int, v: bool, q_gate: bool = False) -> int:
+        q_o = 3 if q_gate else 2  # q (and its gate) and o
+        return hidden * heads * dim * q_o + hidden * kv * dim * (2 if v else 1)
 
-    linear = sliding * proj(kv_heads, head_dim, True) + full * proj(g_kv, g_dim, not k_eq_v)
-    small = 0
+    linear = (sliding * proj(kv_heads, head_dim, True)
+              + full * proj(g_kv, g_dim, not k_eq_v, gate) + gdn.linear)
+    small = gdn.small + (full * 2 * g_dim if linear_n else 0)  # q_norm, k_norm of a hybrid
     if qkv_bias:
-        small = (sliding * (heads + 2 * kv_heads) * head_dim
-                 + full * (heads + 2 * g_kv) * g_dim)
-    fields: dict[str, Any] = dict(kv_heads=kv_heads, head_dim=head_dim)
+        small += (sliding * (heads + 2 * kv_heads) * head_dim
+                  + full * (heads + 2 * g_kv) * g_dim)
+    fields: dict[str, Any] = dict(kv_heads=kv_heads, head_dim=head_dim, **gdn.spec_fields)
     if sliding:
         fields["sliding_layers"] = sliding
     if (g_dim, g_kv) != (head_dim, kv_heads):
         fields.update(full_head_dim=g_dim, full_kv_heads=g_kv)
     return AttentionLayout(linear=linear, small=small, spec_fields=fields)
+
+
+def _gated_deltanet(f: Fields, *, hidden: int, layers: int) -> AttentionLayout:
+    """``layers`` Gated DeltaNet layers as vLLM 0.32.0 builds them
+    (``model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py``): ``in_proj_qkvz`` (``hidden x
+    (2 key_dim + 2 value_dim)``, lines 516-522 and 651-675) and ``out_proj`` (``value_dim x
+    hidden``, line 581), quantized where the checkpoint says; ``in_proj_ba`` (``hidden x 2
+    value heads``, never block-quantized, lines 527-533), the ``conv1d`` (``kernel x conv_dim``,
+    ``conv_dim = 2 key_dim + value_dim``, lines 502-508), ``dt_bias`` and ``A_log`` (a value per
+    value head) and the gated RMS norm (``value head dim``) at 16 bits. ``key_dim`` =
+    ``linear_num_key_heads x linear_key_head_dim``, ``value_dim`` likewise.
+
+    The state per sequence and layer (``MambaStateShapeCalculator.gated_delta_net_state_shape``,
+    ``model_executor/layers/mamba/mamba_utils.py`` lines 280-300): the recurrent state
+    ``value heads x value head dim x key head dim`` in ``mamba_ssm_dtype`` (vLLM sets
+    ``mamba_ssm_cache_dtype`` from it for Qwen3.5, ``model_executor/models/config.py`` lines
+    855-866; without it the model's 16 bits) and the convolution's ``(kernel - 1) x conv_dim``
+    in the model's dtype (``MambaStateDtypeCalculator._mamba_state_dtype``, same file lines
+    98-108, ``mamba_cache_dtype`` ``auto``)."""
+    k_heads = f.int_("linear_num_key_heads", spec="kv_heads")
+    v_heads = f.int_("linear_num_value_heads", spec="attention_heads")
+    k_dim = f.int_("linear_key_head_dim", spec="head_dim")
+    v_dim = f.int_("linear_value_head_dim", spec="head_dim")
+    kernel = f.int_("linear_conv_kernel_dim", minimum=1, spec="head_dim")
+    if v_heads % k_heads:
+        raise InputError(f"{f.path}: field linear_num_value_heads: {v_heads} must be a multiple "
+                         f"of the {k_heads} linear_num_key_heads")
+    ssm_name, ssm = f.raw("mamba_ssm_dtype")
+    ssm_bytes = 2.0
+    if ssm_name is not None:
+        ssm_bytes = {"float32": 4.0, "float16": 2.0, "bfloat16": 2.0}.get(str(ssm), 0.0)
+        if not ssm_bytes:
+            raise InputError(f"{f.path}: field mamba_ssm_dtype: {str(ssm)[:40]!r} is not one "
+                             "of float32, float16, bfloat16")
+    key_dim, value_dim = k_heads * k_dim, v_heads * v_dim
+    conv_dim = 2 * key_dim + value_dim
+    per_layer = hidden * (2 * key_dim + 2 * value_dim) + value_dim * hidden
+    small = hidden * 2 * v_heads + kernel * conv_dim + 2 * v_heads + v_dim
+    return AttentionLayout(
+        linear=layers * per_layer, small=layers * small,
+        spec_fields=dict(linear_layers=layers, linear_state_elements=v_heads * v_dim * k_dim,
+                         linear_conv_elements=(kernel - 1) * conv_dim,
+                         linear_state_bytes=ssm_bytes, linear_heads=k_heads))
 
 
 def attention_share_skipped(ignore: list[Any], layers: int) -> float:

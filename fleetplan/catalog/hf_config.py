@@ -7,9 +7,11 @@ architecture (layers, hidden and intermediate sizes, attention and KV heads, hea
 tied embeddings, max positions, sliding window, MoE experts / experts per token / shared
 experts, DeepSeek's ``n_routed_experts`` / ``n_shared_experts`` / ``first_k_dense_replace``),
 the attention layout (:mod:`fleetplan.catalog.hf_attention`: multi-head latent attention,
-``layer_types`` with sliding-window layers, Gemma-4's global layers) and the served precision
+``layer_types`` with sliding-window layers, Gemma-4's global layers, Gated DeltaNet linear-attention
+layers with their fixed-size state per sequence) and the served precision
 (``torch_dtype``, ``quantization_config``: FP8, AWQ/GPTQ int4, compressed-tensors,
-bitsandbytes, ``mxfp4``, ``modelopt`` NVFP4/FP8) and counts the parameters the way the
+bitsandbytes, ``mxfp4``, ``modelopt`` NVFP4/FP8 and its ``MIXED_PRECISION`` with one format for
+the attention projections and one for the MLPs) and counts the parameters the way the
 checkpoint holds them: resident (every expert) and active per token (the experts a token is
 routed to). Weight bytes follow per tensor: quantized linear layers at their bit width plus
 group scales, attention in 16 bits where the quantization leaves it out, the embeddings,
@@ -22,7 +24,7 @@ compute term of the replica model runs every format at the GPU's dense FP16 rate
 what a GPU without FP4 units does (vLLM's Marlin kernels dequantize NVFP4 on Ampere).
 
 Architectures it does not model are refused with one line naming the file and field (e.g.
-``layer_types`` with linear-attention layers, ``modelopt``'s per-module ``MIXED_PRECISION``).
+``layer_types`` with Mamba2 layers, a ``MIXED_PRECISION`` with several formats among the MLPs).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ _QKV_BIAS = {"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl"}
 # tie_word_embeddings when the file does not say (transformers' per-class defaults)
 _UNTIED_BY_DEFAULT = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
                       "phi3", "granite", "olmo2", "starcoder2", "deepseek_v2", "deepseek_v3"}
+_SHARED_GATE = {"qwen2_moe", "qwen3_next", "qwen3_5_moe", "qwen3_5_moe_text"}
 _DTYPE_BYTES = {"float16": 2.0, "bfloat16": 2.0, "float32": 4.0, "half": 2.0, "float": 4.0}
 MAX_CONFIG_BYTES = 4 * 1024 * 1024  # a config.json is a few KB; refuse anything huge
 
@@ -151,6 +154,8 @@ def _modelopt(f: _Fields, q: dict[str, Any], layers: int) -> Precision:
     ``ignore`` (``lm_head``, and in NVIDIA's Gemma-4 NVFP4 every layer's attention)."""
     where = f"{f.path}: field quantization_config"
     algo = str(q.get("quant_algo", "")).upper()
+    if algo == "MIXED_PRECISION":
+        return _modelopt_mixed(f, q)
     if algo not in _MODELOPT:
         raise InputError(f"{where}.quant_algo: {show_value(q.get('quant_algo'), 40)} is not "
                          f"modelled for modelopt (known: {', '.join(_MODELOPT)}; "
@@ -163,6 +168,44 @@ def _modelopt(f: _Fields, q: dict[str, Any], layers: int) -> Precision:
     return Precision(f"modelopt-{algo.lower()}", bytes_,
                      not any(str(m).startswith("lm_head") for m in ignore),
                      attn_bytes=skipped * 2.0 + (1.0 - skipped) * bytes_,
+                     auto_kv_cache_dtype=_modelopt_kv(f, q))
+
+
+_MIXED_ALGOS = {"NVFP4": NVFP4_BYTES, "W4A16_NVFP4": NVFP4_BYTES, "W4A8_NVFP4_FP8": NVFP4_BYTES,
+                "FP8": 1.0}
+
+
+def _modelopt_mixed(f: _Fields, q: dict[str, Any]) -> Precision:
+    """ModelOpt's ``MIXED_PRECISION``: ``quantized_layers`` gives each module its own
+    ``quant_algo``. Modelled when one format covers every attention projection
+    (``self_attn`` / ``linear_attn``) and one every other linear layer (MLPs, experts;
+    ``lm_head`` quantized when listed), as in NVIDIA's Qwen3.6 NVFP4 checkpoints (attention FP8,
+    MLPs NVFP4)."""
+    where = f"{f.path}: field quantization_config.quantized_layers"
+    layers = q.get("quantized_layers")
+    if not isinstance(layers, dict) or not layers:
+        raise InputError(f"{where}: missing (MIXED_PRECISION states each module's format "
+                         "there)")
+    algos: dict[bool, set[str]] = {True: set(), False: set()}
+    for module, how in layers.items():
+        algo = str(how.get("quant_algo", "")).upper() if isinstance(how, dict) else ""
+        if algo not in _MIXED_ALGOS:
+            raise InputError(f"{where}.{show_value(module, 60)}: quant_algo "
+                             f"{show_value(algo, 40)} is not modelled (known: "
+                             f"{', '.join(_MIXED_ALGOS)})")
+        if str(module) != "lm_head":
+            algos["_attn." in str(module) or "self_attn" in str(module)].add(algo)
+    rest = {_MIXED_ALGOS[a] for a in algos[False]}
+    attn = {_MIXED_ALGOS[a] for a in algos[True]}
+    if len(rest) > 1 or len(attn) > 1:
+        raise InputError(f"{where}: more than one format among the "
+                         f"{'attention projections' if len(attn) > 1 else 'MLP layers'} is not "
+                         "modelled")
+    linear = rest.pop() if rest else 2.0
+    attn_bytes = attn.pop() if attn else 2.0
+    names = sorted(algos[False] or {"16-bit"})
+    return Precision(f"modelopt-{names[0].lower().removeprefix('w4a16_')}-mixed", linear,
+                     "lm_head" in layers, attn_bytes=attn_bytes,
                      auto_kv_cache_dtype=_modelopt_kv(f, q))
 
 
@@ -339,7 +382,8 @@ def hf_config_fields(path: str | os.PathLike[str], *, bounds: Bounds,
     norms = 2 * hidden + (2 * head_dim if mtype in ("qwen3", "qwen3_moe") else 0)
     dense_mlp = mats * hidden * inter
     expert = mats * hidden * moe_inter
-    shared = mats * hidden * shared_inter + (hidden if shared_inter and mtype == "qwen2_moe"
+    # a shared expert's sigmoid gate (hidden x 1) in Qwen2-MoE and the Qwen3-Next family
+    shared = mats * hidden * shared_inter + (hidden if shared_inter and mtype in _SHARED_GATE
                                              else 0)
     moe_layers = layers - dense_first if experts else 0
     dense_layers = layers - moe_layers
@@ -386,7 +430,10 @@ _KEYS = {"params_b": "the parameter count (from the sizes)", "layers": "num_hidd
          "weight_bytes_per_param": "the bytes per parameter (quantization_config)",
          "active_params_b": "the active parameter count (from the sizes)",
          "sliding_layers": "layer_types", "full_kv_heads": "num_global_key_value_heads",
-         "full_head_dim": "global_head_dim"}
+         "full_head_dim": "global_head_dim", "linear_layers": "layer_types",
+         "linear_state_elements": "linear_num_value_heads",
+         "linear_conv_elements": "linear_conv_kernel_dim",
+         "linear_heads": "linear_num_key_heads"}
 
 
 def refusal(p: Path, fields: dict[str, Any], errors: list[Any]) -> str:

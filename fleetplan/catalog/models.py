@@ -85,6 +85,18 @@ class ModelSpec(BaseModel):
     # What vLLM's --kv-cache-dtype auto resolves to for this checkpoint: None, the model's 16
     # bits; "fp8" where a ModelOpt checkpoint states an FP8 kv_cache_scheme
     auto_kv_cache_dtype: Literal["fp8"] | None = None
+    # Linear-attention layers (layer_types "linear_attention": Qwen3-Next / Qwen3.5 / Qwen3.6
+    # Gated DeltaNet): no per-token KV, a fixed-size state per sequence and layer of
+    # linear_state_elements (value heads x key dim x value dim, at linear_state_bytes each) and
+    # linear_conv_elements (the short convolution's (kernel - 1) x channels, at 16 bits), both
+    # split over a tensor-parallel group (vLLM's MambaStateShapeCalculator)
+    linear_layers: int = Field(default=0, ge=0, le=4096)
+    linear_state_elements: int = Field(default=0, ge=0, le=1 << 40)
+    linear_conv_elements: int = Field(default=0, ge=0, le=1 << 40)
+    linear_state_bytes: float = Field(default=2.0, ge=1.0, le=4.0)
+    linear_heads: int | None = Field(default=None, ge=1, le=1 << 14,
+                                     description="key and value heads of the linear layers "
+                                                 "(the fewer), split over a TP group")
 
     @model_validator(mode="after")
     def _consistent(self) -> ModelSpec:
@@ -102,6 +114,12 @@ class ModelSpec(BaseModel):
         if self.sliding_layers > self.layers:
             raise ValueError(f"sliding_layers: {self.sliding_layers} is more than the "
                              f"{self.layers} layers")
+        if self.sliding_layers + self.linear_layers > self.layers:
+            raise ValueError(f"linear_layers: {self.linear_layers} and {self.sliding_layers} "
+                             f"sliding layers are more than the {self.layers} layers")
+        if self.linear_layers and not self.linear_state_elements:
+            raise ValueError(f"linear_layers: {self.linear_layers} without their state "
+                             "(linear_state_elements)")
         if self.sliding_layers and self.sliding_window is None:
             raise ValueError(f"sliding_layers: {self.sliding_layers} without a sliding_window")
         fk = self.full_kv_heads
@@ -172,12 +190,26 @@ class ModelSpec(BaseModel):
         def per_layer(kv_heads: int, head_dim: int) -> float:
             return 2.0 * max(1.0, kv_heads / tp) * head_dim
 
-        full = self.layers - self.sliding_layers
+        full = self.layers - self.sliding_layers - self.linear_layers
         full_kv = self.full_kv_heads or self.kv_heads
         full_dim = self.full_head_dim or self.head_dim
         windowed = (self.sliding_layers * per_layer(self.kv_heads, self.head_dim)
                     if self.sliding_layers else 0.0)
         return full * per_layer(full_kv, full_dim), windowed
+
+    def state_bytes_per_sequence(self, tp: int = 1) -> float:
+        """Bytes of the fixed-size state one running sequence holds on each GPU of a
+        tensor-parallel group of ``tp``, whatever its length: every linear-attention layer's
+        recurrent state (``linear_state_elements`` at ``linear_state_bytes``) and short
+        convolution state (``linear_conv_elements`` at 16 bits), split over the group as vLLM
+        splits the heads and channels (``MambaStateShapeCalculator.gated_delta_net_state_shape``
+        divides both by the TP size: vLLM 0.32.0
+        ``model_executor/layers/mamba/mamba_utils.py`` lines 280-300). 0 without such layers."""
+        if not self.linear_layers:
+            return 0.0
+        per_layer = (self.linear_state_elements * self.linear_state_bytes
+                     + self.linear_conv_elements * 2.0)
+        return self.linear_layers * per_layer / tp
 
     @property
     def auto_kv_bytes(self) -> float:

@@ -147,7 +147,7 @@ class ReplicaEngine:
         total = req.input_tokens + req.output_tokens
         sched = self._sched
         if (req.input_tokens < 1 or req.output_tokens < 1 or total > self._max_len
-                or -(-total // sched.block_size) > sched.kv_blocks):
+                or -(-total // sched.block_size) + sched.state > sched.kv_blocks):
             raise refusal(self.params, req.rid, req.input_tokens, req.output_tokens)
         overhead = self._overhead
         pend = self._pending

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 STEP_COEFFS = ("c_step", "c_prefill_tok", "c_seq", "c_kv_tok", "overhead_s")
 C_DELIVER_MAX_S = 0.01  # the largest host time per streamed output a parameter set may state
@@ -50,14 +50,39 @@ class ReplicaParams(BaseModel):
         description="host time per streamed output: a first token waits for the outputs listed "
                     "before it in its step (fleetplan.replica.delivery), s; 0 in calibration "
                     "files written before it existed")
+    seq_state_blocks: int = Field(
+        default=0, ge=0, le=10**8,
+        description="KV blocks every admitted sequence holds besides its tokens' blocks: the "
+                    "fixed-size state of linear-attention layers (vLLM's hybrid KV cache "
+                    "manager pages it from the same pool); 0 without such layers and in "
+                    "calibration files written before it existed")
     max_model_len: int = Field(ge=2, le=10**8, description="longest prompt + output, tokens")
     calibrated: bool
     source: str = Field(min_length=1, description="where the figures come from")
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # a model without a fixed-size state dumps as before the field existed: calibration
+        # files, plans and cache keys of such models stay byte-identical; a nonzero count is
+        # written (and so enters every cache key made from the dump)
+        data: dict[str, Any] = handler(self)
+        if data.get("seq_state_blocks") == 0:
+            del data["seq_state_blocks"]
+        return data
 
     @property
     def kv_blocks(self) -> int:
         """Whole KV blocks of the cache."""
         return self.kv_capacity_tokens // self.block_size
+
+    @property
+    def max_state_seqs(self) -> int:
+        """The most sequences whose fixed-size states the cache holds together with one token
+        block each (``max_num_seqs`` where there is no state): vLLM caps the running requests
+        by what its block pool holds, and the engine's block accounting follows from it."""
+        if not self.seq_state_blocks:
+            return self.max_num_seqs
+        return min(self.max_num_seqs, self.kv_blocks // (self.seq_state_blocks + 1))
 
     def with_(self, **changes: Any) -> ReplicaParams:
         """A validated copy with some fields changed (e.g. a bigger KV cache)."""

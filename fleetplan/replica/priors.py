@@ -147,10 +147,14 @@ def ideal_coefficients(spec: ModelSpec, hw: HardwareConfig) -> dict[str, float]:
     cache costs the same as on one group, each stage reading its own layers')."""
     p = ideal_parts(spec, hw)
     tp = int(hw.tp_size or hw.gpu_count)
+    bw = hw.spec.mem_bandwidth_gb_s * 1e9
+    # a linear-attention layer's decode step reads and writes its sequence's whole state
+    # (the gated delta rule updates it in place): bandwidth per decoding sequence; 0 without
+    state_rw = 2.0 * spec.state_bytes_per_sequence(tp) / bw
     return {
         "c_step": p["weights"] + p["comm_step"] + p["host"],
         "c_prefill_tok": p["tok"] + p["comm_tok"],
-        "c_seq": p["tok"] + p["comm_tok"],
+        "c_seq": p["tok"] + p["comm_tok"] + state_rw,
         "c_kv_tok": kv_bytes_per_token_per_gpu(spec, tp) / (hw.spec.mem_bandwidth_gb_s * 1e9),
         "overhead_s": OVERHEAD_S,
     }
@@ -179,6 +183,34 @@ def kv_bytes_per_token_per_gpu(spec: ModelSpec, tp: int,
     return (full + windowed) * (spec.auto_kv_bytes if kv_dtype_bytes is None else kv_dtype_bytes)
 
 
+def seq_state_blocks(spec: ModelSpec, hw: HardwareConfig, block: int,
+                     kv_dtype_bytes: float | None = None) -> int:
+    """KV blocks of ``block`` tokens the fixed-size state of one sequence takes
+    (:meth:`~fleetplan.catalog.models.ModelSpec.state_bytes_per_sequence`, per GPU, over the
+    bytes of one block per GPU, rounded up; 0 without linear-attention layers).
+
+    vLLM v1's hybrid KV cache manager pages the state from the block pool of the KV cache: a
+    ``MambaSpec`` (vLLM 0.32.0 ``v1/kv_cache_interface.py`` lines 1035-1072, its page the
+    state's shapes x dtypes) whose block is the whole model length without prefix caching
+    (``model_executor/models/config.py`` lines 700-707), so ``MambaManager`` takes one block
+    per running request for each group of state layers
+    (``v1/core/single_type_kv_cache_manager.py`` lines 1415 and 1676-1710; with prefix caching,
+    ``mamba_cache_mode`` ``align``, one resident and a second for a step at each block boundary,
+    lines 1613-1641); the groups have as many layers as the full-attention group
+    (``v1/core/kv_cache_utils.py`` lines 1455-1480) and one page size, every block of the pool
+    holding one page per layer of a group (lines 1588-1630): the attention block grows until its
+    page holds a state page (``Platform._align_hybrid_block_size``, ``platforms/interface.py``
+    lines 1083-1120: 1,568 tokens for Qwen3.6-27B's FP8 cache). So a sequence's state costs the
+    pool its bytes, as here. fleetplan keeps its own block size and charges the same bytes in
+    its blocks; vLLM's coarser rounding of each sequence's tokens to the large block is left
+    out (a few percent of the cache for short requests)."""
+    if not spec.linear_layers:
+        return 0
+    tp = int(hw.tp_size or hw.gpu_count)
+    per_block = block * kv_bytes_per_token_per_gpu(spec, tp, kv_dtype_bytes)
+    return math.ceil(spec.state_bytes_per_sequence(tp) / per_block)
+
+
 def check_tensor_parallel(spec: ModelSpec, hw: HardwareConfig) -> None:
     """:class:`ModelError` for a tensor-parallel degree vLLM cannot split the model over: its
     attention heads must divide evenly (``ModelConfig.verify_with_parallel_config``), and its
@@ -195,6 +227,11 @@ def check_tensor_parallel(spec: ModelSpec, hw: HardwareConfig) -> None:
             f"attention heads divisible by the tensor-parallel size {tp}")
     if spec.is_mla:
         return
+    if spec.linear_heads is not None and spec.linear_heads % tp:
+        raise ModelError(
+            f"{spec.model} cannot run on {hw.name}: vLLM splits its {spec.linear_heads} "
+            f"linear-attention key heads over the tensor-parallel size {tp} only when it "
+            "divides them")
     for kv in sorted({spec.kv_heads, spec.full_kv_heads or spec.kv_heads}):
         if (kv % tp) if kv >= tp else (tp % kv):
             raise ModelError(
@@ -316,6 +353,11 @@ def prior_params(spec: ModelSpec, hw: HardwareConfig, *,
     # flight together: docs/replica-model.md "Pipeline and data parallel")
     kv, seqs = micro_batch_share(kv, seqs, hw.pp_size, block)
     kv = min(kv, _KV_CAP)  # a tiny model's cache: a billion tokens never binds
+    state = seq_state_blocks(spec, hw, block)
+    if state and kv // block < state + 1:
+        raise ModelError(
+            f"{spec.model} does not fit on {hw.name}: the KV cache of {kv} tokens holds no "
+            f"sequence's fixed-size state ({state} blocks of {block} tokens) and a token")
     how = (f"efficiency learned from {learned} calibrated {hw.gpu} configuration(s)" if learned
            else "default efficiency assumptions (no calibrated configuration of this GPU)")
     return ReplicaParams(
@@ -326,8 +368,8 @@ def prior_params(spec: ModelSpec, hw: HardwareConfig, *,
         c_kv_tok=ideal["c_kv_tok"] * ratios["c_kv_tok"],
         overhead_s=ideal["overhead_s"] * ratios["overhead_s"], c_deliver=C_DELIVER_S,
         kv_capacity_tokens=kv, max_num_seqs=seqs,
-        max_num_batched_tokens=batched, block_size=block,
-        max_model_len=int(min(spec.context_length, kv)), calibrated=False,
+        max_num_batched_tokens=batched, block_size=block, seq_state_blocks=state,
+        max_model_len=int(min(spec.context_length, kv - state * block)), calibrated=False,
         source=(source or f"spec-based prior (model card + GPU datasheet); {how}") + engine_note
         + layout_note(hw),
     )

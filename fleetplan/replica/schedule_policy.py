@@ -6,7 +6,10 @@ Each function is one rule of what a step admits, prefills or decodes, over plain
 the decoders' count per phase, a list or an array): what the prefix cache serves a waiting
 request, the first chunk and blocks of an admission, the blocks a running request's next token or
 chunk takes, the decoders' blocks at a step, whether a step can run short of blocks, how many
-decode-only steps the cache allows, a preempted decoder's tokens. The two callers keep only the
+decode-only steps the cache allows, a preempted decoder's tokens. ``state`` is the KV blocks
+every running sequence holds besides its tokens' (``ReplicaParams.seq_state_blocks``: the
+fixed-size state of linear-attention layers, taken at admission, freed at preemption or
+completion; 0 for a model without). The two callers keep only the
 walk over their own containers (a deque of records and dicts there, a ring and linked lists of
 request indices here), so the rules cannot drift apart.
 
@@ -20,11 +23,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 
-def admission(hit: int, generated: int, target: int, budget: int,
-              bs: int) -> tuple[int, int, int]:
+def admission(hit: int, generated: int, target: int, budget: int, bs: int,
+              state: int) -> tuple[int, int, int]:
     """A waiting request's admission with ``budget`` tokens left (``hit`` of its ``target``
     prompt tokens found in the prefix cache): ``(prompt tokens the cache serves, prompt tokens
-    its first chunk computes, KV blocks it needs)``, the cached prefix's blocks included. With
+    its first chunk computes, KV blocks it needs)``, the cached prefix's blocks and its
+    ``state`` blocks included. With
     ``budget`` 0, the first is what it will take from the cache (its queue's share).
 
     The cache serves whole blocks (vLLM caches full blocks only; a hit that ends inside a block
@@ -33,7 +37,7 @@ def admission(hit: int, generated: int, target: int, budget: int,
     # the cache rule and the chunk in one call: this runs at every step boundary with a queue
     cached = 0 if hit <= 0 or generated else min(hit // bs, (target - 1) // bs) * bs
     new_tokens = min(target - cached, budget)
-    return cached, new_tokens, -(-(cached + new_tokens) // bs)
+    return cached, new_tokens, -(-(cached + new_tokens) // bs) + state
 
 
 def prefill_chunk(computed: int, kv_slots: int, target: int, budget: int,
@@ -66,24 +70,36 @@ def dec_blocks(phase: Sequence[int], bs: int, s_off: int, n_dec: int, k: int) ->
     return (s_off + n_dec * k + pad) // bs
 
 
-def held_upper(s_off: int, n_dec: int, step: int, pf_slots: int, n_run: int, bs: int) -> int:
+def held_upper(s_off: int, n_dec: int, step: int, pf_slots: int, n_run: int, bs: int,
+               state: int) -> int:
     """An upper bound of the KV blocks held before step ``step`` allocates (the exact count is
-    O(running)): the held tokens' blocks plus one partial block per running request."""
-    return -(-(s_off + n_dec * (step - 1) + pf_slots) // bs) + n_run
+    O(running)): the held tokens' blocks plus one partial block and the state per running
+    request."""
+    return -(-(s_off + n_dec * (step - 1) + pf_slots) // bs) + n_run * (1 + state)
+
+
+def held_exact(dec_held: int, pf_held: int, n_run: int, state: int) -> int:
+    """The KV blocks held: the decoders' (``dec_blocks``) and the prefilling requests' token
+    blocks, and every running request's state."""
+    return dec_held + pf_held + n_run * state
 
 
 def may_run_short(held_up: int, budget: int, bs: int, max_seqs: int, wait_cached_blocks: int,
-                  kv_blocks: int) -> bool:
+                  kv_blocks: int, state: int) -> bool:
     """Whether a step could run short of KV blocks, judged from :func:`held_upper`: the most a
     step can take (its token budget, a partial block per sequence, the waiting requests' cached
-    prefixes) does not surely fit. False lets a step skip the exact count and preemptions."""
-    return held_up + budget // bs + max_seqs + 1 + wait_cached_blocks > kv_blocks
+    prefixes, the states of the sequences it may admit) does not surely fit. False lets a step
+    skip the exact count and preemptions."""
+    return (held_up + budget // bs + max_seqs * (1 + state) + 1 + wait_cached_blocks
+            > kv_blocks)
 
 
 def decode_run_cap(phase: Sequence[int], bs: int, s_off: int, n_dec: int, step: int, n: int,
-                   kv_blocks: int) -> int:
+                   kv_blocks: int, state: int) -> int:
     """Of ``n`` decode-only steps from global step ``step``, how many the KV cache allows
-    (0: the first needs a preemption)."""
+    (0: the first needs a preemption). Every running request decodes: the blocks left to
+    their tokens are those of the cache less their ``n_dec`` states."""
+    kv_blocks -= n_dec * state
     if (s_off + n_dec * (step + n - 1)) // bs + n_dec <= kv_blocks:
         return n  # even the last step's upper bound fits
     if dec_blocks(phase, bs, s_off, n_dec, step) > kv_blocks:

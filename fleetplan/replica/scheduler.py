@@ -38,6 +38,7 @@ from fleetplan.replica.schedule_policy import (
     decode_start,
     decoder_blocks,
     generated_when_preempted,
+    held_exact,
     held_upper,
     may_run_short,
     prefill_chunk,
@@ -56,6 +57,7 @@ class Scheduler:
         self.record_itl = record_itl
         self.block_size = params.block_size
         self.kv_blocks = params.kv_blocks
+        self.state = params.seq_state_blocks  # blocks each running sequence's state holds
         self.max_seqs = params.max_num_seqs
         self.token_budget = params.max_num_batched_tokens
         self.waiting: deque[Request] = deque()
@@ -78,7 +80,8 @@ class Scheduler:
         """``r`` reaches the scheduler: to the back of the waiting queue."""
         r.state = WAITING
         bs = self.block_size
-        self.wait_cached_blocks += admission(r.cached_tokens, r.generated, r.target, 0, bs)[0] // bs
+        self.wait_cached_blocks += admission(r.cached_tokens, r.generated, r.target, 0, bs,
+                                             self.state)[0] // bs
         self.waiting.append(r)
 
     # ------------------------------------------------------------------ KV accounting
@@ -90,17 +93,18 @@ class Scheduler:
     def held_blocks(self) -> int:
         """KV blocks held now (before the next step allocates)."""
         bs = self.block_size
-        return self.dec_blocks(self.step - 1) + sum(-(-r.kv_slots // bs)
-                                                    for r in self.prefilling.values())
+        return held_exact(self.dec_blocks(self.step - 1),
+                          sum(-(-r.kv_slots // bs) for r in self.prefilling.values()),
+                          len(self.running), self.state)
 
     def admissible(self, r: Request, budget: int) -> bool:
         """Whether waiting ``r`` could be admitted now with ``budget`` tokens left."""
         if budget <= 0:
             return False
         bs = self.block_size
-        need = admission(r.cached_tokens, r.generated, r.target, budget, bs)[2]
+        need = admission(r.cached_tokens, r.generated, r.target, budget, bs, self.state)[2]
         if held_upper(self.s_off, self.n_dec, self.step, self.pf_slots, len(self.running),
-                      bs) + need <= self.kv_blocks:
+                      bs, self.state) + need <= self.kv_blocks:
             return True
         return need <= self.kv_blocks - self.held_blocks()
 
@@ -112,7 +116,7 @@ class Scheduler:
         while heap[0][2].state != DECODE or heap[0][2].last_step != heap[0][0]:
             heapq.heappop(heap)  # stale entries of preempted requests
         return decode_run_cap(self.phase, self.block_size, self.s_off, self.n_dec, G,
-                              heap[0][0] - G + 1, self.kv_blocks)
+                              heap[0][0] - G + 1, self.kv_blocks, self.state)
 
     # ------------------------------------------------------------------ one step's schedule
     def schedule(self, now: float) -> tuple[Chunks, int, int]:
@@ -131,9 +135,10 @@ class Scheduler:
         the decoders' allocation of this step when not tight, before it when tight."""
         bs, G = self.block_size, self.step
         budget = self.token_budget
-        held = held_upper(self.s_off, self.n_dec, G, self.pf_slots, len(self.running), bs)
+        held = held_upper(self.s_off, self.n_dec, G, self.pf_slots, len(self.running), bs,
+                          self.state)
         tight = may_run_short(held, budget, bs, self.max_seqs, self.wait_cached_blocks,
-                              self.kv_blocks)
+                              self.kv_blocks, self.state)
         if tight:
             held = self.held_blocks()  # possibly tight: count exactly
             # running requests' demand this step; without a shortage no preemption can happen
@@ -213,7 +218,7 @@ class Scheduler:
         while waiting and budget > 0 and len(running) < max_seqs:
             r = waiting[0]
             cached, new_tokens, need = admission(r.cached_tokens, r.generated, r.target, budget,
-                                                 bs)
+                                                 bs, self.state)
             if need > free:
                 break
             waiting.popleft()
@@ -248,6 +253,7 @@ class Scheduler:
             freed = -(-r.kv_slots // bs)
             self.pf_slots -= r.kv_slots
             del self.prefilling[r.rid]
+        freed += self.state  # its state's blocks too
         r.kv_slots = 0
         r.computed = 0
         r.target = r.input_tokens + r.generated

@@ -41,7 +41,7 @@ from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.errors import InputError
 from fleetplan.profiles.server import KV_CACHE_DTYPE_BYTES, EngineValue, ServerDescription
 from fleetplan.replica.params_record import ReplicaParams
-from fleetplan.replica.priors import kv_capacity_tokens, server_limits
+from fleetplan.replica.priors import kv_capacity_tokens, seq_state_blocks, server_limits
 
 _MEMORY_ARGS = ("gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens",
                 "kv_cache_dtype")
@@ -91,6 +91,8 @@ def apply_server(params: ReplicaParams, server: ServerDescription | None, *,
         changes["c_kv_tok"] = params.c_kv_tok * kv_bytes / spec.auto_kv_bytes
     kv = max(block * 4, kv // block * block)
     changes["kv_capacity_tokens"] = kv
+    if spec.linear_layers:  # the state per sequence in this server's blocks of its KV dtype
+        changes["seq_state_blocks"] = seq_state_blocks(spec, hw, block, kv_bytes)
     context = int(args.get("max_model_len", params.max_model_len))
     if "max_model_len" in args and context > spec.context_length:
         raise InputError(f"{n} max_model_len={context} exceeds {spec.model}'s context of "

@@ -84,6 +84,7 @@ decode_new_blocks = register_jitable(_policy.decode_new_blocks)
 decoder_blocks = register_jitable(_policy.decoder_blocks)
 dec_blocks = register_jitable(_policy.dec_blocks)
 held_upper = register_jitable(_policy.held_upper)
+held_exact = register_jitable(_policy.held_exact)
 may_run_short = register_jitable(_policy.may_run_short)
 decode_run_cap = register_jitable(_policy.decode_run_cap)
 generated_when_preempted = register_jitable(_policy.generated_when_preempted)
@@ -163,16 +164,16 @@ def source_clock(arr_t):  # type: ignore[no-untyped-def]
 @register_jitable
 def kv_room(phase, kv_slots, f_next, ends, target, computed, bs, s_off, n_dec,
             n_run, step, pf_slots, budget, max_seqs, wait_cached_blocks,
-            kv_blocks):  # type: ignore[no-untyped-def]
+            kv_blocks, state):  # type: ignore[no-untyped-def]
     """Scheduler._kv_room at step ``step``: ``(tight, held)``, whether the step may run out of
     KV blocks and the blocks held, after the decoders' allocation of this step when not tight,
     before it when tight."""
     G = step
-    held = held_upper(s_off, n_dec, step, pf_slots, n_run, bs)
-    tight = may_run_short(held, budget, bs, max_seqs, wait_cached_blocks, kv_blocks)
+    held = held_upper(s_off, n_dec, step, pf_slots, n_run, bs, state)
+    tight = may_run_short(held, budget, bs, max_seqs, wait_cached_blocks, kv_blocks, state)
     if tight:
-        held = dec_blocks(phase, bs, s_off, n_dec, step - 1) + prefill_blocks(
-            kv_slots, f_next, ends, bs)
+        held = held_exact(dec_blocks(phase, bs, s_off, n_dec, step - 1),
+                          prefill_blocks(kv_slots, f_next, ends, bs), n_run, state)
         dec_demand = (dec_blocks(phase, bs, s_off, n_dec, G)
                       - dec_blocks(phase, bs, s_off, n_dec, G - 1))
         demand = dec_demand

@@ -151,7 +151,7 @@ def _bad_requests(p: Any, inp: np.ndarray, out: np.ndarray) -> np.ndarray:
     check_limits(p)
     total = inp + out
     return ((inp < 1) | (out < 1) | (total > p.max_model_len)
-            | (-(-total // p.block_size) > p.kv_blocks))
+            | (-(-total // p.block_size) + p.seq_state_blocks > p.kv_blocks))
 
 
 def run_steady(arr_t: np.ndarray, inp: np.ndarray, out: np.ndarray, hit: np.ndarray,
@@ -173,6 +173,7 @@ def run_steady(arr_t: np.ndarray, inp: np.ndarray, out: np.ndarray, hit: np.ndar
         bad,
         float(p.overhead_s), int(limit), float(p.c_step), float(p.c_prefill_tok),
         float(p.c_seq), float(p.c_kv_tok), int(p.block_size), int(p.kv_blocks),
+        int(p.seq_state_blocks),
         int(p.max_num_seqs), int(p.max_num_batched_tokens), float(F_LOW), float(_SLOPE),
         float(ANCHOR_LOW[0]),
         np.array([FIGURE_CODES[name] for name, _, _ in watch], dtype=np.int64),

@@ -44,6 +44,7 @@ from fleetplan.replica.steady_arrays import (
     decoder_blocks,
     finish,
     generated_when_preempted,
+    held_exact,
     held_upper,
     kv_room,
     prefill_blocks,
@@ -60,7 +61,7 @@ __all__ = ["steady_loop"]
 
 # ---------------------------------------------------------------------- the run
 def steady_loop(arr_t, inp, out, hit, measured, bad, overhead, limit,  # noqa: C901, PLR0912, PLR0915
-                c_step, c_pf, c_seq, c_kv, bs, kv_blocks, max_seqs, token_budget,
+                c_step, c_pf, c_seq, c_kv, bs, kv_blocks, st_blocks, max_seqs, token_budget,
                 f_low, slope, anchor, watch_kind, watch_lim,
                 watch_need):  # type: ignore[no-untyped-def]
     """One run (:func:`fleetplan.replica.steady_kernel.run_steady` documents the arguments and
@@ -248,7 +249,8 @@ def steady_loop(arr_t, inp, out, hit, measured, bad, overhead, limit,  # noqa: C
             # Scheduler.enqueue
             r = p_head
             state[r] = WAITING
-            wait_cached_blocks += admission(cached_tok[r], generated[r], target[r], 0, bs)[0] // bs
+            wait_cached_blocks += admission(cached_tok[r], generated[r], target[r], 0, bs,
+                                            st_blocks)[0] // bs
             wq[(wq_head + n_wait) % n_req] = r
             n_wait += 1
             p_head += 1
@@ -269,17 +271,20 @@ def steady_loop(arr_t, inp, out, hit, measured, bad, overhead, limit,  # noqa: C
             elif not jump:
                 # Scheduler.admissible(waiting[0], budget)
                 r = wq[wq_head]
-                need = admission(cached_tok[r], generated[r], target[r], budget, bs)[2]
-                held_up = held_upper(s_off, n_dec, step, pf_slots, n_run, bs)
+                need = admission(cached_tok[r], generated[r], target[r], budget, bs,
+                                 st_blocks)[2]
+                held_up = held_upper(s_off, n_dec, step, pf_slots, n_run, bs, st_blocks)
                 if held_up + need > kv_blocks:
-                    held = dec_blocks(phase, bs, s_off, n_dec, step - 1) + prefill_blocks(
-                        kv_slots, f_next, ends, bs)
+                    held = held_exact(dec_blocks(phase, bs, s_off, n_dec, step - 1),
+                                      prefill_blocks(kv_slots, f_next, ends, bs), n_run,
+                                      st_blocks)
                     jump = not (need <= kv_blocks - held)
         if jump:
             # ReplicaEngine._jump_len: Scheduler.decode_run_len, then the first pending
             while state[heap[0][2]] != DECODE or last_step[heap[0][2]] != heap[0][0]:
                 heapq.heappop(heap)
-            n = decode_run_cap(phase, bs, s_off, n_dec, G, heap[0][0] - G + 1, kv_blocks)
+            n = decode_run_cap(phase, bs, s_off, n_dec, G, heap[0][0] - G + 1, kv_blocks,
+                               st_blocks)
             plan_a, plan_b = decode_plan(c_step, c_seq, c_kv, n_dec, s_off, G)
             if n > 0 and p_head < n_sub and n_wait == 0 and n_run < max_seqs:
                 n = min(n, steps_until(plan_a, plan_b, vis[p_head] - now))
@@ -297,7 +302,7 @@ def steady_loop(arr_t, inp, out, hit, measured, bad, overhead, limit,  # noqa: C
         budget = token_budget
         tight, held = kv_room(phase, kv_slots, f_next, ends, target, computed, bs, s_off,
                               n_dec, n_run, step, pf_slots, budget, max_seqs,
-                              wait_cached_blocks, kv_blocks)
+                              wait_cached_blocks, kv_blocks, st_blocks)
         free = kv_blocks - held
         # Scheduler._schedule_running
         n_ch = 0
@@ -344,6 +349,7 @@ def steady_loop(arr_t, inp, out, hit, measured, bad, overhead, limit,  # noqa: C
                     freed = -(-kv_slots[v] // bs)
                     pf_slots -= kv_slots[v]
                     unlink(f_prev, f_next, ends, F_HEAD, v)
+                freed += st_blocks  # its state's blocks too
                 kv_slots[v] = 0
                 computed[v] = 0
                 target[v] = inp[v] + generated[v]
@@ -377,7 +383,7 @@ def steady_loop(arr_t, inp, out, hit, measured, bad, overhead, limit,  # noqa: C
             while n_wait > 0 and budget > 0 and n_run < max_seqs:
                 r = wq[wq_head]
                 cb, new_tokens, need = admission(cached_tok[r], generated[r], target[r], budget,
-                                                 bs)
+                                                 bs, st_blocks)
                 if need > free:
                     break
                 wq_head = (wq_head + 1) % n_req

@@ -130,11 +130,22 @@ def test_gemma4_global_layers_use_their_own_heads_and_its_kv_is_below_the_unifor
     assert spec.weight_bytes > (spec.params_b * 1e9 - mlp) * 2 * 0.999
 
 
-def test_linear_attention_is_refused_in_one_line_naming_layer_types() -> None:
+def test_a_mamba2_layer_kind_is_refused_in_one_line_naming_layer_types(tmp_path) -> None:
+    """Gated DeltaNet layers are modelled; a Mamba2 layer (another state, other projections)
+    is still refused, in one line naming the file and layer_types."""
+    import json
+
     from fleetplan.errors import InputError
 
-    with pytest.raises(InputError, match=r"field layer_types: 30 linear_attention layers of 40"):
-        ModelSpec.from_hf_config(EXTERNAL / "nvidia--Qwen3.6-35B-A3B-NVFP4")
+    cfg = json.loads((EXTERNAL / "nvidia--Qwen3.6-27B-NVFP4" / "config.json").read_text())
+    kinds = cfg["text_config"]["layer_types"]
+    cfg["text_config"]["layer_types"] = ["mamba" if k == "linear_attention" else k
+                                         for k in kinds]
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(InputError, match=r"config.json: field layer_types: 'mamba' layers are "
+                                         r"not modelled") as err:
+        ModelSpec.from_hf_config(tmp_path)
+    assert "\n" not in str(err.value)
 
 
 def test_bundled_models_keep_their_kv_size() -> None:

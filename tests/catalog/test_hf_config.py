@@ -100,7 +100,7 @@ def test_hf_cache_folder_names_the_model(tmp_path: Path) -> None:
      '"max_position_embeddings": 64, "kv_lora_rank": 512}', "field qk_rope_head_dim is missing"),
     ('{"num_hidden_layers": 2, "hidden_size": 8, "num_attention_heads": 2, "vocab_size": 10, '
      '"max_position_embeddings": 64, "layer_types": ["linear_attention", "full_attention"]}',
-     "field layer_types: 1 linear_attention layers of 2 .* not modelled"),
+     "field linear_num_key_heads is missing"),  # linear layers need their own sizes
     ('{"num_hidden_layers": 2, "hidden_size": 8, "num_attention_heads": 2, "vocab_size": 10, '
      '"max_position_embeddings": 64, "layer_types": ["chunked_attention", "full_attention"]}',
      "field layer_types: 'chunked_attention' layers are not modelled"),
@@ -112,7 +112,16 @@ def test_hf_cache_folder_names_the_model(tmp_path: Path) -> None:
      "field sliding_window: missing"),
     ('{"num_hidden_layers": 2, "hidden_size": 8, "num_attention_heads": 2, "vocab_size": 10, '
      '"max_position_embeddings": 64, "quantization_config": {"quant_method": "modelopt", '
-     '"quant_algo": "MIXED_PRECISION"}}', "quant_algo: 'MIXED_PRECISION' is not modelled"),
+     '"quant_algo": "MIXED_PRECISION"}}', "field quantization_config.quantized_layers: missing"),
+    ('{"num_hidden_layers": 2, "hidden_size": 8, "num_attention_heads": 2, "vocab_size": 10, '
+     '"max_position_embeddings": 64, "quantization_config": {"quant_method": "modelopt", '
+     '"quant_algo": "MIXED_PRECISION", "quantized_layers": {"model.layers.0.mlp.up_proj": '
+     '{"quant_algo": "NVFP4"}, "model.layers.1.mlp.up_proj": {"quant_algo": "FP8"}}}}',
+     "quantized_layers: more than one format among the MLP layers is not modelled"),
+    ('{"num_hidden_layers": 2, "hidden_size": 8, "num_attention_heads": 2, "vocab_size": 10, '
+     '"max_position_embeddings": 64, "quantization_config": {"quant_method": "modelopt", '
+     '"quant_algo": "MIXED_PRECISION", "quantized_layers": {"lm_head": '
+     '{"quant_algo": "INT4_AWQ"}}}}', "quant_algo 'INT4_AWQ' is not modelled"),
     ('{"num_hidden_layers": 2, "hidden_size": 8, "num_attention_heads": 2, "vocab_size": 10, '
      '"max_position_embeddings": 64, "quantization_config": {"quant_method": "hqq"}}',
      "quant_method: 'hqq' is not modelled"),

@@ -9,6 +9,7 @@ from collections import deque
 def reference_run(params, arrivals, ins, outs, cached=None):
     """Return per-request (first_token_s, finish_s, preemptions) by simulating every step."""
     bs, blocks = params.block_size, params.kv_capacity_tokens // params.block_size
+    state = params.seq_state_blocks  # every running request's fixed-size state, in blocks
     n = len(arrivals)
     vis = [a + params.overhead_s for a in arrivals]
     st = [{"target": ins[i], "computed": 0, "gen": 0, "slots": 0, "first": math.nan,
@@ -27,7 +28,7 @@ def reference_run(params, arrivals, ins, outs, cached=None):
         if not running and not waiting:
             t = vis[order[nxt]]
             continue
-        held = sum(-(-st[i]["slots"] // bs) for i in running)
+        held = sum(-(-st[i]["slots"] // bs) + state for i in running)
         free = blocks - held
         budget = params.max_num_batched_tokens
         sched = []
@@ -43,7 +44,7 @@ def reference_run(params, arrivals, ins, outs, cached=None):
             while want - have > free:
                 v = running.pop()
                 sv = st[v]
-                free += -(-sv["slots"] // bs)
+                free += -(-sv["slots"] // bs) + state
                 sv["slots"] = 0
                 sv["computed"] = 0
                 sv["target"] = ins[v] + sv["gen"]
@@ -69,7 +70,7 @@ def reference_run(params, arrivals, ins, outs, cached=None):
                 if s["cached"] and s["gen"] == 0:
                     c = min(s["cached"], (s["target"] - 1) // bs * bs)
                 new = min(s["target"] - c, budget)
-                need = -(-(c + new) // bs)
+                need = -(-(c + new) // bs) + state
                 if need > free:
                     break
                 waiting.popleft()

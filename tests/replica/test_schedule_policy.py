@@ -46,32 +46,39 @@ def test_decoders_blocks_are_the_sum_of_each_decoders_blocks(contexts, bs, k) ->
 
 @settings(max_examples=200, deadline=None)
 @given(contexts=st.lists(st.integers(1, 200), min_size=1, max_size=12), bs=BLOCK_SIZES,
-       step=st.integers(1, 10_000), n=st.integers(1, 60), spare=st.integers(-20, 40))
+       step=st.integers(1, 10_000), n=st.integers(1, 60), spare=st.integers(-20, 40),
+       state=st.sampled_from([0, 0, 1, 3, 17]))
 def test_a_decode_run_stops_at_the_first_step_the_cache_cannot_hold(contexts, bs, step, n,
-                                                                    spare) -> None:
+                                                                    spare, state) -> None:
+    """Every decoder also holds ``state`` blocks (a linear-attention model's fixed-size
+    state), for the whole run."""
     offsets = [c - step for c in contexts]
-    kv_blocks = sum(_blocks(off + step, bs) for off in offsets) + spare
+    states = len(offsets) * state
+    kv_blocks = sum(_blocks(off + step, bs) for off in offsets) + states + spare
     fits = 0  # steps from `step` on whose allocation fits, counted one by one
-    while fits < n and sum(_blocks(off + step + fits, bs) for off in offsets) <= kv_blocks:
+    while (fits < n
+           and sum(_blocks(off + step + fits, bs) for off in offsets) + states <= kv_blocks):
         fits += 1
     got = sp.decode_run_cap(_phase(offsets, bs), bs, sum(offsets), len(offsets), step, n,
-                            kv_blocks)
+                            kv_blocks, state)
     assert got == fits
 
 
 @settings(max_examples=200, deadline=None)
 @given(prompt=st.integers(1, 5000), hit=st.integers(0, 5000), bs=BLOCK_SIZES,
-       budget=st.integers(1, 4096))
+       budget=st.integers(1, 4096), state=st.sampled_from([0, 1, 5, 294]))
 def test_an_admission_computes_what_the_cache_lacks_within_the_budget(prompt, hit, bs,
-                                                                      budget) -> None:
-    cached = sp.admission(hit, 0, prompt, 0, bs)[0]
+                                                                      budget, state) -> None:
+    cached = sp.admission(hit, 0, prompt, 0, bs, state)[0]
     assert cached <= hit
     assert cached < prompt  # the last prompt token is always computed
-    assert sp.admission(hit, 1, prompt, 0, bs)[0] == 0  # a recomputed request: its blocks are gone
-    assert sp.admission(hit, 0, prompt, budget, bs)[0] == cached  # whatever the budget
-    _, new_tokens, need = sp.admission(hit, 0, prompt, budget, bs)
+    # a recomputed request: its blocks are gone
+    assert sp.admission(hit, 1, prompt, 0, bs, state)[0] == 0
+    assert sp.admission(hit, 0, prompt, budget, bs, state)[0] == cached  # whatever the budget
+    _, new_tokens, need = sp.admission(hit, 0, prompt, budget, bs, state)
     assert new_tokens == min(prompt - cached, budget) and new_tokens >= 1
-    assert need == _blocks(cached + new_tokens, bs)
+    # its tokens' blocks and, for a model with linear-attention layers, its state's
+    assert need == _blocks(cached + new_tokens, bs) + state
 
 
 @settings(max_examples=200, deadline=None)
@@ -114,7 +121,7 @@ def test_a_decode_plan_lasts_as_long_as_its_steps(n_dec, s_off, step, n) -> None
 def test_the_prefix_cache_serves_whole_blocks_only(prompt, hit, bs) -> None:
     """vLLM caches full blocks; a hit share that ends inside a block (a scenario's
     ``prefix_cache_hit``: floor(hit x prompt) tokens) is served up to the block before."""
-    assert sp.admission(hit, 0, prompt, 0, bs)[0] == min(hit // bs, (prompt - 1) // bs) * bs
+    assert sp.admission(hit, 0, prompt, 0, bs, 0)[0] == min(hit // bs, (prompt - 1) // bs) * bs
 
 
 def test_a_hit_share_ending_inside_a_block_prefills_the_rest_of_that_block() -> None:

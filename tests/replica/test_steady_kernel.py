@@ -66,14 +66,18 @@ def _preemptions(params, arr, ins, outs) -> int:
 @pytest.mark.parametrize("kv,seqs,budget,hit", [
     (3000, 256, 2048, 0.0), (6000, 32, 512, 0.0), (6000, 256, 256, 0.9), (100_000, 8, 2048, 0.5),
 ])
-def test_the_compiled_run_is_the_reference_run(kv, seqs, budget, hit):
+@pytest.mark.parametrize("state", [0, 25])
+def test_the_compiled_run_is_the_reference_run(kv, seqs, budget, hit, state):
+    """``state`` 25: every running sequence also holds 25 blocks (400 tokens' worth) of
+    fixed-size state; the small caches then hold a handful of sequences."""
+    kv += state * 16 * 4  # room for four states more
     params = BASE.with_(kv_capacity_tokens=kv, max_num_seqs=seqs, max_num_batched_tokens=budget,
-                        max_model_len=1500)
+                        max_model_len=1500, seq_state_blocks=state)
     arr, ins, outs, hits, measured = _inputs(3, 1500, 6.0, 900, 500, hit)
     a, b = _both(params, arr, ins, outs, hits, measured, limit=10_000)
     _assert_same(a, b)
     assert a[3] == STOP_DONE
-    if kv <= 6000 and hit == 0.0:  # the small caches preempt: the test covers that path
+    if kv <= 8000 and hit == 0.0:  # the small caches preempt: the test covers that path
         assert _preemptions(params, arr, ins, outs) > 0
 
 
@@ -83,24 +87,34 @@ def test_the_compiled_run_is_the_reference_run(kv, seqs, budget, hit):
        budget=st.sampled_from([256, 1024, 8192]), hit=st.sampled_from([0.0, 0.6, 1.0]),
        overhead=st.sampled_from([0.0, 0.003]), limit=st.sampled_from([64, 400, 100_000]),
        stop=st.sampled_from([None, {"ttft_p99_ms": 100.0}, {"tpot_p99_ms": 30.0},
-                             {"e2e_p99_ms": 8000.0, "ttft_p99_ms": 2000.0}]))
+                             {"e2e_p99_ms": 8000.0, "ttft_p99_ms": 2000.0}]),
+       state=st.sampled_from([0, 0, 2, 30]))
 def test_the_compiled_run_is_the_reference_run_for_any_settings(seed, rate, kv, seqs, budget, hit,
-                                                                overhead, limit, stop):
+                                                                overhead, limit, stop, state):
+    """``state``: the KV blocks every running sequence's fixed-size state holds (a model with
+    linear-attention layers), which both engines charge at admission and free at preemption
+    and completion."""
     seqs = min(seqs, budget)
     params = BASE.with_(kv_capacity_tokens=kv, max_num_seqs=seqs, max_num_batched_tokens=budget,
-                        overhead_s=overhead, max_model_len=1200)
+                        overhead_s=overhead, max_model_len=1200, seq_state_blocks=state)
     arr, ins, outs, hits, measured = _inputs(seed, 400, rate, 700, 400, hit)
     a, b = _both(params, arr, ins, outs, hits, measured, limit=limit, stop_above=stop)
     _assert_same(a, b)
     assert a[3] in (STOP_DONE, STOP_OVERLOAD, STOP_ABOVE)
 
 
-@pytest.mark.parametrize("rate,stop", [(3.0, None), (40.0, None), (12.0, {"ttft_p99_ms": 80.0})])
-def test_steady_state_gives_the_same_result_on_either_engine(rate, stop):
+@pytest.mark.parametrize("rate,stop,state", [(3.0, None, 0), (40.0, None, 0),
+                                              (12.0, {"ttft_p99_ms": 80.0}, 0),
+                                              (3.0, None, 600), (20.0, None, 600)])
+def test_steady_state_gives_the_same_result_on_either_engine(rate, stop, state):
+    """``state`` 600: every sequence holds 600 blocks (9,600 tokens' worth) of fixed-size
+    state, so the cache runs at most 24 sequences at once (queueing at 3 req/s, overloaded
+    at 20)."""
+    params = BASE.with_(seq_state_blocks=state)
     kw = dict(rate=rate, duration_s=200, warmup_s=20, seed=4, stop_above=stop,
               prefix_cache_hit=0.3)
-    a = steady_state(BASE, **kw)
-    b = steady_state(BASE, engine="simpy", **kw)
+    a = steady_state(params, **kw)
+    b = steady_state(params, engine="simpy", **kw)
     assert json.dumps(a.to_dict()) == json.dumps(b.to_dict())
 
 
