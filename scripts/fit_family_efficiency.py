@@ -8,8 +8,9 @@ For every GPU family (:func:`fleetplan.replica.families.gpu_family`) with runs i
 :data:`fleetplan.replica.families.PARTS` are fitted by least squares (scipy) on the replica
 model's own replays of those runs (``scripts/eval_external.py``'s ``predict_row``): residuals
 are ``ln(predicted / measured)`` of throughput and TPOT p50 (TTFT is not fitted, only judged:
-``--ttft-weight`` adds it), with a weak pull (0.1 per part, in log) towards the pooled efficiencies of the
-bundled calibration, so a part no run exercises (all-reduces on one GPU) stays there.
+``--ttft-weight`` adds it), with a weak pull (0.1 per part, in log) towards the pooled
+efficiencies of the bundled calibration, so a part no run exercises (all-reduces on one GPU)
+stays there.
 
 Judged **leave-one-dataset-out**: each dataset (source) is predicted with families fitted on
 the other datasets only (a family with no run elsewhere keeps today's spec path); those
