@@ -1,6 +1,6 @@
 """Leave-one-model-out errors of the spec path on the bundled store, before (efficiency ratios
 per coefficient) and after (per-GPU-type transfer efficiencies of the bandwidth-, compute- and
-interconnect-bound parts: fleetplan.replica.priors.fit_transfer_efficiency).
+interconnect-bound parts: fleetplan.replica.transfer.fit_transfer_efficiency).
 
 Usage: python experiments/compare_transfer_efficiency.py [--seeds N]   (about 20 s with 3 seeds)
 Prints the median absolute errors (percent, unflagged runs) overall and per GPU type.

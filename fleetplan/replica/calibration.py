@@ -43,8 +43,8 @@ from fleetplan.replica.calibration_file import (
 )
 from fleetplan.replica.host_time import HostTimeChoice, choose_host_time
 from fleetplan.replica.params_record import C_DELIVER_MAX_S, is_host_time
-from fleetplan.replica.priors import geomean_rows
 from fleetplan.replica.runs import FLAG_RATIO, VLLM_BENCHMARK_SEED, MeasuredRun, runs_from_frame
+from fleetplan.replica.transfer import geomean_rows
 from fleetplan.workload.lengths import LengthModel, protocol_length_model
 
 WARM_PREFIX_CACHE_RULE = ("LRU over KV blocks across the runs that preceded a run on its server "

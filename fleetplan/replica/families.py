@@ -6,7 +6,7 @@ efficiencies from. The nearest measured evidence is other people's runs on GPUs 
 differ far more between families (a GeForce card over PCIe, a data-centre GPU on NVLink, an AMD
 Instinct on ROCm) than between the GPUs of one family. ``scripts/fit_family_efficiency.py``
 fits, per family, the efficiencies of the parts of a step
-(:class:`~fleetplan.replica.priors.TransferEfficiency`: weight streaming, all-reduce latency,
+(:class:`~fleetplan.replica.transfer.TransferEfficiency`: weight streaming, all-reduce latency,
 host time, token compute, all-reduce bytes) to those runs by least squares on the replica
 model's own replays (throughput, TPOT p50 and TTFT p50, in log ratio), and writes
 ``data/family_efficiency.json``; the same script judges the fit leave-one-dataset-out

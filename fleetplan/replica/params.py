@@ -28,11 +28,11 @@ from fleetplan.replica.calibration_file import (
 )
 from fleetplan.replica.families import family_efficiency
 from fleetplan.replica.params_record import ReplicaParams
-from fleetplan.replica.priors import (
+from fleetplan.replica.priors import prior_params
+from fleetplan.replica.transfer import (
     TransferEfficiency,
     fit_transfer_efficiency,
     geomean_rows,
-    prior_params,
     spec_prior,
     transfer_prior,
 )
@@ -86,7 +86,7 @@ def replica_params(model: str, config: str, *,
     ``efficiency``: how an uncalibrated pair's step costs are learned: ``"ratios"``
     (per-coefficient efficiency ratios), ``"transfer"`` (per-GPU-type efficiencies of the
     bandwidth-, compute- and interconnect-bound parts,
-    :func:`~fleetplan.replica.priors.fit_transfer_efficiency`, where the GPU type has enough
+    :func:`~fleetplan.replica.transfer.fit_transfer_efficiency`, where the GPU type has enough
     calibrated configurations) or ``"auto"`` (the GPU type's measured better path,
     :func:`spec_path`).
     """

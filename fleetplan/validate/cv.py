@@ -34,13 +34,13 @@ from fleetplan.replica.calibration_file import (
     load_calibration_file,
 )
 from fleetplan.replica.params import learned_efficiency, spec_path
-from fleetplan.replica.priors import fit_transfer_efficiency, spec_prior
 from fleetplan.replica.runs import (
     VALIDATED_METRICS,
     VLLM_BENCHMARK_SEED,
     MeasuredRun,
     with_burst_tails,
 )
+from fleetplan.replica.transfer import fit_transfer_efficiency, spec_prior
 from fleetplan.validate.bands import ErrorQuantiles
 from fleetplan.validate.baseline import interpolate, is_interior, rate_table
 from fleetplan.validate.core import (

@@ -23,8 +23,9 @@ from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.replica.calibrate import group_runs
 from fleetplan.replica.calibration_file import CalibrationEntry
 from fleetplan.replica.params import learned_efficiency
-from fleetplan.replica.priors import fit_transfer_efficiency, prior_params, spec_prior
+from fleetplan.replica.priors import prior_params
 from fleetplan.replica.runs import MeasuredRun, predict_run
+from fleetplan.replica.transfer import fit_transfer_efficiency, spec_prior
 from fleetplan.validate.bands import POOLED, ErrorQuantiles
 from fleetplan.validate.core import VALIDATE_SEEDS, run_record, unflagged_errors_pct
 from fleetplan.validate.cv import summaries
@@ -63,7 +64,7 @@ def leave_one_model_out(runs: Sequence[MeasuredRun], entries: Sequence[Calibrati
                         progress: Progress | None = None,
                         catalog: Catalog | None = None) -> CvResult:
     """Predict each calibrated model's runs with ratios learned from other models only
-    (``transfer``: with :func:`~fleetplan.replica.priors.fit_transfer_efficiency` of the other
+    (``transfer``: with :func:`~fleetplan.replica.transfer.fit_transfer_efficiency` of the other
     models' configurations of the GPU type instead, where it can be fitted; ``paths``: GPU
     type -> ``"ratios"`` or ``"transfer"``, per GPU type). Names of ``catalog`` (default: the
     bundled one)."""

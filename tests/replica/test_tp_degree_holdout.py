@@ -10,7 +10,8 @@ from fleetplan.catalog import bundled_catalog
 from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.replica.calibration_file import load_calibration_file
 from fleetplan.replica.params import learned_efficiency
-from fleetplan.replica.priors import fit_transfer_efficiency, prior_params, transfer_prior
+from fleetplan.replica.priors import prior_params
+from fleetplan.replica.transfer import fit_transfer_efficiency, transfer_prior
 
 CAL = load_calibration_file()
 

@@ -10,7 +10,7 @@ from fleetplan.catalog import HardwareConfig, bundled_catalog
 from fleetplan.errors import InputError
 from fleetplan.replica.calibration_file import load_calibration_file
 from fleetplan.replica.predict import resolve_params
-from fleetplan.replica.priors import fit_transfer_efficiency, transfer_prior
+from fleetplan.replica.transfer import fit_transfer_efficiency, transfer_prior
 
 
 def test_fitted_parts_reproduce_the_gpu_types_calibrated_step_costs() -> None:
