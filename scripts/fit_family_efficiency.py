@@ -12,12 +12,15 @@ are ``ln(predicted / measured)`` of throughput and TPOT p50 (TTFT is not fitted,
 efficiencies of the bundled calibration, so a part no run exercises (all-reduces on one GPU)
 stays there.
 
-Judged **leave-one-dataset-out**: each dataset (source) is predicted with families fitted on
-the other datasets only (a family with no run elsewhere keeps today's spec path); those
-held-out errors give the per-dataset table of docs/validation.md and the ``external`` fold of
-``data/spec_errors.json`` (the bands of GPU types never measured here,
-:mod:`fleetplan.validate.external_bands`). The final fit uses every dataset:
-``data/family_efficiency.json``. Every file is written atomically; ``--dry-run`` prints only.
+A family is **kept** only where, held out, it predicts its own runs no worse (median |error| of
+throughput and TPOT p50) than the spec path without it: leave-one-GPU-out where its runs are of
+two GPU types or more, else leave-one-model-out where they are of two models or more; a family
+nothing can check is not kept. The kept fits (on every run of the family) are
+``data/family_efficiency.json``; every run's error, held out where a kept family predicts it,
+gives the per-dataset table of docs/validation.md (bands judged leave-one-dataset-out) and the
+``external`` fold of ``data/spec_errors.json`` (the bands of GPU types never measured here,
+:mod:`fleetplan.validate.external_bands`). Every file is written atomically; ``--dry-run``
+prints only.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import argparse
 import importlib.util
 import json
 import math
+import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -166,6 +170,32 @@ def fit_all(pred: Predictor, runs: Sequence[Any], base: dict[str, float], max_ro
     return fits
 
 
+def _check_family(pred: Predictor, fam: str, rows: list[Any], base: dict[str, float],
+                  args: Any, say: Callable[[str], None]) -> tuple[str, list[Any]]:
+    """How ``fam`` predicts its own runs held out (``rows``: today's outcomes of its runs):
+    leave-one-GPU-out where it has two GPU types, else leave-one-model-out where it has two
+    models; ``("", [])`` when neither can be done."""
+    for key, check in (("gpu", "leave-one-GPU-out"), ("model", "leave-one-model-out")):
+        groups = sorted({getattr(o.run, key) for o in rows})
+        if len(groups) < 2:
+            continue
+        held: list[Any] = []
+        for g in groups:
+            say(f"  {fam}: {check}, {g} held out")
+            rest = [o.run for o in rows if getattr(o.run, key) != g]
+            fit, _b, _a = fit_family(pred, fam, _subsample(rest, args.max_rows), base,
+                                     args.max_nfev)
+            held += pred.outcomes([o.run for o in rows if getattr(o.run, key) == g],
+                                  {fam: fit})
+        return check, held
+    return "", []
+
+
+def _medians(outs: Sequence[Any], label: str) -> float | None:
+    errs = [abs(o.errors[label]) for o in outs if o.refused is None and label in o.errors]
+    return statistics.median(errs) if errs else None
+
+
 def main(argv: list[str] | None = None) -> int:
     from fleetplan._io import atomic_write_text
     from fleetplan.profiles.external import load_external_runs
@@ -196,88 +226,88 @@ def main(argv: list[str] | None = None) -> int:
     base = _pooled_parts()
     say(f"{len(runs)} runs of {len(sources)} datasets; pooled parts: "
         + ", ".join(f"{k} {v:.3g}" for k, v in base.items()))
-    held: list[Any] = []
-    today: list[Any] = []
-    for d in sources:
-        say(f"leave out dataset {d}:")
-        fits = fit_all(pred, [r for r in runs if r.source != d], base, args.max_rows,
-                       args.max_nfev, say)
-        mine = [r for r in runs if r.source == d]
-        held += pred.outcomes(mine, fits)
-        today += pred.outcomes(mine, {})
-    # leave-one-GPU-out: each GPU type a family fit would serve, predicted from the others
-    fitted_gpus = sorted({o.run.gpu for o in today if o.refused is None
-                          and o.run.gpu not in pred.calibrated_gpus
-                          and _family_of(o.run, pred.res) is not None})
-    by_gpu: list[Any] = []
-    gpu_today: list[Any] = []
-    for g in fitted_gpus:
-        say(f"leave out GPU {g}:")
-        fits = fit_all(pred, [r for r in runs if r.gpu != g], base, args.max_rows,
-                       args.max_nfev, say)
-        mine = [r for r in runs if r.gpu == g]
-        by_gpu += pred.outcomes(mine, fits)
-        gpu_today += pred.outcomes(mine, {})
-    say("all datasets:")
+    today = pred.outcomes(runs, {})
+    say("every family, on every run:")
     final = fit_all(pred, runs, base, args.max_rows, args.max_nfev, say)
+    # a family is kept only where, held out, it predicts its runs no worse than today's path
+    verdicts: dict[str, str] = {}
+    used = {id(o.run): o for o in today}  # run ids repeat within a source: the record itself
+    for fam in sorted(final):
+        rows = [o for o in today if o.refused is None and not any(
+            "calibrated pair" in n for n in o.notes) and o.run.gpu not in pred.calibrated_gpus
+            and _family_of(o.run, pred.res) == fam]
+        check, held = _check_family(pred, fam, rows, base, args, say)
+        if not check:
+            verdicts[fam] = ("not kept: its runs are of one GPU type and one model "
+                             f"({rows[0].run.gpu}, {rows[0].run.model}), so nothing checks it "
+                             "held out")
+            del final[fam]
+            continue
+        figures, worse = [], False
+        for label in ("throughput", "TPOT p50"):
+            a, b = _medians(held, label), _medians(rows, label)
+            if a is not None and b is not None:
+                figures.append(f"{label} {100 * a:.0f}% held out against {100 * b:.0f}% "
+                               "today")
+                worse |= a > b + 1e-9
+        verdicts[fam] = (f"{'not kept' if worse else 'kept'}: {check}, "
+                         + "; ".join(figures) + f" (median abs. error, {len(rows)} runs)")
+        if worse:
+            del final[fam]
+        else:
+            used.update({id(o.run): o for o in held})
+        say(f"  {fam}: {verdicts[fam]}")
 
-    def rows_of(outs: list[Any], key: str = "source") -> list[ExternalOutcome]:
+    def rows_of(outs: Sequence[Any]) -> list[ExternalOutcome]:
         return [ExternalOutcome.from_dict({
-            "source": o.run.source if key == "source" else o.run.gpu,
-            "config": getattr(o, "config", None) or o.run.config, "refused": o.refused,
-            "errors": o.errors}) for o in outs]
+            "source": o.run.source, "config": getattr(o, "config", None) or o.run.config,
+            "refused": o.refused, "errors": o.errors}) for o in outs]
 
-    held_rows, today_rows = rows_of(held), rows_of(today)
-    widen = widening(held_rows)
+    # what the product predicts for each run, held out where a kept family fit is used
+    band_rows = rows_of(list(used.values()))
+    today_rows = rows_of(today)
+    widen = widening(band_rows)
     command = "python scripts/fit_family_efficiency.py"
     lines = [SECTION, "",
              "Public `vllm serve` benchmarks other people measured on their own hardware "
              "(`data/external/`, [data-sources.md](data-sources.md)), predicted from specs "
-             "(nothing calibrated on them), their servers, engine settings and workloads as "
-             "recorded. A GPU type the bundled store never measured takes the efficiencies its "
-             "family was fitted to on these runs (`data/family_efficiency.json`, "
-             "`fleetplan.replica.families`). Each table judges that held out: per dataset with "
-             "the families fitted on the other datasets only, and per GPU type with the families "
-             "fitted on the other GPU types only. Median |error| per metric, and how many "
-             "measured values the 80% band holds when it is read from the *other* rows' "
-             "held-out errors (its width, hi / lo, in brackets). Each dataset brings its own "
-             "bias, so the other datasets' 10-90% spread is widened, per metric, by the least "
-             "factor that holds 80% of a held-out dataset's values on average over the "
-             "datasets (one factor per metric, chosen on these same folds): "
+             "(nothing calibrated on them), with their servers, engine settings and workloads "
+             "as recorded. A GPU type the bundled store never measured may take the "
+             "efficiencies its family was fitted to on these runs "
+             "(`data/family_efficiency.json`, `fleetplan.replica.families`); a family is kept "
+             "only where, held out (leave-one-GPU-out, else leave-one-model-out), it predicts "
+             "its runs no worse than the spec path without it (table below), and a kept "
+             "family's runs count here with their held-out errors. Per dataset: median |error| "
+             "of the uncalibrated prediction per metric, and how many measured values the 80% "
+             "band holds when it is read from the *other* datasets' errors (its width, hi / "
+             "lo, in brackets). Each dataset brings its own bias, so the other datasets' "
+             "10-90% spread is widened, per metric, by the least factor at which these "
+             "leave-one-dataset-out bands hold 80% of all held-out values (one factor per "
+             "metric, chosen on these same folds): "
              + ", ".join(f"{k} x{v:g}" for k, v in widen.items()) + ". The bands of GPU types "
              "the bundled store never measured are these (`data/spec_errors.json`, fold "
-             "`external`).", "",
-             "**Leave-one-dataset-out**", ""]
-    lines += external_markdown(dataset_rows(held_rows, widen), command=command)
-    if by_gpu:
-        lines += ["", "**Leave-one-GPU-out** (the GPU types a family fit serves)", ""]
-        lines += external_markdown(dataset_rows(rows_of(by_gpu, "gpu"), widen),
-                                   command=command, held_out="GPU type")
-        lines += ["", "The same GPU types on today's spec path (no family fit):", ""]
-        lines += external_markdown(dataset_rows(rows_of(gpu_today, "gpu"), widen),
-                                   command=command, held_out="GPU type")[:-2]
-    lines += ["", "The datasets on the spec path without family fits:", ""]
+             "`external`).", ""]
+    lines += external_markdown(dataset_rows(band_rows, widen), command=command)
+    lines += ["", "**GPU families** (`data/family_efficiency.json` holds the kept ones):", "",
+              "| family | verdict |", "| --- | --- |"]
+    lines += [f"| `{f}` | {v} |" for f, v in sorted(verdicts.items())]
+    lines += ["", "The spec path without any family fit, for comparison:", ""]
     lines += external_markdown(dataset_rows(today_rows, widen), command=command)[:-2]
-    # the band of a GPU type never measured here: the held-out errors of every run, each
-    # predicted with its own GPU type (or dataset, for GPU types measured here) left out
-    held_out = {(o.run.source, o.run.run_id): o for o in held}
-    held_out.update({(o.run.source, o.run.run_id): o for o in by_gpu})
-    band_rows = rows_of(list(held_out.values()))
     print("\n".join(lines))
     if args.dry_run:
         return 0
     fam_doc = {"source": (f"{command}: least squares on the replica model's replays of "
-                          f"data/external runs ({', '.join(sources)})"),
+                          f"data/external runs ({', '.join(sources)}); kept where held out "
+                          "no worse than without"),
                "families": {f: fit.to_dict() for f, fit in sorted(final.items())}}
     atomic_write_text(ROOT / "data" / "family_efficiency.json",
                       json.dumps(fam_doc, indent=1, sort_keys=True) + "\n")
     errors_path = ROOT / "data" / "spec_errors.json"
     spec = json.loads(errors_path.read_text(encoding="utf-8"))
     spec["folds"]["external"] = external_fold(band_rows, widen)
-    spec["external_source"] = (f"{command}: held-out errors (leave-one-GPU-out for the GPU "
-                               "types a family fit serves, else leave-one-dataset-out) of "
+    spec["external_source"] = (f"{command}: errors of "
                                f"{sum(o.refused is None for o in band_rows)} runs of "
-                               "data/external")
+                               "data/external, held out where a family fit predicts them")
     atomic_write_text(errors_path, json.dumps(spec, indent=1) + "\n")
     doc = VALIDATION_DOC.read_text(encoding="utf-8")
     head = doc.split(SECTION)[0].rstrip("\n")

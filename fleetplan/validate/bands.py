@@ -143,7 +143,7 @@ class ErrorTable:
         pooled_ext = ext.get(POOLED, {}).get(cv)
         if pooled_ext is not None:
             return pooled_ext, (f"errors of {pooled_ext.n} runs others measured on their own "
-                                f"GPUs ({cv}; data/external; none of this store on {gpu})")
+                                f"GPUs ({cv}; data/external; none measured on {gpu} here)")
         # no such table: what the other GPU types' ratios did on each type
         fold = UNMEASURED_GPU_FOLD if UNMEASURED_GPU_FOLD in self.folds else fold
         pooled = self.folds[fold].get(POOLED, {}).get(cv)

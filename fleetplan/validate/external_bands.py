@@ -129,19 +129,18 @@ def dataset_rows(outcomes: Sequence[ExternalOutcome],
 def widening(outcomes: Sequence[ExternalOutcome], target: float = 0.8,
              limit: float = 6.0) -> dict[str, float]:
     """Per label, the least factor (steps of 0.05, at most ``limit``) by which the other
-    datasets' 10-90% spread must be widened for the band to hold ``target`` of a held-out
-    dataset's values, on average over the datasets (each dataset counts once, however many
-    runs it has: a bias of one dataset is what a new user's runs bring). Each dataset's own
-    errors shape another's band, so a spread that holds 80% of the pooled runs can hold far
-    fewer of a dataset with its own bias."""
+    datasets' 10-90% spread must be widened for the leave-one-dataset-out bands to hold
+    ``target`` of all held-out values. Each dataset brings its own bias, so a spread that
+    holds 80% of the pooled runs holds fewer of a dataset it was not read from."""
     out = {}
     for label in LABELS:
         factor = 1.0
         while True:
             rows = dataset_rows(outcomes, {label: factor})
-            shares = [m.inside / m.n for r in rows if (m := r.metrics.get(label)) is not None
-                      and m.inside is not None and m.n]
-            if not shares or statistics.fmean(shares) >= target or factor >= limit:
+            got = [m for r in rows if (m := r.metrics.get(label)) is not None
+                   and m.inside is not None]
+            n = sum(m.n for m in got)
+            if not n or sum(m.inside or 0 for m in got) / n >= target or factor >= limit:
                 break
             factor = round(factor + 0.05, 2)
         out[label] = factor

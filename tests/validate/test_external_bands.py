@@ -95,7 +95,7 @@ def test_a_gpu_never_measured_here_takes_the_external_band() -> None:
                                       "refused": None, "errors": {}}).gpu == "H100-SXM"
 
 
-def test_widening_is_the_least_factor_that_holds_80pct_of_each_held_out_dataset() -> None:
+def test_widening_is_the_least_factor_whose_held_out_bands_hold_80pct() -> None:
     # two datasets with their own biases: a's errors 0 .. +0.2, b's -0.15 .. +0.05; read from
     # the other's 10-90% spread alone (a: -0.13 .. +0.03, b: +0.02 .. +0.18), each band
     # holds one of five values
@@ -106,12 +106,10 @@ def test_widening_is_the_least_factor_that_holds_80pct_of_each_held_out_dataset(
     k = widening(a + b)["throughput"]
     assert k > 1.0
     rows = dataset_rows(a + b, {"throughput": k})
-    shares = [r.metrics["throughput"].inside / r.metrics["throughput"].n for r in rows]
-    assert sum(shares) / 2 >= 0.8
+    assert sum(r.metrics["throughput"].inside for r in rows) >= 8  # of 10 held-out values
     # one step less does not
     rows = dataset_rows(a + b, {"throughput": round(k - 0.05, 2)})
-    shares = [r.metrics["throughput"].inside / r.metrics["throughput"].n for r in rows]
-    assert sum(shares) / 2 < 0.8
+    assert sum(r.metrics["throughput"].inside for r in rows) < 8
     # the fold records the widened band: its p10 / p90 hold the other dataset's values
     fold = external_fold(a + b, {"throughput": k})["all"]["request_throughput"]
     assert fold["widened"] == k
