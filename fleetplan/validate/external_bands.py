@@ -130,7 +130,8 @@ def widening(outcomes: Sequence[ExternalOutcome], target: float = 0.8,
              limit: float = 6.0) -> dict[str, float]:
     """Per label, the least factor (steps of 0.05, at most ``limit``) by which the other
     datasets' 10-90% spread must be widened for the leave-one-dataset-out bands to hold
-    ``target`` of all held-out values. Each dataset brings its own bias, so a spread that
+    ``target`` of all held-out values; a label measured in one dataset only is left out (no
+    band of it can be judged held out). Each dataset brings its own bias, so a spread that
     holds 80% of the pooled runs holds fewer of a dataset it was not read from."""
     out = {}
     for label in LABELS:
@@ -143,7 +144,8 @@ def widening(outcomes: Sequence[ExternalOutcome], target: float = 0.8,
             if not n or sum(m.inside or 0 for m in got) / n >= target or factor >= limit:
                 break
             factor = round(factor + 0.05, 2)
-        out[label] = factor
+        if n:  # a metric of one dataset only has no held-out band to judge: left out
+            out[label] = factor
     return out
 
 
@@ -151,8 +153,8 @@ def external_fold(outcomes: Sequence[ExternalOutcome], widen: Mapping[str, float
                   ) -> dict[str, dict[str, dict[str, Any]]]:
     """``{gpu | "all": {metric: {p10, p50, p90, n, median_abs_pct}}}`` over every dataset, the
     10th and 90th percentiles widened by ``widen`` (per label, :func:`widening`; recorded as
-    ``widened``); a GPU type with fewer than :data:`MIN_GPU_RUNS` runs of a metric has no row
-    of its own."""
+    ``widened``; a label ``widen`` lacks is left out); a GPU type with fewer than
+    :data:`MIN_GPU_RUNS` runs of a metric has no row of its own."""
     groups: dict[str, list[ExternalOutcome]] = {"all": list(outcomes)}
     for o in outcomes:
         groups.setdefault(o.gpu, []).append(o)
@@ -160,6 +162,8 @@ def external_fold(outcomes: Sequence[ExternalOutcome], widen: Mapping[str, float
     for key, group in sorted(groups.items()):
         row: dict[str, dict[str, Any]] = {}
         for label, metrics in LABEL_METRICS.items():
+            if widen is not None and label not in widen:
+                continue  # never judged held out: GPU types keep the store's own table
             errs = _errors(group, label)
             if len(errs) < (2 if key == "all" else MIN_GPU_RUNS):
                 continue

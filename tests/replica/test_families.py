@@ -70,3 +70,21 @@ def test_the_table_is_read_and_refused_whole(tmp_path: Path) -> None:
     with pytest.raises(DataError, match="families.amd-instinct"):
         family_fits(bad)
     assert family_fits(tmp_path / "absent.json") == {}
+
+
+def test_the_bundled_table_keeps_only_families_checked_held_out() -> None:
+    # docs/validation.md's verdicts: the AMD family is kept (no worse held out on its other
+    # model), the NVLink and GeForce ones are not; an MI300X pair takes the AMD fit, an H100
+    # SXM pair does not
+    fits = family_fits()
+    assert set(fits) == {"amd-instinct"}
+    amd = fits["amd-instinct"]
+    assert amd.gpus == ("MI300X",) and amd.datasets == ("rocm-vllm-mi300x-latency",)
+    p = replica_params("Meta-Llama-3-8B-Instruct", "1xMI300X")
+    assert p.calibrated is False and "amd-instinct GPUs fitted on" in p.source
+    assert "fitted on" not in replica_params("Meta-Llama-3-8B-Instruct", "1xH100-SXM").source
+    # and the band of an MI300X prediction is read from others' MI300X runs
+    from fleetplan.validate.bands import error_table
+
+    q, basis = error_table().quantiles("MI300X", "request_throughput", "leave-one-model-out")
+    assert "runs others measured on MI300X" in basis and q.n >= 8
