@@ -9,6 +9,7 @@ are skipped with a reason when the folder is absent.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import tempfile
@@ -105,6 +106,28 @@ def _optional(path: Path, what: str) -> Path:
 def measured_dir() -> Path:
     """The shipped subset of the study's measured vLLM result files (always present)."""
     return _shipped(MEASURED)
+
+
+STUDY_RUN_4QPS = ("vllm_200prompts4qps_DeepSeek-R1-Distill-Qwen-14B_sharegpt_"
+                  "1xNVIDIA-H100-PCIe.json")
+
+
+@pytest.fixture
+def foreign_run(measured_dir: Path, tmp_path: Path) -> Any:
+    """``foreign_run(name="theirs.json", **fields)``: the study's 4 req/s 14B H100 run as
+    someone else's vLLM result file, vLLM's own fields only (no GPU, no count) and another date,
+    so the store does not hold it; ``fields`` change or add fields."""
+    def make(name: str = "theirs.json", **fields: object) -> Path:
+        rec = json.loads((measured_dir / STUDY_RUN_4QPS).read_text().splitlines()[0])
+        for key in ("gpu_name", "gpu_count"):
+            rec.pop(key)
+        rec["date"] = "20260101-000000"
+        rec.update(fields)
+        out = tmp_path / name
+        out.write_text(json.dumps(rec))
+        return out
+
+    return make
 
 
 @pytest.fixture(scope="session")

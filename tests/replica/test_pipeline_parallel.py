@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import pytest
 
@@ -124,23 +123,8 @@ def test_plain_names_stay_byte_identical() -> None:
     assert HardwareConfig.parse("8xH100-SXM+tp8", cat).name == "8xH100-SXM"
 
 
-def _vllm_file(measured_dir: Path, tmp_path: Path) -> Path:
-    """A study run as a vLLM result file of someone else's 8-GPU server: vLLM's own fields
-    (no GPU, no count)."""
-    name = ("vllm_200prompts4qps_DeepSeek-R1-Distill-Qwen-14B_sharegpt_1xNVIDIA-H100-PCIe"
-            ".json")
-    rec = json.loads((measured_dir / name).read_text().splitlines()[0])
-    for key in ("gpu_name", "gpu_count"):
-        rec.pop(key)
-    rec["date"] = "20260101-000000"
-    out = tmp_path / "pp.json"
-    out.write_text(json.dumps(rec))
-    return out
-
-
-def test_validate_replays_a_pipeline_parallel_server(cli, measured_dir: Path,
-                                                     tmp_path: Path) -> None:
-    f = str(_vllm_file(measured_dir, tmp_path))
+def test_validate_replays_a_pipeline_parallel_server(cli, foreign_run) -> None:
+    f = str(foreign_run("pp.json"))
     res = cli("validate", f, "--gpu", "H100-SXM", "--gpu-count", "8", "--tp", "4", "--pp", "2",
               "--format", "json")
     assert res.exit_code == 0, res.stderr
@@ -149,9 +133,8 @@ def test_validate_replays_a_pipeline_parallel_server(cli, measured_dir: Path,
     assert float(run["metrics"]["output_throughput"]["predicted"]) > 0
 
 
-def test_validate_refuses_a_layout_that_does_not_add_up(cli, measured_dir: Path,
-                                                        tmp_path: Path) -> None:
-    f = str(_vllm_file(measured_dir, tmp_path))
+def test_validate_refuses_a_layout_that_does_not_add_up(cli, foreign_run) -> None:
+    f = str(foreign_run("pp.json"))
     res = cli("validate", f, "--gpu", "H100-SXM", "--gpu-count", "8", "--tp", "3", "--pp", "2",
               "--format", "json")
     assert res.exit_code == 2 and res.stderr.count("\n") == 1, res.stderr

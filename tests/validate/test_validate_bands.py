@@ -15,24 +15,13 @@ from fleetplan.validate.records import MetricRow, RunRecord, ValidationResult, b
 STUDY_4QPS = "vllm_200prompts4qps_DeepSeek-R1-Distill-Qwen-14B_sharegpt_1xNVIDIA-H100-PCIe.json"
 
 
-def _theirs(measured_dir: Path, tmp_path: Path) -> Path:
-    rec = json.loads((measured_dir / STUDY_4QPS).read_text().splitlines()[0])
-    for key in ("gpu_name", "gpu_count"):
-        rec.pop(key)
-    rec["date"] = "20260101-000000"
-    out = tmp_path / "theirs.json"
-    out.write_text(json.dumps(rec))
-    return out
-
-
-def test_an_uncalibrated_run_carries_bands_from_the_error_table(cli, measured_dir: Path,
-                                                                tmp_path: Path) -> None:
+def test_an_uncalibrated_run_carries_bands_from_the_error_table(cli, foreign_run) -> None:
     # 1xL40S is not calibrated: its prediction is the spec path. The L40S was never measured
     # here, and others' runs hold no L40S either: its bands are read from the errors of every
     # run others measured on their own GPUs (the error table's external fold, judged
     # leave-one-dataset-out in docs/validation.md); TTFT p99, which those runs do not judge
     # held out, keeps the store's leave-one-GPU-out errors
-    out = json.loads(cli("validate", str(_theirs(measured_dir, tmp_path)), "--gpu", "L40S",
+    out = json.loads(cli("validate", str(foreign_run()), "--gpu", "L40S",
                          "--gpu-count", "1", "--format", "json").stdout)
     run = out["runs"][0]
     assert run["calibrated"] is False
@@ -60,7 +49,8 @@ def test_an_uncalibrated_run_carries_bands_from_the_error_table(cli, measured_di
 
 
 def test_a_calibrated_run_has_no_band(cli, measured_dir: Path) -> None:
-    out = json.loads(cli("validate", str(measured_dir / STUDY_4QPS), "--format", "json").stdout)
+    out = json.loads(cli("validate", str(measured_dir / STUDY_4QPS), "--format",
+                         "json").stdout)
     assert out["runs"][0]["calibrated"] is True
     assert all("band_80pct" not in row for row in out["runs"][0]["metrics"].values())
     assert "band_coverage" not in out
