@@ -177,3 +177,18 @@ def test_the_data_options_reach_simulate_predict_and_report(tmp_path: Path, cli:
         res = cli("report", str(plan), "-s", str(example), "--out", str(page), *args)
         assert res.exit_code == 0, res.stderr
         assert f"<tr><td>{CONFIG}</td><td>{words}</td>" in page.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("command", [
+    ["validate"], ["validate", "--cv"], ["calibrate", "--out", "{out}"]])
+def test_a_read_only_command_refuses_a_store_that_is_not_there(cli, tmp_path: Path,
+                                                               command: list[str]) -> None:
+    # a missing --store was read as an empty store: validate exited 2 without a word, calibrate
+    # exited 0 and wrote an empty calibration; only ingest and bench --ingest start a new store
+    out = tmp_path / "cal.json"
+    missing = tmp_path / "runs.csv"
+    args = [a.replace("{out}", str(out)) for a in command]
+    res = cli(*args, "--store", str(missing))
+    assert res.exit_code == 2
+    assert res.stderr.strip() == f"fleetplan: error: --store {missing}: no such file"
+    assert not out.exists() and not missing.exists()

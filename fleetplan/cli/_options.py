@@ -209,6 +209,15 @@ def model_name(model: str | None, ctx: DataContext, option: str = "--model") -> 
                      "Hugging Face config.json)")
 
 
+def check_read_files(*, store: Path | None = None, calibration: Path | None = None) -> None:
+    """One line for a ``--store`` or ``--calibration`` that does not exist, for a command that
+    only reads them: a missing one is not an empty store or calibration (``ingest`` and ``bench
+    --ingest``, which write a store, start a new one instead)."""
+    for option, named in (("--store", store), ("--calibration", calibration)):
+        if named is not None and not named.exists():
+            raise InputError(f"{option} {named}: no such file")
+
+
 def load_cli_scenario(path: Path, *, chooser: str | None = None,
                       catalog: list[Path] | None = None, model_config: list[Path] | None = None,
                       store: Path | None = None, calibration: Path | None = None) -> Scenario:
@@ -220,10 +229,7 @@ def load_cli_scenario(path: Path, *, chooser: str | None = None,
     every call that takes it."""
     from fleetplan.scenario import load_scenario
 
-    for option, named in (("--store", store), ("--calibration", calibration)):
-        # read, never written here: a missing one is not an empty store or calibration
-        if named is not None and not named.exists():
-            raise InputError(f"{option} {named}: no such file")
+    check_read_files(store=store, calibration=calibration)
     ctx = use_cli_context(catalog=catalog, model_config=model_config, store=store,
                           calibration=calibration)
     sc = load_scenario(path, context=ctx)

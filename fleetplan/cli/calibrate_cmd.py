@@ -19,6 +19,7 @@ from fleetplan.cli._options import (
     ProgressOpt,
     QuietOpt,
     StoreOpt,
+    check_read_files,
     note_user_files,
     parse_fit_seeds,
     progress_reporter,
@@ -94,6 +95,7 @@ def calibrate(model: ModelOpt = None, config: ConfigOpt = None, out: OutOpt = No
     check_no_overwrite([("--out", out)],
                        [("the --store", store), *(("a --catalog", c) for c in catalog or ()),
                         *(("a --model-config", m) for m in model_config or ())])
+    check_read_files(store=store)
     names = use_cli_context(catalog=catalog, model_config=model_config, store=store).catalog
     note_user_files(store=store is None)
     with progress_reporter(quiet, progress) as reporter:

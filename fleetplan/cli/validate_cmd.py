@@ -21,6 +21,7 @@ from fleetplan.cli._options import (
     ModelConfigOpt,
     QuietOpt,
     StoreOpt,
+    check_read_files,
     note_user_files,
     parse_fit_seeds,
     progress_reporter,
@@ -104,6 +105,7 @@ def validate_cmd(runs: RunsArg = None, cv: CvOpt = False, store: StoreOpt = None
                               calibration=calibration, jobs=jobs,
                               fit_seeds=parse_fit_seeds(fit_seeds),
                               server=server if server.stated else None, names=CLI_NAMES)
+    check_read_files(store=store, calibration=calibration)
     names = use_cli_context(catalog=catalog, model_config=model_config, store=store,
                             calibration=calibration).catalog
     note_user_files(store=store is None, calibration=calibration is None)
