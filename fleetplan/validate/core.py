@@ -71,9 +71,11 @@ def load_runs(store: ProfileStore, paths: Iterable[str | Path] = (), *,
     return runs_from_frame(given.frame, series=both, tails_from=store.frame)
 
 
-def metric_row(measured: float | None, predicted: float | None) -> MetricRow:
-    """Measured, predicted and the error relative to measured (percent)."""
-    return MetricRow(measured, predicted, error_pct(measured, predicted))
+def metric_row(measured: float | None, predicted: float | None,
+               band: tuple[float, float] | None = None) -> MetricRow:
+    """Measured, predicted, the error relative to measured (percent) and the prediction's 80%
+    band (``band_80pct``, an uncalibrated prediction's)."""
+    return MetricRow(measured, predicted, error_pct(measured, predicted), band)
 
 
 def error_pct(measured: float | None, predicted: float | None) -> float | None:
@@ -89,16 +91,15 @@ def run_record(run: MeasuredRun, calibrated: bool, pred: dict[str, float],
                bands: Mapping[str, Any] | None = None) -> RunRecord:
     """One entry of ``runs`` in the JSON contract; ``bands``: the ``{metric}_band`` fields of
     :func:`~fleetplan.validate.bands.prediction_bands` (an uncalibrated prediction's)."""
-    def row(m: str) -> MetricRow:
-        r = metric_row(run.measured.get(m), pred.get(m))
-        band = (bands or {}).get(f"{m}_band")
-        return r if band is None else MetricRow(r.measured, r.predicted, r.error_pct,
-                                                (float(band[0]), float(band[1])))
+    def band(m: str) -> tuple[float, float] | None:
+        lo_hi = (bands or {}).get(f"{m}_band")
+        return None if lo_hi is None else (float(lo_hi[0]), float(lo_hi[1]))
 
     return RunRecord(
         model=run.model, config=run.config, gpu=run.gpu, gpu_count=run.gpu_count,
         request_rate=run.request_rate, calibrated=calibrated, flagged=run.flagged,
-        flag_reason=run.flag_reason, metrics={m: row(m) for m in metrics})
+        flag_reason=run.flag_reason,
+        metrics={m: metric_row(run.measured.get(m), pred.get(m), band(m)) for m in metrics})
 
 
 def summarize(records: Sequence[RunRecord],

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.validate.bands import EXTERNAL_FOLD, ErrorQuantiles
 
 __all__ = ["EXTERNAL_FOLD", "DatasetRow", "ExternalOutcome", "LabelRow", "dataset_rows",
@@ -59,9 +60,8 @@ class ExternalOutcome:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ExternalOutcome:
-        config = str(d.get("config") or "")  # <count>x<GPU>[+<parallel layout>]
-        gpu = str(d.get("gpu") or config.partition("x")[2].split("+")[0].split("/")[0])
-        return cls(str(d["source"]), gpu, d.get("refused"),
+        gpu = d.get("gpu") or HardwareConfig.split(str(d["config"]))[1]  # layout left out
+        return cls(str(d["source"]), str(gpu), d.get("refused"),
                    {str(k): float(v) for k, v in (d.get("errors") or {}).items()})
 
 
