@@ -43,6 +43,7 @@ from fleetplan.cli._options import (
 from fleetplan.cli._plot import check_plot_path, save_result_plot
 from fleetplan.cli.report_cmd import REPORT_HELP, check_html_path, write_plan_page
 from fleetplan.errors import InfeasibleError
+from fleetplan.optimize.loop import DEFAULT_MAX_ROUNDS
 from fleetplan.optimize.plan import Plan, PlanStatus
 from fleetplan.optimize.requests import SolveRequest, run_solve
 from fleetplan.optimize.solve import save_model
@@ -132,7 +133,8 @@ ConfidenceOpt = Annotated[float | None, typer.Option(
 def solve_cmd(
     scenario: ScenarioArg, fmt: FormatOpt = OutputFormat.table, solver: SolverOpt = None,
     save_lp: SaveLpOpt = None, executor: ExecutorOpt = None, out: OutOpt = None,
-    report: ReportOpt = None, max_rounds: MaxRoundsOpt = 8, timing: TimingOpt = True,
+    report: ReportOpt = None, max_rounds: MaxRoundsOpt = DEFAULT_MAX_ROUNDS,
+    timing: TimingOpt = True,
     plot: PlotOpt = None, plot_kind: PlotKindOpt = None, confidence: ConfidenceOpt = None,
     progress: ProgressOpt = False, quiet: QuietOpt = False, verbose: VerboseOpt = False,
     catalog: CatalogOpt = None, model_config: PlanModelConfigOpt = None, store: StoreOpt = None,

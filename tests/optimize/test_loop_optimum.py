@@ -238,3 +238,17 @@ def test_a_tighter_carbon_cap_does_not_lead_the_loop_to_a_cheaper_verified_plan(
     assert loose.verified
     if tight.verified:  # (the capped loop may find no plan within the cap in its rounds)
         assert loose.solution.cost_per_day_usd <= tight.solution.cost_per_day_usd + 1e-6
+
+
+@pytest.mark.parametrize("seed", [34, 73, 77])
+def test_the_default_round_budget_reaches_a_verified_plan_where_eight_rounds_did_not(
+        seed: int) -> None:
+    """Problems whose loop needs more than 8 rounds to cut its way to a plan the judge passes
+    (mild misses only, so every cut is the small one): with the default budget the answer is
+    verified and meets every class in the judge's eyes."""
+    problem, truth = random_case(seed)
+    calls: list = []
+    out = loop_mod.closed_loop(problem, EXACT, judge(problem, truth, calls))
+    assert out.verified
+    assert all(c.met for chk in judge(problem, truth, [])(out.solution, None) for c in chk.classes)
+    assert out.rounds > 8
