@@ -148,12 +148,14 @@ def main(exe: str) -> int:
                 continue
             isl = int(round(run.input_tokens_mean))
             osl = int(round(run.output_tokens))
-            got = aic_burst(exe, model_path(exe, how, scratch), system, run.tp or 1, run.num_prompts, isl, osl)
+            got = aic_burst(exe, model_path(exe, how, scratch), system, run.tp or 1,
+                            run.num_prompts, isl, osl)
             mine = ev.predict_row(run, res, engine_args=False)
             if isinstance(got, str) or mine.refused:
                 refused += 1
-                print(f"{source} {run.run_id}: AIConfigurator {got if isinstance(got, str) else 'ok'}"
-                      f"; fleetplan {mine.refused or 'ok'}")
+                aic = got if isinstance(got, str) else "ok"
+                print(f"{source} {run.run_id}: AIConfigurator {aic}; fleetplan "
+                      f"{mine.refused or 'ok'}")
                 continue
             taken += 1
             rps, tpot = got
