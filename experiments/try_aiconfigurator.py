@@ -143,8 +143,11 @@ def main(exe: str) -> int:
             how = AIC_MODELS.get(run.model)
             if system is None or how is None or run.engine != "vllm" or (run.pp or 1) > 1:
                 continue
-            if run.load_kind != "burst" or run.num_prompts is None:
-                print(f"{source} {run.run_id}: skipped (not a burst of a stated size)")
+            if (run.load_kind != "burst" or run.num_prompts is None
+                    or run.input_tokens_mean is None or run.output_tokens is None
+                    or not run.completed_rps or not run.tpot_p50_ms):
+                print(f"{source} {run.run_id}: skipped (not a burst of stated size, lengths, "
+                      "throughput and TPOT)")
                 continue
             isl = int(round(run.input_tokens_mean))
             osl = int(round(run.output_tokens))
