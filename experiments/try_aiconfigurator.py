@@ -139,7 +139,7 @@ def main(exe: str) -> int:
     scratch = Path(tempfile.mkdtemp(prefix="aic-models-"))
     for source, runs in sorted(load_external_runs().by_source().items()):
         for run in runs:
-            system = SYSTEMS.get(run.gpu)
+            system = SYSTEMS.get(run.gpu or "")
             how = AIC_MODELS.get(run.model)
             if system is None or how is None or run.engine != "vllm" or (run.pp or 1) > 1:
                 continue
