@@ -140,7 +140,7 @@ def main(exe: str) -> int:
     for source, runs in sorted(load_external_runs().by_source().items()):
         for run in runs:
             system = SYSTEMS.get(run.gpu or "")
-            how = AIC_MODELS.get(run.model)
+            how = AIC_MODELS.get(run.model or "")
             if system is None or how is None or run.engine != "vllm" or (run.pp or 1) > 1:
                 continue
             if (run.load_kind != "burst" or run.num_prompts is None
