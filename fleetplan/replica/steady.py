@@ -217,6 +217,8 @@ def steady_state(params: ReplicaParams, *, rate: float, lengths: LengthModel | N
     # imported here: Numba loads only where a steady-state run is made
     from fleetplan.replica.steady_kernel import STOP_ABOVE, STOP_OVERLOAD, prepare, run_steady
 
+    if not params.chunked_prefill:  # V0's policy: the SimPy engine's scheduler alone has it
+        engine = "simpy"
     if engine == "compiled":
         prepare(params, progress)
     run = run_steady if engine == "compiled" else _run_simpy
