@@ -95,3 +95,23 @@ def test_a_burst_waits_for_the_intake_then_runs_v0_steps() -> None:
     reqs, _ = simulate_requests(toy, np.zeros(3), np.array([60, 30, 50]),
                                 np.array([3, 2, 2]))
     assert [r.first_token_s for r in reqs] == pytest.approx([0.110, 0.110, 0.170], abs=1e-12)
+
+
+def test_validate_replays_a_054_burst_through_the_intake() -> None:
+    # the same burst and parameters, recorded by vLLM 0.5.4 and by 0.8.5: all 64 prompts reach
+    # the scheduler together either way (at 64 x overhead_s through 0.5.4's intake, at
+    # overhead_s otherwise), so every first token comes 63 x overhead_s later on 0.5.4
+    from fleetplan.replica.measured_run import MeasuredRun
+    from fleetplan.replica.runs import predict_run
+
+    params = prior_params(LLAMA, H100, engine_version="0.5.4").with_(c_deliver=0.0)
+    runs = [MeasuredRun(run_id=f"burst-{v}", model=LLAMA.model, config=H100.name,
+                        gpu=H100.gpu, gpu_count=1, request_rate=float("inf"), num_prompts=64,
+                        burstiness=1.0, total_input_tokens=64 * 200,
+                        total_output_tokens=64 * 100, series_max_rate=float("inf"),
+                        engine_version=v) for v in ("0.5.4", "0.8.5")]
+    old, new = (predict_run(params, r, seeds=(0,), warm=False) for r in runs)
+    shift_ms = 63 * params.overhead_s * 1e3
+    for k in ("ttft_p50_ms", "ttft_p99_ms", "ttft_mean_ms"):
+        assert old[k] - new[k] == pytest.approx(shift_ms, abs=1e-6)
+    assert old["tpot_p50_ms"] == pytest.approx(new["tpot_p50_ms"], abs=1e-9)
