@@ -36,10 +36,17 @@ How a row is replayed (each rule is the row's own figures, never a fit):
   the row's means, conditioned on its token totals (3 seeds), as ``validate`` replays a
   benchmark file. A row without a prompt length is refused. Prefix cache warm only where the
   row says ``warm``.
-- engine settings: today's product predicts vLLM's defaults whatever the server ran; with
-  ``--engine-args`` the row's ``max_num_seqs`` / ``max_num_batched_tokens`` / ``max_model_len``
-  replace them (``ReplicaParams.with_``). The row's ``kv_cache_dtype`` is always applied
-  (``fleetplan.replica.server_params.apply_stated``: KV capacity and attention read cost).
+- engine version: the row's ``engine_version`` picks vLLM's defaults of that release
+  (``fleetplan.replica.engine_defaults``: budget, sequences, memory share, and the scheduling
+  policy, V0's whole prompts first before 0.8, ``ReplicaParams.chunked_prefill``); a burst on a
+  release whose server takes requests in one at a time (0.5.x) reaches the scheduler once taken
+  in (``replay(serial_intake=True)``, ``fleetplan.replica.protocol.intake_release``).
+- engine settings: without ``--engine-args`` the version's defaults whatever the server ran;
+  with it the row's ``max_num_seqs`` / ``max_num_batched_tokens`` / ``max_model_len``
+  replace them (``ReplicaParams.with_``; on a V0 release a stated context also sets the budget
+  and the policy, ``fleetplan.replica.server_params.v0_budget``). The row's ``kv_cache_dtype``
+  is always applied (``fleetplan.replica.server_params.apply_stated``: KV capacity and
+  attention read cost).
 """
 
 from __future__ import annotations
@@ -211,7 +218,7 @@ def predict_row(run: Any, res: Resolver, *, engine_args: bool) -> Outcome:
     out = Outcome(run, config=config)
     ctx = DataContext(catalog=res.catalog)
     try:
-        params = resolve_params(spec, config, context=ctx)
+        params = resolve_params(spec, config, context=ctx, engine_version=run.engine_version)
     except FleetplanError as exc:
         return Outcome(run, refused=str(exc).splitlines()[0])
     if params.calibrated:
@@ -221,12 +228,18 @@ def predict_row(run: Any, res: Resolver, *, engine_args: bool) -> Outcome:
 
         cat = res.catalog if isinstance(spec, str) else res.catalog.extend(models=[spec])
         try:
-            params = apply_stated(params, {"kv_cache_dtype": _kv_dtype(run)}, catalog=cat)
+            params = apply_stated(params, {"kv_cache_dtype": _kv_dtype(run)}, catalog=cat,
+                                  engine_version=run.engine_version)
         except FleetplanError as exc:
             return Outcome(run, refused=str(exc).splitlines()[0])
     if engine_args:
+        from fleetplan.replica.server_params import v0_budget
+
         changes = {k: getattr(run, k) for k in ("max_num_seqs", "max_num_batched_tokens",
                                                 "max_model_len") if getattr(run, k) is not None}
+        policy = v0_budget(run.engine_version, changes)
+        if policy is not None:  # a V0 server: its budget and policy follow the served context
+            changes["max_num_batched_tokens"], changes["chunked_prefill"] = policy
         params = params.with_(**changes)
     if run.load_kind == "poisson":
         rate, cap = float(run.load_value), None
@@ -251,9 +264,13 @@ def predict_row(run: Any, res: Resolver, *, engine_args: bool) -> Outcome:
         out.notes.append("ShareGPT lengths drawn (protocol model) on the run's totals")
     else:  # fixed-length synthetic prompts: every request as recorded
         how = {"request_lengths": ([lin] * n, [lout] * n), "seeds": (0,)}
+    from fleetplan.replica.engine_defaults import intake_is_serial
+
     try:
         pred = replay(params, rate=rate, num_prompts=n, max_concurrency=cap,
-                      warm_prefix_cache=run.prefix_cache == "warm", **how)
+                      warm_prefix_cache=run.prefix_cache == "warm",
+                      serial_intake=cap is None and intake_is_serial(run.engine_version),
+                      **how)
     except FleetplanError as exc:
         return Outcome(run, refused=str(exc).splitlines()[0])
     meas_t, pred_t, _unit = _throughput(run, pred)
