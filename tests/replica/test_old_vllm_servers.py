@@ -115,3 +115,17 @@ def test_validate_replays_a_054_burst_through_the_intake() -> None:
     for k in ("ttft_p50_ms", "ttft_p99_ms", "ttft_mean_ms"):
         assert old[k] - new[k] == pytest.approx(shift_ms, abs=1e-6)
     assert old["tpot_p50_ms"] == pytest.approx(new["tpot_p50_ms"], abs=1e-9)
+
+
+def test_predict_replays_a_054_burst_through_the_intake() -> None:
+    # `fleetplan predict --engine-version 0.5.4`: 40 prompts at once, the same shift as validate
+    from fleetplan.validate.prediction import PredictRequest, run_prediction
+
+    got = {v: run_prediction(PredictRequest(
+        config="1xH100-SXM", rate=float("inf"), model="Meta-Llama-3-8B-Instruct",
+        num_prompts=40, seeds=1, arrival_seed=0, engine_version=v)) for v in ("0.5.4", "0.6.3")}
+    overhead = got["0.5.4"].params.overhead_s
+    # both V0 with the same defaults (only the cited source differs)
+    assert got["0.5.4"].params.with_(source="-") == got["0.6.3"].params.with_(source="-")
+    shift = got["0.5.4"].result["ttft_p50_ms"] - got["0.6.3"].result["ttft_p50_ms"]
+    assert shift == pytest.approx(39 * overhead * 1e3, abs=1e-6)
