@@ -161,7 +161,9 @@ def steady_state(params: ReplicaParams, *, rate: float, lengths: LengthModel | N
 
     ``engine``: ``"compiled"`` (default, :mod:`fleetplan.replica.steady_kernel`) or
     ``"simpy"``, the reference :class:`~fleetplan.replica.engine.ReplicaEngine` in a SimPy
-    environment; both give the same run (tested), the compiled one 10-30x faster.
+    environment; both give the same run (tested), the compiled one 10-30x faster. Parameters
+    without chunked prefill (vLLM V0's scheduler, ``ReplicaParams.chunked_prefill``) always
+    run on the SimPy engine: the compiled loop has V1's policy only.
     ``progress``: receives the compiled engine's preparation, the one long step of a process's
     first run (:func:`fleetplan.replica.steady_kernel.prepare`).
     """

@@ -129,3 +129,14 @@ def test_predict_replays_a_054_burst_through_the_intake() -> None:
     assert got["0.5.4"].params.with_(source="-") == got["0.6.3"].params.with_(source="-")
     shift = got["0.5.4"].result["ttft_p50_ms"] - got["0.6.3"].result["ttft_p50_ms"]
     assert shift == pytest.approx(39 * overhead * 1e3, abs=1e-6)
+
+
+def test_sustained_load_on_a_v0_server_runs_its_scheduler() -> None:
+    # the compiled loop has V1's policy only: V0 parameters take the SimPy engine, whatever
+    # was asked, so the same steady run comes out either way
+    from fleetplan.replica.steady import steady_state
+
+    params = prior_params(LLAMA, H100, engine_version="0.5.4")
+    a, b = (steady_state(params, rate=6.0, duration_s=40.0, warmup_s=10.0, engine=e)
+            for e in ("compiled", "simpy"))
+    assert a.ttft_p50_ms == b.ttft_p50_ms and a.tpot_p50_ms == b.tpot_p50_ms
