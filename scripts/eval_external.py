@@ -30,7 +30,9 @@ How a row is replayed (each rule is the row's own figures, never a fit):
   ``poisson`` R = Poisson arrivals at R req/s; ``burst`` = all at once, no cap.
 - prompts: the row's ``num_prompts``; where the source does not say, 4 x the concurrency (at
   least 8) and the output says so (``num_prompts assumed``).
-- lengths: fixed-length synthetic workloads send every request with the row's prompt length
+- lengths: where the source's raw copy lists every request's prompt and reply tokens
+  (``data/external/raw/<source>.json``), those, in send order (:func:`recorded_lengths`);
+  otherwise fixed-length synthetic workloads send every request with the row's prompt length
   (``input_tokens_mean``) and output length (``output_tokens_mean``, else
   ``output_tokens_requested``); ShareGPT runs draw lengths from the product's protocol model at
   the row's means, conditioned on its token totals (3 seeds), as ``validate`` replays a
@@ -139,6 +141,29 @@ class Resolver:
                                                       "config.json: ")
         spec = self._specs[hf_id]
         return (None, f"model {hf_id}: {spec}") if isinstance(spec, str) else (spec, None)
+
+
+_RAW: dict[str, dict[tuple[str, str], tuple[list[int], list[int]]]] = {}
+
+
+def recorded_lengths(run: Any) -> tuple[list[int], list[int]] | None:
+    """The (prompt, reply) tokens of each of ``run``'s requests in send order, where the
+    source's raw copy lists them (``data/external/raw/<source>.json``: a file entry with
+    ``input_lens`` and ``output_lens``, matched by path and commit), else None. A reply of 0
+    tokens (a request that streamed none, which vLLM 0.5.4's client counts as completed) is
+    replayed as 1: the server computed its prompt and ended it at its first token."""
+    if run.source not in _RAW:
+        table: dict[tuple[str, str], tuple[list[int], list[int]]] = {}
+        raw = EXT / "raw" / f"{run.source}.json"
+        if raw.is_file():
+            for f in json.loads(raw.read_text(encoding="utf-8")).get("files", []):
+                ins, outs = f.get("input_lens"), f.get("output_lens")
+                if ins and outs and len(ins) == len(outs):
+                    table[(f["path"], f["commit"])] = ([int(x) for x in ins],
+                                                       [max(1, int(x)) for x in outs])
+        _RAW[run.source] = table
+    got = _RAW[run.source].get((run.source_file, run.commit))
+    return got if got is not None and len(got[0]) == run.num_prompts else None
 
 
 def _throughput(run: Any, pred: Any) -> tuple[float | None, float | None, str]:
@@ -252,11 +277,15 @@ def predict_row(run: Any, res: Resolver, *, engine_args: bool) -> Outcome:
         out.notes.append("num_prompts assumed")
     lin = min(int(round(run.input_tokens_mean)), params.max_model_len - 2)
     lout = max(1, int(round(run.output_tokens)))
-    if "sharegpt" in (run.dataset or "").lower():
+    recorded = recorded_lengths(run) if run.num_prompts is not None else None
+    if recorded is not None:  # every request as the source recorded it, in send order
+        how: dict[str, Any] = {"request_lengths": recorded, "seeds": (0,)}
+        out.notes.append("per-request lengths as recorded")
+    elif "sharegpt" in (run.dataset or "").lower():
         # ShareGPT prompts: the product's protocol length model (the study's ShareGPT fit) at
         # the run's mean lengths, each seed conditioned on the run's token totals, as
         # `validate` replays a benchmark file
-        how: dict[str, Any] = {
+        how = {
             "lengths": protocol_length_model(mean_input=run.input_tokens_mean,
                                              mean_output=run.output_tokens),
             "totals": (int(round(run.input_tokens_mean * n)), int(round(run.output_tokens * n))),
