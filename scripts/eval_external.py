@@ -30,16 +30,25 @@ How a row is replayed (each rule is the row's own figures, never a fit):
   ``poisson`` R = Poisson arrivals at R req/s; ``burst`` = all at once, no cap.
 - prompts: the row's ``num_prompts``; where the source does not say, 4 x the concurrency (at
   least 8) and the output says so (``num_prompts assumed``).
-- lengths: fixed-length synthetic workloads send every request with the row's prompt length
+- lengths: where the source's raw copy lists every request's prompt and reply tokens
+  (``data/external/raw/<source>.json``), those, in send order (:func:`recorded_lengths`);
+  otherwise fixed-length synthetic workloads send every request with the row's prompt length
   (``input_tokens_mean``) and output length (``output_tokens_mean``, else
   ``output_tokens_requested``); ShareGPT runs draw lengths from the product's protocol model at
   the row's means, conditioned on its token totals (3 seeds), as ``validate`` replays a
   benchmark file. A row without a prompt length is refused. Prefix cache warm only where the
   row says ``warm``.
-- engine settings: today's product predicts vLLM's defaults whatever the server ran; with
-  ``--engine-args`` the row's ``max_num_seqs`` / ``max_num_batched_tokens`` / ``max_model_len``
-  replace them (``ReplicaParams.with_``). The row's ``kv_cache_dtype`` is always applied
-  (``fleetplan.replica.server_params.apply_stated``: KV capacity and attention read cost).
+- engine version: the row's ``engine_version`` picks vLLM's defaults of that release
+  (``fleetplan.replica.engine_defaults``: budget, sequences, memory share, and the scheduling
+  policy, V0's whole prompts first before 0.8, ``ReplicaParams.chunked_prefill``); a burst on a
+  release whose server takes requests in one at a time (0.5.x) reaches the scheduler once taken
+  in (``replay(serial_intake=True)``, ``fleetplan.replica.protocol.intake_release``).
+- engine settings: without ``--engine-args`` the version's defaults whatever the server ran;
+  with it the row's ``max_num_seqs`` / ``max_num_batched_tokens`` / ``max_model_len``
+  replace them (``ReplicaParams.with_``; on a V0 release a stated context also sets the budget
+  and the policy, ``fleetplan.replica.server_params.v0_budget``). The row's ``kv_cache_dtype``
+  is always applied (``fleetplan.replica.server_params.apply_stated``: KV capacity and
+  attention read cost).
 """
 
 from __future__ import annotations
@@ -134,6 +143,29 @@ class Resolver:
         return (None, f"model {hf_id}: {spec}") if isinstance(spec, str) else (spec, None)
 
 
+_RAW: dict[str, dict[tuple[str, str], tuple[list[int], list[int]]]] = {}
+
+
+def recorded_lengths(run: Any) -> tuple[list[int], list[int]] | None:
+    """The (prompt, reply) tokens of each of ``run``'s requests in send order, where the
+    source's raw copy lists them (``data/external/raw/<source>.json``: a file entry with
+    ``input_lens`` and ``output_lens``, matched by path and commit), else None. A reply of 0
+    tokens (a request that streamed none, which vLLM 0.5.4's client counts as completed) is
+    replayed as 1: the server computed its prompt and ended it at its first token."""
+    if run.source not in _RAW:
+        table: dict[tuple[str, str], tuple[list[int], list[int]]] = {}
+        raw = EXT / "raw" / f"{run.source}.json"
+        if raw.is_file():
+            for f in json.loads(raw.read_text(encoding="utf-8")).get("files", []):
+                ins, outs = f.get("input_lens"), f.get("output_lens")
+                if ins and outs and len(ins) == len(outs):
+                    table[(f["path"], f["commit"])] = ([int(x) for x in ins],
+                                                       [max(1, int(x)) for x in outs])
+        _RAW[run.source] = table
+    got = _RAW[run.source].get((run.source_file, run.commit))
+    return got if got is not None and len(got[0]) == run.num_prompts else None
+
+
 def _throughput(run: Any, pred: Any) -> tuple[float | None, float | None, str]:
     if run.output_tok_s is not None:
         return run.output_tok_s, pred["output_throughput"], "output tok/s"
@@ -211,7 +243,7 @@ def predict_row(run: Any, res: Resolver, *, engine_args: bool) -> Outcome:
     out = Outcome(run, config=config)
     ctx = DataContext(catalog=res.catalog)
     try:
-        params = resolve_params(spec, config, context=ctx)
+        params = resolve_params(spec, config, context=ctx, engine_version=run.engine_version)
     except FleetplanError as exc:
         return Outcome(run, refused=str(exc).splitlines()[0])
     if params.calibrated:
@@ -221,12 +253,18 @@ def predict_row(run: Any, res: Resolver, *, engine_args: bool) -> Outcome:
 
         cat = res.catalog if isinstance(spec, str) else res.catalog.extend(models=[spec])
         try:
-            params = apply_stated(params, {"kv_cache_dtype": _kv_dtype(run)}, catalog=cat)
+            params = apply_stated(params, {"kv_cache_dtype": _kv_dtype(run)}, catalog=cat,
+                                  engine_version=run.engine_version)
         except FleetplanError as exc:
             return Outcome(run, refused=str(exc).splitlines()[0])
     if engine_args:
+        from fleetplan.replica.server_params import v0_budget
+
         changes = {k: getattr(run, k) for k in ("max_num_seqs", "max_num_batched_tokens",
                                                 "max_model_len") if getattr(run, k) is not None}
+        policy = v0_budget(run.engine_version, changes)
+        if policy is not None:  # a V0 server: its budget and policy follow the served context
+            changes["max_num_batched_tokens"], changes["chunked_prefill"] = policy
         params = params.with_(**changes)
     if run.load_kind == "poisson":
         rate, cap = float(run.load_value), None
@@ -239,11 +277,15 @@ def predict_row(run: Any, res: Resolver, *, engine_args: bool) -> Outcome:
         out.notes.append("num_prompts assumed")
     lin = min(int(round(run.input_tokens_mean)), params.max_model_len - 2)
     lout = max(1, int(round(run.output_tokens)))
-    if "sharegpt" in (run.dataset or "").lower():
+    recorded = recorded_lengths(run) if run.num_prompts is not None else None
+    if recorded is not None:  # every request as the source recorded it, in send order
+        how: dict[str, Any] = {"request_lengths": recorded, "seeds": (0,)}
+        out.notes.append("per-request lengths as recorded")
+    elif "sharegpt" in (run.dataset or "").lower():
         # ShareGPT prompts: the product's protocol length model (the study's ShareGPT fit) at
         # the run's mean lengths, each seed conditioned on the run's token totals, as
         # `validate` replays a benchmark file
-        how: dict[str, Any] = {
+        how = {
             "lengths": protocol_length_model(mean_input=run.input_tokens_mean,
                                              mean_output=run.output_tokens),
             "totals": (int(round(run.input_tokens_mean * n)), int(round(run.output_tokens * n))),
@@ -251,9 +293,13 @@ def predict_row(run: Any, res: Resolver, *, engine_args: bool) -> Outcome:
         out.notes.append("ShareGPT lengths drawn (protocol model) on the run's totals")
     else:  # fixed-length synthetic prompts: every request as recorded
         how = {"request_lengths": ([lin] * n, [lout] * n), "seeds": (0,)}
+    from fleetplan.replica.engine_defaults import intake_is_serial
+
     try:
         pred = replay(params, rate=rate, num_prompts=n, max_concurrency=cap,
-                      warm_prefix_cache=run.prefix_cache == "warm", **how)
+                      warm_prefix_cache=run.prefix_cache == "warm",
+                      serial_intake=cap is None and intake_is_serial(run.engine_version),
+                      **how)
     except FleetplanError as exc:
         return Outcome(run, refused=str(exc).splitlines()[0])
     meas_t, pred_t, _unit = _throughput(run, pred)

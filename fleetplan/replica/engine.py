@@ -7,7 +7,9 @@ defined with the engine's counters in :mod:`fleetplan.replica.records`).
 
 Scheduling follows vLLM V1 (0.8.x) iteration by iteration (FCFS queue, running requests first,
 then admissions within the token budget, running cap and free KV blocks; preemption of the most
-recently admitted request on a KV shortage): :class:`fleetplan.replica.scheduler.Scheduler`
+recently admitted request on a KV shortage), or V0's default scheduler where the parameters say
+the server does not chunk prefills (steps of whole prompts first, decode steps when no prompt
+fits): :class:`fleetplan.replica.scheduler.Scheduler`
 decides each step and applies its effects; this module times the steps (the cost model, SimPy
 events) and skips over decode-only ones. A request's first token comes out
 at the end of the step that completes its prefill; TTFT includes ``overhead_s`` (the request
@@ -61,9 +63,15 @@ def check_limits(p: ReplicaParams) -> None:
 
 def refusal(p: ReplicaParams, rid: int, input_tokens: int, output_tokens: int) -> ModelError:
     """Why ``p``'s engine refuses a request of these lengths (a request it refuses: fewer than
-    one token either way, longer than ``max_model_len``, or more KV blocks than the cache)."""
+    one token either way, longer than ``max_model_len``, a prompt longer than the token budget
+    without chunked prefill, or more KV blocks than the cache)."""
     if input_tokens < 1 or output_tokens < 1:
         return ModelError(f"request {rid}: input and output tokens must be >= 1")
+    if not p.chunked_prefill and input_tokens > p.max_num_batched_tokens:
+        # vLLM V0 ignores such a prompt (Scheduler._schedule_prefills' prompt limit)
+        return ModelError(f"request {rid}: a prompt of {input_tokens} tokens exceeds "
+                          f"max_num_batched_tokens {p.max_num_batched_tokens} of {p.config} "
+                          "without chunked prefill")
     if input_tokens + output_tokens > p.max_model_len:
         return ModelError(f"request {rid}: {input_tokens} + {output_tokens} tokens exceed "
                           f"max_model_len {p.max_model_len} of {p.config}")
@@ -95,6 +103,9 @@ class ReplicaEngine:
         self._plan_pf: Chunks | None = None  # prefill chunks of a 1-step plan
         self._plan_act = 0.0  # power activity of the plan's steps (fleetplan.replica.power)
         self._busy = False
+        # without chunked prefill, decoders wait out the steps of prompts: (time of their last
+        # token, how many) for each group since the last decode step, for their next ITL
+        self._stalled: list[tuple[float, int]] = []
         self._on_timer = self._timer  # bound once: one callback object for every event
         self._overhead = p.overhead_s  # read once per submit
         self._max_len = p.max_model_len
@@ -147,7 +158,8 @@ class ReplicaEngine:
         total = req.input_tokens + req.output_tokens
         sched = self._sched
         if (req.input_tokens < 1 or req.output_tokens < 1 or total > self._max_len
-                or -(-total // sched.block_size) + sched.state > sched.kv_blocks):
+                or -(-total // sched.block_size) + sched.state > sched.kv_blocks
+                or (not sched.chunked and req.input_tokens > sched.token_budget)):
             raise refusal(self.params, req.rid, req.input_tokens, req.output_tokens)
         overhead = self._overhead
         pend = self._pending
@@ -211,12 +223,42 @@ class ReplicaEngine:
         st.busy_s += dur
         st.active_s += self._plan_act * dur
         n_dec = self._sched.n_dec
-        if self.record_itl and n_dec:
-            # every decoding sequence got one token per step, gap = that step's duration
-            st.itl_segments.append((self._plan_A, self._plan_B, n, n_dec))
         pf = self._plan_pf
         self._plan_pf = None
+        if not self._sched.chunked and pf:  # V0: a step of prompts, the decoders stalled
+            if self.record_itl:
+                if n_dec and not self._stalled:
+                    self._stalled.append((self._plan_t0, n_dec))
+                self._sched.advance(n, now, pf)
+                if self._sched.n_dec > n_dec:  # the prompts' first tokens, at its end
+                    self._stalled.append((now, self._sched.n_dec - n_dec))
+                return
+        elif self.record_itl and n_dec:
+            if self._stalled:
+                self._record_stalled(n, n_dec)
+            else:
+                # every decoding sequence got one token per step, gap = that step's duration
+                st.itl_segments.append((self._plan_A, self._plan_B, n, n_dec))
         self._sched.advance(n, now, pf)
+
+    def _record_stalled(self, n: int, n_dec: int) -> None:
+        """The ITL of a decode plan after steps of prompts (V0): each group's first gap runs
+        from its last token to the plan's first step's end, the later gaps are the steps'. A
+        preemption since took the most recently admitted decoders: the newest groups shrink."""
+        st = self.stats
+        end1 = self._plan_t0 + self._plan_A
+        left = n_dec
+        groups = []
+        for t, k in reversed(self._stalled):
+            k = min(k, left)
+            left -= k
+            if k:
+                groups.append((end1 - t, k))
+        for gap, k in reversed(groups):
+            st.itl_segments.append((gap, 0.0, 1, k))
+        if n > 1:
+            st.itl_segments.append((self._plan_A + self._plan_B, self._plan_B, n - 1, n_dec))
+        self._stalled.clear()
 
     def _plan(self, now: float) -> None:
         """Decide the next step (or jump of decode steps) at a step boundary ``now``."""
@@ -274,6 +316,8 @@ class ReplicaEngine:
         self._plan_pf = chunks
         self._plan_act = step_activity(prefill + n_dec)
         self._busy = True
-        if n_dec != self._sched.n_dec:  # internal invariant: every decoder is scheduled each step
+        # internal invariant: every decoder is scheduled each step (V0: each step but a step of
+        # prompts)
+        if n_dec != self._sched.n_dec and (self._sched.chunked or not chunks):
             raise ModelError(f"{self.params.config}: a decoding sequence was not scheduled")
         self._arm(now + dur, 1)

@@ -4,7 +4,8 @@ Main entries: :class:`EngineDefaults` (one version's scheduler and cache default
 :func:`engine_defaults` (the defaults a server of ``version`` on ``gpu`` starts with, resolving
 the device rules) and :data:`TABLE`. Every entry names the vLLM files and lines it follows,
 read in the released PyPI sdists (sha256 checked against PyPI) of 0.6.3, 0.8.5, every
-release from 0.9.0 to 0.32.0 that has an sdist (0.15.x has none) and the installed 0.32.0;
+release from 0.9.0 to 0.32.0 that has an sdist (0.15.x has none), the installed 0.32.0 and
+the 0.5.4 wheel (``vllm-0.5.4-cp38-abi3-manylinux1_x86_64.whl``, its Python sources);
 ``docs/engine-defaults.md`` quotes the rules and the checksums.
 
 The study's runs are vLLM 0.8.5 (V1 engine unless a feature falls back to V0). Its
@@ -54,6 +55,10 @@ class EngineDefaults:
     # capability 10.x; the catalog has no compute capability, so device-name substrings tell
     # it): (name substrings, cap, wording); the cap is min(cap, 2 x max_num_seqs)
     graph_devices: tuple[tuple[str, ...], int, str] | None = None
+    # a burst reaches the scheduler only once the server has taken every request of it in,
+    # one at a time (fleetplan.replica.protocol.intake_release): seen in 0.5.4's own
+    # per-request arrays; not established for other versions, so False there
+    serial_intake: bool = False
 
     def scheduler_budget(self, max_model_len: int) -> tuple[int, bool]:
         """``(max_num_batched_tokens, chunked_prefill)`` for a served ``max_model_len``. V1
@@ -99,6 +104,18 @@ _ARGS = "vllm/engine/arg_utils.py"
 # device names of compute capability 10.x (B100, B200/GB200, B300/GB300)
 _CC10 = ("b100", "b200", "b300")
 TABLE: tuple[EngineDefaults, ...] = (
+    EngineDefaults(
+        "0.5", "V0", max_num_batched_tokens=2048, max_num_seqs=256,
+        gpu_memory_utilization=0.9, block_size=16, chunked_prefill=False, prefix_caching=False,
+        cuda_graph_max_batch=256,
+        source=(f"vLLM 0.5.4 {_ARGS}:55-63 (block_size 16, enable_prefix_caching False, "
+                "gpu_memory_utilization 0.90, max_num_batched_tokens None, max_num_seqs 256), "
+                f"{_ARGS}:746-773 (chunked prefill only for max_model_len > 32768), "
+                "vllm/config.py:804-818 (512 batched tokens when chunked, else "
+                "max(max_model_len, 2048)), vllm/core/scheduler.py:757-800 (_schedule_default: "
+                "waiting prompts first, no decode in a step that schedules prompts), "
+                "vllm/worker/model_runner.py:70-75 (CUDA graphs 1, 2, 4, 8..256 step 8)"),
+        serial_intake=True),
     EngineDefaults(
         "0.6", "V0", max_num_batched_tokens=2048, max_num_seqs=256,
         gpu_memory_utilization=0.9, block_size=16, chunked_prefill=False, prefix_caching=False,
@@ -286,3 +303,29 @@ def engine_defaults(version: str, gpu: str | None = None,
     if gpu is not None and vram_gb is not None:
         row = row.for_gpu(gpu, vram_gb)
     return row
+
+
+def chunks_prefill(version: str | None, max_model_len: int) -> bool:
+    """Whether a server of vLLM ``version`` serving ``max_model_len`` tokens schedules with
+    chunked prefill (V1's policy, ``ReplicaParams.chunked_prefill``): always on V1; on V0 only
+    past 32K of context (:meth:`EngineDefaults.scheduler_budget`). No version, or one the table
+    does not cover: True (the study's 0.8.5 is V1)."""
+    if version is None:
+        return True
+    try:
+        d = engine_defaults(version)
+    except InputError:
+        return True
+    return d.scheduler_budget(max_model_len)[1]
+
+
+def intake_is_serial(version: str | None) -> bool:
+    """Whether a server of vLLM ``version`` takes a burst in before scheduling it
+    (:attr:`EngineDefaults.serial_intake`; no version, or one the table does not cover:
+    False)."""
+    if version is None:
+        return False
+    try:
+        return engine_defaults(version).serial_intake
+    except InputError:
+        return False

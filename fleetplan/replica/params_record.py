@@ -56,18 +56,30 @@ class ReplicaParams(BaseModel):
                     "fixed-size state of linear-attention layers (vLLM's hybrid KV cache "
                     "manager pages it from the same pool); 0 without such layers and in "
                     "calibration files written before it existed")
+    chunked_prefill: bool = Field(
+        default=True,
+        description="vLLM's scheduling policy: True, V1's (and V0's with chunked prefill): "
+                    "each step decodes every running sequence, then fills its token budget "
+                    "with prompt chunks; False, V0's default scheduler (vLLM before 0.8 on "
+                    "models of up to 32K context): whole prompts first, a step with prompts "
+                    "decodes nothing, decodes run only when no waiting prompt fits "
+                    "(fleetplan.replica.scheduler); True in calibration files written before "
+                    "it existed")
     max_model_len: int = Field(ge=2, le=10**8, description="longest prompt + output, tokens")
     calibrated: bool
     source: str = Field(min_length=1, description="where the figures come from")
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # a model without a fixed-size state dumps as before the field existed: calibration
-        # files, plans and cache keys of such models stay byte-identical; a nonzero count is
-        # written (and so enters every cache key made from the dump)
+        # a model without a fixed-size state (a server with V1's scheduling policy) dumps as
+        # before the field existed: calibration files, plans and cache keys of such models
+        # stay byte-identical; a nonzero count, or V0's policy, is written (and so enters every
+        # cache key made from the dump)
         data: dict[str, Any] = handler(self)
         if data.get("seq_state_blocks") == 0:
             del data["seq_state_blocks"]
+        if data.get("chunked_prefill") is True:  # likewise: V1's policy dumps as before
+            del data["chunked_prefill"]
         return data
 
     @property

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.catalog.models import ModelSpec
 from fleetplan.errors import InputError, ModelError
-from fleetplan.replica.engine_defaults import engine_defaults
+from fleetplan.replica.engine_defaults import chunks_prefill, engine_defaults
 from fleetplan.replica.params_record import ReplicaParams
 
 GPU_MEMORY_UTILIZATION = 0.9
@@ -389,6 +389,7 @@ def prior_params(spec: ModelSpec, hw: HardwareConfig, *,
         overhead_s=ideal["overhead_s"] * ratios["overhead_s"], c_deliver=C_DELIVER_S,
         kv_capacity_tokens=kv, max_num_seqs=seqs,
         max_num_batched_tokens=batched, block_size=block, seq_state_blocks=state,
+        chunked_prefill=chunks_prefill(engine_version, spec.context_length),
         max_model_len=int(min(spec.context_length, kv - state * block)), calibrated=False,
         source=(source or f"spec-based prior (model card + GPU datasheet); {how}") + engine_note
         + layout_note(hw),

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -137,25 +138,60 @@ def match_total(x: np.ndarray, total: int, lo: int, hi: np.ndarray | int) -> np.
     return y
 
 
+def intake_release(arrivals: np.ndarray, per_request_s: float) -> np.ndarray:
+    """When each request, sent at ``arrivals`` (s), reaches the scheduler through a serial
+    intake: the server takes requests in one at a time, ``per_request_s`` each (HTTP,
+    tokenization: the parameters' ``overhead_s``), and a busy period's requests reach the
+    engine together when it ends (every request sent while the intake is busy extends it).
+
+    What a burst shows in vLLM 0.5.4's own per-request arrays (LambdaLabsML/vllm-benchmark,
+    320 prompts sent at once on one H100 and one A100: no first token before 0.8 s and 1.3 s,
+    then one step's prompts each step; docs/replica-model.md "Bursts on old vLLM"). A request
+    arriving at an idle intake reaches it ``per_request_s`` later, as with the parallel
+    overhead of :class:`~fleetplan.replica.engine.ReplicaEngine`."""
+    arr = np.asarray(arrivals, dtype=float)
+    order = np.argsort(arr, kind="stable")
+    out = np.empty_like(arr)
+    free = -math.inf
+    members: list[int] = []
+    for i in order:
+        t = float(arr[i])
+        if t >= free and members:  # the intake went idle: its busy period ends at ``free``
+            out[members] = free
+            members = []
+        free = max(free, t) + per_request_s
+        members.append(int(i))
+    if members:
+        out[members] = free
+    return out
+
+
 def simulate_requests(params: ReplicaParams, arrivals: np.ndarray, ins: np.ndarray,
                       outs: np.ndarray, *, cached: np.ndarray | None = None,
-                      max_concurrency: int | None = None) -> tuple[list[Request], ReplicaEngine]:
-    """Run one set of requests through a fresh engine; returns the finished requests."""
+                      max_concurrency: int | None = None,
+                      serial_intake: bool = False) -> tuple[list[Request], ReplicaEngine]:
+    """Run one set of requests through a fresh engine; returns the finished requests.
+    ``serial_intake`` (without ``max_concurrency``): requests reach the scheduler as
+    :func:`intake_release` says, instead of each ``overhead_s`` after its arrival."""
     env = simpy.Environment()
     reqs = [Request(i, float(t), int(a), int(b),
                     cached_tokens=int(cached[i]) if cached is not None else 0)
             for i, (t, a, b) in enumerate(zip(arrivals, ins, outs, strict=True))]
     if max_concurrency is None:
         engine = ReplicaEngine(env, params)
-        if all(a.arrival_s <= b.arrival_s for a, b in zip(reqs, reqs[1:], strict=False)):
-            for r in reqs:  # known in advance, in order: submitted ahead, no event each
-                engine.submit(r, at=r.arrival_s)
+        # the engine adds overhead_s to a submission: submit each at its release less that
+        sent = ([float(t) for t in intake_release(arrivals, params.overhead_s)
+                 - params.overhead_s] if serial_intake and reqs
+                else [r.arrival_s for r in reqs])
+        if all(a <= b for a, b in zip(sent, sent[1:], strict=False)):
+            for r, t in zip(reqs, sent, strict=True):  # known in advance, in order: no event
+                engine.submit(r, at=t)
         else:
             def sender(r: Request) -> Callable[[simpy.Event], None]:
                 return lambda _ev: engine.submit(r)
 
-            for r in reqs:
-                env.timeout(r.arrival_s).callbacks.append(sender(r))
+            for r, t in zip(reqs, sent, strict=True):
+                env.timeout(t).callbacks.append(sender(r))
         env.run()
         return reqs, engine
     # client-side cap: a request is sent at max(its time, a slot freeing up)
@@ -311,6 +347,7 @@ def simulate_one(params: ReplicaParams, *, seed: int, rate: float, num_prompts: 
                  pinned_outputs: Sequence[tuple[int, int]] = (),
                  prefix_runs_before: int | None = None,
                  prefix_capacity_tokens: int | None = None,
+                 serial_intake: bool = False,
                  ) -> tuple[list[Request], ReplicaEngine, float, float | None]:
     """One seed of :func:`replay` on one engine: the finished requests, the engine, the end
     of the client's final sleep and (``prefix_runs_before`` given) the prompts' share found in
@@ -334,7 +371,8 @@ def simulate_one(params: ReplicaParams, *, seed: int, rate: float, num_prompts: 
         cached = cached_prompt_tokens(ins, outs, cap, params.block_size, prefix_runs_before)
         hit = hit_share(ins, cached)
     reqs, engine = simulate_requests(params, arr, ins, outs, cached=cached,
-                                     max_concurrency=max_concurrency)
+                                     max_concurrency=max_concurrency,
+                                     serial_intake=serial_intake)
     return reqs, engine, end_min, hit
 
 
@@ -344,6 +382,7 @@ def _replay_one(params: ReplicaParams, *, rate: float, num_prompts: int, burstin
                 warm_prefix_cache: bool, pinned_outputs: Sequence[tuple[int, int]],
                 prefix_runs_before: int | None, prefix_capacity_tokens: int | None,
                 request_lengths: tuple[Sequence[int], Sequence[int]] | None,
+                serial_intake: bool = False,
                 ) -> tuple[dict[str, list[float]], float, Sequence[int]]:
     """:func:`replay`'s per-seed metrics on one engine, the mean preemptions and the seeds
     simulated."""
@@ -361,7 +400,7 @@ def _replay_one(params: ReplicaParams, *, rate: float, num_prompts: int, burstin
             totals=totals, warm_prefix_cache=warm_prefix_cache,
             request_lengths=request_lengths, pinned_outputs=pinned_outputs,
             prefix_runs_before=prefix_runs_before,
-            prefix_capacity_tokens=prefix_capacity_tokens)
+            prefix_capacity_tokens=prefix_capacity_tokens, serial_intake=serial_intake)
         if hit is not None:
             per_seed.setdefault("prefix_hit_share", []).append(hit)
         m = run_metrics(reqs, engine, end_min)
@@ -379,7 +418,8 @@ def replay(params: ReplicaParams, *, rate: float, num_prompts: int = 200,
            pinned_outputs: Sequence[tuple[int, int]] = (),
            prefix_runs_before: int | None = None,
            prefix_capacity_tokens: int | None = None,
-           request_lengths: tuple[Sequence[int], Sequence[int]] | None = None) -> ReplayResult:
+           request_lengths: tuple[Sequence[int], Sequence[int]] | None = None,
+           serial_intake: bool = False) -> ReplayResult:
     """Replay vLLM's serving benchmark on the replica model, averaged over ``seeds``.
 
     ``seeds`` drive the request lengths (and the arrivals unless ``arrival_seed`` is given).
@@ -397,7 +437,10 @@ def replay(params: ReplicaParams, *, rate: float, num_prompts: int = 200,
     when the run recorded them (:mod:`fleetplan.profiles.request_lengths`): sent as they are
     instead of drawn (``lengths``, ``totals`` and ``pinned_outputs`` are then not used; a
     request longer than the parameters' context is cut to it); with ``arrival_seed`` every
-    seed is then the same run, simulated once. A configuration of several engines
+    seed is then the same run, simulated once. ``serial_intake``: the server takes requests
+    in one at a time, ``overhead_s`` each, and a burst reaches the scheduler when it has been
+    taken in (:func:`intake_release`; not with ``max_concurrency``). A configuration of several
+    engines
     (data-parallel replicas, pipeline micro-batches: ``8xH100-SXM+tp4pp2``) splits the run
     over them (:mod:`fleetplan.replica.split_replay`, which says what it does not use).
     """
@@ -414,7 +457,8 @@ def replay(params: ReplicaParams, *, rate: float, num_prompts: int = 200,
             params, engines, rate=rate, num_prompts=num_prompts, burstiness=burstiness,
             max_concurrency=max_concurrency, lengths=lm, seeds=seeds, arrival_seed=arrival_seed,
             totals=totals, warm_prefix_cache=warm_prefix_cache, request_lengths=request_lengths,
-            simulate_one=simulate_one, itl_stats=itl_stats, metrics=METRICS)
+            simulate_one=partial(simulate_one, serial_intake=serial_intake),
+            itl_stats=itl_stats, metrics=METRICS)
         simulated = seeds
     else:
         per_seed, pre, simulated = _replay_one(
@@ -422,7 +466,8 @@ def replay(params: ReplicaParams, *, rate: float, num_prompts: int = 200,
             max_concurrency=max_concurrency, lengths=lm, seeds=seeds, arrival_seed=arrival_seed,
             totals=totals, warm_prefix_cache=warm_prefix_cache, pinned_outputs=pinned_outputs,
             prefix_runs_before=prefix_runs_before,
-            prefix_capacity_tokens=prefix_capacity_tokens, request_lengths=request_lengths)
+            prefix_capacity_tokens=prefix_capacity_tokens, request_lengths=request_lengths,
+            serial_intake=serial_intake)
     if len(simulated) < len(seeds):
         per_seed = {k: vals * len(seeds) for k, vals in per_seed.items()}
     stats = {}

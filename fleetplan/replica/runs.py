@@ -33,6 +33,7 @@ from fleetplan.catalog.catalog import Catalog
 from fleetplan.profiles.request_lengths import decode
 from fleetplan.profiles.server import ServerDescription, parse_engine_args
 from fleetplan.replica.burst_tail import BurstTail, infer_burst_tails, tail_for
+from fleetplan.replica.engine_defaults import intake_is_serial
 from fleetplan.replica.measured_run import MeasuredRun, server_kv_tokens
 from fleetplan.replica.params_record import ReplicaParams
 from fleetplan.replica.prefix_cache import runs_before
@@ -245,7 +246,9 @@ def predict_run(params: ReplicaParams, run: MeasuredRun, *, lengths: LengthModel
     server, :mod:`fleetplan.replica.prefix_cache`; ``warm`` True / False overrides it with all
     prompts cached / none). The result has ``prefix_hit_share`` when the LRU state was used.
     ``catalog``: where the run's model and GPU are read for the server's KV cache (default: the
-    bundled one)."""
+    bundled one). A run of a vLLM release whose server takes requests in one at a time
+    (0.5.x, :func:`~fleetplan.replica.engine_defaults.intake_is_serial`) is replayed with that
+    intake (:func:`~fleetplan.replica.protocol.intake_release`)."""
     res = replay(params, rate=run.request_rate, num_prompts=run.num_prompts,
                  burstiness=run.burstiness, lengths=lengths, seeds=seeds,
                  arrival_seed=VLLM_BENCHMARK_SEED,
@@ -255,5 +258,6 @@ def predict_run(params: ReplicaParams, run: MeasuredRun, *, lengths: LengthModel
                  request_lengths=run.request_lengths,
                  prefix_runs_before=(runs_before(run.request_rate, run.series_max_rate)
                                      if warm is None else None),
-                 prefix_capacity_tokens=server_kv_tokens(run.model, run.config, catalog))
+                 prefix_capacity_tokens=server_kv_tokens(run.model, run.config, catalog),
+                 serial_intake=intake_is_serial(run.engine_version))
     return {k: v.mean for k, v in res.metrics.items()}

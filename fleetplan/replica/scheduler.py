@@ -10,6 +10,15 @@ waiting requests while the token budget (``max_num_batched_tokens``), the runnin
 preempts the most recently admitted one, which goes back to the head of the queue and is
 recomputed from scratch.
 
+A server without chunked prefill (``ReplicaParams.chunked_prefill`` False: vLLM V0's default
+scheduler, every release before 0.8 on models of up to 32K context) follows V0's
+``Scheduler._schedule_default`` instead (vLLM 0.5.4 ``vllm/core/scheduler.py`` 641-800): while
+a waiting prompt can be admitted, a step takes whole prompts only, FCFS, while the token budget
+(whole prompts), the running cap and the free KV blocks less V0's watermark (1% of the blocks,
+``vllm/core/block_manager_v1.py`` 221-244, 286-295) allow, and decodes nothing; a step decodes
+every running request only when no waiting prompt fits. The decoders' global step then counts
+decode steps only (a prompt step leaves their contexts and KV blocks as they were).
+
 KV accounting in O(block size), not O(running): a decoding request's context at global step
 ``k`` is ``step_off + k``, so the decoders' blocks follow from their count, the sum of their
 offsets and their count per offset modulo the block size (:meth:`Scheduler.dec_blocks`).
@@ -60,6 +69,9 @@ class Scheduler:
         self.state = params.seq_state_blocks  # blocks each running sequence's state holds
         self.max_seqs = params.max_num_seqs
         self.token_budget = params.max_num_batched_tokens
+        self.chunked = params.chunked_prefill
+        # V0's block manager admits a prompt only if 1% of the blocks stay free after it
+        self.watermark = 0 if self.chunked else int(0.01 * self.kv_blocks)
         self.waiting: deque[Request] = deque()
         self.running: dict[int, Request] = {}  # admission order
         self.decode_heap: list[tuple[int, int, Request]] = []  # (last step, seq, req)
@@ -98,7 +110,12 @@ class Scheduler:
                           len(self.running), self.state)
 
     def admissible(self, r: Request, budget: int) -> bool:
-        """Whether waiting ``r`` could be admitted now with ``budget`` tokens left."""
+        """Whether waiting ``r`` could be admitted now with ``budget`` tokens left (without
+        chunked prefill: its whole prompt, in a step of its own kind, so with the whole token
+        budget and the watermark kept free)."""
+        if not self.chunked:
+            return self._whole_prompt(r, self.token_budget, self.kv_blocks - self.held_blocks(),
+                                      alone=True) is not None
         if budget <= 0:
             return False
         bs = self.block_size
@@ -123,12 +140,62 @@ class Scheduler:
         """One step by vLLM V1's rules: running first (preempting on KV shortage), then
         waiting admissions. Returns the prefill chunks, the decoders scheduled and the KV
         tokens the step reads."""
+        if not self.chunked and self.waiting:  # V0: prompts first, in a step of their own
+            chunks: Chunks = []
+            kv_read = self._admit_whole(now, chunks)
+            if chunks:
+                return chunks, 0, kv_read
         tight, free = self._kv_room()
         chunks, budget, free, n_dec, kv_read, preempted = self._schedule_running(now, tight,
                                                                                  free)
-        if not preempted:
+        if not preempted and self.chunked:
             kv_read += self._admit_waiting(now, chunks, budget, free)
         return chunks, n_dec, kv_read
+
+    def _whole_prompt(self, r: Request, budget: int, free: int,
+                      alone: bool) -> tuple[int, int, int] | None:
+        """V0's admission of waiting ``r`` as a whole prompt with ``budget`` tokens and ``free``
+        blocks left: :func:`admission`'s ``(cached, new tokens, blocks)``, or None when its
+        prompt does not fit the budget, the running cap is reached or fewer than the watermark
+        blocks would stay free. ``alone``: the step's first prompt, which may exceed the budget
+        (a preempted request recomputing its prompt and output; vLLM ignores a new prompt
+        longer than the budget, the engine refuses it at submission)."""
+        if len(self.running) >= self.max_seqs:
+            return None
+        got = admission(r.cached_tokens, r.generated, r.target, r.target, self.block_size,
+                        self.state)
+        if (got[1] > budget and not alone) or free - got[2] < self.watermark:
+            return None
+        return got
+
+    def _admit_whole(self, now: float, chunks: Chunks) -> int:
+        """V0: admit waiting requests (FCFS) as whole prompts while the budget, the running cap
+        and the free blocks (less the watermark) allow; appends them to ``chunks`` and returns
+        the KV tokens they read (cached prefixes)."""
+        budget, free = self.token_budget, self.kv_blocks - self.held_blocks()
+        kv_read = 0
+        waiting, running = self.waiting, self.running
+        while waiting:
+            r = waiting[0]
+            got = self._whole_prompt(r, budget, free, alone=not chunks)
+            if got is None:
+                break
+            cached, new_tokens, need = got
+            waiting.popleft()
+            self.wait_cached_blocks -= cached // self.block_size
+            free -= need
+            budget -= new_tokens
+            r.computed = cached
+            r.kv_slots = cached + new_tokens
+            self.pf_slots += r.kv_slots
+            kv_read += cached
+            r.state = PREFILL
+            self.prefilling[r.rid] = r
+            if r.scheduled_s != r.scheduled_s:  # NaN: first admission
+                r.scheduled_s = now
+            running[r.rid] = r
+            chunks.append((r, new_tokens))
+        return kv_read
 
     def _kv_room(self) -> tuple[bool, int]:
         """Whether the step may run out of KV blocks (``tight``), and the free blocks: after
@@ -268,8 +335,10 @@ class Scheduler:
     def advance(self, n: int, now: float, chunks: Chunks | None) -> None:
         """Apply ``n`` steps ending at ``now``: decoders whose last token came out finish;
         ``chunks`` (the prefill of a one-step plan) progress, and a completed prefill emits a
-        token and starts decoding."""
-        self.step += n
+        token and starts decoding. Without chunked prefill a step of prompts decodes nothing:
+        the decoders' global step does not move."""
+        if self.chunked or not chunks:
+            self.step += n
         last = self.step - 1
         heap = self.decode_heap
         if heap and heap[0][0] <= last:

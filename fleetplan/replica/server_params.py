@@ -10,7 +10,9 @@
   (:func:`fleetplan.replica.priors.kv_capacity_tokens`) with the stated settings to the same
   arithmetic with the engine version's defaults, so a calibrated cache keeps its fitted
   efficiency and moves as the server's memory plan does.
-- ``max_model_len``: the longest prompt + output served, at most the model's context.
+- ``max_model_len``: the longest prompt + output served, at most the model's context. On a
+  vLLM V0 server (before 0.8) it also sets the token budget and the scheduling policy where
+  ``max_num_batched_tokens`` is not stated (:func:`v0_budget`).
 - ``enable_prefix_caching``: read by the replay (a run on a server without it is cold), not a
   parameter.
 - ``kv_cache_dtype`` (vLLM's ``--kv-cache-dtype``; bytes per element in
@@ -40,6 +42,7 @@ from fleetplan.catalog.catalog import Catalog, bundled_catalog
 from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.errors import InputError
 from fleetplan.profiles.server import KV_CACHE_DTYPE_BYTES, EngineValue, ServerDescription
+from fleetplan.replica.engine_defaults import engine_defaults
 from fleetplan.replica.params_record import ReplicaParams
 from fleetplan.replica.priors import kv_capacity_tokens, seq_state_blocks, server_limits
 
@@ -60,7 +63,13 @@ def apply_server(params: ReplicaParams, server: ServerDescription | None, *,
     n = server.name("engine_args")
     limits: dict[str, int] = {k: int(args[k]) for k in (
         "max_num_seqs", "max_num_batched_tokens", "block_size") if k in args}
+    version = engine_version or server.engine_version
+    policy = v0_budget(version, args)
+    if policy is not None:  # V0: the budget and the policy follow the served context
+        limits["max_num_batched_tokens"] = policy[0]
     changes: dict[str, object] = dict(limits)
+    if policy is not None:
+        changes["chunked_prefill"] = policy[1]
     seqs = limits.get("max_num_seqs", params.max_num_seqs)
     tokens = limits.get("max_num_batched_tokens", params.max_num_batched_tokens)
     if tokens < seqs:
@@ -77,14 +86,13 @@ def apply_server(params: ReplicaParams, server: ServerDescription | None, *,
     stated_kv = str(args.get("kv_cache_dtype", "auto"))
     # "auto" is the checkpoint's own (16 bits, or a ModelOpt checkpoint's FP8 scheme)
     kv_bytes = spec.auto_kv_bytes if stated_kv == "auto" else KV_CACHE_DTYPE_BYTES[stated_kv]
-    if any(k in args for k in _MEMORY_ARGS):
-        d_seqs, d_tokens, _block, d_util, _note = server_limits(
-            spec, hw, engine_version or server.engine_version)
+    if any(k in args for k in _MEMORY_ARGS) or policy is not None:
+        d_seqs, d_tokens, _block, d_util, _note = server_limits(spec, hw, version)
         base = kv_capacity_tokens(spec, hw, gpu_memory_utilization=d_util,
                                   max_num_batched_tokens=d_tokens, max_num_seqs=d_seqs)
         mine = kv_capacity_tokens(
             spec, hw, gpu_memory_utilization=float(args.get("gpu_memory_utilization", d_util)),
-            max_num_batched_tokens=int(args.get("max_num_batched_tokens", d_tokens)),
+            max_num_batched_tokens=limits.get("max_num_batched_tokens", d_tokens),
             max_num_seqs=int(args.get("max_num_seqs", d_seqs)), kv_dtype_bytes=kv_bytes)
         kv = int(kv * mine / base)
     if kv_bytes != spec.auto_kv_bytes:  # other bytes per cached token to read in each step
@@ -108,12 +116,31 @@ def apply_server(params: ReplicaParams, server: ServerDescription | None, *,
     return params.with_(**changes)
 
 
+def v0_budget(version: str | None, args: Mapping[str, EngineValue]) -> tuple[int, bool] | None:
+    """``(max_num_batched_tokens, chunked_prefill)`` of a vLLM V0 server (``version`` before
+    0.8) whose ``max_model_len`` is stated and ``max_num_batched_tokens`` is not: V0 derives
+    both from the served context (:meth:`~fleetplan.replica.engine_defaults.EngineDefaults.
+    scheduler_budget`: whole prompts and ``max(max_model_len, 2048)`` tokens up to 32K, chunks
+    of 512 beyond), not from the model's. None otherwise (V1's budget does not follow it)."""
+    if version is None or "max_model_len" not in args or "max_num_batched_tokens" in args:
+        return None
+    try:
+        d = engine_defaults(version)
+    except InputError:
+        return None
+    if d.engine != "V0":
+        return None
+    return d.scheduler_budget(int(args["max_model_len"]))
+
+
 def apply_stated(params: ReplicaParams, engine_args: Mapping[str, EngineValue] | None, *,
-                 catalog: Catalog | None = None, where: str = "server") -> ReplicaParams:
+                 catalog: Catalog | None = None, where: str = "server",
+                 engine_version: str | None = None) -> ReplicaParams:
     """``params`` started with ``engine_args`` (none: ``params`` itself), by
-    :func:`apply_server`. ``where``: how errors name the settings (``candidates[0].server``)."""
+    :func:`apply_server`. ``where``: how errors name the settings (``candidates[0].server``);
+    ``engine_version``: the server's vLLM version, whose defaults the settings replace."""
     if not engine_args:
         return params
     return apply_server(params, ServerDescription(engine_args=dict(engine_args),
                                                   names={"engine_args": where}),
-                        catalog=catalog)
+                        engine_version=engine_version, catalog=catalog)

@@ -161,7 +161,9 @@ def steady_state(params: ReplicaParams, *, rate: float, lengths: LengthModel | N
 
     ``engine``: ``"compiled"`` (default, :mod:`fleetplan.replica.steady_kernel`) or
     ``"simpy"``, the reference :class:`~fleetplan.replica.engine.ReplicaEngine` in a SimPy
-    environment; both give the same run (tested), the compiled one 10-30x faster.
+    environment; both give the same run (tested), the compiled one 10-30x faster. Parameters
+    without chunked prefill (vLLM V0's scheduler, ``ReplicaParams.chunked_prefill``) always
+    run on the SimPy engine: the compiled loop has V1's policy only.
     ``progress``: receives the compiled engine's preparation, the one long step of a process's
     first run (:func:`fleetplan.replica.steady_kernel.prepare`).
     """
@@ -217,6 +219,8 @@ def steady_state(params: ReplicaParams, *, rate: float, lengths: LengthModel | N
     # imported here: Numba loads only where a steady-state run is made
     from fleetplan.replica.steady_kernel import STOP_ABOVE, STOP_OVERLOAD, prepare, run_steady
 
+    if not params.chunked_prefill:  # V0's policy: the SimPy engine's scheduler alone has it
+        engine = "simpy"
     if engine == "compiled":
         prepare(params, progress)
     run = run_steady if engine == "compiled" else _run_simpy

@@ -26,6 +26,7 @@ from fleetplan.context import DataContext
 from fleetplan.errors import InputError
 from fleetplan.profiles.record import BenchmarkRun
 from fleetplan.profiles.server import ServerDescription
+from fleetplan.replica.engine_defaults import intake_is_serial
 from fleetplan.replica.params import ReplicaParams
 from fleetplan.replica.predict import DEFAULT_SEEDS, resolve_params
 from fleetplan.replica.protocol import METRICS, ReplayResult, replay
@@ -245,7 +246,11 @@ def run_prediction(request: PredictRequest, *, context: DataContext | None = Non
                  seeds=(DEFAULT_SEEDS if request.seeds is None
                         else tuple(range(request.seeds))),
                  arrival_seed=request.arrival_seed,
-                 warm_prefix_cache=request.warm_prefix_cache)
+                 warm_prefix_cache=request.warm_prefix_cache,
+                 # a release whose server takes a burst in one request at a time (0.5.x)
+                 serial_intake=request.max_concurrency is None and intake_is_serial(
+                     request.engine_version
+                     or (request.server.engine_version if request.server else None)))
     bands = _bands(params, {k: res.metrics[k].mean for k in METRICS})
     # the store's runs beside it were served with their own settings, not the stated ones
     measured = [] if request.server is not None and request.server.engine_args else (

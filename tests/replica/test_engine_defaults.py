@@ -130,7 +130,7 @@ def test_v0_chunks_prefill_only_for_long_context_models() -> None:
 
 def test_unknown_versions_are_refused() -> None:
     with pytest.raises(InputError, match="no engine defaults before"):
-        engine_defaults("0.5.4")
+        engine_defaults("0.4.3")
     with pytest.raises(InputError, match="MAJOR.MINOR"):
         engine_defaults("latest")
 
