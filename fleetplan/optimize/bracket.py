@@ -53,6 +53,7 @@ def bracket(params: Any, lengths: LengthModel, prefix_cache_hit: float = 0.0) ->
     """The analytic bracket of ``params`` (a ``ReplicaParams``) for these lengths, or ``None``
     when ``params`` is not a replica parameter set (the search then starts at its first rate)."""
     from fleetplan.replica.params import ReplicaParams
+    from fleetplan.replica.step_math import expert_time
 
     if not isinstance(params, ReplicaParams):
         return None
@@ -64,7 +65,9 @@ def bracket(params: Any, lengths: LengthModel, prefix_cache_hit: float = 0.0) ->
     budget = float(p.max_num_batched_tokens)
     batch = max(1.0, min(float(p.max_num_seqs), p.kv_capacity_tokens / float(np.mean(ins + outs))))
     steps_per_request = max(float(np.mean(outs)) / batch, float(np.mean(prefill + outs)) / budget)
-    per_request_s = (p.c_step * steps_per_request + p.c_prefill_tok * float(np.mean(prefill))
+    # a mixture-of-experts step also reads the routed experts its batch touches
+    step_s = p.c_step + expert_time(p.c_experts, p.expert_share, int(batch))
+    per_request_s = (step_s * steps_per_request + p.c_prefill_tok * float(np.mean(prefill))
                      + p.c_seq * float(np.mean(outs))
                      + p.c_kv_tok * float(np.mean(outs * (ins + outs / 2.0))))
     chunks = np.ceil(prefill / budget)

@@ -93,6 +93,7 @@ class ReplicaEngine:
         check_limits(p)
         self._sched = Scheduler(p, self.stats, self._finished, record_itl=record_itl)
         self._c = (p.c_step, p.c_prefill_tok, p.c_seq, p.c_kv_tok)
+        self._experts = (p.c_experts, p.expert_share)
         self._pending: deque[Request] = deque()  # submitted, not yet at the scheduler
         self._gen = 0  # plan generation: stale SimPy events are ignored
         self._plan_t0 = 0.0
@@ -274,7 +275,8 @@ class ReplicaEngine:
                 not sched.waiting or len(sched.running) >= sched.max_seqs
                 or not sched.admissible(sched.waiting[0], sched.token_budget - n_dec)):
             c_step, _, c_seq, c_kv = self._c
-            self._plan_A, self._plan_B = decode_plan(c_step, c_seq, c_kv, n_dec, sched.s_off, G)
+            self._plan_A, self._plan_B = decode_plan(c_step, c_seq, c_kv, n_dec, sched.s_off, G,
+                                                     *self._experts)
             n = self._jump_len(now)
             if n > 0:
                 self._plan_t0 = now
@@ -308,7 +310,7 @@ class ReplicaEngine:
                 self._arm(self._pending[0].visible_s, 0)
             return
         c_step, c_pf, c_seq, c_kv = self._c
-        dur = step_time(c_step, c_pf, c_seq, c_kv, prefill, n_dec, kv_read)
+        dur = step_time(c_step, c_pf, c_seq, c_kv, prefill, n_dec, kv_read, *self._experts)
         self._plan_t0 = now
         self._plan_A = dur
         self._plan_B = 0.0

@@ -7,9 +7,12 @@ or a spec-based prior).
 The step time of one engine iteration is
 
     step_s = c_step + c_prefill_tok * prefill_tokens + c_seq * decode_seqs + c_kv_tok * kv_read
+             + c_experts * (1 - (1 - expert_share)^tokens - expert_share)
 
 with ``kv_read`` the cached tokens the step's attention reads (the context of every scheduled
-sequence). Seconds throughout.
+sequence) and ``tokens`` the step's prefill tokens and decoders (the last term: the routed
+experts of a mixture-of-experts model those tokens touch beyond one token's; 0 when dense).
+Seconds throughout.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import math
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+
+from fleetplan.replica.step_math import expert_time
 
 STEP_COEFFS = ("c_step", "c_prefill_tok", "c_seq", "c_kv_tok", "overhead_s")
 C_DELIVER_MAX_S = 0.01  # the largest host time per streamed output a parameter set may state
@@ -65,6 +70,17 @@ class ReplicaParams(BaseModel):
                     "decodes nothing, decodes run only when no waiting prompt fits "
                     "(fleetplan.replica.scheduler); True in calibration files written before "
                     "it existed")
+    c_experts: float = Field(
+        default=0.0, ge=0, le=10.0,
+        description="a mixture-of-experts step's time to read every routed expert once beyond "
+                    "the share one token routes to (c_step holds that share); a step of T "
+                    "tokens reads (1 - (1 - expert_share)^T - expert_share) of it "
+                    "(fleetplan.replica.step_math.expert_time), s; 0 for dense models and in "
+                    "calibration files written before it existed")
+    expert_share: float = Field(
+        default=0.0, ge=0, lt=1.0,
+        description="the share of a layer's routed experts one token is routed to (experts per "
+                    "token / routed experts); 0 for dense models")
     max_model_len: int = Field(ge=2, le=10**8, description="longest prompt + output, tokens")
     calibrated: bool
     source: str = Field(min_length=1, description="where the figures come from")
@@ -80,6 +96,8 @@ class ReplicaParams(BaseModel):
             del data["seq_state_blocks"]
         if data.get("chunked_prefill") is True:  # likewise: V1's policy dumps as before
             del data["chunked_prefill"]
+        if data.get("c_experts") == 0.0 and data.get("expert_share") == 0.0:  # dense: as before
+            del data["c_experts"], data["expert_share"]
         return data
 
     @property
@@ -105,4 +123,5 @@ class ReplicaParams(BaseModel):
     def step_s(self, prefill_tokens: int, decode_seqs: int, kv_read: int) -> float:
         """Duration of one step with these contents."""
         return (self.c_step + self.c_prefill_tok * prefill_tokens + self.c_seq * decode_seqs
-                + self.c_kv_tok * kv_read)
+                + self.c_kv_tok * kv_read
+                + expert_time(self.c_experts, self.expert_share, prefill_tokens + decode_seqs))

@@ -34,9 +34,6 @@ from fleetplan.replica.engine_defaults import chunks_prefill, engine_defaults
 from fleetplan.replica.params_record import ReplicaParams
 
 GPU_MEMORY_UTILIZATION = 0.9
-# The decode batch at which a mixture-of-experts step's expert reads are taken exact (with batch
-# 1): the secant between them is the per-sequence read (expert_reads). Assumption.
-MOE_REFERENCE_BATCH = 32
 MAX_NUM_SEQS = 256
 MAX_NUM_BATCHED_TOKENS = 2048
 # The vLLM version a server is taken to run when none is named or recorded: the study's.
@@ -130,35 +127,33 @@ def ideal_parts(spec: ModelSpec, hw: HardwareConfig) -> dict[str, float]:
             assert link is not None
             comm_step += far * link.latency_s
             comm_tok += far * act / link.bandwidth_b_s
-    first, more = expert_reads(spec)
+    first, routed, _share = expert_reads(spec)
     return {"weights": first / tp / bw, "comm_step": comm_step, "host": STEP_HOST_S,
             "tok": spec.flops_per_token / tp / flops,  # MoE: the active parameters only
-            "comm_tok": comm_tok, "experts_seq": more / tp / bw}
+            "comm_tok": comm_tok, "experts": routed / tp / bw}
 
 
-def expert_reads(spec: ModelSpec) -> tuple[float, float]:
-    """``(bytes a decode step of one sequence reads, bytes each further sequence adds)``.
+def expert_reads(spec: ModelSpec) -> tuple[float, float, float]:
+    """``(bytes a step of one token reads, bytes of every routed expert, the share of a layer's
+    routed experts one token is routed to)``.
 
-    A dense model reads every weight once per step, whatever the batch: ``(weight_bytes, 0)``.
-    A mixture-of-experts model reads its shared weights and only the experts its tokens are
-    routed to: with ``E`` routed experts of which ``k`` per token, uniform routing touches a
-    share ``1 - (1 - k/E)^B`` of each layer's experts at batch ``B``. The step model is linear
-    in the batch, so the first sequence pays the shared weights and ``k/E`` of the routed ones,
-    and each further one the secant of that share up to :data:`MOE_REFERENCE_BATCH` sequences
-    (named assumption; at batch 1 exact, at the reference batch exact, in between and beyond a
-    straight line through them). The routed experts' bytes follow from the resident and active
-    parameter counts: ``P - A = R (E - k) / E``."""
+    A dense model reads every weight once per step, whatever the batch: ``(weight_bytes, 0,
+    0)``. A mixture-of-experts model reads its shared weights and only the experts its tokens
+    are routed to: with ``E`` routed experts of which ``k`` per token, uniform routing touches a
+    share ``1 - (1 - k/E)^T`` of each layer's experts in a step of ``T`` tokens, all of them
+    soon (Mixtral's 2 of 8 by 16 tokens, DeepSeek-V3's 8 of 256 by about 150). One token pays
+    the shared weights and ``k/E`` of the routed ones (in ``c_step``); the rest of a step's
+    reads is ``fleetplan.replica.step_math.expert_time``. The routed experts' bytes follow from
+    the resident and active parameter counts: ``P - A = R (E - k) / E``."""
     total = spec.weight_bytes
     e, k = spec.num_experts, spec.experts_per_token
     if not spec.is_moe or not 0 < k < e or spec.active_params_b is None:
-        return total, 0.0
+        return total, 0.0, 0.0
     per_param = total / (spec.params_b * 1e9)
     routed = (spec.params_b - spec.active_params_b) * 1e9 * e / (e - k) * per_param
     routed = min(routed, total)
-    share_1 = k / e
-    share_b = 1.0 - (1.0 - k / e) ** MOE_REFERENCE_BATCH
-    first = total - routed + routed * share_1
-    return first, routed * (share_b - share_1) / (MOE_REFERENCE_BATCH - 1)
+    share = k / e
+    return total - routed + routed * share, routed, share
 
 
 def ideal_coefficients(spec: ModelSpec, hw: HardwareConfig) -> dict[str, float]:
@@ -174,7 +169,7 @@ def ideal_coefficients(spec: ModelSpec, hw: HardwareConfig) -> dict[str, float]:
     return {
         "c_step": p["weights"] + p["comm_step"] + p["host"],
         "c_prefill_tok": p["tok"] + p["comm_tok"],
-        "c_seq": p["tok"] + p["comm_tok"] + state_rw + p["experts_seq"],
+        "c_seq": p["tok"] + p["comm_tok"] + state_rw,
         "c_kv_tok": kv_bytes_per_token_per_gpu(spec, tp) / (hw.spec.mem_bandwidth_gb_s * 1e9),
         "overhead_s": OVERHEAD_S,
     }
@@ -386,6 +381,9 @@ def prior_params(spec: ModelSpec, hw: HardwareConfig, *,
         c_prefill_tok=ideal["c_prefill_tok"] * ratios["c_prefill_tok"],
         c_seq=ideal["c_seq"] * ratios["c_seq"],
         c_kv_tok=ideal["c_kv_tok"] * ratios["c_kv_tok"],
+        # a routed expert is read like any weight: at c_step's efficiency
+        c_experts=min(ideal_parts(spec, hw)["experts"] * ratios["c_step"], 10.0),
+        expert_share=expert_reads(spec)[2],
         overhead_s=ideal["overhead_s"] * ratios["overhead_s"], c_deliver=C_DELIVER_S,
         kv_capacity_tokens=kv, max_num_seqs=seqs,
         max_num_batched_tokens=batched, block_size=block, seq_state_blocks=state,

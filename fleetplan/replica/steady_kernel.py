@@ -178,7 +178,8 @@ def run_steady(arr_t: np.ndarray, inp: np.ndarray, out: np.ndarray, hit: np.ndar
         float(ANCHOR_LOW[0]),
         np.array([FIGURE_CODES[name] for name, _, _ in watch], dtype=np.int64),
         np.array([lim for _, lim, _ in watch], dtype=np.float64),
-        np.array([need for _, _, need in watch], dtype=np.int64))
+        np.array([need for _, _, need in watch], dtype=np.int64),
+        float(p.c_experts), float(p.expert_share))
     if _LOOP:
         res = _LOOP[0](*args)
     else:

@@ -63,7 +63,7 @@ __all__ = ["steady_loop"]
 def steady_loop(arr_t, inp, out, hit, measured, bad, overhead, limit,  # noqa: C901, PLR0912, PLR0915
                 c_step, c_pf, c_seq, c_kv, bs, kv_blocks, st_blocks, max_seqs, token_budget,
                 f_low, slope, anchor, watch_kind, watch_lim,
-                watch_need):  # type: ignore[no-untyped-def]
+                watch_need, c_exp, share):  # type: ignore[no-untyped-def]
     """One run (:func:`fleetplan.replica.steady_kernel.run_steady` documents the arguments and
     the result)."""
     n_req = arr_t.shape[0]
@@ -285,7 +285,7 @@ def steady_loop(arr_t, inp, out, hit, measured, bad, overhead, limit,  # noqa: C
                 heapq.heappop(heap)
             n = decode_run_cap(phase, bs, s_off, n_dec, G, heap[0][0] - G + 1, kv_blocks,
                                st_blocks)
-            plan_a, plan_b = decode_plan(c_step, c_seq, c_kv, n_dec, s_off, G)
+            plan_a, plan_b = decode_plan(c_step, c_seq, c_kv, n_dec, s_off, G, c_exp, share)
             if n > 0 and p_head < n_sub and n_wait == 0 and n_run < max_seqs:
                 n = min(n, steps_until(plan_a, plan_b, vis[p_head] - now))
             if n > 0:
@@ -414,7 +414,7 @@ def steady_loop(arr_t, inp, out, hit, measured, bad, overhead, limit,  # noqa: C
                 plan_end, timer_t, eid = arm(now, vis[p_head], eid)
                 timer_eid = eid
             continue
-        dur = step_time(c_step, c_pf, c_seq, c_kv, prefill, sn_dec, kv_read)
+        dur = step_time(c_step, c_pf, c_seq, c_kv, prefill, sn_dec, kv_read, c_exp, share)
         plan_a = dur
         plan_b = 0.0
         plan_n = 1

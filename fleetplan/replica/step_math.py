@@ -14,19 +14,38 @@ import math
 EPS = 1e-12
 
 
+def expert_time(c_exp: float, share: float, tokens: int) -> float:
+    """A mixture-of-experts step's reads of routed experts beyond those one token routes to
+    (``c_step`` holds those): ``tokens`` tokens routed uniformly, each to a ``share`` of a
+    layer's routed experts, touch ``1 - (1 - share)^tokens`` of them, so the step reads
+    ``c_exp`` (every routed expert once) times that less ``share``; 0 for a dense model
+    (``c_exp`` 0) and for one token."""
+    if c_exp <= 0.0 or tokens <= 1:
+        return 0.0
+    return c_exp * (1.0 - (1.0 - share) ** tokens - share)
+
+
 def step_time(c_step: float, c_pf: float, c_seq: float, c_kv: float, prefill: int, n_dec: int,
-              kv_read: int) -> float:
+              kv_read: int, c_exp: float = 0.0, share: float = 0.0) -> float:
     """The cost model's time of one step: ``prefill`` prompt tokens computed, ``n_dec`` decoders,
-    ``kv_read`` KV tokens read."""
-    return c_step + c_pf * prefill + c_seq * n_dec + c_kv * kv_read
+    ``kv_read`` KV tokens read, the routed experts the step's tokens touch
+    (:func:`expert_time`)."""
+    t = c_step + c_pf * prefill + c_seq * n_dec + c_kv * kv_read
+    tokens = prefill + n_dec
+    if c_exp > 0.0 and tokens > 1:  # expert_time, written out: the compiled loop calls this
+        t += c_exp * (1.0 - (1.0 - share) ** tokens - share)
+    return t
 
 
 def decode_plan(c_step: float, c_seq: float, c_kv: float, n_dec: int, s_off: int,
-                step: int) -> tuple[float, float]:
+                step: int, c_exp: float = 0.0, share: float = 0.0) -> tuple[float, float]:
     """A run of decode-only steps from global step ``step``: ``(a, b)``, the first step's time
     and each later one's growth (every decoder reads one KV token more a step), the plan
     :func:`plan_duration` and :func:`steps_until` take."""
-    return c_step + c_seq * n_dec + c_kv * (s_off + n_dec * step), c_kv * n_dec
+    a = c_step + c_seq * n_dec + c_kv * (s_off + n_dec * step)
+    if c_exp > 0.0 and n_dec > 1:  # expert_time, written out: the compiled loop calls this
+        a += c_exp * (1.0 - (1.0 - share) ** n_dec - share)
+    return a, c_kv * n_dec
 
 
 def plan_duration(a: float, b: float, n: int) -> float:

@@ -138,4 +138,5 @@ def transfer_prior(spec: ModelSpec, hw: HardwareConfig, eff: TransferEfficiency,
     c_tok = eff.compute * p["tok"] + eff.comm_tok * p["comm_tok"]
     if not (c_step > 0 and c_tok > 0):
         return base
-    return base.with_(c_step=min(c_step, 10.0), c_prefill_tok=min(c_tok, 0.1))
+    return base.with_(c_step=min(c_step, 10.0), c_prefill_tok=min(c_tok, 0.1),
+                      c_experts=min(eff.weights_bw * p["experts"], 10.0))
