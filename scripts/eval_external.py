@@ -36,8 +36,10 @@ How a row is replayed (each rule is the row's own figures, never a fit):
   (``input_tokens_mean``) and output length (``output_tokens_mean``, else
   ``output_tokens_requested``); ShareGPT runs draw lengths from the product's protocol model at
   the row's means, conditioned on its token totals (3 seeds), as ``validate`` replays a
-  benchmark file. A row without a prompt length is refused. Prefix cache warm only where the
-  row says ``warm``.
+  benchmark file. A row without a prompt length takes the target its source states for its
+  prompts (``dataset`` "... target N tokens": ``gpu-conc``'s generator aims at ~750 words,
+  1000 tokens) and the output says so (``prompt length assumed``); a row with neither is
+  refused. Prefix cache warm only where the row says ``warm``.
 - engine version: the row's ``engine_version`` picks vLLM's defaults of that release
   (``fleetplan.replica.engine_defaults``: budget, sequences, memory share, and the scheduling
   policy, V0's whole prompts first before 0.8, ``ReplicaParams.chunked_prefill``); a burst on a
@@ -204,6 +206,18 @@ def server_config(run: Any, res: Resolver) -> tuple[str | None, str | None]:
         return None, " ".join(str(exc).split())[:200]
 
 
+_TARGET = re.compile(r"target (\d+) tokens")
+
+
+def prompt_tokens(run: Any) -> tuple[float | None, bool]:
+    """The row's mean prompt length, else the target its source states for its prompts (the
+    second value: whether it is that stated target rather than a measured length)."""
+    if run.input_tokens_mean is not None:
+        return float(run.input_tokens_mean), False
+    m = _TARGET.search(run.dataset or "")
+    return (float(m.group(1)), True) if m else (None, False)
+
+
 def refusal(run: Any, res: Resolver) -> str | None:
     """Why today's model cannot replay ``run`` (None: it can)."""
     from fleetplan.profiles.server import KV_CACHE_DTYPE_BYTES
@@ -218,7 +232,7 @@ def refusal(run: Any, res: Resolver) -> str | None:
     config, why = server_config(run, res)
     if config is None:
         return why
-    if run.input_tokens_mean is None:
+    if prompt_tokens(run)[0] is None:
         return "prompt length not recorded"
     if run.output_tokens is None:
         return "output length not recorded"
@@ -275,7 +289,11 @@ def predict_row(run: Any, res: Resolver, *, engine_args: bool) -> Outcome:
     if n is None:
         n = max(4 * (cap or 1), 8) if cap != 1 or run.load_kind != "concurrency" else 8
         out.notes.append("num_prompts assumed")
-    lin = min(int(round(run.input_tokens_mean)), params.max_model_len - 2)
+    mean_in, assumed = prompt_tokens(run)
+    assert mean_in is not None  # refusal() let the row through
+    if assumed:
+        out.notes.append("prompt length assumed: the source's stated target")
+    lin = min(int(round(mean_in)), params.max_model_len - 2)
     lout = max(1, int(round(run.output_tokens)))
     recorded = recorded_lengths(run) if run.num_prompts is not None else None
     if recorded is not None:  # every request as the source recorded it, in send order
@@ -286,9 +304,9 @@ def predict_row(run: Any, res: Resolver, *, engine_args: bool) -> Outcome:
         # the run's mean lengths, each seed conditioned on the run's token totals, as
         # `validate` replays a benchmark file
         how = {
-            "lengths": protocol_length_model(mean_input=run.input_tokens_mean,
+            "lengths": protocol_length_model(mean_input=mean_in,
                                              mean_output=run.output_tokens),
-            "totals": (int(round(run.input_tokens_mean * n)), int(round(run.output_tokens * n))),
+            "totals": (int(round(mean_in * n)), int(round(run.output_tokens * n))),
             "seeds": (0, 1, 2)}
         out.notes.append("ShareGPT lengths drawn (protocol model) on the run's totals")
     else:  # fixed-length synthetic prompts: every request as recorded
