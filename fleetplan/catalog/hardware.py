@@ -9,11 +9,15 @@ modelled) keeps the plain ``<count>x<GPU>``, byte for byte. A server laid out ot
 one suffix after ``+``: ``tp<T>`` always, then ``pp<P>`` (pipeline stages), ``dp<D>``
 (replicas behind one endpoint) and ``n<N>`` (nodes) where they are not 1, then
 ``+<interconnect>`` where the link between nodes is stated (a row of ``interconnects.csv``;
-unstated: :data:`DEFAULT_INTER_NODE`). ``8xH100-SXM+tp4pp2`` is two stages of four GPUs;
-``4xRTX-3090+tp1dp4`` four one-GPU replicas; ``16xH100-SXM+tp8pp2n2+IB-NDR-400`` two nodes
-over InfiniBand NDR. The count is every GPU of the server: ``gpu_count = tp x pp x dp``. ``+``
-is outside the GPU-name grammar and the pool-name separators (:mod:`fleetplan.catalog._names`),
-so such a name reads back unambiguously.
+unstated: :data:`DEFAULT_INTER_NODE`). On one node, a ``+<link>`` names instead the link between
+the GPUs (``gpu_link``, an ``intra-node`` row: its bandwidth, latency and whether the GPUs reach
+each other peer to peer; unstated: the GPU row's own ``interconnect_gb_s``, as before).
+``8xH100-SXM+tp4pp2`` is two stages of four GPUs; ``4xRTX-3090+tp1dp4`` four one-GPU replicas;
+``16xH100-SXM+tp8pp2n2+IB-NDR-400`` two nodes over InfiniBand NDR;
+``4xRTX-3090+tp4+PCIe-3.0-x16-noP2P`` one group of four over PCIe 3.0 without peer to peer.
+The count is every GPU of the server: ``gpu_count = tp x pp x dp``. ``+`` is outside the
+GPU-name grammar and the pool-name separators (:mod:`fleetplan.catalog._names`), so such a name
+reads back unambiguously.
 """
 
 from __future__ import annotations
@@ -68,6 +72,22 @@ def _inter_node_link(catalog: object, name: str) -> Interconnect:
     return link
 
 
+def _gpu_link(catalog: object, name: str) -> Interconnect:
+    """The link between one node's GPUs that ``name`` spells in ``catalog``'s interconnects (the
+    bundled ones where the catalog has no such table)."""
+    lookup = getattr(catalog, "interconnect", None)
+    if lookup is None:
+        from fleetplan.catalog.catalog import bundled_catalog
+
+        lookup = bundled_catalog().interconnect
+    link: Interconnect = lookup(name)
+    if link.scope != "intra-node":
+        raise ValueError(f"interconnect(={name}) names the link between nodes; this server is "
+                         "one node: name the link between its GPUs, e.g. NVLink-4 or "
+                         "PCIe-4.0-x16-noP2P")
+    return link
+
+
 def _names(catalog: GpuNames | None) -> GpuNames:
     if catalog is not None:
         return catalog
@@ -79,7 +99,8 @@ def _names(catalog: GpuNames | None) -> GpuNames:
 class HardwareConfig(BaseModel):
     """The GPUs one server runs on: ``gpu_count`` GPUs as ``dp`` replicas of ``pp_size``
     pipeline stages of ``tp_size`` tensor-parallel GPUs, over ``nodes`` nodes joined by
-    ``interconnect`` (None: :data:`DEFAULT_INTER_NODE` where there are several nodes).
+    ``interconnect`` (None: :data:`DEFAULT_INTER_NODE` where there are several nodes), the GPUs
+    of one node joined by ``gpu_link`` (None: the GPU row's own link figures).
     ``tp_size`` defaults to ``gpu_count / (pp_size x dp)`` (one group over all GPUs: the
     study's setup); ``gpu_count = tp_size x pp_size x dp`` is required."""
 
@@ -92,8 +113,10 @@ class HardwareConfig(BaseModel):
     dp: int = Field(default=1, ge=1, le=_MAX_GPUS)
     nodes: int = Field(default=1, ge=1, le=_MAX_GPUS)
     interconnect: str | None = Field(default=None, min_length=1)
+    gpu_link: str | None = Field(default=None, min_length=1)
     _spec: GPUSpec = PrivateAttr()
     _link: Interconnect | None = PrivateAttr(default=None)
+    _gpu_link: Interconnect | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _check(self, info: ValidationInfo) -> HardwareConfig:
@@ -128,18 +151,25 @@ class HardwareConfig(BaseModel):
             self._link = _inter_node_link(names, self.interconnect or DEFAULT_INTER_NODE)
             if self.interconnect is not None:
                 object.__setattr__(self, "interconnect", self._link.name)
+        if self.gpu_link is not None:
+            if self.nodes > 1:
+                raise ValueError(f"gpu_link(={self.gpu_link}) is stated for a server on one "
+                                 "node only")
+            self._gpu_link = _gpu_link(names, self.gpu_link)
+            object.__setattr__(self, "gpu_link", self._gpu_link.name)
         return self
 
     @property
     def layout(self) -> str:
         """The suffix after ``+`` (empty for one tensor-parallel group on one node)."""
-        if self.pp_size == 1 and self.dp == 1 and self.nodes == 1:
+        if self.pp_size == 1 and self.dp == 1 and self.nodes == 1 and self.gpu_link is None:
             return ""
         out = f"tp{self.tp_size}"
         out += f"pp{self.pp_size}" if self.pp_size > 1 else ""
         out += f"dp{self.dp}" if self.dp > 1 else ""
         out += f"n{self.nodes}" if self.nodes > 1 else ""
-        return out + (f"+{self.interconnect}" if self.interconnect else "")
+        link = self.interconnect or self.gpu_link
+        return out + (f"+{link}" if link else "")
 
     @property
     def name(self) -> str:
@@ -152,6 +182,12 @@ class HardwareConfig(BaseModel):
         """The network between the nodes (None on one node): ``interconnect``'s row, else
         :data:`DEFAULT_INTER_NODE`'s."""
         return self._link
+
+    @property
+    def stated_gpu_link(self) -> Interconnect | None:
+        """The link between the GPUs of this one-node server where the configuration states one
+        (``gpu_link``'s row); None: the GPU row's own link figures stand."""
+        return self._gpu_link
 
     @property
     def gpus_per_node(self) -> int:
@@ -184,7 +220,8 @@ class HardwareConfig(BaseModel):
     @staticmethod
     def split_layout(text: str) -> dict[str, int | str]:
         """The layout a name states (``tp_size``, ``pp_size``, ``dp``, ``nodes``,
-        ``interconnect``; empty for a plain ``<count>x<GPU>``), no catalog read."""
+        ``interconnect``, or on one node ``gpu_link``; empty for a plain ``<count>x<GPU>``), no
+        catalog read."""
         lay = _LAYOUT_RE.match(text)
         if lay is None:
             return {}
@@ -193,7 +230,9 @@ class HardwareConfig(BaseModel):
             if lay.group(group) is not None:
                 out[key] = int(lay.group(group))
         if lay.group("link"):
-            out["interconnect"] = lay.group("link")
+            # several nodes: the network between them; one node: the link between its GPUs
+            one_node = int(lay.group("nodes") or 1) == 1
+            out["gpu_link" if one_node else "interconnect"] = lay.group("link")
         return out
 
     @classmethod
@@ -206,7 +245,7 @@ class HardwareConfig(BaseModel):
                              f"1..{_MAX_GPUS}")
         if "+" in text and not _LAYOUT_RE.match(text):
             raise InputError(f"configuration {text!r}: after '+' expected a layout such as "
-                             "tp4pp2, tp1dp4 or tp8pp2n2+IB-NDR-400")
+                             "tp4pp2, tp1dp4, tp4+PCIe-4.0-x16-noP2P or tp8pp2n2+IB-NDR-400")
         fields = {"gpu": gpu, "gpu_count": count, **cls.split_layout(text)}
         try:
             return cls.model_validate(fields, context={"catalog": _names(catalog)})

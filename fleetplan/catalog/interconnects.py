@@ -7,7 +7,11 @@ and latency. Each row: ``name`` (as a configuration names it, ``16xH100-SXM+tp8p
 ``bandwidth_gb_s`` (GB/s per direction), ``latency_us`` (one small transfer), ``aliases``
 (other spellings, ``;``-separated) and where each figure comes from (``bandwidth_source``: a
 datasheet or standard; ``latency_source``: named as an assumption where no datasheet states
-it). A user's catalog folder may add rows or replace one of the same name
+it), and, for a link inside one server, ``peer_to_peer`` (how its GPUs reach each other: ``all``,
+every GPU directly, NVSwitch or an xGMI mesh; ``pcie``, peer to peer over the PCIe tree;
+``none``, only through host memory, as on GeForce cards or with ``NCCL_P2P_DISABLE=1``; what
+vLLM's all-reduce path depends on, :func:`fleetplan.replica.priors.allreduce_path`). A user's
+catalog folder may add rows or replace one of the same name
 (:class:`fleetplan.catalog.catalog.Catalog`).
 
 Main entries: :class:`Interconnect`, :func:`read_interconnects`; lookups through
@@ -30,6 +34,7 @@ from fleetplan.catalog._tables import read_checked_csv, row_line
 from fleetplan.errors import UnknownNameError
 
 Scope = Literal["intra-node", "inter-node"]
+PeerToPeer = Literal["all", "pcie", "none"]
 
 
 class Interconnect(BaseModel):
@@ -45,6 +50,9 @@ class Interconnect(BaseModel):
     aliases: tuple[str, ...] = ()
     bandwidth_source: str = Field(min_length=1)
     latency_source: str = Field(min_length=1)
+    # how the GPUs of one server reach each other over this link (a row that leaves it out:
+    # peer to peer over PCIe, what a data-centre PCIe server has)
+    peer_to_peer: PeerToPeer = "pcie"
 
     @field_validator("name")
     @classmethod
@@ -91,7 +99,8 @@ def read_interconnects(path: str | os.PathLike[str]) -> dict[str, Interconnect]:
                "bandwidth_gb_s": r["bandwidth_gb_s"], "latency_us": r["latency_us"],
                "aliases": aliases,
                "bandwidth_source": text("bandwidth_source", f"user catalog {path}"),
-               "latency_source": text("latency_source", f"user catalog {path}")}
+               "latency_source": text("latency_source", f"user catalog {path}"),
+               "peer_to_peer": text("peer_to_peer", "pcie")}
         link = validate_row(Interconnect, row, Path(path), row_line(df, i))
         out[link.name] = link
     return out

@@ -104,7 +104,8 @@ def replica_params(model: str, config: str, *,
     family = None if efficiency != "auto" or any(
         e.calibrated and e.gpu == hw.gpu for e in cal.configs) else family_efficiency(hw.spec)
     if family is not None:  # a GPU type never measured here: its family's fit on others' runs
-        fam_fit = TransferEfficiency(hw.gpu, ratios=dict(eff or {}), models=(), **family.parts)
+        fam_fit = TransferEfficiency(hw.gpu, ratios=dict(eff or {}), models=(), decode_comm=True,
+                                     **family.parts)
         p = transfer_prior(spec, hw, fam_fit, ratios=eff, engine_version=engine_version)
         return p.with_(source=f"spec-based prior (model card + GPU datasheet) x "
                               f"{family.describe()}; other coefficients x efficiency ratios "

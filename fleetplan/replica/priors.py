@@ -28,6 +28,7 @@ import math
 from collections.abc import Mapping
 
 from fleetplan.catalog.hardware import HardwareConfig
+from fleetplan.catalog.interconnects import Interconnect
 from fleetplan.catalog.models import ModelSpec
 from fleetplan.errors import InputError, ModelError
 from fleetplan.replica.engine_defaults import chunks_prefill, engine_defaults
@@ -66,6 +67,48 @@ def _is_nvlink(hw: HardwareConfig) -> bool:
     return hw.spec.interconnect.lower().startswith("nvlink")
 
 
+# Group sizes vLLM's custom all-reduce takes (``CustomAllreduce._SUPPORTED_WORLD_SIZES``).
+CUSTOM_ALLREDUCE_SIZES = (2, 4, 6, 8)
+
+
+def allreduce_path(link: Interconnect, tp: int) -> str:
+    """How vLLM all-reduces over ``tp`` GPUs of one node joined by ``link``: ``"custom"`` (its
+    own kernel: every GPU reads its peers' buffers directly), ``"ring"`` (NCCL's ring, peer to
+    peer) or ``"host"`` (NCCL through host memory, no peer to peer).
+
+    vLLM's ``CustomAllreduce`` (``vllm/distributed/device_communicators/custom_all_reduce.py``,
+    ``__init__``, ``finalize_p2p`` and ``should_custom_ar``) runs where the group is 2, 4, 6 or
+    8 GPUs of one node that reach each other peer to peer, and is two GPUs or fully connected
+    (NVSwitch, an xGMI mesh: ``peer_to_peer`` ``all``); otherwise NCCL does it, through host
+    memory where the GPUs have no peer-to-peer (``peer_to_peer`` ``none``: GeForce cards,
+    ``NCCL_P2P_DISABLE=1``). Messages above the custom kernel's 8 MiB buffer (long prefill
+    chunks) also go to NCCL; the step model is linear in the tokens and keeps the decode
+    steps' path, where the latency matters."""
+    if link.peer_to_peer == "none":
+        return "host"
+    if tp in CUSTOM_ALLREDUCE_SIZES and (tp == 2 or link.peer_to_peer == "all"):
+        return "custom"
+    return "ring"
+
+
+def allreduce_cost(link: Interconnect, tp: int) -> tuple[float, float]:
+    """``(latency s, s per byte of each GPU's message)`` of one all-reduce over ``tp`` GPUs of
+    one node joined by ``link`` (latency ``l``, bandwidth ``B`` per direction), by
+    :func:`allreduce_path`: the custom kernel pays one exchange's latency, ``l``; NCCL's ring
+    ``2 (tp - 1)`` hops of ``l`` (reduce-scatter, then all-gather). Each GPU sends and receives
+    ``2 (tp - 1) / tp`` of its message over its own link; without peer-to-peer every GPU's
+    share goes through host memory, which the group's transfers share: ``2 (tp - 1)`` of the
+    message at ``B`` (the public 4 x RTX 3090 sweeps without peer-to-peer grow the per-sequence
+    step cost 3.1-3.2 x from TP 2 to TP 4, docs/replica-model.md; this gives 3, a ring 1.5)."""
+    bw = link.bandwidth_b_s
+    ring = 2.0 * (tp - 1) / tp / bw
+    path = allreduce_path(link, tp)
+    if path == "custom":
+        return link.latency_s, ring
+    hops = 2.0 * (tp - 1) * link.latency_s
+    return hops, (2.0 * (tp - 1) / bw if path == "host" else ring)
+
+
 # Tensors a pipeline stage hands to the next, per token: vLLM's decoder layers pass
 # ``IntermediateTensors({"hidden_states", "residual"})`` (e.g. vllm/model_executor/models/
 # llama.py, ``LlamaModel.forward``), each hidden_size values of the model's dtype (2 bytes).
@@ -99,14 +142,17 @@ def ideal_parts(spec: ModelSpec, hw: HardwareConfig) -> dict[str, float]:
     :data:`PP_TENSORS` x hidden_size x 2 bytes per token and a latency each, over the GPU's own
     link inside a node or the configuration's network between nodes (:func:`stage_crossings`);
     a tensor-parallel group spanning nodes all-reduces over that network. docs/replica-model.md
-    "Pipeline and data parallel" derives it."""
+    "Pipeline and data parallel" derives it. Where the configuration states the link between its
+    GPUs (``gpu_link``), each all-reduce costs what vLLM's path over it costs
+    (:func:`allreduce_cost`); unstated, a fixed latency per all-reduce
+    (:data:`ALLREDUCE_LATENCY_S`) and a ring over the GPU row's ``interconnect_gb_s``."""
     gpu = hw.spec
     tp = int(hw.tp_size or hw.gpu_count)
     bw = gpu.mem_bandwidth_gb_s * 1e9
     flops = gpu.fp16_tflops_dense * 1e12
     lat_local = ALLREDUCE_LATENCY_S["nvlink" if _is_nvlink(hw) else "pcie"]
     bw_local = gpu.interconnect_gb_s * 1e9
-    link = hw.link
+    link, gpu_link = hw.link, hw.stated_gpu_link
     comm_step = comm_tok = 0.0
     if tp > 1:
         n_ar = 2 * spec.layers
@@ -117,6 +163,12 @@ def ideal_parts(spec: ModelSpec, hw: HardwareConfig) -> dict[str, float]:
         comm_step = n_ar * lat
         ring = 2.0 * (tp - 1) / tp
         comm_tok = n_ar * spec.hidden_size * 2.0 * ring / link_bw
+        if gpu_link is not None:  # the link between the GPUs stated: vLLM's all-reduce path
+            per_ar, per_byte = allreduce_cost(gpu_link, tp)
+            comm_step = n_ar * per_ar
+            comm_tok = n_ar * spec.hidden_size * ACTIVATION_BYTES * per_byte
+    if gpu_link is not None:  # a stage hand-over inside the node goes over the stated link
+        lat_local, bw_local = gpu_link.latency_s, gpu_link.bandwidth_b_s
     if hw.pp_size > 1:
         far = stage_crossings(hw)
         near = hw.pp_size - 1 - far

@@ -50,7 +50,11 @@ class TransferEfficiency:
     host_s`` and ``c_prefill_tok = compute x ideal token FLOPs + comm_tok x ideal all-reduce
     bytes``: bandwidth-, interconnect- and compute-bound parts, each with its own factor, and a
     fixed host time per step. The other coefficients keep the geometric-mean ratios of the same
-    configurations (``ratios``)."""
+    configurations (``ratios``); with ``decode_comm`` (a GPU family's fit on other people's
+    runs, :mod:`fleetplan.replica.families`), the all-reduce bytes of each decoded token in
+    ``c_seq`` take the fitted ``comm_tok`` too: a decoded token all-reduces the same bytes as a
+    prefilled one, and without it a family fit could slow a tensor-parallel server's decode
+    steps only by slowing its prefills (a calibrated ``c_seq`` already holds them)."""
 
     gpu: str
     weights_bw: float
@@ -60,6 +64,9 @@ class TransferEfficiency:
     comm_tok: float
     ratios: dict[str, float]
     models: tuple[str, ...]
+    # True for a GPU family's fit on other people's runs (no calibrated c_seq behind it): the
+    # all-reduce bytes of a decoded token take ``comm_tok`` as a prefilled token's do
+    decode_comm: bool = False
 
     @property
     def n_configs(self) -> int:
@@ -138,5 +145,12 @@ def transfer_prior(spec: ModelSpec, hw: HardwareConfig, eff: TransferEfficiency,
     c_tok = eff.compute * p["tok"] + eff.comm_tok * p["comm_tok"]
     if not (c_step > 0 and c_tok > 0):
         return base
+    c_experts = min(eff.weights_bw * p["experts"], 10.0)  # routed experts: read like weights
+    if not eff.decode_comm:
+        return base.with_(c_step=min(c_step, 10.0), c_prefill_tok=min(c_tok, 0.1),
+                          c_experts=c_experts)
+    # c_seq = ratio x (tok + comm_tok + ...): its all-reduce part at the fitted efficiency
+    r = float((ratios or eff.ratios or {}).get("c_seq", DEFAULT_RATIOS["c_seq"]))
+    c_seq = max(base.c_seq + (eff.comm_tok - r) * p["comm_tok"], 0.0)
     return base.with_(c_step=min(c_step, 10.0), c_prefill_tok=min(c_tok, 0.1),
-                      c_experts=min(eff.weights_bw * p["experts"], 10.0))
+                      c_seq=min(c_seq, 0.1), c_experts=c_experts)
