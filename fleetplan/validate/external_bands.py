@@ -45,6 +45,9 @@ LABEL_METRICS: dict[str, tuple[str, ...]] = {
 }
 LABELS = tuple(LABEL_METRICS)
 MIN_GPU_RUNS = 8  # fewer runs of one GPU type: its band is the pooled one
+# a metric measured in fewer datasets has no leave-one-dataset-out band: a held-out dataset's
+# band must be read from the spread of two others at least (one other is one stack's bias)
+MIN_DATASETS = 3
 BAND = (0.1, 0.9)
 
 
@@ -99,6 +102,11 @@ def band_of(errors: Sequence[float], widen: float = 1.0) -> tuple[float, float]:
     return math.expm1(mid - half), math.expm1(mid + half)
 
 
+def _datasets(outcomes: Sequence[ExternalOutcome], label: str) -> int:
+    """How many datasets measured ``label`` on a predicted run."""
+    return len({o.source for o in outcomes if _errors([o], label)})
+
+
 def dataset_rows(outcomes: Sequence[ExternalOutcome],
                  widen: Mapping[str, float] | None = None) -> list[DatasetRow]:
     """Per dataset: runs, predicted, and per label the median ``|e|`` and the
@@ -116,7 +124,8 @@ def dataset_rows(outcomes: Sequence[ExternalOutcome],
                 continue
             held = _errors(others, label)
             inside = width = None
-            if len(held) >= 2:
+            # a label widen lacks has no held-out band (too few datasets: widening)
+            if len(held) >= 2 and (widen is None or label in widen):
                 lo, hi = band_of(held, (widen or {}).get(label, 1.0))
                 inside = sum(lo <= e <= hi for e in errs)
                 width = (1.0 + hi) / (1.0 + lo)
@@ -130,9 +139,10 @@ def widening(outcomes: Sequence[ExternalOutcome], target: float = 0.8,
              limit: float = 6.0) -> dict[str, float]:
     """Per label, the least factor (steps of 0.05, at most ``limit``) by which the other
     datasets' 10-90% spread must be widened for the leave-one-dataset-out bands to hold
-    ``target`` of all held-out values; a label measured in one dataset only is left out (no
-    band of it can be judged held out). Each dataset brings its own bias, so a spread that
-    holds 80% of the pooled runs holds fewer of a dataset it was not read from."""
+    ``target`` of all held-out values; a label measured in fewer than :data:`MIN_DATASETS`
+    datasets is left out (no band of it can be judged held out). Each dataset brings its own
+    bias, so a spread that holds 80% of the pooled runs holds fewer of a dataset it was not
+    read from."""
     out = {}
     for label in LABELS:
         factor = 1.0
@@ -144,8 +154,8 @@ def widening(outcomes: Sequence[ExternalOutcome], target: float = 0.8,
             if not n or sum(m.inside or 0 for m in got) / n >= target or factor >= limit:
                 break
             factor = round(factor + 0.05, 2)
-        if n:  # a metric of one dataset only has no held-out band to judge: left out
-            out[label] = factor
+        if n and _datasets(outcomes, label) >= MIN_DATASETS:
+            out[label] = factor  # (a metric of too few datasets has no band to judge: left out)
     return out
 
 

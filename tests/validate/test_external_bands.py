@@ -96,21 +96,44 @@ def test_a_gpu_never_measured_here_takes_the_external_band() -> None:
 
 
 def test_widening_is_the_least_factor_whose_held_out_bands_hold_80pct() -> None:
-    # two datasets with their own biases: a's errors 0 .. +0.2, b's -0.15 .. +0.05; read from
-    # the other's 10-90% spread alone (a: -0.13 .. +0.03, b: +0.02 .. +0.18), each band
-    # holds one of five values
+    # three datasets with their own biases: a's errors 0 .. +0.2, b's -0.15 .. +0.05, c's
+    # -0.3 .. -0.1. Read from the other two's 10-90% spread alone (a: -0.255 .. +0.005, b:
+    # -0.255 .. +0.155, c: -0.105 .. +0.155; linear between order statistics), the bands hold
+    # 1, 5 and 1 of five values: 7 of 15
     a = _runs("a", "X", [0.0, 0.05, 0.1, 0.15, 0.2])
     b = _runs("b", "Y", [-0.15, -0.1, -0.05, 0.0, 0.05])
-    plain = dataset_rows(a + b)
-    assert [r.metrics["throughput"].inside for r in plain] == [1, 1]
-    k = widening(a + b)["throughput"]
+    c = _runs("c", "Z", [-0.3, -0.25, -0.2, -0.15, -0.1])
+    plain = dataset_rows(a + b + c)
+    assert [r.metrics["throughput"].inside for r in plain] == [1, 5, 1]
+    k = widening(a + b + c)["throughput"]
     assert k > 1.0
-    rows = dataset_rows(a + b, {"throughput": k})
-    assert sum(r.metrics["throughput"].inside for r in rows) >= 8  # of 10 held-out values
+    rows = dataset_rows(a + b + c, {"throughput": k})
+    assert sum(r.metrics["throughput"].inside for r in rows) >= 12  # of 15 held-out values
     # one step less does not
-    rows = dataset_rows(a + b, {"throughput": round(k - 0.05, 2)})
-    assert sum(r.metrics["throughput"].inside for r in rows) < 8
-    # the fold records the widened band: its p10 / p90 hold the other dataset's values
-    fold = external_fold(a + b, {"throughput": k})["all"]["request_throughput"]
+    rows = dataset_rows(a + b + c, {"throughput": round(k - 0.05, 2)})
+    assert sum(r.metrics["throughput"].inside for r in rows) < 12
+    # the fold records the widened band: wider than the pooled 10-90% spread (-0.23 .. +0.13)
+    fold = external_fold(a + b + c, {"throughput": k})["all"]["request_throughput"]
     assert fold["widened"] == k
-    assert fold["p90"] - fold["p10"] > 0.2 + 0.15  # wider than the pooled 10-90% spread
+    assert fold["p90"] - fold["p10"] > 0.36
+
+
+def test_a_metric_of_two_datasets_has_no_external_band() -> None:
+    """Each of two datasets would be judged by the other's errors alone: one stack's bias, not
+    a spread. The metric stays out of the fold (GPU types keep the store's own held-out
+    table) and the per-dataset table shows no band for it."""
+    def runs(source: str, gpu: str, errors: list[float], p99: bool) -> list[ExternalOutcome]:
+        return [ExternalOutcome(source, gpu, None, {"throughput": e, **({"TTFT p99": e}
+                                                                          if p99 else {})})
+                for e in errors]
+
+    outcomes = (runs("a", "X", [0.0, 0.05, 0.1, 0.15, 0.2], True)
+                + runs("b", "Y", [-0.15, -0.1, -0.05, 0.0, 0.05], True)
+                + runs("c", "Z", [0.1, 0.2, 0.3], False))  # no TTFT p99 measured
+    widen = widening(outcomes)
+    assert "throughput" in widen and "TTFT p99" not in widen
+    fold = external_fold(outcomes, widen)["all"]
+    assert "request_throughput" in fold and "ttft_p99_ms" not in fold
+    rows = dataset_rows(outcomes, widen)
+    assert all(r.metrics["TTFT p99"].inside is None for r in rows if "TTFT p99" in r.metrics)
+    assert all(r.metrics["throughput"].inside is not None for r in rows)
