@@ -13,9 +13,11 @@ efficiencies of the bundled calibration, so a part no run exercises (all-reduces
 stays there.
 
 A family is **kept** only where, held out, it predicts its own runs no worse (median |error| of
-throughput and TPOT p50) than the spec path without it: leave-one-GPU-out where its runs are of
-two GPU types or more, else leave-one-model-out where they are of two models or more; a family
-nothing can check is not kept. The kept fits (on every run of the family) are
+throughput and TPOT p50) than the spec path without it, over all its runs and on each dataset
+they come from (a fit that helps one server stack at another's expense has learned a stack, not
+the GPUs): leave-one-GPU-out where its runs are of two GPU types or more, else
+leave-one-model-out where they are of two models or more; a family nothing can check is not
+kept. The kept fits (on every run of the family) are
 ``data/family_efficiency.json``; every run's error, held out where a kept family predicts it,
 gives the per-dataset table of docs/validation.md (bands judged leave-one-dataset-out) and the
 ``external`` fold of ``data/spec_errors.json`` (the bands of GPU types never measured here,
@@ -250,6 +252,17 @@ def main(argv: list[str] | None = None) -> int:
                 figures.append(f"{label} {100 * a:.0f}% held out against {100 * b:.0f}% "
                                "today")
                 worse |= a > b + 1e-9
+        # and on each dataset it spans: a fit that helps one server stack at another's
+        # expense has learned a stack, not a GPU family, and a planner's stack may be either
+        for src in sorted({o.run.source for o in rows}):
+            for label in ("throughput", "TPOT p50"):
+                a = _medians([o for o in held if o.run.source == src], label)
+                b = _medians([o for o in rows if o.run.source == src], label)
+                if a is not None and b is not None and a > b + 1e-9 and len(
+                        {o.run.source for o in rows}) > 1:
+                    figures.append(f"worse on `{src}`: {label} {100 * a:.1f}% held out "
+                                   f"against {100 * b:.1f}% today")
+                    worse = True
         verdicts[fam] = (f"{'not kept' if worse else 'kept'}: {check}, "
                          + "; ".join(figures) + f" (median abs. error, {len(rows)} runs)")
         if worse:
@@ -276,7 +289,8 @@ def main(argv: list[str] | None = None) -> int:
              "efficiencies its family was fitted to on these runs "
              "(`data/family_efficiency.json`, `fleetplan.replica.families`); a family is kept "
              "only where, held out (leave-one-GPU-out, else leave-one-model-out), it predicts "
-             "its runs no worse than the spec path without it (table below), and a kept "
+             "its runs no worse than the spec path without it, over all its runs and on "
+             "each dataset they come from (table below), and a kept "
              "family's runs count here with their held-out errors. Per dataset: median |error| "
              "of the uncalibrated prediction per metric, and how many measured values the 80% "
              "band holds when it is read from the *other* datasets' errors (its width, hi / "
