@@ -174,27 +174,17 @@ class Scheduler:
         the KV tokens they read (cached prefixes)."""
         budget, free = self.token_budget, self.kv_blocks - self.held_blocks()
         kv_read = 0
-        waiting, running = self.waiting, self.running
+        waiting = self.waiting
         while waiting:
             r = waiting[0]
             got = self._whole_prompt(r, budget, free, alone=not chunks)
             if got is None:
                 break
             cached, new_tokens, need = got
-            waiting.popleft()
-            self.wait_cached_blocks -= cached // self.block_size
             free -= need
             budget -= new_tokens
-            r.computed = cached
-            r.kv_slots = cached + new_tokens
-            self.pf_slots += r.kv_slots
             kv_read += cached
-            r.state = PREFILL
-            self.prefilling[r.rid] = r
-            if r.scheduled_s != r.scheduled_s:  # NaN: first admission
-                r.scheduled_s = now
-            running[r.rid] = r
-            chunks.append((r, new_tokens))
+            self._start_prefill(now, chunks, cached, new_tokens)
         return kv_read
 
     def _kv_room(self) -> tuple[bool, int]:
@@ -288,21 +278,27 @@ class Scheduler:
                                                  bs, self.state)
             if need > free:
                 break
-            waiting.popleft()
-            self.wait_cached_blocks -= cached // bs
             free -= need
             budget -= new_tokens
-            r.computed = cached
-            r.kv_slots = cached + new_tokens
-            self.pf_slots += r.kv_slots
             kv_read += cached
-            r.state = PREFILL
-            self.prefilling[r.rid] = r
-            if r.scheduled_s != r.scheduled_s:  # NaN: first admission
-                r.scheduled_s = now
-            running[r.rid] = r
-            chunks.append((r, new_tokens))
+            self._start_prefill(now, chunks, cached, new_tokens)
         return kv_read
+
+    def _start_prefill(self, now: float, chunks: Chunks, cached: int, new_tokens: int) -> None:
+        """The first waiting request, admitted (either policy): its cached prefix counts as
+        computed, its slots as the prefix and ``new_tokens``, and its first chunk joins
+        ``chunks``."""
+        r = self.waiting.popleft()
+        self.wait_cached_blocks -= cached // self.block_size
+        r.computed = cached
+        r.kv_slots = cached + new_tokens
+        self.pf_slots += r.kv_slots
+        r.state = PREFILL
+        self.prefilling[r.rid] = r
+        if r.scheduled_s != r.scheduled_s:  # NaN: first admission
+            r.scheduled_s = now
+        self.running[r.rid] = r
+        chunks.append((r, new_tokens))
 
     def _preempt_last(self, now: float) -> tuple[Request, int]:
         """Preempt the most recently admitted request; returns it and the blocks it freed."""
