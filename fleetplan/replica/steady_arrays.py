@@ -22,6 +22,7 @@ from numba.extending import register_jitable
 from fleetplan.replica import schedule_policy as _policy
 from fleetplan.replica.step_math import EPS as EPS  # the loop reads it here
 from fleetplan.replica.step_math import decode_plan as _decode_plan
+from fleetplan.replica.step_math import expert_time as _expert_time
 from fleetplan.replica.step_math import step_time as _step_time
 from fleetplan.replica.step_math import steps_until as _steps_until
 
@@ -75,6 +76,8 @@ def append(prev, nxt, ends, head, r):  # type: ignore[no-untyped-def]
 
 # the shared step arithmetic and scheduling rules, compiled into the loop
 steps_until = register_jitable(_steps_until)
+# registered before the two that call it, so that their compiled forms call its compiled one
+expert_time = register_jitable(_expert_time)
 step_time = register_jitable(_step_time)
 decode_plan = register_jitable(_decode_plan)
 decode_start = register_jitable(_policy.decode_start)

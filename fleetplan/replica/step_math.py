@@ -30,11 +30,8 @@ def step_time(c_step: float, c_pf: float, c_seq: float, c_kv: float, prefill: in
     """The cost model's time of one step: ``prefill`` prompt tokens computed, ``n_dec`` decoders,
     ``kv_read`` KV tokens read, the routed experts the step's tokens touch
     (:func:`expert_time`)."""
-    t = c_step + c_pf * prefill + c_seq * n_dec + c_kv * kv_read
-    tokens = prefill + n_dec
-    if c_exp > 0.0 and tokens > 1:  # expert_time, written out: the compiled loop calls this
-        t += c_exp * (1.0 - (1.0 - share) ** tokens - share)
-    return t
+    return (c_step + c_pf * prefill + c_seq * n_dec + c_kv * kv_read
+            + expert_time(c_exp, share, prefill + n_dec))
 
 
 def decode_plan(c_step: float, c_seq: float, c_kv: float, n_dec: int, s_off: int,
@@ -42,10 +39,8 @@ def decode_plan(c_step: float, c_seq: float, c_kv: float, n_dec: int, s_off: int
     """A run of decode-only steps from global step ``step``: ``(a, b)``, the first step's time
     and each later one's growth (every decoder reads one KV token more a step), the plan
     :func:`plan_duration` and :func:`steps_until` take."""
-    a = c_step + c_seq * n_dec + c_kv * (s_off + n_dec * step)
-    if c_exp > 0.0 and n_dec > 1:  # expert_time, written out: the compiled loop calls this
-        a += c_exp * (1.0 - (1.0 - share) ** n_dec - share)
-    return a, c_kv * n_dec
+    return (c_step + c_seq * n_dec + c_kv * (s_off + n_dec * step)
+            + expert_time(c_exp, share, n_dec), c_kv * n_dec)
 
 
 def plan_duration(a: float, b: float, n: int) -> float:
