@@ -57,34 +57,28 @@ class GpuNames(Protocol):
     def gpu(self, name: str) -> GPUSpec: ...
 
 
-def _inter_node_link(catalog: object, name: str) -> Interconnect:
-    """The network ``name`` spells in ``catalog``'s interconnects (the bundled ones where the
-    catalog has no such table)."""
+# what a link named in the wrong place is told, by the scope the place wants
+_WRONG_SCOPE = {
+    "inter-node": "is a link inside one node ({scope}); name the network between the nodes, "
+                  "e.g. IB-NDR-400 or Ethernet-100G",
+    "intra-node": "names the link between nodes; this server is one node: name the link "
+                  "between its GPUs, e.g. NVLink-4 or PCIe-4.0-x16-noP2P",
+}
+
+
+def _stated_link(catalog: object, name: str, scope: str) -> Interconnect:
+    """The interconnect ``name`` spells in ``catalog``'s interconnects (the bundled ones where
+    the catalog has no such table), which must be of ``scope``: ``inter-node`` (the network
+    between nodes) or ``intra-node`` (the link between one node's GPUs)."""
     lookup = getattr(catalog, "interconnect", None)
     if lookup is None:
         from fleetplan.catalog.catalog import bundled_catalog
 
         lookup = bundled_catalog().interconnect
     link: Interconnect = lookup(name)
-    if link.scope != "inter-node":
-        raise ValueError(f"interconnect(={name}) is a link inside one node ({link.scope}); "
-                         "name the network between the nodes, e.g. IB-NDR-400 or Ethernet-100G")
-    return link
-
-
-def _gpu_link(catalog: object, name: str) -> Interconnect:
-    """The link between one node's GPUs that ``name`` spells in ``catalog``'s interconnects (the
-    bundled ones where the catalog has no such table)."""
-    lookup = getattr(catalog, "interconnect", None)
-    if lookup is None:
-        from fleetplan.catalog.catalog import bundled_catalog
-
-        lookup = bundled_catalog().interconnect
-    link: Interconnect = lookup(name)
-    if link.scope != "intra-node":
-        raise ValueError(f"interconnect(={name}) names the link between nodes; this server is "
-                         "one node: name the link between its GPUs, e.g. NVLink-4 or "
-                         "PCIe-4.0-x16-noP2P")
+    if link.scope != scope:
+        raise ValueError(f"interconnect(={name}) "
+                         + _WRONG_SCOPE[scope].format(scope=link.scope))
     return link
 
 
@@ -148,14 +142,14 @@ class HardwareConfig(BaseModel):
             raise ValueError(f"interconnect(={self.interconnect}) names the link between "
                              "nodes; this server is one node")
         if self.nodes > 1:
-            self._link = _inter_node_link(names, self.interconnect or DEFAULT_INTER_NODE)
+            self._link = _stated_link(names, self.interconnect or DEFAULT_INTER_NODE, "inter-node")
             if self.interconnect is not None:
                 object.__setattr__(self, "interconnect", self._link.name)
         if self.gpu_link is not None:
             if self.nodes > 1:
                 raise ValueError(f"gpu_link(={self.gpu_link}) is stated for a server on one "
                                  "node only")
-            self._gpu_link = _gpu_link(names, self.gpu_link)
+            self._gpu_link = _stated_link(names, self.gpu_link, "intra-node")
             object.__setattr__(self, "gpu_link", self._gpu_link.name)
         return self
 
