@@ -11,7 +11,7 @@ import math
 
 import pytest
 import yaml
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from fleetplan.optimize.confidence import ConfigError, Margins, hold_confidence, quantile_error
@@ -66,6 +66,7 @@ def test_a_class_below_the_confidence_is_not_met() -> None:
 
 @settings(max_examples=60, deadline=None)
 @given(t=st.floats(0.5, 0.98), extra=st.floats(0.011, 0.45), guess=st.booleans())
+@example(t=0.7, extra=0.25, guess=True)  # a level exactly at t
 def test_the_highest_confidence_is_bracketed(t, extra, guess) -> None:
     requested = min(t + extra, 0.999)
     calls: list[float] = []
@@ -79,8 +80,10 @@ def test_the_highest_confidence_is_bracketed(t, extra, guess) -> None:
     assert b.has_plan is not None and b.has_plan <= t < b.no_plan  # a plan at one, none above
     assert b.has_plan in calls and b.no_plan <= requested
     if guess:  # the guess finds the edge: the highest level of the grid at or below t
-        edge = math.floor(t / STEP + 1e-9) * STEP
-        edge = edge - STEP if edge > t else edge  # t a hair below a level (t = 0.98 - 5e-14)
+        # (the grid's levels are whole hundredths: 70 x 0.01 is 0.7000000000000001, above
+        # t = 0.7, where the level 0.7 is not)
+        edge = round(math.floor(t / STEP + 1e-9) * STEP, 2)
+        edge = round(edge - STEP, 2) if edge > t else edge  # t a hair below a level
         assert b.has_plan == pytest.approx(edge)
 
 
