@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from fleetplan._io import atomic_write_text
+from fleetplan.catalog.hardware import server_kind
 from fleetplan.profiles.store import load_profiles
 from fleetplan.replica.calibration_file import load_calibration_file
 from fleetplan.validate.core import load_runs
@@ -39,14 +40,16 @@ def main() -> None:
     keys = {e.key for e in cal.configs}
     runs = [r for r in load_runs(store) if r.key in keys]
     seeds = tuple(range(args.seeds))
-    # the spec path of each GPU type: transfer efficiencies where they are no worse than the
-    # ratios on every leave-one-model-out metric (fleetplan.replica.params.spec_path)
+    # the spec path of each server kind (GPU type, one GPU or tensor-parallel): transfer
+    # efficiencies where they are no worse than the ratios on every leave-one-model-out metric
+    # of that kind's runs (fleetplan.replica.params.spec_path)
     gpus = sorted({r.gpu for r in runs})
+    kinds = sorted({server_kind(r.gpu, r.gpu_count) for r in runs})
     by_path = {path: error_quantiles(leave_one_model_out(
-        runs, cal.configs, seeds=seeds, paths=dict.fromkeys(gpus, path)).runs, PATH_CHOICE_METRICS)
-        for path in ("ratios", "transfer")}
-    paths = {g: choose_path(by_path["ratios"].get(g, {}), by_path["transfer"].get(g, {}))
-             for g in gpus}
+        runs, cal.configs, seeds=seeds, paths=dict.fromkeys(gpus, path)).runs, PATH_CHOICE_METRICS,
+        by=lambda r: server_kind(r.gpu, r.gpu_count)) for path in ("ratios", "transfer")}
+    paths = {k: choose_path(by_path["ratios"].get(k, {}), by_path["transfer"].get(k, {}))
+             for k in kinds}
     folds = {"leave-one-model-out": leave_one_model_out(runs, cal.configs, seeds=seeds,
                                                         paths=paths),
              "leave-one-config-out": leave_one_config_out(runs, cal.configs, seeds=seeds,
@@ -55,7 +58,7 @@ def main() -> None:
     table = {
         "paths": paths,
         "path_choice": {path: {g: {m: q["median_abs_pct"] for m, q in row.items()}
-                               for g, row in rows.items() if g in gpus}
+                               for g, row in rows.items() if g in kinds}
                         for path, rows in by_path.items()},
         "source": (f"Spec-path predictions of the {len(runs)} runs of the bundled store's "
                    f"{len(keys)} calibrated configurations (data/profiles.csv, "

@@ -82,6 +82,13 @@ def _stated_link(catalog: object, name: str, scope: str) -> Interconnect:
     return link
 
 
+def server_kind(gpu: str, gpu_count: int) -> str:
+    """``"<GPU type>, one GPU"`` or ``"<GPU type>, tensor-parallel"``: the groups whose model
+    errors differ (the tensor-parallel RTX 4090 first-token delays, docs/replica-model.md), and
+    the finest key of a spec path (``fleetplan.replica.params.spec_path``)."""
+    return f"{gpu}, {'tensor-parallel' if gpu_count > 1 else 'one GPU'}"
+
+
 def _names(catalog: GpuNames | None) -> GpuNames:
     if catalog is not None:
         return catalog

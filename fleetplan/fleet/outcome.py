@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fleetplan.fleet.world import FleetRun
-from fleetplan.replica.delivery import delivery_lags
+from fleetplan.replica.delivery import client_lags
 
 __all__ = ["GROWTH_FLOOR", "GROWTH_SHARE", "Replication", "outcome"]
 
@@ -55,10 +55,11 @@ class Replication:
 
 def _delivered(run: FleetRun, first: np.ndarray, fin: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The times the client receives each finished request's first and last token: the
-    engine's plus the host's lag on the replica slot that served it
+    engine's plus the host's lag and the stream delay on the replica slot that served it
     (:mod:`fleetplan.replica.delivery`; requests still running at the stop have no recorded
     first token, so they are not counted among a step's decoders)."""
-    c = np.array([pm.params.c_deliver for pm in run.pools], dtype=float)
+    c = np.array([pm.params.c_deliver + pm.params.first_token_delay_s for pm in run.pools],
+                 dtype=float)
     if not (c > 0).any():
         return first, fin
     slot = np.asarray(run.rep_of, dtype=np.int64)
@@ -66,8 +67,8 @@ def _delivered(run: FleetRun, first: np.ndarray, fin: np.ndarray) -> tuple[np.nd
     lag_first, lag_last = np.zeros(first.size), np.zeros(first.size)
     for p in np.flatnonzero(c > 0):
         mine = pool_of_slot[slot] == p
-        lag_first[mine], lag_last[mine] = delivery_lags(first[mine], fin[mine], float(c[p]),
-                                                        replica=slot[mine])
+        lag_first[mine], lag_last[mine] = client_lags(first[mine], fin[mine],
+                                                      run.pools[int(p)].params, replica=slot[mine])
     return first + lag_first, fin + lag_last
 
 

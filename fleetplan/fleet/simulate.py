@@ -158,14 +158,14 @@ def _notes(pools: Sequence[PoolModel], classes: Sequence[ClassResult], reps: Seq
             # shows the runs themselves)
             notes.append(Note(f"pool {pm.label}: near {own.rates_text(rates)} per replica "
                               "expect a higher TTFT than simulated: its runs measured there "
-                              "had a higher TTFT than the model reproduces (left out of its "
-                              "fit, docs/replica-model.md)", "accuracy", pools=(pm.label,),
-                              level=PLAN, priority=P_FIT))
+                              "had a higher TTFT than the model reproduces (their first "
+                              "tokens left out of its fit, docs/replica-model.md)", "accuracy",
+                              pools=(pm.label,), level=PLAN, priority=P_FIT))
             if (gap := own.slow_light_load_step(model, cfg, calibration=cal)) is not None:
                 notes.append(Note(f"pool {pm.label}: its calibration replays the token gaps "
                                   f"of its flagged runs up to {gap:.0f} % slower than measured "
-                                  f"({own.SLOW_STEP_MEANING}): at light load expect TPOT below "
-                                  "the simulated", "accuracy", pools=(pm.label,)))
+                                  f"({own.SLOW_STEP_MEANING}): at light load expect token "
+                                  "gaps below the simulated", "accuracy", pools=(pm.label,)))
     for p, pm in enumerate(pools):
         if over[p]:
             stops = sorted({f"{r.stop_reason} at t={r.stopped_at_s:.0f} s" for r in reps})

@@ -63,7 +63,8 @@ def _predictor(engines: Sequence[ReplicaEngine], mean_prompt: float) -> Callable
         if running >= p.max_num_seqs:  # a slot must free first: about one decode lifetime
             wait = p.step_s(0, running, e.kv_tokens_used) * 32
         return (p.overhead_s + wait + steps * p.step_s(chunk, running, e.kv_tokens_used)
-                + p.c_deliver * (running + 1))  # the host's lag (fleetplan.replica.delivery)
+                + p.c_deliver * (running + 1)  # the host's lag (fleetplan.replica.delivery)
+                + p.first_token_delay_s)  # and the stream delay's median
 
     return predict
 

@@ -8,7 +8,8 @@ figures without simulating, for a class's length distribution and prefix-cache h
   fixed cost of a step is shared by the sequences batched in it (at most ``max_num_seqs``, or
   as many as the KV cache holds, and a step carries at most ``max_num_batched_tokens``).
 - ``unloaded_ttft_ms``: the P99 over requests of a lone request's TTFT (overhead plus its
-  prefill chunks), the floor of the P99 TTFT at any load.
+  prefill chunks, plus the stream delay where the server has one), the floor of the P99 TTFT
+  at any load.
 
 A queueing curve through them, ``ttft(r) ~ unloaded / (1 - r / saturation)``, turns a TTFT
 target into a starting rate (:meth:`Bracket.start_rps`). The start only decides *where* the
@@ -52,6 +53,7 @@ class Bracket:
 def bracket(params: Any, lengths: LengthModel, prefix_cache_hit: float = 0.0) -> Bracket | None:
     """The analytic bracket of ``params`` (a ``ReplicaParams``) for these lengths, or ``None``
     when ``params`` is not a replica parameter set (the search then starts at its first rate)."""
+    from fleetplan.replica.delivery import stream_delays
     from fleetplan.replica.params import ReplicaParams
     from fleetplan.replica.step_math import expert_time
 
@@ -71,5 +73,8 @@ def bracket(params: Any, lengths: LengthModel, prefix_cache_hit: float = 0.0) ->
                      + p.c_seq * float(np.mean(outs))
                      + p.c_kv_tok * float(np.mean(outs * (ins + outs / 2.0))))
     chunks = np.ceil(prefill / budget)
-    lone_ttft_s = p.overhead_s + chunks * p.c_step + p.c_prefill_tok * prefill
+    # and the stream delay of a server whose first tokens come later than its steps
+    # (fleetplan.replica.delivery; zeros elsewhere)
+    lone_ttft_s = (p.overhead_s + chunks * p.c_step + p.c_prefill_tok * prefill
+                   + stream_delays(SAMPLES, p.first_token_delay_s, p.first_token_delay_sigma))
     return Bracket(1.0 / per_request_s, 1e3 * float(np.percentile(lone_ttft_s, 99)))

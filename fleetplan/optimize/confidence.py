@@ -121,7 +121,7 @@ def model_error(gpu: str, tp_size: int = 1) -> tuple[float, str]:
     """Median |error| (percent) of a calibrated configuration's P99 TTFT for ``gpu`` at
     tensor-parallel size ``tp_size`` (its server kind's figure, else its GPU type's), and where
     the figure comes from."""
-    from fleetplan.validate.records import server_kind
+    from fleetplan.catalog.hardware import server_kind
 
     kind = "leave-one-rate-out"
     server = server_kind(gpu, tp_size)
@@ -139,7 +139,7 @@ def kind_quantiles(gpu: str, tp_size: int = 1) -> tuple[ErrorQuantiles, str] | N
     """The signed held-out errors of a calibrated configuration's P99 TTFT for ``gpu`` at
     tensor-parallel size ``tp_size`` when its server kind held at least :data:`MIN_KIND_RUNS`
     runs, and where they come from; else None."""
-    from fleetplan.validate.records import server_kind
+    from fleetplan.catalog.hardware import server_kind
 
     server = server_kind(gpu, tp_size)
     q = MODEL_ERROR_QUANTILES_BY_KIND.get(server)

@@ -312,8 +312,8 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
     if slow:
         from fleetplan.validate.own_runs import SLOW_STEP_MEANING
 
-        notes.append(f"calibrated with a step slower at light load than its flagged runs' token "
-                     f"gaps ({SLOW_STEP_MEANING}): expect TPOT below the plan's at light load "
+        notes.append(f"calibrated with token gaps slower at light load than its flagged runs' "
+                     f"({SLOW_STEP_MEANING}): expect token gaps below the plan's at light load "
                      "on " + "; ".join(slow))
     return Inputs(problem, results, power_sources, tuple(notes), pending)
 

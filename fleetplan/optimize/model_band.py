@@ -79,11 +79,10 @@ def pool_band(model: str, config: str, catalog: Catalog | None = None, *,
 
 def _pool_band(model: str, config: str, fold: str, catalog: Catalog | None,
                calibration: CalibrationSource) -> PoolBand:
-    from fleetplan.catalog.hardware import HardwareConfig
+    from fleetplan.catalog.hardware import HardwareConfig, server_kind
     from fleetplan.optimize.confidence import kind_quantiles, model_error, sigma_of
     from fleetplan.replica.params import replica_params
     from fleetplan.validate.bands import error_table
-    from fleetplan.validate.records import server_kind
 
     hw = HardwareConfig.parse(config, catalog)
     if not replica_params(model, config, catalog=catalog, calibration=calibration).calibrated:

@@ -39,9 +39,10 @@ from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.errors import InputError, ModelError
 from fleetplan.replica.calibration_file import FitRunReport
 from fleetplan.replica.params_record import ReplicaParams
-from fleetplan.replica.priors import ideal_coefficients, prior_params
+from fleetplan.replica.priors import engine_first, ideal_coefficients, prior_params
 from fleetplan.replica.runs import MeasuredRun, predict_run
 from fleetplan.replica.server_params import apply_server
+from fleetplan.replica.stream_delay import fit_stream_delay
 from fleetplan.workload.lengths import LengthModel
 
 WEIGHTS: dict[str, float] = {
@@ -62,6 +63,12 @@ BOUND = 3.0  # log-space bound around the prior (a factor of ~20 either way)
 # factor either way is refused (_check_in_sample)
 REFUSE_FACTOR = 2.0
 REFUSE_METRICS = ("request_throughput", "tpot_p50_ms")
+# A run flagged for its first tokens keeps its TPOT and ITL medians in an engine-first fit
+# (:func:`engine_first`) where its tokens were not delivered in bunches: ITL p50 at most this
+# factor x TPOT p50 (a reply whose first chunk came late carries several tokens, so its TPOT,
+# which spreads the reply's time after the first token, falls below the gap between chunks:
+# 7B on 4 x RTX 4090 at 1 req/s, 8.6 against 20.0 ms)
+UNBUNCHED_ITL_RATIO = 1.05
 RATIO_KEYS = ("c_step", "c_prefill_tok", "c_seq", "c_kv_tok", "overhead_s",
               "kv_capacity_tokens")
 
@@ -94,6 +101,22 @@ class FitResult:
     nfev: int
     fitted: tuple[str, ...]
     runs: tuple[FitRunReport, ...] = ()
+
+
+def fit_weights(run: MeasuredRun, first: bool) -> dict[str, float]:
+    """The figures of ``run`` a fit uses, with their weights: every :data:`WEIGHTS` figure of an
+    unflagged run; of a flagged run, none, or in an engine-first fit (``first``,
+    :func:`engine_first`) its request throughput and, unless its tokens came in bunches
+    (:data:`UNBUNCHED_ITL_RATIO`), its TPOT and ITL medians."""
+    if not run.flagged:
+        return dict(WEIGHTS)
+    if not first:
+        return {}
+    out = {"request_throughput": WEIGHTS["request_throughput"]}
+    tpot, itl = run.measured.get("tpot_p50_ms", 0.0), run.measured.get("itl_p50_ms", 0.0)
+    if tpot > 0 and 0 < itl <= UNBUNCHED_ITL_RATIO * tpot:
+        out.update(tpot_p50_ms=WEIGHTS["tpot_p50_ms"], itl_p50_ms=WEIGHTS["itl_p50_ms"])
+    return out
 
 
 def _apply(prior: ReplicaParams, names: Sequence[str], x: np.ndarray, source: str,
@@ -190,7 +213,12 @@ def fit_config(runs: Sequence[MeasuredRun], *, lengths: LengthModel | None = Non
     if c_deliver is not None:
         prior = prior.with_(c_deliver=float(c_deliver))
     good = [r for r in runs if not r.flagged]
+    first = engine_first(hw)
+    weights = {r.run_id: fit_weights(r, first) for r in runs}
+    used = [r for r in runs if weights[r.run_id]] if good else []
     names = ["c_step", "c_prefill_tok", "c_seq", "overhead_s", "c_kv_tok"]
+    if first:
+        names.remove("overhead_s")
     if prior.kv_capacity_tokens < KV_FIT_BELOW:
         names.append("kv_capacity_tokens")
     source = (f"calibrated to {len(good)} measured run(s) of {model} on {config} "
@@ -200,6 +228,9 @@ def fit_config(runs: Sequence[MeasuredRun], *, lengths: LengthModel | None = Non
     # start: match the lowest-rate run's TPOT (c_step) and TTFT p50 (overhead), among the runs
     # that measured both (a run whose replies were read whole keeps only its throughput)
     timed = [r for r in good if {"tpot_p50_ms", "ttft_p50_ms"} <= r.measured.keys()]
+    if first:  # the lowest-rate run whose TPOT the fit believes
+        timed = [r for r in used if "tpot_p50_ms" in weights[r.run_id]
+                 and {"tpot_p50_ms", "ttft_p50_ms"} <= r.measured.keys()] or timed
     if good and not timed:
         raise ModelError(f"calibration of {model} on {config} refused: none of its {len(good)} "
                          "usable runs has a believable TPOT and TTFT median (left out: "
@@ -213,12 +244,14 @@ def fit_config(runs: Sequence[MeasuredRun], *, lengths: LengthModel | None = Non
         p0 = _apply(prior, names, x0, source, True)
         pr = predict_on_server(p0, low, lengths=lengths, seeds=seeds, catalog=cat)
         nfev += 1
-        gap_s = (low.measured["ttft_p50_ms"] - pr["ttft_p50_ms"]) / 1e3
-        want = max(prior.overhead_s + gap_s, prior.overhead_s / 10)
-        x0[3] = float(np.clip(math.log(want / prior.overhead_s), -2.3, 2.3))
+        if "overhead_s" in names:
+            gap_s = (low.measured["ttft_p50_ms"] - pr["ttft_p50_ms"]) / 1e3
+            want = max(prior.overhead_s + gap_s, prior.overhead_s / 10)
+            x0[names.index("overhead_s")] = float(
+                np.clip(math.log(want / prior.overhead_s), -2.3, 2.3))
 
     reps: dict[tuple[float, str, bool | None], MeasuredRun] = {}
-    for r in good:
+    for r in used:
         reps.setdefault(_replay_key(r), r)
 
     def residuals(x: np.ndarray) -> np.ndarray:
@@ -226,9 +259,9 @@ def fit_config(runs: Sequence[MeasuredRun], *, lengths: LengthModel | None = Non
         res = []
         preds = {key: predict_on_server(p, r, lengths=lengths, seeds=seeds, catalog=cat)
                  for key, r in reps.items()}
-        for r in good:
+        for r in used:
             pred = preds[_replay_key(r)]
-            for m, w in WEIGHTS.items():
+            for m, w in weights[r.run_id].items():
                 if m in r.measured and r.measured[m] > 0 and pred[m] > 0:
                     res.append(w * math.log(pred[m] / r.measured[m]))
                 else:
@@ -236,7 +269,7 @@ def fit_config(runs: Sequence[MeasuredRun], *, lengths: LengthModel | None = Non
         res.extend(x / PRIOR_SIGMA)
         return np.asarray(res)
 
-    if good:
+    if used:
         # derivative-free: the replayed metrics move in small discrete jumps (step boundaries),
         # which misleads finite-difference Jacobians
         def objective(x: np.ndarray) -> float:
@@ -265,6 +298,13 @@ def fit_config(runs: Sequence[MeasuredRun], *, lengths: LengthModel | None = Non
     else:
         x, loss = x0, math.nan
     params = _apply(prior, names, x, source, bool(good))
+    if first and used:  # the second stage: the first-token delays, the engine held fixed
+        delay = fit_stream_delay(
+            params, good,
+            lambda p, r: predict_on_server(p, r, lengths=lengths, seeds=seeds, catalog=cat))
+        params = params.with_(first_token_delay_s=delay.median_s,
+                              first_token_delay_sigma=delay.sigma)
+        nfev += delay.nfev
     ideal = ideal_coefficients(spec, hw)
     ratios = {k: getattr(params, k) / ideal[k] for k in ideal}
     ratios["kv_capacity_tokens"] = params.kv_capacity_tokens / prior.kv_capacity_tokens
@@ -277,7 +317,7 @@ def fit_config(runs: Sequence[MeasuredRun], *, lengths: LengthModel | None = Non
         share = pred.get("prefix_hit_share", 0.0)
         report.append(FitRunReport(
             run_id=r.run_id, request_rate=r.request_rate, flagged=r.flagged,
-            flag_reason=r.flag_reason, used_in_fit=not r.flagged,
+            flag_reason=r.flag_reason, used_in_fit=bool(used) and bool(weights[r.run_id]),
             warm_prefix_cache=share >= 0.5 if warm is None else warm,
             error_pct=_errors(pred, r),
             prefix_hit_share=share))

@@ -11,24 +11,27 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
 
+import numpy as np
 from pydantic import ValidationError
 
 from fleetplan.catalog._tables import data_dir
 from fleetplan.catalog.catalog import Catalog, bundled_catalog
-from fleetplan.catalog.hardware import HardwareConfig
+from fleetplan.catalog.hardware import HardwareConfig, server_kind
+from fleetplan.catalog.models import ModelSpec
 from fleetplan.errors import DataError, InputError, ModelError, UnknownNameError
 from fleetplan.replica.calibration_file import (
     CalibrationEntry,
+    CalibrationFile,
     CalibrationSource,
     load_calibration_file,
 )
 from fleetplan.replica.families import family_efficiency
 from fleetplan.replica.params_record import ReplicaParams
-from fleetplan.replica.priors import prior_params
+from fleetplan.replica.priors import engine_first, prior_params
 from fleetplan.replica.transfer import (
     TransferEfficiency,
     fit_transfer_efficiency,
@@ -50,19 +53,28 @@ def _spec_paths_at(path: str, mtime: float) -> dict[str, str]:
         raise DataError(f"{path}: unreadable spec-path table ({e})") from None
     if not isinstance(paths, dict) or not all(
             isinstance(k, str) and v in SPEC_PATHS for k, v in paths.items()):
-        raise DataError(f"{path}: 'paths' must map GPU types to 'ratios' or 'transfer'")
+        raise DataError(f"{path}: 'paths' must map GPU types or server kinds to 'ratios' or "
+                        "'transfer'")
     return dict(paths)
 
 
-def spec_path(gpu: str) -> str:
-    """The spec path an uncalibrated pair on ``gpu`` takes by default: ``"transfer"`` where
-    ``scripts/gen_spec_errors.py`` measured the transfer efficiencies no worse than the ratios
-    on every leave-one-model-out metric of that GPU type (``paths`` in
-    ``data/spec_errors.json``), else ``"ratios"``."""
+def path_in(paths: Mapping[str, str], gpu: str, gpu_count: int) -> str:
+    """The spec path ``paths`` gives ``gpu_count`` x ``gpu``: its server kind's
+    (:func:`~fleetplan.catalog.hardware.server_kind`: one GPU or tensor-parallel), else its GPU
+    type's, else ``"ratios"``."""
+    return paths.get(server_kind(gpu, gpu_count)) or paths.get(gpu) or "ratios"
+
+
+def spec_path(gpu: str, gpu_count: int = 1) -> str:
+    """The spec path an uncalibrated pair of ``gpu_count`` x ``gpu`` takes by default:
+    ``"transfer"`` where ``scripts/gen_spec_errors.py`` measured the transfer efficiencies no
+    worse than the ratios on every leave-one-model-out metric of that server kind (one GPU or
+    tensor-parallel, :func:`path_in`; ``paths`` in ``data/spec_errors.json``), else
+    ``"ratios"``."""
     f = data_dir() / SPEC_ERRORS_NAME
     if not f.is_file():
         return "ratios"
-    return _spec_paths_at(str(f), f.stat().st_mtime).get(gpu, "ratios")
+    return path_in(_spec_paths_at(str(f), f.stat().st_mtime), gpu, gpu_count)
 
 
 def replica_params(model: str, config: str, *,
@@ -100,6 +112,12 @@ def replica_params(model: str, config: str, *,
     entry = cal.entry(spec.model, hw.name)
     if entry is not None:
         return entry.params
+    return with_learned_delay(
+        _uncalibrated(spec, hw, cal, cat, efficiency, engine_version), hw, cal.configs, cat)
+
+
+def _uncalibrated(spec: ModelSpec, hw: HardwareConfig, cal: CalibrationFile, cat: Catalog,
+                  efficiency: str, engine_version: str | None) -> ReplicaParams:
     eff, how = learned_efficiency(cal.configs, hw.gpu, int(hw.tp_size or hw.gpu_count))
     family = None if efficiency != "auto" or any(
         e.calibrated and e.gpu == hw.gpu for e in cal.configs) else family_efficiency(hw.spec)
@@ -112,7 +130,7 @@ def replica_params(model: str, config: str, *,
                               f"{how}")
     if eff is None:
         return prior_params(spec, hw, engine_version=engine_version)
-    path = spec_path(hw.gpu) if efficiency == "auto" else efficiency
+    path = spec_path(hw.gpu, hw.gpu_count) if efficiency == "auto" else efficiency
     fit = (fit_transfer_efficiency(cal.configs, hw.gpu, catalog=cat) if path == "transfer"
            else None)
     p = spec_prior(spec, hw, eff, fit, engine_version=engine_version, source=(
@@ -122,6 +140,39 @@ def replica_params(model: str, config: str, *,
     why = (f"; the {hw.gpu} spec path by held-out error (docs/spec-path-validation.md)"
            if efficiency == "auto" else "")
     return p.with_(source=f"{p.source}; other coefficients x efficiency ratios {how}{why}")
+
+
+def with_learned_delay(p: ReplicaParams, hw: HardwareConfig,
+                       entries: Sequence[CalibrationEntry],
+                       catalog: Catalog | None = None) -> ReplicaParams:
+    """An uncalibrated engine-first server (:func:`~fleetplan.replica.priors.engine_first`: its
+    all-reduces through host memory) with the stream delay its kind showed where measured: the
+    medians of the fitted delays (median and spread) of the calibrated engine-first
+    configurations of its GPU type, else of every GPU type (``first_token_delay_s``,
+    :mod:`fleetplan.replica.stream_delay`); any other server unchanged. None calibrated: no
+    delay, said in the source."""
+    if not engine_first(hw):
+        return p
+    kind = [e for e in entries if e.calibrated and engine_first_name(e.config, catalog)]
+    for rows, where in (([e for e in kind if e.gpu == hw.gpu], f"{hw.gpu}"), (kind, "GPU")):
+        if rows:
+            med = float(np.median([e.params.first_token_delay_s for e in rows]))
+            sig = float(np.median([e.params.first_token_delay_sigma for e in rows]))
+            return p.with_(first_token_delay_s=med, first_token_delay_sigma=sig, source=(
+                f"{p.source}; first-token delay {med * 1e3:.0f} ms (median; sigma {sig:.2f}): "
+                f"the medians of {len(rows)} calibrated tensor-parallel {where} server(s) "
+                "whose all-reduces go through host memory"))
+    return p.with_(source=f"{p.source}; no first-token delay: no calibrated tensor-parallel "
+                          "server without peer-to-peer to learn it from")
+
+
+def engine_first_name(config: str, catalog: Catalog | None = None) -> bool:
+    """:func:`~fleetplan.replica.priors.engine_first` of a configuration name (False for one
+    ``catalog``, default the bundled one, cannot parse)."""
+    try:
+        return engine_first(HardwareConfig.parse(config, catalog or bundled_catalog()))
+    except (InputError, ValueError):
+        return False
 
 
 def learned_efficiency(entries: Sequence[CalibrationEntry], gpu: str, gpu_count: int, *,

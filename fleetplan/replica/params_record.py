@@ -81,6 +81,16 @@ class ReplicaParams(BaseModel):
         default=0.0, ge=0, lt=1.0,
         description="the share of a layer's routed experts one token is routed to (experts per "
                     "token / routed experts); 0 for dense models")
+    first_token_delay_s: float = Field(
+        default=0.0, ge=0, le=60.0,
+        description="median delay of a request's whole stream between the engine and the "
+                    "client beyond the host's lag, fitted after the engine where the steps do "
+                    "not explain the first tokens (fleetplan.replica.delivery, "
+                    "fleetplan.replica.stream_delay), s; 0 on other servers and in calibration "
+                    "files written before it existed")
+    first_token_delay_sigma: float = Field(
+        default=0.0, ge=0, le=3.0,
+        description="spread of that delay over requests: the sigma of its lognormal")
     max_model_len: int = Field(ge=2, le=10**8, description="longest prompt + output, tokens")
     calibrated: bool
     source: str = Field(min_length=1, description="where the figures come from")
@@ -98,6 +108,8 @@ class ReplicaParams(BaseModel):
             del data["chunked_prefill"]
         if data.get("c_experts") == 0.0 and data.get("expert_share") == 0.0:  # dense: as before
             del data["c_experts"], data["expert_share"]
+        if data.get("first_token_delay_s") == 0.0 and data.get("first_token_delay_sigma") == 0.0:
+            del data["first_token_delay_s"], data["first_token_delay_sigma"]
         return data
 
     @property

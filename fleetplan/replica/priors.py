@@ -32,6 +32,7 @@ from fleetplan.catalog.interconnects import Interconnect
 from fleetplan.catalog.models import ModelSpec
 from fleetplan.errors import InputError, ModelError
 from fleetplan.replica.engine_defaults import chunks_prefill, engine_defaults
+from fleetplan.replica.families import gpu_family
 from fleetplan.replica.params_record import ReplicaParams
 
 GPU_MEMORY_UTILIZATION = 0.9
@@ -116,6 +117,47 @@ PP_TENSORS = 2
 ACTIVATION_BYTES = 2.0
 
 
+# Latency of one hop of NCCL's shared-memory transport between two GPUs of one node through
+# host memory: assumption, order of magnitude (the ``-noP2P`` rows of data/interconnects.csv).
+HOST_HOP_LATENCY_US = 10.0
+
+
+def own_link_without_p2p(hw: HardwareConfig) -> Interconnect | None:
+    """The link between the GPUs of a one-node tensor-parallel server of GeForce cards where
+    the configuration states none: the GPU row's own PCIe link, without peer-to-peer (NVIDIA
+    disables it on GeForce cards, so vLLM's custom all-reduce is off and NCCL goes through host
+    memory: :func:`allreduce_path` ``"host"``). None for every other server (its GPU row's link
+    figures stand)."""
+    tp = int(hw.tp_size or hw.gpu_count)
+    if tp <= 1 or hw.link is not None or gpu_family(hw.spec) != "nvidia-geforce":
+        return None
+    src = (f"{hw.spec.gpu} datasheet link ({hw.spec.interconnect}, "
+           f"{hw.spec.interconnect_gb_s:g} GB/s); no peer-to-peer on GeForce cards")
+    return Interconnect(name=f"{hw.spec.interconnect}-noP2P", scope="intra-node",
+                        bandwidth_gb_s=hw.spec.interconnect_gb_s,
+                        latency_us=HOST_HOP_LATENCY_US, bandwidth_source=src,
+                        latency_source="assumption: HOST_HOP_LATENCY_US, NCCL's shared-memory "
+                                       "transport through host memory, order of magnitude",
+                        peer_to_peer="none")
+
+
+def engine_first(hw: HardwareConfig) -> bool:
+    """Whether a server's fit is engine-first: a tensor-parallel server whose all-reduces go
+    through host memory (no peer-to-peer: GeForce cards, or a stated ``-noP2P`` link;
+    :func:`~fleetplan.replica.priors.allreduce_path` ``"host"``). Its first tokens reach the
+    client later than any step schedule puts them (docs/replica-model.md, "The
+    tensor-parallel RTX 4090 first-token delays"), so its step costs are fitted to what the
+    engine does and the delays are left to their own term (issue 42): its runs flagged for
+    their first tokens still give their throughput and, where not delivered in bunches, their
+    TPOT and ITL medians (``fit_weights``); the per-request overhead stays at its prior,
+    so it cannot stand in for the delays; the start matches the lowest-rate such run
+    (:mod:`fleetplan.replica.calibrate`); the delays are fitted after the engine
+    (:mod:`fleetplan.replica.stream_delay`)."""
+    link = hw.stated_gpu_link or own_link_without_p2p(hw)
+    tp = int(hw.tp_size or hw.gpu_count)
+    return tp > 1 and link is not None and allreduce_path(link, tp) == "host"
+
+
 def stage_crossings(hw: HardwareConfig) -> int:
     """How many of a replica's ``pp - 1`` stage hand-overs cross from one node to another:
     ranks are laid out tensor-parallel innermost, then stage (vLLM's rank order, e.g.
@@ -152,7 +194,7 @@ def ideal_parts(spec: ModelSpec, hw: HardwareConfig) -> dict[str, float]:
     flops = gpu.fp16_tflops_dense * 1e12
     lat_local = ALLREDUCE_LATENCY_S["nvlink" if _is_nvlink(hw) else "pcie"]
     bw_local = gpu.interconnect_gb_s * 1e9
-    link, gpu_link = hw.link, hw.stated_gpu_link
+    link, gpu_link = hw.link, hw.stated_gpu_link or own_link_without_p2p(hw)
     comm_step = comm_tok = 0.0
     if tp > 1:
         n_ar = 2 * spec.layers

@@ -27,7 +27,7 @@ import simpy
 
 from fleetplan._notebook import NotebookRepr
 from fleetplan.errors import InputError
-from fleetplan.replica.delivery import delivery_lags
+from fleetplan.replica.delivery import client_lags
 from fleetplan.replica.engine import ReplicaEngine, Request
 from fleetplan.replica.params_record import ReplicaParams
 from fleetplan.replica.prefix_cache import cached_prompt_tokens, hit_share
@@ -260,8 +260,9 @@ def run_metrics(reqs: Sequence[Request], engine: ReplicaEngine,
     outs = np.array([r.output_tokens for r in reqs])
     fin = np.array([r.finish_s for r in reqs])
     first = np.array([r.first_token_s for r in reqs])
-    # the client receives each stream after the host's lag (fleetplan.replica.delivery)
-    lag_first, lag_last = delivery_lags(first, fin, engine.params.c_deliver)
+    # the client receives each stream after the host's lag and the stream delay
+    # (fleetplan.replica.delivery)
+    lag_first, lag_last = client_lags(first, fin, engine.params)
     first, fin = first + lag_first, fin + lag_last
     ttft = (first - np.array([r.arrival_s for r in reqs])) * 1e3
     multi = outs > 1

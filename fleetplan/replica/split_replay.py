@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from fleetplan.catalog.hardware import HardwareConfig
-from fleetplan.replica.delivery import delivery_lags
+from fleetplan.replica.delivery import client_lags
 from fleetplan.replica.engine import ReplicaEngine, Request
 from fleetplan.replica.params_record import ReplicaParams
 from fleetplan.replica.records import EngineStats
@@ -141,7 +141,7 @@ def pooled_metrics(runs: Sequence[EngineRun], itl_stats: Callable[[Any], tuple[f
         outs = np.array([r.output_tokens for r in run.reqs])
         fin = np.array([r.finish_s for r in run.reqs])
         first = np.array([r.first_token_s for r in run.reqs])
-        lag_first, lag_last = delivery_lags(first, fin, run.engine.params.c_deliver)
+        lag_first, lag_last = client_lags(first, fin, run.engine.params)
         first, fin = first + lag_first, fin + lag_last
         t = (first - np.array([r.arrival_s for r in run.reqs])) * 1e3
         multi = outs > 1

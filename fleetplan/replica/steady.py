@@ -26,7 +26,7 @@ from fleetplan._gc import cycles_paused
 from fleetplan._progress import Progress
 from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.errors import InputError
-from fleetplan.replica.delivery import delivery_lags
+from fleetplan.replica.delivery import client_lags
 from fleetplan.replica.engine import ReplicaEngine, Request
 from fleetplan.replica.params_record import ReplicaParams
 from fleetplan.replica.split_replay import engine_count
@@ -237,8 +237,9 @@ def steady_state(params: ReplicaParams, *, rate: float, lengths: LengthModel | N
         status = SteadyStatus.OVERLOADED
         reason = (f"waiting queue passed {limit} requests (~{overload_queue_s:g} s of arrivals) "
                   f"at t={sim_s:.1f} s: the replica cannot sustain {rate:g} req/s")
-    if params.c_deliver > 0:  # the client's view: each stream after the host's lag
-        lag_first, lag_last = delivery_lags(first_s, fin_s, params.c_deliver)
+    if params.c_deliver > 0 or params.first_token_delay_s > 0:
+        # the client's view: each stream after the host's lag and the stream delay
+        lag_first, lag_last = client_lags(first_s, fin_s, params)
         first_s, fin_s = first_s + lag_first, fin_s + lag_last
     fin = measured & (fin_s == fin_s)
     t_arr, t_first, t_fin, t_sched = arr[fin], first_s[fin], fin_s[fin], sched_s[fin]

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from fleetplan._progress import Progress, step
 from fleetplan.catalog.catalog import Catalog, bundled_catalog
-from fleetplan.catalog.hardware import HardwareConfig
+from fleetplan.catalog.hardware import HardwareConfig, server_kind
 from fleetplan.replica.burst_tail import infer_burst_tails
 from fleetplan.replica.calibrate import (
     DEFAULT_MAX_NFEV,
@@ -33,7 +33,12 @@ from fleetplan.replica.calibration_file import (
     CalibrationSource,
     load_calibration_file,
 )
-from fleetplan.replica.params import learned_efficiency, spec_path
+from fleetplan.replica.params import (
+    learned_efficiency,
+    path_in,
+    spec_path,
+    with_learned_delay,
+)
 from fleetplan.replica.runs import (
     VALIDATED_METRICS,
     VLLM_BENCHMARK_SEED,
@@ -56,7 +61,6 @@ from fleetplan.validate.records import (
     CvResult,
     MetricRow,
     RunRecord,
-    server_kind,
 )
 
 TARGETS_PCT = {"request_throughput": 3.0, "output_throughput": 3.0, "ttft_p50_ms": 8.0,
@@ -193,10 +197,12 @@ def leave_one_config_out(runs: Sequence[MeasuredRun],
                                       for e in entries if e.calibrated):
                 not_covered.append(key)
             else:
-                path = spec_path(hw.gpu) if paths is None else paths.get(hw.gpu, "ratios")
+                path = (spec_path(hw.gpu, hw.gpu_count) if paths is None
+                        else path_in(paths, hw.gpu, hw.gpu_count))
                 fit = (fit_transfer_efficiency(entries, hw.gpu, exclude=key, catalog=cat)
                        if path == "transfer" else None)
-                params = spec_prior(cat.model(key[0]), hw, eff, fit)
+                params = with_learned_delay(spec_prior(cat.model(key[0]), hw, eff, fit), hw,
+                                            [e for e in entries if e.key != key], cat)
                 for run in rs:
                     records.append(run_record(run, False, predict_on_server(
                         params, run, seeds=seeds, catalog=cat)))

@@ -43,11 +43,12 @@ class WorstError:
     request_rate: float
 
 
-#: The one figure of a flagged run that still judges the fit: its token gaps. A flagged run's
-#: first tokens came late, so its TTFT and TPOT (which divides E2E - TTFT) say nothing of the
-#: server's steps, but its tokens were computed on time (docs/replica-model.md). Where a
-#: fit made only from high-rate runs puts the per-sequence cost into the fixed step, this is
-#: where it shows (14B on 4 x RTX 4090: ITL p50 replayed +133 % at 1 req/s).
+#: The figure of a flagged run that judges the fit's light-load steps: its token gaps. A flagged
+#: run's first tokens came late, so its TTFT says nothing of the server's steps; its gaps
+#: between tokens do (an engine-first fit, fleetplan.replica.priors.engine_first, fits them
+#: where they were not delivered in bunches; docs/replica-model.md). Before those fits, a fit
+#: made only from high-rate runs put the per-sequence cost into the fixed step, and this is
+#: where it showed (14B on 4 x RTX 4090: ITL p50 replayed +133 % at 1 req/s).
 FLAGGED_GAP_METRIC = "itl_p50_ms"
 
 
@@ -94,14 +95,15 @@ class OwnRuns:
             line += (f"\nflagged, not fitted: {', '.join(f'{r:g}' for r, _ in self.flagged)} "
                      f"req/s ({self.flagged[0][1]}): its measured TTFT there is above any "
                      "work-conserving server's, so expect TTFT above this prediction near "
-                     "those rates (docs/replica-model.md)")
+                     "those rates (their first tokens are left out of the fit; "
+                     "docs/replica-model.md)")
             if self.slowest_flagged_gap() is not None:
                 gaps = [(r, g) for (r, _), g in zip(self.flagged, self._gaps(), strict=True)
                         if g is not None]
-                line += ("\nits token gaps there were computed on time and replay "
+                line += ("\nits token gaps there replay "
                          + ", ".join(f"{g:+.0f} % ({r:g} req/s)" for r, g in gaps)
                          + " (ITL p50, replayed against measured): at light load this "
-                         "prediction's TPOT may run that much above the server's")
+                         "prediction's token gaps may run that much above the server's")
         return line
 
 
@@ -158,15 +160,14 @@ def slow_light_load_step(model: str, config: str, *,
                          calibration: CalibrationSource = None) -> float | None:
     """The largest replayed token-gap error (ITL p50, %) of the runs ``calibration`` (a data
     context's, else the default file) flagged for ``model`` on ``config``, where it is above
-    :data:`LIGHT_LOAD_SLOW_PCT` (the fit's step is slow at light load: its TPOT there is
-    overstated); else ``None``."""
+    :data:`LIGHT_LOAD_SLOW_PCT` (the fit's token gaps are slow at light load); else ``None``."""
     rec = _of(model, config, calibration)
     return rec.slowest_flagged_gap() if rec is not None else None
 
 
 #: What a slow light-load step means, in the notes of ``solve`` and ``simulate``.
-SLOW_STEP_MEANING = ("fitted from the high-rate runs, whose steps carry a per-sequence cost in "
-                     "the fixed step; the flagged runs' token gaps, computed on time, are faster "
+SLOW_STEP_MEANING = ("the replica model's token gaps follow its time per output token, while "
+                     "these servers' measured gaps at light load ran below theirs "
                      "(docs/replica-model.md)")
 
 

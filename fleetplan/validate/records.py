@@ -56,12 +56,6 @@ class BaselineMetricRow(MetricRow):
     baseline_error_pct: float | None = None
 
 
-def server_kind(gpu: str, gpu_count: int) -> str:
-    """``"<GPU type>, one GPU"`` or ``"<GPU type>, tensor-parallel"``: the groups whose model
-    errors differ (the tensor-parallel RTX 4090 first-token delays, docs/replica-model.md)."""
-    return f"{gpu}, {'tensor-parallel' if gpu_count > 1 else 'one GPU'}"
-
-
 @dataclass(frozen=True)
 class RunRecord:
     """One entry of ``runs``."""

@@ -22,7 +22,7 @@ from fleetplan.catalog.catalog import Catalog, bundled_catalog
 from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.replica.calibrate import group_runs
 from fleetplan.replica.calibration_file import CalibrationEntry
-from fleetplan.replica.params import learned_efficiency
+from fleetplan.replica.params import learned_efficiency, path_in, with_learned_delay
 from fleetplan.replica.priors import prior_params
 from fleetplan.replica.runs import MeasuredRun, predict_run
 from fleetplan.replica.transfer import fit_transfer_efficiency, spec_prior
@@ -75,10 +75,10 @@ def leave_one_model_out(runs: Sequence[MeasuredRun], entries: Sequence[Calibrati
         eff, _how = learned_efficiency(others, hw.gpu, hw.gpu_count)
         if eff is None or not any(e.gpu == hw.gpu for e in others if e.calibrated):
             return None
-        use = transfer if paths is None else paths.get(hw.gpu) == "transfer"
+        use = transfer if paths is None else path_in(paths, hw.gpu, hw.gpu_count) == "transfer"
         fit = fit_transfer_efficiency(entries, hw.gpu, exclude_model=key[0], catalog=cat) \
             if use else None
-        return spec_prior(cat.model(key[0]), hw, eff, fit)
+        return with_learned_delay(spec_prior(cat.model(key[0]), hw, eff, fit), hw, others, cat)
 
     return _spec_folds(runs, entries, "leave-one-model-out folds", params_of, seeds, progress,
                        cat)
@@ -96,19 +96,23 @@ def leave_one_gpu_out(runs: Sequence[MeasuredRun], entries: Sequence[Calibration
     def params_of(key: tuple[str, str], hw: HardwareConfig) -> Any:
         others = [e for e in entries if e.gpu != hw.gpu]
         eff, _how = learned_efficiency(others, hw.gpu, hw.gpu_count)
-        return None if eff is None else prior_params(cat.model(key[0]), hw, efficiency=eff)
+        return None if eff is None else with_learned_delay(
+            prior_params(cat.model(key[0]), hw, efficiency=eff), hw, others, cat)
 
     return _spec_folds(runs, entries, "leave-one-gpu-out folds", params_of, seeds, progress,
                        cat)
 
 
 def error_quantiles(records: Sequence[RunRecord],
-                    metrics: Sequence[str] = TABLE_METRICS) -> dict[str, dict[str, Any]]:
-    """GPU type (and ``all``) -> metric -> ``{p10, p50, p90, n, median_abs_pct}`` of the signed
-    relative errors (predicted / measured - 1) of unflagged records."""
+                    metrics: Sequence[str] = TABLE_METRICS, *,
+                    by: Callable[[RunRecord], str] = lambda r: r.gpu
+                    ) -> dict[str, dict[str, Any]]:
+    """GPU type (``by``: another grouping, e.g. the server kind) and ``all`` -> metric ->
+    ``{p10, p50, p90, n, median_abs_pct}`` of the signed relative errors (predicted / measured
+    - 1) of unflagged records."""
     groups: dict[str, list[RunRecord]] = {POOLED: list(records)}
     for r in records:
-        groups.setdefault(r.gpu, []).append(r)
+        groups.setdefault(by(r), []).append(r)
     out: dict[str, dict[str, Any]] = {}
     for g, rs in sorted(groups.items()):
         row: dict[str, Any] = {}
@@ -164,15 +168,17 @@ def spec_path_markdown(table: Mapping[str, Any], *, command: str) -> str:
         "",
     ]
     if table.get("paths"):
-        lines += ["## Spec path per GPU type", "",
-                  "An uncalibrated pair takes, per GPU type, the per-coefficient efficiency "
+        lines += ["## Spec path per server kind", "",
+                  "An uncalibrated pair takes, per server kind (GPU type, one GPU or "
+                  "tensor-parallel), the per-coefficient efficiency "
                   "**ratios** or the **transfer** efficiencies (bandwidth-, compute- and "
                   "interconnect-bound parts fitted across models, docs/catalogs.md): transfer "
-                  "where its leave-one-model-out median |error| is no worse than the ratios' on "
-                  "every metric below (`fleetplan.replica.params.spec_path`; `fleetplan "
-                  "predict --efficiency` overrides it). The tables after this one measure the "
+                  "where its leave-one-model-out median |error| over that kind's runs is no "
+                  "worse than the ratios' on every metric below "
+                  "(`fleetplan.replica.params.spec_path`; `fleetplan predict --efficiency` "
+                  "overrides it). The tables after this one measure the "
                   "chosen paths.", "",
-                  "| GPU type | path | " + " | ".join(
+                  "| server kind | path | " + " | ".join(
                       f"`{m}` ratios / transfer %" for m in PATH_CHOICE_METRICS) + " |",
                   "| --- | --- |" + " --- |" * len(PATH_CHOICE_METRICS)]
         choice = table.get("path_choice", {})

@@ -172,7 +172,7 @@ def test_no_fleet_and_bad_fleet_are_errors() -> None:
     # bundled calibration, docs/replica-model.md): TPOT at light load is overstated, said once
     (slow,) = [n for n in res.notes if "slower than measured" in n]
     assert slow.startswith("pool 2xRTX-4090@EU27: its calibration replays the token gaps")
-    assert "expect TPOT below the simulated" in slow
+    assert "expect token gaps below the simulated" in slow
     with pytest.raises(InputError, match="does not fit on 1xRTX-4090"):
         simulate(sc, "1x1xRTX-4090")
     with pytest.raises(InputError, match="repeats fleet"):

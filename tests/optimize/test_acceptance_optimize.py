@@ -115,7 +115,7 @@ def test_a_plan_names_the_candidates_calibrated_with_flagged_runs(plan_of):
     (note,) = [n for n in plan.notes if "flagged and not fitted" in n]
     assert note.endswith("2xRTX-4090 (1 req/s); 4xRTX-4090 (1, 4 req/s); "
                          "8xRTX-4090 (1, 4 req/s)")
-    (slow,) = [n for n in plan.notes if "expect TPOT below the plan's" in n]
+    (slow,) = [n for n in plan.notes if "expect token gaps below the plan's" in n]
     assert all(f"{c}xRTX-4090 (token gaps replayed up to" in slow for c in (2, 4, 8))
     h100 = plan_of("loose-h100", scenario(one(1000), candidates=[{"config": H100}]))
     assert not [n for n in h100.notes if "flagged" in n]

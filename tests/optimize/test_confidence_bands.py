@@ -83,11 +83,11 @@ def test_an_uncalibrated_config_of_a_measured_gpu_takes_its_gpu_row() -> None:
     row = _row("leave-one-config-out", "RTX-4090")  # the model is measured on other configs
     assert not e.calibrated and "leave-one-config-out" in e.source and "RTX-4090" in e.source
     assert e.factor == pytest.approx(_factor(row["p10"], row["p50"], row["p90"], 0.9))
-    # the spec path underpredicts in the median (p50 < 0): a prediction right at the SLO meets
-    # it less than half the time
-    assert row["p50"] < 0
+    # a prediction right at the SLO meets it less than half the time where the spec path
+    # underpredicts in the median (p50 < 0), more than half where it overpredicts
+    assert row["p50"] != 0
     p = m.met_probability(1000.0, 1000.0, ["4xRTX-4090"])
-    assert p is not None and p < 0.5
+    assert p is not None and (p < 0.5) == (row["p50"] < 0)
     assert p == pytest.approx(0.5 * math.erfc(-math.log1p(row["p50"]) / e.sigma / math.sqrt(2)))
 
 

@@ -45,9 +45,10 @@ def test_churn_zero_and_confidence_off_give_todays_plan(capacity_cache_dir: str)
 
 
 def test_confidence_states_margins_and_never_costs_less(capacity_cache_dir: str) -> None:
-    # a tensor-parallel RTX 4090 server's P99 TTFT is off by a median 90 % (docs/validation.md,
-    # per server kind): at 0.95 its latencies count ~4.8x worse, so the SLO is a batch one
-    sc = _scenario(classes=[{"name": "batch", "rate_rps": 4.0, "slo": {"ttft_p99_ms": 4000},
+    # a tensor-parallel RTX 4090 server's held-out P99 TTFT is off by a median -60 % and a 10th
+    # percentile -93 % (docs/validation.md, per server kind): at 0.95 its latencies count ~19x
+    # worse, and its P99 is at least its first-token delay's (~0.6 s), so the SLO is a batch one
+    sc = _scenario(classes=[{"name": "batch", "rate_rps": 4.0, "slo": {"ttft_p99_ms": 20000},
                              "input_tokens": {"dist": "fixed", "value": 300},
                              "output_tokens": {"dist": "fixed", "value": 50}}])
     plain = _plan(sc, capacity_cache_dir)

@@ -123,7 +123,7 @@ def test_an_slo_that_the_margin_breaks_is_explained_with_the_margin() -> None:
 
 SCENARIO = {
     "model": "DeepSeek-R1-Distill-Qwen-14B",
-    "classes": [{"name": "batch", "rate_rps": 4.0, "slo": {"ttft_p99_ms": 700},
+    "classes": [{"name": "batch", "rate_rps": 4.0, "slo": {"ttft_p99_ms": 2000},
                  "input_tokens": {"dist": "fixed", "value": 300},
                  "output_tokens": {"dist": "fixed", "value": 50}}],
     "candidates": ["2xRTX-4090"],
@@ -133,7 +133,7 @@ SCENARIO = {
 
 def test_an_infeasible_confidence_is_explained_written_and_reported(cli, tmp_path, monkeypatch,
                                                                     capacity_cache_dir) -> None:
-    """14B on 2 x RTX 4090 at a 700 ms P99: the tensor-parallel kind's margin at 0.95 leaves
+    """14B on 2 x RTX 4090 at a 2000 ms P99: the tensor-parallel kind's margin at 0.95 leaves
     no capacity. The plan file lists the class (rate, SLO, nothing simulated) and the report
     page is written from it."""
     monkeypatch.setenv("FLEETPLAN_CACHE_DIR", capacity_cache_dir)
@@ -151,6 +151,6 @@ def test_an_infeasible_confidence_is_explained_written_and_reported(cli, tmp_pat
     assert plan["status"] == "infeasible" and plan["fleet"] == []
     (c,) = plan["classes"]
     assert (c["name"], c["rate_rps"], c["slo_ttft_p99_ms"], c["ttft_p99_ms"]) == (
-        "batch", 4.0, 700, None)
+        "batch", 4.0, 2000, None)
     html = page.read_text()
     assert "infeasible" in html and "latency margin of 2xRTX-4090" in html

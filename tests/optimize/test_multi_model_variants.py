@@ -75,7 +75,7 @@ def test_a_class_accepting_fp8_and_bf16_gets_the_cheaper_verified_one(
     """The issue's case: two precisions of one model (each described by its config.json, so
     predicted uncalibrated) as variants of one class; brute force over the capacity table says
     which is cheaper, and solve serves the class with it, verified."""
-    rate = 48.0  # 3 replicas of one precision, 4 of the other, at their predicted capacities
+    rate = 56.0  # 4 replicas of one precision, 5 of the other, at their predicted capacities
     sc = scenario_from_dict({
         "models": [{"name": BF16, "model_config": str(HF / BF16)},
                    {"name": FP8, "model_config": str(HF / FP8)}],

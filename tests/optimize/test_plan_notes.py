@@ -86,9 +86,13 @@ def _note_lines(text: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def quickstart(tmp_path_factory: pytest.TempPathFactory, capacity_cache_dir: str):
-    """The README quickstart's scenario (no fleet given) with shorter simulations."""
+    """The README quickstart's scenario (no fleet given) with shorter simulations, and at most
+    one H100, so that its plan mixes an H100 with RTX 4090 servers, whose calibrations carry
+    notes of their own."""
     data = yaml.safe_load((ROOT / "examples" / "hybrid-chat-batch.yaml").read_text())
     data["sim"] = {"duration_s": 120, "warmup_s": 20, "seed": 7, "replications": 2}
+    data["candidates"] = [{"config": "1xH100-PCIe", "max_replicas": 1}, "2xRTX-4090",
+                          "4xRTX-4090", "8xRTX-4090"]
     data.pop("fleet")
     path = tmp_path_factory.mktemp("notes") / "quick.yaml"
     path.write_text(yaml.safe_dump(data))

@@ -36,8 +36,12 @@ def _parts(config: str) -> dict[str, float]:
     ("2xRTX-4090+tp2+PCIe-4.0-x16", 64 * 10e-6, 64 * 8192 * 1.0 / 31.5e9),
     # NVSwitch: the custom kernel at four GPUs too (NVLink-4: 5 us, 450 GB/s per direction)
     ("4xH100-SXM+tp4+NVLink-4", 64 * 5e-6, 64 * 8192 * 1.5 / 450e9),
-    # nothing stated: as before, 30 us per all-reduce over PCIe and the GPU row's 32 GB/s
-    ("4xRTX-4090", 64 * 30e-6, 64 * 8192 * 1.5 / 32e9),
+    # nothing stated on GeForce cards (issue 42): their own PCIe row (32 GB/s) without
+    # peer-to-peer, 10 us a hop through host memory: 2 x 3 hops, 2 x 3 messages
+    ("4xRTX-4090", 64 * 6 * 10e-6, 64 * 8192 * 6 / 32e9),
+    # nothing stated on a data-centre card: as before, 30 us per all-reduce over PCIe and the
+    # GPU row's ring (H100 PCIe: 128 GB/s)
+    ("4xH100-PCIe", 64 * 30e-6, 64 * 8192 * 1.5 / 128e9),
 ])
 def test_the_all_reduce_costs_what_vllms_path_over_the_link_costs(
         config: str, comm_step: float, comm_tok: float) -> None:

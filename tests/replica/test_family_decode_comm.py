@@ -48,12 +48,13 @@ def test_a_decoded_tokens_all_reduce_bytes_take_the_familys_efficiency(
 
 
 def test_a_calibrated_gpu_types_transfer_path_keeps_its_c_seq() -> None:
-    # the RTX 4090's default spec path (transfer efficiencies of its calibrated servers): an
-    # uncalibrated pair's c_seq stays ideal x the ratios learned on the same GPU and count
+    # the RTX 4090's transfer efficiencies (its calibrated servers'; the default spec path of
+    # its one-GPU servers): an uncalibrated pair's c_seq stays ideal x the ratios learned on
+    # the same GPU and count
     cat = bundled_catalog()
     hw = HardwareConfig.parse("4xRTX-4090", cat)
     model = "Meta-Llama-3-8B-Instruct"
-    got = replica_params(model, "4xRTX-4090")
+    got = replica_params(model, "4xRTX-4090", efficiency="transfer")
     assert "transfer efficiencies of RTX-4090" in got.source
     ratios, _how = learned_efficiency(load_calibration_file().configs, "RTX-4090", 4)
     assert ratios is not None

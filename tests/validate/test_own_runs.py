@@ -31,13 +31,15 @@ def test_the_worst_error_is_the_largest_over_the_fitted_runs_only() -> None:
 def test_the_tensor_parallel_4090_server_says_what_its_runs_show() -> None:
     entry = load_calibration_file().entry("DeepSeek-R1-Distill-Qwen-7B", "2xRTX-4090")
     rec = own_runs(entry)
-    assert rec is not None and [r for r, _ in rec.flagged] == [1.0, 4.0]
+    assert entry is not None and rec is not None and [r for r, _ in rec.flagged] == [1.0, 4.0]
     assert "TTFT does not fall as load rises" in rec.flagged[0][1]
-    # its step model misses its own 16 req/s TTFT tail: the figure says so, not "calibrated"
-    assert rec.worst["ttft_p99_ms"].request_rate == 16.0
-    assert rec.worst["ttft_p99_ms"].error_pct < -50
+    # the first tokens of its flagged runs are far above what the model gives them, and the
+    # caption says to expect that; the fitted runs' tails carry the delay term (issue 42)
+    flagged = {r.request_rate: r for r in entry.runs if r.flagged}
+    assert flagged[1.0].error_pct["ttft_p99_ms"] < -50
+    assert abs(rec.worst["ttft_p99_ms"].error_pct) < 50
     text = rec.caption()
-    assert "flagged, not fitted: 1, 4 req/s" in text and "TTFT p99 -" in text
+    assert "flagged, not fitted: 1, 4 req/s" in text and "expect TTFT above" in text
 
 
 def test_a_flagged_run_still_judges_the_step_by_its_token_gaps() -> None:
@@ -49,17 +51,24 @@ def test_a_flagged_run_still_judges_the_step_by_its_token_gaps() -> None:
         assert got == [r.error_pct[FLAGGED_GAP_METRIC] for r in flagged]
 
 
-def test_tensor_parallel_4090_fits_say_their_light_load_steps_are_slow() -> None:
-    # docs/replica-model.md ("What it means for a plan"): fitted from their 16 and 32 req/s runs,
-    # these servers replay the token gaps of their flagged 1 req/s runs 1.4-2.8x the measured
-    for model, config in [("DeepSeek-R1-Distill-Qwen-7B", "2xRTX-4090"),
-                          ("DeepSeek-R1-Distill-Qwen-14B", "4xRTX-4090"),
-                          ("DeepSeek-R1-Distill-Qwen-14B", "8xRTX-4090")]:
-        rec = own_runs(load_calibration_file().entry(model, config))
-        assert rec is not None and rec.flagged[0][0] == 1.0
-        gap = rec.flagged_gap_error_pct[0]
-        assert gap is not None and 35 <= gap <= 180, (config, gap)
-        assert "at light load this prediction's TPOT may run that much above" in rec.caption()
+def test_tensor_parallel_4090_fits_keep_their_light_load_token_times() -> None:
+    # issue 42: fitted from their 16 and 32 req/s runs alone, these servers replayed the TPOT of
+    # their flagged light-load runs 46-149 % slow (a fixed step of 21-43 ms imitating first-token
+    # delays); the engine-first fit takes those runs' throughput and token times where their
+    # tokens were not delivered in bunches, so a planner's light-load TPOT is the server's
+    checked = 0
+    for entry in load_calibration_file().configs:
+        if entry.gpu != "RTX-4090" or entry.gpu_count == 1:
+            continue
+        for run in entry.runs:
+            if not run.flagged or "tpot_p50_ms" not in run.error_pct:
+                continue
+            assert run.used_in_fit, (entry.config, run.request_rate)
+            errs = run.error_pct  # replayed against measured, %
+            if run.request_rate > 1.0:  # the 4 req/s runs: not delivered in bunches
+                assert abs(errs["tpot_p50_ms"]) <= 20, (entry.model, entry.config)
+                checked += 1
+    assert checked >= 4
 
 
 def test_the_light_load_line_needs_a_slow_flagged_step() -> None:
@@ -84,7 +93,7 @@ def test_predict_carries_its_own_runs_when_calibrated_only(cli) -> None:
     tp = run("2xRTX-4090")
     assert tp["calibrated"] and [f["request_rate"] for f in tp["own_runs"]["flagged"]] == [1, 4]
     assert set(tp["own_runs"]["worst_error_pct"]) == set(OWN_RUN_METRICS)
-    assert all(f["itl_p50_error_pct"] > 0 for f in tp["own_runs"]["flagged"])
+    assert all(isinstance(f["itl_p50_error_pct"], float) for f in tp["own_runs"]["flagged"])
     one = run("1xH100-PCIe")
     assert one["calibrated"] and one["own_runs"]["flagged"] == []
     spec = run("4xH100-PCIe")  # never measured: held-out bands instead
