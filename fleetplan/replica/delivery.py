@@ -78,6 +78,18 @@ def stream_delays(n: int, median_s: float, sigma: float) -> np.ndarray:
     return float(median_s) * np.exp(sigma * ndtri(u))
 
 
+def _replica_groups(n: int, replica: np.ndarray | None) -> list[np.ndarray]:
+    """The indices of ``n`` requests by the replica that served each (``replica``: one entry per
+    request; None: one replica), each group in request order."""
+    if replica is None:
+        return [np.arange(n)]
+    rep = np.asarray(replica)
+    if rep.shape != (n,):
+        raise InputError("delivery_lags: replica must have one entry per request")
+    order = np.argsort(rep, kind="stable")
+    return np.split(order, np.flatnonzero(np.diff(rep[order])) + 1)
+
+
 def client_lags(first_s: np.ndarray, finish_s: np.ndarray, params: ReplicaParams,
                 replica: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """:func:`delivery_lags` of ``params``' host time, plus its stream delay
@@ -89,13 +101,7 @@ def client_lags(first_s: np.ndarray, finish_s: np.ndarray, params: ReplicaParams
     med, sig = params.first_token_delay_s, params.first_token_delay_sigma
     if med == 0 or first.size == 0:
         return lag_first, lag_last
-    if replica is None:
-        groups = [np.arange(first.size)]
-    else:
-        rep = np.asarray(replica)
-        order = np.argsort(rep, kind="stable")
-        groups = np.split(order, np.flatnonzero(np.diff(rep[order])) + 1)
-    for idx in groups:
+    for idx in _replica_groups(first.size, replica):
         d = stream_delays(idx.size, med, sig)
         got = ~np.isnan(first[idx])
         lag_first[idx[got]] += d[got]
@@ -120,15 +126,7 @@ def delivery_lags(first_s: np.ndarray, finish_s: np.ndarray, c_deliver: float,
     lag_first, lag_last = np.zeros(first.size), np.zeros(first.size)
     if c_deliver == 0 or first.size == 0:
         return lag_first, lag_last
-    if replica is None:
-        groups = [np.arange(first.size)]
-    else:
-        rep = np.asarray(replica)
-        if rep.shape != first.shape:
-            raise InputError("delivery_lags: replica must have one entry per request")
-        order = np.argsort(rep, kind="stable")
-        groups = np.split(order, np.flatnonzero(np.diff(rep[order])) + 1)
-    for idx in groups:
+    for idx in _replica_groups(first.size, replica):
         got = ~np.isnan(first[idx])
         if not got.any():
             continue
