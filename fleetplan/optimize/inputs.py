@@ -315,6 +315,15 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
         notes.append(f"calibrated with token gaps slower at light load than its flagged runs' "
                      f"({SLOW_STEP_MEANING}): expect token gaps below the plan's at light load "
                      "on " + "; ".join(slow))
+    delayed = [f"{c} ({p.first_token_delay_s * 1e3:.0f} ms median, spread sigma "
+               f"{p.first_token_delay_sigma:.2f}, "
+               + ("fitted to its runs)" if p.calibrated else "its kind's median)")
+               for c, p in sorted(params.items()) if p.first_token_delay_s > 0]
+    if delayed:
+        notes.append("first tokens reach the client later than the engine makes them on servers "
+                     "whose all-reduces go through host memory (GeForce cards; "
+                     "docs/replica-model.md): every simulated P99 TTFT and capacity includes "
+                     "that delay on " + "; ".join(delayed))
     return Inputs(problem, results, power_sources, tuple(notes), pending)
 
 

@@ -121,6 +121,23 @@ def test_a_plan_names_the_candidates_calibrated_with_flagged_runs(plan_of):
     assert not [n for n in h100.notes if "flagged" in n]
 
 
+def test_a_plan_says_whose_p99_carries_a_first_token_delay(plan_of):
+    """Issue 42: the tensor-parallel RTX 4090 servers' first-token delays are in every P99 a
+    plan simulates; the plan names the servers and the delays their calibrations fitted."""
+    from fleetplan.replica.calibration_file import load_calibration_file
+
+    plan = plan_of("loose", scenario(one(1000)))
+    (note,) = [n for n in plan.notes if "first tokens reach the client later" in n]
+    for config in RTX:
+        entry = load_calibration_file().entry(MODEL, config)
+        assert entry is not None
+        ms = entry.params.first_token_delay_s * 1e3
+        assert f"{config} ({ms:.0f} ms median" in note
+    assert H100 not in note
+    h100 = plan_of("loose-h100", scenario(one(1000), candidates=[{"config": H100}]))
+    assert not [n for n in h100.notes if "first tokens reach the client later" in n]
+
+
 def test_chat_plus_batch_beats_every_single_tier_fleet(plan_of):
     classes = [{"name": "chat", "rate_rps": 8, "slo": {"ttft_p99_ms": 100}},
                {"name": "batch", "rate_rps": 8, "slo": {"ttft_p99_ms": 1000}}]
