@@ -7,12 +7,16 @@ physical),
 :func:`calibrate` (every configuration of a store, in parallel processes, plus the per-GPU
 efficiency ratios used for unmeasured pairs) and :func:`calibration_json` (deterministic bytes).
 
-What is fitted: ``c_step``, ``c_prefill_tok``, ``c_seq``, ``c_kv_tok``, ``overhead_s`` always
-(the prior penalty keeps ``c_seq`` and ``c_kv_tok``, which the runs separate only weakly, near
-physics); the KV capacity too when the prior leaves less than :data:`KV_FIT_BELOW` tokens (there
-the runs show it: e.g. 70B fp16 on 2 x H100). Repeated runs of one rate share one replay.
+What is fitted: ``c_step``, ``c_prefill_tok``, ``c_seq``, ``c_kv_tok`` always, ``overhead_s``
+but on an engine-first server (:func:`~fleetplan.replica.priors.engine_first`: tensor parallel
+through host memory), whose first-token delay is fitted after the engine instead
+(:mod:`fleetplan.replica.stream_delay`); the prior penalty keeps ``c_seq`` and ``c_kv_tok``,
+which the runs separate only weakly, near physics. The KV capacity is fitted too when the prior
+leaves less than :data:`KV_FIT_BELOW` tokens (there the runs show it: e.g. 70B fp16 on 2 x
+H100). Repeated runs of one rate share one replay.
 The objective is the weighted log-ratio of predicted to measured metrics
-(:data:`WEIGHTS`) over the configuration's unflagged runs, each replayed with its exact send
+(:data:`WEIGHTS`) over the configuration's unflagged runs (an engine-first fit adds its flagged
+runs' engine figures: :func:`fit_weights`), each replayed with its exact send
 times and token totals on fixed length seeds (common random numbers: the objective is
 deterministic), on the server it was measured on: a run ingested with engine settings or a
 prefix-cache state (:attr:`MeasuredRun.server`) is replayed with those settings
@@ -194,7 +198,8 @@ def fit_config(runs: Sequence[MeasuredRun], *, lengths: LengthModel | None = Non
                prior: ReplicaParams | None = None,
                c_deliver: float | None = None,
                catalog: Catalog | None = None) -> FitResult:
-    """Fit one configuration to its runs (flagged runs are skipped, and reported), its names
+    """Fit one configuration to its runs (flagged runs are reported, and skipped but for their
+    engine figures in an engine-first fit: :func:`fit_weights`), its names
     read in ``catalog`` (default: the bundled one).
     ``c_deliver``: the host time per streamed output the runs' host had
     (:mod:`fleetplan.replica.delivery`; default the prior's, kept fixed by the fit)."""
