@@ -305,27 +305,29 @@ def engine_defaults(version: str, gpu: str | None = None,
     return row
 
 
+def known_defaults(version: str | None) -> EngineDefaults | None:
+    """:func:`engine_defaults` of ``version`` (device rules not applied), or None for no
+    version or one the table does not cover: the caller's own default then stands."""
+    if version is None:
+        return None
+    try:
+        return engine_defaults(version)
+    except InputError:
+        return None
+
+
 def chunks_prefill(version: str | None, max_model_len: int) -> bool:
     """Whether a server of vLLM ``version`` serving ``max_model_len`` tokens schedules with
     chunked prefill (V1's policy, ``ReplicaParams.chunked_prefill``): always on V1; on V0 only
     past 32K of context (:meth:`EngineDefaults.scheduler_budget`). No version, or one the table
     does not cover: True (the study's 0.8.5 is V1)."""
-    if version is None:
-        return True
-    try:
-        d = engine_defaults(version)
-    except InputError:
-        return True
-    return d.scheduler_budget(max_model_len)[1]
+    d = known_defaults(version)
+    return True if d is None else d.scheduler_budget(max_model_len)[1]
 
 
 def intake_is_serial(version: str | None) -> bool:
     """Whether a server of vLLM ``version`` takes a burst in before scheduling it
     (:attr:`EngineDefaults.serial_intake`; no version, or one the table does not cover:
     False)."""
-    if version is None:
-        return False
-    try:
-        return engine_defaults(version).serial_intake
-    except InputError:
-        return False
+    d = known_defaults(version)
+    return d is not None and d.serial_intake

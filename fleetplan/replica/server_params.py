@@ -42,7 +42,7 @@ from fleetplan.catalog.catalog import Catalog, bundled_catalog
 from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.errors import InputError
 from fleetplan.profiles.server import KV_CACHE_DTYPE_BYTES, EngineValue, ServerDescription
-from fleetplan.replica.engine_defaults import engine_defaults
+from fleetplan.replica.engine_defaults import known_defaults
 from fleetplan.replica.params_record import ReplicaParams
 from fleetplan.replica.priors import kv_capacity_tokens, seq_state_blocks, server_limits
 
@@ -122,13 +122,10 @@ def v0_budget(version: str | None, args: Mapping[str, EngineValue]) -> tuple[int
     both from the served context (:meth:`~fleetplan.replica.engine_defaults.EngineDefaults.
     scheduler_budget`: whole prompts and ``max(max_model_len, 2048)`` tokens up to 32K, chunks
     of 512 beyond), not from the model's. None otherwise (V1's budget does not follow it)."""
-    if version is None or "max_model_len" not in args or "max_num_batched_tokens" in args:
+    if "max_model_len" not in args or "max_num_batched_tokens" in args:
         return None
-    try:
-        d = engine_defaults(version)
-    except InputError:
-        return None
-    if d.engine != "V0":
+    d = known_defaults(version)
+    if d is None or d.engine != "V0":
         return None
     return d.scheduler_budget(int(args["max_model_len"]))
 
