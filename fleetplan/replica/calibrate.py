@@ -46,7 +46,7 @@ from fleetplan.replica.params_record import ReplicaParams
 from fleetplan.replica.priors import engine_first, ideal_coefficients, prior_params
 from fleetplan.replica.runs import MeasuredRun, predict_run
 from fleetplan.replica.server_params import apply_server
-from fleetplan.replica.stream_delay import fit_stream_delay
+from fleetplan.replica.stream_delay import fit_stream_delay, soft_l1
 from fleetplan.workload.lengths import LengthModel
 
 WEIGHTS: dict[str, float] = {
@@ -57,7 +57,6 @@ FIT_SEEDS = (0, 1)  # the length seeds every fit replays (fleetplan calibrate --
 MAX_FIT_SEEDS = 16
 PRIOR_SIGMA = 1.5  # weak: a factor e^1.5 ~ 4.5 away from the prior costs one unit of residual
 KV_FIT_BELOW = 150_000
-ROBUST_SCALE = 0.25  # log-error above which the loss grows linearly (~28 %)
 KV_START_GRID: tuple[float, ...] = ()  # a grid start did not help on 70B (local optima)
 # Nelder-Mead evaluations per configuration fit: 40 left the 6-7 parameter fits short of
 # converged (leave-one-rate-out RTX 4090 TTFT p50 18.8 % at 40, 14.8 % at 80; docs/replica-model.md)
@@ -280,10 +279,8 @@ def fit_config(runs: Sequence[MeasuredRun], *, lengths: LengthModel | None = Non
         def objective(x: np.ndarray) -> float:
             xc = np.clip(x, -BOUND, BOUND)
             r = residuals(xc)
-            # soft-L1: quadratic for small log-errors, linear for gross ones (a bimodal TTFT
-            # or a stalled server must not dominate the whole configuration's fit)
-            robust = 2.0 * ROBUST_SCALE**2 * (np.sqrt(1.0 + (r / ROBUST_SCALE) ** 2) - 1.0)
-            return float(np.sum(robust) + 10.0 * np.sum((x - xc) ** 2))
+            # soft-L1: a bimodal TTFT or a stalled server must not dominate the fit
+            return float(soft_l1(r) + 10.0 * np.sum((x - xc) ** 2))
 
         if "kv_capacity_tokens" in names and KV_START_GRID:
             # the KV capacity moves the queueing regime wholesale: start from the best of a grid

@@ -40,7 +40,7 @@ from fleetplan.replica.params_record import ReplicaParams
 DELAY_WEIGHTS: dict[str, float] = {
     "ttft_mean_ms": 0.5, "ttft_p50_ms": 1.0, "ttft_p90_ms": 1.0, "ttft_p99_ms": 0.7,
 }
-ROBUST_SCALE = 0.25  # as the engine fit's soft-L1 (fleetplan.replica.calibrate)
+ROBUST_SCALE = 0.25  # log-error above which the loss grows linearly (~28 %)
 MIN_DELAY_S = 1e-3  # a fitted median below this is no delay (the host's lag covers ~0.1 ms)
 MAX_DELAY_S = 30.0
 MAX_SIGMA = 2.5
@@ -66,6 +66,14 @@ def delay_runs(runs: Sequence[MeasuredRun]) -> list[MeasuredRun]:
     return [r for r in runs if any(r.measured.get(m, 0.0) > 0 for m in DELAY_WEIGHTS)]
 
 
+def soft_l1(residuals: np.ndarray) -> float:
+    """The summed soft-L1 loss of weighted log errors, both calibration stages' (this one and
+    :func:`fleetplan.replica.calibrate.fit_config`'s): quadratic below :data:`ROBUST_SCALE`,
+    linear above, so that a bimodal TTFT or a stalled server does not dominate a fit."""
+    r = np.asarray(residuals, dtype=float)
+    return float(np.sum(2.0 * ROBUST_SCALE**2 * (np.sqrt(1.0 + (r / ROBUST_SCALE) ** 2) - 1.0)))
+
+
 def _loss(preds: Sequence[tuple[MeasuredRun, dict[str, float]]]) -> float:
     res = []
     for r, pred in preds:
@@ -73,10 +81,7 @@ def _loss(preds: Sequence[tuple[MeasuredRun, dict[str, float]]]) -> float:
             meas, got = r.measured.get(m, 0.0), pred.get(m, 0.0)
             if meas > 0 and got > 0 and math.isfinite(got):
                 res.append(w * math.log(got / meas))
-    if not res:
-        return 0.0
-    a = np.asarray(res)
-    return float(np.sum(2.0 * ROBUST_SCALE**2 * (np.sqrt(1.0 + (a / ROBUST_SCALE) ** 2) - 1.0)))
+    return soft_l1(np.asarray(res)) if res else 0.0
 
 
 def fit_stream_delay(params: ReplicaParams, runs: Sequence[MeasuredRun], predict: Predict, *,
@@ -86,6 +91,8 @@ def fit_stream_delay(params: ReplicaParams, runs: Sequence[MeasuredRun], predict
     fit replays it). Nelder-Mead on (log median, sigma) from the median of the runs' TTFT p50
     shortfalls at no delay; kept only where it beats no delay (else 0, 0)."""
     use = delay_runs(runs)
+    if not use:
+        return StreamDelayFit(0.0, 0.0, 0.0, 0.0, 0)
     base = params.with_(first_token_delay_s=0.0, first_token_delay_sigma=0.0)
     preds0 = [(r, predict(base, r)) for r in use]
     loss0 = _loss(preds0)
@@ -103,8 +110,6 @@ def fit_stream_delay(params: ReplicaParams, runs: Sequence[MeasuredRun], predict
         p = at(x)
         return _loss([(r, predict(p, r)) for r in use])
 
-    if not use:
-        return StreamDelayFit(0.0, 0.0, 0.0, 0.0, 0)
     x0 = np.array([math.log(start), 0.5])
     simplex = np.vstack([x0, x0 + [0.7, 0.0], x0 + [0.0, 0.4]])
     sol = minimize(objective, x0, method="Nelder-Mead",
