@@ -58,17 +58,13 @@ def _delivered(run: FleetRun, first: np.ndarray, fin: np.ndarray) -> tuple[np.nd
     engine's plus the host's lag and the stream delay on the replica slot that served it
     (:mod:`fleetplan.replica.delivery`; requests still running at the stop have no recorded
     first token, so they are not counted among a step's decoders)."""
-    c = np.array([pm.params.c_deliver + pm.params.first_token_delay_s for pm in run.pools],
-                 dtype=float)
-    if not (c > 0).any():
-        return first, fin
     slot = np.asarray(run.rep_of, dtype=np.int64)
     pool_of_slot = np.asarray(run.replica_pool, dtype=np.int64)
     lag_first, lag_last = np.zeros(first.size), np.zeros(first.size)
-    for p in np.flatnonzero(c > 0):
+    for p, pm in enumerate(run.pools):  # a pool without lags gets zeros from client_lags
         mine = pool_of_slot[slot] == p
-        lag_first[mine], lag_last[mine] = client_lags(first[mine], fin[mine],
-                                                      run.pools[int(p)].params, replica=slot[mine])
+        lag_first[mine], lag_last[mine] = client_lags(first[mine], fin[mine], pm.params,
+                                                      replica=slot[mine])
     return first + lag_first, fin + lag_last
 
 

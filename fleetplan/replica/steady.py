@@ -237,10 +237,9 @@ def steady_state(params: ReplicaParams, *, rate: float, lengths: LengthModel | N
         status = SteadyStatus.OVERLOADED
         reason = (f"waiting queue passed {limit} requests (~{overload_queue_s:g} s of arrivals) "
                   f"at t={sim_s:.1f} s: the replica cannot sustain {rate:g} req/s")
-    if params.c_deliver > 0 or params.first_token_delay_s > 0:
-        # the client's view: each stream after the host's lag and the stream delay
-        lag_first, lag_last = client_lags(first_s, fin_s, params)
-        first_s, fin_s = first_s + lag_first, fin_s + lag_last
+    # the client's view: each stream after the host's lag and the stream delay (zeros without)
+    lag_first, lag_last = client_lags(first_s, fin_s, params)
+    first_s, fin_s = first_s + lag_first, fin_s + lag_last
     fin = measured & (fin_s == fin_s)
     t_arr, t_first, t_fin, t_sched = arr[fin], first_s[fin], fin_s[fin], sched_s[fin]
     n_out = outs[fin].astype(float)
