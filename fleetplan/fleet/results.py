@@ -42,6 +42,23 @@ class SimStatus(StrEnum):
 
 
 @dataclass(frozen=True)
+class PoolShare:
+    """One class's requests in one pool: their P99s (means over the replications in which the
+    pool served the class, as the class's own figures) and whether that share alone meets the
+    class's SLO: every request finished, the pool not overloaded, every P99 within its target.
+    Under planned routing a pool's share does not depend on the other pools, and a class's
+    P99 misses its target only if some pool's share misses it (more than 1 % of the class's
+    requests above a target means more than 1 % of some pool's)."""
+
+    ttft_p99_ms: float
+    tpot_p99_ms: float
+    e2e_p99_ms: float
+    requests: int
+    unfinished: int
+    met: bool | None
+
+
+@dataclass(frozen=True)
 class SimulatedClass:
     """One traffic class in a simulation: its measured latency percentiles (with the P99's
     confidence interval over replications), SLO verdict, goodput and pools. Not a plan's
@@ -73,6 +90,9 @@ class SimulatedClass:
     # with a reliability block only (absent from the JSON otherwise)
     requests_retried: int | None = None
     requests_lost: int | None = None
+    # the class's figures in each pool that served it (pool label -> PoolShare); not in the JSON:
+    # the closed loop reads it to blame only the pools that missed (fleetplan.optimize.evidence)
+    by_pool: dict[str, PoolShare] = field(default_factory=dict)
 
 
 ClassResult = SimulatedClass  # its earlier name, which the plan's record bore too; kept one release
@@ -225,6 +245,7 @@ def _pool_dict(p: PoolResult) -> dict[str, Any]:
 
 def _class_dict(c: SimulatedClass) -> dict[str, Any]:
     d = asdict(c)
+    del d["by_pool"]
     for k in _CHURN_FIELDS:
         if d.get(k, 0) is None:
             del d[k]
@@ -272,8 +293,12 @@ def class_result(scenario: Scenario, c: int, reps: Sequence[Replication],
     good = total = unfinished = retried = lost = 0
     routed = np.zeros(len(pools))
     batches: list[float] = []
+    # per pool: its share's P99s in each replication (ttft, tpot, e2e) and unfinished requests
+    shares: dict[int, list[tuple[float, float, float]]] = {}
+    share_unfinished: dict[int, int] = {}
     for rep in reps:
         m = rep.cls == c
+        _pool_p99s(rep, m, shares, share_unfinished)
         ttft, tpot, e2e = rep.ttft_s[m] * 1e3, rep.tpot_s[m] * 1e3, rep.e2e_s[m] * 1e3
         fin = rep.finished[m]
         tp = tpot[~np.isnan(tpot)]
@@ -311,6 +336,9 @@ def class_result(scenario: Scenario, c: int, reps: Sequence[Replication],
                 met = False
     share = {pools[p].label: float(routed[p] / total) for p in range(len(pools))
              if total and routed[p] > 0}
+    by_pool = {pools[p].label: _pool_share(slo, rows, int(routed[p]), share_unfinished[p],
+                                           pools_overloaded[p])
+               for p, rows in sorted(shares.items())}
     return SimulatedClass(
         name=spec.name, requests=total, rate_rps=mean["rate"],
         ttft_p50_ms=mean["t50"], ttft_p90_ms=mean["t90"], ttft_p99_ms=mean["t99"],
@@ -323,4 +351,33 @@ def class_result(scenario: Scenario, c: int, reps: Sequence[Replication],
         slo_e2e_p99_ms=slo.e2e_p99_ms if slo else None,
         unfinished=unfinished, dropped=dropped, pools=share,
         requests_retried=retried if churn else None, requests_lost=lost if churn else None,
+        by_pool=by_pool,
     )
+
+
+def _pool_p99s(rep: Replication, m: np.ndarray, shares: dict[int, list[tuple[float, float,
+                                                                                  float]]],
+               unfinished: dict[int, int]) -> None:
+    """Add one replication's P99s (ms) of class mask ``m`` in each pool that served it."""
+    gone = rep.lost if rep.lost is not None else np.zeros(m.size, dtype=bool)
+    for p in np.unique(rep.pool[m]):
+        mp = m & (rep.pool == p)
+        tpot = rep.tpot_s[mp]
+        shares.setdefault(int(p), []).append(
+            (_pct(rep.ttft_s[mp] * 1e3, 99), _pct(tpot[~np.isnan(tpot)] * 1e3, 99),
+             _pct(rep.e2e_s[mp] * 1e3, 99)))
+        unfinished[int(p)] = unfinished.get(int(p), 0) + int((~rep.finished[mp] & ~gone[mp]).sum())
+
+
+def _pool_share(slo: Any, rows: list[tuple[float, float, float]], requests: int,
+                unfinished: int, overloaded: bool) -> PoolShare:
+    """A pool's share of a class (:class:`PoolShare`) from its per-replication P99s."""
+    ttft, tpot, e2e = (float(np.nanmean(v)) if not all(math.isnan(x) for x in v) else math.nan
+                       for v in zip(*rows, strict=True))
+    met: bool | None = None
+    if slo is not None:
+        met = unfinished == 0 and not overloaded and all(
+            target is None or value <= target
+            for target, value in ((slo.ttft_p99_ms, ttft), (slo.tpot_p99_ms, tpot),
+                                  (slo.e2e_p99_ms, e2e)))
+    return PoolShare(ttft, tpot, e2e, requests, unfinished, met)

@@ -370,12 +370,15 @@ def hold_confidence(checks: Sequence[Any], scenario: Scenario, m: Margins,
     ``slo_met_probability`` (its simulated P99 TTFT, the errors of the configurations carrying
     it) is below ``m.confidence`` marked as not met: ``--confidence P`` promises ``P``."""
     slo = {c.name: c.slo.ttft_p99_ms if c.slo is not None else None for c in scenario.classes}
-    out = []
-    for chk in checks:
-        classes = []
-        for c in chk.classes:
+    def held(classes: Sequence[Any]) -> tuple[Any, ...]:
+        out = []
+        for c in classes:
             p = m.met_probability(slo.get(c.name), c.ttft_p99_ms, configs_of.get(c.name, ()))
-            classes.append(replace(c, met=False) if p is not None and p < m.confidence - 1e-9
-                           else c)
-        out.append(replace(chk, classes=tuple(classes)))
-    return out
+            out.append(replace(c, met=False) if p is not None and p < m.confidence - 1e-9
+                       else c)
+        return tuple(out)
+
+    # each pool's own verdicts too (the closed loop blames and vouches for pools on them)
+    return [replace(chk, classes=held(chk.classes),
+                    pools=tuple(replace(pc, classes=held(pc.classes)) for pc in chk.pools))
+            for chk in checks]

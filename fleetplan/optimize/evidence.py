@@ -3,8 +3,10 @@
 Each simulated plan is evidence about a multiplier per (configuration, tier) of the measured
 single-replica capacities (:mod:`fleetplan.optimize.loop`'s module docstring gives the rules):
 a pool that passed its load raises that key's lower bound; a class that failed makes suspects of
-the pools that carried it, cut alone or, when several share the failure, together until later
-evidence explains it (:class:`_Evidence`). :func:`_cut` and :func:`_vouch` read a plan and its
+the pools whose own share of it missed (where the simulation judged each pool's share:
+:class:`fleetplan.optimize.verify.PoolCheck`), else of every pool that carried it, cut alone or,
+when several share the failure, together until later evidence explains it (:class:`_Evidence`).
+:func:`_cut` and :func:`_vouch` read a plan and its
 simulation into the evidence.
 """
 
@@ -140,6 +142,11 @@ def _within(d: Demand, c: ClassCheck, keep: float) -> bool:
     return True
 
 
+def _severe(d: Demand, c: ClassCheck) -> bool:
+    """A miss by more than half the TTFT SLO (or no result at all): the larger cut."""
+    return c.ttft_p99_ms is None or bool(d.ttft_p99_ms and c.ttft_p99_ms > 1.5 * d.ttft_p99_ms)
+
+
 def _failing(problem: PlanProblem, checks: Sequence[HourCheck]) -> list[tuple[int, str, bool]]:
     """(hour, class, severe) of every class that failed (all classes of an overloaded hour)."""
     slo = {d.name: d for d in problem.demands}
@@ -149,11 +156,20 @@ def _failing(problem: PlanProblem, checks: Sequence[HourCheck]) -> list[tuple[in
         if chk.overloaded and not failing:
             failing = list(chk.classes)
         for c in failing:
-            d = slo[c.name]
-            severe = (c.ttft_p99_ms is None
-                      or bool(d.ttft_p99_ms and c.ttft_p99_ms > 1.5 * d.ttft_p99_ms))
-            out.append((chk.hour, c.name, severe))
+            out.append((chk.hour, c.name, _severe(slo[c.name], c)))
     return out
+
+
+def _own_verdicts(chk: HourCheck, carriers: Sequence[str],
+                  name: str) -> dict[str, ClassCheck] | None:
+    """Class ``name`` judged on each carrier pool's own requests, when the check has every
+    carrier's verdict and at least one of them missed (a class misses its P99 only if some
+    pool's share does); else ``None`` (the class's verdict alone is read)."""
+    own = {k: chk.pool_class(k, name) for k in carriers}
+    if not carriers or any(v is None for v in own.values()):
+        return None
+    got = {k: v for k, v in own.items() if v is not None}
+    return got if any(not v.met for v in got.values()) else None
 
 
 def _cut(problem: PlanProblem, seen: _Seen, ev: _Evidence, repeat: bool,
@@ -169,17 +185,27 @@ def _cut(problem: PlanProblem, seen: _Seen, ev: _Evidence, repeat: bool,
     for h, name, severe in _failing(problem, seen.checks):
         carriers = sorted({key for (cls, key, hh), s in sol.shares.items()
                            if cls == name and hh == h and s > 0 and (key, h) in loads})
-        blamed = [k for k in carriers
-                  if loads[(k, h)] > ev.lo.get(_config_tier(sol, k, h), 0.0) + 1e-9]
-        if not blamed:  # every carrier passed this load before: the evidence conflicts
-            blamed = carriers
-            for k in carriers:
-                ev.lo.pop(_config_tier(sol, k, h), None)
+        chk = next(chk for chk in seen.checks if chk.hour == h)
+        own = _own_verdicts(chk, carriers, name)
+        harsh = dict.fromkeys(carriers, severe)
+        if own is not None:  # each pool judged on its own requests: blame those that missed
+            blamed = [k for k in carriers if not own[k].met]
+            harsh = {k: _severe(slo[name], own[k]) for k in carriers}
+            for k in blamed:  # one that passed this load before: that evidence was wrong
+                if loads[(k, h)] <= ev.lo.get(_config_tier(sol, k, h), 0.0) + 1e-9:
+                    ev.lo.pop(_config_tier(sol, k, h), None)
+        else:
+            blamed = [k for k in carriers
+                      if loads[(k, h)] > ev.lo.get(_config_tier(sol, k, h), 0.0) + 1e-9]
+            if not blamed:  # every carrier passed this load before: the evidence conflicts
+                blamed = carriers
+                for k in carriers:
+                    ev.lo.pop(_config_tier(sol, k, h), None)
         suspects: dict[Key, tuple[float, float]] = {}
         for k in blamed:
             ct = _config_tier(sol, k, h)
             now = seen.derate.get(ct, 1.0)
-            f = max(loads[(k, h)] * (0.8 if severe else 0.93), 0.3 * now, MIN_DERATE)
+            f = max(loads[(k, h)] * (0.8 if harsh[k] else 0.93), 0.3 * now, MIN_DERATE)
             if repeat:
                 f = min(f, now * 0.93)
             u0, f0 = suspects.get(ct, (0.0, math.inf))
@@ -201,7 +227,9 @@ def _vouch(problem: PlanProblem, sol: MilpSolution, ev: _Evidence,
     """Lower bounds from a simulated plan. Accepted (``checks`` None): each pool's load per
     working replica passed. Otherwise, from ``checks``: a pool passed its load when every class
     it carries met its SLO in that hour (within the safety margin where the load is above the
-    measured capacity) and no pool of the hour was overloaded. Under planned routing a pool's
+    measured capacity) on that pool's own requests, and the pool was not overloaded (where the
+    check has no per-pool verdicts: every class it carries met its SLO and no pool of the hour
+    was overloaded). Under planned routing a pool's
     requests and replicas do not depend on the other pools, so a failure elsewhere in the plan
     says nothing against it."""
     loads = pool_loads(problem, sol)
@@ -214,11 +242,18 @@ def _vouch(problem: PlanProblem, sol: MilpSolution, ev: _Evidence,
         good = set()
         for key, h in loads:
             chk = by_hour.get(h)
-            if chk is None or chk.overloaded:
+            if chk is None:
                 continue
             carried = {cls for (cls, k, hh), s in sol.shares.items()
                        if k == key and hh == h and s > 0}
-            res = [c for c in chk.classes if c.name in carried]
+            mine = [chk.pool_class(key, c) for c in sorted(carried)]
+            if chk.pool_overloaded(key) is False and all(c is not None for c in mine):
+                # judged on its own requests: a failure elsewhere says nothing against it
+                res = [c for c in mine if c is not None]
+            elif chk.overloaded:
+                continue
+            else:
+                res = [c for c in chk.classes if c.name in carried]
             if len(res) != len(carried) or not all(c.met for c in res):
                 continue
             if loads[(key, h)] > 1.0 + 1e-6 and not all(

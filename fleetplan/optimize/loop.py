@@ -11,7 +11,13 @@ capacity) and keeps every plan it simulated with its verdict:
 - **A plan that fails** (a class misses its SLO, or the fleet is overloaded) puts an *upper
   bound* ``hi`` on the pools that carry a failing class: ``u x 0.93`` (``x 0.8`` when the
   simulated P99 is more than 1.5x the SLO; at least 0.3 x the multiplier in use, at least
-  :data:`MIN_DERATE`), so the next answer must add replicas or move load. A pool that carried
+  :data:`MIN_DERATE`), so the next answer must add replicas or move load. The simulation judges
+  each pool's share of a class on that pool's own requests too
+  (:class:`fleetplan.optimize.verify.PoolCheck`; under planned routing a pool's requests do not
+  depend on the other pools, and a class misses a P99 only if some pool's share does): then only
+  the pools whose share missed are blamed, each alone, and a pool whose every share met its
+  SLO (and was not overloaded) passed its load, whatever the other pools did. The rules below
+  read the class's verdict alone, where per-pool verdicts are not known. A pool that carried
   as much load in a plan that passed is *vouched for* and not blamed, unless every pool of the
   failing class is (then the evidence conflicts and all are blamed, their ``lo`` dropped). In
   a failing plan, a pool whose classes all met their SLO (within the margin above its measured

@@ -238,10 +238,18 @@ def _worse(full: HourCheck, down: HourCheck) -> HourCheck:
         return replace(w, met=a.met and b.met, tpot_p99_ms=max(hi) if hi else None,
                        e2e_p99_ms=max(he) if he else None)
 
-    by = {c.name: c for c in down.classes}
+    def merged(a: tuple[ClassCheck, ...], b: tuple[ClassCheck, ...]) -> tuple[ClassCheck, ...]:
+        by = {c.name: c for c in b}
+        return tuple(worse(c, by[c.name]) if c.name in by else c for c in a)
+
+    # each pool's own verdicts too (the loop blames pools on them): the worse of both; a pool
+    # with every replica a spare has no share in ``down``, and keeps the churn-on verdicts
+    pools = {pc.pool: pc for pc in down.pools}
     return replace(full, overloaded=full.overloaded or down.overloaded,
-                   classes=tuple(worse(c, by[c.name]) if c.name in by else c
-                                 for c in full.classes))
+                   classes=merged(full.classes, down.classes),
+                   pools=tuple(replace(pc, overloaded=pc.overloaded or pools[pc.pool].overloaded,
+                                       classes=merged(pc.classes, pools[pc.pool].classes))
+                               if pc.pool in pools else pc for pc in full.pools))
 
 
 def with_reliability(scenario: Scenario, problem: PlanProblem) -> PlanProblem:

@@ -52,8 +52,22 @@ class ClassCheck:
 
 
 @dataclass(frozen=True)
+class PoolCheck:
+    """One pool of a simulated hour: the pool's name as the plan's split names it
+    (``config@region/tier``), whether it was overloaded, and each class it served judged on
+    that pool's requests alone (:class:`fleetplan.fleet.results.PoolShare`; ``ttft_p99_ci_ms``
+    is not computed per pool)."""
+
+    pool: str
+    overloaded: bool
+    classes: tuple[ClassCheck, ...]
+
+
+@dataclass(frozen=True)
 class HourCheck:
-    """What the simulation of one hour of a plan found."""
+    """What the simulation of one hour of a plan found; ``pools``: per pool, the classes it
+    served judged on its own requests (empty where not known: the closed loop then reads the
+    classes only)."""
 
     hour: int
     classes: tuple[ClassCheck, ...]
@@ -61,6 +75,18 @@ class HourCheck:
     g_co2_per_hour: float
     tokens_per_hour: float
     utilization: dict[str, float] = field(default_factory=dict)
+    pools: tuple[PoolCheck, ...] = ()
+
+    def pool_class(self, pool: str, name: str) -> ClassCheck | None:
+        """Class ``name`` judged on pool ``pool``'s requests alone, or ``None`` if not known."""
+        for pc in self.pools:
+            if pc.pool == pool:
+                return next((c for c in pc.classes if c.name == name), None)
+        return None
+
+    def pool_overloaded(self, pool: str) -> bool | None:
+        """Whether pool ``pool`` was overloaded, or ``None`` if not known."""
+        return next((pc.overloaded for pc in self.pools if pc.pool == pool), None)
 
     @property
     def met(self) -> bool:
@@ -70,11 +96,10 @@ class HourCheck:
         return {"hour": self.hour, "overloaded": self.overloaded,
                 "g_co2_per_hour": self.g_co2_per_hour, "tokens_per_hour": self.tokens_per_hour,
                 "utilization": dict(self.utilization),
-                "classes": [{"name": c.name, "ttft_p99_ms": c.ttft_p99_ms,
-                             "tpot_p99_ms": c.tpot_p99_ms, "e2e_p99_ms": c.e2e_p99_ms,
-                             "met": c.met, "ttft_p99_ci_ms": (list(c.ttft_p99_ci_ms)
-                                                              if c.ttft_p99_ci_ms else None)}
-                            for c in self.classes]}
+                "classes": [_class_dict(c) for c in self.classes],
+                "pools": [{"pool": pc.pool, "overloaded": pc.overloaded,
+                           "classes": [_class_dict(c) for c in pc.classes]}
+                          for pc in self.pools]}
 
     @classmethod
     def checked(cls, d: Any) -> HourCheck:
@@ -83,7 +108,7 @@ class HourCheck:
         figures (a latency may be ``None``: no request finished), a busy share in [0, 1], a
         confidence interval of two finite numbers (its low end may be below 0)."""
         fields = {"hour", "overloaded", "g_co2_per_hour", "tokens_per_hour", "utilization",
-                  "classes"}
+                  "classes", "pools"}
         if not isinstance(d, dict) or set(d) != fields:
             raise ValueError("a check needs exactly the fields " + ", ".join(sorted(fields)))
         hour = d["hour"]
@@ -95,10 +120,13 @@ class HourCheck:
         if not isinstance(d["classes"], list):
             raise ValueError("classes must be a list")
         classes = tuple(_class_check(c) for c in d["classes"])
+        if not isinstance(d["pools"], list):
+            raise ValueError("pools must be a list")
+        pools = tuple(_pool_check(pc) for pc in d["pools"])
         return cls(hour, classes, _flag(d, "overloaded"), _figure(d, "g_co2_per_hour"),
                    _figure(d, "tokens_per_hour"),
                    {k: _figure({f"utilization[{k}]": util[k]}, f"utilization[{k}]", 1.0)
-                    for k in sorted(util)})
+                    for k in sorted(util)}, pools)
 
 
 def _flag(d: dict[str, Any], name: str) -> bool:
@@ -116,6 +144,21 @@ def _figure(d: dict[str, Any], name: str, top: float = math.inf,
             or not 0 <= v <= top:
         raise ValueError(f"{name}(={v!r}) must be a finite number within [0, {top:g}]")
     return float(v)
+
+
+def _class_dict(c: ClassCheck) -> dict[str, Any]:
+    return {"name": c.name, "ttft_p99_ms": c.ttft_p99_ms, "tpot_p99_ms": c.tpot_p99_ms,
+            "e2e_p99_ms": c.e2e_p99_ms, "met": c.met,
+            "ttft_p99_ci_ms": list(c.ttft_p99_ci_ms) if c.ttft_p99_ci_ms else None}
+
+
+def _pool_check(d: Any) -> PoolCheck:
+    if not isinstance(d, dict) or set(d) != {"pool", "overloaded", "classes"} \
+            or not isinstance(d["pool"], str) or not isinstance(d["classes"], list):
+        raise ValueError("a pool check needs exactly a pool name, overloaded and a list of "
+                         "classes")
+    return PoolCheck(d["pool"], _flag(d, "overloaded"),
+                     tuple(_class_check(c) for c in d["classes"]))
 
 
 def _class_check(c: Any) -> ClassCheck:
@@ -250,4 +293,13 @@ def run_verification(item: tuple[int, Scenario], executor: Any = None) -> HourCh
     g_mtok = _finite(res.account.g_co2_per_mtok)
     tokens = g_h / g_mtok * 1e6 if g_mtok else 0.0
     util = {f"{p.config}@{p.region}": float(p.utilization or 0.0) for p in res.pools}
-    return HourCheck(hour, tuple(classes), res.overloaded, g_h, tokens, util)
+    served: dict[str, list[ClassCheck]] = {}
+    for c in res.classes:
+        for label, sh in c.by_pool.items():
+            served.setdefault(label, []).append(ClassCheck(
+                name=c.name, ttft_p99_ms=_finite(sh.ttft_p99_ms),
+                tpot_p99_ms=_finite(sh.tpot_p99_ms), e2e_p99_ms=_finite(sh.e2e_p99_ms),
+                met=bool(sh.met)))
+    pools = tuple(PoolCheck(p.label, bool(p.overloaded), tuple(served.get(p.label, ())))
+                  for p in res.pools)
+    return HourCheck(hour, tuple(classes), res.overloaded, g_h, tokens, util, pools)

@@ -102,6 +102,26 @@ def test_planned_routing_follows_the_split() -> None:
     assert batch.pools["1xH100-PCIe@EU27"] == pytest.approx(0.2, abs=0.01)
 
 
+def test_a_class_split_over_two_pools_is_judged_in_each_pool() -> None:
+    """Under planned routing each pool's share of a class has its own P99s and verdict (what
+    the closed loop blames a pool on): chat split evenly over an H100 and two 2 x RTX 4090
+    replicas misses its 150 ms P99 TTFT on the RTX 4090s only, and the class's P99, a
+    percentile of the two shares together, lies between the shares' P99s."""
+    d = base_dict(routing="planned")
+    d["classes"][0]["split"] = {"1xH100-PCIe": 0.5, "2xRTX-4090@EU27": 0.5}
+    d["classes"][1]["split"] = {"2xRTX-4090@EU27": 1.0}
+    res = simulate(make(**{k: d[k] for k in ("routing", "classes")}))
+    chat, batch = res.classes
+    h100, rtx = chat.by_pool["1xH100-PCIe@EU27"], chat.by_pool["2xRTX-4090@EU27"]
+    assert chat.slo_met is False
+    assert h100.met is True and h100.ttft_p99_ms <= 150 < rtx.ttft_p99_ms and rtx.met is False
+    assert h100.ttft_p99_ms < chat.ttft_p99_ms < rtx.ttft_p99_ms
+    assert h100.requests + rtx.requests == chat.requests
+    assert set(batch.by_pool) == {"2xRTX-4090@EU27"} and batch.by_pool[
+        "2xRTX-4090@EU27"].ttft_p99_ms == pytest.approx(batch.ttft_p99_ms)
+    assert "by_pool" not in res.to_dict()["classes"][0]
+
+
 def test_slo_aware_routes_tiers_and_pins() -> None:
     fast = unloaded_ttft_s(replica_params(MODEL, "1xH100-PCIe"), 100)
     slow = unloaded_ttft_s(replica_params(MODEL, "2xRTX-4090"), 100)

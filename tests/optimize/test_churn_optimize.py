@@ -225,3 +225,25 @@ def test_a_tensor_parallel_server_takes_its_kinds_larger_margin(monkeypatch) -> 
                         few)
     assert kind_quantiles("RTX-4090", 2) is None
     assert model_error("L4", 2)[0] == confidence.UNMEASURED_ERROR_PCT  # no figure at all
+
+
+def test_a_churn_check_judges_each_pool_at_the_worse_of_churn_on_and_spares_down() -> None:
+    """With churn spares each round simulates the plan twice (failures on; every spare down):
+    a class, and each pool's own share of it (what the closed loop blames a pool on), meets
+    its SLO only if it does in both, and a pool is overloaded if it is in either."""
+    from fleetplan.optimize.solve import _worse
+    from fleetplan.optimize.verify import ClassCheck, HourCheck, PoolCheck
+
+    def check(p99_a: float, p99_b: float, over_b: bool) -> HourCheck:
+        return HourCheck(0, (ClassCheck("chat", max(p99_a, p99_b), None, None,
+                                        max(p99_a, p99_b) <= 100),), False, 1.0, 1.0, {},
+                         (PoolCheck("A", False, (ClassCheck("chat", p99_a, None, None,
+                                                            p99_a <= 100),)),
+                          PoolCheck("B", over_b, (ClassCheck("chat", p99_b, None, None,
+                                                             p99_b <= 100 and not over_b),))))
+
+    both = _worse(check(60.0, 90.0, False), check(120.0, 80.0, True))
+    a, b = both.pools
+    assert [c.met for c in both.classes] == [False]
+    assert (a.classes[0].met, a.classes[0].ttft_p99_ms, a.overloaded) == (False, 120.0, False)
+    assert (b.classes[0].met, b.classes[0].ttft_p99_ms, b.overloaded) == (False, 90.0, True)

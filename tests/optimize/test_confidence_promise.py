@@ -19,7 +19,7 @@ from fleetplan.optimize.confidence_limit import STEP, highest_confidence
 from fleetplan.optimize.explain import explain_infeasible
 from fleetplan.optimize.problem import Demand, PlanProblem, Pool, Probe
 from fleetplan.optimize.solvers import SolverSettings
-from fleetplan.optimize.verify import ClassCheck, HourCheck
+from fleetplan.optimize.verify import ClassCheck, HourCheck, PoolCheck
 from fleetplan.validate.bands import ErrorQuantiles
 
 
@@ -57,11 +57,15 @@ def test_a_class_below_the_confidence_is_not_met() -> None:
     sure = ConfigError("1xA", True, 5.0, 0.1, 1.2, "a")
     loose = ConfigError("1xB", True, 50.0, 1.0, 1.0, "b", bias=-0.5)
     m = Margins(0.9, {"1xA": sure, "1xB": loose})
-    chk = HourCheck(0, (ClassCheck("chat", 80.0, None, None, True),), False, 1.0, 1.0)
+    chk = HourCheck(0, (ClassCheck("chat", 80.0, None, None, True),), False, 1.0, 1.0, {},
+                    (PoolCheck("1xB@EU27/100ms", False, (ClassCheck("chat", 80.0, None, None,
+                                                                    True),)),))
     (only_a,) = hold_confidence([chk], sc, m, {"chat": {"1xA"}})
     assert only_a.classes[0].met  # Phi(ln(100/80) / 0.1) = 0.987
     (both,) = hold_confidence([chk], sc, m, {"chat": {"1xA", "1xB"}})
     assert not both.classes[0].met  # Phi((ln(1.25) - 0.5) / 1) = 0.39 < 0.9
+    # a pool's own verdict (what the closed loop blames and vouches on) is held to it too
+    assert not both.pools[0].classes[0].met and only_a.pools[0].classes[0].met
 
 
 @settings(max_examples=60, deadline=None)

@@ -27,28 +27,38 @@ from fleetplan.optimize import loop as loop_mod
 from fleetplan.optimize.milp import solve_problem
 from fleetplan.optimize.problem import Limits
 from fleetplan.optimize.solvers import SolverSettings
-from fleetplan.optimize.verify import ClassCheck, HourCheck
+from fleetplan.optimize.verify import ClassCheck, HourCheck, PoolCheck
 
 EXACT = SolverSettings("cbc", time_limit_s=30, gap=0.0)
 
 
-def judge(problem, truth, calls):
+def judge(problem, truth, calls, per_pool=False):
     """A verifier: a class fails when a pool carrying it runs above ``truth[(config, tier)]``
-    replicas' worth of measured capacity per working replica."""
+    replicas' worth of measured capacity per working replica; ``per_pool``: each pool's share
+    of a class is judged on its own too (:class:`PoolCheck`, as the fleet simulator reports
+    it)."""
     def verify(sol, executor):
         loads = loop_mod.pool_loads(problem, sol)
         out = []
         for h in range(sol.hours):
-            classes = []
+            over = {k: loads[(k, hh)] > truth[(k.partition("@")[0], sol.tiers[(k, hh)])]
+                    for (k, hh) in loads if hh == h}
+            classes, served = [], {}
             for d in problem.demands:
-                over = any(loads[(k, h)] > truth[(k.partition("@")[0], sol.tiers[(k, h)])]
-                           for (c, k, hh), s in sol.shares.items()
-                           if c == d.name and hh == h and s > 0)
-                classes.append(ClassCheck(d.name, d.ttft_p99_ms * (1.2 if over else 0.5), None,
-                                          None, not over))
+                mine = [k for (c, k, hh), s in sol.shares.items()
+                        if c == d.name and hh == h and s > 0]
+                bad = any(over[k] for k in mine)
+                classes.append(ClassCheck(d.name, d.ttft_p99_ms * (1.2 if bad else 0.5), None,
+                                          None, not bad))
+                for k in mine:
+                    served.setdefault(k, []).append(ClassCheck(
+                        d.name, d.ttft_p99_ms * (1.2 if over[k] else 0.5), None, None,
+                        not over[k]))
+            pools = tuple(PoolCheck(k, False, tuple(v)) for k, v in sorted(served.items()))
             # carbon as the MILP counts it (its power model), so that a cap is judged too
             out.append(HourCheck(h, tuple(classes), False, sol.g_co2_per_day / 24,
-                                 problem.mtok_per_hour(h) * 1e6))
+                                 problem.mtok_per_hour(h) * 1e6, {},
+                                 pools if per_pool else ()))
         calls.append((sol, all(c.met for chk in out for c in chk.classes)))
         return out
     return verify
@@ -215,6 +225,60 @@ def test_a_failing_plan_vouches_for_a_pool_whose_classes_all_met_their_slo() -> 
     for key, h in batch_only:
         assert ev.lo[loop_mod._config_tier(sol, key, h)] >= loads[(key, h)]
     assert set(ev.hi) == {loop_mod._config_tier(sol, k, h) for k, h in chat_pools}
+
+
+def test_each_pool_of_a_split_class_is_blamed_on_its_own_requests() -> None:
+    """A class split over two pools misses its SLO; the simulation judges each pool's share on
+    its own requests (under planned routing they do not depend on each other): only the pool
+    whose share missed is cut, alone, and the other pool passed its load."""
+    problem = synth_problem([("chat", 9.0, 600.0, 1.0)])
+    sol = solve_problem(problem, EXACT)
+    carriers = sorted({k for (c, k, h), s in sol.shares.items() if s > 0})
+    assert len(carriers) >= 2  # the cheapest plan splits chat
+    bad, good = carriers[0], carriers[1:]
+    check = (HourCheck(0, (ClassCheck("chat", 700.0, None, None, False),), False, 1.0, 1.0, {},
+                       tuple(PoolCheck(k, False, (ClassCheck(
+                           "chat", 700.0 if k == bad else 400.0, None, None, k != bad),))
+                             for k in carriers)),)
+    ev = loop_mod._Evidence()
+    loop_mod._vouch(problem, sol, ev, check)
+    seen = loop_mod._Seen(sol, check, problem, {}, 1.0, False, False, 1.0)
+    loop_mod._cut(problem, seen, ev, repeat=False)
+    loads = loop_mod.pool_loads(problem, sol)
+    assert ev.joint == [] and set(ev.sole) == {loop_mod._config_tier(sol, bad, 0)}
+    for k in good:
+        assert ev.lo[loop_mod._config_tier(sol, k, 0)] >= loads[(k, 0)]
+    # the class's verdict alone (no per-pool checks) makes every carrier a suspect
+    ev2 = loop_mod._Evidence()
+    seen2 = loop_mod._Seen(sol, (replace(check[0], pools=()),), problem, {}, 1.0, False, False,
+                           1.0)
+    loop_mod._cut(problem, seen2, ev2, repeat=False)
+    assert len(ev2.joint) == 1 and len(ev2.joint[0]) == len(
+        {loop_mod._config_tier(sol, k, 0) for k in carriers})
+
+
+# every comparison experiments/try_loop_paths.py 0 120 --class-only lost at the default budget
+# (12 rounds, 3 trims): with each pool judged on its own requests, the loop with no cap is
+# verified and no dearer than the loop at the cap
+PER_POOL_CASES = [(23, 0.8), (54, 0.97), (54, 0.8), (73, 0.97), (100, 0.97), (100, 0.9),
+                  (100, 0.8)]
+
+
+@pytest.mark.parametrize(("seed", "cap"), PER_POOL_CASES)
+def test_judged_per_pool_a_tighter_cap_does_not_lead_the_loop_to_a_cheaper_plan(
+        seed: int, cap: float) -> None:
+    problem, truth = random_case(seed)
+    free = solve_problem(problem, EXACT)
+    loose = loop_mod.closed_loop(problem, EXACT, judge(problem, truth, [], per_pool=True))
+    g = free.g_co2_per_day / (problem.mtok_per_hour(0) * 24)
+    tight_problem = replace(problem, limits=Limits(max_g_per_mtok=g * cap))
+    tight = loop_mod.closed_loop(tight_problem, EXACT,
+                                 judge(tight_problem, truth, [], per_pool=True))
+    assert loose.verified
+    assert all(c.met for chk in judge(problem, truth, [])(loose.solution, None)
+               for c in chk.classes)
+    if tight.verified:
+        assert loose.solution.cost_per_day_usd <= tight.solution.cost_per_day_usd + 1e-6
 
 
 # (seed, cap as a share of the carbon of the MILP's cheapest plan, max_rounds, max_trims): at

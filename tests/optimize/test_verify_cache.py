@@ -13,7 +13,7 @@ from fleetplan._progress import NoProgress
 from fleetplan.optimize import solve
 from fleetplan.optimize import verify as verify_mod
 from fleetplan.optimize.cache import DiskCache
-from fleetplan.optimize.verify import ClassCheck, HourCheck, check_key
+from fleetplan.optimize.verify import ClassCheck, HourCheck, PoolCheck, check_key
 from fleetplan.scenario import Scenario, load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -86,12 +86,17 @@ def test_the_key_follows_what_the_simulator_reads(tmp_path) -> None:
 
 def test_a_damaged_check_is_refused() -> None:
     good = HourCheck(0, (ClassCheck("chat", 120.0, None, 900.0, True, (110.0, 130.0)),),
-                     False, 512.0, 1e6, {"1xH100-PCIe@EU27": 0.4})
+                     False, 512.0, 1e6, {"1xH100-PCIe@EU27": 0.4},
+                     (PoolCheck("1xH100-PCIe@EU27/150ms", False,
+                                (ClassCheck("chat", 118.0, None, 880.0, True),)),))
     assert HourCheck.checked(good.to_dict()) == good
     for field, bad in (("g_co2_per_hour", -1.0), ("overloaded", "no"), ("hour", 1.5),
-                       ("utilization", {"p": 1.5}), ("classes", [{"name": "chat"}])):
-        with pytest.raises(ValueError, match=field.split("_")[0] if field != "classes"
-                           else "class check"):
+                       ("utilization", {"p": 1.5}), ("classes", [{"name": "chat"}]),
+                       ("pools", [{"pool": "p", "overloaded": False,
+                                   "classes": [{"name": "chat"}]}]),
+                       ("pools", [{"pool": "p"}])):
+        with pytest.raises(ValueError, match=field.split("_")[0] if field not in
+                           ("classes", "pools") else "class check|pool check"):
             HourCheck.checked({**good.to_dict(), field: bad})
     d = good.to_dict()
     d["classes"][0]["ttft_p99_ms"] = float("nan")
