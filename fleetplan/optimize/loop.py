@@ -41,7 +41,9 @@ pool of the best plan with two or more working replicas, the multiplier that let
 replica fewer; for every (configuration, tier) the failures cut below its measured capacity, its
 measured capacity back; for every suspect of a shared failure not yet explained, its bound were
 that failure not blamed on it (the others kept cut); and for the :data:`LEAST_KEYS` dearest keys
-of the best plan, the least multiplier (up to :data:`UPLIFT_CAP`) at which the MILP finds any
+of the best plan, and as many keys it does not use (least price per request first: a
+configuration left out because a lone replica is just short may carry the load as a pool of
+several), the least multiplier (up to :data:`UPLIFT_CAP`) at which the MILP finds any
 cheaper plan (:data:`LEAST_STEPS` bisection MILPs; on a problem larger than
 :data:`SMALL_PROBLEM` only the first :data:`LARGE_PROBE_MILPS` trims and un-cuts, whose MILPs
 take seconds there). MILP solves are cheap, simulations are not: of the candidates whose answer
@@ -231,6 +233,23 @@ def _keys_by_price(problem: PlanProblem, sol: MilpSolution) -> list[Key]:
     return [ct for ct, _r in sorted(ranked.items(), key=lambda kv: kv[1], reverse=True)]
 
 
+def _unused_keys(problem: PlanProblem, sol: MilpSolution) -> list[Key]:
+    """The (configuration, tier) keys with a capacity that ``sol`` does not use, the least
+    price per request first (the likeliest to save something at a small uplift)."""
+    used = {_config_tier(sol, key, h) for (key, h), n in sol.counts.items()
+            if n > 0 and (key, h) in sol.tiers}
+    prices: dict[str, float] = {}
+    for p in problem.pools:
+        prices[p.config] = min(prices.get(p.config, math.inf), p.price_usd_per_hour)
+    best: dict[Key, float] = {}
+    for (_cls, config, tier), cap in problem.capacity.items():
+        ct = (config, tier)
+        if cap > 0 and ct not in used and config in prices:
+            best[ct] = min(best.get(ct, math.inf), prices[config] / cap)
+    return [ct for ct, _v in sorted(best.items(), key=lambda kv: (kv[1], kv[0][0],
+                                                                  kv[0][1].label))]
+
+
 def _pick(sol: MilpSolution, ratio: float, found: tuple) -> bool:  # type: ignore[type-arg]
     """Whether a probe's plan beats the one found so far (``found[6]``: its uplift ratio): a
     smaller uplift (the likelier to pass), then a cheaper plan."""
@@ -331,7 +350,8 @@ def closed_loop(problem: PlanProblem, settings: SolverSettings, verify: Verifier
                  <= SMALL_PROBLEM)
         cands = _probes(problem, best, ev, tried, failed)[:MAX_PROBE_MILPS if small
                                                            else LARGE_PROBE_MILPS]
-        for ct in _keys_by_price(problem, best.solution)[:LEAST_KEYS if small else 0]:
+        for ct in (_keys_by_price(problem, best.solution)[:LEAST_KEYS if small else 0]
+                   + _unused_keys(problem, best.solution)[:LEAST_KEYS if small else 0]):
             top = min(failed.get(ct, math.inf) * PROBE_BACKOFF, UPLIFT_CAP)
             if top > ev.m(ct) * (1 + 1e-6) and _probe_key(ev, ct, top) not in tried:
                 cands.append((ct, top, "least"))

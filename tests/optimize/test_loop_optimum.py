@@ -319,3 +319,23 @@ def test_the_default_round_budget_reaches_a_verified_plan_where_eight_rounds_did
     assert out.verified
     assert all(c.met for chk in judge(problem, truth, [])(out.solution, None) for c in chk.classes)
     assert out.rounds > 8
+
+
+def test_a_configuration_the_first_plan_leaves_out_is_probed_above_its_lone_replica() -> None:
+    """The bundled example's case: one replica of 2 x RTX 4090 is certified at 1.61 req/s, so
+    6 req/s needs four pairs ($2.00/h), no cheaper than one H100, and the first plan takes the
+    H100. Several pairs together carry more than four lone ones (the router spreads the
+    bursts): with a hidden truth of 1.3 x the lone replica, three pairs ($1.50/h) pass. The
+    loop probes the configuration its plan does not use and returns the three pairs."""
+    base = synth_problem([("batch", 6.0, 2000.0, 1.0)], pools=(H100, R2))
+    (d,) = base.demands
+    problem = replace(base, capacity={("batch", "1xH100-PCIe", d.tier): 9.5,
+                                      ("batch", "2xRTX-4090", d.tier): 1.61})
+    truth = {("1xH100-PCIe", d.tier): 1.0, ("2xRTX-4090", d.tier): 1.3}
+    first = solve_problem(problem, EXACT)
+    assert {k for (k, _h), n in first.counts.items() if n > 0} == {"1xH100-PCIe@EU27/2000ms"}
+    out = loop_mod.closed_loop(problem, EXACT, judge(problem, truth, [], per_pool=True))
+    assert out.verified
+    assert {k: n for (k, _h), n in out.solution.counts.items() if n > 0} == {
+        "2xRTX-4090@EU27/2000ms": 3}
+    assert out.solution.cost_per_day_usd / 24 == pytest.approx(1.5)
