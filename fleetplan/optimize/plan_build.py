@@ -273,6 +273,10 @@ def _capacity_notes(inputs: Inputs, out: LoopOutcome) -> tuple[CapacityNote, ...
         at = res.at_capacity if res is not None else None
         if at is not None:
             src += f" (P99 TTFT {at.ttft_p99_ms:.0f} ms at capacity)"
+        if abs(f - 1.0) > 5e-5:  # the MILP's figure is the closed loop's multiple of it
+            src += (f": {base:.4g} req/s for one replica, x{f:.4g} "
+                    + ("verified by simulating the plan's pools together" if f > 1.0 else
+                       "after the simulated plans missed at more"))
         notes.append(_capacity_note(name, config, tier.ttft_ms, round(base * f, 4), round(f, 4),
                                     src, pool=key, region=region,
                                   ttft_p99_ms_at_capacity=rounded(at.ttft_p99_ms, 3)
