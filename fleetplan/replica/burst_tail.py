@@ -8,8 +8,9 @@ until its last reply ends, so its tail after the last send,
 
     tail(rate) ~ max(L_last * tau, L_k * tau - (s_last - s_k) / rate)
 
-with ``tau`` the server's per-token time near idle (the TPOT of its lowest-rate run, which must be
-unflagged), ``L_last``
+with ``tau`` the run's own per-token time (its TPOT p50, while the late replies share the
+batch; the series' lowest-rate TPOT, which must be unflagged, only decides which runs queue),
+``L_last``
 the last request's output tokens and ``L_k`` those of one long reply at position ``k``. These
 three figures are shared by every run of the same prompt set and tokenizer (same
 ``total_input_tokens``) and are fitted (grid, squared log error) over all such runs of servers
@@ -17,9 +18,11 @@ that do not queue (below the series' highest rate, TTFT p99 under :data:`MAX_QUE
 decode steps, unflagged): in the
 bundled store a single ~820-950 token reply at position 181-187 and a last reply of ~170-250
 tokens explain the tails of 1, 4 and 16 req/s runs on every single-GPU configuration within a
-few percent (e.g. 41650 prompt tokens: 24 runs, rms 5 %). The replay then gives those two
-requests these lengths and spreads the remaining output tokens over the others
-(:func:`fleetplan.replica.protocol.sample_lengths`).
+few percent (e.g. 41650 prompt tokens: 24 runs, rms 5 %). What this leaves out (a long reply
+earlier in the burst; the replay decodes a late reply faster than the run's TPOT) makes 16 and
+32 req/s replays drain fast: docs/replica-model.md, "Why the replayed bursts drain fast". The
+replay then gives those two requests these lengths and spreads the remaining output tokens
+over the others (:func:`fleetplan.replica.protocol.sample_lengths`).
 
 Main entries: :func:`infer_burst_tails` (runs -> :class:`BurstTail` per prompt set) and
 :func:`tail_for` (the tail that applies to one run, if any).
