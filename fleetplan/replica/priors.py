@@ -250,11 +250,13 @@ def expert_reads(spec: ModelSpec) -> tuple[float, float, float]:
     return total - routed + routed * share, routed, share
 
 
-def ideal_coefficients(spec: ModelSpec, hw: HardwareConfig) -> dict[str, float]:
+def ideal_coefficients(spec: ModelSpec, hw: HardwareConfig,
+                       parts: Mapping[str, float] | None = None) -> dict[str, float]:
     """Step-time coefficients (s) of a perfectly efficient engine on ``hw`` (a
     pipeline-parallel replica: of one micro-batch's step through every stage; reading the KV
-    cache costs the same as on one group, each stage reading its own layers')."""
-    p = ideal_parts(spec, hw)
+    cache costs the same as on one group, each stage reading its own layers'); ``parts``: the
+    :func:`ideal_parts` of the same pair, when the caller has them already."""
+    p = parts if parts is not None else ideal_parts(spec, hw)
     tp = int(hw.tp_size or hw.gpu_count)
     bw = hw.spec.mem_bandwidth_gb_s * 1e9
     # a linear-attention layer's decode step reads and writes its sequence's whole state
@@ -444,7 +446,8 @@ def prior_params(spec: ModelSpec, hw: HardwareConfig, *,
     version whose defaults the server ran with (:mod:`fleetplan.replica.engine_defaults`;
     default: :data:`DEFAULT_ENGINE_VERSION`, the study's).
     """
-    ideal = ideal_coefficients(spec, hw)
+    parts = ideal_parts(spec, hw)
+    ideal = ideal_coefficients(spec, hw, parts)
     seqs, batched, block, util, engine_note = server_limits(spec, hw, engine_version)
     ratios = dict(DEFAULT_RATIOS)
     learned = 0
@@ -476,7 +479,7 @@ def prior_params(spec: ModelSpec, hw: HardwareConfig, *,
         c_seq=ideal["c_seq"] * ratios["c_seq"],
         c_kv_tok=ideal["c_kv_tok"] * ratios["c_kv_tok"],
         # a routed expert is read like any weight: at c_step's efficiency
-        c_experts=min(ideal_parts(spec, hw)["experts"] * ratios["c_step"], 10.0),
+        c_experts=min(parts["experts"] * ratios["c_step"], 10.0),
         expert_share=expert_reads(spec)[2],
         overhead_s=ideal["overhead_s"] * ratios["overhead_s"], c_deliver=C_DELIVER_S,
         kv_capacity_tokens=kv, max_num_seqs=seqs,
