@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -144,10 +145,14 @@ LOOP_RATE = 100  # req/s: about 2-3 replicas of the tiny model on the CPU device
 LOOP_PROMPTS = "100"  # per rate of the printed sweep (it says 200): the loop, not the accuracy
 
 
-def _fleetplan(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+def _run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     exe = Path(sys.executable).with_name("fleetplan")  # the console script beside this Python
-    proc = subprocess.run([str(exe), *args], capture_output=True, text=True, env=env,
+    return subprocess.run([str(exe), *args], capture_output=True, text=True, env=env,
                           timeout=900)
+
+
+def _fleetplan(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    proc = _run(env, *args)
     assert proc.returncode == 0, f"fleetplan {' '.join(args)}: {proc.stderr[-3000:]}"
     return proc
 
@@ -201,9 +206,20 @@ def test_live_measure_next_then_plan_on_the_measurement(vllm_server: Any, tmp_pa
     bench = (bench.replace("http://HOST:8000", vllm_server.url)
              .replace("--num-prompts 200", f"--num-prompts {LOOP_PROMPTS}"))
     sweep = bench.split("--sweep ")[1].split()[0].split(",")
-    stored = _fleetplan(env, *shlex.split(bench)[1:], "--power", "none", "--no-progress")
-    assert f"{len(sweep)} run(s) added to" in stored.stderr + stored.stdout
-    _fleetplan(env, *shlex.split(calibrate)[1:])
+    for attempt in range(2):
+        stored = _fleetplan(env, *shlex.split(bench)[1:], "--power", "none", "--no-progress")
+        assert f"{len(sweep)} run(s) added to" in stored.stderr + stored.stdout
+        fitted = _run(env, *shlex.split(calibrate)[1:])
+        if fitted.returncode == 0 or attempt:
+            break
+        # a refused fit says what to do: on a busy 2-core machine the CPU server's runs can
+        # contradict each other (one CI run in about six); measure again, as a user would,
+        # into an empty store
+        assert "measure again on a quiet machine" in fitted.stderr, fitted.stderr[-3000:]
+        warnings.warn(f"measure-next loop: calibration refused, measured again: "
+                      f"{fitted.stderr.strip()[-300:]}", stacklevel=1)
+        shutil.rmtree(tmp_path / "xdg" / "fleetplan")
+    assert fitted.returncode == 0, f"fleetplan calibrate: {fitted.stderr[-3000:]}"
     cal = json.loads((tmp_path / "xdg" / "fleetplan" / "calibration.json").read_text())
     assert any(e["model"] == vllm_server.model and e["config"] == nxt["config"]
                and e.get("calibrated", True) for e in cal["configs"])
