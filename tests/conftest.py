@@ -8,7 +8,6 @@ are skipped with a reason when the folder is absent.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from script_modules import load_file
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("FLEETPLAN_SHARED_DIR", ROOT.parent / "shared"))
@@ -29,12 +29,7 @@ _LIVE_PREP = pytest.StashKey[tuple[Path, subprocess.Popen[bytes]]]()
 
 def _load_prepare() -> Any:
     """``tests/live/prepare.py`` (stdlib only, cheap), which starts the live test's server."""
-    spec = importlib.util.spec_from_file_location("fleetplan_live_prepare",
-                                                  ROOT / "tests" / "live" / "prepare.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file("fleetplan_live_prepare", ROOT / "tests" / "live" / "prepare.py")
 
 
 _prepare = _load_prepare()

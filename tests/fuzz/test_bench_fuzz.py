@@ -17,11 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.util
 import io
 import json
 import math
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +27,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from script_modules import load_file
 
 from fleetplan.bench.requests import BenchRequest
 from fleetplan.bench.response import TEMPLATE_TOKENS
@@ -36,12 +35,8 @@ from fleetplan.bench.stream import payload_for, stream_request
 from fleetplan.cli.app import main
 
 # the misbehaving-server fixture of tests/bench, loaded by path (tests/ is not a package)
-_spec = importlib.util.spec_from_file_location(
-    "fuzz_bench_fake_server", Path(__file__).resolve().parents[1] / "bench" /
-    "bench_fake_server.py")
-assert _spec is not None and _spec.loader is not None
-fake = sys.modules.setdefault(_spec.name, importlib.util.module_from_spec(_spec))
-_spec.loader.exec_module(fake)
+fake = load_file("fuzz_bench_fake_server",
+                 Path(__file__).resolve().parents[1] / "bench" / "bench_fake_server.py")
 
 PROMPT_WORDS, MAX_TOKENS = 8, 4
 

@@ -4,23 +4,16 @@ requests, an independent record of the same file), one pair per request."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
+from script_modules import load_file
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _eval():
-    spec = importlib.util.spec_from_file_location("eval_external_lengths",
-                                                  ROOT / "scripts" / "eval_external.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["eval_external_lengths"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_file("eval_external_lengths", ROOT / "scripts" / "eval_external.py")
 
 
 def test_recorded_lengths_match_the_runs_totals() -> None:
