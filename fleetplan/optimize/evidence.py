@@ -215,8 +215,14 @@ def _cut(problem: PlanProblem, seen: _Seen, ev: _Evidence, repeat: bool,
         c = next(c for chk in seen.checks if chk.hour == h for c in chk.classes
                  if c.name == name)
         got = "no result" if c.ttft_p99_ms is None else f"{c.ttft_p99_ms:.0f} ms"
+        where = ""
+        if own is not None and len(carriers) > 1:  # which of its pools missed
+            where = " (" + "; ".join(
+                f"{'missed' if not own[k].met else 'met'} on {k}"
+                + ("" if own[k].ttft_p99_ms is None else f", {own[k].ttft_p99_ms:.0f} ms")
+                for k in carriers) + ")"
         notes.append(f"hour {h}: class {name} simulated P99 TTFT {got} vs SLO "
-                     f"{slo[name].ttft_p99_ms:g} ms")
+                     f"{slo[name].ttft_p99_ms:g} ms{where}")
     if blamed_keys is not None:  # the keys the evidence now blames alone
         blamed_keys.update(k for k in changes if k in ev.sole)
     return notes

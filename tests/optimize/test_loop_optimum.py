@@ -243,7 +243,9 @@ def test_each_pool_of_a_split_class_is_blamed_on_its_own_requests() -> None:
     ev = loop_mod._Evidence()
     loop_mod._vouch(problem, sol, ev, check)
     seen = loop_mod._Seen(sol, check, problem, {}, 1.0, False, False, 1.0)
-    loop_mod._cut(problem, seen, ev, repeat=False)
+    (note,) = loop_mod._cut(problem, seen, ev, repeat=False)
+    assert f"missed on {bad}, 700 ms" in note and all(f"met on {k}, 400 ms" in note
+                                                       for k in good)
     loads = loop_mod.pool_loads(problem, sol)
     assert ev.joint == [] and set(ev.sole) == {loop_mod._config_tier(sol, bad, 0)}
     for k in good:
