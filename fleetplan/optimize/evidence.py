@@ -163,13 +163,16 @@ def _failing(problem: PlanProblem, checks: Sequence[HourCheck]) -> list[tuple[in
 def _own_verdicts(chk: HourCheck, carriers: Sequence[str],
                   name: str) -> dict[str, ClassCheck] | None:
     """Class ``name`` judged on each carrier pool's own requests, when the check has every
-    carrier's verdict and at least one of them missed (a class misses its P99 only if some
-    pool's share does); else ``None`` (the class's verdict alone is read)."""
+    carrier's verdict and they explain the failure: at least one missed (a class misses its P99
+    only if some pool's share does), or the class itself met its SLO and fails only because
+    another pool of the hour was overloaded (then none is blamed). Else ``None`` (the class's
+    verdict alone is read)."""
     own = {k: chk.pool_class(k, name) for k in carriers}
     if not carriers or any(v is None for v in own.values()):
         return None
     got = {k: v for k, v in own.items() if v is not None}
-    return got if any(not v.met for v in got.values()) else None
+    met = next((c.met for c in chk.classes if c.name == name), False)
+    return got if any(not v.met for v in got.values()) or met else None
 
 
 def _cut(problem: PlanProblem, seen: _Seen, ev: _Evidence, repeat: bool,
