@@ -127,6 +127,13 @@ def _print(res: SimulationResult, verbose: bool = False) -> None:
     if res.overloaded:
         out.print(f"OVERLOADED: offered {res.offered_rps:.2f} req/s, sustainable "
                   f"{res.sustainable_rps or 0:.2f} req/s")
+    for c in d["classes"]:  # a class that missed on some of its pools: which
+        shares = c["by_pool"]
+        if c["slo_met"] is False and len(shares) > 1:
+            out.print(f"class {c['name']} by pool: " + "; ".join(
+                f"{'missed' if not v['met'] else 'met'} on {k}"
+                + ("" if v["ttft_p99_ms"] is None else f" (P99 TTFT {v['ttft_p99_ms']:.0f} ms)")
+                for k, v in shares.items()))
     for p in d["pools"]:
         scales = ("the steps' activity" if p["power_model"] == "activity"
                   else f"engine_busy; the steps' activity: {p['power_activity']:.2f}")

@@ -90,8 +90,8 @@ class SimulatedClass:
     # with a reliability block only (absent from the JSON otherwise)
     requests_retried: int | None = None
     requests_lost: int | None = None
-    # the class's figures in each pool that served it (pool label -> PoolShare); not in the JSON:
-    # the closed loop reads it to blame only the pools that missed (fleetplan.optimize.evidence)
+    # the class's figures in each pool that served it (pool label -> PoolShare): which pool
+    # misses; the closed loop blames only the pools that missed (fleetplan.optimize.evidence)
     by_pool: dict[str, PoolShare] = field(default_factory=dict)
 
 
@@ -201,6 +201,7 @@ class SimulationResult(NotebookRepr):
             lo, hi = d.pop("ttft_p99_ci_ms")
             d.pop("ttft_p99_reps_ms")
             d.pop("pools")
+            d.pop("by_pool")
             d["ttft_p99_ci_lo_ms"], d["ttft_p99_ci_hi_ms"] = lo, hi
             rows.append(d)
         return pd.DataFrame(rows)
@@ -245,7 +246,8 @@ def _pool_dict(p: PoolResult) -> dict[str, Any]:
 
 def _class_dict(c: SimulatedClass) -> dict[str, Any]:
     d = asdict(c)
-    del d["by_pool"]
+    d["by_pool"] = {label: {k: _num(v) if isinstance(v, float) else v for k, v in share.items()}
+                    for label, share in d["by_pool"].items()}
     for k in _CHURN_FIELDS:
         if d.get(k, 0) is None:
             del d[k]

@@ -100,3 +100,22 @@ def test_executor_runs_the_replications_in_parallel_with_the_same_bytes(
     assert bad.stderr.strip().splitlines() == [
         "fleetplan: error: --executor: executor local:two: the worker count must be a whole "
         "number"]
+
+
+def test_a_class_that_misses_on_one_of_its_pools_names_it(cli, tmp_path: Path) -> None:
+    """A class split over an H100 and two 2 x RTX 4090 replicas misses its 150 ms P99: the
+    table says on which pool, and the JSON has each pool's share of the class."""
+    d = base_dict(routing="planned")
+    d["classes"][0]["split"] = {"1xH100-PCIe": 0.5, "2xRTX-4090@EU27": 0.5}
+    d["classes"][1]["split"] = {"2xRTX-4090@EU27": 1.0}
+    p = tmp_path / "s.yaml"
+    p.write_text(yaml.safe_dump(d))
+    r = cli("simulate", str(p), "--quiet")
+    assert r.exit_code == 0, r.stderr
+    line = next(x for x in r.stdout.splitlines() if x.startswith("class chat by pool"))
+    assert "met on 1xH100-PCIe@EU27" in line and "missed on 2xRTX-4090@EU27" in line
+    assert "class batch by pool" not in r.stdout  # met, and on one pool
+    out = json.loads(cli("simulate", str(p), "--format", "json").stdout)
+    chat = out["classes"][0]["by_pool"]
+    assert chat["1xH100-PCIe@EU27"]["met"] is True and chat["2xRTX-4090@EU27"]["met"] is False
+    assert sum(v["requests"] for v in chat.values()) == out["classes"][0]["requests"]

@@ -119,7 +119,8 @@ def test_a_class_split_over_two_pools_is_judged_in_each_pool() -> None:
     assert h100.requests + rtx.requests == chat.requests
     assert set(batch.by_pool) == {"2xRTX-4090@EU27"} and batch.by_pool[
         "2xRTX-4090@EU27"].ttft_p99_ms == pytest.approx(batch.ttft_p99_ms)
-    assert "by_pool" not in res.to_dict()["classes"][0]
+    # in the JSON too: which pool misses
+    assert res.to_dict()["classes"][0]["by_pool"]["2xRTX-4090@EU27"]["met"] is False
 
 
 def test_slo_aware_routes_tiers_and_pins() -> None:
