@@ -187,9 +187,10 @@ def _check_in_sample(params: ReplicaParams,
             ratio = math.exp(float(np.median(v)))
             raise ModelError(
                 f"calibration of {params.model} on {params.config} refused: its fit predicts "
-                f"{m} at {ratio:.3g}x the measured value (median over the {len(v)} runs it was "
-                f"fitted to; limit {REFUSE_FACTOR:g}x either way): the runs contradict each "
-                f"other or the replica model; measure again on a quiet machine")
+                f"{m} at {ratio:.3g}x the measured value (median over the {len(v)} "
+                f"run{'s' if len(v) != 1 else ''} it was fitted to; limit {REFUSE_FACTOR:g}x "
+                "either way): the runs contradict each other or the replica model; measure "
+                "again on a quiet machine")
 
 
 def fit_config(runs: Sequence[MeasuredRun], *, lengths: LengthModel | None = None,

@@ -166,8 +166,13 @@ def test_a_fit_that_misses_its_own_runs_is_refused_naming_the_figure() -> None:
         **r.measured, "request_throughput": 3 * r.measured["request_throughput"]}})
         for r in runs]
     with pytest.raises(ModelError, match=rf"{MODEL} on {CONFIG} refused: .*request_throughput "
-                                         r"at 0\.3\d*x the measured"):
+                                         r"at 0\.3\d*x the measured value \(median over the 4 "
+                                         r"runs it was fitted to"):
         fit_config(bad, prior=prior, max_nfev=8)
+    # one run (a sweep whose other runs were left out): one run, and still one line
+    with pytest.raises(ModelError, match=r"median over the 1 run it was fitted to; .*measure "
+                                         r"again on a quiet machine$"):
+        fit_config(bad[:1], prior=prior, max_nfev=8)
     # runs with no believable latency figure at all leave nothing to fit the step time to
     untimed = [MeasuredRun(**{**r.__dict__, "measured": {
         "request_throughput": r.measured["request_throughput"]}}) for r in runs]
