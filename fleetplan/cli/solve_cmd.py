@@ -97,7 +97,7 @@ def _print_plan(plan: Plan, verbose: bool = False) -> None:
     caps = "; ".join(f"{c.pool or c.config} {c.capacity_rps:.2f} req/s for {c.class_name}"
                      + (f" (x{c.derate:.3f} a lone replica's {c.capacity_rps / c.derate:.2f}, "
                         "as the closed loop's simulations found)"
-                        if c.derate is not None and abs(c.derate - 1.0) > 5e-5 else "")
+                        if c.derate not in (None, 1.0) else "")  # rounded: 1.0 is none
                      for c in plan.capacities)
     if caps:
         out.print(f"sustained capacity per replica at the SLO tier: {caps}")

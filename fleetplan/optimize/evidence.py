@@ -161,18 +161,17 @@ def _failing(problem: PlanProblem, checks: Sequence[HourCheck]) -> list[tuple[in
 
 
 def _own_verdicts(chk: HourCheck, carriers: Sequence[str],
-                  name: str) -> dict[str, ClassCheck] | None:
-    """Class ``name`` judged on each carrier pool's own requests, when the check has every
+                  c: ClassCheck) -> dict[str, ClassCheck] | None:
+    """Class ``c`` judged on each carrier pool's own requests, when the check has every
     carrier's verdict and they explain the failure: at least one missed (a class misses its P99
     only if some pool's share does), or the class itself met its SLO and fails only because
     another pool of the hour was overloaded (then none is blamed). Else ``None`` (the class's
-    verdict alone is read)."""
-    own = {k: chk.pool_class(k, name) for k in carriers}
+    verdict alone is read). ``c``: the class's own check in ``chk``."""
+    own = {k: chk.pool_class(k, c.name) for k in carriers}
     if not carriers or any(v is None for v in own.values()):
         return None
     got = {k: v for k, v in own.items() if v is not None}
-    met = next((c.met for c in chk.classes if c.name == name), False)
-    return got if any(not v.met for v in got.values()) or met else None
+    return got if any(not v.met for v in got.values()) or c.met else None
 
 
 def _cut(problem: PlanProblem, seen: _Seen, ev: _Evidence, repeat: bool,
@@ -189,7 +188,8 @@ def _cut(problem: PlanProblem, seen: _Seen, ev: _Evidence, repeat: bool,
         carriers = sorted({key for (cls, key, hh), s in sol.shares.items()
                            if cls == name and hh == h and s > 0 and (key, h) in loads})
         chk = next(chk for chk in seen.checks if chk.hour == h)
-        own = _own_verdicts(chk, carriers, name)
+        c = next(c for c in chk.classes if c.name == name)
+        own = _own_verdicts(chk, carriers, c)
         harsh = dict.fromkeys(carriers, severe)
         if own is not None:  # each pool judged on its own requests: blame those that missed
             blamed = [k for k in carriers if not own[k].met]
@@ -215,8 +215,6 @@ def _cut(problem: PlanProblem, seen: _Seen, ev: _Evidence, repeat: bool,
             suspects[ct] = (max(u0, loads[(k, h)]), min(f0, f))
             changes[ct] = min(changes.get(ct, f), f)
         ev.blame(suspects)
-        c = next(c for chk in seen.checks if chk.hour == h for c in chk.classes
-                 if c.name == name)
         got = "no result" if c.ttft_p99_ms is None else f"{c.ttft_p99_ms:.0f} ms"
         where = ""
         if own is not None and len(carriers) > 1:  # which of its pools missed
