@@ -63,7 +63,7 @@ def judge(problem, truth, per_pool=True):  # type: ignore[no-untyped-def]
 
 
 def main(first: int, last: int, per_pool: bool = True) -> None:
-    losses = comparisons = unverified = 0
+    losses = comparisons = unverified = problems = simulated = 0
     for seed in range(first, last):
         p, truth = random_case(seed)
         free = solve_problem(p, EXACT)
@@ -71,6 +71,8 @@ def main(first: int, last: int, per_pool: bool = True) -> None:
             continue
         loose = loop_mod.closed_loop(p, EXACT, judge(p, truth, per_pool), max_rounds=12)
         unverified += not loose.verified
+        problems += 1
+        simulated += loose.simulated
         g = free.g_co2_per_day / (sum(p.mtok_per_hour(h) for h in range(p.hours)) * 24 / p.hours)
         for f in (0.97, 0.9, 0.8):
             q = replace(p, limits=Limits(max_g_per_mtok=g * f))
@@ -85,7 +87,7 @@ def main(first: int, last: int, per_pool: bool = True) -> None:
                       + f" without a cap, ${tight.solution.cost_per_day_usd / 24:.2f}/h with it")
     print(f"{losses} of {comparisons} comparisons: the capped loop verified a cheaper plan "
           f"(or verified where the uncapped one did not); {unverified} uncapped loops "
-          "unverified")
+          f"unverified; {simulated / max(problems, 1):.2f} plans simulated per uncapped loop")
 
 
 if __name__ == "__main__":

@@ -36,21 +36,16 @@ and, where it runs a pool above its measured capacity (``u > 1``), every P99 is 
 ``(1 - slo_margin) x`` its SLO (capacities above the measurement carry no safety margin of their
 own). The rule reads the plan and its simulation only, never the path that led to it.
 
-Once a plan is accepted, up to ``max_trims`` rounds *probe* a cheaper plan. Candidates: for every
-pool of the best plan with two or more working replicas, the multiplier that lets it run one
-replica fewer; for every (configuration, tier) the failures cut below its measured capacity, its
-measured capacity back; for every suspect of a shared failure not yet explained, its bound were
-that failure not blamed on it (the others kept cut); and for the :data:`LEAST_KEYS` dearest keys
-of the best plan, and as many keys it does not use (least price per request first: a
-configuration left out because a lone replica is just short may carry the load as a pool of
-several), the least multiplier (up to :data:`UPLIFT_CAP`) at which the MILP finds any
-cheaper plan (:data:`LEAST_STEPS` bisection MILPs; on a problem larger than
-:data:`SMALL_PROBLEM` only the first :data:`LARGE_PROBE_MILPS` trims and un-cuts, whose MILPs
-take seconds there). MILP solves are cheap, simulations are not: of the candidates whose answer
+Once a plan is accepted, up to ``max_trims`` rounds *probe* a cheaper plan: a changed multiplier
+table whose MILP answer is cheaper (:mod:`fleetplan.optimize.probes` says which: one replica
+fewer in a pool, a cut taken back, a shared failure cleared, and the least uplift that saves
+anything of a key, or of two keys together; on a problem larger than
+:data:`~fleetplan.optimize.probes.SMALL_PROBLEM` only the first few trims and un-cuts, whose
+MILPs take seconds there). MILP solves are cheap, simulations are not: of the candidates whose answer
 is cheaper than the best plan and was never simulated, the one with the smallest uplift (then
-the cheapest) is simulated. An accepted probe raises that multiplier's lower bound. A rejected
-one is evidence like any failing plan (cuts, vouches); when the probed key is among its
-suspects, that key is not tried again above :data:`PROBE_BACKOFF` times the multiplier; when
+the cheapest) is simulated. An accepted probe raises the lower bounds of the multipliers it
+changed. A rejected one is evidence like any failing plan (cuts, vouches); a probed key among
+its suspects is not tried again above ``PROBE_BACKOFF`` times the multiplier; when
 its failure lies with other pools only (the probe's plan moved load onto them), the round does
 not count against ``max_trims`` (``max_rounds`` still bounds the loop). So the returned plan is
 the cheapest accepted plan of all that were simulated, and the MILP optimum (within the
@@ -83,7 +78,20 @@ from fleetplan.optimize.evidence import (  # noqa: F401  (tests read them here)
     pool_loads,
 )
 from fleetplan.optimize.executors import Executor, SerialExecutor
-from fleetplan.optimize.milp import MilpSolution, candidate_key, solve_problem
+from fleetplan.optimize.milp import MilpSolution, solve_problem
+from fleetplan.optimize.probes import (
+    LARGE_PROBE_MILPS,
+    LEAST_STEPS,
+    MAX_PROBE_MILPS,
+    PROBE_BACKOFF,
+    SMALL_PROBLEM,
+    UPLIFT_CAP,
+    least_groups,
+    least_label,
+    pick,
+    probe_key,
+    trim_probes,
+)
 from fleetplan.optimize.problem import PlanProblem
 from fleetplan.optimize.solvers import SolverSettings
 from fleetplan.optimize.verify import HourCheck
@@ -96,21 +104,6 @@ DEFAULT_MAX_TRIMS = 3
 # a probe's MILP answer must save at least this share of the best plan's cost to be simulated
 # (solver round-off is not a saving)
 _SAVING = 1e-6
-# at most this many probe MILPs are solved per probe round (the dearest pools first)
-MAX_PROBE_MILPS = 8
-# a probe raises a multiplier to at most this (twice the measured capacity), and the least uplift
-# that saves anything is searched (LEAST_STEPS bisection MILPs) for the LEAST_KEYS dearest keys
-UPLIFT_CAP = 2.0
-LEAST_KEYS = 4
-LEAST_STEPS = 5
-# above this many classes x candidates x hours (a MILP of a second or more: the 100-class
-# benchmark has 800), a probe round solves at most LARGE_PROBE_MILPS MILPs, trims and un-cuts,
-# and searches no least uplift
-SMALL_PROBLEM = 200
-# after a probe of a key failed at a multiplier, the next probe of that key stays this much
-# below it (a plan a hair less loaded fails too, and each try costs a simulation)
-PROBE_BACKOFF = 0.97
-LARGE_PROBE_MILPS = 2
 
 
 # verify(solution) -> one HourCheck per hour of the plan
@@ -178,89 +171,6 @@ def _plan_key(sol: MilpSolution) -> tuple[object, ...]:
 
     return (sol.hours, items(sol.counts), items(sol.tiers), items(sol.shares),
             items(sol.base_counts), items(sol.spares))
-
-
-def _probes(problem: PlanProblem, best: _Seen, ev: _Evidence,
-            tried: set[tuple[object, ...]], failed: dict[Key, float]
-            ) -> list[tuple[Key, float, str]]:
-    """Multipliers worth a MILP (module docstring), dearest pool first: (key, multiplier,
-    what it tries); none at or above a multiplier whose probe failed in simulation."""
-    sol = best.solution
-    prices = {p.key: p.price_usd_per_hour for p in problem.pools}
-    loads = pool_loads(problem, sol)
-    out: dict[Key, tuple[tuple[float, int, str], float, str]] = {}
-    for (key, h), u in sorted(loads.items()):
-        n = sol.working(key, h)
-        ct = _config_tier(sol, key, h)
-        if n < 2:
-            continue
-        m = max(u * n / (n - 1), ev.m(ct)) * (1 + 1e-6)
-        hour = f" (hour {h})" if problem.hours > 1 else ""  # no hour in a one-rate plan
-        rank = (prices[candidate_key(key)], sol.counts[(key, h)], key)
-        if (_probe_key(ev, ct, m) not in tried
-                and m < failed.get(ct, math.inf) * PROBE_BACKOFF
-                and (ct not in out or m < out[ct][1])):
-            out[ct] = (rank, m, f"one replica fewer than {sol.counts[(key, h)]}x{key}{hour}")
-    ranked = sorted(out.items(), key=lambda kv: kv[1][0], reverse=True)
-    probes = [(ct, m, label) for ct, (_r, m, label) in ranked]
-    # re-test a shared failure: one suspect back, the others kept cut (a suspect that failed
-    # alone at no more load is not re-tested: the evidence is against it)
-    for rec in ev.explained + ev.joint:
-        for ct in sorted(rec):
-            if rec[ct][0] >= ev.bad.get(ct, math.inf) - 1e-9:
-                continue
-            m = ev.without(rec, ct)
-            if (m > ev.m(ct) * (1 + 1e-6) and _probe_key(ev, ct, m) not in tried
-                    and m < failed.get(ct, math.inf) * PROBE_BACKOFF):
-                probes.append((ct, m, f"{ct[0]} at {ct[1].label} cleared of a failure it "
-                                      f"shared (x{m:.3f})"))
-    for ct, hi in sorted(ev.hi.items()):  # a cut that a joint blame may have put there
-        if (hi < 1.0 and ev.m(ct) < 1.0 and _probe_key(ev, ct, 1.0) not in tried
-                and failed.get(ct, math.inf) * PROBE_BACKOFF > 1.0):
-            probes.append((ct, 1.0, f"the measured capacity of {ct[0]} at {ct[1].label} "
-                                    f"(cut to x{ev.m(ct):.3f})"))
-    return probes
-
-
-def _keys_by_price(problem: PlanProblem, sol: MilpSolution) -> list[Key]:
-    """The (configuration, tier) keys of ``sol``'s pools, dearest pool first."""
-    prices = {p.key: p.price_usd_per_hour for p in problem.pools}
-    ranked: dict[Key, tuple[float, int, str]] = {}
-    for (key, h), n in sorted(sol.counts.items()):
-        if (key, h) in sol.tiers and n > 0:
-            ct = _config_tier(sol, key, h)
-            ranked[ct] = max(ranked.get(ct, (0.0, 0, "")), (prices[candidate_key(key)], n, key))
-    return [ct for ct, _r in sorted(ranked.items(), key=lambda kv: kv[1], reverse=True)]
-
-
-def _unused_keys(problem: PlanProblem, sol: MilpSolution) -> list[Key]:
-    """The (configuration, tier) keys with a capacity that ``sol`` does not use, the least
-    price per request first (the likeliest to save something at a small uplift)."""
-    used = {_config_tier(sol, key, h) for (key, h), n in sol.counts.items()
-            if n > 0 and (key, h) in sol.tiers}
-    prices: dict[str, float] = {}
-    for p in problem.pools:
-        prices[p.config] = min(prices.get(p.config, math.inf), p.price_usd_per_hour)
-    best: dict[Key, float] = {}
-    for (_cls, config, tier), cap in problem.capacity.items():
-        ct = (config, tier)
-        if cap > 0 and ct not in used and config in prices:
-            best[ct] = min(best.get(ct, math.inf), prices[config] / cap)
-    return [ct for ct, _v in sorted(best.items(), key=lambda kv: (kv[1], kv[0][0],
-                                                                  kv[0][1].label))]
-
-
-def _pick(sol: MilpSolution, ratio: float, found: tuple) -> bool:  # type: ignore[type-arg]
-    """Whether a probe's plan beats the one found so far (``found[6]``: its uplift ratio): a
-    smaller uplift (the likelier to pass), then a cheaper plan."""
-    return ratio < found[6] - 1e-9 or (abs(ratio - found[6]) <= 1e-9
-                                        and sol.cost_per_day_usd < found[0].cost_per_day_usd
-                                        - 1e-9)
-
-
-def _probe_key(ev: _Evidence, ct: Key, m: float) -> tuple[object, ...]:
-    """A probe as its MILP sees it: the multiplier table with ``ct`` at ``m``."""
-    return tuple(sorted({**ev.table(), ct: round(m, 9)}.items()))
 
 
 def _above_measured(problem: PlanProblem, sol: MilpSolution) -> bool:
@@ -348,40 +258,44 @@ def closed_loop(problem: PlanProblem, settings: SolverSettings, verify: Verifier
 
         small = (len(problem.demands) * len(problem.pools) * problem.hours
                  <= SMALL_PROBLEM)
-        cands = _probes(problem, best, ev, tried, failed)[:MAX_PROBE_MILPS if small
-                                                           else LARGE_PROBE_MILPS]
-        for ct in (_keys_by_price(problem, best.solution)[:LEAST_KEYS if small else 0]
-                   + _unused_keys(problem, best.solution)[:LEAST_KEYS if small else 0]):
-            top = min(failed.get(ct, math.inf) * PROBE_BACKOFF, UPLIFT_CAP)
-            if top > ev.m(ct) * (1 + 1e-6) and _probe_key(ev, ct, top) not in tried:
-                cands.append((ct, top, "least"))
-        for ct, m, label in cands:
-            table = {**ev.table(), ct: m}
+        cands: list[tuple[dict[Key, float], str]] = [
+            ({ct: m}, label) for ct, m, label in
+            trim_probes(problem, best, ev, tried, failed)[:MAX_PROBE_MILPS if small
+                                                      else LARGE_PROBE_MILPS]]
+        for group in least_groups(problem, best.solution, small):
+            top = min(min(failed.get(ct, math.inf) * PROBE_BACKOFF, UPLIFT_CAP) / ev.m(ct)
+                      for ct in group)
+            changes = {ct: ev.m(ct) * top for ct in group}
+            if top > 1 + 1e-6 and probe_key(ev, changes) not in tried:
+                cands.append((changes, "least"))
+        for changes, label in cands:
+            table = {**ev.table(), **changes}
             sol, current = milp(table, f"round {rnd}: MILP ({label})")
-            if label == "least":  # the smallest uplift of ct that saves anything
+            if label == "least":  # the smallest common uplift of the group that saves anything
                 if not cheaper(sol):
-                    tried.add(_probe_key(ev, ct, m))
+                    tried.add(probe_key(ev, changes))
                     continue
-                lo_m, hi_m = ev.m(ct), m
+                lo_f, hi_f = 1.0, max(m / ev.m(ct) for ct, m in changes.items())
                 for _ in range(LEAST_STEPS):
-                    mid = math.sqrt(lo_m * hi_m)
-                    t2 = {**ev.table(), ct: mid}
-                    s2, c2 = milp(t2, f"round {rnd}: MILP (least uplift of {ct[0]})")
+                    mid = math.sqrt(lo_f * hi_f)
+                    t2 = {**ev.table(), **{ct: ev.m(ct) * mid for ct in changes}}
+                    s2, c2 = milp(t2, f"round {rnd}: MILP (least uplift of "
+                                      f"{' and '.join(ct[0] for ct in changes)})")
                     if cheaper(s2):
-                        hi_m, sol, current, table = mid, s2, c2, t2
+                        hi_f, sol, current, table = mid, s2, c2, t2
                     else:
-                        lo_m = mid
-                m = hi_m
-                label = (f"x{m / ev.m(ct):.3f} the capacity of {ct[0]} at {ct[1].label} "
-                         "(the least that saves anything)")
+                        lo_f = mid
+                changes = {ct: ev.m(ct) * hi_f for ct in changes}
+                label = least_label(changes, hi_f)
+            ratio = max(m / ev.m(ct) for ct, m in changes.items())
             if not sol.has_plan or sol.cost_per_day_usd >= bar:
                 rejected.append(f"{label} saved nothing")
-                tried.add(_probe_key(ev, ct, m))
+                tried.add(probe_key(ev, changes))
             elif _plan_key(sol) in seen:
                 rejected.append(f"{label} gave a plan simulated before, which was not accepted")
-                tried.add(_probe_key(ev, ct, m))
-            elif found is None or _pick(sol, m / ev.m(ct), found):
-                found = (sol, current, table, ct, m, label, m / ev.m(ct))
+                tried.add(probe_key(ev, changes))
+            elif found is None or pick(sol, ratio, found):
+                found = (sol, current, table, changes, label, ratio)
         if found is None:
             rnd -= 1  # no simulation: this round did not happen
             if rejected:
@@ -389,11 +303,12 @@ def closed_loop(problem: PlanProblem, settings: SolverSettings, verify: Verifier
                                + "; kept the verified plan")
             break
         probes += 1
-        sol, current, table, ct, m, label, _ratio = found
+        sol, current, table, changes, label, _ratio = found
         s = evaluate(sol, current, table)
         if s.accepted:
             best = s
-            ev.lo[ct] = max(ev.lo.get(ct, 0.0), m)
+            for ct, m in changes.items():
+                ev.lo[ct] = max(ev.lo.get(ct, 0.0), m)
             _vouch(problem, sol, ev)  # settles the evidence
             history.append(f"round {rnd}: {label} passed simulation too; kept "
                            f"(${sol.cost_per_day_usd / 24:.2f}/h)")
@@ -403,16 +318,19 @@ def closed_loop(problem: PlanProblem, settings: SolverSettings, verify: Verifier
                    "broke the carbon cap in simulation" if not s.ok else
                    "came within the safety margin of an SLO")
             # the failure is evidence like any other: the pools that carried a failing class
-            # are cut, those whose classes all met their SLO vouched for; the probed key is
-            # held below the multiplier tried only when it is among the blamed (a probe's plan
-            # may fail on a pool it merely moved load to)
+            # are cut, those whose classes all met their SLO vouched for; a probed key is held
+            # below the multiplier tried only when it is among the blamed (a probe's plan may
+            # fail on a pool it merely moved load to)
             _vouch(problem, sol, ev, s.checks)
             blamed: set[Key] = set()
             notes = _cut(problem, s, ev, False, blamed) if missed else []
-            if not missed or ct in blamed or any(ct in rec for rec in ev.joint):
-                failed[ct] = min(failed.get(ct, m), m)
-            else:  # the probed uplift was not refuted: the round taught a cut elsewhere, as a
-                probes -= 1  # cut round does (max_rounds still bounds the loop)
+            refuted = [ct for ct in changes if not missed or ct in blamed
+                       or any(ct in rec for rec in ev.joint)]
+            for ct in refuted:
+                failed[ct] = min(failed.get(ct, changes[ct]), changes[ct])
+            if not refuted:
+                probes -= 1  # or whose failure lay with other pools (the round taught a cut
+                # elsewhere, as a cut round does), does not (max_rounds bounds the loop)
             history.append(f"round {rnd}: {label} {why}; kept the verified plan"
                            + "".join(f"; {n}" for n in notes))
     if best is not None:

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from optimize_helpers import H100, R2, R4, random_case, synth_problem
 
 from fleetplan.optimize import loop as loop_mod
+from fleetplan.optimize import probes
 from fleetplan.optimize.milp import solve_problem
 from fleetplan.optimize.problem import Limits
 from fleetplan.optimize.solvers import SolverSettings
@@ -341,3 +342,36 @@ def test_a_configuration_the_first_plan_leaves_out_is_probed_above_its_lone_repl
     assert {k: n for (k, _h), n in out.solution.counts.items() if n > 0} == {
         "2xRTX-4090@EU27/2000ms": 3}
     assert out.solution.cost_per_day_usd / 24 == pytest.approx(1.5)
+
+
+# every comparison experiments/try_loop_paths.py 0 360 lost before the loop probed two keys
+# together and wins with it (one cap each): the cheaper plan has two pools carry a little more
+# each, where either alone would have to carry more than its truth allows
+PAIR_CASES = [(18, 0.97), (155, 0.97), (166, 0.8), (302, 0.9)]
+
+
+@pytest.mark.parametrize(("seed", "cap"), PAIR_CASES)
+def test_two_pools_raised_together_reach_the_plan_a_tighter_cap_found(
+        seed: int, cap: float) -> None:
+    problem, truth = random_case(seed)
+    free = solve_problem(problem, EXACT)
+    loose = loop_mod.closed_loop(problem, EXACT, judge(problem, truth, [], per_pool=True))
+    g = free.g_co2_per_day / (problem.mtok_per_hour(0) * 24)
+    tight_problem = replace(problem, limits=Limits(max_g_per_mtok=g * cap))
+    tight = loop_mod.closed_loop(tight_problem, EXACT,
+                                 judge(tight_problem, truth, [], per_pool=True))
+    assert loose.verified and tight.verified
+    assert loose.solution.cost_per_day_usd <= tight.solution.cost_per_day_usd + 1e-6
+    assert any("together" in line for line in loose.history + tight.history)
+
+
+def test_pairs_are_probed_among_the_dearest_keys_the_plan_uses_on_small_problems_only() -> None:
+    problem, _truth = random_case(18)
+    sol = solve_problem(problem, EXACT)
+    used = probes.keys_by_price(problem, sol)[:probes.LEAST_KEYS]
+    groups = probes.least_groups(problem, sol, small=True)
+    pairs = [g for g in groups if len(g) == 2]
+    assert len(used) >= 2 and len(pairs) == len(used) * (len(used) - 1) // 2
+    assert all(a in used and b in used and a != b for a, b in pairs)
+    assert {g[0] for g in groups if len(g) == 1} >= set(used)
+    assert probes.least_groups(problem, sol, small=False) == []
