@@ -14,11 +14,19 @@ same variant's fits. Variants (combinable) are monkeypatches of the calibration:
 - ``cold``: every run replayed with a cold prefix cache;
 - ``lighttau``: burst-tail pins fitted with the series' lowest-rate TPOT as the per-token time
   instead of each run's own TPOT p50 (changes every server kind's pins);
+- ``kindprior``: an engine-first fit starts from, and is pulled toward, a prior whose step
+  coefficients take the median efficiency of the other engine-first configurations of its GPU
+  type (committed calibration) instead of the default assumptions;
 - ``early``: one more pinned reply, :data:`EARLY` (request, tokens) per prompt set, in the runs
   of the R1-distill models (which answer to ``max_tokens``; changes every server kind's runs
   of those prompt sets; the values come from ``experiments/burst_early_long_reply.py``).
 
+``--output-cv X`` (with any variant) replays every run with the protocol's reply lengths drawn at
+coefficient of variation ``X`` instead of :data:`fleetplan.workload.lengths.PROTOCOL_CV_OUTPUT`
+(a wider spread keeps more long replies in flight as a burst drains).
+
 Usage: python experiments/tp4090_loro_variants.py VARIANT [VARIANT ...] [--all] [--jobs 1]
+[--output-cv X]
 (about 20 s for the tensor-parallel RTX 4090 folds, 2-3 min with ``--all``, on one core).
 """
 
@@ -28,23 +36,30 @@ import argparse
 import dataclasses
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
+from fleetplan.catalog.catalog import bundled_catalog
+from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.profiles.store import load_profiles
-from fleetplan.replica import burst_tail, calibrate
+from fleetplan.replica import burst_tail, calibrate, priors
 from fleetplan.replica import runs as runs_mod
+from fleetplan.replica.calibration_file import load_calibration_file
 from fleetplan.replica.measured_run import MeasuredRun
+from fleetplan.replica.params_record import ReplicaParams
 from fleetplan.validate import cv
 from fleetplan.validate.core import load_runs
+from fleetplan.workload import lengths
 
 ENGINE = ("request_throughput", "tpot_p50_ms", "itl_p50_ms")
-VARIANTS = ("base", "nottft", "thr3", "noitl", "cold", "lighttau", "early")
+VARIANTS = ("base", "nottft", "thr3", "noitl", "cold", "lighttau", "early", "kindprior")
 # a long reply sent mid-burst, per prompt set (experiments/burst_early_long_reply.py: the
 # (request, tokens) that brings the committed calibrations' 16 / 32 req/s throughput right)
 EARLY = {"200:41650": (100, 1100), "200:41169": (120, 1100)}
 _weights = calibrate.fit_weights
 _with_tails = runs_mod.with_burst_tails
 _observations = burst_tail._observations
+STEP_NAMES = ("c_step", "c_prefill_tok", "c_seq", "c_kv_tok")
 
 
 def _nottft(run: MeasuredRun, first: bool, thr: float = 1.0) -> dict[str, float]:
@@ -97,6 +112,29 @@ def _early_tails(runs: Sequence[MeasuredRun],
     return out
 
 
+def _kind_prior() -> Callable[..., ReplicaParams]:
+    """``calibrate.prior_params`` for ``kindprior``: an engine-first server's prior takes, per step
+    coefficient, the median efficiency (fitted / ideal, committed calibration) of the *other*
+    engine-first configurations of its GPU type."""
+    cat = bundled_catalog()
+    ratios: dict[tuple[str, str], dict[str, float]] = {}
+    for e in load_calibration_file().configs:
+        hw = HardwareConfig.parse(e.params.config, cat)
+        if priors.engine_first(hw):
+            ideal = priors.ideal_coefficients(cat.model(e.params.model), hw)
+            ratios[e.key] = {n: getattr(e.params, n) / ideal[n] for n in STEP_NAMES}
+    orig = priors.prior_params
+
+    def prior(spec: Any, hw: HardwareConfig, **kw: Any) -> ReplicaParams:
+        others = [r for (m, c), r in ratios.items() if (m, c) != (spec.model, hw.name)
+                  and c.split("x", 1)[1] == hw.name.split("x", 1)[1]]
+        if not priors.engine_first(hw) or kw.get("efficiency") or not others:
+            return orig(spec, hw, **kw)
+        eff = {n: statistics.median(r[n] for r in others) for n in STEP_NAMES}
+        return orig(spec, hw, efficiency=eff, **kw)
+    return prior
+
+
 def patch(variants: Sequence[str]) -> None:
     """Apply the named variants (module docstring) to the imported package."""
     for v, fn in (("nottft", _nottft), ("thr3", _thr3), ("noitl", _noitl)):
@@ -106,6 +144,8 @@ def patch(variants: Sequence[str]) -> None:
         runs_mod.runs_before = lambda rate, top: 0  # type: ignore[assignment]
     if "lighttau" in variants:
         burst_tail._observations = _light_obs
+    if "kindprior" in variants:
+        calibrate.prior_params = _kind_prior()  # type: ignore[assignment]
     if "early" in variants:
         runs_mod.with_burst_tails = _early_tails  # type: ignore[assignment]
         cv.with_burst_tails = _early_tails  # type: ignore[assignment]
@@ -116,8 +156,14 @@ def main() -> None:
     ap.add_argument("variant", nargs="+", choices=VARIANTS)
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--all", action="store_true", help="every configuration of the store")
+    ap.add_argument("--output-cv", type=float, default=None,
+                    help="the protocol's reply-length spread (default: the committed one)")
     args = ap.parse_args()
     patch(args.variant)
+    if args.output_cv is not None:  # every caller takes the default model (workers fork)
+        defaults = list(lengths.protocol_length_model.__defaults__ or ())
+        defaults[1] = args.output_cv  # (cv_input, cv_output, mean_input, mean_output)
+        lengths.protocol_length_model.__defaults__ = tuple(defaults)
     runs = load_runs(load_profiles())
     sel = runs if args.all else [r for r in runs if r.gpu == "RTX-4090" and r.gpu_count > 1]
     t = time.time()
