@@ -41,9 +41,9 @@ table whose MILP answer is cheaper (:mod:`fleetplan.optimize.probes` says which:
 fewer in a pool, a cut taken back, a shared failure cleared, and the least uplift that saves
 anything of a key, or of two keys together; on a problem larger than
 :data:`~fleetplan.optimize.probes.SMALL_PROBLEM` only the first few trims and un-cuts, whose
-MILPs take seconds there). MILP solves are cheap, simulations are not: of the candidates whose answer
-is cheaper than the best plan and was never simulated, the one with the smallest uplift (then
-the cheapest) is simulated. An accepted probe raises the lower bounds of the multipliers it
+MILPs take seconds there). MILP solves are cheap, simulations are not: of the candidates whose
+answer is cheaper than the best plan and was never simulated, the one with the smallest uplift
+(then the cheapest) is simulated. An accepted probe raises the lower bounds of the multipliers it
 changed. A rejected one is evidence like any failing plan (cuts, vouches); a probed key among
 its suspects is not tried again above ``PROBE_BACKOFF`` times the multiplier; when
 its failure lies with other pools only (the probe's plan moved load onto them), the round does
