@@ -267,9 +267,9 @@ PER_POOL_CASES = [(23, 0.8), (54, 0.97), (54, 0.8), (73, 0.97), (100, 0.97), (10
                   (100, 0.8)]
 
 
-@pytest.mark.parametrize(("seed", "cap"), PER_POOL_CASES)
-def test_judged_per_pool_a_tighter_cap_does_not_lead_the_loop_to_a_cheaper_plan(
-        seed: int, cap: float) -> None:
+def _with_and_without_a_cap(seed: int, cap: float):  # type: ignore[no-untyped-def]
+    """Random case ``seed`` and the closed loop's outcome on it without a carbon cap and at
+    ``cap`` x the carbon of the MILP's cheapest plan, each pool judged on its own requests."""
     problem, truth = random_case(seed)
     free = solve_problem(problem, EXACT)
     loose = loop_mod.closed_loop(problem, EXACT, judge(problem, truth, [], per_pool=True))
@@ -277,6 +277,13 @@ def test_judged_per_pool_a_tighter_cap_does_not_lead_the_loop_to_a_cheaper_plan(
     tight_problem = replace(problem, limits=Limits(max_g_per_mtok=g * cap))
     tight = loop_mod.closed_loop(tight_problem, EXACT,
                                  judge(tight_problem, truth, [], per_pool=True))
+    return problem, truth, loose, tight
+
+
+@pytest.mark.parametrize(("seed", "cap"), PER_POOL_CASES)
+def test_judged_per_pool_a_tighter_cap_does_not_lead_the_loop_to_a_cheaper_plan(
+        seed: int, cap: float) -> None:
+    problem, truth, loose, tight = _with_and_without_a_cap(seed, cap)
     assert loose.verified
     assert all(c.met for chk in judge(problem, truth, [])(loose.solution, None)
                for c in chk.classes)
@@ -353,13 +360,7 @@ PAIR_CASES = [(18, 0.97), (155, 0.97), (166, 0.8), (302, 0.9)]
 @pytest.mark.parametrize(("seed", "cap"), PAIR_CASES)
 def test_two_pools_raised_together_reach_the_plan_a_tighter_cap_found(
         seed: int, cap: float) -> None:
-    problem, truth = random_case(seed)
-    free = solve_problem(problem, EXACT)
-    loose = loop_mod.closed_loop(problem, EXACT, judge(problem, truth, [], per_pool=True))
-    g = free.g_co2_per_day / (problem.mtok_per_hour(0) * 24)
-    tight_problem = replace(problem, limits=Limits(max_g_per_mtok=g * cap))
-    tight = loop_mod.closed_loop(tight_problem, EXACT,
-                                 judge(tight_problem, truth, [], per_pool=True))
+    _problem, _truth, loose, tight = _with_and_without_a_cap(seed, cap)
     assert loose.verified and tight.verified
     assert loose.solution.cost_per_day_usd <= tight.solution.cost_per_day_usd + 1e-6
     assert any("together" in line for line in loose.history + tight.history)
