@@ -14,8 +14,9 @@ and asks for a cheaper answer. Candidates (:func:`trim_probes`, :func:`least_gro
   plan, as many keys it does not use, and each *pair* of those dearest used keys raised by one
   common factor (a cheaper plan may need two pools to carry a little more each, where either
   alone would have to carry much more: on 360 random problems judged by
-  ``experiments/try_loop_paths.py``, pairs took the comparisons a tighter carbon cap won from
-  23 of 1080 to 15, at no more simulations).
+  ``experiments/try_loop_paths.py``, each solved without a carbon cap and at three tighter
+  ones, pairs took the comparisons where a tighter cap verified a cheaper plan from 23 of 1080
+  to 15, at no more simulations).
 
 Of the answers cheaper than the best plan and never simulated, the smallest uplift wins
 (:func:`pick`); a key whose probe failed is not tried again above :data:`PROBE_BACKOFF` times
