@@ -48,8 +48,9 @@ LoOpt = Annotated[float | None, typer.Option(
     "scale factor, default 0.5; confidence: default 0.5; churn: failures per replica-hour, "
     "default 0).")]
 HiOpt = Annotated[float | None, typer.Option(
-    "--hi", help="Sweep end (default: the cheapest plan's carbon, or scale 2.0; confidence "
-    "0.99; churn 0.2).")]
+    "--hi", help="Sweep end (default: the simulated carbon of the plan the closed loop "
+    "verifies without a carbon cap, solve's answer, where that is above the MILP's cheapest "
+    "plan's; or scale 2.0; confidence 0.99; churn 0.2).")]
 
 
 def frontier_cmd(

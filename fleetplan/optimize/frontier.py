@@ -3,7 +3,9 @@
 Sweeps (``sweep=``):
 
 - ``carbon``: ``carbon.max_g_per_mtok`` from the lowest carbon any plan reaches (MILP, min-carbon
-  objective) to the carbon of the cheapest plan, evenly spaced;
+  objective) to the carbon of the cheapest plan, evenly spaced: the simulated carbon of the plan
+  the closed loop verifies without a cap (``solve``'s answer without the scenario's cap, run
+  first), or the MILP's cheapest plan's where that is higher or the loop verifies nothing;
 - ``slo``: every class's SLO targets scaled by factors from ``lo`` (0.5) to ``hi`` (2.0),
   geometrically spaced;
 - ``rate``: every class's rate scaled by factors from ``lo`` (0.5) to ``hi`` (2.0);
@@ -18,9 +20,9 @@ Capacities are computed first (once, or once per SLO scale), through the executo
 points' closed loops (MILP + simulation) run in parallel on the same executor: local processes by
 default, a Dask cluster when ``scheduler`` names one (an address or a ``distributed.Client``).
 Results come back in sweep order, so the output does not depend on the executor. In a carbon
-sweep a point takes the cheapest plan another point verified within its cap when that is cheaper
-than its own (:func:`share_verified`, with a note): no point is dearer than one at an equal or
-tighter cap.
+sweep a point takes the cheapest plan another point (or the loop without a cap) verified within
+its cap when that is cheaper than its own (:func:`share_verified`, with a note): no point is
+dearer than one at an equal or tighter cap.
 
 Main entries: :func:`frontier` -> :class:`Frontier` (``to_dict``, ``to_frame``, ``plot``).
 """
@@ -319,6 +321,7 @@ def frontier(scenario: Scenario, sweep: str | Sweep = Sweep.carbon, points: int 
     settings.pulp_name  # noqa: B018 - fail early on an unknown solver
     ex = get_executor(scheduler)
     jobs: list[Job] = []
+    free_plan: Plan | None = None
     build: dict[str, Any] = {"executor": ex, "settings": capacity, "cache_dir": cache_dir,
                              "progress": progress}
     if kind is Sweep.slo:
@@ -352,7 +355,11 @@ def frontier(scenario: Scenario, sweep: str | Sweep = Sweep.carbon, points: int 
         inputs = build_problem(base, executor=ex, settings=capacity, cache_dir=cache_dir,
                                progress=progress)
         if kind is Sweep.carbon:
-            values = _carbon_values(inputs, settings, points, lo, hi)
+            if hi is None:  # the sweep ends where solve's closed loop ends without a cap
+                (free_plan,) = tracked_map(ex, _run_point,
+                                           [(base, inputs, settings, max_rounds, None)],
+                                           progress, "frontier: the plan without a carbon cap")
+            values = _carbon_values(inputs, settings, points, lo, hi, free_plan)
             for v in values:
                 variant = scenario.with_updates(carbon={"max_g_per_mtok": v})
                 lim = replace(inputs.problem.limits, max_g_per_mtok=v, max_kg_per_day=None)
@@ -372,7 +379,7 @@ def frontier(scenario: Scenario, sweep: str | Sweep = Sweep.carbon, points: int 
                              settings, max_rounds, None))
     plans = tracked_map(ex, _run_point, jobs, progress, "frontier points")
     if kind is Sweep.carbon:
-        plans = share_verified(values, plans)
+        plans = share_verified(values, plans, free_plan)
     pairs = list(zip(values, plans, strict=True))
     flags = _pareto(pairs, kind)
     param, unit = _PARAM[kind]
@@ -380,27 +387,34 @@ def frontier(scenario: Scenario, sweep: str | Sweep = Sweep.carbon, points: int 
         FrontierPoint(round(float(v), 6), p, fl) for (v, p), fl in zip(pairs, flags, strict=True)))
 
 
-def share_verified(caps: list[float], plans: list[Plan]) -> list[Plan]:
+def share_verified(caps: list[float], plans: list[Plan],
+                   free_plan: Plan | None = None) -> list[Plan]:
     """Each carbon cap's plan, or a cheaper plan another point verified whose simulated carbon
     is within this cap (the scenario is the same but for the cap, so that plan is verified
     here too): a point is never dearer than one at an equal or tighter cap, whatever path
-    each point's closed loop took."""
+    each point's closed loop took. ``free_plan``: the closed loop's plan without a cap (where
+    the sweep ends), shared the same way."""
+    pool = [(f"the point at carbon cap {c:.4g} g CO2e/Mtok", c, p)
+            for c, p in zip(caps, plans, strict=True)]
+    if free_plan is not None:
+        pool.append(("the closed loop without a carbon cap (fleetplan solve's)", math.inf,
+                     free_plan))
     out = []
     for cap, plan in zip(caps, plans, strict=True):
         mine = (plan.cost_per_hour_usd if plan.verified and plan.cost_per_hour_usd is not None
                 else math.inf)
-        better = [(p.cost_per_hour_usd, c, p) for c, p in zip(caps, plans, strict=True)
+        better = [(p.cost_per_hour_usd, c, what, p) for what, c, p in pool
                   if p.verified and p.cost_per_hour_usd is not None
                   and p.g_co2_per_mtok is not None and p.g_co2_per_mtok <= cap * (1 + 1e-9)
                   and p.cost_per_hour_usd < mine - 1e-9]
         if not better:
             out.append(plan)
             continue
-        cost, other, p = min(better, key=lambda b: (b[0], b[1]))
+        cost, _c, what, p = min(better, key=lambda b: (b[0], b[1]))
         out.append(replace(p, notes=(*p.notes, (
-            f"frontier: the plan of the point at carbon cap {other:.4g} g CO2e/Mtok, verified "
-            f"there at {p.g_co2_per_mtok:.4g} g (within this cap of {cap:.4g}) and cheaper, "
-            f"${cost:.2f}/h, than this point's own closed loop found "
+            f"frontier: the plan of {what}, verified there at {p.g_co2_per_mtok:.4g} g "
+            f"(within this cap of {cap:.4g}) and cheaper, ${cost:.2f}/h, than this point's own "
+            "closed loop found "
             + (f"(${plan.cost_per_hour_usd:.2f}/h)" if plan.verified and
                plan.cost_per_hour_usd is not None else "(no verified plan)")))))
     return out
@@ -426,8 +440,11 @@ def _factors(lo: float, hi: float, n: int, *, geometric: bool) -> list[float]:
 
 
 def _carbon_values(inputs: Inputs, settings: SolverSettings, n: int, lo: float | None,
-                   hi: float | None) -> list[float]:
-    """Caps from the lowest-carbon plan's intensity to the cheapest plan's (MILP figures)."""
+                   hi: float | None, free_plan: Plan | None = None) -> list[float]:
+    """Caps from the lowest-carbon plan's intensity (MILP figure) to the cheapest plan's: the
+    simulated carbon of ``free_plan`` (the closed loop's plan without a cap, which may run
+    pools above a lone replica's capacity, and so be cheaper and dirtier than the MILP's first
+    answer) where it is verified and higher, else the MILP's cheapest plan's."""
     prob = inputs.problem
     free = replace(prob, limits=replace(prob.limits, max_g_per_mtok=None, max_kg_per_day=None))
     mtok_day = sum(free.mtok_per_hour(h) for h in range(free.hours)) * 24 / free.hours
@@ -437,6 +454,8 @@ def _carbon_values(inputs: Inputs, settings: SolverSettings, n: int, lo: float |
             raise InputError("carbon sweep: the scenario has no plan even without a carbon cap "
                              "(run fleetplan solve for the reason)")
         hi = cheap.g_co2_per_day / mtok_day
+        if free_plan is not None and free_plan.verified and free_plan.g_co2_per_mtok:
+            hi = max(hi, free_plan.g_co2_per_mtok)
     if lo is None:
         clean = solve_problem(free, settings, objective="carbon")
         lo = clean.g_co2_per_day / mtok_day if clean.has_plan else hi

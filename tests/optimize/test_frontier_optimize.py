@@ -97,3 +97,26 @@ def test_a_one_point_carbon_range_is_one_solve_not_repeated_points():
 
     assert _factors(37.9, 37.9, 4, geometric=False) == [37.9]
     assert len(_factors(10.0, 40.0, 4, geometric=False)) == 4
+
+
+def test_a_carbon_sweep_ends_at_the_plan_solve_verifies_without_a_cap(capacity_cache_dir):
+    """The bundled example: the MILP's cheapest first answer is two H100s (5.3 g CO2e/Mtok), but
+    the closed loop verifies one H100 and three RTX 4090 pairs, cheaper and dirtier. The sweep
+    runs up to that plan's simulated carbon, so its loosest point is solve's answer and no
+    point is dearer than solve without a cap."""
+    from pathlib import Path
+
+    from fleetplan.scenario import load_scenario
+
+    sc = load_scenario(Path(__file__).resolve().parents[2] / "examples" / "hybrid-chat-batch.yaml")
+    free = solve(sc.with_updates(carbon=None), cache_dir=capacity_cache_dir)
+    assert free.verified
+    fr = frontier(sc, "carbon", points=3, cache_dir=capacity_cache_dir)
+    top = fr.points[-1]
+    assert top.value == pytest.approx(free.g_co2_per_mtok, rel=1e-5)
+    assert top.plan.verified and top.plan.cost_per_hour_usd == free.cost_per_hour_usd
+    assert min(p.value for p in fr.points) < free.g_co2_per_mtok  # a real range below it
+    for p in fr.points:
+        if p.plan.verified:
+            assert p.plan.g_co2_per_mtok <= p.value * 1.000001
+            assert p.plan.cost_per_hour_usd >= free.cost_per_hour_usd - 1e-9
