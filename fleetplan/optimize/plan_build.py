@@ -398,8 +398,9 @@ def _market_notes(scenario: Scenario, pools: list[Any], counts: dict[str, int],
         p = by_key.get(candidate_key(name))
         if k > 0 and p is not None and p.unavailability > 0:
             tier = name[len(candidate_key(name)) + 1:]
+            are = "is a spare" if k == 1 else "are spares"
             held.append((p, f"{_pool_words(p)}{f' ({tier} tier)' if tier else ''}: {k} of its "
-                            f"{counts.get(name, 0)} replicas are spares (a replica is down "
+                            f"{counts.get(name, 0)} replicas {are} (a replica is down "
                             f"{p.unavailability * 100:.3g}% of the time)"))
     if held:
         notes.append(Note(

@@ -142,7 +142,8 @@ def test_both_markets_solve_to_the_cheaper_mix_verified_with_churn_and_replayed(
     shown = " ".join(headline(both.notes, pool_names(both.fleet)))
     assert "2xRTX-4090 spot: $0.25 per replica-hour" in shown
     for e in spot:
-        assert f"{e.spare} of its {e.count} replicas are spares" in shown
+        are = "is a spare" if e.spare == 1 else "are spares"
+        assert f"{e.spare} of its {e.count} replicas {are}" in shown
     # the on-demand answer's names are today's
     assert {e.pool for e in od.fleet} <= {"1xH100-PCIe@EU27/150ms", "2xRTX-4090@EU27/2000ms"}
     assert all("market" not in e for e in od.to_dict()["fleet"])
@@ -223,3 +224,22 @@ def test_the_report_prices_a_spot_pool_as_the_plan_does() -> None:
     assert "spot" in by_market["spot"].price_source
     assert ctx.pool(plan.fleet[0]) is by_market["spot"]
     assert ctx.pool(plan.fleet[1]) is by_market[None]
+
+
+
+def test_the_spares_note_says_one_spare_in_the_singular() -> None:
+    """'1 of its 7 replicas is a spare', '2 of its 8 replicas are spares'."""
+    from types import SimpleNamespace
+
+    from fleetplan.optimize.plan_build import _market_notes
+
+    pools = [SimpleNamespace(key="2xRTX-4090@EU27", config="2xRTX-4090", market="on-demand",
+                             unavailability=0.00826),
+             SimpleNamespace(key="1xRTX-4090@EU27", config="1xRTX-4090", market="on-demand",
+                             unavailability=0.0323)]
+    (note,) = _market_notes(None, pools,  # type: ignore[arg-type]  # no spot pool reads it
+                            {"2xRTX-4090@EU27/2000ms": 7, "1xRTX-4090@EU27/300ms": 8},
+                            {"2xRTX-4090@EU27/2000ms": 1, "1xRTX-4090@EU27/300ms": 2})
+    text = str(note)
+    assert "2xRTX-4090 (2000ms tier): 1 of its 7 replicas is a spare (" in text
+    assert "1xRTX-4090 (300ms tier): 2 of its 8 replicas are spares (" in text
