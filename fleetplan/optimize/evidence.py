@@ -222,7 +222,8 @@ def _cut(problem: PlanProblem, seen: _Seen, ev: _Evidence, repeat: bool,
                 f"{'missed' if not own[k].met else 'met'} on {k}"
                 + ("" if own[k].ttft_p99_ms is None else f", {own[k].ttft_p99_ms:.0f} ms")
                 for k in carriers) + ")"
-        notes.append(f"hour {h}: class {name} simulated P99 TTFT {got} vs SLO "
+        hour = f"hour {h}: " if problem.hours > 1 else ""  # no hour in a one-rate plan
+        notes.append(f"{hour}class {name} simulated P99 TTFT {got} vs SLO "
                      f"{slo[name].ttft_p99_ms:g} ms{where}")
     if blamed_keys is not None:  # the keys the evidence now blames alone
         blamed_keys.update(k for k in changes if k in ev.sole)

@@ -245,6 +245,7 @@ def test_each_pool_of_a_split_class_is_blamed_on_its_own_requests() -> None:
     loop_mod._vouch(problem, sol, ev, check)
     seen = loop_mod._Seen(sol, check, problem, {}, 1.0, False, False, 1.0)
     (note,) = loop_mod._cut(problem, seen, ev, repeat=False)
+    assert note.startswith("class chat simulated P99 TTFT 700 ms vs SLO 600 ms")  # no hour
     assert f"missed on {bad}, 700 ms" in note and all(f"met on {k}, 400 ms" in note
                                                        for k in good)
     loads = loop_mod.pool_loads(problem, sol)
@@ -376,3 +377,14 @@ def test_pairs_are_probed_among_the_dearest_keys_the_plan_uses_on_small_problems
     assert all(a in used and b in used and a != b for a, b in pairs)
     assert {g[0] for g in groups if len(g) == 1} >= set(used)
     assert probes.least_groups(problem, sol, small=False) == []
+
+
+def test_a_round_note_names_the_hour_only_in_a_plan_of_several_hours() -> None:
+    problem = synth_problem([("chat", (9.0, 9.0), 600.0, 1.0)])
+    assert problem.hours == 2
+    sol = solve_problem(problem, EXACT)
+    checks = tuple(HourCheck(h, (ClassCheck("chat", 700.0 if h else 400.0, None, None, not h),),
+                             False, 1.0, 1.0, {}) for h in (0, 1))
+    seen = loop_mod._Seen(sol, checks, problem, {}, 1.0, False, False, 1.0)
+    (note,) = loop_mod._cut(problem, seen, loop_mod._Evidence(), repeat=False)
+    assert note.startswith("hour 1: class chat simulated P99 TTFT 700 ms vs SLO 600 ms")
