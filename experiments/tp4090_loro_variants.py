@@ -114,15 +114,12 @@ def _early_tails(runs: Sequence[MeasuredRun],
 
 def _kind_prior() -> Callable[..., ReplicaParams]:
     """``calibrate.prior_params`` for ``kindprior``: an engine-first server's prior takes, per step
-    coefficient, the median efficiency (fitted / ideal, committed calibration) of the *other*
-    engine-first configurations of its GPU type."""
+    coefficient, the median efficiency (fitted / ideal: the committed calibration's
+    ``ratios_to_ideal``) of the *other* engine-first configurations of its GPU type."""
     cat = bundled_catalog()
-    ratios: dict[tuple[str, str], dict[str, float]] = {}
-    for e in load_calibration_file().configs:
-        hw = HardwareConfig.parse(e.params.config, cat)
-        if priors.engine_first(hw):
-            ideal = priors.ideal_coefficients(cat.model(e.params.model), hw)
-            ratios[e.key] = {n: getattr(e.params, n) / ideal[n] for n in STEP_NAMES}
+    ratios = {e.key: {n: e.ratios_to_ideal[n] for n in STEP_NAMES}
+              for e in load_calibration_file().configs
+              if priors.engine_first(HardwareConfig.parse(e.params.config, cat))}
     orig = priors.prior_params
 
     def prior(spec: Any, hw: HardwareConfig, **kw: Any) -> ReplicaParams:
