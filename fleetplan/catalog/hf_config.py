@@ -9,7 +9,7 @@ experts, DeepSeek's ``n_routed_experts`` / ``n_shared_experts`` / ``first_k_dens
 the attention layout (:mod:`fleetplan.catalog.hf_attention`: multi-head latent attention,
 ``layer_types`` with sliding-window layers, Gemma-4's global layers, Gated DeltaNet linear-attention
 layers with their fixed-size state per sequence) and the served precision
-(``torch_dtype``, ``quantization_config``: FP8, AWQ/GPTQ int4, compressed-tensors,
+(``torch_dtype``, ``quantization_config``: FP8, AWQ/GPTQ/AutoRound int4, compressed-tensors,
 bitsandbytes, ``mxfp4``, ``modelopt`` NVFP4/FP8 and its ``MIXED_PRECISION`` with one format for
 the attention projections and one for the MLPs) and counts the parameters the way the
 checkpoint holds them: resident (every expert) and active per token (the experts a token is
@@ -247,7 +247,8 @@ def _precision(f: _Fields, dtype: str, layers: int) -> Precision:
         raise InputError(f"{f.path}: field quantization_config: {q!r} must be an object")
     method = str(q.get("quant_method", "")).lower()
     where = f"{f.path}: field quantization_config"
-    if method in ("gptq", "awq", "marlin", "gptq_marlin", "awq_marlin"):
+    if method in ("gptq", "awq", "marlin", "gptq_marlin", "awq_marlin", "auto-round",
+                  "intel/auto-round"):
         bits = q.get("bits", q.get("w_bit"))
         group = q.get("group_size", q.get("q_group_size", 128))
         if not isinstance(bits, int) or bits not in (2, 3, 4, 8):
@@ -256,7 +257,8 @@ def _precision(f: _Fields, dtype: str, layers: int) -> Precision:
             raise InputError(f"{where}.group_size: {group!r} must be a whole number >= 1 or -1")
         # per group of weights (per output column): an fp16 scale and a packed zero point
         per_group = (2.0 + bits / 8.0) / group if group > 0 else 0.0
-        return Precision(f"{method.split('_')[0]}-int{bits}", bits / 8.0 + per_group, False)
+        name = "autoround" if "auto-round" in method else method.split("_")[0]
+        return Precision(f"{name}-int{bits}", bits / 8.0 + per_group, False)
     if method == "fp8":
         return Precision("fp8", 1.0, False)
     if method == "modelopt":
@@ -289,7 +291,7 @@ def _precision(f: _Fields, dtype: str, layers: int) -> Precision:
         # one fp32 absmax per block of 64 weights
         return Precision(f"bitsandbytes-int{bits}", bits / 8.0 + 4.0 / 64, False)
     raise InputError(f"{where}.quant_method: {method or None!r} is not modelled (known: gptq, "
-                     "awq, fp8, compressed-tensors, bitsandbytes, modelopt, mxfp4)")
+                     "awq, auto-round, fp8, compressed-tensors, bitsandbytes, modelopt, mxfp4)")
 
 
 def _model_name(p: Path, cfg: dict[str, Any]) -> tuple[str, str]:

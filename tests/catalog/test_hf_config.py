@@ -69,6 +69,24 @@ def test_quantized_checkpoints_weigh_what_their_safetensors_do() -> None:
     assert dense.weight_bytes == pytest.approx(2 * dense.params_b * 1e9)
 
 
+def test_an_autoround_checkpoint_weighs_as_the_gptq_one_of_the_same_bits(tmp_path: Path) -> None:
+    # Intel's AutoRound writes quant_method "auto-round" (older releases "intel/auto-round")
+    # with GPTQ's bits / group_size; vLLM serves it with the GPTQ kernels
+    src = CONFIGS / "Qwen2.5-7B-Instruct-GPTQ-Int4"
+    gptq = ModelSpec.from_hf_config(src)
+    cfg = json.loads((src / "config.json").read_text())
+    group = cfg["quantization_config"]["group_size"]
+    for method in ("auto-round", "intel/auto-round"):
+        cfg["quantization_config"] = {"quant_method": method, "bits": 4, "group_size": group,
+                                      "sym": True, "data_type": "int"}
+        folder = tmp_path / "Qwen2.5-7B-Instruct-int4-AutoRound"
+        folder.mkdir(exist_ok=True)
+        (folder / "config.json").write_text(json.dumps(cfg))
+        spec = ModelSpec.from_hf_config(folder)
+        assert spec.served_dtype == "autoround-int4"
+        assert spec.weight_bytes == pytest.approx(gptq.weight_bytes)
+
+
 def test_architecture_details_are_read() -> None:
     gemma = ModelSpec.from_hf_config(CONFIGS / "gemma-2-9b-it")
     assert gemma.tied_embeddings and gemma.sliding_window == 4096 and gemma.head_dim == 256
