@@ -102,6 +102,23 @@ def test_the_tp_rtx_3090_sweeps_state_what_the_issue_relies_on() -> None:
     assert all(r.gpu == "RTX-3090" and "PCIe-3.0" in (r.interconnect or "") for r in runs)
 
 
+def test_a_single_stream_output_rate_never_leaves_out_its_own_first_token() -> None:
+    # a rate over the request's wall time includes the TTFT, so one stream's output tokens take
+    # at least the TTFT at that rate; the dflash-depth rows' recorded rate is the decode rate
+    # (46 tok/s after a 368 s TTFT), which the builder turns into TPOT (README, 4 x RTX 3090)
+    runs = load_external_runs().runs
+    checked = 0
+    for r in runs:
+        if r.load_kind == "concurrency" and r.load_value == 1 and r.output_tok_s and \
+                r.ttft_p50_ms and r.output_tokens_requested:
+            checked += 1
+            assert r.output_tokens_requested / r.output_tok_s >= r.ttft_p50_ms / 1000, r.run_id
+    assert checked >= 20
+    decode = [r for r in runs if r.run_id.startswith("dflash-depth/target/tp4/")]
+    assert len(decode) == 8 and all(r.output_tok_s is None for r in decode)
+    assert all(r.tpot_p50_ms is not None and r.tpot_p50_ms >= r.itl_p50_ms * 0.95 for r in decode)
+
+
 def test_the_record_and_the_builder_share_one_column_order() -> None:
     header = next(csv.reader(io.StringIO(
         (external_dir() / "llm-bench-2x4090.csv").read_text(encoding="utf-8"))))
