@@ -167,3 +167,43 @@ def test_a_server_with_a_16_bit_kv_cache_holds_the_state_in_fewer_blocks() -> No
     cat = Catalog(models=[spec])
     p = prior_params(spec, HardwareConfig.parse("1xH100-SXM"))
     assert apply_stated(p, {"kv_cache_dtype": "bfloat16"}, catalog=cat).seq_state_blocks == 147
+
+
+DERIVED = {  # folder -> (NVIDIA's checkpoint of the same base, served dtype the name states)
+    "Qwen--Qwen3.6-27B": (Q27, "bfloat16"),
+    "Qwen--Qwen3.6-27B-FP8": (Q27, "fp8"),
+    "Lorbus--Qwen3.6-27B-int4-AutoRound": (Q27, "autoround-int4"),
+    "Avesed--Qwen3.6-27B-INT8-W8A8": (Q27, "compressed-tensors-w8int"),
+    "QuantTrio--Qwen3.6-27B-AWQ": (Q27, "awq-int4"),
+    "Qwen--Qwen3.6-35B-A3B-FP8": (Q35, "fp8"),
+    "cyankiwi--Qwen3.6-35B-A3B-AWQ-4bit": (Q35, "awq-int4"),
+    "QuantTrio--Qwen3.6-35B-A3B-AWQ": (Q35, "awq-int4"),
+    "Intel--Qwen3.6-35B-A3B-int4-AutoRound": (Q35, "autoround-int4"),
+}
+
+
+def test_the_derived_qwen36_checkpoints_keep_nvidias_architecture_with_their_own_weights() -> None:
+    # data/external/README.md: each derived file is NVIDIA's config.json of the same base with
+    # only its quantization_config replaced
+    for folder, (src, dtype) in DERIVED.items():
+        mine = json.loads((EXTERNAL / folder / "config.json").read_text())
+        theirs = json.loads((src / "config.json").read_text())
+        mine.pop("quantization_config", None)
+        theirs.pop("quantization_config")
+        assert mine == theirs, folder
+        spec, base = ModelSpec.from_hf_config(EXTERNAL / folder), ModelSpec.from_hf_config(src)
+        assert (spec.params_b, spec.active_b) == (base.params_b, base.active_b), folder
+        assert spec.served_dtype == dtype, folder
+    # the bytes follow one accounting: BF16 - FP8 = the linear layers' parameters (2 -> 1
+    # byte); a 4-bit group-128 file stores them at 0.5 + 2.5 / 128 bytes, the rest as in BF16
+    for bf16, fp8, awq, autoround in (
+            ("Qwen--Qwen3.6-27B", "Qwen--Qwen3.6-27B-FP8", "QuantTrio--Qwen3.6-27B-AWQ",
+             "Lorbus--Qwen3.6-27B-int4-AutoRound"),
+            (None, "Qwen--Qwen3.6-35B-A3B-FP8", "QuantTrio--Qwen3.6-35B-A3B-AWQ",
+             "Intel--Qwen3.6-35B-A3B-int4-AutoRound")):
+        b = {n: ModelSpec.from_hf_config(EXTERNAL / n).weight_bytes for n in (fp8, awq, autoround)}
+        whole = (ModelSpec.from_hf_config(EXTERNAL / bf16).weight_bytes if bf16 else
+                 2 * ModelSpec.from_hf_config(EXTERNAL / fp8).params_b * 1e9)
+        linear = whole - b[fp8]
+        assert b[awq] == pytest.approx(whole - linear * (2 - (0.5 + 2.5 / 128)), rel=1e-9)
+        assert b[autoround] == pytest.approx(b[awq], rel=1e-9)
