@@ -29,12 +29,21 @@ def _path(loc: tuple[Any, ...], data: Any) -> tuple[str, Any, bool]:
             out += f"[{part}]"
             cur = cur[part]
         elif isinstance(cur, dict) and part in cur:
-            out += f".{part}" if out else str(part)
+            out += _key(part, out)
             cur = cur[part]
         elif last and isinstance(cur, dict):
-            out += f".{part}" if out else str(part)
+            out += _key(part, out)
             found = False
     return out or "(top level)", cur, found
+
+
+def _key(part: Any, before: str) -> str:
+    """One key of the path: ``.name`` (bare at the start), or ``[...]`` escaped where the key
+    holds a character that does not print (a line break would split the one-line message)."""
+    text = str(part)
+    if not text.isprintable():
+        return f"[{ascii(text)}]"
+    return f".{text}" if before else text
 
 
 def _show(v: Any) -> str:

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from fleetplan.errors import InputError, InputLimitError
@@ -160,6 +160,8 @@ def test_the_loader_gives_a_scenario_or_one_line_naming_the_file(tmp_path: Path,
                                                                  HealthCheck.function_scoped_fixture])
 @given(path=st.sampled_from([p for p in PATHS if p[0] in ("classes", "sim")]),
        value=HOSTILE)
+# a key with a character that is a line break to str.splitlines (found by this test)
+@example(path=("classes", 0), value={"\x1e": 0})
 def test_simulate_on_a_mutant_exits_0_or_2_with_one_line(cli: Any, tmp_path: Path,
                                                         path: tuple[Any, ...],
                                                         value: Any) -> None:
