@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Collection, Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 PLAN = "plan"
 DETAIL = "detail"
@@ -101,20 +101,29 @@ def headline(notes: Iterable[str], pools: Collection[str],
     return sorted(chosen, key=lambda n: n.priority)[:limit]
 
 
+class DatasheetBand(NamedTuple):
+    """The range of the real P99 TTFT over an uncalibrated prediction (``lo``-``hi`` x) in 80%
+    of held-out runs, and the page that judges the errors it comes from (``doc``)."""
+
+    lo: float
+    hi: float
+    doc: str
+
+
 def datasheet_band(model: str, gpu: str, *,
-                   store: str | os.PathLike[str] | None = None) -> tuple[float, float]:
+                   store: str | os.PathLike[str] | None = None) -> DatasheetBand:
     """For an uncalibrated (spec-path) prediction of ``model`` on ``gpu``: the range of the real
     P99 TTFT over the predicted one in 80% of held-out runs (``data/spec_errors.json``, the fold
     of a model measured on other configurations of ``store``, a data context's, else the default
-    store, or of one never measured), as the notes and ``solve --confidence`` read it
-    (``optimize/confidence.py``)."""
+    store, or of one never measured; for a GPU type the store never measured, other people's
+    runs), as the notes and ``solve --confidence`` read it (``optimize/confidence.py``)."""
     from fleetplan.profiles.store import load_profiles
-    from fleetplan.validate.bands import error_table
+    from fleetplan.validate.bands import basis_doc, error_table
 
     fold = ("leave-one-config-out" if load_profiles(default=store).configs(model)
             else "leave-one-model-out")
-    q, _basis = error_table().quantiles(gpu, "ttft_p99_ms", fold)
-    return 1.0 / (1.0 + q.p90), 1.0 / (1.0 + q.p10)
+    q, basis = error_table().quantiles(gpu, "ttft_p99_ms", fold)
+    return DatasheetBand(1.0 / (1.0 + q.p90), 1.0 / (1.0 + q.p10), basis_doc(basis))
 
 
 def print_notes(print_line: Any, notes: Iterable[str], pools: Collection[str], *,

@@ -112,7 +112,9 @@ def predict(model: ModelOpt = None, *, config: ConfigOpt = None, rate: RateOpt,
 
     An uncalibrated pair (calibrated: false) is predicted from the model's spec and the GPU's
     datasheet; its ttft_p99_ms_band (and the other *_band fields) give the range the measured
-    value fell in for 80% of held-out runs of the bundled store (docs/spec-path-validation.md).
+    value fell in for 80% of held-out runs of the bundled store (docs/spec-path-validation.md),
+    or for a GPU type the store never measured, of runs others measured on their own GPUs
+    (docs/validation.md; band_basis names which).
     A calibrated pair's own_runs (the caption's "its own runs") give the fit's worst error on
     the runs it was fitted to and the runs it flagged and did not fit, each with its replayed
     token gap against the measured one (itl_p50_error_pct: a fit made from high-rate runs can

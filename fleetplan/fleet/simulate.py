@@ -145,11 +145,11 @@ def _notes(pools: Sequence[PoolModel], classes: Sequence[ClassResult], reps: Seq
     for pm in pools:
         model, cfg, cal = pm.params.model, pm.params.config, ctx.calibration
         if not pm.params.calibrated:
-            lo, hi = datasheet_band(model, pm.spec.hardware.gpu, store=ctx.store)
+            lo, hi, doc = datasheet_band(model, pm.spec.hardware.gpu, store=ctx.store)
             notes.append(Note(f"pool {pm.label}: latencies predicted from datasheets, not from "
                               "measured runs (calibrated: false): real P99 TTFT was "
                               f"{lo:.2g}-{hi:.2g}x such predictions in 80% of held-out cases "
-                              "(docs/spec-path-validation.md)", "accuracy",
+                              f"({doc})", "accuracy",
                               pools=(pm.label,), level=PLAN, priority=P_ACCURACY))
             notes.append(Note(f"pool {pm.label}: replica parameters are {pm.params.source}",
                               "accuracy", pools=(pm.label,)))

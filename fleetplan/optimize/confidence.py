@@ -11,8 +11,9 @@ is the predicted one / ``(1 + e)``):
   per server kind", from ``fleetplan validate --cv``);
 - an uncalibrated (spec-based) one (:func:`spec_error`): the spec path's held-out errors of
   ``data/spec_errors.json`` (:mod:`fleetplan.validate.bands`; leave-one-config-out for a model
-  measured on other configurations, leave-one-model-out for one never measured, and
-  leave-one-gpu-out for a GPU type with no measured row).
+  measured on other configurations, leave-one-model-out for one never measured; for a GPU type
+  with no measured row, other people's runs of ``data/external`` judged leave-one-dataset-out,
+  else leave-one-gpu-out).
 
 Both read ``ln(1 + e)`` as normal through the 10/50/90th percentiles (``bias`` its median,
 ``sigma`` from the 10-90 spread), and the factor at confidence ``P`` is that model's:
@@ -240,7 +241,9 @@ def spec_error(config: str, gpu: str, confidence: float,
                fold: str = "leave-one-model-out") -> ConfigError:
     """The error of a spec-based (uncalibrated) configuration's P99 TTFT, from
     ``data/spec_errors.json`` (:mod:`fleetplan.validate.bands`): ``fold``'s row of its GPU type,
-    or, for a GPU type with no measured row, the leave-one-gpu-out errors of all GPU types. The
+    or, for a GPU type the store never measured, the errors of other people's runs on that GPU
+    type, else on all theirs (the ``external`` fold, judged leave-one-dataset-out), else the
+    leave-one-gpu-out errors of all GPU types (:meth:`ErrorTable.quantiles`). The
     factor and probability are :func:`quantile_error`'s;
     ``slo_met_probability`` takes ``ln(1 + e)`` normal through the table's 10/50/90th
     percentiles of the signed error ``e = predicted / measured - 1``."""
@@ -258,11 +261,16 @@ def _median_abs_pct(path: Any, basis: str, gpu: str, fold: str) -> float | None:
     """The table's ``median_abs_pct`` of the row ``basis`` names, if it states one."""
     import json
 
-    from fleetplan.validate.bands import POOLED, UNMEASURED_GPU_FOLD
+    from fleetplan.validate.bands import EXTERNAL_FOLD, POOLED, UNMEASURED_GPU_FOLD
 
     folds = json.loads(path.read_text(encoding="utf-8")).get("folds", {})
-    row = (folds.get(fold, {}).get(gpu) if not basis.startswith(UNMEASURED_GPU_FOLD)
-           else folds.get(UNMEASURED_GPU_FOLD, {}).get(POOLED))
+    if "data/external" in basis:  # other people's runs: of this GPU type, else of all
+        ext = folds.get(EXTERNAL_FOLD, {})
+        row = ext.get(POOLED) if "none measured on" in basis else ext.get(gpu)
+    elif basis.startswith(UNMEASURED_GPU_FOLD):
+        row = folds.get(UNMEASURED_GPU_FOLD, {}).get(POOLED)
+    else:
+        row = folds.get(fold, {}).get(gpu)
     got = (row or {}).get("ttft_p99_ms", {}).get("median_abs_pct")
     return float(got) if isinstance(got, int | float) else None
 

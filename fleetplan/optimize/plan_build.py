@@ -352,12 +352,13 @@ def _accuracy_notes(scenario: Scenario, pools: list[Any]) -> list[str]:
     if uncal:
         bands = {gpus[c]: datasheet_band(served[c][0], gpus[c], store=ctx.store)
                  for c in uncal}
-        ranges = ", ".join(f"{lo:.2g}-{hi:.2g}x" + (f" ({gpu})" if len(bands) > 1 else "")
-                           for gpu, (lo, hi) in bands.items())
+        ranges = ", ".join(f"{b.lo:.2g}-{b.hi:.2g}x" + (f" ({gpu})" if len(bands) > 1 else "")
+                           for gpu, b in bands.items())
+        docs = "; ".join(dict.fromkeys(b.doc for b in bands.values()))
         notes.append(Note(
             f"{', '.join(uncal)}: latencies predicted from datasheets, not from measured runs "
             f"(uncalibrated): real P99 TTFT was {ranges} such predictions in 80% of held-out "
-            "cases (docs/spec-path-validation.md); solve --confidence P plans for that "
+            f"cases ({docs}); solve --confidence P plans for that "
             "error", "accuracy", pools=uncal, level=PLAN, priority=P_ACCURACY))
     for c in configs:
         if c in uncal:

@@ -153,6 +153,14 @@ class ErrorTable:
                         f"none measured on {gpu})")
 
 
+def basis_doc(basis: str) -> str:
+    """The page that judges the error table a :meth:`ErrorTable.quantiles` ``basis`` names:
+    other people's runs (the ``external`` fold) are judged leave-one-dataset-out in
+    docs/validation.md, the store's folds in docs/spec-path-validation.md."""
+    return ("docs/validation.md, other people's runs" if "data/external" in basis
+            else "docs/spec-path-validation.md")
+
+
 def _quantiles(obj: Any, where: str) -> ErrorQuantiles:
     try:
         q = ErrorQuantiles(float(obj["p10"]), float(obj["p50"]), float(obj["p90"]),
@@ -213,7 +221,7 @@ def prediction_bands(gpu: str, metrics: dict[str, float], *,
                 basis = b.basis
     if out:
         out["band_basis"] = (f"80% of held-out runs measured inside the band: {basis} "
-                             "(docs/spec-path-validation.md)")
+                             f"({basis_doc(basis)})")
     return out
 
 

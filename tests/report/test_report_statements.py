@@ -306,7 +306,8 @@ def test_a_calibrated_band_above_the_slo_is_said_too(scenario: Any) -> None:
 
 def test_report_reads_the_scenarios_own_catalog(cli, tmp_path: Path) -> None:
     """A GPU only a user catalog knows (L4, tests/data/catalog-l4): priced from that catalog,
-    and banded with the spec path's errors of GPU types never measured (leave-one-gpu-out)."""
+    and banded with the spec path's errors on other people's GPUs (the external fold: nobody's
+    runs here are on an L4)."""
     catalog = ROOT / "tests" / "data" / "catalog-l4"
     config = ROOT / "tests" / "data" / "hf-configs" / "Llama-3.1-8B-Instruct"
     sc = {"model_config": str(config), "catalog": str(catalog),
@@ -327,7 +328,7 @@ def test_report_reads_the_scenarios_own_catalog(cli, tmp_path: Path) -> None:
     with open(catalog / "prices.csv", encoding="utf-8") as fh:
         price = float(next(r for r in fh if r.startswith("L4,")).split(",")[2])
     assert row["$ per GPU-hour"] == usd(price) == "$0.45" and row["$ per hour"] == "$1.35"
-    q = spec_row("leave-one-gpu-out", "all")
+    q = spec_row("external", "all")
     rows = {r[0]: dict(zip(header(page, "classes-table"), r, strict=True))
             for r in page.rows("classes-table")}
     assert rows["chat"]["model error band, 80% (ms)"] == \
