@@ -319,8 +319,9 @@ def _notes(scenario: Scenario, inputs: Inputs, out: LoopOutcome,
             src = spot_price_source(scenario.reliability, bare_config(p.config), p.gpu,
                                     p.gpu in scenario.prices_usd_per_gpu_hour,
                                     scenario.data_context().catalog)
+            src = src.removeprefix("spot: ")  # one "spot:" a note: "50% off the catalog ..."
             detail.append(Note(
-                f"spot: {p.key} at ${p.price_usd_per_hour:.4g} per replica-hour ({src}); its "
+                f"spot: {p.key} at ${p.price_usd_per_hour:.4g} per replica-hour, {src}; its "
                 "replicas fail at the spot rate (reliability block or bundled spot default, "
                 "docs/reliability.md)", "price", pools=(p.key,)))
     return (*plan, *detail)
