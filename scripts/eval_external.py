@@ -29,7 +29,10 @@ How a row is replayed (each rule is the row's own figures, never a fit):
 - load: ``concurrency`` N = all requests sent at once, at most N in flight (``max_concurrency``);
   ``poisson`` R = Poisson arrivals at R req/s; ``burst`` = all at once, no cap.
 - prompts: the row's ``num_prompts``; where the source does not say, 4 x the concurrency (at
-  least 8) and the output says so (``num_prompts assumed``).
+  least 8) and the output says so (``num_prompts assumed``). A campaign whose harness runs each
+  concurrency point for a stated time (:data:`TIMED_POINTS`) sends the requests a closed loop
+  of N starts within that time: N a wave, as many waves as one wave's replayed duration fits
+  in it, at least one (:func:`timed_prompts`; the output says ``N per wave x W``).
 - lengths: where the source's raw copy lists every request's prompt and reply tokens
   (``data/external/raw/<source>.json``), those, in send order (:func:`recorded_lengths`);
   otherwise fixed-length synthetic workloads send every request with the row's prompt length
@@ -73,6 +76,11 @@ HF_FIXTURES = ROOT / "tests" / "data" / "hf-configs"
 # Hugging Face renamed the neuralmagic organisation to RedHatAI; the repositories (and their
 # config.json) are the same, so a run naming one may use the other's config.
 ORG_ALIASES = {"RedHatAI": "neuralmagic"}
+# dataset prefix -> seconds each concurrency point runs. The 4 x RTX 3090 tp-ab-p2p records
+# state it ("aggregate = concurrency ladder 1/4/16/32/64, 20 s per point, stops when the gain
+# drops under 3%") and that it "reproduces the 2026-06-28 orchestrator sweep within 1.5% on
+# wall rate": the orchestrator campaign's harness (data/external/README.md)
+TIMED_POINTS = {"tp-ab-p2p:aggregate": 20.0, "orchestrator:aggregate": 20.0}
 
 METRICS = (  # (label, measured field, predicted metric, band metric or None)
     ("throughput", None, None, None),  # output tok/s where stated, else req/s (see _throughput)
@@ -239,6 +247,22 @@ def refusal(run: Any, res: Resolver) -> str | None:
     return None
 
 
+def timed_point(run: Any) -> float | None:
+    """Seconds a concurrency point of ``run``'s campaign runs (:data:`TIMED_POINTS`), if stated
+    and the row does not give its request count."""
+    if run.num_prompts is not None or run.load_kind != "concurrency":
+        return None
+    return next((t for k, t in TIMED_POINTS.items() if (run.dataset or "").startswith(k)), None)
+
+
+def timed_prompts(cap: int, seconds: float, wave_s: float) -> tuple[int, int]:
+    """(requests, waves) a closed loop of ``cap`` in flight starts within ``seconds`` when a
+    wave of ``cap`` requests sent at once lasts ``wave_s``: the waves that start in time, at
+    least one (the harness waits for the requests in flight)."""
+    waves = max(1, math.ceil(seconds / wave_s)) if wave_s > 0 else 1
+    return cap * waves, waves
+
+
 def predict_row(run: Any, res: Resolver, *, engine_args: bool) -> Outcome:
     from fleetplan.context import DataContext
     from fleetplan.errors import FleetplanError
@@ -321,7 +345,15 @@ def predict_row(run: Any, res: Resolver, *, engine_args: bool) -> Outcome:
         how = {"request_lengths": ([lin] * n, [lout] * n), "seeds": (0,)}
     from fleetplan.replica.engine_defaults import intake_is_serial
 
+    seconds = timed_point(run)
     try:
+        if seconds is not None and cap and cap > 1 and recorded is None and "lengths" not in how:
+            # one wave of N replayed first: how many waves start within the point's time
+            wave = replay(params, rate=rate, num_prompts=cap, max_concurrency=cap,
+                          request_lengths=([lin] * cap, [lout] * cap), seeds=(0,))
+            n, waves = timed_prompts(cap, seconds, wave["duration_s"])
+            how = {"request_lengths": ([lin] * n, [lout] * n), "seeds": (0,)}
+            out.notes.append(f"{cap} per wave x {waves} (the campaign's {seconds:g} s per point)")
         pred = replay(params, rate=rate, num_prompts=n, max_concurrency=cap,
                       warm_prefix_cache=run.prefix_cache == "warm",
                       serial_intake=cap is None and intake_is_serial(run.engine_version),
