@@ -118,12 +118,13 @@ def datasheet_band(model: str, gpu: str, *,
     store, or of one never measured; for a GPU type the store never measured, other people's
     runs), as the notes and ``solve --confidence`` read it (``optimize/confidence.py``)."""
     from fleetplan.profiles.store import load_profiles
-    from fleetplan.validate.bands import basis_doc, error_table
+    from fleetplan.validate.bands import error_table
 
     fold = ("leave-one-config-out" if load_profiles(default=store).configs(model)
             else "leave-one-model-out")
-    q, basis = error_table().quantiles(gpu, "ttft_p99_ms", fold)
-    return DatasheetBand(1.0 / (1.0 + q.p90), 1.0 / (1.0 + q.p10), basis_doc(basis))
+    row = error_table().lookup(gpu, "ttft_p99_ms", fold)
+    q = row.quantiles
+    return DatasheetBand(1.0 / (1.0 + q.p90), 1.0 / (1.0 + q.p10), row.doc)
 
 
 def print_notes(print_line: Any, notes: Iterable[str], pools: Collection[str], *,

@@ -250,28 +250,21 @@ def spec_error(config: str, gpu: str, confidence: float,
     from fleetplan.validate.bands import error_table
 
     t = error_table()
-    q, basis = t.quantiles(gpu, "ttft_p99_ms", fold)
-    median_abs = _median_abs_pct(t.path, basis, gpu, fold) or abs(q.p50) * 100.0
+    row = t.lookup(gpu, "ttft_p99_ms", fold)
+    q, basis = row.quantiles, row.basis
+    median_abs = _median_abs_pct(t.path, row.fold, row.key) or abs(q.p50) * 100.0
     src = (f"data/spec_errors.json (spec path, uncalibrated): {basis}; factor at "
            f"confidence {confidence:g} of those errors (log-normal through their 10/50/90th)")
     return quantile_error(config, False, q, median_abs, confidence, src)
 
 
-def _median_abs_pct(path: Any, basis: str, gpu: str, fold: str) -> float | None:
-    """The table's ``median_abs_pct`` of the row ``basis`` names, if it states one."""
+def _median_abs_pct(path: Any, fold: str, key: str) -> float | None:
+    """The table's ``median_abs_pct`` of the P99 TTFT row under ``fold`` and ``key`` (GPU type
+    or ``all``: :meth:`fleetplan.validate.bands.ErrorTable.lookup`), if it states one."""
     import json
 
-    from fleetplan.validate.bands import EXTERNAL_FOLD, POOLED, UNMEASURED_GPU_FOLD
-
     folds = json.loads(path.read_text(encoding="utf-8")).get("folds", {})
-    if "data/external" in basis:  # other people's runs: of this GPU type, else of all
-        ext = folds.get(EXTERNAL_FOLD, {})
-        row = ext.get(POOLED) if "none measured on" in basis else ext.get(gpu)
-    elif basis.startswith(UNMEASURED_GPU_FOLD):
-        row = folds.get(UNMEASURED_GPU_FOLD, {}).get(POOLED)
-    else:
-        row = folds.get(fold, {}).get(gpu)
-    got = (row or {}).get("ttft_p99_ms", {}).get("median_abs_pct")
+    got = folds.get(fold, {}).get(key, {}).get("ttft_p99_ms", {}).get("median_abs_pct")
     return float(got) if isinstance(got, int | float) else None
 
 

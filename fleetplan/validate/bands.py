@@ -124,7 +124,15 @@ class ErrorTable:
 
     def quantiles(self, gpu: str, metric: str, fold: str) -> tuple[ErrorQuantiles, str]:
         """The quantiles for ``gpu`` (the pooled ones when the GPU type has none) and a basis
-        line naming which."""
+        line naming which (:meth:`lookup`)."""
+        row = self.lookup(gpu, metric, fold)
+        return row.quantiles, row.basis
+
+    def lookup(self, gpu: str, metric: str, fold: str) -> TableRow:
+        """The row of held-out errors that bounds ``metric`` of a prediction on ``gpu``:
+        ``fold``'s row of the GPU type; for a GPU type the store never measured, other people's
+        runs of that type, else of all theirs (the external fold, judged leave-one-dataset-out,
+        docs/validation.md); else the store's leave-one-gpu-out errors of all GPU types."""
         table = self.folds.get(fold)
         if table is None:
             raise InputError(f"error table fold {fold!r} unknown (valid: "
@@ -132,33 +140,49 @@ class ErrorTable:
         cv = BANDED.get(metric, metric)
         row = table.get(gpu, {}).get(cv)
         if row is not None:
-            return row, f"{fold} errors of {row.n} held-out {gpu} runs ({cv})"
+            return TableRow(row, fold, gpu, cv,
+                            f"{fold} errors of {row.n} held-out {gpu} runs ({cv})")
         # a GPU type never measured here: how the spec path did on other people's runs of that
         # GPU type, else of every GPU type (judged leave-one-dataset-out, docs/validation.md)
         ext = self.folds.get(EXTERNAL_FOLD, {})
         own = ext.get(gpu, {}).get(cv)
         if own is not None:
-            return own, (f"errors of {own.n} runs others measured on {gpu} ({cv}; "
-                         "data/external)")
+            return TableRow(own, EXTERNAL_FOLD, gpu, cv, (
+                f"errors of {own.n} runs others measured on {gpu} ({cv}; data/external)"))
         pooled_ext = ext.get(POOLED, {}).get(cv)
         if pooled_ext is not None:
-            return pooled_ext, (f"errors of {pooled_ext.n} runs others measured on their own "
-                                f"GPUs ({cv}; data/external; none measured on {gpu} here)")
+            return TableRow(pooled_ext, EXTERNAL_FOLD, POOLED, cv, (
+                f"errors of {pooled_ext.n} runs others measured on their own GPUs ({cv}; "
+                f"data/external; none measured on {gpu} here)"))
         # no such table: what the other GPU types' ratios did on each type
         fold = UNMEASURED_GPU_FOLD if UNMEASURED_GPU_FOLD in self.folds else fold
         pooled = self.folds[fold].get(POOLED, {}).get(cv)
         if pooled is None:
             raise InputError(f"no cross-validated errors for metric {metric}")
-        return pooled, (f"{fold} errors of {pooled.n} held-out runs of all GPU types ({cv}; "
-                        f"none measured on {gpu})")
+        return TableRow(pooled, fold, POOLED, cv, (
+            f"{fold} errors of {pooled.n} held-out runs of all GPU types ({cv}; "
+            f"none measured on {gpu})"))
 
 
-def basis_doc(basis: str) -> str:
-    """The page that judges the error table a :meth:`ErrorTable.quantiles` ``basis`` names:
-    other people's runs (the ``external`` fold) are judged leave-one-dataset-out in
-    docs/validation.md, the store's folds in docs/spec-path-validation.md."""
-    return ("docs/validation.md, other people's runs" if "data/external" in basis
-            else "docs/spec-path-validation.md")
+@dataclass(frozen=True)
+class TableRow:
+    """One row of the error table as a prediction reads it: its ``quantiles``, the ``fold``
+    and ``key`` (GPU type or ``all``) it was found under, the cross-validated ``metric``, and a
+    ``basis`` line naming it."""
+
+    quantiles: ErrorQuantiles
+    fold: str
+    key: str
+    metric: str
+    basis: str
+
+    @property
+    def doc(self) -> str:
+        """The page that judges this row's errors: other people's runs (the ``external``
+        fold) are judged leave-one-dataset-out in docs/validation.md, the store's folds in
+        docs/spec-path-validation.md."""
+        return ("docs/validation.md, other people's runs" if self.fold == EXTERNAL_FOLD
+                else "docs/spec-path-validation.md")
 
 
 def _quantiles(obj: Any, where: str) -> ErrorQuantiles:
@@ -212,16 +236,16 @@ def prediction_bands(gpu: str, metrics: dict[str, float], *,
     ``band_basis``: the one line saying which held-out errors they come from."""
     t = table or error_table()
     out: dict[str, Any] = {}
-    basis = ""
+    basis: TableRow | None = None
     for m, v in metrics.items():
         if m in BANDED and isinstance(v, int | float) and math.isfinite(v):
             b = error_band(gpu, m, float(v), fold=fold, table=t)
             out[f"{m}_band"] = [round(b.lo, digits), round(b.hi, digits)]
-            if m == "ttft_p99_ms" or not basis:
-                basis = b.basis
-    if out:
-        out["band_basis"] = (f"80% of held-out runs measured inside the band: {basis} "
-                             f"({basis_doc(basis)})")
+            if m == "ttft_p99_ms" or basis is None:
+                basis = t.lookup(gpu, m, fold)
+    if out and basis is not None:
+        out["band_basis"] = (f"80% of held-out runs measured inside the band: {basis.basis} "
+                             f"({basis.doc})")
     return out
 
 
