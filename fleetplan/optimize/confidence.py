@@ -249,23 +249,12 @@ def spec_error(config: str, gpu: str, confidence: float,
     percentiles of the signed error ``e = predicted / measured - 1``."""
     from fleetplan.validate.bands import error_table
 
-    t = error_table()
-    row = t.lookup(gpu, "ttft_p99_ms", fold)
+    row = error_table().lookup(gpu, "ttft_p99_ms", fold)
     q, basis = row.quantiles, row.basis
-    median_abs = _median_abs_pct(t.path, row.fold, row.key) or abs(q.p50) * 100.0
+    median_abs = row.median_abs_pct or abs(q.p50) * 100.0
     src = (f"data/spec_errors.json (spec path, uncalibrated): {basis}; factor at "
            f"confidence {confidence:g} of those errors (log-normal through their 10/50/90th)")
     return quantile_error(config, False, q, median_abs, confidence, src)
-
-
-def _median_abs_pct(path: Any, fold: str, key: str) -> float | None:
-    """The table's ``median_abs_pct`` of the P99 TTFT row under ``fold`` and ``key`` (GPU type
-    or ``all``: :meth:`fleetplan.validate.bands.ErrorTable.lookup`), if it states one."""
-    import json
-
-    folds = json.loads(path.read_text(encoding="utf-8")).get("folds", {})
-    got = folds.get(fold, {}).get(key, {}).get("ttft_p99_ms", {}).get("median_abs_pct")
-    return float(got) if isinstance(got, int | float) else None
 
 
 def scale_slos(scenario: Scenario, f: float, names: Iterable[str] | None = None) -> Scenario:

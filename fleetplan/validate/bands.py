@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -121,6 +121,8 @@ class ErrorTable:
     folds: dict[str, dict[str, dict[str, ErrorQuantiles]]]
     source: str
     path: Path
+    # (fold, GPU type or all, metric) -> median |error| %, where the table states one
+    median_abs_pct: dict[tuple[str, str, str], float] = field(default_factory=dict)
 
     def quantiles(self, gpu: str, metric: str, fold: str) -> tuple[ErrorQuantiles, str]:
         """The quantiles for ``gpu`` (the pooled ones when the GPU type has none) and a basis
@@ -140,18 +142,18 @@ class ErrorTable:
         cv = BANDED.get(metric, metric)
         row = table.get(gpu, {}).get(cv)
         if row is not None:
-            return TableRow(row, fold, gpu, cv,
-                            f"{fold} errors of {row.n} held-out {gpu} runs ({cv})")
+            return self._row(row, fold, gpu, cv,
+                             f"{fold} errors of {row.n} held-out {gpu} runs ({cv})")
         # a GPU type never measured here: how the spec path did on other people's runs of that
         # GPU type, else of every GPU type (judged leave-one-dataset-out, docs/validation.md)
         ext = self.folds.get(EXTERNAL_FOLD, {})
         own = ext.get(gpu, {}).get(cv)
         if own is not None:
-            return TableRow(own, EXTERNAL_FOLD, gpu, cv, (
+            return self._row(own, EXTERNAL_FOLD, gpu, cv, (
                 f"errors of {own.n} runs others measured on {gpu} ({cv}; data/external)"))
         pooled_ext = ext.get(POOLED, {}).get(cv)
         if pooled_ext is not None:
-            return TableRow(pooled_ext, EXTERNAL_FOLD, POOLED, cv, (
+            return self._row(pooled_ext, EXTERNAL_FOLD, POOLED, cv, (
                 f"errors of {pooled_ext.n} runs others measured on their own GPUs ({cv}; "
                 f"data/external; none measured on {gpu} here)"))
         # no such table: what the other GPU types' ratios did on each type
@@ -159,22 +161,28 @@ class ErrorTable:
         pooled = self.folds[fold].get(POOLED, {}).get(cv)
         if pooled is None:
             raise InputError(f"no cross-validated errors for metric {metric}")
-        return TableRow(pooled, fold, POOLED, cv, (
+        return self._row(pooled, fold, POOLED, cv, (
             f"{fold} errors of {pooled.n} held-out runs of all GPU types ({cv}; "
             f"none measured on {gpu})"))
+
+    def _row(self, q: ErrorQuantiles, fold: str, key: str, metric: str, basis: str
+             ) -> TableRow:
+        return TableRow(q, fold, key, metric, basis,
+                        self.median_abs_pct.get((fold, key, metric)))
 
 
 @dataclass(frozen=True)
 class TableRow:
     """One row of the error table as a prediction reads it: its ``quantiles``, the ``fold``
-    and ``key`` (GPU type or ``all``) it was found under, the cross-validated ``metric``, and a
-    ``basis`` line naming it."""
+    and ``key`` (GPU type or ``all``) it was found under, the cross-validated ``metric``, a
+    ``basis`` line naming it, and the table's median |error| of that row, if stated."""
 
     quantiles: ErrorQuantiles
     fold: str
     key: str
     metric: str
     basis: str
+    median_abs_pct: float | None = None  # the table's median |error| %, where it states one
 
     @property
     def doc(self) -> str:
@@ -183,6 +191,12 @@ class TableRow:
         docs/spec-path-validation.md."""
         return ("docs/validation.md, other people's runs" if self.fold == EXTERNAL_FOLD
                 else "docs/spec-path-validation.md")
+
+    def band(self, predicted: float) -> Band:
+        """Where the measured value fell for 80% of these held-out runs, around ``predicted``:
+        ``[pred / (1 + e90), pred / (1 + e10)]``."""
+        q = self.quantiles
+        return Band(predicted / (1.0 + q.p90), predicted / (1.0 + q.p10), self.basis)
 
 
 def _quantiles(obj: Any, where: str) -> ErrorQuantiles:
@@ -204,10 +218,14 @@ def _load(path: str, mtime: float) -> ErrorTable:
     except (OSError, json.JSONDecodeError) as exc:
         raise DataError(f"{path}: not a readable error table ({exc})") from None
     folds = {}
+    median_abs: dict[tuple[str, str, str], float] = {}
     for fold, by_gpu in (obj.get("folds") or {}).items():
         folds[fold] = {g: {m: _quantiles(q, f"{path}: folds.{fold}.{g}.{m}")
                            for m, q in metrics.items()} for g, metrics in by_gpu.items()}
-    return ErrorTable(folds, str(obj.get("source", "")), Path(path))
+        median_abs.update(((fold, g, m), float(q["median_abs_pct"]))
+                          for g, metrics in by_gpu.items() for m, q in metrics.items()
+                          if isinstance(q.get("median_abs_pct"), int | float))
+    return ErrorTable(folds, str(obj.get("source", "")), Path(path), median_abs)
 
 
 def error_table(path: str | Path | None = None) -> ErrorTable:
@@ -224,9 +242,7 @@ def error_band(gpu: str, metric: str, predicted: float, *,
                fold: str = "leave-one-model-out", table: ErrorTable | None = None) -> Band:
     """The 80% band of the measured value of ``metric`` around a spec-path prediction on a
     ``gpu`` (catalog name): ``[pred / (1 + e90), pred / (1 + e10)]``."""
-    t = table or error_table()
-    q, basis = t.quantiles(gpu, metric, fold)
-    return Band(predicted / (1.0 + q.p90), predicted / (1.0 + q.p10), basis)
+    return (table or error_table()).lookup(gpu, metric, fold).band(predicted)
 
 
 def prediction_bands(gpu: str, metrics: dict[str, float], *,
@@ -239,10 +255,11 @@ def prediction_bands(gpu: str, metrics: dict[str, float], *,
     basis: TableRow | None = None
     for m, v in metrics.items():
         if m in BANDED and isinstance(v, int | float) and math.isfinite(v):
-            b = error_band(gpu, m, float(v), fold=fold, table=t)
+            row = t.lookup(gpu, m, fold)
+            b = row.band(float(v))
             out[f"{m}_band"] = [round(b.lo, digits), round(b.hi, digits)]
             if m == "ttft_p99_ms" or basis is None:
-                basis = t.lookup(gpu, m, fold)
+                basis = row
     if out and basis is not None:
         out["band_basis"] = (f"80% of held-out runs measured inside the band: {basis.basis} "
                              f"({basis.doc})")
