@@ -86,6 +86,7 @@ from fleetplan.optimize.probes import (
     PROBE_BACKOFF,
     SMALL_PROBLEM,
     UPLIFT_CAP,
+    Found,
     least_groups,
     least_label,
     pick,
@@ -249,7 +250,7 @@ def closed_loop(problem: PlanProblem, settings: SolverSettings, verify: Verifier
         if probes >= max_trims:
             rnd -= 1
             break
-        found = None
+        found: Found | None = None
         rejected: list[str] = []
         bar = best.solution.cost_per_day_usd * (1 - _SAVING) - 1e-9
 
@@ -295,7 +296,7 @@ def closed_loop(problem: PlanProblem, settings: SolverSettings, verify: Verifier
                 rejected.append(f"{label} gave a plan simulated before, which was not accepted")
                 tried.add(probe_key(ev, changes))
             elif found is None or pick(sol, ratio, found):
-                found = (sol, current, table, changes, label, ratio)
+                found = Found(sol, current, table, changes, label, ratio)
         if found is None:
             rnd -= 1  # no simulation: this round did not happen
             if rejected:

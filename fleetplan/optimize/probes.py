@@ -26,6 +26,7 @@ that multiplier.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 from fleetplan.optimize.evidence import Key, _config_tier, _Evidence, _Seen, pool_loads
 from fleetplan.optimize.milp import MilpSolution, candidate_key
@@ -49,8 +50,8 @@ LARGE_PROBE_MILPS = 2
 
 
 def trim_probes(problem: PlanProblem, best: _Seen, ev: _Evidence,
-            tried: set[tuple[object, ...]], failed: dict[Key, float]
-            ) -> list[tuple[Key, float, str]]:
+                tried: set[tuple[object, ...]], failed: dict[Key, float]
+                ) -> list[tuple[Key, float, str]]:
     """Multipliers worth a MILP (module docstring), dearest pool first: (key, multiplier,
     what it tries); none at or above a multiplier whose probe failed in simulation."""
     sol = best.solution
@@ -140,12 +141,25 @@ def least_label(changes: dict[Key, float], factor: float) -> str:
     return f"x{factor:.3f} the capacities of {what} together (the least that saves anything)"
 
 
-def pick(sol: MilpSolution, ratio: float, found: tuple) -> bool:  # type: ignore[type-arg]
-    """Whether a probe's plan beats the one found so far (``found[5]``: its uplift ratio): a
-    smaller uplift (the likelier to pass), then a cheaper plan."""
-    return ratio < found[5] - 1e-9 or (abs(ratio - found[5]) <= 1e-9
-                                        and sol.cost_per_day_usd < found[0].cost_per_day_usd
-                                        - 1e-9)
+class Found(NamedTuple):
+    """The probe a round will simulate: its MILP answer on the ``current`` (derated) problem
+    of multiplier ``table``, the multipliers it ``changes``, what it tried (``label``) and its
+    uplift ``ratio`` (the largest factor over the evidence's multipliers)."""
+
+    solution: MilpSolution
+    current: PlanProblem
+    table: dict[Key, float]
+    changes: dict[Key, float]
+    label: str
+    ratio: float
+
+
+def pick(sol: MilpSolution, ratio: float, found: Found) -> bool:
+    """Whether a probe's plan beats the one found so far: a smaller uplift (the likelier to
+    pass), then a cheaper plan."""
+    return ratio < found.ratio - 1e-9 or (abs(ratio - found.ratio) <= 1e-9
+                                          and sol.cost_per_day_usd
+                                          < found.solution.cost_per_day_usd - 1e-9)
 
 
 def probe_key(ev: _Evidence, changes: dict[Key, float]) -> tuple[object, ...]:
