@@ -347,9 +347,11 @@ def predict_row(run: Any, res: Resolver, *, engine_args: bool) -> Outcome:
 
     seconds = timed_point(run)
     try:
-        if seconds is not None and cap and cap > 1 and recorded is None and "lengths" not in how:
-            # one wave of N replayed first: how many waves start within the point's time
+        if seconds is not None and cap and cap > 1 and "lengths" not in how:
+            # one wave of N replayed first (timed_point: the row states no request count, so
+            # none were recorded): how many waves start within the point's time
             wave = replay(params, rate=rate, num_prompts=cap, max_concurrency=cap,
+                          warm_prefix_cache=run.prefix_cache == "warm",
                           request_lengths=([lin] * cap, [lout] * cap), seeds=(0,))
             n, waves = timed_prompts(cap, seconds, wave["duration_s"])
             how = {"request_lengths": ([lin] * n, [lout] * n), "seeds": (0,)}
