@@ -206,6 +206,9 @@ class WorkerPool(ProcessPoolExecutor):
         removes its temporary files and ends), SIGKILL for any still there after
         :data:`STOP_WAIT_S`; then the pool's threads are joined."""
         procs = list((getattr(self, "_processes", None) or {}).values())
+        # shutdown(wait=False) forgets the manager thread; it is joined below, or the
+        # interpreter's exit hook could wake it through a pipe it is closing (EBADF).
+        manager = getattr(self, "_executor_manager_thread", None)
         with contextlib.suppress(Exception):
             self.shutdown(wait=False, cancel_futures=True)
         for p in procs:
@@ -224,6 +227,8 @@ class WorkerPool(ProcessPoolExecutor):
                 p.kill()
         with contextlib.suppress(Exception):
             self.shutdown(wait=True)
+        if manager is not None:
+            manager.join(timeout=STOP_WAIT_S)
 
     def _close_pipe(self) -> None:
         for fd in (self._write_fd, self._read_fd):

@@ -347,3 +347,26 @@ def _fail_first(i: int) -> int:
         raise ValueError("bad item")
     time.sleep(0.5)
     return i
+
+
+def _sleep(s: float) -> float:
+    time.sleep(s)
+    return s
+
+
+def test_a_stopped_pool_leaves_no_thread_for_the_exit_hook_to_race() -> None:
+    """An interrupted pool's manager thread is joined before ``stop`` returns: left running,
+    the interpreter's exit hook wakes it through a pipe it is closing, and a Ctrl-C'd
+    ``calibrate --jobs 2`` printed an 'Exception ignored ... Bad file descriptor' traceback
+    after its one line."""
+    import threading
+
+    from fleetplan._pool import WorkerPool
+
+    pool = WorkerPool(2)
+    futures = [pool.submit(_sleep, 30.0) for _ in range(4)]
+    with pytest.raises(KeyboardInterrupt), pool:
+        raise KeyboardInterrupt
+    assert all(f.done() for f in futures)  # none left waiting on a worker
+    managers = [t for t in threading.enumerate() if type(t).__name__ == "_ExecutorManagerThread"]
+    assert managers == []
