@@ -1,6 +1,4 @@
-"""Experiment (issue 41): a fixed time per layer and step on the spec path, chosen per dataset.
-
-(leave-one-dataset-out).
+"""Experiment (issue 41): a fixed time per layer and step on the spec path, held out per dataset.
 
 Every mixture-of-experts model of ``data/external`` is predicted too fast on the spec path
 (TPOT p50 signed median: Qwen3.6-35B-A3B on RTX 3090 -4 % where the same rig's dense models are
@@ -48,7 +46,7 @@ METRICS = ("throughput", "TPOT p50")
 def _with_floor(per_layer_s: float, moe_only: bool) -> Any:
     def resolve(model: Any, config: str, **kw: Any) -> Any:
         p = _RESOLVE(model, config, **kw)
-        ctx = kw.get("context")
+        ctx = kw["context"]  # eval_external passes one
         spec = model if isinstance(model, ModelSpec) else ctx.catalog.model(model)
         if p.calibrated or (moe_only and not spec.is_moe):
             return p
