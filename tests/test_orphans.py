@@ -363,10 +363,14 @@ def test_a_stopped_pool_leaves_no_thread_for_the_exit_hook_to_race() -> None:
 
     from fleetplan._pool import WorkerPool
 
+    def managers() -> list[threading.Thread]:
+        return [t for t in threading.enumerate()
+                if type(t).__name__ == "_ExecutorManagerThread" and t.is_alive()]
+
     pool = WorkerPool(2)
     futures = [pool.submit(_sleep, 30.0) for _ in range(4)]
+    assert len(managers()) == 1  # the thread this test is about exists while the pool works
     with pytest.raises(KeyboardInterrupt), pool:
         raise KeyboardInterrupt
     assert all(f.done() for f in futures)  # none left waiting on a worker
-    managers = [t for t in threading.enumerate() if type(t).__name__ == "_ExecutorManagerThread"]
-    assert managers == []
+    assert managers() == []
