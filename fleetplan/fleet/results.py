@@ -5,7 +5,7 @@ Main entries: :class:`SimulationResult` (``to_dict()`` is the JSON contract of
 (replications -> result). Percentiles are computed per replication and averaged; the 95%
 confidence interval of P99 TTFT is Student's t over replications, or with one replication over
 five consecutive batches of the measured window (batch means) when each batch holds at least
-200 requests, else absent (``null``).
+200 requests, else absent (``null``); its low end is never below 0.
 """
 
 from __future__ import annotations
@@ -265,13 +265,15 @@ def _pct(x: np.ndarray, q: float) -> float:
 
 def p99_ci(reps: Sequence[float], batches: Sequence[float]) -> tuple[tuple[float | None,
                                                                          float | None], str]:
-    """95% CI of the mean of ``reps`` (t over replications), else of ``batches``."""
+    """95% CI of the mean of ``reps`` (t over replications), else of ``batches``. Its low end
+    is at least 0: a P99 is not negative, so the part of a wide t interval below 0 (a few
+    replications far apart) holds no possible value and is cut off."""
     for values, how in ((reps, "t over replications"), (batches, "t over 5 batch means")):
         v = np.asarray([x for x in values if math.isfinite(x)], dtype=float)
         if v.size >= 2:
             half = float(stdtrit(v.size - 1, 0.975) * v.std(ddof=1) / math.sqrt(v.size))
             m = float(v.mean())
-            return (m - half, m + half), how
+            return (max(m - half, 0.0), m + half), how
     return (None, None), ("none: one replication too short for batch means" if not reps
                           else "none: fewer than 2 replications with requests")
 

@@ -106,7 +106,8 @@ class HourCheck:
         """The check of a cache entry's ``d`` (:meth:`to_dict`), refused (``ValueError``) unless
         every field is there with its type: whole hour >= 0, booleans, finite non-negative
         figures (a latency may be ``None``: no request finished), a busy share in [0, 1], a
-        confidence interval of two finite numbers (its low end may be below 0)."""
+        confidence interval of two finite numbers (an entry written before its low end was
+        cut at 0 may hold a negative one)."""
         fields = {"hour", "overloaded", "g_co2_per_hour", "tokens_per_hour", "utilization",
                   "classes", "pools"}
         if not isinstance(d, dict) or set(d) != fields:

@@ -64,7 +64,8 @@ DEFAULTS: dict[tuple[str, str], Default] = {
         "host in forty per hour leaves, reboots or loses its network; 10 min to replace"),
     ("consumer", "spot"): Default(
         0.1, 600.0,
-        "assumption: interruptible (outbid) consumer hosts, four times the on-demand churn"),
+        "assumption: interruptible (outbid) consumer hosts, four times the bundled on-demand "
+        "default (0.025)"),
 }
 
 

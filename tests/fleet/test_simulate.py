@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from fleet_cases import MODEL, base_dict, make
+from hypothesis import given
+from hypothesis import strategies as st
 
 from fleetplan.cli._format import dumps
 from fleetplan.errors import InputError
@@ -204,3 +206,31 @@ def test_overload_names_the_pool_that_is_overloaded() -> None:
     assert [p.overloaded for p in res.pools] == [False, True]
     assert res.classes[1].slo_met is False
     assert res.classes[0].pools == {"1xH100-PCIe@EU27": 1.0}
+
+
+def test_a_wide_p99_interval_stops_at_zero() -> None:
+    """Three replications far apart (a batch class on a pool that queues now and then): the t
+    interval of their mean P99 reaches below 0, which no P99 can; the plan's table showed
+    '-4,012.1 to 8,896.9 ms'. The low end is cut at 0; the high end is the t interval's."""
+    from scipy import stats
+
+    from fleetplan.fleet.results import p99_ci
+
+    reps = [100.0, 100.0, 6000.0]
+    (lo, hi), how = p99_ci(reps, [])
+    half = stats.t.ppf(0.975, 2) * np.std(reps, ddof=1) / np.sqrt(3)
+    assert np.mean(reps) - half < 0  # the case the cut is for
+    assert how == "t over replications"
+    assert lo == 0.0
+    assert hi == pytest.approx(np.mean(reps) + half)
+
+
+@given(st.lists(st.floats(min_value=0.0, max_value=1e6, allow_nan=False), min_size=2,
+                max_size=8))
+def test_a_p99_interval_holds_its_mean_and_no_negative_value(reps: list[float]) -> None:
+    from fleetplan.fleet.results import p99_ci
+
+    (lo, hi), _ = p99_ci(reps, [])
+    assert lo is not None and hi is not None
+    assert 0.0 <= lo <= float(np.mean(reps)) * (1 + 1e-12) + 1e-9
+    assert float(np.mean(reps)) <= hi * (1 + 1e-12) + 1e-9
