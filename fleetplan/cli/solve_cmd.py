@@ -54,6 +54,8 @@ def _err() -> Console:
 
 
 def _print_plan(plan: Plan, verbose: bool = False) -> None:
+    from fleetplan.optimize.confidence import shown_probability
+
     out = stdout_console(width=160)
     fleet = pd.DataFrame([e.to_dict() for e in plan.fleet])
     emit_table(fleet, title="Fleet" + (" (peak hour)" if plan.hours else ""),
@@ -70,7 +72,7 @@ def _print_plan(plan: Plan, verbose: bool = False) -> None:
                      "met": "yes" if c.met else "NO",
                      "split": ", ".join(f"{k} {v:.1%}" for k, v in c.split.items()),
                      **({} if c.slo_met_probability is None else {
-                         "slo_met_probability": c.slo_met_probability,
+                         "slo_met_probability": shown_probability(c.slo_met_probability),
                          "margin_ms": c.margin_ms})})
     emit_table(pd.DataFrame(rows), title="Classes (P99 TTFT simulated with the planned split)",
                digits=1)

@@ -354,6 +354,17 @@ def check_confidence(confidence: float | None) -> None:
                          "0.95")
 
 
+def shown_probability(p: float | None) -> str:
+    """A chance as the table and the report print it: three decimals, rounded down, so that a
+    0.972 reads 0.972 and a 0.9992 reads 0.999, never a certainty (1.0) it does not have;
+    ``-`` for none."""
+    if p is None or not math.isfinite(p):
+        return "-"
+    p = min(max(p, 0.0), 1.0)
+    shown = math.floor(p * 1000 + 1e-9) / 1000  # 1e-9: 0.57 * 1000 is 569.999...
+    return f"{min(shown, 0.999) if p < 1.0 else shown:.3f}"
+
+
 def hold_confidence(checks: Sequence[Any], scenario: Scenario, m: Margins,
                     configs_of: Mapping[str, set[str]]) -> list[Any]:
     """``checks`` (:class:`fleetplan.optimize.verify.HourCheck`) with every class whose

@@ -31,6 +31,8 @@ MTOK = "1M tokens (input + output)"
 def _env() -> Any:
     import jinja2
 
+    from fleetplan.optimize.confidence import shown_probability
+
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("fleetplan.report", "templates"),
         autoescape=jinja2.select_autoescape(["html", "j2"], default=True),
@@ -41,6 +43,7 @@ def _env() -> Any:
     env.filters["grams"] = grams
     env.filters["pct"] = pct
     env.filters["signed"] = signed
+    env.filters["chance"] = shown_probability
     return env
 
 

@@ -14,7 +14,13 @@ import yaml
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from fleetplan.optimize.confidence import ConfigError, Margins, hold_confidence, quantile_error
+from fleetplan.optimize.confidence import (
+    ConfigError,
+    Margins,
+    hold_confidence,
+    quantile_error,
+    shown_probability,
+)
 from fleetplan.optimize.confidence_limit import STEP, highest_confidence
 from fleetplan.optimize.explain import explain_infeasible
 from fleetplan.optimize.problem import Demand, PlanProblem, Pool, Probe
@@ -158,3 +164,16 @@ def test_an_infeasible_confidence_is_explained_written_and_reported(cli, tmp_pat
         "batch", 4.0, 2000, None)
     html = page.read_text()
     assert "infeasible" in html and "latency margin of 2xRTX-4090" in html
+
+
+@given(st.floats(min_value=0.0, max_value=1.0))
+@example(0.9718)
+@example(0.9992)
+@example(1.0)
+@example(0.95)
+def test_a_shown_chance_is_never_more_than_the_plan_has(p: float) -> None:
+    """The table and the report print P(SLO met) with three decimals rounded down: a 0.9718
+    printed as '1.0' (the solve table's one decimal) read as a certainty."""
+    shown = shown_probability(p)
+    assert len(shown) == 5 and float(shown) <= p + 1e-12 and p - float(shown) < 0.001 + 1e-12
+    assert (shown == "1.000") == (p == 1.0)

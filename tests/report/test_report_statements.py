@@ -63,7 +63,7 @@ def spot_plan(*, bands: bool = True, confidence: bool = False) -> dict[str, Any]
         batch.update(ttft_p99_band_ms=(736.0, 1986.3), band_basis="batch's table",
                      calibrated=False)
     if confidence:
-        chat.update(slo_met_probability=0.97, margin_ms=7.5)
+        chat.update(slo_met_probability=0.9992, margin_ms=7.5)
         batch.update(slo_met_probability=0.81, margin_ms=120.0)
     fleet = (H100, SPOT) if bands else tuple(
         FleetEntry(e.config, e.count, e.region, e.tier_ttft_p99_ms, spare=e.spare,
@@ -226,7 +226,8 @@ def test_confidence_figures_are_shown_when_the_plan_has_them(scenario: Any) -> N
     page, html = page_of(spot_plan(confidence=True), scenario)
     cols = header(page, "classes-table")
     rows = {r[0]: dict(zip(cols, r, strict=True)) for r in page.rows("classes-table")}
-    assert (rows["chat"]["P(SLO met)"], rows["batch"]["P(SLO met)"]) == ("0.97", "0.81")
+    # three decimals, never rounded up to a certainty the plan does not have
+    assert (rows["chat"]["P(SLO met)"], rows["batch"]["P(SLO met)"]) == ("0.999", "0.810")
     assert rows["batch"]["margin (ms)"] == "120.0"
     assert "solve --confidence P sizes the fleet" not in page.text  # it already was
 
