@@ -123,8 +123,7 @@ def datasheet_band(model: str, gpu: str, *,
     fold = ("leave-one-config-out" if load_profiles(default=store).configs(model)
             else "leave-one-model-out")
     row = error_table().lookup(gpu, "ttft_p99_ms", fold)
-    q = row.quantiles
-    return DatasheetBand(1.0 / (1.0 + q.p90), 1.0 / (1.0 + q.p10), row.doc)
+    return DatasheetBand(*row.quantiles.measured_range(), row.doc)
 
 
 def print_notes(print_line: Any, notes: Iterable[str], pools: Collection[str], *,

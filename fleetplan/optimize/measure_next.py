@@ -44,7 +44,7 @@ def capacity_factors(model: str, gpu: str, store: str | os.PathLike[str] | None 
     from fleetplan.validate.bands import error_table
 
     q, basis = error_table().quantiles(gpu, BAND_METRIC, spec_fold(model, store=store))
-    return 1.0 / (1.0 + q.p90), 1.0 / (1.0 + q.p10), f"data/spec_errors.json: {basis}"
+    return (*q.measured_range(), f"data/spec_errors.json: {basis}")
 
 
 def scaled(problem: PlanProblem, config: str, factor: float) -> PlanProblem:

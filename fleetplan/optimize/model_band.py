@@ -87,13 +87,13 @@ def _pool_band(model: str, config: str, fold: str, catalog: Catalog | None,
     hw = HardwareConfig.parse(config, catalog)
     if not replica_params(model, config, catalog=catalog, calibration=calibration).calibrated:
         q, basis = error_table().quantiles(hw.gpu, "ttft_p99_ms", fold)
-        return PoolBand(config, False, 1.0 / (1.0 + q.p90), 1.0 / (1.0 + q.p10),
+        return PoolBand(config, False, *q.measured_range(),
                         f"spec path (not calibrated), {SPEC_TABLE}: {basis}")
     tp = int(hw.tp_size or hw.gpu_count)
     signed = kind_quantiles(hw.gpu, tp)
     if signed is not None:
         q = signed[0]
-        return PoolBand(config, True, 1.0 / (1.0 + q.p90), 1.0 / (1.0 + q.p10),
+        return PoolBand(config, True, *q.measured_range(),
                         f"calibrated, leave-one-rate-out errors of {q.n} held-out runs of "
                         f"{server_kind(hw.gpu, tp)} servers (fleetplan validate --cv)")
     m, src = model_error(hw.gpu, tp)  # a median |error| only: read as unbiased log-normal

@@ -82,6 +82,12 @@ class ErrorQuantiles:
     def to_dict(self) -> dict[str, Any]:
         return {"p10": self.p10, "p50": self.p50, "p90": self.p90, "n": self.n}
 
+    def measured_range(self, predicted: float = 1.0) -> tuple[float, float]:
+        """Where the measured value fell for 80% of these held-out runs around ``predicted``
+        (measured = predicted / (1 + e)): ``(predicted / (1 + e90), predicted / (1 + e10))``;
+        by default as multiples of the prediction."""
+        return predicted / (1.0 + self.p90), predicted / (1.0 + self.p10)
+
     def latency_factor(self, confidence: float) -> float:
         """How many times worse a predicted latency is taken so that the measured one
         (``predicted / (1 + e)``) meets it at ``confidence`` of these errors: ``1 / (1 +
@@ -195,8 +201,7 @@ class TableRow:
     def band(self, predicted: float) -> Band:
         """Where the measured value fell for 80% of these held-out runs, around ``predicted``:
         ``[pred / (1 + e90), pred / (1 + e10)]``."""
-        q = self.quantiles
-        return Band(predicted / (1.0 + q.p90), predicted / (1.0 + q.p10), self.basis)
+        return Band(*self.quantiles.measured_range(predicted), self.basis)
 
 
 def _quantiles(obj: Any, where: str) -> ErrorQuantiles:
