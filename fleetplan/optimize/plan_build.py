@@ -316,15 +316,19 @@ def _notes(scenario: Scenario, inputs: Inputs, out: LoopOutcome,
                 "reliability", pools=(p.key,)))
     for p in problem.pools:
         if p.market == "spot":
-            src = spot_price_source(scenario.reliability, bare_config(p.config), p.gpu,
-                                    p.gpu in scenario.prices_usd_per_gpu_hour,
-                                    scenario.data_context().catalog)
-            src = src.removeprefix("spot: ")  # one "spot:" a note: "50% off the catalog ..."
             detail.append(Note(
-                f"spot: {p.key} at ${p.price_usd_per_hour:.4g} per replica-hour, {src}; its "
+                f"spot: {p.key} at ${p.price_usd_per_hour:.4g} per replica-hour, "
+                f"{_spot_source(scenario, p)}; its "
                 "replicas fail at the spot rate (reliability block or bundled spot default, "
                 "docs/reliability.md)", "price", pools=(p.key,)))
     return (*plan, *detail)
+
+
+def _spot_source(scenario: Scenario, p: Any) -> str:
+    """Where spot pool ``p``'s price comes from, in the words after a note's ``spot``."""
+    return spot_price_source(scenario.reliability, bare_config(p.config), p.gpu,
+                             p.gpu in scenario.prices_usd_per_gpu_hour,
+                             scenario.data_context().catalog)
 
 
 def _pool_words(p: Any) -> str:
@@ -387,11 +391,8 @@ def _market_notes(scenario: Scenario, pools: list[Any], counts: dict[str, int],
     if spot:
         prices = []
         for p in spot:
-            src = spot_price_source(scenario.reliability, bare_config(p.config), p.gpu,
-                                    p.gpu in scenario.prices_usd_per_gpu_hour,
-                                    scenario.data_context().catalog)
             prices.append(f"{_pool_words(p)}: ${p.price_usd_per_hour:.4g} per replica-hour, "
-                          f"{src.removeprefix('spot: ')}")
+                          f"{_spot_source(scenario, p)}")
         notes.append(Note("; ".join(prices) + "; the provider can take spot replicas back",
                           "price", pools=[p.key for p in spot], level=PLAN, priority=P_PRICE))
     by_key = {p.key: p for p in pools}

@@ -107,8 +107,13 @@ class Reliability(Strict):
         return 1.0 - (DEFAULT_SPOT_DISCOUNT if self.spot_discount is None else self.spot_discount)
 
     def price_source(self) -> str:
+        return f"spot: {self.discount_words()}"
+
+    def discount_words(self) -> str:
+        """``50% off the catalog price (assumption, docs/reliability.md)``: the spot price's
+        rule, without the ``spot:`` a note about a spot pool already says."""
         given = self.spot_discount is not None
-        return (f"spot: {1 - self.price_factor:.0%} off the catalog price "
+        return (f"{1 - self.price_factor:.0%} off the catalog price "
                 f"({'scenario reliability block' if given else 'assumption, docs/reliability.md'})")
 
     def rate_per_hour(self, gpu: str, gpu_count: int) -> float:
@@ -254,12 +259,13 @@ def pool_price(rel: Reliability | None, gpu: str, price: float, source: str,
 
 def spot_price_source(block: Mapping[str, Reliability] | None, config: str, gpu: str,
                       overridden: bool, catalog: Catalog | None = None) -> str:
-    """Where a spot pool's price comes from (the plan's notes), by :func:`pool_price`'s rule."""
+    """Where a spot pool's price comes from (the plan's notes, after their own ``spot``), by
+    :func:`pool_price`'s rule."""
     spec = entry(block, config, gpu, "spot")
     if spec is None:
         return "catalog price"
     row = None if overridden or spec.spot_discount is not None else _catalog_spot_row(gpu, catalog)
-    return spec.price_source() if row is None else f"catalog spot row, {row[1]}"
+    return spec.discount_words() if row is None else f"catalog spot row, {row[1]}"
 
 
 def unavailability(failures_per_hour: float, replace_s: float) -> float:
