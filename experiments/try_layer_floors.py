@@ -39,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 import eval_external  # noqa: E402  (a script of this repository, not a package)
 
 _RESOLVE = predict_mod.resolve_params  # the product's, wrapped afresh for each value
+_RESOLVER = eval_external.Resolver()  # the rows' model names -> specs, read once
 SOURCES = ("4x3090-llm-benchmarks", "gpu-conc", "lambdalabs-vllm-benchmark")
 METRICS = ("throughput", "TPOT p50")
 
@@ -62,14 +63,11 @@ def errors(per_layer_s: float, moe_only: bool, source: str) -> list[dict[str, fl
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             eval_external.main(["--source", source, "--json", str(out)])
         rows = json.loads(out.read_text(encoding="utf-8"))
-    specs = eval_external.Resolver()
     keep = []
     for r in rows:
         if r["refused"]:
             continue
-        spec, _ = specs.model(r["model"])
-        is_moe = (specs.catalog.model(spec) if isinstance(spec, str) else spec).is_moe
-        if is_moe or not moe_only:
+        if not moe_only or _RESOLVER.spec_of(_RESOLVER.model(r["model"])[0]).is_moe:
             keep.append({m: r["errors"][m] for m in METRICS if r["errors"].get(m) is not None})
     return keep
 

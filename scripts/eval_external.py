@@ -152,6 +152,11 @@ class Resolver:
         spec = self._specs[hf_id]
         return (None, f"model {hf_id}: {spec}") if isinstance(spec, str) else (spec, None)
 
+    def spec_of(self, model: Any) -> Any:
+        """The ``ModelSpec`` of what :meth:`model` returned: a catalog name, or a spec read
+        from a ``config.json``."""
+        return self.catalog.model(model) if isinstance(model, str) else model
+
 
 _RAW: dict[str, dict[tuple[str, str], tuple[list[int], list[int]]]] = {}
 
@@ -274,7 +279,7 @@ def predict_row(run: Any, res: Resolver, *, engine_args: bool) -> Outcome:
     why = refusal(run, res)
     spec, model_why = (None, None) if why else res.model(run.model)
     why = why or model_why
-    moe = (res.catalog.model(spec) if isinstance(spec, str) else spec) if not why else None
+    moe = res.spec_of(spec) if not why else None
     if moe is not None and moe.is_moe and (run.dp or 1) > 1:
         # vLLM runs an MoE model's data-parallel ranks in step (their expert layers are one
         # expert- or tensor-parallel group over every rank); fleetplan's dp ranks are
