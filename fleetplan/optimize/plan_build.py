@@ -402,8 +402,16 @@ def _market_notes(scenario: Scenario, pools: list[Any], counts: dict[str, int],
         if k > 0 and p is not None and p.unavailability > 0:
             tier = name[len(candidate_key(name)) + 1:]
             are = "is a spare" if k == 1 else "are spares"
+            # the spares are sized for the working replicas of every tier of the configuration
+            # and sit in its strictest tier (milp_solve): say so where it has several
+            tiers = [n for n in counts if candidate_key(n) == candidate_key(name)]
+            cover = ""
+            if len(tiers) > 1:
+                working = sum(counts[n] for n in tiers) - k
+                cover = (f", for the {working} working replicas of its {len(tiers)} tiers "
+                         "(spares sit in the strictest tier)")
             held.append((p, f"{_pool_words(p)}{f' ({tier} tier)' if tier else ''}: {k} of its "
-                            f"{counts.get(name, 0)} replicas {are} (a replica is down "
+                            f"{counts.get(name, 0)} replicas {are}{cover} (a replica is down "
                             f"{p.unavailability * 100:.3g}% of the time)"))
     if held:
         notes.append(Note(

@@ -323,11 +323,23 @@ def _failures(sc: Scenario, plan: Plan) -> Assumption:
 
 
 def _spares(sc: Scenario, plan: Plan) -> Assumption:
-    churn = [(p.pool, p.spare) for p in plan.fleet if p.spare]
+    def key(e: FleetEntry) -> tuple[object, ...]:
+        return (e.model, e.config, e.region, e.market)
+
+    churn = []
+    for p in plan.fleet:
+        if not p.spare:
+            continue
+        # a configuration's spares cover the working replicas of all its tiers and sit in
+        # its strictest tier's pool (optimize/milp_solve.py)
+        tiers = [q for q in plan.fleet if key(q) == key(p)]
+        cover = "" if len(tiers) == 1 else (
+            f", for the {sum(q.count for q in tiers) - p.spare} working replicas of its "
+            f"{len(tiers)} tiers")
+        churn.append(f"{p.spare} in {p.pool}{cover}")
     parts = []
     if churn:
-        parts.append("for churn: " + ", ".join(f"{n} in {pool}" for pool, n in churn)
-                     + " (of the pool's replicas)")
+        parts.append("for churn: " + "; ".join(churn) + " (of the pool's replicas)")
     elif any(p.spare is not None for p in plan.fleet):
         parts.append("for churn: none needed at the plan's failure rates")
     if sc.redundancy:

@@ -243,3 +243,27 @@ def test_the_spares_note_says_one_spare_in_the_singular() -> None:
     text = str(note)
     assert "2xRTX-4090 (2000ms tier): 1 of its 7 replicas is a spare (" in text
     assert "1xRTX-4090 (300ms tier): 2 of its 8 replicas are spares (" in text
+
+
+def test_spares_of_a_configuration_at_several_tiers_say_which_replicas_they_cover() -> None:
+    """The MILP sizes a configuration's churn spares for the working replicas of all its tiers
+    and puts them in the strictest tier: '2 of its 4' alone would read as two spares for two
+    working replicas, which the binomial rule never asks for at a 1.64% downtime."""
+    from types import SimpleNamespace
+
+    from fleetplan.optimize.plan_build import _market_notes
+    from fleetplan.scenario.reliability import spares_needed
+
+    u = 0.0164
+    pools = [SimpleNamespace(key="1xRTX-4090@EU27", config="1xRTX-4090", market="on-demand",
+                             unavailability=u)]
+    counts = {"1xRTX-4090@EU27/250ms": 4, "1xRTX-4090@EU27/1500ms": 7,
+              "1xRTX-4090@EU27/8000ms": 1}
+    (note,) = _market_notes(None, pools,  # type: ignore[arg-type]  # no spot pool reads it
+                            counts, {"1xRTX-4090@EU27/250ms": 2})
+    text = str(note)
+    assert ("1xRTX-4090 (250ms tier): 2 of its 4 replicas are spares, for the 10 working "
+            "replicas of its 3 tiers (spares sit in the strictest tier)") in text
+    # the figures the note states are the rule's: 2 spares for 10 working, 1 for the 2 of the
+    # 250 ms tier alone
+    assert spares_needed(10, u, 0.01) == 2 and spares_needed(2, u, 0.01) == 1

@@ -95,6 +95,25 @@ def header(page: Any, table: str) -> list[str]:
     return page.tables[table][0]
 
 
+def test_spares_held_for_a_configurations_several_tiers_say_so(scenario: Any) -> None:
+    """The MILP keeps a configuration's churn spares in its strictest tier's pool, sized for
+    the working replicas of all its tiers: the page says for how many."""
+    strict = FleetEntry("1xRTX-4090", 4, "EU27", 300.0, spare=2, market="spot",
+                        calibrated=False)
+    d = spot_plan()
+    d["fleet"].append({"pool": strict.pool, "config": strict.config, "region": strict.region,
+                       "tier_ttft_p99_ms": 300.0, "count": 4, "spare": 2, "market": "spot",
+                       "calibrated": False})
+    for e in d["fleet"]:
+        if e["pool"] == SPOT.pool:
+            e["spare"] = 0
+    page, _html = page_of(d, scenario)
+    spares = {r[0]: r[1] for r in page.rows("scenario-assumptions")}["spare replicas"]
+    # 6 + 4 replicas of spot 1xRTX-4090, 2 of them spares: 8 working over 2 tiers
+    assert spares.startswith(f"for churn: 2 in {strict.pool}, for the 8 working replicas "
+                             "of its 2 tiers"), spares
+
+
 def test_spot_spares_and_an_uncalibrated_pool_are_stated(scenario: Any) -> None:
     page, html = page_of(spot_plan(), scenario)
     assert page.title == "Fleet plan: 2x1xH100-PCIe + 6x1xRTX-4090 (spot), $4.75/h"
