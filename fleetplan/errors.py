@@ -41,6 +41,11 @@ class ModelError(FleetplanError):
     """The performance model cannot answer (e.g. no calibration and no spec)."""
 
 
+class DoesNotFit(ModelError):
+    """The model does not fit on a configuration: its weights (or one sequence's fixed-size
+    state) leave no room for a KV cache. A solve leaves such a candidate out with a note."""
+
+
 class InfeasibleError(FleetplanError):
     """No plan meets the scenario's constraints."""
 

@@ -313,6 +313,8 @@ def _tighten_part(scenario: Scenario, m: Margins, named: Callable[[str], str],
     by_factor: dict[float, list[tuple[str, list[str], int | None]]] = {}
     seen: set[str] = set()
     for cand in candidate_configs(scenario):
+        if named(cand[0]) not in m.configs:  # left out: the model does not fit on it
+            continue
         f = m.configs[named(cand[0])].factor
         if cand[0] in seen:  # one configuration in two markets: its capacities are one
             continue

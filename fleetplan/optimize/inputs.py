@@ -28,10 +28,11 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from fleetplan._notes import P_FIT, PLAN, Note
 from fleetplan._progress import Progress, tracked_map, warn
 from fleetplan.catalog.grid import DEFAULT_REGION
 from fleetplan.catalog.hardware import HardwareConfig
-from fleetplan.errors import FleetplanError, InputError
+from fleetplan.errors import DoesNotFit, FleetplanError, InputError
 from fleetplan.optimize.bracket import bracket
 from fleetplan.optimize.cache import cache_root
 from fleetplan.optimize.capacity import (
@@ -190,11 +191,21 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
 
     cands = candidate_configs(scenario)
     params: dict[str, Any] = {}
+    # a candidate the model does not fit on is no pool for any class: left out with a note,
+    # as one too small for a class's requests is for that class (unfit_pairs); only when no
+    # candidate holds the model is that an error
+    left_out: dict[str, str] = {}
     for i, (config, _regions, _mx) in enumerate(cands):
         try:
             params[config] = candidate_params(scenario, config, i)
+        except DoesNotFit as exc:
+            left_out.setdefault(config, f"candidates[{i}] ({config}): {exc}")
         except FleetplanError as exc:
             raise InputError(f"candidates[{i}] ({config}): {exc}") from None
+    if not params:
+        raise InputError(next(iter(left_out.values())) + (
+            "; no other candidate either" if len(cands) > 1 else ""))
+    cands = [c for c in cands if c[0] not in left_out]
 
     unfit = unfit_pairs(demands, work, params)
     # only the tdp power model reads the busy share below capacity (module docstring)
@@ -261,8 +272,8 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
             intercept[config] = max(intercept.get(config, 0.0), span * a)
 
     pools: list[Pool] = []
-    markets = ([c.market for c in scenario.candidates] if scenario.candidates
-               else [None] * len(cands))
+    markets = ([c.market for c in scenario.candidates if c.config not in left_out]
+               if scenario.candidates else [None] * len(cands))
     for (config, regions, max_rep), market in zip(cands, markets, strict=True):
         hw = HardwareConfig.parse(config, cat)
         price = cat.price(hw.gpu, scenario.market, scenario.prices_usd_per_gpu_hour)
@@ -290,7 +301,11 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
                           settings.slo_margin,
                           unfit={k: v.reason for k, v in sorted(unfit.items())})
     uncal = sorted(c for c, p in params.items() if not p.calibrated)
-    notes = [f"{config} is not a pool for class " + "; nor for class ".join(
+    # a candidate the planner named and the plan cannot use is theirs to know (a plan note)
+    notes: list[str] = [Note(f"candidate {config} left out (no pool for any class): "
+                             f"{exc.partition('): ')[2]}", "candidates", level=PLAN,
+                             priority=P_FIT) for config, exc in sorted(left_out.items())]
+    notes += [f"{config} is not a pool for class " + "; nor for class ".join(
         f"{name}: {unfit[(name, c)].reason}" for name, c in sorted(unfit) if c == config)
         for config in sorted({c for _n, c in unfit})]
     if scenario.power.model == "activity":

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.catalog.interconnects import Interconnect
 from fleetplan.catalog.models import ModelSpec
-from fleetplan.errors import InputError, ModelError
+from fleetplan.errors import DoesNotFit, InputError, ModelError
 from fleetplan.replica.engine_defaults import chunks_prefill, engine_defaults
 from fleetplan.replica.families import gpu_family
 from fleetplan.replica.params_record import ReplicaParams
@@ -377,7 +377,7 @@ def kv_capacity_tokens(spec: ModelSpec, hw: HardwareConfig, *,
     per_tok = kv_bytes_per_token_per_gpu(spec, tp, kv_dtype_bytes) / pp
     tokens = int(free // per_tok) // BLOCK_SIZE * BLOCK_SIZE if free > 0 else 0
     if tokens < BLOCK_SIZE * 4:
-        raise ModelError(
+        raise DoesNotFit(
             f"{spec.model} does not fit on {hw.name}: {weights / 1e9:.1f} GB of weights per GPU "
             f"leave {max(free, 0) / 1e9:.2f} GB for the KV cache of "
             f"{gpu.vram_gb:g} GB x {gpu_memory_utilization:g} (need room for a few sequences)"
@@ -467,7 +467,7 @@ def prior_params(spec: ModelSpec, hw: HardwareConfig, *,
     kv = min(kv, _KV_CAP)  # a tiny model's cache: a billion tokens never binds
     state = seq_state_blocks(spec, hw, block)
     if state and kv // block < state + 1:
-        raise ModelError(
+        raise DoesNotFit(
             f"{spec.model} does not fit on {hw.name}: the KV cache of {kv} tokens holds no "
             f"sequence's fixed-size state ({state} blocks of {block} tokens) and a token")
     how = (f"efficiency learned from {learned} calibrated {hw.gpu} configuration(s)" if learned

@@ -81,3 +81,50 @@ def test_a_class_no_candidate_holds_makes_an_infeasible_plan_that_names_it(
     assert "class rag: no candidate configuration holds its requests (1xRTX-5090:" in line
     plan = json.loads(res.stdout)
     assert plan["status"] == "infeasible" and plan["binding"] == "classes[0].input_tokens"
+
+
+# the 14B model in bf16 is 29.5 GB of weights: no room on one 24 GB RTX 4090 (0.9 of it for vLLM)
+LEFT_OUT = {**SCENARIO, "candidates": ["1xRTX-4090", "1xH100-PCIe"],
+            "classes": [{"name": "chat", "rate_rps": 1.0, "slo": {"ttft_p99_ms": 3000}}]}
+
+
+def test_a_candidate_the_model_does_not_fit_on_is_left_out_and_the_solve_goes_on(
+        cli, tmp_path, monkeypatch, capacity_cache_dir) -> None:
+    from fleetplan.catalog.catalog import bundled_catalog
+
+    cat = bundled_catalog()
+    weights = cat.model("DeepSeek-R1-Distill-Qwen-14B").weight_bytes
+    assert weights > 0.9 * cat.gpu("RTX-4090").vram_gb * 2 ** 30  # the premise, from the catalog
+    monkeypatch.setenv("FLEETPLAN_CACHE_DIR", capacity_cache_dir)
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(LEFT_OUT))
+    res = cli("solve", str(path), "--format", "json", "--no-timing", "-q")
+    assert res.exit_code == 0, res.stderr
+    plan = json.loads(res.stdout)
+    assert plan["status"] == "optimal" and plan["verified"]
+    assert {e["config"] for e in plan["fleet"]} == {"1xH100-PCIe"}
+    (note,) = [n for n in plan["notes_detail"] if n["topic"] == "candidates"]
+    assert note["text"].startswith("candidate 1xRTX-4090 left out (no pool for any class): "
+                                   "DeepSeek-R1-Distill-Qwen-14B does not fit on 1xRTX-4090")
+    assert note["level"] == "plan"  # the terminal shows it by default
+    table = cli("solve", str(path), "-q")
+    assert table.exit_code == 0 and "note: candidate 1xRTX-4090 left out" in table.stdout
+    # --confidence tightens the SLOs of the candidates it kept
+    res = cli("solve", str(path), "--format", "json", "--no-timing", "-q",
+              "--confidence", "0.75")
+    assert res.exit_code == 0, res.stderr
+    assert {e["config"] for e in json.loads(res.stdout)["fleet"]} == {"1xH100-PCIe"}
+
+
+def test_a_model_that_fits_on_no_candidate_is_one_line_naming_the_first(
+        cli, tmp_path, monkeypatch, capacity_cache_dir) -> None:
+    monkeypatch.setenv("FLEETPLAN_CACHE_DIR", capacity_cache_dir)
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump({**LEFT_OUT, "model": "DeepSeek-R1-Distill-Qwen-32B",
+                                    "candidates": ["1xRTX-4090", "1xRTX-5090"]}))
+    res = cli("solve", str(path), "-q")
+    assert res.exit_code == 2
+    line = res.stderr.strip()
+    assert "\n" not in line and "Traceback" not in line
+    assert "candidates[0] (1xRTX-4090): DeepSeek-R1-Distill-Qwen-32B does not fit" in line
+    assert line.endswith("; no other candidate either")
