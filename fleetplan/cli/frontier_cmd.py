@@ -49,8 +49,9 @@ LoOpt = Annotated[float | None, typer.Option(
     "default 0).")]
 HiOpt = Annotated[float | None, typer.Option(
     "--hi", help="Sweep end (default: the simulated carbon of the plan the closed loop "
-    "verifies without a carbon cap, solve's answer, where that is above the MILP's cheapest "
-    "plan's; or scale 2.0; confidence 0.99; churn 0.2).")]
+    "verifies without a carbon cap (solve's answer on the scenario without its carbon: "
+    "cap), where that is above the MILP's cheapest plan's; or scale 2.0; confidence 0.99; "
+    "churn 0.2).")]
 
 
 def frontier_cmd(

@@ -397,7 +397,8 @@ def share_verified(caps: list[float], plans: list[Plan],
     pool = [(f"the point at carbon cap {c:.4g} g CO2e/Mtok", c, p)
             for c, p in zip(caps, plans, strict=True)]
     if free_plan is not None:
-        pool.append(("the closed loop without a carbon cap (fleetplan solve's)", math.inf,
+        pool.append(("the closed loop without a carbon cap (fleetplan solve's answer on the "
+                     "scenario without its carbon: cap)", math.inf,
                      free_plan))
     out = []
     for cap, plan in zip(caps, plans, strict=True):
