@@ -1,6 +1,6 @@
 """A measurement: does a tighter carbon cap lead the closed loop to a cheaper verified plan?
 
-Usage: python experiments/try_loop_paths.py FIRST_SEED LAST_SEED [--class-only]
+Usage: python experiments/try_loop_paths.py FIRST_SEED LAST_SEED [--class-only] [--json FILE]
 
 For each seed, a random small problem (``random_case`` of tests/optimize/optimize_helpers.py: one
 or two classes on its three synthetic pools, the cases tests/optimize/test_loop_optimum.py draws)
@@ -13,11 +13,14 @@ carbon cap and with caps at 0.97, 0.9 and 0.8 times the carbon of the MILP's che
 (``max_rounds`` 12); a comparison *loses* when the capped loop verified a cheaper plan than the
 uncapped one, or verified where the uncapped one did not (a cheaper plan the uncapped loop's path
 never reached). Prints each loss and
-their count (docs/optimizer.md, "The closed loop").
+their count (docs/optimizer.md, "The closed loop"). ``--json FILE`` also writes each seed's
+answers ($/h, or null where unverified: uncapped, then each cap), so that two loops can be
+compared by what they answer, not only by whether their capped runs beat their uncapped one.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -62,8 +65,13 @@ def judge(problem, truth, per_pool=True):  # type: ignore[no-untyped-def]
     return verify
 
 
-def main(first: int, last: int, per_pool: bool = True) -> None:
+def _cost(out) -> float | None:  # type: ignore[no-untyped-def]
+    return round(out.solution.cost_per_day_usd / 24, 6) if out.verified else None
+
+
+def main(first: int, last: int, per_pool: bool = True, out_json: str | None = None) -> None:
     losses = comparisons = unverified = problems = simulated = 0
+    answers: dict[int, list[float | None]] = {}
     for seed in range(first, last):
         p, truth = random_case(seed)
         free = solve_problem(p, EXACT)
@@ -73,11 +81,13 @@ def main(first: int, last: int, per_pool: bool = True) -> None:
         unverified += not loose.verified
         problems += 1
         simulated += loose.simulated
+        answers[seed] = [_cost(loose)]
         g = free.g_co2_per_day / (sum(p.mtok_per_hour(h) for h in range(p.hours)) * 24 / p.hours)
         for f in (0.97, 0.9, 0.8):
             q = replace(p, limits=Limits(max_g_per_mtok=g * f))
             tight = loop_mod.closed_loop(q, EXACT, judge(q, truth, per_pool), max_rounds=12)
             comparisons += 1
+            answers[seed].append(_cost(tight))
             if tight.verified and (not loose.verified or tight.solution.cost_per_day_usd
                                    < loose.solution.cost_per_day_usd - 1e-6):
                 losses += 1
@@ -88,7 +98,13 @@ def main(first: int, last: int, per_pool: bool = True) -> None:
     print(f"{losses} of {comparisons} comparisons: the capped loop verified a cheaper plan "
           f"(or verified where the uncapped one did not); {unverified} uncapped loops "
           f"unverified; {simulated / max(problems, 1):.2f} plans simulated per uncapped loop")
+    if out_json:
+        with open(out_json, "w", encoding="utf-8") as fh:
+            json.dump({"simulated_per_loop": simulated / max(problems, 1), "answers": answers},
+                      fh, indent=1)
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), int(sys.argv[2]), per_pool="--class-only" not in sys.argv[3:])
+    rest = sys.argv[3:]
+    main(int(sys.argv[1]), int(sys.argv[2]), per_pool="--class-only" not in rest,
+         out_json=rest[rest.index("--json") + 1] if "--json" in rest else None)

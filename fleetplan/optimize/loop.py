@@ -36,7 +36,8 @@ and, where it runs a pool above its measured capacity (``u > 1``), every P99 is 
 ``(1 - slo_margin) x`` its SLO (capacities above the measurement carry no safety margin of their
 own). The rule reads the plan and its simulation only, never the path that led to it.
 
-Once a plan is accepted, up to ``max_trims`` rounds *probe* a cheaper plan: a changed multiplier
+Once a plan is accepted, rounds *probe* a cheaper plan until ``max_trims`` probes have failed
+(a probe that passes made the plan cheaper and spends nothing): a changed multiplier
 table whose MILP answer is cheaper (:mod:`fleetplan.optimize.probes` says which: one replica
 fewer in a pool, a cut taken back, a shared failure cleared, and the least uplift that saves
 anything of a key, or of two keys together; on a problem larger than
@@ -182,10 +183,10 @@ def closed_loop(problem: PlanProblem, settings: SolverSettings, verify: Verifier
                 executor: Executor | None = None, max_rounds: int = DEFAULT_MAX_ROUNDS,
                 max_trims: int = DEFAULT_MAX_TRIMS,
                 progress: Progress | None = None) -> LoopOutcome:
-    """Solve, simulate and learn until a plan is accepted, then probe up to ``max_trims``
-    cheaper plans (see the module docstring). Returns after the first round whose MILP has no
-    plan when nothing was simulated (``solution.has_plan`` is false). ``progress`` receives each
-    round's steps, ``round N: MILP`` and ``round N: simulate the plan``."""
+    """Solve, simulate and learn until a plan is accepted, then probe cheaper plans until
+    ``max_trims`` probes failed (see the module docstring). Returns after the first round whose
+    MILP has no plan when nothing was simulated (``solution.has_plan`` is false). ``progress``
+    receives each round's steps, ``round N: MILP`` and ``round N: simulate the plan``."""
     executor = executor or SerialExecutor()
     ev = _Evidence()
     scale = 1.0
@@ -307,6 +308,7 @@ def closed_loop(problem: PlanProblem, settings: SolverSettings, verify: Verifier
         sol, current, table, changes, label, _ratio = found
         s = evaluate(sol, current, table)
         if s.accepted:
+            probes -= 1  # a probe that made the plan cheaper is progress, not spent budget
             best = s
             for ct, m in changes.items():
                 ev.lo[ct] = max(ev.lo.get(ct, 0.0), m)

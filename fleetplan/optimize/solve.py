@@ -67,8 +67,8 @@ def solve(scenario: Scenario, *, solver: str | None = None, executor: Any = None
     :func:`~fleetplan.optimize.cache.default_cache_dir`), a folder, or ``False`` (no disk
     cache). The catalog, profile store and calibration are the scenario's data context's
     (:meth:`fleetplan.scenario.Scenario.data_context`), passed to whatever reads them.
-    ``max_rounds``: bound on solve + simulate rounds; ``max_trims``: of those, how many may try
-    one replica fewer in the dearest pool once a plan passed.
+    ``max_rounds``: bound on solve + simulate rounds; ``max_trims``: once a plan passed, how
+    many probes of a cheaper plan may fail in simulation (one that passes is not counted).
     ``progress``: receives the steps (capacity searches, each round's MILP and simulation; see
     :mod:`fleetplan._progress`); the default reports nothing.
     ``confidence``: a probability (0.95): every SLO must hold when latencies are as much worse
