@@ -223,11 +223,29 @@ def _cut(problem: PlanProblem, seen: _Seen, ev: _Evidence, repeat: bool,
                 + ("" if own[k].ttft_p99_ms is None else f", {own[k].ttft_p99_ms:.0f} ms")
                 for k in carriers) + ")"
         hour = f"hour {h}: " if problem.hours > 1 else ""  # no hour in a one-rate plan
+        why = _why_not_met(slo[name], c, chk, carriers)
         notes.append(f"{hour}class {name} simulated P99 TTFT {got} vs SLO "
-                     f"{slo[name].ttft_p99_ms:g} ms{where}")
+                     f"{slo[name].ttft_p99_ms:g} ms{where}{why}")
     if blamed_keys is not None:  # the keys the evidence now blames alone
         blamed_keys.update(k for k in changes if k in ev.sole)
     return notes
+
+
+def _why_not_met(d: Demand, c: ClassCheck, chk: HourCheck, carriers: Sequence[str]) -> str:
+    """Why class ``c`` failed where its P99s are within their targets (else ""): a pool whose
+    backlog grew through the simulation (overloaded: the queue would keep growing), or
+    requests the simulation left unfinished."""
+    if not _within(d, c, 1.0):
+        return ""
+    over = [k for k in carriers if chk.pool_overloaded(k)]
+    if over:
+        return (f", within it, but {' and '.join(over)} "
+                f"{'was' if len(over) == 1 else 'were'} overloaded (the backlog grew through "
+                "the simulation)")
+    if chk.overloaded:
+        return ", within it, but a pool of the plan was overloaded (the backlog grew through " \
+               "the simulation)"
+    return ", within it, but requests were left unfinished when the simulation ended"
 
 
 def _vouch(problem: PlanProblem, sol: MilpSolution, ev: _Evidence,

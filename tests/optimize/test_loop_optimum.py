@@ -410,3 +410,25 @@ def test_probes_that_pass_do_not_spend_the_trim_budget(trims: int) -> None:
     assert out.solution.cost_per_day_usd / 24 == pytest.approx(best_true)
     first_pass = next(i for i, (_s, ok) in enumerate(calls) if ok)
     assert sum(not ok for _s, ok in calls[first_pass:]) <= trims
+
+
+def test_a_round_note_says_why_a_class_within_its_slo_failed() -> None:
+    """A class fails with its P99 below the SLO when a pool carrying it was overloaded (its
+    backlog grew through the simulation) or requests were left unfinished: the round's note
+    says which, instead of a bare 'P99 4573 ms vs SLO 10000 ms' under 'missed an SLO'."""
+    problem = synth_problem([("batch", 4.0, 10000.0, 1.0)], pools=(R2,))
+    sol = solve_problem(problem, EXACT)
+    (pool,) = sorted({k for (c, k, h), s in sol.shares.items() if s > 0})
+
+    def note(overloaded: bool) -> str:
+        check = (HourCheck(0, (ClassCheck("batch", 4573.0, None, None, False),), overloaded,
+                           1.0, 1.0, {}, (PoolCheck(pool, overloaded, (ClassCheck(
+                               "batch", 4573.0, None, None, False),)),)),)
+        seen = loop_mod._Seen(sol, check, problem, {}, 1.0, False, False, 1.0)
+        (text,) = loop_mod._cut(problem, seen, loop_mod._Evidence(), repeat=False)
+        return text
+
+    assert note(True) == (f"class batch simulated P99 TTFT 4573 ms vs SLO 10000 ms, within it, "
+                          f"but {pool} was overloaded (the backlog grew through the simulation)")
+    assert note(False).endswith(", within it, but requests were left unfinished when the "
+                                "simulation ended")
