@@ -408,8 +408,8 @@ def _market_notes(scenario: Scenario, pools: list[Any], counts: dict[str, int],
             cover = ""
             if len(tiers) > 1:
                 working = sum(counts[n] for n in tiers) - k
-                cover = (f", for the {working} working replicas of its {len(tiers)} tiers "
-                         "(spares sit in the strictest tier)")
+                cover = (f" for the {working} working replicas of its {len(tiers)} tiers, "
+                         "held in the strictest")
             held.append((p, f"{_pool_words(p)}{f' ({tier} tier)' if tier else ''}: {k} of its "
                             f"{counts.get(name, 0)} replicas {are}{cover} (a replica is down "
                             f"{p.unavailability * 100:.3g}% of the time)"))

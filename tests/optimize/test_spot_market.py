@@ -262,8 +262,8 @@ def test_spares_of_a_configuration_at_several_tiers_say_which_replicas_they_cove
     (note,) = _market_notes(None, pools,  # type: ignore[arg-type]  # no spot pool reads it
                             counts, {"1xRTX-4090@EU27/250ms": 2})
     text = str(note)
-    assert ("1xRTX-4090 (250ms tier): 2 of its 4 replicas are spares, for the 10 working "
-            "replicas of its 3 tiers (spares sit in the strictest tier)") in text
+    assert ("1xRTX-4090 (250ms tier): 2 of its 4 replicas are spares for the 10 working "
+            "replicas of its 3 tiers, held in the strictest (a replica is down") in text
     # the figures the note states are the rule's: 2 spares for 10 working, 1 for the 2 of the
     # 250 ms tier alone
     assert spares_needed(10, u, 0.01) == 2 and spares_needed(2, u, 0.01) == 1
