@@ -63,6 +63,9 @@ def plot_frontier(points: Any, *, x: str | None = None, y: str = "cost_per_hour_
     a few cents do not look a factor apart. Points whose ``outcome`` (when given) is not
     ``verified``, or whose ``status`` is ``infeasible``, are not drawn; the title counts them in
     the words of their outcome. ``label_note``: what a label says, as the legend's title.
+    Between two points the line shows the cost of the plan that serves the values in between:
+    a plan verified at a carbon cap or SLO scale serves every looser one (the line runs right
+    from it), one verified at a confidence, rate or failure rate every lower one (left).
     """
     df = as_frame(points, required=(y,), what="plot_frontier")
     if x is None:
@@ -88,8 +91,14 @@ def plot_frontier(points: Any, *, x: str | None = None, y: str = "cost_per_hour_
     ax = new_axes(ax)
     order = np.argsort(xs[front], kind="mergesort")
     fx, fy = xs[front][order], ys[front][order]
-    ax.step(fx, fy, where="post", color=color_for(0), linewidth=1.5, marker="o",
-            label="Pareto-optimal plans")
+    # each plan's cost holds over the values it also serves: a plan verified at a carbon cap
+    # (or an SLO scale) serves every looser one, to its right, while one verified at a
+    # confidence, rate or failure rate serves every lower one, to its left. So a front whose
+    # cost rises with x steps up before each point, never drawing a cost below what any plan
+    # verified for the values in between
+    rising = len(fy) > 1 and fy[-1] > fy[0]
+    ax.step(fx, fy, where="pre" if rising else "post", color=color_for(0), linewidth=1.5,
+            marker="o", label="Pareto-optimal plans")
     if (~front).any():
         ax.scatter(xs[~front], ys[~front], facecolors="none", edgecolors=color_for(1),
                    marker="s", label="dominated plans")

@@ -242,3 +242,25 @@ def test_hourly_plan_title_says_when_spot_replicas_are_in_the_bars() -> None:
     assert list(hours_frame(hours)["market"]) == ["on-demand", "spot"] * 3
     assert plot_hourly_plan({"hours": HOURS}).get_title() == \
         "Hourly plan: replicas per configuration"
+
+
+def _drawn_cost(ax, x: float) -> float:
+    """The cost the frontier's line shows at ``x``, strictly between two of its points."""
+    v = ax.get_lines()[0].get_path().vertices
+    (y,) = {float(b[1]) for a, b in zip(v[:-1], v[1:], strict=True)
+            if a[1] == b[1] and a[0] < x < b[0]}
+    return y
+
+
+def test_the_frontier_line_never_shows_a_cost_no_verified_plan_has_in_between() -> None:
+    """Between two points the line shows the cost of the plan that serves the values in
+    between: a plan verified at a carbon cap serves every looser cap (to its right); one
+    verified at a confidence serves every lower confidence (to its left). A line stepping the
+    other way would say, e.g., that confidence 0.8 costs what the plan for 0.66 costs."""
+    carbon = plot_frontier([{"g_co2_per_mtok": g, "cost_per_hour_usd": c, "pareto": True}
+                            for g, c in ((2.0, 5.0), (4.0, 3.0), (8.0, 1.5))])
+    assert _drawn_cost(carbon, 3.0) == 5.0 and _drawn_cost(carbon, 6.0) == 3.0
+    conf = plot_frontier([{"confidence": p, "cost_per_hour_usd": c, "pareto": True}
+                          for p, c in ((0.66, 1.375), (0.83, 2.125), (0.99, 7.5))],
+                         x="confidence")
+    assert _drawn_cost(conf, 0.8) == 2.125 and _drawn_cost(conf, 0.9) == 7.5
