@@ -128,8 +128,18 @@ def pool_loads(problem: PlanProblem, sol: MilpSolution) -> dict[tuple[str, int],
     return {k: v / max(sol.working(*k), 1) for k, v in load.items()}
 
 
+SPOT_KEY = "~spot"
+
+
+def evidence_config(config: str, market: str | None) -> str:
+    """The configuration part of an evidence key: spot pools learn their own multiplier
+    (``config~spot``), since their churn costs them capacity that on-demand pools keep."""
+    return config + SPOT_KEY if market == "spot" else config
+
+
 def _config_tier(sol: MilpSolution, key: str, h: int) -> Key:
-    return key.partition("@")[0], sol.tiers[(key, h)]
+    return (evidence_config(key.partition("@")[0], "spot" if SPOT_KEY in key else None),
+            sol.tiers[(key, h)])
 
 
 def _within(d: Demand, c: ClassCheck, keep: float) -> bool:

@@ -76,6 +76,7 @@ from fleetplan.optimize.evidence import (  # noqa: F401  (tests read them here)
     _Seen,
     _vouch,
     _within,
+    evidence_config,
     pool_loads,
 )
 from fleetplan.optimize.executors import Executor, SerialExecutor
@@ -134,6 +135,15 @@ def derated(problem: PlanProblem, derate: dict[Key, float],
             carbon_scale: float = 1.0) -> PlanProblem:
     """``problem`` with capacities scaled per (configuration, tier) and the carbon cap scaled."""
     cap = {k: v * derate.get((k[1], k[2]), 1.0) for k, v in problem.capacity.items()}
+    # spot pools carry their own multiplier (evidence.evidence_config): relative to the
+    # on-demand one the capacity table now holds, 1 / that where they have none
+    spot: dict[Key, float] = {}
+    for (c, t) in {(k[1], k[2]) for k in problem.capacity}:
+        od = derate.get((c, t), 1.0)
+        own = derate.get((evidence_config(c, "spot"), t), 1.0)
+        if od > 0 and own != od:
+            spot[(c, t)] = own / od
+    problem = replace(problem, spot_factor=spot)
     lim = problem.limits
     if carbon_scale != 1.0:
         lim = replace(lim, max_g_per_mtok=None if lim.max_g_per_mtok is None

@@ -26,6 +26,7 @@ from fleetplan._notes import (
     datasheet_band,
 )
 from fleetplan.optimize.confidence import Margins
+from fleetplan.optimize.evidence import evidence_config
 from fleetplan.optimize.explain import explain_infeasible, near_floor_notes
 from fleetplan.optimize.inputs import Inputs
 from fleetplan.optimize.loop import LoopOutcome
@@ -265,9 +266,9 @@ def _capacity_notes(inputs: Inputs, out: LoopOutcome) -> tuple[CapacityNote, ...
                    if s > 0})
     notes = []
     for name, key, tier in used:
-        config, region, _market = split_pool_name(key)
+        config, region, market = split_pool_name(key)
         base = problem.capacity.get((name, config, tier), 0.0)
-        f = out.derate.get((config, tier), 1.0)
+        f = out.derate.get((evidence_config(config, market), tier), 1.0)
         res = inputs.results.get((name, config, tier))
         src = "replica model, steady state"
         at = res.at_capacity if res is not None else None

@@ -28,7 +28,14 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from fleetplan.optimize.evidence import Key, _config_tier, _Evidence, _Seen, pool_loads
+from fleetplan.optimize.evidence import (
+    Key,
+    _config_tier,
+    _Evidence,
+    _Seen,
+    evidence_config,
+    pool_loads,
+)
 from fleetplan.optimize.milp import MilpSolution, candidate_key
 from fleetplan.optimize.problem import PlanProblem
 
@@ -107,14 +114,16 @@ def unused_keys(problem: PlanProblem, sol: MilpSolution) -> list[Key]:
     price per request first (the likeliest to save something at a small uplift)."""
     used = {_config_tier(sol, key, h) for (key, h), n in sol.counts.items()
             if n > 0 and (key, h) in sol.tiers}
-    prices: dict[str, float] = {}
+    prices: dict[str, float] = {}  # by evidence configuration (a spot pool's its own)
     for p in problem.pools:
-        prices[p.config] = min(prices.get(p.config, math.inf), p.price_usd_per_hour)
+        c = evidence_config(p.config, p.market)
+        prices[c] = min(prices.get(c, math.inf), p.price_usd_per_hour)
     best: dict[Key, float] = {}
     for (_cls, config, tier), cap in problem.capacity.items():
-        ct = (config, tier)
-        if cap > 0 and ct not in used and config in prices:
-            best[ct] = min(best.get(ct, math.inf), prices[config] / cap)
+        for c in (config, evidence_config(config, "spot")):
+            ct = (c, tier)
+            if cap > 0 and ct not in used and c in prices:
+                best[ct] = min(best.get(ct, math.inf), prices[c] / cap)
     return [ct for ct, _v in sorted(best.items(), key=lambda kv: (kv[1], kv[0][0],
                                                                   kv[0][1].label))]
 

@@ -170,6 +170,9 @@ class PlanProblem:
     # (class, configuration) pairs whose requests the configuration cannot hold (capacity 0),
     # and why (fleetplan.optimize.inputs.unfit_pairs): what explains a class no pool serves
     unfit: Mapping[tuple[str, str], str] = field(default_factory=dict)
+    # set by the closed loop (fleetplan.optimize.loop.derated): spot pools' own capacity
+    # multiplier over the table's, by (configuration, tier); 1 where absent
+    spot_factor: Mapping[tuple[str, Tier], float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.demands:
@@ -211,7 +214,10 @@ class PlanProblem:
                 return 0.0
             if self.fixed_counts is not None and self.fixed_counts.get(name, 0) <= 0:
                 return 0.0
-        return float(self.capacity.get((demand.name, pool.config, tier), 0.0))
+        base = float(self.capacity.get((demand.name, pool.config, tier), 0.0))
+        if pool.market == "spot" and self.spot_factor:
+            base *= self.spot_factor.get((pool.config, tier), 1.0)
+        return base
 
     def tier_pairs(self) -> dict[int, list[int]]:
         """Candidate index -> the indices (into :attr:`tiers`) of the tiers it may run, with

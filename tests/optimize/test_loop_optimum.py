@@ -432,3 +432,36 @@ def test_a_round_note_says_why_a_class_within_its_slo_failed() -> None:
                           f"but {pool} was overloaded (the backlog grew through the simulation)")
     assert note(False).endswith(", within it, but requests were left unfinished when the "
                                 "simulation ended")
+
+
+def test_a_spot_pool_learns_its_own_capacity_apart_from_on_demand_ones() -> None:
+    """Spot replicas fail more often, so a spot pool carries less than an on-demand pool of the
+    same configuration and tier: a failure of the spot pool cuts the spot pool's capacity only,
+    and a multiplier the on-demand pool earned is not lent to the spot one."""
+    spot = replace(R2, price_usd_per_hour=0.25, market="spot")
+    problem = synth_problem([("batch", 6.0, 2000.0, 1.0)], pools=(R2, spot))
+    (d,) = problem.demands
+    base = problem.cap(d, R2, d.tier)
+    assert base > 0 and problem.cap(d, spot, d.tier) == base  # one capacity table
+    cut = loop_mod.derated(problem, {("2xRTX-4090~spot", d.tier): 0.5})
+    assert cut.cap(d, spot, d.tier) == pytest.approx(0.5 * base)
+    assert cut.cap(d, R2, d.tier) == pytest.approx(base)
+    raised = loop_mod.derated(problem, {("2xRTX-4090", d.tier): 1.2})
+    assert raised.cap(d, R2, d.tier) == pytest.approx(1.2 * base)
+    assert raised.cap(d, spot, d.tier) == pytest.approx(base)
+    # the plan puts batch on the cheaper spot pool; it fails there: only the spot key is cut
+    sol = solve_problem(problem, EXACT)
+    (pool,) = sorted({k for (c, k, h), s in sol.shares.items() if s > 0})
+    assert pool.endswith("~spot/2000ms")
+    check = (HourCheck(0, (ClassCheck("batch", 2400.0, None, None, False),), False, 1.0, 1.0,
+                       {}, (PoolCheck(pool, False, (ClassCheck("batch", 2400.0, None, None,
+                                                                False),)),)),)
+    ev = loop_mod._Evidence()
+    loop_mod._cut(problem, loop_mod._Seen(sol, check, problem, {}, 1.0, False, False, 1.0), ev,
+                  repeat=False)
+    table = ev.table()
+    assert set(table) == {("2xRTX-4090~spot", d.tier)} and table[("2xRTX-4090~spot",
+                                                                   d.tier)] < 1.0
+    after = loop_mod.derated(problem, table)
+    assert after.cap(d, R2, d.tier) == pytest.approx(base)
+    assert after.cap(d, spot, d.tier) < base
