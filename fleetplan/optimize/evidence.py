@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from fleetplan.optimize.milp import MilpSolution, candidate_key
 from fleetplan.optimize.problem import Demand, PlanProblem, Tier
 from fleetplan.optimize.verify import ClassCheck, HourCheck
+from fleetplan.scenario.fleet import SPOT_MARK, split_pool_name
 
 MIN_DERATE = 0.05
 
@@ -128,18 +129,15 @@ def pool_loads(problem: PlanProblem, sol: MilpSolution) -> dict[tuple[str, int],
     return {k: v / max(sol.working(*k), 1) for k, v in load.items()}
 
 
-SPOT_KEY = "~spot"
-
-
 def evidence_config(config: str, market: str | None) -> str:
     """The configuration part of an evidence key: spot pools learn their own multiplier
     (``config~spot``), since their churn costs them capacity that on-demand pools keep."""
-    return config + SPOT_KEY if market == "spot" else config
+    return config + SPOT_MARK if market == "spot" else config
 
 
 def _config_tier(sol: MilpSolution, key: str, h: int) -> Key:
-    return (evidence_config(key.partition("@")[0], "spot" if SPOT_KEY in key else None),
-            sol.tiers[(key, h)])
+    config, _region, market = split_pool_name(key)
+    return evidence_config(config, market), sol.tiers[(key, h)]
 
 
 def _within(d: Demand, c: ClassCheck, keep: float) -> bool:

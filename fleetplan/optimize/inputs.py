@@ -194,17 +194,18 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
     # a candidate the model does not fit on is no pool for any class: left out with a note,
     # as one too small for a class's requests is for that class (unfit_pairs); only when no
     # candidate holds the model is that an error
-    left_out: dict[str, str] = {}
+    left_out: dict[str, tuple[int, str]] = {}  # config -> (its first index, why)
     for i, (config, _regions, _mx) in enumerate(cands):
         try:
             params[config] = candidate_params(scenario, config, i)
         except DoesNotFit as exc:
-            left_out.setdefault(config, f"candidates[{i}] ({config}): {exc}")
+            left_out.setdefault(config, (i, str(exc)))
         except FleetplanError as exc:
             raise InputError(f"candidates[{i}] ({config}): {exc}") from None
     if not params:
-        raise InputError(next(iter(left_out.values())) + (
-            "; no other candidate either" if len(cands) > 1 else ""))
+        config, (i, why) = next(iter(left_out.items()))
+        raise InputError(f"candidates[{i}] ({config}): {why}"
+                         + ("; no other candidate either" if len(cands) > 1 else ""))
     cands = [c for c in cands if c[0] not in left_out]
 
     unfit = unfit_pairs(demands, work, params)
@@ -302,9 +303,9 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
                           unfit={k: v.reason for k, v in sorted(unfit.items())})
     uncal = sorted(c for c, p in params.items() if not p.calibrated)
     # a candidate the planner named and the plan cannot use is theirs to know (a plan note)
-    notes: list[str] = [Note(f"candidate {config} left out (no pool for any class): "
-                             f"{exc.partition('): ')[2]}", "candidates", level=PLAN,
-                             priority=P_FIT) for config, exc in sorted(left_out.items())]
+    notes: list[str] = [Note(f"candidate {config} left out (no pool for any class): {why}",
+                             "candidates", level=PLAN, priority=P_FIT)
+                        for config, (_i, why) in sorted(left_out.items())]
     notes += [f"{config} is not a pool for class " + "; nor for class ".join(
         f"{name}: {unfit[(name, c)].reason}" for name, c in sorted(unfit) if c == config)
         for config in sorted({c for _n, c in unfit})]
