@@ -20,14 +20,15 @@ from pydantic import (
 )
 
 from fleetplan._load import show_value
-from fleetplan.catalog.catalog import bundled_catalog
+from fleetplan.catalog.catalog import Catalog, bundled_catalog
+from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.catalog.prices import DEFAULT_MARKET
 from fleetplan.errors import FleetplanError, InputError, UnknownNameError
 from fleetplan.registry.routing import RoutingPolicy, routing_policies
 from fleetplan.scenario.base import Strict, canon_gpu, catalog_of, check_region
 from fleetplan.scenario.fleet import Pool, match_pools
 from fleetplan.scenario.messages import format_validation_error
-from fleetplan.scenario.reliability import Reliability, canon_key, keyed_markets
+from fleetplan.scenario.reliability import Reliability, canon_key, entry, keyed_markets
 from fleetplan.scenario.served import (
     ServedModel,
     canon_model,
@@ -300,6 +301,7 @@ class Scenario(Strict):
     def _cross(self, info: ValidationInfo) -> Scenario:
         cat = catalog_of(info)
         check_served(self)
+        self._resolve_markets(cat)
         seen: set[str] = set()
         repeated: set[str] = set()
         for c in self.classes:  # one pass: the 1e5-class file took > 60 s with names.count
@@ -332,6 +334,48 @@ class Scenario(Strict):
             if r not in self.grid_g_per_kwh and r not in cat.grid():
                 raise ValueError(f"fleet region {r} has no grid intensity")
         return self
+
+    def _resolve_markets(self, cat: Catalog) -> None:
+        """A candidate or fleet pool that names no market takes its ``reliability:`` entry's
+        (the documented default): a ``market: spot`` entry makes them spot in name, notes and
+        evidence too, as they already were in price and failure rate. Two candidates of one
+        configuration, region and market after that are refused, saying which entry made
+        them so."""
+        if not self.reliability:
+            return
+
+        def market_of(config: str) -> tuple[str | None, str]:
+            gpu = HardwareConfig.parse(config, cat).gpu
+            key = config if config in self.reliability else gpu  # type: ignore[operator]
+            spec = entry(self.reliability, config, gpu)
+            return (spec.market if spec is not None and spec.market == "spot" else None), key
+
+        cands = list(self.candidates or ())
+        made: dict[int, str] = {}
+        for i, c in enumerate(cands):
+            if c.market is None and (m := market_of(c.config))[0] is not None:
+                cands[i], made[i] = c.model_copy(update={"market": m[0]}), m[1]
+        seen: dict[tuple[str, str, str | None], int] = {}
+        for i, c in enumerate(cands):
+            for region in c.regions:
+                j = seen.setdefault((c.config, region, c.market), i)
+                if j != i:
+                    by = next((k for k in (i, j) if k in made), None)
+                    why = ("" if by is None else
+                           f" (candidates[{by}] names no market and takes reliability."
+                           f"{made[by]}'s, market: {c.market}; give it market: on-demand to "
+                           "offer both markets)")
+                    raise ValueError(f"candidates[{i}]: {c.config} in {region} on market "
+                                     f"{c.market or 'on-demand'} is listed in candidates[{j}] "
+                                     f"too{why}")
+        fleet = list(self.fleet or ())
+        for i, p in enumerate(fleet):
+            if p.market is None and (m := market_of(p.config))[0] is not None:
+                fleet[i] = p.model_copy(update={"market": m[0]})
+        if made:
+            object.__setattr__(self, "candidates", cands)
+        if fleet != list(self.fleet or ()):
+            object.__setattr__(self, "fleet", fleet)
 
     def _check_arrivals(self) -> None:
         """Refuse a run that would draw more than MAX_ARRIVALS requests (rate x sim.duration_s),
