@@ -22,8 +22,10 @@ from __future__ import annotations
 import json
 import math
 import os
+import shlex
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from fleetplan.optimize.plan_parts import MeasureNext
@@ -31,6 +33,7 @@ from fleetplan.optimize.problem import PlanProblem
 from fleetplan.optimize.solvers import SolverSettings
 from fleetplan.scenario import Scenario
 from fleetplan.scenario.fleet import split_model
+from fleetplan.scenario.served import model_config_of
 
 BAND_METRIC = "request_throughput"
 
@@ -63,20 +66,29 @@ def bench_commands(model: str, config: str, problem: PlanProblem, hf_id: str | N
     (``model_config``, ``catalog``: the scenario's config.json and catalog folder, so that
     ``ingest`` and ``calibrate`` know its model and GPU; ``lengths``: the prompt and output
     length distributions of the class the configuration serves most, as the scenario states
-    them, ``None`` for the protocol's, bench's default)."""
+    them, ``None`` for the protocol's, bench's default). A model of a ``config.json`` is served
+    from the weights beside it (the folder the scenario names), under the name it is planned
+    by, so that ``bench`` and ``calibrate`` name the same model."""
     caps = [v for (_c, cfg, _t), v in problem.capacity.items() if cfg == config and v > 0]
     top = max(caps) if caps else 1.0
     rates = sorted({_nice(top * f) for f in (2.0, 1.0, 0.5, 0.25)}, reverse=True)
     served = hf_id or model
     bare = split_model(config)[1]
-    extra = (f" --catalog {catalog}" if catalog else "") + (
-        f" --model-config {model_config}" if model_config else "")
+    serve = served
+    if model_config:  # the server runs the weights beside the config.json, named as planned
+        folder = Path(model_config)
+        folder = folder.parent if folder.suffix == ".json" else folder
+        serve, served = f"{shlex.quote(str(folder))} --served-model-name {model}", model
+    extra = (f" --catalog {shlex.quote(catalog)}" if catalog else "") + (
+        f" --model-config {shlex.quote(model_config)}" if model_config else "")
     workload = "".join(f" --{flag} '{_dist_json(dist)}'"
                        for flag, dist in zip(("input-len", "output-len"), lengths, strict=True)
                        if dist is not None)
     if lengths[1] is not None:  # the class's output lengths, not wherever the model stops
         workload += " --ignore-eos"
-    return (f"vllm serve {served} --tensor-parallel-size {gpu_count}   # on one {bare}",
+    where = f"on one {bare}" + (", from the weights beside its config.json" if model_config
+                                else "")
+    return (f"vllm serve {serve} --tensor-parallel-size {gpu_count}   # {where}",
             f"fleetplan bench --endpoint http://HOST:8000 --model {served} --sweep "
             f"{','.join(f'{r:g}' for r in rates)} --num-prompts 200{workload} --gpu {gpu} "
             f"--gpu-count {gpu_count} --tp {gpu_count} --ingest{extra}",
@@ -156,7 +168,8 @@ def measure_next(scenario: Scenario, problem: PlanProblem, settings: SolverSetti
                             (round(cheap, 4), round(dear, 4) if math.isfinite(dear) else None),
                             (round(lo_f, 4), round(hi_f, 4)), basis,
                             bench_commands(model, config, problem, catalog.model(model).hf_id,
-                                           pool.gpu, pool.gpu_count, scenario.hf_model_config,
+                                           pool.gpu, pool.gpu_count,
+                                           model_config_of(scenario, model),
                                            scenario.catalog, _lengths(scenario, problem, config)))
         if best is None or found.span_usd_per_hour > best.span_usd_per_hour + 1e-9:
             best = found

@@ -38,6 +38,8 @@ class Scenario(Protocol):
     @property
     def classes(self) -> Sequence[Any]: ...
     @property
+    def hf_model_config(self) -> str | None: ...
+    @property
     def fleet(self) -> Sequence[Any] | None: ...
 
 MODEL_MARK = "/"
@@ -81,6 +83,16 @@ def served_models(scenario: Scenario) -> tuple[str, ...]:
         return tuple(m.name for m in scenario.models)
     assert scenario.model is not None  # the scenario's checks hold one of the two
     return (scenario.model,)
+
+
+def model_config_of(scenario: Scenario, model: str) -> str | None:
+    """The ``config.json`` (path as the scenario resolved it) that ``model`` joined the catalog
+    from: its ``models:`` entry's ``model_config``, else the scenario's own for its one model;
+    ``None`` for a catalog model."""
+    for m in scenario.models or ():
+        if m.name == model:
+            return m.hf_model_config
+    return scenario.hf_model_config if scenario.models is None else None
 
 
 def is_multi_model(scenario: Scenario) -> bool:

@@ -110,3 +110,49 @@ def test_a_plan_of_calibrated_pools_names_nothing(cli, tmp_path: Path) -> None:
     out = cli("solve", str(path), "--format", "json", "--executor", "serial")
     assert out.exit_code == 0, out.stderr
     assert "measure_next" not in json.loads(out.stdout)
+
+
+def test_a_model_of_a_config_json_is_measured_from_its_weights_under_its_planned_name(
+        tmp_path: Path) -> None:
+    """In a scenario of several models, each from its own config.json, the printed commands
+    serve the model from the folder of *its* config.json under the name it is planned by, and
+    give ``bench`` and ``calibrate`` that config.json, so that the three name one model (before,
+    the second model's commands had no ``--model-config``: calibrate refused it as unknown,
+    and ``vllm serve`` was given the folder's bare name)."""
+    import shlex
+    import shutil
+
+    from fleetplan import load_scenario
+    from fleetplan.optimize.measure_next import bench_commands
+    from fleetplan.scenario.served import model_config_of
+
+    hf = Path(__file__).resolve().parents[1] / "data" / "hf-configs"
+    for name in ("Llama-3.1-8B-Instruct", "Qwen3-8B-FP8"):
+        shutil.copytree(hf / name, tmp_path / "my models" / name)
+    (tmp_path / "s.yaml").write_text(
+        "models:\n"
+        "  - {name: Llama-3.1-8B-Instruct, model_config: my models/Llama-3.1-8B-Instruct}\n"
+        "  - {name: Qwen3-8B-FP8, model_config: my models/Qwen3-8B-FP8/config.json}\n"
+        "classes:\n"
+        "  - {name: chat, rate_rps: 1, model: Llama-3.1-8B-Instruct}\n"
+        "  - {name: agent, rate_rps: 1, model: Qwen3-8B-FP8}\n", encoding="utf-8")
+    sc = load_scenario(tmp_path / "s.yaml")
+    qwen = model_config_of(sc, "Qwen3-8B-FP8")
+    assert qwen is not None and Path(qwen) == tmp_path / "my models" / "Qwen3-8B-FP8" / (
+        "config.json")
+    assert model_config_of(sc, "Meta-Llama-3-8B-Instruct") is None  # not a model of it
+    cap = {("agent", "Qwen3-8B-FP8/1xL40S", T): 5.0}
+    problem = PlanProblem((Demand("agent", (1.0,), 500.0),), (A,), cap, {}, Limits())
+    serve, bench, calibrate, _solve = bench_commands(
+        "Qwen3-8B-FP8", "Qwen3-8B-FP8/1xL40S", problem, "Qwen3-8B-FP8", "L40S", 1, qwen)
+    words = shlex.split(serve.split("#")[0])
+    assert words[:3] == ["vllm", "serve", str(tmp_path / "my models" / "Qwen3-8B-FP8")]
+    assert words[words.index("--served-model-name") + 1] == "Qwen3-8B-FP8"
+    for cmd in (bench, calibrate):
+        args = shlex.split(cmd)
+        assert args[args.index("--model") + 1] == "Qwen3-8B-FP8"
+        assert args[args.index("--model-config") + 1] == qwen
+    # a catalog model is served by its hub id, as before
+    serve, bench, *_ = bench_commands("M", "1xL40S", problem, "org/M", "L40S", 1)
+    assert serve.startswith("vllm serve org/M --tensor-parallel-size 1")
+    assert "--model org/M " in bench and "--model-config" not in bench
