@@ -14,6 +14,7 @@ and ``--format json`` carries all of them (``notes``, and ``notes_detail`` with 
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Collection, Iterable
 from typing import Any, NamedTuple
@@ -55,6 +56,19 @@ class Note(str):
 
 def _rebuild(text: str, topic: str, pools: tuple[str, ...], level: str, priority: int) -> Note:
     return Note(text, topic, pools=pools, level=level, priority=priority)
+
+
+def usd(v: float | None, digits: int = 2) -> str:
+    """Dollars with at least ``digits`` decimals: a figure exact to 4 decimals as it is
+    ($0.125, not $0.12; $0.50, not $0.5), any other with at least 3 significant figures; an
+    em dash for no value."""
+    if v is None:
+        return "\u2014"
+    for d in range(digits, 5):
+        if abs(round(v, d) - v) < 1e-9:
+            return f"${v:,.{d}f}"
+    sig3 = 2 - math.floor(math.log10(abs(v))) if v else digits
+    return f"${v:,.{max(digits, sig3)}f}"
 
 
 def as_note(text: str) -> Note:

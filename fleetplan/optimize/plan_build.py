@@ -24,6 +24,7 @@ from fleetplan._notes import (
     Note,
     as_note,
     datasheet_band,
+    usd,
 )
 from fleetplan.optimize.confidence import Margins
 from fleetplan.optimize.evidence import evidence_config
@@ -47,7 +48,7 @@ from fleetplan.optimize.solvers import SolverSettings
 from fleetplan.scenario import Scenario
 from fleetplan.scenario.engine import candidate_servers
 from fleetplan.scenario.fleet import split_model, split_pool_name
-from fleetplan.scenario.reliability import spot_price_source
+from fleetplan.scenario.reliability import entry, gpu_class, spot_price_source
 from fleetplan.scenario.served import class_model, is_multi_model, served_models
 
 BURST_NOTE = ("capacities are sustained per-replica rates of the replica model in steady state "
@@ -312,17 +313,27 @@ def _notes(scenario: Scenario, inputs: Inputs, out: LoopOutcome,
         if p.unavailability > 0:
             detail.append(Note(
                 f"churn: {p.key} replicas are down {p.unavailability * 100:.3g}% of the time "
-                "(reliability block); the plan keeps the fewest spares k with P(more than k of "
-                f"the pool down) <= {p.spare_quantile:g} (binomial, independent replicas)",
-                "reliability", pools=(p.key,)))
+                f"({_rate_source(scenario, p)}); the plan keeps the fewest spares k with P(more "
+                f"than k of the pool down) <= {p.spare_quantile:g} (binomial, independent "
+                "replicas)", "reliability", pools=(p.key,)))
     for p in problem.pools:
         if p.market == "spot":
             detail.append(Note(
-                f"spot: {p.key} at ${p.price_usd_per_hour:.4g} per replica-hour, "
+                f"spot: {p.key} at {usd(p.price_usd_per_hour)} per replica-hour, "
                 f"{_spot_source(scenario, p)}; its "
                 "replicas fail at the spot rate (reliability block or bundled spot default, "
                 "docs/reliability.md)", "price", pools=(p.key,)))
     return (*plan, *detail)
+
+
+def _rate_source(scenario: Scenario, p: Any) -> str:
+    """Where pool ``p``'s failure rate comes from: the scenario's ``reliability:`` block where
+    it states the rate, else the bundled default of the GPU's class and market."""
+    spec = entry(scenario.reliability, bare_config(p.config), p.gpu, p.market)
+    if spec is None or spec.failures_per_replica_hour is not None:
+        return "reliability block"
+    kind = "data-centre" if gpu_class(p.gpu) == "datacenter" else gpu_class(p.gpu)
+    return f"the bundled {spec.market} default of {kind} GPUs, docs/reliability.md"
 
 
 def _spot_source(scenario: Scenario, p: Any) -> str:
@@ -392,7 +403,7 @@ def _market_notes(scenario: Scenario, pools: list[Any], counts: dict[str, int],
     if spot:
         prices = []
         for p in spot:
-            prices.append(f"{_pool_words(p)}: ${p.price_usd_per_hour:.4g} per replica-hour, "
+            prices.append(f"{_pool_words(p)}: {usd(p.price_usd_per_hour)} per replica-hour, "
                           f"{_spot_source(scenario, p)}")
         notes.append(Note("; ".join(prices) + "; the provider can take spot replicas back",
                           "price", pools=[p.key for p in spot], level=PLAN, priority=P_PRICE))

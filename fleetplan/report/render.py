@@ -17,6 +17,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from fleetplan._notes import usd
 from fleetplan.optimize.frontier_file import FrontierDoc
 from fleetplan.optimize.plan import FleetEntry, Plan, fleet_label
 from fleetplan.optimize.plan_rules import check_plan_scenario
@@ -72,18 +73,6 @@ def num(v: float | None, digits: int = 1) -> str:
 def grams(v: float | None, digits: int = 1) -> str:
     """``1,225.5 g``; an em dash (no unit) for no value."""
     return "\u2014" if v is None else f"{num(v, digits)} g"
-
-
-def usd(v: float | None, digits: int = 2) -> str:
-    """Dollars with at least ``digits`` decimals: a figure exact to 4 decimals as it is
-    ($0.125, not $0.12), any other with at least 3 significant figures."""
-    if v is None:
-        return "\u2014"
-    for d in range(digits, 5):
-        if abs(round(v, d) - v) < 1e-9:
-            return f"${v:,.{d}f}"
-    sig3 = 2 - math.floor(math.log10(abs(v))) if v else digits
-    return f"${v:,.{max(digits, sig3)}f}"
 
 
 def pct(v: float | None, digits: int = 1) -> str:
