@@ -88,12 +88,12 @@ def trim_probes(problem: PlanProblem, best: _Seen, ev: _Evidence,
             m = ev.without(rec, ct)
             if (m > ev.m(ct) * (1 + 1e-6) and probe_key(ev, {ct: m}) not in tried
                     and m < failed.get(ct, math.inf) * PROBE_BACKOFF):
-                probes.append((ct, m, f"{ct[0]} at {ct[1].label} cleared of a failure it "
+                probes.append((ct, m, f"{ct[0]} at {ct[1].words} cleared of a failure it "
                                       f"shared (x{m:.3f})"))
     for ct, hi in sorted(ev.hi.items()):  # a cut that a joint blame may have put there
         if (hi < 1.0 and ev.m(ct) < 1.0 and probe_key(ev, {ct: 1.0}) not in tried
                 and failed.get(ct, math.inf) * PROBE_BACKOFF > 1.0):
-            probes.append((ct, 1.0, f"the measured capacity of {ct[0]} at {ct[1].label} "
+            probes.append((ct, 1.0, f"the measured capacity of {ct[0]} at {ct[1].words} "
                                     f"(cut to x{ev.m(ct):.3f})"))
     return probes
 
@@ -144,7 +144,7 @@ def least_groups(problem: PlanProblem, sol: MilpSolution, small: bool) -> list[t
 
 def least_label(changes: dict[Key, float], factor: float) -> str:
     """What a least-uplift probe tried, in a planner's words."""
-    what = " and ".join(f"{ct[0]} at {ct[1].label}" for ct in changes)
+    what = " and ".join(f"{ct[0]} at {ct[1].words}" for ct in changes)
     if len(changes) == 1:
         return f"x{factor:.3f} the capacity of {what} (the least that saves anything)"
     return f"x{factor:.3f} the capacities of {what} together (the least that saves anything)"

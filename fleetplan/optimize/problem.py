@@ -51,6 +51,15 @@ class Tier:
         return f"ttft{self.ttft_p99_ms:g}{tpot}"
 
     @property
+    def words(self) -> str:
+        """The tier in a planner's words: ``the 2000 ms tier`` (``the 2000 ms / TPOT 50 ms
+        tier``; ``no SLO tier`` for a class without a TTFT target)."""
+        if math.isinf(self.ttft_p99_ms):
+            return "no SLO tier"
+        tpot = "" if self.tpot_p99_ms is None else f" / TPOT {self.tpot_p99_ms:g} ms"
+        return f"the {self.ttft_p99_ms:g} ms{tpot} tier"
+
+    @property
     def ttft_ms(self) -> float | None:
         """The tier's TTFT target, ``None`` when it has none (infinite)."""
         return None if math.isinf(self.ttft_p99_ms) else self.ttft_p99_ms
