@@ -74,8 +74,10 @@ def _print_plan(plan: Plan, verbose: bool = False) -> None:
                      **({} if c.slo_met_probability is None else {
                          "slo_met_probability": shown_probability(c.slo_met_probability),
                          "margin_ms": c.margin_ms})})
-    emit_table(pd.DataFrame(rows), title="Classes (P99 TTFT simulated with the planned split)",
-               digits=1)
+    title = ("Classes (rate: mean over the day; P99 TTFT: the worst hour's, simulated with the "
+             "planned split)" if plan.hours else
+             "Classes (P99 TTFT simulated with the planned split)")
+    emit_table(pd.DataFrame(rows), title=title, digits=1)
     if plan.hours:
         hours = pd.DataFrame([{
             "hour": h.hour, "rate_rps": h.rate_rps,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -376,3 +377,13 @@ def test_a_diurnal_plan_says_its_fleet_is_the_peak_hours_and_its_cost_the_days_a
     assert "per hour, averaged over the day" in page.text
     carbon = {r[0]: r[1:] for r in page.rows("carbon-table")}
     assert carbon["carbon, operational (energy x grid)"] == ["\u2014", "\u2014"]  # no "— g"
+    # its class rows are the day's mean rate and the worst hour's P99, and say so: "rate 2.00"
+    # beside the P99 of the 3 req/s hour read as that P99 at 2 req/s
+    head = page.tables["classes-table"][0]
+    assert "rate (req/s, mean over the day)" in head
+    assert "simulated P99 TTFT (ms, worst hour)" in head
+    assert "each class's rate is its mean over the day, its simulated P99 TTFT and error band " \
+        "those of its worst hour" in page.text
+    one, _ = page_of(replace(plan, hours=None).to_dict(timing=False), load_scenario(EXAMPLE))
+    assert "rate (req/s)" in one.tables["classes-table"][0]
+    assert "worst hour" not in one.text
