@@ -178,6 +178,7 @@ def emit_table(df: pd.DataFrame, title: str | None = None, digits: int = 3,
     import pandas as pd
     from rich import box
     from rich.console import Console
+    from rich.measure import Measurement
     from rich.table import Table
 
     cols = list(columns) if columns is not None else list(df.columns)
@@ -195,4 +196,10 @@ def emit_table(df: pd.DataFrame, title: str | None = None, digits: int = 3,
     for row in rows:
         table.add_row(*row)
     width = Console().width
-    stdout_console(width=width if fit else max(160, width)).print(table)
+    console = stdout_console(width=width if fit else max(160, width))
+    # a table whose columns cannot fold below the console's width is printed at its own
+    # width: rich would crop each line at the console's edge, losing what stood beyond it
+    need = Measurement.get(console, console.options.update_width(10_000), table).minimum
+    if need > console.width:
+        console = stdout_console(width=need)
+    console.print(table)

@@ -146,3 +146,33 @@ def test_simulate_pools_show_engine_busy_share_beside_the_load(cli: Any) -> None
 def test_help_says_per_mtok_counts_prompt_and_output(cli: Any, command: str) -> None:
     text = " ".join(cli(command, "--help").stdout.split())
     assert "Mtok count prompt + output tokens" in text
+
+
+def test_a_table_wider_than_the_terminal_loses_nothing(capsys: Any, monkeypatch: Any) -> None:
+    """A frontier of a several-model scenario names pools of 40 characters; at 80 columns
+    (not a terminal) rich cropped each line at the edge, printing 'fleet' cells without their
+    middle ('1xQwen2.5-14B-Instruct' then '80GB/500ms') and captions cut mid-word. A table
+    that cannot fold to the width is printed at its own."""
+    import pandas as pd
+
+    from fleetplan.cli._format import emit_table
+
+    monkeypatch.setenv("COLUMNS", "80")
+    fleet = ("1xQwen2.5-14B-Instruct/1xA100-80GB/500ms + "
+             "2xQwen2.5-14B-Instruct/1xH100-PCIe/3000ms")
+    caption = ("cap g/Mtok: the point's carbon cap; g/Mtok: its plan's simulated carbon. Each "
+               "point: MILP + simulation of the plan.")
+    df = pd.DataFrame([{"cap g/Mtok": 5.294, "g/Mtok": 4.5, "outcome": "not verified",
+                        "$/h": 6.4, "$/Mtok": 0.089, "pareto": "", "fleet": fleet}])
+    emit_table(df, fit=True, title="Frontier", caption=caption)
+    out = capsys.readouterr().out
+    # the fleet column, read down its lines, is the label whole
+    start = next(ln for ln in out.splitlines() if "fleet" in ln).index("fleet")
+    column = "".join(ln[start:].strip() for ln in out.splitlines()
+                     if ln[start:].strip() and "fleet" not in ln
+                     and not ln.strip().startswith(("\u2500", "cap g/Mtok:", "simulation")))
+    assert column.replace(" ", "").startswith(fleet.replace(" ", ""))
+    assert all(w in out.split() for w in caption.split())  # no word cut at the edge
+    # a table that fits keeps the terminal's width
+    emit_table(pd.DataFrame([{"a": 1, "fleet": "short"}]), fit=True, title="t")
+    assert max(len(ln) for ln in capsys.readouterr().out.splitlines()) <= 80
