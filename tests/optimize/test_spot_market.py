@@ -267,3 +267,47 @@ def test_spares_of_a_configuration_at_several_tiers_say_which_replicas_they_cove
     # the figures the note states are the rule's: 2 spares for 10 working, 1 for the 2 of the
     # 250 ms tier alone
     assert spares_needed(10, u, 0.01) == 2 and spares_needed(2, u, 0.01) == 1
+
+
+def test_a_candidate_without_a_market_takes_its_reliability_entrys_spot_in_name_too() -> None:
+    """The documented default market of a candidate or fleet pool is its ``reliability:``
+    entry's: under a ``market: spot`` entry it was priced and failed as spot but named, noted
+    and learned about as on-demand (``2xRTX-4090@EU27``); it is a spot pool throughout."""
+    data = _hybrid(["1xH100-PCIe", "2xRTX-4090"])
+    data["reliability"]["RTX-4090"] = {"failures_per_replica_hour": 0.1, "market": "spot"}
+    data["fleet"] = [{"config": "2xRTX-4090", "count": 3}, {"config": "1xH100-PCIe", "count": 1}]
+    sc = Scenario.model_validate(data)
+    assert [c.market for c in sc.candidates or ()] == [None, "spot"]
+    assert [p.label for p in sc.fleet or ()] == ["2xRTX-4090@EU27~spot", "1xH100-PCIe@EU27"]
+    # a copy keeps it (what solve and simulate re-validate)
+    assert [p.label for p in sc.with_updates(redundancy=0).fleet or ()][0] == (
+        "2xRTX-4090@EU27~spot")
+    # listed again as spot, the same pool twice: refused, saying which entry made it spot
+    data["candidates"] = ["2xRTX-4090", {"config": "2xRTX-4090", "market": "spot"}]
+    with pytest.raises(InputError) as exc:
+        scenario_from_dict(data, "s.yaml")
+    msg = str(exc.value)
+    assert ("candidates[1]: 2xRTX-4090 in EU27 on market spot is listed in candidates[0] too "
+            "(candidates[0] names no market and takes reliability.RTX-4090's") in msg
+    assert "market: on-demand" in msg and "\n" not in msg
+    # named on-demand, the two markets are offered side by side
+    data["candidates"] = [{"config": "2xRTX-4090", "market": "on-demand"},
+                          {"config": "2xRTX-4090", "market": "spot"}]
+    both = Scenario.model_validate(data)
+    on_demand = resolve(both.reliability, "2xRTX-4090", "RTX-4090", 2, "on-demand")
+    assert on_demand is not None and on_demand.price_factor == 1.0
+
+
+def test_a_churn_note_says_where_its_failure_rate_comes_from() -> None:
+    """A spot pool of a GPU whose block entry is on-demand fails at the bundled spot default:
+    its churn note says so instead of '(reliability block)'."""
+    from types import SimpleNamespace
+
+    from fleetplan.optimize.plan_build import _rate_source
+
+    sc = Scenario.model_validate(_hybrid(BOTH))  # RTX-4090: 0.05/h, on-demand
+    pool = SimpleNamespace(config="2xRTX-4090", gpu="RTX-4090", market="spot")
+    assert _rate_source(sc, pool) == ("the bundled spot default of consumer GPUs, "
+                                      "docs/reliability.md")
+    assert _rate_source(sc, SimpleNamespace(config="2xRTX-4090", gpu="RTX-4090",
+                                            market=None)) == "reliability block"
