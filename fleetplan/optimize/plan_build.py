@@ -150,7 +150,8 @@ def _candidate_capacities(inputs: Inputs) -> tuple[CapacityNote, ...]:
 def _entries(counts: dict[str, int], tiers: dict[str, Tier],
              spares: dict[str, int] | None = None,
              servers: Mapping[str, Mapping[str, Any]] | None = None) -> tuple[FleetEntry, ...]:
-    """Fleet entries; ``spares`` (reliability block only): each pool's replicas kept for churn;
+    """Fleet entries; ``spares`` (with a reliability block or redundancy): each pool's replicas
+    kept for churn and N+k;
     ``servers``: the engine settings candidates state, per configuration (recorded on the
     pools of that configuration only)."""
     out = []
@@ -173,7 +174,7 @@ def solved_plan(scenario: Scenario, inputs: Inputs, settings: SolverSettings,
     per_hour = [{k: n for (k, hh), n in sol.counts.items() if hh == h} for h in range(H)]
     peak = {k: max(c.get(k, 0) for c in per_hour) for k in tiers}
     spares: dict[str, int] | None = None
-    if scenario.reliability is not None:  # the spares of each pool's peak hour
+    if scenario.reliability is not None or sol.spares:  # the spares of each pool's peak hour
         spares = {}
         for k in tiers:
             held = [per_hour[h].get(k, 0) for h in range(H)]

@@ -38,7 +38,7 @@ class FleetEntry:
     region: str
     tier_ttft_p99_ms: float | None = None
     tier_tpot_p99_ms: float | None = None
-    spare: int | None = None  # of ``count``, replicas kept for churn (reliability block only)
+    spare: int | None = None  # of ``count``, replicas kept for churn or redundancy (N+k)
     market: str | None = None  # ``spot`` for a spot pool (named ``config@region~spot/...``)
     # whether the replica model of this configuration is calibrated (measured runs) or
     # spec-based; None in plan files written before it was recorded

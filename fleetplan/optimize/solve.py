@@ -178,12 +178,11 @@ def solve_inputs(scenario: Scenario, inputs: Inputs, settings: SolverSettings, *
     (``margins``: of ``--confidence``, the capacities in ``inputs`` already use them;
     ``cache_dir``: where simulated plans' checks are cached, as in :func:`solve`; default
     none: every round's plan is simulated). With
-    churn spares, each round simulates the plan twice: with the scenario's failures on, and on
-    its working replicas alone (every spare down); a class meets its SLO only in both."""
+    spares (churn, or the scenario's ``redundancy``), each round simulates the plan twice: as
+    planned (failures on, with churn), and on its working replicas alone (every spare down); a
+    class meets its SLO only in both."""
     problem = with_reliability(scenario, inputs.problem)
     inputs = replace(inputs, problem=problem)
-
-    churn = any(p.unavailability > 0 for p in problem.pools)
 
     simulated: dict[str, Any] = {}  # hour scenario -> its check, kept across rounds
     cache = verification_cache(cache_dir, scenario.data_context().cache_dir)
@@ -192,9 +191,11 @@ def solve_inputs(scenario: Scenario, inputs: Inputs, settings: SolverSettings, *
         # --confidence: each class must meet its SLO with its pools' model-error margin
         sc = scenario if margins is None else tighten(scenario, margins, configs_of(sol))
         checks = verify_plan(sc, problem, sol, ex, simulated, cache)
-        if churn and any(n > 0 for n in sol.spares.values()):
-            # spares carry load while up, so the plan must also hold with them all down: the
-            # working replicas alone (no further failures), else trimming would spend them
+        if any(n > 0 for n in sol.spares.values()):
+            # spares (of churn, or of the scenario's redundancy N+k) carry load while up, so
+            # the plan must also hold with them all down: the working replicas alone (no
+            # further failures), else trimming would spend them and the loop would credit
+            # the working replicas with the spares' share of the load
             down = replace(sol, counts={k: n - sol.spares.get(k, 0)
                                         for k, n in sol.counts.items()}, spares={})
             worst = verify_plan(sc.with_updates(reliability=None), problem, down, ex, simulated,

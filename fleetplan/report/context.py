@@ -338,9 +338,12 @@ def _spares(sc: Scenario, plan: Plan) -> Assumption:
             f"{len(tiers)} tiers")
         churn.append(f"{p.spare} in {p.pool}{cover}")
     parts = []
+    # the MILP keeps a pool's churn spares and the scenario's N+k together (milp_model.py)
+    why = " and ".join(w for w, on in (("churn", sc.reliability is not None),
+                                       ("redundancy", bool(sc.redundancy))) if on)
     if churn:
-        parts.append("for churn: " + "; ".join(churn) + " (of the pool's replicas)")
-    elif any(p.spare is not None for p in plan.fleet):
+        parts.append(f"for {why}: " + "; ".join(churn) + " (of the pool's replicas)")
+    elif any(p.spare is not None for p in plan.fleet) and sc.reliability is not None:
         parts.append("for churn: none needed at the plan's failure rates")
     if sc.redundancy:
         parts.append(f"N+{sc.redundancy}: every pool keeps {sc.redundancy} more than its load "

@@ -118,7 +118,7 @@ def plot_fleet_composition(fleet: Any, *, unit: str = "replicas", ax: Axes | Non
     if "spare" in df.columns:
         spares = int(pd.to_numeric(df["spare"], errors="coerce").fillna(0).sum())
         if spares:
-            extra.append(f"{_n(spares, 'spare')} for churn")
+            extra.append(_n(spares, "spare"))  # for churn, redundancy or both
     ax.set_title(f"Fleet: {_n(total_r, 'replica')}" + (f" ({', '.join(extra)})" if extra else "")
                  + f", {_n(total_g, 'GPU')}", fontsize="medium")
     ax.grid(True, axis="x", alpha=0.3)

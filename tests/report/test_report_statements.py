@@ -261,7 +261,7 @@ def test_a_frontier_and_the_latency_figure_name_spot_and_the_band(scenario: Any)
     assert [r[-1] for r in page.rows("frontier-table")] == ["2x1xH100-PCIe + 6x1xRTX-4090 (spot)"]
     assert page.figures == ["figure-fleet", "figure-latency", "figure-frontier"]
     assert "model error band (80%)" in html  # the latency plot's legend
-    assert "Fleet: 8 replicas (6 spot, 2 spares for churn), 8 GPUs" in html
+    assert "Fleet: 8 replicas (6 spot, 2 spares), 8 GPUs" in html
     assert "grey: the replica model's 80% error band" in page.text
 
 
@@ -387,3 +387,26 @@ def test_a_diurnal_plan_says_its_fleet_is_the_peak_hours_and_its_cost_the_days_a
     one, _ = page_of(replace(plan, hours=None).to_dict(timing=False), load_scenario(EXAMPLE))
     assert "rate (req/s)" in one.tables["classes-table"][0]
     assert "worst hour" not in one.text
+
+
+def test_spares_of_redundancy_alone_are_not_said_to_be_for_churn(tmp_path: Path) -> None:
+    """A plan of ``redundancy: 1`` without a reliability block keeps one spare per pool: the
+    page says it is for redundancy (it said 'for churn', and the fleet plot 'spare for
+    churn', where nothing fails)."""
+    data = {k: v for k, v in SCENARIO.items() if k != "reliability"}
+    data["redundancy"] = 1
+    data["candidates"] = ["1xH100-PCIe", "1xRTX-4090"]
+    f = tmp_path / "n1.yaml"
+    f.write_text(yaml.safe_dump(data), encoding="utf-8")
+    d = spot_plan()
+    for e in d["fleet"]:
+        e.pop("market", None)
+        e["pool"] = e["pool"].replace("~spot", "")
+        e["spare"] = 1
+    for c in d["classes"]:
+        c["split"] = {k.replace("~spot", ""): v for k, v in c["split"].items()}
+    page, html = page_of(d, load_scenario(f))
+    spares = {r[0]: r[1] for r in page.rows("scenario-assumptions")}["spare replicas"]
+    assert spares.startswith("for redundancy: 1 in 1xH100-PCIe@EU27/150ms; 1 in "), spares
+    assert "N+1: every pool keeps 1 more than its load needs" in spares
+    assert "churn" not in spares and "for churn" not in html

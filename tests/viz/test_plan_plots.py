@@ -227,7 +227,7 @@ def test_fleet_title_counts_spot_replicas_and_spares() -> None:
              {"pool": "1xRTX-4090@EU27~spot/2s", "config": "1xRTX-4090", "count": 6,
               "market": "spot", "spare": 2}]
     ax = plot_fleet_composition(fleet)
-    assert ax.get_title() == "Fleet: 8 replicas (6 spot, 2 spares for churn), 8 GPUs"
+    assert ax.get_title() == "Fleet: 8 replicas (6 spot, 2 spares), 8 GPUs"
     assert plot_fleet_composition(fleet[:1]).get_title() == "Fleet: 2 replicas, 2 GPUs"
 
 
