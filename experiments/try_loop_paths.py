@@ -1,6 +1,7 @@
 """A measurement: does a tighter carbon cap lead the closed loop to a cheaper verified plan?
 
 Usage: python experiments/try_loop_paths.py FIRST_SEED LAST_SEED [--class-only] [--json FILE]
+[--trims N]
 
 For each seed, a random small problem (``random_case`` of tests/optimize/optimize_helpers.py: one
 or two classes on its three synthetic pools, the cases tests/optimize/test_loop_optimum.py draws)
@@ -12,7 +13,8 @@ verifier before per-pool verdicts) each pool's share of a class is judged on its
 carbon cap and with caps at 0.97, 0.9 and 0.8 times the carbon of the MILP's cheapest plan
 (``max_rounds`` 12); a comparison *loses* when the capped loop verified a cheaper plan than the
 uncapped one, or verified where the uncapped one did not (a cheaper plan the uncapped loop's path
-never reached). Prints each loss and
+never reached); ``--trims N`` gives every loop ``max_trims`` N instead of the default. Prints
+each loss and
 their count (docs/optimizer.md, "The closed loop"). ``--json FILE`` also writes each seed's
 answers ($/h, or null where unverified: uncapped, then each cap), so that two loops can be
 compared by what they answer, not only by whether their capped runs beat their uncapped one.
@@ -69,7 +71,8 @@ def _cost(out) -> float | None:  # type: ignore[no-untyped-def]
     return round(out.solution.cost_per_day_usd / 24, 6) if out.verified else None
 
 
-def main(first: int, last: int, per_pool: bool = True, out_json: str | None = None) -> None:
+def main(first: int, last: int, per_pool: bool = True, out_json: str | None = None,
+         trims: int = loop_mod.DEFAULT_MAX_TRIMS) -> None:
     losses = comparisons = unverified = problems = simulated = 0
     answers: dict[int, list[float | None]] = {}
     for seed in range(first, last):
@@ -77,7 +80,8 @@ def main(first: int, last: int, per_pool: bool = True, out_json: str | None = No
         free = solve_problem(p, EXACT)
         if not free.has_plan:
             continue
-        loose = loop_mod.closed_loop(p, EXACT, judge(p, truth, per_pool), max_rounds=12)
+        loose = loop_mod.closed_loop(p, EXACT, judge(p, truth, per_pool), max_rounds=12,
+                                    max_trims=trims)
         unverified += not loose.verified
         problems += 1
         simulated += loose.simulated
@@ -85,7 +89,8 @@ def main(first: int, last: int, per_pool: bool = True, out_json: str | None = No
         g = free.g_co2_per_day / (sum(p.mtok_per_hour(h) for h in range(p.hours)) * 24 / p.hours)
         for f in (0.97, 0.9, 0.8):
             q = replace(p, limits=Limits(max_g_per_mtok=g * f))
-            tight = loop_mod.closed_loop(q, EXACT, judge(q, truth, per_pool), max_rounds=12)
+            tight = loop_mod.closed_loop(q, EXACT, judge(q, truth, per_pool), max_rounds=12,
+                                        max_trims=trims)
             comparisons += 1
             answers[seed].append(_cost(tight))
             if tight.verified and (not loose.verified or tight.solution.cost_per_day_usd
@@ -107,4 +112,6 @@ def main(first: int, last: int, per_pool: bool = True, out_json: str | None = No
 if __name__ == "__main__":
     rest = sys.argv[3:]
     main(int(sys.argv[1]), int(sys.argv[2]), per_pool="--class-only" not in rest,
-         out_json=rest[rest.index("--json") + 1] if "--json" in rest else None)
+         out_json=rest[rest.index("--json") + 1] if "--json" in rest else None,
+         trims=int(rest[rest.index("--trims") + 1]) if "--trims" in rest
+         else loop_mod.DEFAULT_MAX_TRIMS)
