@@ -108,6 +108,18 @@ def _pool_view(p: FleetEntry, ctx: ReportContext | None) -> dict[str, Any]:
     }
 
 
+def _spec_models(pools: list[dict[str, Any]]) -> str:
+    """In a plan of several models, which model was never measured on which configuration:
+    ``A was never measured on 1xL40S, nor B on 1xA100-80GB, 1xL40S`` ("" for one model)."""
+    by: dict[str, set[str]] = {}
+    for p in pools:
+        if p["calibrated"] is False and p["model"] is not None:
+            by.setdefault(p["model"], set()).add(p["config"])
+    parts = [f"{m} {'was never measured ' if i == 0 else ''}on {', '.join(sorted(c))}"
+             for i, (m, c) in enumerate(sorted(by.items()))]
+    return ", nor ".join(parts)
+
+
 def _models_view(plan: Plan, pools: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A plan of several models, model by model: its classes and whether they met their SLOs,
     its pools' replicas, GPUs and cost (with the scenario's prices); empty for one model."""
@@ -228,6 +240,7 @@ def report_view(plan: Plan, ctx: ReportContext | None = None,
         "show_spare": any(p["spare"] is not None for p in pools),
         "spares": sum(p["spare"] or 0 for p in pools),
         "spec_configs": sorted({p["label"] for p in pools if p["calibrated"] is False}),
+        "spec_models": _spec_models(pools),
         "models": _models_view(plan, pools),
         "classes": classes, "verdict": _verdict(plan, classes),
         "show_confidence": any(c.slo_met_probability is not None for c in plan.classes),

@@ -410,3 +410,19 @@ def test_spares_of_redundancy_alone_are_not_said_to_be_for_churn(tmp_path: Path)
     assert spares.startswith("for redundancy: 1 in 1xH100-PCIe@EU27/150ms; 1 in "), spares
     assert "N+1: every pool keeps 1 more than its load needs" in spares
     assert "churn" not in spares and "for churn" not in html
+
+
+def test_the_banner_of_several_models_says_which_model_was_never_measured_where() -> None:
+    """'the model was never measured on Qwen2.5-14B-Instruct/1xA100-80GB' named no model; in a
+    plan of several models each uncalibrated model is named with its configurations."""
+    from fleetplan.report.render import _spec_models
+
+    def pool(model: str | None, config: str, calibrated: bool | None) -> dict[str, Any]:
+        return {"model": model, "config": config, "calibrated": calibrated}
+
+    pools = [pool("B", "1xL40S", False), pool("A", "1xA100-80GB", False),
+             pool("B", "1xA100-80GB", False), pool("A", "1xH100-PCIe", True),
+             pool("B", "1xL40S", False)]
+    assert _spec_models(pools) == ("A was never measured on 1xA100-80GB, nor B on "
+                                   "1xA100-80GB, 1xL40S")
+    assert _spec_models([pool(None, "1xL40S", False)]) == ""  # one model: the old sentence
