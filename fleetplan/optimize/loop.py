@@ -44,7 +44,9 @@ anything of a key, or of two keys together; on a problem larger than
 :data:`~fleetplan.optimize.probes.SMALL_PROBLEM` only the first few trims and un-cuts, whose
 MILPs take seconds there). MILP solves are cheap, simulations are not: of the candidates whose
 answer is cheaper than the best plan and was never simulated, the one with the smallest uplift
-(then the cheapest) is simulated. An accepted probe raises the lower bounds of the multipliers it
+(then the cheapest) is simulated, after any that raises no key to a load at which it already
+failed alone (such a probe is simulated only when nothing else is on offer: its plan may still
+vouch for other pools). An accepted probe raises the lower bounds of the multipliers it
 changed. A rejected one is evidence like any failing plan (cuts, vouches); a probed key among
 its suspects is not tried again above ``PROBE_BACKOFF`` times the multiplier; when
 its failure lies with other pools only (the probe's plan moved load onto them), the round does
@@ -89,6 +91,7 @@ from fleetplan.optimize.probes import (
     SMALL_PROBLEM,
     UPLIFT_CAP,
     Found,
+    known_to_fail,
     least_groups,
     least_label,
     pick,
@@ -300,14 +303,15 @@ def closed_loop(problem: PlanProblem, settings: SolverSettings, verify: Verifier
                 changes = {ct: ev.m(ct) * hi_f for ct in changes}
                 label = least_label(changes, hi_f)
             ratio = max(m / ev.m(ct) for ct, m in changes.items())
+            known = known_to_fail(ev, changes)
             if not sol.has_plan or sol.cost_per_day_usd >= bar:
                 rejected.append(f"{label} saved nothing")
                 tried.add(probe_key(ev, changes))
             elif _plan_key(sol) in seen:
                 rejected.append(f"{label} gave a plan simulated before, which was not accepted")
                 tried.add(probe_key(ev, changes))
-            elif found is None or pick(sol, ratio, found):
-                found = Found(sol, current, table, changes, label, ratio)
+            elif found is None or pick(sol, ratio, found, known):
+                found = Found(sol, current, table, changes, label, ratio, known)
         if found is None:
             rnd -= 1  # no simulation: this round did not happen
             if rejected:
@@ -315,7 +319,7 @@ def closed_loop(problem: PlanProblem, settings: SolverSettings, verify: Verifier
                                + "; kept the verified plan")
             break
         probes += 1
-        sol, current, table, changes, label, _ratio = found
+        sol, current, table, changes, label, _ratio, _known = found
         s = evaluate(sol, current, table)
         if s.accepted:
             probes -= 1  # a probe that made the plan cheaper is progress, not spent budget

@@ -18,7 +18,8 @@ and asks for a cheaper answer. Candidates (:func:`trim_probes`, :func:`least_gro
   ones, pairs took the comparisons where a tighter cap verified a cheaper plan from 23 of 1080
   to 15, at no more simulations).
 
-Of the answers cheaper than the best plan and never simulated, the smallest uplift wins
+Of the answers cheaper than the best plan and never simulated, one that raises no key to a load
+at which it already failed alone (:func:`known_to_fail`) comes first, then the smallest uplift
 (:func:`pick`); a key whose probe failed is not tried again above :data:`PROBE_BACKOFF` times
 that multiplier.
 """
@@ -161,11 +162,20 @@ class Found(NamedTuple):
     changes: dict[Key, float]
     label: str
     ratio: float
+    known: bool = False
 
 
-def pick(sol: MilpSolution, ratio: float, found: Found) -> bool:
-    """Whether a probe's plan beats the one found so far: a smaller uplift (the likelier to
-    pass), then a cheaper plan."""
+def known_to_fail(ev: _Evidence, changes: dict[Key, float]) -> bool:
+    """Whether a probe raises a key to a load at which it already failed alone in a cut round
+    (``ev.bad``, less :data:`PROBE_BACKOFF`)."""
+    return any(m >= ev.bad.get(ct, math.inf) * PROBE_BACKOFF for ct, m in changes.items())
+
+
+def pick(sol: MilpSolution, ratio: float, found: Found, known: bool = False) -> bool:
+    """Whether a probe's plan beats the one found so far: one that raises no key to a load it
+    already failed at, then a smaller uplift (the likelier to pass), then a cheaper plan."""
+    if known != found.known:
+        return not known
     return ratio < found.ratio - 1e-9 or (abs(ratio - found.ratio) <= 1e-9
                                           and sol.cost_per_day_usd
                                           < found.solution.cost_per_day_usd - 1e-9)
