@@ -18,6 +18,7 @@ import itertools
 from collections.abc import Callable
 from dataclasses import replace
 
+from fleetplan._notes import usd
 from fleetplan.errors import InputError
 from fleetplan.optimize.plan import Plan, PlanStatus
 from fleetplan.scenario import Scenario
@@ -78,10 +79,16 @@ def choose(scenario: Scenario, solve_one: Callable[[Scenario], Plan]) -> Plan:
     k, choice, plan = min(pool, key=lambda t: (t[2].cost_per_hour_usd or 0.0, t[0]))
     outcomes = "; ".join(
         f"{_words(c)}: " + ("no plan" if p.status is PlanStatus.infeasible else
-                            f"${p.cost_per_hour_usd:.4g}/h"
+                            f"{usd(p.cost_per_hour_usd)}/h"
                             + ("" if p.verified else " (not verified)"))
         for c, p in tried)
-    note = (f"variants: {_words(choice)} (the cheapest {'verified ' if verified else ''}plan of "
-            f"the {len(tried)} combinations of the classes' variants, each solved and simulated: "
-            f"{outcomes})")
+    tied = sum(abs((t[2].cost_per_hour_usd or 0.0) - (plan.cost_per_hour_usd or 0.0)) < 1e-9
+               for t in pool) > 1
+    kind = "verified " if verified else ""
+    which = (f"tied for the cheapest {kind}plan of the {len(tried)} combinations of the "
+             "classes' variants, each solved and simulated; the first in the classes' lists is "
+             "kept" if tied else
+             f"the cheapest {kind}plan of the {len(tried)} combinations of the classes' "
+             "variants, each solved and simulated")
+    note = f"variants: {_words(choice)} ({which}: {outcomes})"
     return replace(plan, notes=(*plan.notes, note))

@@ -100,3 +100,29 @@ def test_a_class_accepting_fp8_and_bf16_gets_the_cheaper_verified_one(
     # the closed loop adds replicas to both (the simulation holds fewer requests per replica
     # than the steady-state search), and the cheaper one stays cheaper
     assert any(n.startswith(f"variants: chat on {cheapest}") for n in plan.notes)
+
+
+def test_a_tie_between_variants_is_said_to_be_one() -> None:
+    """Two variants whose verified plans cost the same: the note said 'the cheapest' of the
+    first; it says they tied and that the first listed was kept. Prices print as money."""
+    from fleetplan.optimize.plan import Plan, PlanStatus, SolverReport
+    from fleetplan.optimize.variants import choose
+
+    sc = scenario_from_dict(SCENARIO)
+
+    def plan_at(cost: float) -> Plan:
+        return Plan(PlanStatus.optimal, (), cost, None, None, (),
+                    SolverReport("cbc", "optimal", 0.1, 0.01, 1, 10.0), True)
+
+    costs = {BIG: 1.75, SMALL: 1.75}
+    tied = choose(sc, lambda one: plan_at(costs[one.classes[0].model]))
+    (note,) = [n for n in tied.notes if n.startswith("variants:")]
+    assert note.startswith(f"variants: chat on {BIG} (tied for the cheapest verified plan of "
+                           "the 2 combinations")
+    assert "the first in the classes' lists is kept" in note
+    assert f"chat on {BIG}: $1.75/h; chat on {SMALL}: $1.75/h" in note
+    costs[SMALL] = 1.5
+    (note,) = [n for n in choose(sc, lambda one: plan_at(costs[one.classes[0].model])).notes
+               if n.startswith("variants:")]
+    assert note.startswith(f"variants: chat on {SMALL} (the cheapest verified plan of the 2 ")
+    assert "tied" not in note and f"chat on {SMALL}: $1.50/h" in note
