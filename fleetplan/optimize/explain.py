@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import pulp
 
+from fleetplan._notes import usd
 from fleetplan.optimize.capacity import CapacityResult
 from fleetplan.optimize.confidence import Margins
 from fleetplan.optimize.milp import MilpSolution, build_model, solve_model
@@ -179,7 +180,8 @@ def _family_explanation(family: str, sol: MilpSolution) -> Explanation:
                   f"{need:g}")
     elif family == "budget":
         reason = (f"budget_usd_per_hour {lim:g} is below the cheapest plan meeting every SLO, "
-                  f"${_up(need):g}/h")
+                  f"{usd(_up(need))}/h at the capacities one replica was measured to carry "
+                  "(not simulated: the verified plan may need more)")
     elif label.endswith("max_g_per_mtok"):
         reason = (f"{label} {lim:g} is below the lowest carbon any plan meeting the SLOs "
                   f"reaches, {_num(need)} g CO2e/Mtok")

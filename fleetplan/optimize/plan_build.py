@@ -133,9 +133,14 @@ def _candidate_capacities(inputs: Inputs) -> tuple[CapacityNote, ...]:
     """Every candidate pool's capacity for every class at the class's own SLO (what an
     infeasible plan reports, so the user sees how far each candidate is)."""
     problem = inputs.problem
+    # in a plan of several models a class has capacities on its own model's pools only
+    served = {(c, cfg) for c, cfg, _t in problem.capacity}
+    several = any(split_model(p.config)[0] is not None for p in problem.pools)
     notes = []
     for d in problem.demands:
         for pool in problem.pools:
+            if several and (d.name, pool.config) not in served:
+                continue  # another model's pool: not a candidate for this class at all
             res = inputs.results.get((d.name, pool.config, d.tier))
             cap = float(problem.capacity.get((d.name, pool.config, d.tier), 0.0))
             at = res.at_capacity if res is not None else None

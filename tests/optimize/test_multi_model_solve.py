@@ -163,3 +163,18 @@ def test_one_h100_for_two_models_is_infeasible(capacity_cache_dir: str) -> None:
     assert "availability" in (plan.binding or "")
     assert "H100-PCIe >= 2" in (plan.relaxation or "")
     assert {c.model for c in plan.classes} == {LLAMA, QWEN}
+
+
+def test_an_infeasible_plan_lists_each_class_on_its_own_models_pools(
+        tmp_path: Path, capacity_cache_dir: str) -> None:
+    """An infeasible plan lists what each candidate could carry of each class; in a plan of
+    several models a class is served by its own model only, so another model's pools are not
+    listed for it (they showed as '0.00 req/s', as if that model could not meet the SLO)."""
+    path = tmp_path / "poor.yaml"
+    path.write_text(yaml.safe_dump({**SCENARIO, "budget_usd_per_hour": 0.5}), encoding="utf-8")
+    plan = solve(load_scenario(path), executor="serial", cache_dir=capacity_cache_dir)
+    assert plan.status.value == "infeasible"
+    models = {c["name"]: c["model"] for c in SCENARIO["classes"]}
+    assert {(c.class_name, c.pool.split("/")[0]) for c in plan.capacities} == {
+        (name, m) for name, m in models.items()}
+    assert len(plan.capacities) == 2 * 2  # each class on its model's two candidates
