@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from fleetplan._notes import usd
 from fleetplan.optimize.plan import FleetEntry, Plan, fleet_label
 from fleetplan.report.context import ReportContext
 
@@ -105,13 +106,15 @@ class PlanDiff:
         d = self.cost_delta_per_hour
         if d is not None:
             if abs(d) < 0.005:
-                out.append(f"Cost: unchanged at ${self.b.cost_per_hour_usd:,.2f}/h.")
+                out.append(f"Cost: unchanged at {usd(self.b.cost_per_hour_usd)}/h.")
             else:
+                # money as the plans state it ($1.375 and $3.125, not $1.38 and $3.12, whose
+                # difference is not the $1.75 said)
                 word = "more" if d > 0 else "less"
-                out.append(f"B costs ${abs(d):,.2f} {word} per hour than A "
+                out.append(f"B costs {usd(abs(d))} {word} per hour than A "
                            f"(${abs(d) * 24:,.2f} a day, ${abs(d) * HOURS_PER_MONTH:,.0f} a "
-                           f"month of {HOURS_PER_MONTH:g} h): ${self.a.cost_per_hour_usd:,.2f}"
-                           f" \u2192 ${self.b.cost_per_hour_usd:,.2f}/h.")
+                           f"month of {HOURS_PER_MONTH:g} h): {usd(self.a.cost_per_hour_usd)}"
+                           f" \u2192 {usd(self.b.cost_per_hour_usd)}/h.")
         carbon = self.metrics[2]
         if carbon.delta is not None and abs(carbon.delta) >= 0.05:
             out.append(f"Carbon: {carbon.a:,.1f} \u2192 {carbon.b:,.1f} g CO2e per 1M tokens "
@@ -128,6 +131,15 @@ class PlanDiff:
                 was = {True: "met", False: "missed", None: "absent"}
                 out.append(f"Class {c.name}: SLO {was[c.met_a]} \u2192 {was[c.met_b]}.")
         return out
+
+
+def money_digits(*values: float | None) -> int:
+    """The decimals (2 to 4) that show every one of ``values`` as it is, as :func:`usd` does
+    for one (4 when some needs more)."""
+    for d in range(2, 5):
+        if all(v is None or abs(round(v, d) - v) < 1e-9 for v in values):
+            return d
+    return 4
 
 
 def _by_pool(fleet: tuple[FleetEntry, ...]) -> dict[str, FleetEntry]:
@@ -149,7 +161,8 @@ def diff_plans(a: Plan, b: Plan, ctx: ReportContext | None = None) -> PlanDiff:
             gpus_a=ea.gpus if ea else 0, gpus_b=eb.gpus if eb else 0,
             price_usd_per_gpu_hour=assumption.price_usd_per_gpu_hour if assumption else None))
     metrics = (
-        Metric("cost", "$ per hour", a.cost_per_hour_usd, b.cost_per_hour_usd),
+        Metric("cost", "$ per hour", a.cost_per_hour_usd, b.cost_per_hour_usd,
+               money_digits(a.cost_per_hour_usd, b.cost_per_hour_usd)),
         Metric("cost", "$ per 1M tokens (input + output)", a.cost_per_mtok_usd,
                b.cost_per_mtok_usd, 3),
         Metric("carbon", "g CO2e per 1M tokens (input + output)", a.g_co2_per_mtok,

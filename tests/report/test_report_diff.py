@@ -96,3 +96,20 @@ def test_report_command_and_its_errors(cli, tmp_path: Path) -> None:
         res = cli("report", *args)
         assert res.exit_code == 2, args
         assert res.stderr.count("\n") == 1 and says in res.stderr, res.stderr
+
+
+def test_spot_prices_are_compared_as_the_plans_state_them(legacy_plan: dict) -> None:
+    """Plans of spot replicas cost $1.375 and $3.125 an hour: the page said '$1.38 -> $3.12/h'
+    (and 1.38, 3.12 in its table) beside a difference of $1.75, which those two do not make."""
+    from fleetplan.report.diff import diff_view
+    from fleetplan.report.render import render_diff
+
+    a_d, b_d = copy.deepcopy(legacy_plan), copy.deepcopy(legacy_plan)
+    a_d["cost_per_hour_usd"], b_d["cost_per_hour_usd"] = 1.375, 3.125
+    diff = diff_plans(plan_from_dict(a_d, "a.json"), plan_from_dict(b_d, "b.json"))
+    assert diff.summary()[0].endswith("per hour than A ($42.00 a day, $1,278 a month of 730 "
+                                      "h): $1.375 \u2192 $3.125/h.")
+    assert diff.summary()[0].startswith("B costs $1.75 more")
+    page = valid_page(render_diff(diff_view(diff)))
+    cost = next(r for r in page.rows("totals-table") if r[0] == "cost ($ per hour)")
+    assert cost[1:4] == ["1.375", "3.125", "+1.750"]
