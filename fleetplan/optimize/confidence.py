@@ -15,10 +15,14 @@ is the predicted one / ``(1 + e)``):
   with no measured row, other people's runs of ``data/external`` judged leave-one-dataset-out,
   else leave-one-gpu-out).
 
-Both read ``ln(1 + e)`` as normal through the 10/50/90th percentiles (``bias`` its median,
-``sigma`` from the 10-90 spread), and the factor at confidence ``P`` is that model's:
-``f = exp(z_P sigma - bias)``, at least 1 (:func:`normal_factor`), so that a simulated P99 of
-``SLO / f`` meets the SLO with probability exactly ``P`` under the very model that
+Both read ``ln(1 + e)`` as a split normal through the 10/50/90th percentiles (``bias`` its
+median; ``sigma`` from the 10th to the 50th, the side where the real P99 is the longer,
+``sigma_hi`` from the 50th to the 90th), so that the model holds the table's three percentiles
+exactly and a plan's 80% band (those percentiles) and its ``slo_met_probability`` agree: a band
+reaching above the SLO is a probability below 0.9 (one normal through the 10-90 spread put
+0.92 beside such a band, 7 Dec 2026). The factor at confidence ``P`` is that model's: ``f =
+exp(z_P sigma - bias)``, at least 1 (:func:`normal_factor`), so that a simulated P99 of ``SLO /
+f`` meets the SLO with probability exactly ``P`` under the very model that
 ``slo_met_probability`` states (an interpolation of the three quantiles for the factor gave 0.70
 at ``--confidence 0.75``, issue 39). A calibrated configuration of a kind with fewer runs falls
 back to its GPU type's median absolute error (:data:`MODEL_ERROR_PCT`; a GPU type the bundled
@@ -31,8 +35,9 @@ With its factor ``f`` a configuration's capacities are measured
 at every SLO divided by ``f`` (:func:`confident_inputs`), the plan's simulation must meet the SLOs
 divided by the largest ``f`` of the pools a class uses, and each class reports ``margin_ms``
 (``SLO x (1 - 1/f)``) and ``slo_met_probability`` (``Phi((ln(SLO / simulated P99) + bias) /
-sigma)``; the smallest over its pools); a plan is verified only where every class's
-``slo_met_probability`` is at least ``P`` (:func:`hold_confidence`). Off (``confidence=None``),
+s)``, ``s`` the deviation of the side it falls on; the smallest over its pools); a plan is
+verified only where every class's ``slo_met_probability`` is at least ``P``
+(:func:`hold_confidence`). Off (``confidence=None``),
 nothing here runs.
 
 Main entries: :func:`margins` (scenario, configurations, ``P`` -> :class:`Margins`),
@@ -87,10 +92,19 @@ class ConfigError:
     sigma: float
     factor: float
     source: str
-    # mean of ln(predicted / measured): ln(1 + the median signed error) of the server kind's
+    # median of ln(predicted / measured): ln(1 + the median signed error) of the server kind's
     # or the spec path's held-out runs, 0 for a figure with no signed errors (a median |error|
-    # alone); the true P99 is the predicted one times exp(-x), x ~ Normal(bias, sigma)
+    # alone); the true P99 is the predicted one times exp(-x), x split-normal about ``bias``:
+    # deviation ``sigma`` below it (the side where the real P99 is the longer), ``sigma_hi``
+    # above it (None: ``sigma`` too), so that its 10th, 50th and 90th percentiles are the
+    # table's and the 80% band the plan shows holds what the probability says
     bias: float = 0.0
+    sigma_hi: float | None = None
+
+    def side(self, z: float) -> float:
+        """The deviation of the half of ``x`` that ``z`` (``x - bias``, or its negation for the
+        chance of meeting an SLO) falls in."""
+        return self.sigma if z >= 0 or self.sigma_hi is None else self.sigma_hi
 
 
 @dataclass(frozen=True)
@@ -106,15 +120,13 @@ class Margins:
     def met_probability(self, slo_ms: float | None, p99_ms: float | None,
                         configs: Iterable[str]) -> float | None:
         """The smallest, over ``configs``, chance that the true P99 is within the SLO."""
-        from scipy.special import ndtr
 
         if slo_ms is None or math.isinf(slo_ms):
             return None
         if p99_ms is None or not math.isfinite(p99_ms) or p99_ms <= 0:
             return 0.0
-        probs = [float(ndtr((math.log(slo_ms / p99_ms) + e.bias) / e.sigma)) if e.sigma > 0
-                 else float(p99_ms <= slo_ms * math.exp(e.bias))
-                 for c in configs if (e := self.configs[c])]
+        probs = [_phi(math.log(slo_ms / p99_ms) + e.bias, e) for c in configs
+                 if (e := self.configs[c])]
         return min(probs) if probs else None
 
 
@@ -154,32 +166,45 @@ def quantile_error(config: str, calibrated: bool, q: ErrorQuantiles, median_abs_
                    confidence: float, source: str) -> ConfigError:
     """A configuration's error read from signed error quantiles (module docstring):
     ``ln(1 + e)`` normal through the 10/50/90th, its factor :func:`normal_factor`."""
-    sigma = (math.log1p(q.p90) - math.log1p(q.p10)) / (2 * Z_90)
     bias = math.log1p(q.p50)
-    return ConfigError(config, calibrated, median_abs_pct, sigma,
-                       normal_factor(confidence, sigma, bias), source, bias=bias)
+    lo = (bias - math.log1p(q.p10)) / Z_90  # the side where the real P99 is the longer
+    hi = (math.log1p(q.p90) - bias) / Z_90
+    return ConfigError(config, calibrated, median_abs_pct, lo,
+                       normal_factor(confidence, lo, bias, hi), source, bias=bias,
+                       sigma_hi=hi)
 
 
-def normal_factor(confidence: float, sigma: float, bias: float) -> float:
+def normal_factor(confidence: float, sigma: float, bias: float,
+                  sigma_hi: float | None = None) -> float:
     """The latency factor at ``confidence`` of the error model ``slo_met_probability`` reads
-    (``ln(predicted / measured)`` normal with mean ``bias``, deviation ``sigma``): the ``f`` with
-    ``Phi((ln f + bias) / sigma) = confidence``, so that a simulated P99 of ``SLO / f`` has
-    exactly that probability of meeting the SLO; at least 1 (never loosens an SLO)."""
+    (``ln(predicted / measured)`` split-normal about ``bias``, deviation ``sigma`` below it and
+    ``sigma_hi`` above, :class:`ConfigError`): the ``f`` with ``P(x >= -ln f) = confidence``,
+    so that a simulated P99 of ``SLO / f`` has exactly that probability of meeting the SLO; at
+    least 1 (never loosens an SLO)."""
     from scipy.special import ndtri
 
     check_confidence(confidence)
-    return max(1.0, math.exp(float(ndtri(confidence)) * sigma - bias))
+    z = float(ndtri(confidence))
+    s = sigma if z >= 0 or sigma_hi is None else sigma_hi
+    return max(1.0, math.exp(z * s - bias))
+
+
+def _phi(z: float, e: ConfigError) -> float:
+    """``P(x >= bias - z)`` of ``e``'s split normal: the chance a simulated P99 ``exp(z -
+    bias)`` below the SLO meets it."""
+    from scipy.special import ndtr
+
+    s = e.side(z)
+    if s <= 0:
+        return 1.0 if z >= 0 else 0.0
+    return float(ndtr(z / s))
 
 
 def confidence_at(factor: float, e: ConfigError) -> float:
     """The inverse of :func:`normal_factor` for one configuration's error: the confidence at
     which a simulated P99 of ``SLO / factor`` meets the SLO (``factor`` < 1: a P99 above the
     SLO)."""
-    from scipy.special import ndtr
-
-    if e.sigma <= 0:
-        return 1.0 if math.log(max(factor, 1e-300)) + e.bias >= 0 else 0.0
-    return float(ndtr((math.log(max(factor, 1e-300)) + e.bias) / e.sigma))
+    return _phi(math.log(max(factor, 1e-300)) + e.bias, e)
 
 
 def sigma_of(median_abs_error_pct: float) -> float:

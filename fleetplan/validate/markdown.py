@@ -49,9 +49,10 @@ def _kind_section(by_kind: Mapping[str, Mapping[str, CvMetricSummary]],
                 "percentiles of the same runs, linear between order statistics). "
                 "`solve --confidence P` takes a calibrated configuration's margin from its "
                 "kind's row: the measured P99 is the predicted one / (1 + e), `ln(1 + e)` "
-                "taken normal through the 10th, 50th and 90th percentiles, so at `P` it plans "
-                "with latencies `exp(z_P sigma - ln(1 + e50))` times the predicted ones "
-                "(fleetplan/optimize/confidence.py, docs/reliability.md). A negative "
+                "taken as a split normal through the 10th, 50th and 90th percentiles, so at "
+                "`P` it plans with latencies `exp(z_P sigma - ln(1 + e50))` times the "
+                "predicted ones, `sigma` from the 10th to the 50th (at 0.9: `1 / (1 + e10)`; "
+                "fleetplan/optimize/confidence.py, docs/reliability.md). A negative "
                 "median is a model that predicts the tail too short.", "",
                 *_table(["server kind", "p10 %", "p50 %", "p90 %", "n"],
                         [[kind, _f(100 * q.p10, 2), _f(100 * q.p50, 2), _f(100 * q.p90, 2),

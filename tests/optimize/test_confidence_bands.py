@@ -36,9 +36,10 @@ Z = {0.9: 1.2815515655446004, 0.95: 1.6448536269514722}  # standard normal quant
 
 
 def _factor(p10: float, p50: float, p90: float, confidence: float) -> float:
-    """docs/reliability.md's margin: ln(1 + e) normal through the 10/50/90th percentiles of the
-    signed errors, ``f = exp(z_P sigma - bias)``, at least 1."""
-    sigma = (math.log1p(p90) - math.log1p(p10)) / (2 * Z[0.9])
+    """docs/reliability.md's margin: ln(1 + e) split normal through the 10/50/90th percentiles
+    of the signed errors, ``f = exp(z_P sigma - bias)`` with ``sigma`` the side from the 10th
+    to the 50th (where the real P99 is the longer), at least 1."""
+    sigma = (math.log1p(p50) - math.log1p(p10)) / Z[0.9]
     return max(1.0, math.exp(Z[confidence] * sigma - math.log1p(p50)))
 
 
@@ -91,7 +92,10 @@ def test_an_uncalibrated_config_of_a_measured_gpu_takes_its_gpu_row() -> None:
     assert row["p50"] != 0
     p = m.met_probability(1000.0, 1000.0, ["4xRTX-4090"])
     assert p is not None and (p < 0.5) == (row["p50"] < 0)
-    assert p == pytest.approx(0.5 * math.erfc(-math.log1p(row["p50"]) / e.sigma / math.sqrt(2)))
+    # at the SLO the side of the split normal is the one the median error falls away from
+    lo, mid, hi = (math.log1p(row[k]) for k in ("p10", "p50", "p90"))
+    side = (mid - lo if mid >= 0 else hi - mid) / Z[0.9]
+    assert p == pytest.approx(0.5 * math.erfc(-math.log1p(row["p50"]) / side / math.sqrt(2)))
 
 
 def test_a_plan_on_a_user_gpu_names_the_table_of_its_margin(l4_scenario: Scenario,

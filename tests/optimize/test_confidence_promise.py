@@ -42,11 +42,14 @@ def test_a_p99_at_the_slo_over_the_factor_meets_it_with_the_stated_probability(
     ``SLO / f`` meets the SLO with probability ``P`` (``f = 1``: at least ``P``)."""
     q = ErrorQuantiles(p10, p10 + d1, p10 + d1 + d2, 10)
     e = quantile_error("1xX", False, q, 10.0, conf, "test")
-    # ln(1 + e) normal through the 10/50/90th: mean ln(1 + p50), sigma from the 10-90 spread
-    sigma = (math.log1p(q.p90) - math.log1p(q.p10)) / (2 * 1.2815515655446004)
+    # ln(1 + e) split normal through the 10/50/90th: median ln(1 + p50), deviation from the
+    # 10th to the 50th below it, from the 50th to the 90th above
     bias = math.log1p(q.p50)
+    z = math.log(e.factor) + bias
+    sigma = ((bias - math.log1p(q.p10)) if z >= 0 else (math.log1p(q.p90) - bias)) / (
+        1.2815515655446004)
     got = Margins(conf, {"1xX": e}).met_probability(1000.0, 1000.0 / e.factor, ["1xX"])
-    assert got == pytest.approx(_phi((math.log(e.factor) + bias) / sigma), abs=1e-9)
+    assert got == pytest.approx(_phi(z / sigma), abs=1e-9)
     if e.factor > 1.0:
         assert got == pytest.approx(conf, abs=1e-9)
     else:
@@ -177,3 +180,19 @@ def test_a_shown_chance_is_never_more_than_the_plan_has(p: float) -> None:
     shown = shown_probability(p)
     assert len(shown) == 5 and float(shown) <= p + 1e-12 and p - float(shown) < 0.001 + 1e-12
     assert (shown == "1.000") == (p == 1.0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(p10=st.floats(-0.95, 0.5), d1=st.floats(0.01, 1.0), d2=st.floats(0.01, 2.0),
+       p99=st.floats(10.0, 10_000.0))
+def test_the_probability_agrees_with_the_band_the_plan_shows(p10, d1, d2, p99) -> None:
+    """A class's 80% band is the simulated P99 / (1 + e) at the table's 90th and 10th
+    percentiles of ``e``: an SLO at its top is met with probability 0.9, one at its bottom
+    with 0.1, one at its middle (the 50th) with 0.5. One normal through the 10-90 spread put
+    0.92 beside a band reaching above the SLO (a planner's chat class, 7 Dec 2026)."""
+    q = ErrorQuantiles(p10, p10 + d1, p10 + d1 + d2, 10)
+    e = quantile_error("1xX", False, q, 10.0, 0.9, "test")
+    m = Margins(0.9, {"1xX": e})
+    for edge, chance in ((q.p10, 0.9), (q.p50, 0.5), (q.p90, 0.1)):
+        got = m.met_probability(p99 / (1.0 + edge), p99, ["1xX"])
+        assert got == pytest.approx(chance, abs=1e-9)
