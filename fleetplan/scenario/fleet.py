@@ -173,10 +173,12 @@ def parse_fleet(text: str, catalog: Catalog | None = None) -> list[Pool]:
 def match_pools(key: str, fleet: Sequence[Pool], catalog: Catalog | None = None) -> list[int]:
     """Indices of the pools a split/pin key names: ``config`` (any region), ``config@region``
     (every tier there), ``config@region~spot`` (its spot pools) or a full pool name with its
-    tier (``config@region/200ms``); configurations spelled as in ``catalog`` (default: the
-    bundled one)."""
+    tier (``config@region/200ms``, either market's without ``~spot``); configurations spelled
+    as in ``catalog`` (default: the bundled one)."""
     if "/" in key:
         exact = [i for i, p in enumerate(fleet) if p.label == key]
+        if not exact and SPOT_MARK not in key:  # a key that names no market: either market's
+            exact = [i for i, p in enumerate(fleet) if p.label.replace(SPOT_MARK, "") == key]
         if exact:
             return exact
     model, rest = split_model(key)

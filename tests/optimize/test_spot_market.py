@@ -311,3 +311,22 @@ def test_a_churn_note_says_where_its_failure_rate_comes_from() -> None:
                                       "docs/reliability.md")
     assert _rate_source(sc, SimpleNamespace(config="2xRTX-4090", gpu="RTX-4090",
                                             market=None)) == "reliability block"
+
+
+def test_a_split_key_naming_no_market_still_finds_a_pool_made_spot_by_its_entry() -> None:
+    """A scenario's split names '2xRTX-4090@EU27/2000ms'; under a ``market: spot`` entry that
+    pool is '2xRTX-4090@EU27~spot/2000ms'. A key without '~spot' names either market's pool,
+    as a key without a tier already did."""
+    data = _hybrid(["1xH100-PCIe", "2xRTX-4090"])
+    data["reliability"]["RTX-4090"] = {"market": "spot"}
+    data["routing"] = "planned"
+    data["fleet"] = [{"config": "2xRTX-4090", "count": 3, "tier_ttft_p99_ms": 2000},
+                     {"config": "1xH100-PCIe", "count": 1, "tier_ttft_p99_ms": 150}]
+    data["classes"][0]["split"] = {"1xH100-PCIe@EU27/150ms": 1.0}
+    data["classes"][1]["split"] = {"2xRTX-4090@EU27/2000ms": 1.0}
+    sc = Scenario.model_validate(data)
+    assert [p.label for p in sc.fleet or ()][0] == "2xRTX-4090@EU27~spot/2000ms"
+    from fleetplan.scenario.fleet import match_pools
+
+    assert match_pools("2xRTX-4090@EU27/2000ms", sc.fleet or ()) == [0]
+    assert match_pools("2xRTX-4090@EU27~spot/2000ms", sc.fleet or ()) == [0]
