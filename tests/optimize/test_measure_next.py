@@ -127,15 +127,14 @@ def test_a_model_of_a_config_json_is_measured_from_its_weights_under_its_planned
     from fleetplan.scenario.served import model_config_of
 
     hf = Path(__file__).resolve().parents[1] / "data" / "hf-configs"
-    for name in ("Llama-3.1-8B-Instruct", "Qwen3-8B-FP8"):
+    models = {"Llama-3.1-8B-Instruct": "my models/Llama-3.1-8B-Instruct",
+              "Qwen3-8B-FP8": "my models/Qwen3-8B-FP8/config.json"}  # a folder, a file
+    for name in models:
         shutil.copytree(hf / name, tmp_path / "my models" / name)
-    (tmp_path / "s.yaml").write_text(
-        "models:\n"
-        "  - {name: Llama-3.1-8B-Instruct, model_config: my models/Llama-3.1-8B-Instruct}\n"
-        "  - {name: Qwen3-8B-FP8, model_config: my models/Qwen3-8B-FP8/config.json}\n"
-        "classes:\n"
-        "  - {name: chat, rate_rps: 1, model: Llama-3.1-8B-Instruct}\n"
-        "  - {name: agent, rate_rps: 1, model: Qwen3-8B-FP8}\n", encoding="utf-8")
+    scenario = {"models": [{"name": n, "model_config": c} for n, c in models.items()],
+                "classes": [{"name": "chat", "rate_rps": 1, "model": "Llama-3.1-8B-Instruct"},
+                            {"name": "agent", "rate_rps": 1, "model": "Qwen3-8B-FP8"}]}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(scenario), encoding="utf-8")
     sc = load_scenario(tmp_path / "s.yaml")
     qwen = model_config_of(sc, "Qwen3-8B-FP8")
     assert qwen is not None and Path(qwen) == tmp_path / "my models" / "Qwen3-8B-FP8" / (
