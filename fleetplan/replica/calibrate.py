@@ -239,7 +239,9 @@ def fit_config(runs: Sequence[MeasuredRun], *, lengths: LengthModel | None = Non
     if good and not timed:
         raise ModelError(f"calibration of {model} on {config} refused: none of its {len(good)} "
                          "usable runs has a believable TPOT and TTFT median (left out: "
-                         f"{good[0].excluded[0][1] if good[0].excluded else 'not measured'})")
+                         f"{good[0].excluded[0][1] if good[0].excluded else 'not measured'}); "
+                         "measure again on a quiet machine, with nothing buffering the stream "
+                         "between the server and the client")
     if timed:
         low = min(timed, key=lambda r: r.request_rate)
         p0 = _apply(prior, names, x0, source, True)
