@@ -115,8 +115,12 @@ def match_total(x: np.ndarray, total: int, lo: int, hi: np.ndarray | int) -> np.
     """Rescale integer counts ``x`` so they sum to ``total`` within ``[lo, hi]`` (elementwise),
     keeping their shape; the rounding residue goes to the largest entries first."""
     hi_arr = np.broadcast_to(np.asarray(hi, dtype=np.int64), x.shape)
-    if total < lo * x.size or total > int(hi_arr.sum()):
-        raise InputError(f"cannot spread {total} tokens over {x.size} requests within bounds")
+    if total < lo * x.size:
+        raise InputError(f"cannot spread {total} tokens over {x.size} requests: each takes at "
+                         f"least {lo}, the length model's shortest ({lo * x.size} in all)")
+    if total > int(hi_arr.sum()):
+        raise InputError(f"cannot spread {total} tokens over {x.size} requests: their limits "
+                         f"(max_model_len and the lengths' caps) hold {int(hi_arr.sum())} in all")
     y = np.clip(np.rint(x * (total / max(int(x.sum()), 1))), lo, hi_arr).astype(np.int64)
     order = np.argsort(-x, kind="stable")
     for _ in range(64):

@@ -181,3 +181,19 @@ def test_a_fit_that_misses_its_own_runs_is_refused_naming_the_figure() -> None:
     with pytest.raises(ModelError, match="refused: none of its 4 usable runs .*measure again "
                                          "on a quiet machine, with nothing buffering"):
         fit_config(untimed, prior=prior, max_nfev=8)
+
+
+def test_lengths_that_cannot_add_up_say_why() -> None:
+    """'cannot spread 14 tokens over 5 requests within bounds' named no bound: the refusal says
+    which (the length model's shortest reply, or the requests' caps) and what it adds up to."""
+    import numpy as np
+
+    from fleetplan.errors import InputError
+    from fleetplan.replica.protocol import match_total
+
+    with pytest.raises(InputError, match=r"^cannot spread 14 tokens over 5 requests: each takes "
+                                         r"at least 4, the length model's shortest \(20 in all\)$"):
+        match_total(np.ones(5, dtype=np.int64), 14, 4, 100)
+    with pytest.raises(InputError, match=r"hold 50 in all$"):
+        match_total(np.ones(5, dtype=np.int64), 60, 1, 10)
+    assert match_total(np.array([1, 2, 3]), 12, 1, 10).sum() == 12
