@@ -40,6 +40,7 @@ import pandas as pd
 
 from fleetplan._notebook import NotebookRepr
 from fleetplan._progress import Progress, tracked_map
+from fleetplan.catalog.grid import DEFAULT_REGION
 from fleetplan.errors import InputError
 from fleetplan.optimize.capacity import CapacitySettings
 from fleetplan.optimize.confidence import Margins, check_confidence
@@ -157,7 +158,10 @@ class Frontier(NotebookRepr):
         TTFT SLO and its class, the total rate, whether it is on the frontier, the fleet (as
         ``label``, :func:`fleet_label`) and the point's :func:`outcome`."""
         rows = []
-        regions = len({e.region for pt in self.points for e in pt.plan.fleet}) > 1
+        # regions are named where there are several, or where the one is not the default
+        # (a plan of FRA pools read as EU27's)
+        seen = {e.region for pt in self.points for e in pt.plan.fleet}
+        regions = len(seen) > 1 or bool(seen - {DEFAULT_REGION})
         for pt in self.points:
             d = pt.to_dict()
             slos = [c["slo_ttft_p99_ms"] for c in d["classes"] if c["slo_ttft_p99_ms"]]

@@ -90,6 +90,22 @@ def test_fleet_labels_name_spot_and_the_tier_and_the_slo_axis_every_class() -> N
     assert f.to_dict()["points"][1]["outcome"] == "not verified"
 
 
+def test_a_frontier_in_one_region_other_than_the_default_names_it() -> None:
+    """Candidates in EU27 and FRA, every plan in FRA: the labels named no region, as if the
+    pools were the default EU27's; they name FRA. A frontier all in EU27 stays as it was."""
+    from dataclasses import replace
+
+    def moved(p: Plan) -> Plan:
+        return replace(p, fleet=tuple(replace(e, region="FRA") for e in p.fleet))
+
+    f = _frontier(Sweep.carbon)
+    fra = Frontier(f.sweep, f.parameter, f.unit,
+                   tuple(replace(pt, plan=moved(pt.plan)) for pt in f.points))
+    assert fra.to_frame()["label"].tolist()[2] == (
+        "2x1xH100-SXM@FRA/150ms + 3x1xH100-SXM@FRA/2000ms + 4x1xRTX-4090@FRA spot/2000ms")
+    assert "@" not in f.to_frame()["label"].tolist()[2]
+
+
 @pytest.mark.parametrize("args,words", [
     (["--sweep", "slo", "--hi", "inf"], "--hi inf: a sweep end is a finite number"),
     (["--sweep", "carbon", "--lo", "nan"], "--lo nan: a sweep end is a finite number"),
