@@ -58,15 +58,20 @@ def _rebuild(text: str, topic: str, pools: tuple[str, ...], level: str, priority
     return Note(text, topic, pools=pools, level=level, priority=priority)
 
 
+def exact_decimals(v: float, digits: int = 2) -> int | None:
+    """The fewest decimals, ``digits`` to 4, that show ``v`` as it is (None: it needs more)."""
+    return next((d for d in range(digits, 5) if abs(round(v, d) - v) < 1e-9), None)
+
+
 def usd(v: float | None, digits: int = 2) -> str:
     """Dollars with at least ``digits`` decimals: a figure exact to 4 decimals as it is
     ($0.125, not $0.12; $0.50, not $0.5), any other with at least 3 significant figures; an
     em dash for no value."""
     if v is None:
         return "\u2014"
-    for d in range(digits, 5):
-        if abs(round(v, d) - v) < 1e-9:
-            return f"${v:,.{d}f}"
+    d = exact_decimals(v, digits)
+    if d is not None:
+        return f"${v:,.{d}f}"
     sig3 = 2 - math.floor(math.log10(abs(v))) if v else digits
     return f"${v:,.{max(digits, sig3)}f}"
 

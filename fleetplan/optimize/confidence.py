@@ -104,7 +104,13 @@ class ConfigError:
     def side(self, z: float) -> float:
         """The deviation of the half of ``x`` that ``z`` (``x - bias``, or its negation for the
         chance of meeting an SLO) falls in."""
-        return self.sigma if z >= 0 or self.sigma_hi is None else self.sigma_hi
+        return _half(z, self.sigma, self.sigma_hi)
+
+
+def _half(z: float, sigma: float, sigma_hi: float | None) -> float:
+    """A split normal's deviation on the side of ``z``: ``sigma`` at or above 0, ``sigma_hi``
+    below (``sigma`` when it has none)."""
+    return sigma if z >= 0 or sigma_hi is None else sigma_hi
 
 
 @dataclass(frozen=True)
@@ -165,7 +171,7 @@ def kind_quantiles(gpu: str, tp_size: int = 1) -> tuple[ErrorQuantiles, str] | N
 def quantile_error(config: str, calibrated: bool, q: ErrorQuantiles, median_abs_pct: float,
                    confidence: float, source: str) -> ConfigError:
     """A configuration's error read from signed error quantiles (module docstring):
-    ``ln(1 + e)`` normal through the 10/50/90th, its factor :func:`normal_factor`."""
+    ``ln(1 + e)`` a split normal through the 10/50/90th, its factor :func:`normal_factor`."""
     bias = math.log1p(q.p50)
     lo = (bias - math.log1p(q.p10)) / Z_90  # the side where the real P99 is the longer
     hi = (math.log1p(q.p90) - bias) / Z_90
@@ -185,8 +191,7 @@ def normal_factor(confidence: float, sigma: float, bias: float,
 
     check_confidence(confidence)
     z = float(ndtri(confidence))
-    s = sigma if z >= 0 or sigma_hi is None else sigma_hi
-    return max(1.0, math.exp(z * s - bias))
+    return max(1.0, math.exp(z * _half(z, sigma, sigma_hi) - bias))
 
 
 def _phi(z: float, e: ConfigError) -> float:

@@ -84,11 +84,8 @@ def choose(scenario: Scenario, solve_one: Callable[[Scenario], Plan]) -> Plan:
         for c, p in tried)
     tied = sum(abs((t[2].cost_per_hour_usd or 0.0) - (plan.cost_per_hour_usd or 0.0)) < 1e-9
                for t in pool) > 1
-    kind = "verified " if verified else ""
-    which = (f"tied for the cheapest {kind}plan of the {len(tried)} combinations of the "
-             "classes' variants, each solved and simulated; the first in the classes' lists is "
-             "kept" if tied else
-             f"the cheapest {kind}plan of the {len(tried)} combinations of the classes' "
-             "variants, each solved and simulated")
-    note = f"variants: {_words(choice)} ({which}: {outcomes})"
+    kept = "; the first in the classes' lists is kept" if tied else ""
+    note = (f"variants: {_words(choice)} ({'tied for ' if tied else ''}the cheapest "
+            f"{'verified ' if verified else ''}plan of the {len(tried)} combinations of the "
+            f"classes' variants, each solved and simulated{kept}: {outcomes})")
     return replace(plan, notes=(*plan.notes, note))

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from fleetplan._notes import usd
+from fleetplan._notes import exact_decimals, usd
 from fleetplan.optimize.plan import FleetEntry, Plan, fleet_label
 from fleetplan.report.context import ReportContext
 
@@ -136,10 +136,7 @@ class PlanDiff:
 def money_digits(*values: float | None) -> int:
     """The decimals (2 to 4) that show every one of ``values`` as it is, as :func:`usd` does
     for one (4 when some needs more)."""
-    for d in range(2, 5):
-        if all(v is None or abs(round(v, d) - v) < 1e-9 for v in values):
-            return d
-    return 4
+    return max((exact_decimals(v) or 4 for v in values if v is not None), default=2)
 
 
 def _by_pool(fleet: tuple[FleetEntry, ...]) -> dict[str, FleetEntry]:

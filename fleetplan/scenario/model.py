@@ -344,17 +344,20 @@ class Scenario(Strict):
         if not self.reliability:
             return
 
-        def market_of(config: str) -> tuple[str | None, str]:
+        def spot_key(config: str) -> str | None:
+            """The ``reliability:`` key (configuration or GPU type) whose ``market: spot``
+            entry ``config`` takes, None when its entry is not spot."""
             gpu = HardwareConfig.parse(config, cat).gpu
-            key = config if config in self.reliability else gpu  # type: ignore[operator]
             spec = entry(self.reliability, config, gpu)
-            return (spec.market if spec is not None and spec.market == "spot" else None), key
+            if spec is None or spec.market != "spot":
+                return None
+            return config if config in self.reliability else gpu  # type: ignore[operator]
 
         cands = list(self.candidates or ())
-        made: dict[int, str] = {}
+        made: dict[int, str] = {}  # candidate index -> the key that made it spot
         for i, c in enumerate(cands):
-            if c.market is None and (m := market_of(c.config))[0] is not None:
-                cands[i], made[i] = c.model_copy(update={"market": m[0]}), m[1]
+            if c.market is None and (key := spot_key(c.config)) is not None:
+                cands[i], made[i] = c.model_copy(update={"market": "spot"}), key
         seen: dict[tuple[str, str, str | None], int] = {}
         for i, c in enumerate(cands):
             for region in c.regions:
@@ -368,13 +371,14 @@ class Scenario(Strict):
                     raise ValueError(f"candidates[{i}]: {c.config} in {region} on market "
                                      f"{c.market or 'on-demand'} is listed in candidates[{j}] "
                                      f"too{why}")
-        fleet = list(self.fleet or ())
-        for i, p in enumerate(fleet):
-            if p.market is None and (m := market_of(p.config))[0] is not None:
-                fleet[i] = p.model_copy(update={"market": m[0]})
         if made:
             object.__setattr__(self, "candidates", cands)
-        if fleet != list(self.fleet or ()):
+        spot = [i for i, p in enumerate(self.fleet or ())
+                if p.market is None and spot_key(p.config) is not None]
+        if spot:
+            fleet = list(self.fleet or ())
+            for i in spot:
+                fleet[i] = fleet[i].model_copy(update={"market": "spot"})
             object.__setattr__(self, "fleet", fleet)
 
     def _check_arrivals(self) -> None:
