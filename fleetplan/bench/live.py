@@ -169,9 +169,11 @@ def load_store(paths: Sequence[str | os.PathLike[str]], gpu: str,
 
 def analyze(series: Sequence[str | os.PathLike[str]], *, holdout_rate: float, gpu: str,
             gpu_count: int, lengths: LengthModel, max_nfev: int = 40,
-            seeds: Sequence[int] = (0, 1, 2), catalog: Catalog | None = None) -> LiveAnalysis:
+            seeds: Sequence[int] = (0, 1, 2), catalog: Catalog | None = None,
+            ttft_median_only: bool = False) -> LiveAnalysis:
     """Spread, calibration and held-out prediction from one result file per series (names of
-    ``catalog``, default: the bundled one)."""
+    ``catalog``, default: the bundled one). ``ttft_median_only``: calibrate on the TTFT
+    medians alone (``fit_config``'s, for a host that stalls first tokens)."""
     from fleetplan.catalog.catalog import bundled_catalog
     from fleetplan.replica.calibrate import fit_config, predict_on_server
     from fleetplan.replica.runs import runs_from_frame
@@ -195,7 +197,8 @@ def analyze(series: Sequence[str | os.PathLike[str]], *, holdout_rate: float, gp
     # the rates whose unflagged runs kept believable latency figures (not read whole)
     timed = sorted({r.request_rate for r in fit_runs if not r.flagged
                     and {"tpot_p50_ms", "ttft_p50_ms"} <= r.measured.keys()}, reverse=True)
-    fit = (fit_config(fit_runs, lengths=lengths, max_nfev=max_nfev, catalog=catalog) if timed
+    fit = (fit_config(fit_runs, lengths=lengths, max_nfev=max_nfev, catalog=catalog,
+                      ttft_median_only=ttft_median_only) if timed
            else _unfitted(fit_runs, catalog))
     preds = [predict_on_server(fit.params, r, lengths=lengths, seeds=seeds,
                                catalog=catalog or bundled_catalog())
@@ -244,7 +247,7 @@ def analyze(series: Sequence[str | os.PathLike[str]], *, holdout_rate: float, gp
         rates=tuple(rates), holdout_rate=holdout_rate, series=len(series), runs=len(frame),
         spread_by_rate=spread, max_spread=max_spread, params=fit.params, prior=fit.prior,
         fit_loss=fit.loss if math.isfinite(fit.loss) else None, fit_evaluations=fit.nfev,
-        fitted=tuple(fit.fitted),
+        fitted=tuple(fit.fitted), ttft_median_only=fit.ttft_median_only,
         fit_runs=tuple(fit.runs), flagged=tuple(r.run_id for r in runs if r.flagged),
         measured=measured, predicted=predicted, errors=errors, checks=checks,
         per_rate=tuple(per_rate), ok=all(c.ok for c in checks.values()))
@@ -402,6 +405,11 @@ def report_markdown(report: Mapping[str, Any]) -> str:
                              "median): the prior's figures, uncalibrated, predicted the "
                              "held-out throughput."),
               ""]
+    if a.ttft_median_only and a.fitted:
+        lines[-1:] = ["", "Fitted to the TTFT medians alone (`--ttft-median-only`): the TTFT "
+                      "mean, p90 and p99 of the calibration runs were left out of the fit, so "
+                      "the predicted TTFT tail is the step model's, without the host's stalls.",
+                      ""]
     if cc is not None:
         lines += [f"## Measurement cross-check at {report['crosscheck_rate']:g} req/s: "
                   "fleetplan bench vs vllm bench serve", "",

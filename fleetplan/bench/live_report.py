@@ -82,6 +82,9 @@ class LiveAnalysis:
     checks: dict[str, HeldOutCheck]
     per_rate: tuple[RateSummary, ...]
     ok: bool
+    # calibrated on the TTFT medians alone (fleetplan.replica.calibrate.fit_config; reports
+    # written before 7 Dec 2026 lack it: False)
+    ttft_median_only: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -95,6 +98,7 @@ class LiveAnalysis:
             "predicted": self.predicted, "errors": self.errors,
             "checks": {m: c.to_dict() for m, c in self.checks.items()},
             "per_rate": [r.to_dict() for r in self.per_rate], "ok": self.ok,
+            "ttft_median_only": self.ttft_median_only,
         }
 
     @classmethod
@@ -118,7 +122,8 @@ class LiveAnalysis:
                 checks={m: HeldOutCheck(_num(c["error"]), c.get("floor", c["bound"]),
                                         c["bound"], bool(c["ok"]), c.get("note"))
                         for m, c in d["checks"].items()},
-                per_rate=tuple(_rate(r, metrics) for r in d["per_rate"]), ok=bool(d["ok"]))
+                per_rate=tuple(_rate(r, metrics) for r in d["per_rate"]), ok=bool(d["ok"]),
+                ttft_median_only=bool(d.get("ttft_median_only", False)))
         except KeyError as exc:
             raise DataError(f"{where}: missing field {exc}") from None
         except (TypeError, ValueError, AttributeError, ValidationError) as exc:

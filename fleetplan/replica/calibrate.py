@@ -72,6 +72,8 @@ REFUSE_METRICS = ("request_throughput", "tpot_p50_ms")
 # which spreads the reply's time after the first token, falls below the gap between chunks:
 # 7B on 4 x RTX 4090 at 1 req/s, 8.6 against 20.0 ms)
 UNBUNCHED_ITL_RATIO = 1.05
+# the TTFT figures beyond the median, which fit_config(ttft_median_only=True) leaves out
+TAIL_TTFT = ("ttft_mean_ms", "ttft_p90_ms", "ttft_p99_ms")
 RATIO_KEYS = ("c_step", "c_prefill_tok", "c_seq", "c_kv_tok", "overhead_s",
               "kv_capacity_tokens")
 
@@ -104,6 +106,7 @@ class FitResult:
     nfev: int
     fitted: tuple[str, ...]
     runs: tuple[FitRunReport, ...] = ()
+    ttft_median_only: bool = False  # fitted to the TTFT medians alone (TAIL_TTFT left out)
 
 
 def fit_weights(run: MeasuredRun, first: bool) -> dict[str, float]:
@@ -197,12 +200,16 @@ def fit_config(runs: Sequence[MeasuredRun], *, lengths: LengthModel | None = Non
                seeds: Sequence[int] = FIT_SEEDS, max_nfev: int = DEFAULT_MAX_NFEV,
                prior: ReplicaParams | None = None,
                c_deliver: float | None = None,
-               catalog: Catalog | None = None) -> FitResult:
+               catalog: Catalog | None = None,
+               ttft_median_only: bool = False) -> FitResult:
     """Fit one configuration to its runs (flagged runs are reported, and skipped but for their
     engine figures in an engine-first fit: :func:`fit_weights`), its names
     read in ``catalog`` (default: the bundled one).
     ``c_deliver``: the host time per streamed output the runs' host had
-    (:mod:`fleetplan.replica.delivery`; default the prior's, kept fixed by the fit)."""
+    (:mod:`fleetplan.replica.delivery`; default the prior's, kept fixed by the fit).
+    ``ttft_median_only``: of the TTFT figures, fit the medians alone (:data:`TAIL_TTFT` left
+    out), for a server whose host stalls its first tokens in a way no step explains
+    (``scripts/live-validate --ttft-median-only``, docs/live-validation.md)."""
     if not runs:
         raise ModelError("no runs to calibrate from")
     model, config = runs[0].model, runs[0].config
@@ -220,6 +227,9 @@ def fit_config(runs: Sequence[MeasuredRun], *, lengths: LengthModel | None = Non
     good = [r for r in runs if not r.flagged]
     first = engine_first(hw)
     weights = {r.run_id: fit_weights(r, first) for r in runs}
+    if ttft_median_only:
+        weights = {k: {m: w for m, w in v.items() if m not in TAIL_TTFT}
+                   for k, v in weights.items()}
     used = [r for r in runs if weights[r.run_id]] if good else []
     names = ["c_step", "c_prefill_tok", "c_seq", "overhead_s", "c_kv_tok"]
     if first:
@@ -327,7 +337,8 @@ def fit_config(runs: Sequence[MeasuredRun], *, lengths: LengthModel | None = Non
             error_pct=_errors(pred, r),
             prefix_hit_share=share))
     _check_in_sample(params, fitted)
-    return FitResult(params, prior, ratios, loss, nfev, tuple(names), tuple(report))
+    return FitResult(params, prior, ratios, loss, nfev, tuple(names), tuple(report),
+                     ttft_median_only)
 
 
 def _fit_job(args: tuple[list[MeasuredRun], LengthModel | None, int, float | None,
