@@ -75,6 +75,17 @@ def _progress(enabled: bool) -> Iterator[Callable[[float], None] | None]:
             bar.stop()
 
 
+def _pool_word(share: dict, slo_ttft_p99_ms: float | None) -> str:
+    """A class's verdict on one pool's requests (``by_pool``), in words: "met"; "requests
+    unfinished" where its P99 TTFT is within the SLO and requests were left when the
+    simulation ended; else "missed"."""
+    if share["met"]:
+        return "met"
+    ttft = share.get("ttft_p99_ms")
+    within = slo_ttft_p99_ms is not None and ttft is not None and ttft <= slo_ttft_p99_ms
+    return "requests unfinished" if within and share.get("unfinished") else "missed"
+
+
 def _print(res: SimulationResult, verbose: bool = False) -> None:
     d = res.to_dict()
     classes = pd.DataFrame([{
@@ -131,7 +142,7 @@ def _print(res: SimulationResult, verbose: bool = False) -> None:
         shares = c["by_pool"]
         if c["slo_met"] is False and len(shares) > 1:
             out.print(f"class {c['name']} by pool: " + "; ".join(
-                f"{'missed' if not v['met'] else 'met'} on {k}"
+                f"{_pool_word(v, c['slo_ttft_p99_ms'])} on {k}"
                 + ("" if v["ttft_p99_ms"] is None else f" (P99 TTFT {v['ttft_p99_ms']:.0f} ms)")
                 for k, v in shares.items()))
     for p in d["pools"]:

@@ -227,7 +227,7 @@ def _cut(problem: PlanProblem, seen: _Seen, ev: _Evidence, repeat: bool,
         where = ""
         if own is not None and len(carriers) > 1:  # which of its pools missed
             where = " (" + "; ".join(
-                f"{'missed' if not own[k].met else 'met'} on {k}"
+                f"{_pool_verdict(slo[name], own[k], chk.pool_overloaded(k))} on {k}"
                 + ("" if own[k].ttft_p99_ms is None else f", {own[k].ttft_p99_ms:.0f} ms")
                 for k in carriers) + ")"
         hour = f"hour {h}: " if problem.hours > 1 else ""  # no hour in a one-rate plan
@@ -237,6 +237,17 @@ def _cut(problem: PlanProblem, seen: _Seen, ev: _Evidence, repeat: bool,
     if blamed_keys is not None:  # the keys the evidence now blames alone
         blamed_keys.update(k for k in changes if k in ev.sole)
     return notes
+
+
+def _pool_verdict(d: Demand, own: ClassCheck, overloaded: bool | None) -> str:
+    """A class's verdict on one pool's requests, in words: "met", "missed" (a P99 beyond the
+    SLO), or, where every P99 is within it, why it failed all the same: the pool "overloaded"
+    (its backlog grew) or "unfinished" (requests left when the simulation ended)."""
+    if own.met:
+        return "met"
+    if not _within(d, own, 1.0):
+        return "missed"
+    return "overloaded" if overloaded else "requests unfinished"
 
 
 def _why_not_met(d: Demand, c: ClassCheck, chk: HourCheck, carriers: Sequence[str]) -> str:

@@ -228,6 +228,27 @@ def test_a_failing_plan_vouches_for_a_pool_whose_classes_all_met_their_slo() -> 
     assert set(ev.hi) == {loop_mod._config_tier(sol, k, h) for k, h in chat_pools}
 
 
+def test_a_pool_overloaded_within_the_slo_is_called_overloaded_not_missed() -> None:
+    """A class split over two pools fails because one pool's backlog grew, while that pool's
+    P99 is still within the SLO (the simulation ended before its queue showed in the tail):
+    the round's note names the pool overloaded, never "missed" at a P99 below the SLO."""
+    problem = synth_problem([("chat", 9.0, 600.0, 1.0)])
+    sol = solve_problem(problem, EXACT)
+    carriers = sorted({k for (c, k, h), s in sol.shares.items() if s > 0})
+    assert len(carriers) >= 2
+    bad = carriers[0]
+    check = (HourCheck(0, (ClassCheck("chat", 500.0, None, None, False),), True, 1.0, 1.0, {},
+                       tuple(PoolCheck(k, k == bad, (ClassCheck(
+                           "chat", 550.0 if k == bad else 400.0, None, None, k != bad),))
+                             for k in carriers)),)
+    ev = loop_mod._Evidence()
+    loop_mod._vouch(problem, sol, ev, check)
+    seen = loop_mod._Seen(sol, check, problem, {}, 1.0, False, False, 1.0)
+    (note,) = loop_mod._cut(problem, seen, ev, repeat=False)
+    assert f"overloaded on {bad}, 550 ms" in note and "missed" not in note, note
+    assert f"but {bad} was overloaded" in note
+
+
 def test_each_pool_of_a_split_class_is_blamed_on_its_own_requests() -> None:
     """A class split over two pools misses its SLO; the simulation judges each pool's share on
     its own requests (under planned routing they do not depend on each other): only the pool
