@@ -99,6 +99,8 @@ def frontier_cmd(
         emit_csv(df)
         return
     _print_table(result, df)
+    for note in result.notes:
+        Console().print(f"note: {note}", highlight=False)
     if plot is not None:
         Console(stderr=True).print(f"plot written to {plot}")
 

@@ -142,6 +142,9 @@ class Frontier(NotebookRepr):
     parameter: str
     unit: str
     points: tuple[FrontierPoint, ...]
+    # what a planner should know of the sweep as a whole (e.g. why it has fewer points than
+    # asked); JSON ``notes`` (since 7 Dec 2026)
+    notes: tuple[str, ...] = ()
 
     def label_note(self) -> str:
         """What a fleet label says (:data:`LABEL_NOTE`; its pools name their model when the
@@ -151,7 +154,8 @@ class Frontier(NotebookRepr):
 
     def to_dict(self, *, timing: bool = True) -> dict[str, Any]:
         return {"sweep": self.sweep.value, "parameter": self.parameter, "unit": self.unit,
-                "points": [p.to_dict(timing=timing) for p in self.points]}
+                "points": [p.to_dict(timing=timing) for p in self.points],
+                "notes": list(self.notes)}
 
     def to_frame(self) -> pd.DataFrame:
         """One row per point: the swept value, status, verified, cost, carbon, the strictest
@@ -387,8 +391,17 @@ def frontier(scenario: Scenario, sweep: str | Sweep = Sweep.carbon, points: int 
     pairs = list(zip(values, plans, strict=True))
     flags = _pareto(pairs, kind)
     param, unit = _PARAM[kind]
+    notes: tuple[str, ...] = ()
+    if len(values) < points:  # a range of one value: say why, not just fewer rows
+        notes = ((f"one point, not {points}: the cheapest plan is also the lowest-carbon one "
+                  f"({values[0]:.4g} g CO2e/Mtok as the MILP counts it), so no carbon cap "
+                  "trades cost for carbon on this scenario"
+                  if kind is Sweep.carbon and lo is None and hi is None else
+                  f"one point, not {points}: the sweep's start and end are equal "
+                  f"({values[0]:.6g})"),)
     return Frontier(kind, param, unit, tuple(
-        FrontierPoint(round(float(v), 6), p, fl) for (v, p), fl in zip(pairs, flags, strict=True)))
+        FrontierPoint(round(float(v), 6), p, fl) for (v, p), fl in zip(pairs, flags, strict=True)),
+        notes)
 
 
 def share_verified(caps: list[float], plans: list[Plan],

@@ -82,6 +82,7 @@ from fleetplan.optimize.evidence import (  # noqa: F401  (tests read them here)
     pool_loads,
 )
 from fleetplan.optimize.executors import Executor, SerialExecutor
+from fleetplan.optimize.explain import explain_infeasible
 from fleetplan.optimize.milp import MilpSolution, solve_problem
 from fleetplan.optimize.probes import (
     LARGE_PROBE_MILPS,
@@ -132,6 +133,10 @@ class LoopOutcome:
     history: list[str] = field(default_factory=list)
     first: MilpSolution | None = None
     simulated: int = 0  # distinct plans simulated
+
+
+# the round note of a loop that stops because what its simulations found leaves no plan
+NO_PLAN_LEFT = "with the capacities the simulations found, no plan meets every constraint"
 
 
 def derated(problem: PlanProblem, derate: dict[Key, float],
@@ -244,7 +249,9 @@ def closed_loop(problem: PlanProblem, settings: SolverSettings, verify: Verifier
                 if last is None:
                     return LoopOutcome(sol, (), rnd, False, current, table, scale, seconds,
                                        history, first)
-                history.append(f"round {rnd}: tightened model has no plan ({sol.status.value})")
+                binding = explain_infeasible(current, settings)
+                history.append(f"round {rnd}: {NO_PLAN_LEFT} ({sol.status.value}): "
+                               f"{binding.message}")
                 break
             repeat = _plan_key(sol) in seen
             s = evaluate(sol, current, table)

@@ -30,7 +30,7 @@ from fleetplan.optimize.confidence import Margins
 from fleetplan.optimize.evidence import evidence_config
 from fleetplan.optimize.explain import explain_infeasible, near_floor_notes
 from fleetplan.optimize.inputs import Inputs
-from fleetplan.optimize.loop import LoopOutcome
+from fleetplan.optimize.loop import NO_PLAN_LEFT, LoopOutcome
 from fleetplan.optimize.milp import MilpStatus, candidate_key
 from fleetplan.optimize.model_band import with_model_bands
 from fleetplan.optimize.multi_model import bare_config
@@ -45,6 +45,7 @@ from fleetplan.optimize.plan import (
 )
 from fleetplan.optimize.problem import CommitmentMode, PlanProblem, Tier
 from fleetplan.optimize.solvers import SolverSettings
+from fleetplan.optimize.verify import HourCheck
 from fleetplan.scenario import Scenario
 from fleetplan.scenario.engine import candidate_servers
 from fleetplan.scenario.fleet import split_model, split_pool_name
@@ -170,6 +171,18 @@ def _entries(counts: dict[str, int], tiers: dict[str, Tier],
     return tuple(out)
 
 
+def _carriers_overloaded(sol: Any, name: str, chk: HourCheck) -> bool:
+    """Whether a pool carrying class ``name`` in the hour of ``chk`` was overloaded (its
+    backlog grew): a class is not failed by another class's overloaded pool. Where the
+    simulation did not say per pool, whether any pool of the hour was."""
+    carriers = [k for (n, k, h), s in sol.shares.items()
+                if n == name and h == chk.hour and s > 0]
+    verdicts = [chk.pool_overloaded(k) for k in carriers]
+    if not verdicts or any(v is None for v in verdicts):
+        return chk.overloaded
+    return any(bool(v) for v in verdicts)
+
+
 def solved_plan(scenario: Scenario, inputs: Inputs, settings: SolverSettings,
             out: LoopOutcome, margins: Margins | None = None) -> Plan:
     problem, sol, checks = out.problem, out.solution, out.checks
@@ -198,7 +211,8 @@ def solved_plan(scenario: Scenario, inputs: Inputs, settings: SolverSettings,
     served = _class_models(scenario)
     for i, d in enumerate(problem.demands):
         rows = by_class[d.name]
-        met = bool(rows) and all(cc.met and not chk.overloaded for chk, cc in rows)
+        met = bool(rows) and all(cc.met and not _carriers_overloaded(sol, d.name, chk)
+                                 for chk, cc in rows)
         worst = max(rows, key=lambda r: r[1].ttft_p99_ms or 0.0)[1] if rows else None
         rate_day = sum(d.rates_rps)
         split: dict[str, float] = {}
@@ -213,6 +227,11 @@ def solved_plan(scenario: Scenario, inputs: Inputs, settings: SolverSettings,
             f = margins.factor(used)
             p99 = worst.ttft_p99_ms if worst else None
             prob = rounded(margins.met_probability(slo.ttft_p99_ms, p99, used), 4)
+            if not met and p99 is not None and slo.ttft_p99_ms is not None \
+                    and p99 <= slo.ttft_p99_ms:
+                # failed for another reason than its P99 (a pool's backlog grew, requests left
+                # unfinished, a TPOT or E2E target): the P99 says nothing of the real one
+                prob = 0.0
             margin = (rounded(slo.ttft_p99_ms * (1.0 - 1.0 / f), 3)
                       if slo.ttft_p99_ms is not None else None)
         classes.append(ClassResult(
@@ -305,9 +324,13 @@ def _notes(scenario: Scenario, inputs: Inputs, out: LoopOutcome,
     in_plan = [p for p in problem.pools if p.key in held]
     plan: list[str] = []
     if not out.verified:
+        # the loop stopped because what its simulations found leaves no plan: say why
+        stop = next((h.partition(": ")[2] for h in reversed(out.history)
+                     if NO_PLAN_LEFT in h), None)
         plan.append(Note(
             f"NOT VERIFIED: after {out.rounds} round(s) the simulated plan still misses an SLO "
-            "or the carbon cap; classes marked met=false did not meet it", "verification",
+            "or the carbon cap; classes marked met=false did not meet it"
+            + (f"; {stop}" if stop else ""), "verification",
             level=PLAN, priority=P_NOT_MET))
         plan.extend(Note(n, "verification", level=PLAN, priority=P_NOT_MET + 1) for n in
                     near_floor_notes(out.problem, inputs.results, out.solution, out.checks))

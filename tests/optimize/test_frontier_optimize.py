@@ -99,6 +99,22 @@ def test_a_one_point_carbon_range_is_one_solve_not_repeated_points():
     assert len(_factors(10.0, 40.0, 4, geometric=False)) == 4
 
 
+def test_a_sweep_with_nothing_to_trade_is_one_point_that_says_why(capacity_cache_dir):
+    """One candidate: the cheapest plan is the lowest-carbon one, so a carbon sweep asked for
+    four points has one, and its notes (JSON and the table's note line) say why."""
+    one = scenario_from_dict({**BASE, "candidates": ["1xH100-PCIe"],
+                              "classes": [{"name": "chat", "rate_rps": 16,
+                                           "slo": {"ttft_p99_ms": 1000}}]})
+    front = frontier(one, "carbon", points=4, scheduler="serial", cache_dir=capacity_cache_dir,
+                     max_rounds=1)
+    assert len(front.points) == 1
+    (note,) = front.notes
+    assert note.startswith("one point, not 4: the cheapest plan is also the lowest-carbon one")
+    assert front.to_dict(timing=False)["notes"] == [note]
+    assert len(frontier(LOOSE, "rate", lo=1.0, hi=1.0, points=2, scheduler="serial",
+                        cache_dir=capacity_cache_dir, max_rounds=1).notes) == 1
+
+
 def test_a_carbon_sweep_ends_at_the_plan_solve_verifies_without_a_cap(capacity_cache_dir):
     """The bundled example: the MILP's cheapest first answer is two H100s (5.3 g CO2e/Mtok), but
     the closed loop verifies one H100 and three RTX 4090 pairs, cheaper and dirtier. The sweep

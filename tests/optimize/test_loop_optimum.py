@@ -511,3 +511,40 @@ def test_a_probe_the_evidence_has_answered_goes_after_any_other() -> None:
     assert probes.pick(sol, 1.445, answered, known=False)  # the open question first
     assert not probes.pick(sol, 1.0, open_, known=True)  # even at a smaller uplift
     assert probes.pick(sol, 1.2, open_, known=False)  # else the smaller uplift, as before
+
+
+def test_a_loop_left_without_a_plan_says_which_constraint_binds() -> None:
+    """A budget that the believed capacities fit and the simulated ones do not: after the
+    simulation halves the pool's capacity no plan is left, and the loop's last round names
+    the binding constraint and its cheapest relaxation instead of "no plan"."""
+    loose = synth_problem([("chat", 6.0, 300.0, 1.0)], pools=(H100,))
+    first = solve_problem(loose, EXACT)
+    budget = first.cost_per_day_usd / 24
+    problem = synth_problem([("chat", 6.0, 300.0, 1.0)], pools=(H100,),
+                            limits=Limits(budget_usd_per_hour=budget))
+    (d,) = problem.demands
+    out = loop_mod.closed_loop(problem, EXACT, judge(problem, {(H100.config, d.tier): 0.5}, []))
+    assert not out.verified
+    last = out.history[-1]
+    assert loop_mod.NO_PLAN_LEFT in last and "budget_usd_per_hour" in last, last
+    assert "cheapest relaxation" in last
+
+
+def test_a_class_is_not_failed_by_another_class_s_overloaded_pool() -> None:
+    """The plan's per-class verdict: a pool whose backlog grew fails the classes it carries,
+    not a class carried only by other pools; where the simulation did not say per pool, any
+    overloaded pool fails every class (nothing better is known)."""
+    from fleetplan.optimize.plan_build import _carriers_overloaded
+
+    problem = synth_problem([("chat", 6.0, 300.0, 1.0), ("batch", 6.0, 2000.0, 1.0)],
+                            pools=(H100, R4))
+    sol = solve_problem(problem, EXACT)
+    carriers = {n: {k for (c, k, h), s in sol.shares.items() if c == n and s > 0}
+                for n in ("chat", "batch")}
+    only_batch = carriers["batch"] - carriers["chat"]
+    assert only_batch, carriers  # the cheapest plan gives batch a pool of its own
+    pools = tuple(PoolCheck(k, k in only_batch, ()) for k in carriers["chat"] | only_batch)
+    chk = HourCheck(0, (), True, 1.0, 1.0, {}, pools)
+    assert _carriers_overloaded(sol, "batch", chk)
+    assert not _carriers_overloaded(sol, "chat", chk)
+    assert _carriers_overloaded(sol, "chat", HourCheck(0, (), True, 1.0, 1.0))
