@@ -62,10 +62,17 @@ def _print_plan(plan: Plan, verbose: bool = False) -> None:
                columns=["pool", "config", "region", "tier_ttft_p99_ms", "count"]
                + (["spare"] if "spare" in fleet.columns else []))
     rows = []
+    # a TPOT or E2E target of any class: its columns beside the TTFT ones ("-": none set)
+    tpot = any(c.slo_tpot_p99_ms for c in plan.classes)
+    e2e = any(c.slo_e2e_p99_ms for c in plan.classes)
     for c in plan.classes:
         rows.append({"class": c.name, **({} if c.model is None else {"model": c.model}),
                      "rate_rps": c.rate_rps, "slo_ttft_p99_ms": c.slo_ttft_p99_ms,
                      "sim_ttft_p99_ms": c.ttft_p99_ms,
+                     **({} if not tpot else {"slo_tpot_p99_ms": c.slo_tpot_p99_ms or "-",
+                                             "sim_tpot_p99_ms": c.tpot_p99_ms or "-"}),
+                     **({} if not e2e else {"slo_e2e_p99_ms": c.slo_e2e_p99_ms or "-",
+                                            "sim_e2e_p99_ms": c.e2e_p99_ms or "-"}),
                      "model_band_80pct_ms": "-" if c.ttft_p99_band_ms is None else
                      f"{c.ttft_p99_band_ms[0]:.1f}-{c.ttft_p99_band_ms[1]:.1f}",
                      "calibrated": {None: "-", True: "yes", False: "NO"}[c.calibrated],
@@ -74,9 +81,10 @@ def _print_plan(plan: Plan, verbose: bool = False) -> None:
                      **({} if c.slo_met_probability is None else {
                          "slo_met_probability": shown_probability(c.slo_met_probability),
                          "margin_ms": c.margin_ms})})
-    title = ("Classes (rate: mean over the day; P99 TTFT: the worst hour's, simulated with the "
+    what = "P99 TTFT" + (", TPOT" if tpot else "") + (", E2E" if e2e else "")
+    title = (f"Classes (rate: mean over the day; {what}: the worst hour's, simulated with the "
              "planned split)" if plan.hours else
-             "Classes (P99 TTFT simulated with the planned split)")
+             f"Classes ({what} simulated with the planned split)")
     emit_table(pd.DataFrame(rows), title=title, digits=1)
     if plan.hours:
         hours = pd.DataFrame([{

@@ -99,6 +99,33 @@ def test_classes_show_the_scenario_slo_the_simulated_p99_and_its_interval(
                            for k in keys]
 
 
+def test_tpot_and_e2e_targets_are_shown_beside_their_simulated_p99s(example_plan: dict,
+                                                                    example_html: str) -> None:
+    """A class with a TPOT or end-to-end target gets a row of its own with each target and its
+    simulated P99 (the verdict covers them); a plan without such targets has no such table."""
+    assert "targets-table" not in Page(example_html).tables
+    d = {**example_plan, "classes": [dict(c) for c in example_plan["classes"]]}
+    first, second = d["classes"][0], d["classes"][1]
+    first.update(slo_tpot_p99_ms=40.0, tpot_p99_ms=35.84)
+    second.update(slo_e2e_p99_ms=20000.0, e2e_p99_ms=17329.27)
+    rows = Page(_report(d)).rows("targets-table")
+    assert rows == [[first["name"], "40", "35.8", "\u2014", "\u2014"],
+                    [second["name"], "\u2014", "\u2014", "20,000", "17,329.3"]]
+
+
+def test_the_terminal_shows_tpot_and_e2e_targets_too(example_plan: dict, capsys) -> None:
+    from fleetplan.cli.solve_cmd import _print_plan
+
+    _print_plan(plan_from_dict(example_plan, "plan.json"))
+    assert "tpot" not in capsys.readouterr().out
+    d = {**example_plan, "classes": [dict(c) for c in example_plan["classes"]]}
+    d["classes"][0].update(slo_tpot_p99_ms=40.0, tpot_p99_ms=35.84)
+    _print_plan(plan_from_dict(d, "plan.json"))
+    out = capsys.readouterr().out
+    assert "P99 TTFT, TPOT simulated" in out and "sim_tpot_p99_ms" in out and "35.8" in out
+    assert "e2e" not in out
+
+
 def test_cost_per_token_and_carbon_are_stated_with_their_basis(example_html: str,
                                                                example_plan: dict) -> None:
     page = Page(example_html)
