@@ -17,6 +17,7 @@ from fleetplan.cli._format import (
     emit_table,
     errors_name_file,
     scenario_inputs,
+    stdout_console,
 )
 from fleetplan.cli._options import (
     CalibrationOpt,
@@ -100,7 +101,7 @@ def frontier_cmd(
         return
     _print_table(result, df)
     for note in result.notes:
-        Console().print(f"note: {note}", highlight=False)
+        stdout_console().print(f"note: {note}", highlight=False)
     if plot is not None:
         Console(stderr=True).print(f"plot written to {plot}")
 
