@@ -228,23 +228,32 @@ def test_a_failing_plan_vouches_for_a_pool_whose_classes_all_met_their_slo() -> 
     assert set(ev.hi) == {loop_mod._config_tier(sol, k, h) for k, h in chat_pools}
 
 
-def test_a_pool_overloaded_within_the_slo_is_called_overloaded_not_missed() -> None:
-    """A class split over two pools fails because one pool's backlog grew, while that pool's
-    P99 is still within the SLO (the simulation ended before its queue showed in the tail):
-    the round's note names the pool overloaded, never "missed" at a P99 below the SLO."""
+def _split_chat_cut(class_ms: float, bad_ms: float, *, overloaded: bool):
+    """Chat (SLO 600 ms) split over two or more pools by the cheapest plan; one simulated hour
+    in which the class fails at ``class_ms`` and its first pool's share fails at ``bad_ms``
+    (that pool overloaded or not) while the others' pass at 400 ms; the evidence after
+    vouching and cutting on it, the hour's check and the round's one note."""
     problem = synth_problem([("chat", 9.0, 600.0, 1.0)])
     sol = solve_problem(problem, EXACT)
     carriers = sorted({k for (c, k, h), s in sol.shares.items() if s > 0})
-    assert len(carriers) >= 2
-    bad = carriers[0]
-    check = (HourCheck(0, (ClassCheck("chat", 500.0, None, None, False),), True, 1.0, 1.0, {},
-                       tuple(PoolCheck(k, k == bad, (ClassCheck(
-                           "chat", 550.0 if k == bad else 400.0, None, None, k != bad),))
-                             for k in carriers)),)
+    assert len(carriers) >= 2  # the cheapest plan splits chat
+    bad, good = carriers[0], carriers[1:]
+    check = (HourCheck(0, (ClassCheck("chat", class_ms, None, None, False),), overloaded, 1.0,
+                       1.0, {}, tuple(PoolCheck(k, overloaded and k == bad, (ClassCheck(
+                           "chat", bad_ms if k == bad else 400.0, None, None, k != bad),))
+                           for k in carriers)),)
     ev = loop_mod._Evidence()
     loop_mod._vouch(problem, sol, ev, check)
     seen = loop_mod._Seen(sol, check, problem, {}, 1.0, False, False, 1.0)
     (note,) = loop_mod._cut(problem, seen, ev, repeat=False)
+    return problem, sol, ev, check, bad, good, note
+
+
+def test_a_pool_overloaded_within_the_slo_is_called_overloaded_not_missed() -> None:
+    """A class split over two pools fails because one pool's backlog grew, while that pool's
+    P99 is still within the SLO (the simulation ended before its queue showed in the tail):
+    the round's note names the pool overloaded, never "missed" at a P99 below the SLO."""
+    *_, bad, _good, note = _split_chat_cut(500.0, 550.0, overloaded=True)
     assert f"overloaded on {bad}, 550 ms" in note and "missed" not in note, note
     assert f"but {bad} was overloaded" in note
 
@@ -253,19 +262,7 @@ def test_each_pool_of_a_split_class_is_blamed_on_its_own_requests() -> None:
     """A class split over two pools misses its SLO; the simulation judges each pool's share on
     its own requests (under planned routing they do not depend on each other): only the pool
     whose share missed is cut, alone, and the other pool passed its load."""
-    problem = synth_problem([("chat", 9.0, 600.0, 1.0)])
-    sol = solve_problem(problem, EXACT)
-    carriers = sorted({k for (c, k, h), s in sol.shares.items() if s > 0})
-    assert len(carriers) >= 2  # the cheapest plan splits chat
-    bad, good = carriers[0], carriers[1:]
-    check = (HourCheck(0, (ClassCheck("chat", 700.0, None, None, False),), False, 1.0, 1.0, {},
-                       tuple(PoolCheck(k, False, (ClassCheck(
-                           "chat", 700.0 if k == bad else 400.0, None, None, k != bad),))
-                             for k in carriers)),)
-    ev = loop_mod._Evidence()
-    loop_mod._vouch(problem, sol, ev, check)
-    seen = loop_mod._Seen(sol, check, problem, {}, 1.0, False, False, 1.0)
-    (note,) = loop_mod._cut(problem, seen, ev, repeat=False)
+    problem, sol, ev, check, bad, good, note = _split_chat_cut(700.0, 700.0, overloaded=False)
     assert note.startswith("class chat simulated P99 TTFT 700 ms vs SLO 600 ms")  # no hour
     assert f"missed on {bad}, 700 ms" in note and all(f"met on {k}, 400 ms" in note
                                                        for k in good)
@@ -279,7 +276,7 @@ def test_each_pool_of_a_split_class_is_blamed_on_its_own_requests() -> None:
                            1.0)
     loop_mod._cut(problem, seen2, ev2, repeat=False)
     assert len(ev2.joint) == 1 and len(ev2.joint[0]) == len(
-        {loop_mod._config_tier(sol, k, 0) for k in carriers})
+        {loop_mod._config_tier(sol, k, 0) for k in [bad, *good]})
 
 
 # every comparison experiments/try_loop_paths.py 0 120 --class-only lost at the default budget
