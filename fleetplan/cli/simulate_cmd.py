@@ -88,6 +88,9 @@ def _pool_word(share: dict, slo_ttft_p99_ms: float | None) -> str:
 
 def _print(res: SimulationResult, verbose: bool = False) -> None:
     d = res.to_dict()
+    # a TPOT or E2E target of any class: its target and P99 beside the TTFT ones ("-": none)
+    tpot = any(c.get("slo_tpot_p99_ms") for c in d["classes"])
+    e2e = any(c.get("slo_e2e_p99_ms") for c in d["classes"])
     classes = pd.DataFrame([{
         "class": c["name"], "requests": c["requests"], "rate_rps": c["rate_rps"],
         "ttft_p50_ms": c["ttft_p50_ms"], "ttft_p99_ms": c["ttft_p99_ms"],
@@ -95,8 +98,12 @@ def _print(res: SimulationResult, verbose: bool = False) -> None:
                       f"{c['ttft_p99_ci_ms'][0]:.1f}-{c['ttft_p99_ci_ms'][1]:.1f}"),
         "tpot_p50_ms": c["tpot_p50_ms"], "e2e_p99_ms": c["e2e_p99_ms"],
         "slo_ttft_p99_ms": c["slo_ttft_p99_ms"],
+        **({} if not tpot else {"tpot_p99_ms": c["tpot_p99_ms"],
+                                "slo_tpot_p99_ms": c.get("slo_tpot_p99_ms") or "-"}),
+        **({} if not e2e else {"slo_e2e_p99_ms": c.get("slo_e2e_p99_ms") or "-"}),
         "slo_met": "-" if c["slo_met"] is None else ("yes" if c["slo_met"] else "NO"),
-        "goodput": c["goodput_fraction"],
+        # a share of requests: 0.979 must not read 1.0 at the table's one decimal
+        "goodput": "-" if c["goodput_fraction"] is None else f"{100 * c['goodput_fraction']:.1f}%",
         **({} if "requests_retried" not in c else {  # a reliability block: churn
             "retried": c["requests_retried"], "lost": c["requests_lost"]}),
     } for c in d["classes"]])

@@ -119,3 +119,24 @@ def test_a_class_that_misses_on_one_of_its_pools_names_it(cli, tmp_path: Path) -
     chat = out["classes"][0]["by_pool"]
     assert chat["1xH100-PCIe@EU27"]["met"] is True and chat["2xRTX-4090@EU27"]["met"] is False
     assert sum(v["requests"] for v in chat.values()) == out["classes"][0]["requests"]
+
+
+def test_a_class_failed_on_its_tpot_or_e2e_target_shows_that_target(cli, tmp_path: Path) -> None:
+    """A class with a TPOT or end-to-end target that its simulation misses is NO beside a TTFT
+    within its SLO: the table shows each target and the simulated P99 it was judged on, and
+    the goodput as a share of requests (a 0.979 never reads 1.0)."""
+    d = base_dict()
+    d["classes"][0]["slo"] = {"ttft_p99_ms": 100000, "tpot_p99_ms": 1}
+    d["classes"][1]["slo"] = {"ttft_p99_ms": 100000, "e2e_p99_ms": 1}
+    p = tmp_path / "s.yaml"
+    p.write_text(yaml.safe_dump(d))
+    r = cli("simulate", str(p), "--quiet", "--format", "json")
+    out = {c["name"]: c for c in json.loads(r.stdout)["classes"]}
+    table = cli("simulate", str(p), "--quiet").stdout
+    header = next(x for x in table.splitlines() if "slo_ttft_p99_ms" in x)
+    assert "tpot_p99_ms" in header and "slo_tpot_p99_ms" in header and "slo_e2e_p99_ms" in header
+    for name, c in out.items():
+        row = next(x for x in table.splitlines()
+                   if x.count("\u2502") > 2 and x.split("\u2502")[1].strip() == name)
+        assert c["slo_met"] is False and "NO" in row
+        assert f"{100 * c['goodput_fraction']:.1f}%" in row
