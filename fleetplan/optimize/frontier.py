@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
@@ -391,17 +392,37 @@ def frontier(scenario: Scenario, sweep: str | Sweep = Sweep.carbon, points: int 
     pairs = list(zip(values, plans, strict=True))
     flags = _pareto(pairs, kind)
     param, unit = _PARAM[kind]
-    notes: tuple[str, ...] = ()
+    notes: list[str] = []
     if len(values) < points:  # a range of one value: say why, not just fewer rows
-        notes = ((f"one point, not {points}: the cheapest plan is also the lowest-carbon one "
-                  f"({values[0]:.4g} g CO2e/Mtok as the MILP counts it), so no carbon cap "
-                  "trades cost for carbon on this scenario"
-                  if kind is Sweep.carbon and lo is None and hi is None else
-                  f"one point, not {points}: the sweep's start and end are equal "
-                  f"({values[0]:.6g})"),)
+        notes.append(f"one point, not {points}: the cheapest plan is also the lowest-carbon one "
+                     f"({values[0]:.4g} g CO2e/Mtok as the MILP counts it), so no carbon cap "
+                     "trades cost for carbon on this scenario"
+                     if kind is Sweep.carbon and lo is None and hi is None else
+                     f"one point, not {points}: the sweep's start and end are equal "
+                     f"({values[0]:.6g})")
+    notes.extend(_infeasible_notes(pairs, param))
     return Frontier(kind, param, unit, tuple(
         FrontierPoint(round(float(v), 6), p, fl) for (v, p), fl in zip(pairs, flags, strict=True)),
-        notes)
+        tuple(notes))
+
+
+def _infeasible_notes(pairs: Sequence[tuple[float, Plan]], param: str) -> list[str]:
+    """Why the sweep's infeasible points have no plan: one note per binding constraint, with
+    the points it binds and the first one's reason and cheapest relaxation (the table shows
+    only "infeasible")."""
+    groups: dict[str | None, list[tuple[float, Plan]]] = {}
+    for v, p in pairs:
+        if p.status is PlanStatus.infeasible:
+            groups.setdefault(p.binding, []).append((v, p))
+    out = []
+    for rows in groups.values():
+        v0, p0 = rows[0]
+        at = ", ".join(f"{v:.4g}" for v, _p in rows)
+        why = p0.reason or "no reason recorded"
+        more = f" (at {v0:.4g})" if len(rows) > 1 else ""
+        out.append(f"no plan at {param} {at}: {why}{more}"
+                   + (f"; cheapest relaxation: {p0.relaxation}" if p0.relaxation else ""))
+    return out
 
 
 def share_verified(caps: list[float], plans: list[Plan],

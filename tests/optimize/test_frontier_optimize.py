@@ -115,6 +115,30 @@ def test_a_sweep_with_nothing_to_trade_is_one_point_that_says_why(capacity_cache
                         cache_dir=capacity_cache_dir, max_rounds=1).notes) == 1
 
 
+def test_infeasible_points_say_why_once_per_binding_constraint():
+    """The table shows only "infeasible": the frontier's notes name the points each binding
+    constraint leaves without a plan, the first one's reason and its cheapest relaxation."""
+    from fleetplan.optimize.frontier import _infeasible_notes
+    from fleetplan.optimize.plan import ClassResult, Plan, PlanStatus, SolverReport
+
+    report = SolverReport("cbc", "infeasible", 0.1, 0.01, 1, 10.0, None)
+
+    def plan(binding: str, reason: str) -> Plan:
+        return Plan(PlanStatus.infeasible, (), None, None, None,
+                    (ClassResult("chat", 4.0, 10.0, None, False, {}),), report, False,
+                    reason=reason, binding=binding, relaxation=f"raise {binding}")
+
+    pairs = [(0.5, plan("availability", "1 GPU is not enough at 0.5")),
+             (0.75, plan("availability", "1 GPU is not enough at 0.75")),
+             (0.99, plan("classes[0].slo", "no candidate meets chat's SLO"))]
+    notes = _infeasible_notes(pairs, "confidence")
+    assert notes == [
+        "no plan at confidence 0.5, 0.75: 1 GPU is not enough at 0.5 (at 0.5); cheapest "
+        "relaxation: raise availability",
+        "no plan at confidence 0.99: no candidate meets chat's SLO; cheapest relaxation: raise "
+        "classes[0].slo"]
+
+
 def test_a_carbon_sweep_ends_at_the_plan_solve_verifies_without_a_cap(capacity_cache_dir):
     """The bundled example: the MILP's cheapest first answer is two H100s (5.3 g CO2e/Mtok), but
     the closed loop verifies one H100 and three RTX 4090 pairs, cheaper and dirtier. The sweep
