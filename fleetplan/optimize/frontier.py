@@ -330,6 +330,7 @@ def frontier(scenario: Scenario, sweep: str | Sweep = Sweep.carbon, points: int 
     settings.pulp_name  # noqa: B018 - fail early on an unknown solver
     ex = get_executor(scheduler)
     jobs: list[Job] = []
+    one_point: str | None = None  # a carbon range of one cap: why (_carbon_values)
     free_plan: Plan | None = None
     build: dict[str, Any] = {"executor": ex, "settings": capacity, "cache_dir": cache_dir,
                              "progress": progress}
@@ -368,7 +369,7 @@ def frontier(scenario: Scenario, sweep: str | Sweep = Sweep.carbon, points: int 
                 (free_plan,) = tracked_map(ex, _run_point,
                                            [(base, inputs, settings, max_rounds, None)],
                                            progress, "frontier: the plan without a carbon cap")
-            values = _carbon_values(inputs, settings, points, lo, hi, free_plan)
+            values, one_point = _carbon_values(inputs, settings, points, lo, hi, free_plan)
             for v in values:
                 variant = scenario.with_updates(carbon={"max_g_per_mtok": v})
                 lim = replace(inputs.problem.limits, max_g_per_mtok=v, max_kg_per_day=None)
@@ -393,12 +394,10 @@ def frontier(scenario: Scenario, sweep: str | Sweep = Sweep.carbon, points: int 
     flags = _pareto(pairs, kind)
     param, unit = _PARAM[kind]
     notes: list[str] = []
-    if len(values) < points:  # a range of one value: say why, not just fewer rows
-        notes.append(f"one point, not {points}: the cheapest plan is also the lowest-carbon one "
-                     f"({values[0]:.4g} g CO2e/Mtok as the MILP counts it), so no carbon cap "
-                     "trades cost for carbon on this scenario"
-                     if kind is Sweep.carbon and lo is None and hi is None else
-                     f"one point, not {points}: the sweep's start and end are equal "
+    if kind is Sweep.carbon and one_point:
+        notes.append(one_point)
+    elif len(values) < points:  # a range of one value: say why, not just fewer rows
+        notes.append(f"one point, not {points}: the sweep's start and end are equal "
                      f"({values[0]:.6g})")
     notes.extend(_infeasible_notes(pairs, param))
     return Frontier(kind, param, unit, tuple(
@@ -479,11 +478,16 @@ def _factors(lo: float, hi: float, n: int, *, geometric: bool) -> list[float]:
 
 
 def _carbon_values(inputs: Inputs, settings: SolverSettings, n: int, lo: float | None,
-                   hi: float | None, free_plan: Plan | None = None) -> list[float]:
+                   hi: float | None, free_plan: Plan | None = None
+                   ) -> tuple[list[float], str | None]:
     """Caps from the lowest-carbon plan's intensity (MILP figure) to the cheapest plan's: the
     simulated carbon of ``free_plan`` (the closed loop's plan without a cap, which may run
     pools above a lone replica's capacity, and so be cheaper and dirtier than the MILP's first
-    answer) where it is verified and higher, else the MILP's cheapest plan's."""
+    answer) where it is verified and higher, else the MILP's cheapest plan's. Also, where the
+    range is one cap though ``n`` were asked, why (a note), else None."""
+    if lo is not None and hi is not None and lo > hi:
+        raise InputError(f"sweep range: need 0 < lo(={lo:g}) <= hi(={hi:g})")
+    given_lo, given_hi = lo, hi
     prob = inputs.problem
     free = replace(prob, limits=replace(prob.limits, max_g_per_mtok=None, max_kg_per_day=None))
     mtok_day = sum(free.mtok_per_hour(h) for h in range(free.hours)) * 24 / free.hours
@@ -498,4 +502,18 @@ def _carbon_values(inputs: Inputs, settings: SolverSettings, n: int, lo: float |
     if lo is None:
         clean = solve_problem(free, settings, objective="carbon")
         lo = clean.g_co2_per_day / mtok_day if clean.has_plan else hi
-    return _factors(lo, max(hi, lo), n, geometric=False)
+    values = _factors(lo, max(hi, lo), n, geometric=False)
+    why = None
+    if len(values) < n:  # one cap: say why, not just fewer rows
+        why = (f"one point, not {n}: "
+               + ("the cheapest plan is also the lowest-carbon one "
+                  f"({lo:.4g} g CO2e/Mtok as the MILP counts it), so no carbon cap trades "
+                  "cost for carbon on this scenario" if given_lo is None and given_hi is None
+                  else f"--lo {given_lo:g} is at or above the sweep's end, the cheapest plan's "
+                  f"carbon ({hi:.4g} g CO2e/Mtok), and every cap there gives that plan"
+                  if given_lo is not None and given_hi is None and given_lo >= hi
+                  else f"--hi {given_hi:g} is at or below the lowest carbon any plan reaches "
+                  f"({lo:.4g} g CO2e/Mtok)" if given_hi is not None and given_lo is None
+                  and given_hi <= lo
+                  else f"the sweep's start and end are equal ({lo:.6g})"))
+    return values, why

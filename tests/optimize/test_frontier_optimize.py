@@ -113,6 +113,13 @@ def test_a_sweep_with_nothing_to_trade_is_one_point_that_says_why(capacity_cache
     assert front.to_dict(timing=False)["notes"] == [note]
     assert len(frontier(LOOSE, "rate", lo=1.0, hi=1.0, points=2, scheduler="serial",
                         cache_dir=capacity_cache_dir, max_rounds=1).notes) == 1
+    above = frontier(one, "carbon", points=4, lo=1000.0, scheduler="serial",
+                     cache_dir=capacity_cache_dir, max_rounds=1)
+    assert [p.value for p in above.points] == [1000.0]
+    assert above.notes[0].startswith("one point, not 4: --lo 1000 is at or above the sweep's end")
+    with pytest.raises(InputError, match="sweep range"):  # a range that runs backwards
+        frontier(one, "carbon", points=4, lo=5.0, hi=2.0, scheduler="serial",
+                 cache_dir=capacity_cache_dir, max_rounds=1)
 
 
 def test_infeasible_points_say_why_once_per_binding_constraint():
