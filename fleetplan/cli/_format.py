@@ -179,6 +179,7 @@ def emit_table(df: pd.DataFrame, title: str | None = None, digits: int = 3,
     from rich import box
     from rich.console import Console
     from rich.measure import Measurement
+    from rich.segment import Segment
     from rich.table import Table
 
     cols = list(columns) if columns is not None else list(df.columns)
@@ -198,8 +199,18 @@ def emit_table(df: pd.DataFrame, title: str | None = None, digits: int = 3,
     width = Console().width
     console = stdout_console(width=width if fit else max(160, width))
     # a table whose columns cannot fold below the console's width is printed at its own
-    # width: rich would crop each line at the console's edge, losing what stood beyond it
-    need = Measurement.get(console, console.options.update_width(10_000), table).minimum
+    # width: rich would crop each line at the console's edge, losing what stood beyond it.
+    # Its measured minimum is not enough: at that width rich still lays out some tables a few
+    # characters wider (columns held at their min_width), so the width is the widest line
+    # the table actually renders to
+    need = max(console.width,
+               Measurement.get(console, console.options.update_width(10_000), table).minimum)
+    for _ in range(8):
+        lines = Segment.split_lines(console.render(table, console.options.update_width(need)))
+        widest = max((Segment.get_line_length(line) for line in lines), default=0)
+        if widest <= need:
+            break
+        need = widest
     if need > console.width:
         console = stdout_console(width=need)
     console.print(table)
