@@ -177,6 +177,7 @@ def emit_table(df: pd.DataFrame, title: str | None = None, digits: int = 3,
     least its header and its longest word wide: cells wrap between words), a lighter frame."""
     import pandas as pd
     from rich import box
+    from rich.cells import cell_len
     from rich.console import Console
     from rich.measure import Measurement
     from rich.segment import Segment
@@ -207,7 +208,9 @@ def emit_table(df: pd.DataFrame, title: str | None = None, digits: int = 3,
                Measurement.get(console, console.options.update_width(10_000), table).minimum)
     for _ in range(8):
         lines = Segment.split_lines(console.render(table, console.options.update_width(need)))
-        widest = max((Segment.get_line_length(line) for line in lines), default=0)
+        # what a line shows (rich pads some lines a column past the width with a space)
+        widest = max((cell_len("".join(seg.text for seg in line).rstrip()) for line in lines),
+                     default=0)
         if widest <= need:
             break
         need = widest

@@ -123,7 +123,8 @@ def _print_table(result: Frontier, df: Any) -> None:
                "simulation met every SLO), not verified (a plan whose simulation still missed "
                "an SLO or the cap: not drawn in the plot), infeasible (no plan). pareto: not "
                f"dominated in (swept quantity, cost). {result.label_note()}."
-               + (f" SLOs ms: {names}." if result.sweep is Sweep.slo and names else "")
+               + (f" SLOs ms: the P99 TTFT targets of {names}." if result.sweep is Sweep.slo
+                  and names else "")
                + f" {MTOK_NOTE}.")
 
 
@@ -142,7 +143,8 @@ _SWEPT: dict[Sweep, dict[str, str]] = {
 
 _SWEPT_NOTE = {
     Sweep.carbon: "cap g/Mtok: the point's carbon cap; g/Mtok: its plan's simulated carbon.",
-    Sweep.slo: "SLO x: every class's P99 TTFT SLO scaled by it.",
+    Sweep.slo: "SLO x: every target of every class's SLO (P99 TTFT, and TPOT or E2E where "
+               "set) scaled by it.",
     Sweep.rate: "rate x: every class's rate scaled by it; req/s: all classes together.",
     Sweep.confidence: "confidence: solve --confidence of the point.",
     Sweep.churn: "failures/h: failures per replica-hour of the reliability entries that state "
