@@ -242,7 +242,7 @@ def _cut(problem: PlanProblem, seen: _Seen, ev: _Evidence, repeat: bool,
 def _pool_verdict(d: Demand, own: ClassCheck, overloaded: bool | None) -> str:
     """A class's verdict on one pool's requests, in words: "met", "missed" (a P99 beyond the
     SLO), or, where every P99 is within it, why it failed all the same: the pool "overloaded"
-    (its backlog grew) or "unfinished" (requests left when the simulation ended)."""
+    (its backlog grew) or "requests unfinished" (left when the simulation ended)."""
     if own.met:
         return "met"
     if not _within(d, own, 1.0):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fleetplan._notes import exact_decimals, usd
-from fleetplan.optimize.plan import FleetEntry, Plan, fleet_label
+from fleetplan.optimize.plan import FleetEntry, Plan, PlanStatus, fleet_label
 from fleetplan.report.context import ReportContext
 
 HOURS_PER_MONTH = 730.0  # 8760 h / 12
@@ -29,6 +29,7 @@ class PoolChange:
     gpus_a: int
     gpus_b: int
     price_usd_per_gpu_hour: float | None  # from the context, when given
+    no_plan: str | None = None  # "A" or "B": that plan is infeasible (it has no fleet)
 
     @property
     def delta(self) -> int:
@@ -37,10 +38,12 @@ class PoolChange:
     @property
     def cost_delta_per_hour(self) -> float | None:
         p = self.price_usd_per_gpu_hour
-        return None if p is None else (self.gpus_b - self.gpus_a) * p
+        return None if p is None or self.no_plan else (self.gpus_b - self.gpus_a) * p
 
     @property
     def kind(self) -> str:
+        if self.no_plan:  # not a change of the fleet: one side has none
+            return f"no plan in {self.no_plan}"
         if self.count_a == 0 and self.count_b > 0:
             return "added"
         if self.count_b == 0 and self.count_a > 0:
@@ -75,6 +78,17 @@ class ClassChange:
     p99_b: float | None
     met_a: bool | None  # None: the class is not in that plan
     met_b: bool | None
+    # False: that plan is infeasible (no fleet was simulated): its verdict is "no plan"
+    planned_a: bool = True
+    planned_b: bool = True
+
+    def verdict(self, side: str) -> str:
+        """``"a"`` or ``"b"``: "met", "missed", "no plan" (an infeasible plan) or "absent"."""
+        met, planned = (self.met_a, self.planned_a) if side == "a" else (self.met_b,
+                                                                        self.planned_b)
+        if met is None:
+            return "absent"
+        return "no plan" if not planned else "met" if met else "missed"
 
 
 @dataclass(frozen=True)
@@ -103,6 +117,11 @@ class PlanDiff:
         out = []
         if self.a.status != self.b.status:
             out.append(f"Status: {self.a.status} \u2192 {self.b.status}.")
+        none = [(n, p) for n, p in (("A", self.a), ("B", self.b))
+                if p.status is PlanStatus.infeasible]
+        if none:  # no fleet to compare on that side: say why, not "removed" pool by pool
+            out.extend(f"{n} has no plan: {p.reason or 'infeasible'}." for n, p in none)
+            return out
         d = self.cost_delta_per_hour
         if d is not None:
             if abs(d) < 0.005:
@@ -127,9 +146,8 @@ class PlanDiff:
         if not changed:
             out.append("Fleet: unchanged.")
         for c in self.classes:
-            if c.met_a is not c.met_b:
-                was = {True: "met", False: "missed", None: "absent"}
-                out.append(f"Class {c.name}: SLO {was[c.met_a]} \u2192 {was[c.met_b]}.")
+            if c.verdict("a") != c.verdict("b"):
+                out.append(f"Class {c.name}: SLO {c.verdict('a')} \u2192 {c.verdict('b')}.")
         return out
 
 
@@ -156,7 +174,9 @@ def diff_plans(a: Plan, b: Plan, ctx: ReportContext | None = None) -> PlanDiff:
             pool=n, config=ref.config, region=ref.region,
             count_a=ea.count if ea else 0, count_b=eb.count if eb else 0,
             gpus_a=ea.gpus if ea else 0, gpus_b=eb.gpus if eb else 0,
-            price_usd_per_gpu_hour=assumption.price_usd_per_gpu_hour if assumption else None))
+            price_usd_per_gpu_hour=assumption.price_usd_per_gpu_hour if assumption else None,
+            no_plan=next((n for n, p in (("A", a), ("B", b))
+                          if p.status is PlanStatus.infeasible), None)))
     metrics = (
         Metric("cost", "$ per hour", a.cost_per_hour_usd, b.cost_per_hour_usd,
                money_digits(a.cost_per_hour_usd, b.cost_per_hour_usd)),
@@ -178,7 +198,10 @@ def diff_plans(a: Plan, b: Plan, ctx: ReportContext | None = None) -> PlanDiff:
             name=name, slo_a=x.slo_ttft_p99_ms if x else None,
             slo_b=y.slo_ttft_p99_ms if y else None, p99_a=x.ttft_p99_ms if x else None,
             p99_b=y.ttft_p99_ms if y else None, met_a=x.met if x else None,
-            met_b=y.met if y else None))
+            met_b=y.met if y else None, planned_a=a.status is not PlanStatus.infeasible,
+            planned_b=b.status is not PlanStatus.infeasible))
+        if PlanStatus.infeasible in (a.status, b.status):
+            continue  # an infeasible plan splits nothing: no share to compare
         sa, sb = (x.split if x else {}), (y.split if y else {})
         for k in [*sa, *(k for k in sb if k not in sa)]:
             if abs(sa.get(k, 0.0) - sb.get(k, 0.0)) > 1e-9:

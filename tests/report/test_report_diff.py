@@ -59,6 +59,30 @@ def test_what_a_change_costs_per_pool_day_and_month(legacy_plan: dict) -> None:
     assert unchanged.kind == "unchanged" and unchanged.cost_delta_per_hour == 0
 
 
+def test_a_plan_against_an_infeasible_one_says_there_is_no_plan(legacy_plan: dict) -> None:
+    """B has no plan (its constraints leave none): the diff says so with B's reason; no pool is
+    "removed" at a saving, no class "missed" an SLO it was never simulated against, and no
+    traffic split is compared."""
+    a = plan_from_dict(legacy_plan, "a.json")
+    b = plan_from_dict({**legacy_plan, "status": "infeasible", "fleet": [],
+                        "cost_per_hour_usd": None, "cost_per_mtok_usd": None,
+                        "g_co2_per_mtok": None, "g_co2_per_hour": None, "verified": False,
+                        "reason": "redundancy 1 needs more replicas than availability allows",
+                        "classes": [{**c, "met": False, "split": {}, "ttft_p99_ms": None}
+                                    for c in legacy_plan["classes"]]}, "b.json")
+    diff = diff_plans(a, b, build_context(a, SC, str(EXAMPLE)))
+    lines = diff.summary()
+    assert lines == ["Status: optimal \u2192 infeasible.",
+                     "B has no plan: redundancy 1 needs more replicas than availability "
+                     "allows."]
+    assert {p.kind for p in diff.pools} == {"no plan in B"}
+    assert all(p.cost_delta_per_hour is None for p in diff.pools)
+    assert {c.verdict("b") for c in diff.classes} == {"no plan"} and not diff.splits
+    back = diff_plans(b, a)
+    assert back.summary()[1].startswith("A has no plan: ")
+    assert {c.verdict("a") for c in back.classes} == {"no plan"}
+
+
 def test_diff_command_writes_a_valid_page(cli, tmp_path: Path, legacy_plan: dict) -> None:
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     a.write_text(json.dumps(legacy_plan), encoding="utf-8")
