@@ -38,6 +38,7 @@ from fleetplan.cli._options import (
 )
 from fleetplan.cli._plot import check_plot_path, save_result_plot
 from fleetplan.fleet import SimulationResult
+from fleetplan.fleet.results import share_verdict
 from fleetplan.optimize.requests import SimulateRequest, run_simulate
 
 FLEET_HELP = (
@@ -76,14 +77,11 @@ def _progress(enabled: bool) -> Iterator[Callable[[float], None] | None]:
 
 
 def _pool_word(share: dict, slo_ttft_p99_ms: float | None) -> str:
-    """A class's verdict on one pool's requests (``by_pool``), in words: "met"; "requests
-    unfinished" where its P99 TTFT is within the SLO and requests were left when the
-    simulation ended; else "missed"."""
-    if share["met"]:
-        return "met"
+    """A class's verdict on one pool's requests (``by_pool``) in words
+    (:func:`~fleetplan.fleet.results.share_verdict`), judged on its P99 TTFT."""
     ttft = share.get("ttft_p99_ms")
     within = slo_ttft_p99_ms is not None and ttft is not None and ttft <= slo_ttft_p99_ms
-    return "requests unfinished" if within and share.get("unfinished") else "missed"
+    return share_verdict(share["met"], within, unfinished=bool(share.get("unfinished")))
 
 
 def _print(res: SimulationResult, verbose: bool = False) -> None:

@@ -41,6 +41,23 @@ class SimStatus(StrEnum):
     no_slo = "no-slo"
 
 
+def share_verdict(met: bool | None, within: bool, *, overloaded: bool | None = None,
+                  unfinished: bool | None = None) -> str:
+    """A class's verdict on one pool's requests (:class:`PoolShare`), in words: "met";
+    "missed" (a P99 beyond its target, ``within`` false); or, with every P99 it was judged on
+    within, why it failed all the same: the pool "overloaded" (its backlog grew) or "requests
+    unfinished" (left when the simulation ended). ``overloaded`` / ``unfinished`` ``None``:
+    not known; ``unfinished`` ``False`` with no overload: "missed" (what failed it is not in
+    the figures at hand)."""
+    if met:
+        return "met"
+    if not within:
+        return "missed"
+    if overloaded:
+        return "overloaded"
+    return "missed" if unfinished is False else "requests unfinished"
+
+
 @dataclass(frozen=True)
 class PoolShare:
     """One class's requests in one pool: their P99s (means over the replications in which the

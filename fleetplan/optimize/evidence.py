@@ -16,6 +16,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from fleetplan.fleet.results import share_verdict
 from fleetplan.optimize.milp import MilpSolution, candidate_key
 from fleetplan.optimize.problem import Demand, PlanProblem, Tier
 from fleetplan.optimize.verify import ClassCheck, HourCheck
@@ -193,8 +194,7 @@ def _cut(problem: PlanProblem, seen: _Seen, ev: _Evidence, repeat: bool,
     notes = []
     changes: dict[Key, float] = {}
     for h, name, severe in _failing(problem, seen.checks):
-        carriers = sorted({key for (cls, key, hh), s in sol.shares.items()
-                           if cls == name and hh == h and s > 0 and (key, h) in loads})
+        carriers = [key for key in sol.carriers(name, h) if (key, h) in loads]
         chk = next(chk for chk in seen.checks if chk.hour == h)
         c = next(c for c in chk.classes if c.name == name)
         own = _own_verdicts(chk, carriers, c)
@@ -227,7 +227,8 @@ def _cut(problem: PlanProblem, seen: _Seen, ev: _Evidence, repeat: bool,
         where = ""
         if own is not None and len(carriers) > 1:  # which of its pools missed
             where = " (" + "; ".join(
-                f"{_pool_verdict(slo[name], own[k], chk.pool_overloaded(k))} on {k}"
+                share_verdict(own[k].met, _within(slo[name], own[k], 1.0),
+                              overloaded=chk.pool_overloaded(k)) + f" on {k}"
                 + ("" if own[k].ttft_p99_ms is None else f", {own[k].ttft_p99_ms:.0f} ms")
                 for k in carriers) + ")"
         hour = f"hour {h}: " if problem.hours > 1 else ""  # no hour in a one-rate plan
@@ -237,17 +238,6 @@ def _cut(problem: PlanProblem, seen: _Seen, ev: _Evidence, repeat: bool,
     if blamed_keys is not None:  # the keys the evidence now blames alone
         blamed_keys.update(k for k in changes if k in ev.sole)
     return notes
-
-
-def _pool_verdict(d: Demand, own: ClassCheck, overloaded: bool | None) -> str:
-    """A class's verdict on one pool's requests, in words: "met", "missed" (a P99 beyond the
-    SLO), or, where every P99 is within it, why it failed all the same: the pool "overloaded"
-    (its backlog grew) or "requests unfinished" (left when the simulation ended)."""
-    if own.met:
-        return "met"
-    if not _within(d, own, 1.0):
-        return "missed"
-    return "overloaded" if overloaded else "requests unfinished"
 
 
 def _why_not_met(d: Demand, c: ClassCheck, chk: HourCheck, carriers: Sequence[str]) -> str:

@@ -330,7 +330,7 @@ def frontier(scenario: Scenario, sweep: str | Sweep = Sweep.carbon, points: int 
     settings.pulp_name  # noqa: B018 - fail early on an unknown solver
     ex = get_executor(scheduler)
     jobs: list[Job] = []
-    one_point: str | None = None  # a carbon range of one cap: why (_carbon_values)
+    one_point: str | None = None  # why a carbon range is one cap (_carbon_values)
     free_plan: Plan | None = None
     build: dict[str, Any] = {"executor": ex, "settings": capacity, "cache_dir": cache_dir,
                              "progress": progress}
@@ -394,11 +394,9 @@ def frontier(scenario: Scenario, sweep: str | Sweep = Sweep.carbon, points: int 
     flags = _pareto(pairs, kind)
     param, unit = _PARAM[kind]
     notes: list[str] = []
-    if kind is Sweep.carbon and one_point:
-        notes.append(one_point)
-    elif len(values) < points:  # a range of one value: say why, not just fewer rows
-        notes.append(f"one point, not {points}: the sweep's start and end are equal "
-                     f"({values[0]:.6g})")
+    if len(values) < points:  # a range of one value: say why, not just fewer rows
+        notes.append(f"one point, not {points}: "
+                     + (one_point or f"the sweep's start and end are equal ({values[0]:.6g})"))
     notes.extend(_infeasible_notes(pairs, param))
     return Frontier(kind, param, unit, tuple(
         FrontierPoint(round(float(v), 6), p, fl) for (v, p), fl in zip(pairs, flags, strict=True)),
@@ -484,7 +482,8 @@ def _carbon_values(inputs: Inputs, settings: SolverSettings, n: int, lo: float |
     simulated carbon of ``free_plan`` (the closed loop's plan without a cap, which may run
     pools above a lone replica's capacity, and so be cheaper and dirtier than the MILP's first
     answer) where it is verified and higher, else the MILP's cheapest plan's. Also, where the
-    range is one cap though ``n`` were asked, why (a note), else None."""
+    range is one cap though ``n`` were asked because of the scenario or a given end, why (the
+    rest of the frontier's "one point" note), else None."""
     if lo is not None and hi is not None and lo > hi:
         raise InputError(f"sweep range: need 0 < lo(={lo:g}) <= hi(={hi:g})")
     given_lo, given_hi = lo, hi
@@ -503,17 +502,17 @@ def _carbon_values(inputs: Inputs, settings: SolverSettings, n: int, lo: float |
         clean = solve_problem(free, settings, objective="carbon")
         lo = clean.g_co2_per_day / mtok_day if clean.has_plan else hi
     values = _factors(lo, max(hi, lo), n, geometric=False)
-    why = None
-    if len(values) < n:  # one cap: say why, not just fewer rows
-        why = (f"one point, not {n}: "
-               + ("the cheapest plan is also the lowest-carbon one "
-                  f"({lo:.4g} g CO2e/Mtok as the MILP counts it), so no carbon cap trades "
-                  "cost for carbon on this scenario" if given_lo is None and given_hi is None
-                  else f"--lo {given_lo:g} is at or above the sweep's end, the cheapest plan's "
-                  f"carbon ({hi:.4g} g CO2e/Mtok), and every cap there gives that plan"
-                  if given_lo is not None and given_hi is None and given_lo >= hi
-                  else f"--hi {given_hi:g} is at or below the lowest carbon any plan reaches "
-                  f"({lo:.4g} g CO2e/Mtok)" if given_hi is not None and given_lo is None
-                  and given_hi <= lo
-                  else f"the sweep's start and end are equal ({lo:.6g})"))
-    return values, why
+    if len(values) == n:
+        return values, None
+    if given_lo is None and given_hi is None:
+        return values, (f"the cheapest plan is also the lowest-carbon one ({lo:.4g} g CO2e/Mtok "
+                        "as the MILP counts it), so no carbon cap trades cost for carbon on "
+                        "this scenario")
+    if given_hi is None and given_lo is not None and given_lo >= hi:
+        return values, (f"--lo {given_lo:g} is at or above the sweep's end, the cheapest "
+                         f"plan's carbon ({hi:.4g} g CO2e/Mtok), and every cap there gives "
+                         "that plan")
+    if given_lo is None and given_hi is not None and given_hi <= lo:
+        return values, (f"--hi {given_hi:g} is at or below the lowest carbon any plan reaches "
+                        f"({lo:.4g} g CO2e/Mtok)")
+    return values, None  # the ends given are equal: the frontier's own note says so

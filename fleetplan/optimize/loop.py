@@ -133,6 +133,9 @@ class LoopOutcome:
     history: list[str] = field(default_factory=list)
     first: MilpSolution | None = None
     simulated: int = 0  # distinct plans simulated
+    # why the loop stopped with no plan left, where it did (:data:`NO_PLAN_LEFT`, the binding
+    # constraint and its cheapest relaxation); None otherwise
+    no_plan_left: str | None = None
 
 
 # the round note of a loop that stops because what its simulations found leaves no plan
@@ -209,6 +212,7 @@ def closed_loop(problem: PlanProblem, settings: SolverSettings, verify: Verifier
     ev = _Evidence()
     scale = 1.0
     history: list[str] = []
+    no_plan_left: str | None = None  # set where the loop stops with no plan left
     seconds = 0.0
     first: MilpSolution | None = None
     seen: dict[tuple[object, ...], _Seen] = {}
@@ -249,9 +253,9 @@ def closed_loop(problem: PlanProblem, settings: SolverSettings, verify: Verifier
                 if last is None:
                     return LoopOutcome(sol, (), rnd, False, current, table, scale, seconds,
                                        history, first)
-                binding = explain_infeasible(current, settings)
-                history.append(f"round {rnd}: {NO_PLAN_LEFT} ({sol.status.value}): "
-                               f"{binding.message}")
+                no_plan_left = (f"{NO_PLAN_LEFT} ({sol.status.value}): "
+                                f"{explain_infeasible(current, settings).message}")
+                history.append(f"round {rnd}: {no_plan_left}")
                 break
             repeat = _plan_key(sol) in seen
             s = evaluate(sol, current, table)
@@ -362,4 +366,4 @@ def closed_loop(problem: PlanProblem, settings: SolverSettings, verify: Verifier
                            best.scale, seconds, history, first, len(seen))
     assert last is not None
     return LoopOutcome(last.solution, last.checks, rnd, False, last.problem, last.derate,
-                       last.scale, seconds, history, first, len(seen))
+                       last.scale, seconds, history, first, len(seen), no_plan_left)

@@ -93,6 +93,11 @@ class MilpSolution:
     def has_plan(self) -> bool:
         return self.status in (MilpStatus.optimal, MilpStatus.feasible)
 
+    def carriers(self, name: str, hour: int) -> list[str]:
+        """The pools carrying class ``name`` in ``hour`` (a share above 0), sorted."""
+        return sorted({pool for (cls, pool, h), s in self.shares.items()
+                       if cls == name and h == hour and s > 0})
+
     def working(self, pool: str, hour: int) -> int:
         """Replicas of ``pool`` that carry load in ``hour`` (its count less its spares)."""
         return self.counts.get((pool, hour), 0) - self.spares.get((pool, hour), 0)

@@ -30,8 +30,8 @@ from fleetplan.optimize.confidence import Margins
 from fleetplan.optimize.evidence import evidence_config
 from fleetplan.optimize.explain import explain_infeasible, near_floor_notes
 from fleetplan.optimize.inputs import Inputs
-from fleetplan.optimize.loop import NO_PLAN_LEFT, LoopOutcome
-from fleetplan.optimize.milp import MilpStatus, candidate_key
+from fleetplan.optimize.loop import LoopOutcome
+from fleetplan.optimize.milp import MilpSolution, MilpStatus, candidate_key
 from fleetplan.optimize.model_band import with_model_bands
 from fleetplan.optimize.multi_model import bare_config
 from fleetplan.optimize.plan import (
@@ -171,13 +171,11 @@ def _entries(counts: dict[str, int], tiers: dict[str, Tier],
     return tuple(out)
 
 
-def _carriers_overloaded(sol: Any, name: str, chk: HourCheck) -> bool:
+def _carriers_overloaded(sol: MilpSolution, name: str, chk: HourCheck) -> bool:
     """Whether a pool carrying class ``name`` in the hour of ``chk`` was overloaded (its
     backlog grew): a class is not failed by another class's overloaded pool. Where the
     simulation did not say per pool, whether any pool of the hour was."""
-    carriers = [k for (n, k, h), s in sol.shares.items()
-                if n == name and h == chk.hour and s > 0]
-    verdicts = [chk.pool_overloaded(k) for k in carriers]
+    verdicts = [chk.pool_overloaded(k) for k in sol.carriers(name, chk.hour)]
     if not verdicts or any(v is None for v in verdicts):
         return chk.overloaded
     return any(bool(v) for v in verdicts)
@@ -324,9 +322,7 @@ def _notes(scenario: Scenario, inputs: Inputs, out: LoopOutcome,
     in_plan = [p for p in problem.pools if p.key in held]
     plan: list[str] = []
     if not out.verified:
-        # the loop stopped because what its simulations found leaves no plan: say why
-        stop = next((h.partition(": ")[2] for h in reversed(out.history)
-                     if NO_PLAN_LEFT in h), None)
+        stop = out.no_plan_left  # the loop stopped: what its simulations found leaves none
         plan.append(Note(
             f"NOT VERIFIED: after {out.rounds} round(s) the simulated plan still misses an SLO "
             "or the carbon cap; classes marked met=false did not meet it"

@@ -524,6 +524,7 @@ def test_a_loop_left_without_a_plan_says_which_constraint_binds() -> None:
     assert not out.verified
     last = out.history[-1]
     assert loop_mod.NO_PLAN_LEFT in last and "budget_usd_per_hour" in last, last
+    assert out.no_plan_left is not None and last.endswith(out.no_plan_left)
     assert "cheapest relaxation" in last
 
 
