@@ -1,8 +1,9 @@
 """The exception hierarchy of fleetplan.
 
 Every error a user can cause derives from :class:`FleetplanError`. The CLI turns any of them into
-one line on stderr and exit code 2 (``exit_code`` lets a subclass ask for another, e.g. 3 for an
-infeasible plan). Messages name the file, field and value at fault.
+one line on stderr and exit code 2 (``exit_code`` lets a subclass ask for another: 3 for an
+infeasible plan, 4 for a plan its simulation did not verify). Messages name the file, field
+and value at fault.
 """
 
 from __future__ import annotations
@@ -50,6 +51,13 @@ class InfeasibleError(FleetplanError):
     """No plan meets the scenario's constraints."""
 
     exit_code = 3
+
+
+class NotVerifiedError(FleetplanError):
+    """A plan was made, but its simulation misses an SLO or the carbon cap (it is still printed
+    and written, marked ``verified: false``)."""
+
+    exit_code = 4
 
 
 class InputLimitError(InputError):

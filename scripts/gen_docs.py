@@ -99,13 +99,14 @@ def cli_reference() -> str:
     entries = _walk(root, _context(root, "fleetplan"), ["fleetplan"])
     lines = ["# CLI reference", "", GEN_NOTE.format(src="the `fleetplan` command itself "
                                                     "(`fleetplan.cli.app`)"), "",
-             "Every command accepts `--help`. Errors are one line on stderr with exit code 2 "
-             "(3 when a plan is infeasible), usage errors included (an option value out of its "
-             "range, a missing argument: `fleetplan: error: Invalid value for '--num-prompts': "
-             "... (see: fleetplan bench --help)`). Ctrl-C ends any command with one line, "
+             "Every command accepts `--help`. Errors are one line on stderr with exit code 2 (3 "
+             "when a plan is infeasible; 4 when `solve`'s plan is not verified by simulation, "
+             "which is still printed and written), usage errors included (an option value out of "
+             "its range, a missing argument: `fleetplan: error: Invalid value for '--num-prompts':"
+             " ... (see: fleetplan bench --help)`). Ctrl-C ends any command with one line, "
              "`fleetplan: interrupted (Ctrl-C) during COMMAND (STEP) ...`, and exit code 130; "
-             "outputs are written atomically, so none is half-written (`bench` writes its "
-             "partial result).", "", "| command | what it does |", "| --- | --- |"]
+             "outputs are written atomically, so none is half-written (`bench` writes its partial "
+             "result).", "", "| command | what it does |", "| --- | --- |"]
     for path, summary, _ in entries[1:]:
         anchor = "-".join(path)
         lines.append(f"| [`{' '.join(path)}`](#{anchor}) | {_cell(summary)} |")

@@ -1,4 +1,5 @@
-"""``fleetplan solve``: the cheapest verified fleet for a scenario (exit 3 when infeasible)."""
+"""``fleetplan solve``: the cheapest verified fleet for a scenario (exit 3 when infeasible, 4
+when the plan it found is not verified by simulation)."""
 
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ from fleetplan.cli._options import (
 )
 from fleetplan.cli._plot import check_plot_path, save_result_plot
 from fleetplan.cli.report_cmd import REPORT_HELP, check_html_path, write_plan_page
-from fleetplan.errors import InfeasibleError
+from fleetplan.errors import InfeasibleError, NotVerifiedError
 from fleetplan.optimize.loop import DEFAULT_MAX_ROUNDS
 from fleetplan.optimize.plan import Plan, PlanStatus
 from fleetplan.optimize.requests import SolveRequest, run_solve
@@ -197,7 +198,9 @@ def solve_cmd(
 
 def _emit(plan: Plan, fmt: OutputFormat, timing: bool, verbose: bool, plot: Path | None,
           plot_kind: str | None) -> None:
-    """The plan on stdout in ``fmt`` and its plot; exit 3 (after both) when it is infeasible."""
+    """The plan on stdout in ``fmt`` and its plot; exit 3 (after both) when it is infeasible, 4
+    when its simulation misses an SLO or the carbon cap (a CI job must not take such a plan
+    for an answer)."""
     if fmt is OutputFormat.json:
         emit_json(plan.to_dict(timing=timing))
     elif fmt is OutputFormat.csv and plan.status is not PlanStatus.infeasible:
@@ -209,6 +212,19 @@ def _emit(plan: Plan, fmt: OutputFormat, timing: bool, verbose: bool, plot: Path
                               f"{plan.relaxation}")
     if fmt is OutputFormat.table:
         _print_plan(plan, verbose)
+    if not plan.verified:
+        raise NotVerifiedError(_not_verified(plan))
+
+
+def _not_verified(plan: Plan) -> str:
+    """The one line of an unverified plan: the classes its simulation did not meet, and the
+    loop's own account (its NOT VERIFIED note) where it gives one."""
+    missed = ", ".join(c.name for c in plan.classes if c.met is False) or "none (carbon cap)"
+    why = next((n.removeprefix("NOT VERIFIED: ") for n in plan.notes
+                if n.startswith("NOT VERIFIED")), None)
+    return (f"not verified by simulation (${plan.cost_per_hour_usd or 0:.2f}/h, classes not "
+            f"met: {missed})" + (f": {why}" if why else "")
+            + "; the plan is printed and written, marked verified: false")
 
 
 def register(app: typer.Typer) -> None:

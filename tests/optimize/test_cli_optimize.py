@@ -91,6 +91,37 @@ def test_infeasible_exits_3_with_one_line_reason(cli, write):
     assert all(c["capacity_rps"] == 0 for c in out["capacities"])
 
 
+def test_a_plan_its_simulation_did_not_verify_exits_4_after_writing_it(cli, write, tmp_path,
+                                                                       monkeypatch):
+    """A CI job reads the exit code: a plan whose simulation missed must not pass for an
+    answer, yet the planner gets it (stdout, --out) to inspect and replay."""
+    from dataclasses import replace
+
+    from fleetplan.cli import solve_cmd
+
+    real = solve_cmd.run_solve
+    why = ("NOT VERIFIED: after 12 round(s) the simulated plan still misses an SLO or the "
+           "carbon cap; classes marked met=false did not meet it")
+
+    def missed(*args, **kwargs):  # the loop's answer as it ends when no plan passed
+        plan = real(*args, **kwargs)
+        return replace(plan, verified=False, notes=(why, *plan.notes),
+                       classes=tuple(replace(c, met=False) for c in plan.classes))
+
+    monkeypatch.setattr(solve_cmd, "run_solve", missed)
+    out = tmp_path / "plan.json"
+    res = cli("solve", write(LOOSE), "--out", str(out))
+    assert res.exit_code == 4
+    assert "verified by simulation: NO" in res.stdout  # the plan is printed first
+    line = res.stderr.strip().splitlines()[-1]
+    assert line.startswith("fleetplan: error: not verified by simulation ($")
+    assert "classes not met: chat" in line and "after 12 round(s)" in line
+    saved = json.loads(out.read_text())
+    assert saved["verified"] is False and saved["fleet"] and saved["status"] == "optimal"
+    as_json = cli("solve", write(LOOSE), "--format", "json")
+    assert as_json.exit_code == 4 and json.loads(as_json.stdout)["verified"] is False
+
+
 def test_table_output_and_bad_solver(cli, write):
     path = write(LOOSE, fleet=[{"config": "1xH100-PCIe", "count": 2}])
     res = cli("solve", path)
