@@ -8,10 +8,13 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from fleetplan._io import atomic_write_text
 from fleetplan.cli._format import (
     MTOK_NOTE,
     OutputFormat,
     check_no_overwrite,
+    check_output_path,
+    dumps,
     emit_csv,
     emit_json,
     emit_table,
@@ -67,6 +70,9 @@ def frontier_cmd(
     timing: TimingOpt = True, progress: ProgressOpt = False, quiet: QuietOpt = False,
     catalog: CatalogOpt = None, model_config: PlanModelConfigOpt = None, store: StoreOpt = None,
     calibration: CalibrationOpt = None,
+    out: Annotated[Path | None, typer.Option(
+        "--out", help="Write the frontier (the --format json content) to FILE, atomically; "
+        "fleetplan report PLAN --frontier FILE draws it beside a plan.")] = None,
 ) -> None:
     """The cost frontier of a scenario: each point is a full solve checked by simulation.
 
@@ -80,7 +86,9 @@ def frontier_cmd(
     if plot is not None and plot.suffix.lower() != ".png":
         raise InputError(f"--plot {plot}: the plot is written as PNG; name it FILE.png")
     check_plot_path(plot, suffixes=(".png",))  # writable, before the sweep (issue 16)
-    check_no_overwrite([("--plot", plot)],
+    if out is not None:
+        check_output_path(out, "--out")
+    check_no_overwrite([("--plot", plot), ("--out", out)],
                        scenario_inputs(scenario, catalog=catalog, model_config=model_config,
                                        store=store, calibration=calibration))
     sc = load_cli_scenario(scenario, chooser="each point's solve chooses the fleet",
@@ -88,6 +96,8 @@ def frontier_cmd(
                            calibration=calibration)
     with errors_name_file(scenario), progress_reporter(quiet, progress) as reporter:
         result = run_frontier(sc, request, reporter)
+    if out is not None:
+        atomic_write_text(out, dumps(result.to_dict(timing=timing)))
     if plot is not None:
         from fleetplan.viz.style import offscreen_axes, save_figure
 

@@ -59,6 +59,9 @@ def _print_plan(plan: Plan, verbose: bool = False) -> None:
 
     out = stdout_console(width=160)
     fleet = pd.DataFrame([e.to_dict() for e in plan.fleet])
+    if "tier_ttft_p99_ms" in fleet.columns:  # whole milliseconds as such: 400, not 400.000
+        fleet["tier_ttft_p99_ms"] = [int(v) if float(v).is_integer() else v
+                                     for v in fleet["tier_ttft_p99_ms"]]
     emit_table(fleet, title="Fleet" + (" (peak hour)" if plan.hours else ""),
                columns=["pool", "config", "region", "tier_ttft_p99_ms", "count"]
                + (["spare"] if "spare" in fleet.columns else []))

@@ -135,11 +135,12 @@ def test_table_output_and_bad_solver(cli, write):
 
 
 def test_frontier_cli_json_and_plot(cli, write, tmp_path):
-    png = tmp_path / "f.png"
+    png, saved = tmp_path / "f.png", tmp_path / "front.json"
     res = cli("frontier", write(LOOSE), "--sweep", "carbon", "--points", "2", "--plot",
-              str(png), "--format", "json", "--no-timing")
+              str(png), "--format", "json", "--no-timing", "--out", str(saved))
     assert res.exit_code == 0, res.stderr
     out = json.loads(res.stdout)
+    assert saved.read_text() == res.stdout  # --out holds what --format json prints
     assert out["sweep"] == "carbon" and len(out["points"]) == 2
     lo, hi = out["points"]
     assert lo["value"] < hi["value"]
