@@ -23,7 +23,8 @@ import simpy
 from fleetplan.fleet.pools import PoolModel
 from fleetplan.fleet.traffic import Traffic
 from fleetplan.fleet.world import FleetRun, RoutingInputs
-from fleetplan.replica.engine import ReplicaEngine, Request
+from fleetplan.replica.engine import Request
+from fleetplan.replica.engine_group import Replica, make_engine
 
 __all__ = ["ChurnRun"]
 
@@ -49,7 +50,7 @@ class ChurnRun(FleetRun):
         # in place: the router's TTFT predictor reads this list
         self.engines[:] = [self._engine(r, self.pools[p]) for r, p in enumerate(self.replica_pool)]
 
-    def _engine(self, slot: int, pm: PoolModel) -> ReplicaEngine:
+    def _engine(self, slot: int, pm: PoolModel) -> Replica:
         """A replica for ``slot`` whose completions count only while it is the slot's own."""
         gen = self.gen[slot]
 
@@ -58,7 +59,7 @@ class ChurnRun(FleetRun):
                 self.on_slot[slot].pop(req.rid, None)
                 self.on_finish(req)
 
-        return ReplicaEngine(self.env, pm.params, finished, record_itl=False)
+        return make_engine(self.env, pm.params, finished, record_itl=False)
 
     def slot_busy(self, slot: int, t: float) -> float:
         """Engine time replica slot ``slot`` spent stepping up to ``t`` (its engines so far)."""

@@ -24,7 +24,9 @@ import simpy
 from fleetplan.fleet.pools import PoolModel, unloaded_ttft_s
 from fleetplan.fleet.routing import Router, RoutingContext, RoutingPolicy, make_router
 from fleetplan.fleet.traffic import Traffic
-from fleetplan.replica.engine import ReplicaEngine, Request
+from fleetplan.replica.engine import Request
+from fleetplan.replica.engine_group import Replica, make_engine
+from fleetplan.replica.split_replay import engine_count
 
 __all__ = ["BACKLOG_CAP_SEQS", "DRAIN_MIN_S", "DRAIN_SHARE", "FleetRun", "RoutingInputs",
            "run_to_stop"]
@@ -48,7 +50,7 @@ class RoutingInputs:
     mean_prompt: float
 
 
-def _predictor(engines: Sequence[ReplicaEngine], mean_prompt: float) -> Callable[[int, int], float]:
+def _predictor(engines: Sequence[Replica], mean_prompt: float) -> Callable[[int, int], float]:
     """TTFT a new request would see on replica ``r``: overhead plus the prefill of the queue
     ahead (mean prompt each) and its own prompt, in chunks beside the running decodes."""
     def predict(r: int, input_tokens: int) -> float:
@@ -100,17 +102,18 @@ class FleetRun:
         self.backlog = [0] * len(pools)
         self.rep_of = [0] * n
         self.done = [0] * len(pools)  # completions per pool since t=0
-        self.engines: list[ReplicaEngine] = []
+        self.engines: list[Replica] = []
         self.replica_pool: list[int] = []
         for pm in pools:
             for _ in range(pm.count):
-                self.engines.append(ReplicaEngine(env, pm.params, self.on_finish,
-                                                  record_itl=False))
+                self.engines.append(make_engine(env, pm.params, self.on_finish,
+                                                record_itl=False))
                 self.replica_pool.append(pm.index)
         # outstanding requests per replica (routed, not finished)
         self.busy_count = [0] * len(self.engines)
         self.router = self._router(routing)
-        self.caps = [pm.count * pm.params.max_num_seqs * BACKLOG_CAP_SEQS for pm in pools]
+        self.caps = [pm.count * engine_count(pm.params.config) * pm.params.max_num_seqs
+                     * BACKLOG_CAP_SEQS for pm in pools]
         self.snap: dict[str, list[float]] = {}
 
     def _router(self, routing: RoutingInputs) -> Router:

@@ -143,7 +143,8 @@ def measure_next(scenario: Scenario, problem: PlanProblem, settings: SolverSetti
                  factors: Callable[[str, str], tuple[float, float, str]] | None = None
                  ) -> MeasureNext | None:
     """The uncalibrated candidate of ``problem`` whose throughput band moves the plan's cost
-    most (None: every candidate is calibrated, or no band moves the cost).
+    most (None: every candidate is calibrated, or no band moves the cost; a candidate laid out
+    in pipeline stages or data-parallel replicas is not named: its runs cannot be ingested).
     ``is_calibrated(model, config)`` says whether a pair is measured; ``factors(model, gpu)``
     gives its band's ends and their basis (default: :func:`capacity_factors` on the
     scenario's store)."""
@@ -157,7 +158,9 @@ def measure_next(scenario: Scenario, problem: PlanProblem, settings: SolverSetti
     for config in sorted({p.config for p in problem.pools}):
         named, bare = split_model(config)
         model = named or scenario.one_model
-        if is_calibrated(model, bare):
+        if is_calibrated(model, bare) or "+" in bare:
+            # a server of pipeline stages or data-parallel replicas: the store keeps one
+            # tensor-parallel group per run (ingest refuses --pp), so no bench closes the loop
             continue
         pool = next(p for p in problem.pools if p.config == config)
         lo_f, hi_f, basis = factors(model, pool.gpu)

@@ -112,8 +112,25 @@ def replica_params(model: str, config: str, *,
     entry = cal.entry(spec.model, hw.name)
     if entry is not None:
         return entry.params
+    rank = data_parallel_rank(hw)
+    ranked = cal.entry(spec.model, rank) if rank is not None else None
+    if ranked is not None:  # each rank is that measured server, behind one endpoint
+        return ranked.params.with_(config=hw.name, source=(
+            f"{ranked.params.source}; each of the {hw.dp} data-parallel ranks of {hw.name} is "
+            f"that {rank} server"))
     return with_learned_delay(
         _uncalibrated(spec, hw, cal, cat, efficiency, engine_version), hw, cal.configs, cat)
+
+
+def data_parallel_rank(hw: HardwareConfig) -> str | None:
+    """The plain configuration each rank of a data-parallel server is (``4xH100-PCIe+tp2dp2``:
+    ``2xH100-PCIe``), where it is one: no pipeline stages, no stated link, and each rank's
+    tensor-parallel group on one node; else None."""
+    tp = int(hw.tp_size or hw.gpu_count)
+    if (hw.dp == 1 or hw.pp_size > 1 or hw.gpu_link is not None
+            or hw.gpus_per_node % tp):
+        return None
+    return f"{tp}x{hw.gpu}"
 
 
 def _uncalibrated(spec: ModelSpec, hw: HardwareConfig, cal: CalibrationFile, cat: Catalog,

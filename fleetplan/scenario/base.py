@@ -72,12 +72,8 @@ def canon_config(text: str, catalog: Catalog) -> str:
         raise ValueError(str(exc)) from None
     except ValidationError as exc:
         raise ValueError(exc.errors()[0]["msg"]) from None
-    if hw.layout:
-        # the fleet simulator runs one engine per replica: a plan on such a server would
-        # count one engine's capacity for all of them
-        raise ValueError(f"{hw.name}: pipeline stages, data-parallel replicas and several "
-                         "nodes are predicted by validate and predict, not planned yet (a "
-                         "plan's replica is one tensor-parallel group on one node)")
+    # a layout (``+tp4pp2``, ``+dp2``, ``+nodes2``) is planned as one replica of its engines
+    # (fleetplan.replica.engine_group)
     return hw.name
 
 

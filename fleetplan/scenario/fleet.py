@@ -41,8 +41,10 @@ class Pool(Strict):
 
     config: str = Field(
         description="hardware configuration of every replica: `<GPUs>x<GPU type>` (tensor "
-                    "parallel over that many GPUs); names are canonicalised",
-        examples=["1xH100-PCIe", "2xRTX-4090"])
+                    "parallel over that many GPUs), or with a layout after `+` (`+tp4pp2`: two "
+                    "pipeline stages of four GPUs; `+tp1dp2`: two data-parallel ranks; "
+                    "docs/replica-model.md); names are canonicalised",
+        examples=["1xH100-PCIe", "2xRTX-4090", "8xRTX-4090+tp4pp2"])
     count: int = Field(ge=1, le=MAX_POOL_COUNT, description="replicas in the pool",
                        examples=[2])
     region: str = Field(

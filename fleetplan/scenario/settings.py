@@ -49,7 +49,8 @@ class PowerSettings(Strict):
 class Candidate(Strict):
     """A configuration the optimizer may deploy, where, and how many at most."""
 
-    config: str = Field(description="hardware configuration (`<GPUs>x<GPU type>`)",
+    config: str = Field(description="hardware configuration (`<GPUs>x<GPU type>`, or with "
+                                    "a layout after `+`: `8xRTX-4090+tp4pp2`)",
                         examples=["1xH100-PCIe"])
     regions: list[str] = Field(
         fail_fast=True, default_factory=lambda: [DEFAULT_REGION], min_length=1,

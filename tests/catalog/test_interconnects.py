@@ -6,13 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fleet_cases import base_dict, refusal
+from fleet_cases import base_dict
 from hypothesis import given
 from hypothesis import strategies as st
 
 from fleetplan.catalog.catalog import Catalog, bundled_catalog
 from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.errors import DataError, InputError, UnknownNameError
+from fleetplan.scenario import scenario_from_dict
 
 HEAD = "name,scope,bandwidth_gb_s,latency_us,aliases,bandwidth_source,latency_source\n"
 
@@ -116,12 +117,10 @@ def test_a_bad_layout_is_one_line(name: str, words: list[str]) -> None:
         assert w in str(exc.value)
 
 
-def test_a_plan_refuses_a_layout_in_one_line() -> None:
-    """Plans place one tensor-parallel group per replica (the fleet simulator runs one engine
-    each): a scenario naming a pipeline-parallel server is refused, not planned at one
-    engine's capacity."""
+def test_a_scenario_names_a_layout_by_its_canonical_name() -> None:
+    """Plans place whole servers: a scenario may name a pipeline-parallel or data-parallel
+    one (its replica is a group of engines in the fleet simulator,
+    tests/fleet/test_engine_group.py), spelled any way the catalog reads."""
     d = base_dict()
-    d["fleet"][0].update(config="8xH100-SXM+tp4pp2")
-    msg = refusal(d)
-    assert "fleet[0].config = '8xH100-SXM+tp4pp2'" in msg and "not planned yet" in msg
-    assert "\n" not in msg
+    d["fleet"][0].update(config="8xh100-sxm+tp4pp2")
+    assert scenario_from_dict(d).fleet[0].config == "8xH100-SXM+tp4pp2"

@@ -112,6 +112,23 @@ def test_a_plan_of_calibrated_pools_names_nothing(cli, tmp_path: Path) -> None:
     assert "measure_next" not in json.loads(out.stdout)
 
 
+def test_a_pipeline_parallel_pool_is_planned_but_not_named_for_a_benchmark(cli,
+                                                                          tmp_path: Path) -> None:
+    """A server of pipeline stages is a plan's replica like any other, but its runs cannot be
+    ingested (the store keeps one tensor-parallel group per run): measure next does not send
+    the planner to bench one."""
+    sc = yaml.safe_load(_scenario(tmp_path, 20.0).read_text())
+    sc["candidates"] = ["8xRTX-4090+tp4pp2"]
+    sc["classes"][0]["slo"] = {"ttft_p99_ms": 2000}  # beyond its first-token delays
+    path = tmp_path / "pp.yaml"
+    path.write_text(yaml.safe_dump(sc))
+    out = cli("solve", str(path), "--format", "json", "--executor", "serial")
+    assert out.exit_code == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert {e["config"] for e in doc["fleet"]} == {"8xRTX-4090+tp4pp2"}
+    assert doc["verified"] is True and "measure_next" not in doc
+
+
 def test_a_model_of_a_config_json_is_measured_from_its_weights_under_its_planned_name(
         tmp_path: Path) -> None:
     """In a scenario of several models, each from its own config.json, the printed commands
