@@ -196,11 +196,11 @@ def solve_cmd(
     if report is not None:
         name = str(out) if out is not None else f"fleetplan solve {scenario.name}"
         write_plan_page(replace(shown, source=name), report, sc, scenario)
-    _emit(plan, fmt, timing, verbose, plot, plot_kind)
+    _emit(plan, fmt, timing, verbose, plot, plot_kind, out)
 
 
 def _emit(plan: Plan, fmt: OutputFormat, timing: bool, verbose: bool, plot: Path | None,
-          plot_kind: str | None) -> None:
+          plot_kind: str | None, out: Path | None = None) -> None:
     """The plan on stdout in ``fmt`` and its plot; exit 3 (after both) when it is infeasible, 4
     when its simulation misses an SLO or the carbon cap (a CI job must not take such a plan
     for an answer)."""
@@ -216,10 +216,10 @@ def _emit(plan: Plan, fmt: OutputFormat, timing: bool, verbose: bool, plot: Path
     if fmt is OutputFormat.table:
         _print_plan(plan, verbose)
     if not plan.verified:
-        raise NotVerifiedError(_not_verified(plan))
+        raise NotVerifiedError(_not_verified(plan, out))
 
 
-def _not_verified(plan: Plan) -> str:
+def _not_verified(plan: Plan, out: Path | None) -> str:
     """The one line of an unverified plan: the classes its simulation did not meet, and the
     loop's own account (its NOT VERIFIED note) where it gives one."""
     missed = ", ".join(c.name for c in plan.classes if c.met is False) or "none (carbon cap)"
@@ -227,7 +227,8 @@ def _not_verified(plan: Plan) -> str:
                 if n.startswith("NOT VERIFIED")), None)
     return (f"not verified by simulation (${plan.cost_per_hour_usd or 0:.2f}/h, classes not "
             f"met: {missed})" + (f": {why}" if why else "")
-            + "; the plan is printed and written, marked verified: false")
+            + "; the plan is printed" + (f" and written to {out}" if out is not None else "")
+            + ", marked verified: false")
 
 
 def register(app: typer.Typer) -> None:

@@ -116,6 +116,7 @@ def test_a_plan_its_simulation_did_not_verify_exits_4_after_writing_it(cli, writ
     line = res.stderr.strip().splitlines()[-1]
     assert line.startswith("fleetplan: error: not verified by simulation ($")
     assert "classes not met: chat" in line and "after 12 round(s)" in line
+    assert line.endswith(f"the plan is printed and written to {out}, marked verified: false")
     saved = json.loads(out.read_text())
     assert saved["verified"] is False and saved["fleet"] and saved["status"] == "optimal"
     as_json = cli("solve", write(LOOSE), "--format", "json")
