@@ -1,23 +1,24 @@
 """A measurement: does a tighter carbon cap lead the closed loop to a cheaper verified plan?
 
 Usage: python experiments/try_loop_paths.py FIRST_SEED LAST_SEED [--class-only] [--json FILE]
-[--trims N]
+[--trims N] [--rounds N]
 
-For each seed, a random small problem (``random_case`` of tests/optimize/optimize_helpers.py: one
-or two classes on its three synthetic pools, the cases tests/optimize/test_loop_optimum.py draws)
-is judged by a fake verifier with hidden true capacity multipliers per (configuration, tier),
-drawn in [0.5, 1.4]: a class fails when a pool carrying
-it holds more load per working replica than its truth allows, and (unless ``--class-only``, the
-verifier before per-pool verdicts) each pool's share of a class is judged on its own, as
+For each seed, a random small problem (``random_case`` of tests/optimize/optimize_helpers.py:
+one or two classes on its three synthetic pools, the cases tests/optimize/test_loop_optimum.py
+draws) is judged by a fake verifier with hidden true capacity multipliers per (configuration,
+tier), drawn in [0.5, 1.4]: a class fails when a pool carrying it holds more load per working
+replica than its truth allows, and (unless ``--class-only``, the verifier before per-pool
+verdicts) each pool's share of a class is judged on its own, as
 :func:`fleetplan.optimize.verify.run_verification` reports it. The closed loop runs without a
 carbon cap and with caps at 0.97, 0.9 and 0.8 times the carbon of the MILP's cheapest plan
-(``max_rounds`` 12); a comparison *loses* when the capped loop verified a cheaper plan than the
-uncapped one, or verified where the uncapped one did not (a cheaper plan the uncapped loop's path
-never reached); ``--trims N`` gives every loop ``max_trims`` N instead of the default. Prints
-each loss and
-their count (docs/optimizer.md, "The closed loop"). ``--json FILE`` also writes each seed's
-answers ($/h, or null where unverified: uncapped, then each cap), so that two loops can be
-compared by what they answer, not only by whether their capped runs beat their uncapped one.
+(``max_rounds`` the solver's default); a comparison *loses* when the capped loop verified a
+cheaper plan than the uncapped one, or verified where the uncapped one did not (a cheaper plan
+the uncapped loop's path never reached); ``--trims N`` gives every loop ``max_trims`` N instead
+of the default, ``--rounds N`` ``max_rounds`` N instead of the default (16; 12 before 7 Dec
+2026). Prints each loss and their count (docs/optimizer.md, "The closed loop"). ``--json FILE``
+also writes each seed's answers ($/h, or null where unverified: uncapped, then each cap), so
+that two loops can be compared by what they answer, not only by whether their capped runs beat
+their uncapped one.
 """
 
 from __future__ import annotations
@@ -72,7 +73,8 @@ def _cost(out) -> float | None:  # type: ignore[no-untyped-def]
 
 
 def main(first: int, last: int, per_pool: bool = True, out_json: str | None = None,
-         trims: int = loop_mod.DEFAULT_MAX_TRIMS) -> None:
+         trims: int = loop_mod.DEFAULT_MAX_TRIMS,
+         rounds: int = loop_mod.DEFAULT_MAX_ROUNDS) -> None:
     losses = comparisons = unverified = problems = simulated = 0
     answers: dict[int, list[float | None]] = {}
     for seed in range(first, last):
@@ -80,7 +82,7 @@ def main(first: int, last: int, per_pool: bool = True, out_json: str | None = No
         free = solve_problem(p, EXACT)
         if not free.has_plan:
             continue
-        loose = loop_mod.closed_loop(p, EXACT, judge(p, truth, per_pool), max_rounds=12,
+        loose = loop_mod.closed_loop(p, EXACT, judge(p, truth, per_pool), max_rounds=rounds,
                                     max_trims=trims)
         unverified += not loose.verified
         problems += 1
@@ -89,7 +91,7 @@ def main(first: int, last: int, per_pool: bool = True, out_json: str | None = No
         g = free.g_co2_per_day / (sum(p.mtok_per_hour(h) for h in range(p.hours)) * 24 / p.hours)
         for f in (0.97, 0.9, 0.8):
             q = replace(p, limits=Limits(max_g_per_mtok=g * f))
-            tight = loop_mod.closed_loop(q, EXACT, judge(q, truth, per_pool), max_rounds=12,
+            tight = loop_mod.closed_loop(q, EXACT, judge(q, truth, per_pool), max_rounds=rounds,
                                         max_trims=trims)
             comparisons += 1
             answers[seed].append(_cost(tight))
@@ -114,4 +116,6 @@ if __name__ == "__main__":
     main(int(sys.argv[1]), int(sys.argv[2]), per_pool="--class-only" not in rest,
          out_json=rest[rest.index("--json") + 1] if "--json" in rest else None,
          trims=int(rest[rest.index("--trims") + 1]) if "--trims" in rest
-         else loop_mod.DEFAULT_MAX_TRIMS)
+         else loop_mod.DEFAULT_MAX_TRIMS,
+         rounds=int(rest[rest.index("--rounds") + 1]) if "--rounds" in rest
+         else loop_mod.DEFAULT_MAX_ROUNDS)

@@ -103,10 +103,11 @@ from fleetplan.optimize.problem import PlanProblem
 from fleetplan.optimize.solvers import SolverSettings
 from fleetplan.optimize.verify import HourCheck
 
-# 12: on 120 random problems judged by experiments/try_loop_paths.py's fake verifier (every miss
-# mild, so each cut is the small one), 8 rounds left 8 answers unverified, 12 left 1 and 16 none,
-# at 4.6 / 5.1 / 5.6 simulations on average (a loop that converges stops before its bound)
-DEFAULT_MAX_ROUNDS = 12
+# 16: on 240 random problems judged by experiments/try_loop_paths.py's fake verifier (every miss
+# mild, so each cut is the small one), 12 rounds left the uncapped answer above the cheapest plan
+# any of its capped loops verified on 8 problems, 16 on 2, at 5.99 / 6.11 simulations on average
+# (a loop that converges stops before its bound; docs/optimizer.md)
+DEFAULT_MAX_ROUNDS = 16
 DEFAULT_MAX_TRIMS = 3
 # a probe's MILP answer must save at least this share of the best plan's cost to be simulated
 # (solver round-off is not a saving)
