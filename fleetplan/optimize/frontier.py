@@ -46,6 +46,7 @@ from fleetplan.errors import InputError
 from fleetplan.optimize.capacity import CapacitySettings
 from fleetplan.optimize.confidence import Margins, check_confidence
 from fleetplan.optimize.executors import SerialExecutor, get_executor
+from fleetplan.optimize.frontier_file import INFEASIBLE, NOT_VERIFIED, VERIFIED
 from fleetplan.optimize.inputs import Inputs, class_workload
 from fleetplan.optimize.inputs import build_problem as _build_one
 from fleetplan.optimize.loop import DEFAULT_MAX_ROUNDS
@@ -77,11 +78,6 @@ _XLABEL = {Sweep.confidence: "confidence (solve --confidence)",
            Sweep.churn: "failures per replica-hour (reliability entries that state one)"}
 
 
-#: What became of a point, in the words the table, the CSV and the plot share: ``verified``
-#: (a plan whose simulation met every SLO and the constraints), ``not verified`` (the MILP found
-#: a plan, but its simulation still missed an SLO or the cap after the closed loop's rounds: not
-#: a plan to rent, not drawn) or ``infeasible`` (no plan at all).
-VERIFIED, NOT_VERIFIED, INFEASIBLE = "verified", "not verified", "infeasible"
 #: What a fleet label says (the table's caption, the plot's legend)
 LABEL_NOTE = "fleet: replicas x configuration/P99 TTFT target of the pool (its tier)"
 # the same for a frontier of a scenario with several models (pools named model/configuration)

@@ -16,6 +16,11 @@ from fleetplan.errors import InputError
 from fleetplan.optimize.plan_fields import TOP, FieldReader
 from fleetplan.optimize.plan_parts import ClassResult, FleetEntry, pools_from_list
 
+#: What became of a point, in the words the table, the CSV, the plot and the report share:
+#: ``verified`` (a plan whose simulation met every SLO and the constraints), ``not verified``
+#: (the MILP found a plan, but its simulation still missed an SLO or the cap after the closed
+#: loop's rounds: not a plan to rent, not drawn) or ``infeasible`` (no plan at all).
+VERIFIED, NOT_VERIFIED, INFEASIBLE = "verified", "not verified", "infeasible"
 
 @dataclass(frozen=True)
 class FrontierPointRow:

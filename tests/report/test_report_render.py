@@ -4,6 +4,7 @@ page is valid, self-contained, and the same plan gives the same bytes."""
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -228,15 +229,22 @@ def test_an_hourly_plan_and_a_frontier_get_their_tables_and_figures() -> None:
                 SOLVER, True, hours=hours)
     cheap = Plan(PlanStatus.optimal, (FleetEntry("2xRTX-4090", 3, "EU27", 400.0),), 1.5, 0.1,
                  40.0, (ClassResult("chat", 3.0, 400.0, 300.0, True, {}),), SOLVER, True)
+    missed = replace(cheap, verified=False, fleet=(FleetEntry("2xRTX-4090", 2, "EU27", 800.0),),
+                     classes=(ClassResult("chat", 3.0, 800.0, 900.0, False, {}),))
     fr = Frontier(Sweep.slo, "SLO scale", "x", (FrontierPoint(0.5, plan, True),
-                                                 FrontierPoint(2.0, cheap, True)))
+                                                 FrontierPoint(2.0, cheap, True),
+                                                 FrontierPoint(4.0, missed, False)))
     html = _report(plan.to_dict(timing=False), frontier=frontier_from_dict(fr.to_dict(), "f.json"))
     page = valid_page(html)
     assert [r[0] for r in page.rows("hours-table")] == ["0", "1", "2"]
     assert page.rows("hours-table")[2][2] == "3x1xH100-PCIe"
     assert page.figures == ["figure-fleet", "figure-latency", "figure-hours", "figure-frontier"]
     assert page.svgs == 4
-    assert [r[-1] for r in page.rows("frontier-table")] == ["2x1xH100-PCIe", "3x2xRTX-4090"]
+    assert [r[-1] for r in page.rows("frontier-table")] == ["2x1xH100-PCIe", "3x2xRTX-4090",
+                                                           "2x2xRTX-4090"]
+    # each point's outcome in the words of fleetplan frontier's own table
+    assert [r[1] for r in page.rows("frontier-table")] == ["verified", "verified",
+                                                          "not verified"]
     # the frontier's x axis names the class whose SLO it is; its points carry their fleet
     assert "P99 TTFT objective of class chat (ms)" in html
     assert ">3x2xRTX-4090<" in html
