@@ -43,7 +43,8 @@ from fleetplan.optimize.requests import SimulateRequest, run_simulate
 
 FLEET_HELP = (
     "Override the scenario's fleet: pools joined by '+', each <replicas>x<config>[@REGION], "
-    "e.g. 2x1xH100-PCIe+4x2xRTX-4090@FRA (region default EU27).")
+    "e.g. 2x1xH100-PCIe+4x2xRTX-4090@FRA (region default EU27); a configuration's layout "
+    "keeps its '+': 2x8xRTX-4090+tp4pp2+1x1xH100-PCIe.")
 
 
 SHOW_AFTER_S = 1.5

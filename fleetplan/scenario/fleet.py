@@ -144,15 +144,31 @@ _FLEET_RE = re.compile(r"^\s*(\d+)\s*[xX]\s*(?:([A-Za-z0-9][A-Za-z0-9_.-]*)/)?(\
                        r"(?:@\s*([A-Za-z0-9_-]+))?(~spot)?\s*$")
 
 
+_POOL_START = re.compile(r"^\s*\d+\s*[xX]")
+
+
+def _fleet_parts(text: str) -> list[str]:
+    """The pools of a fleet spec: split at ``+``, a part that does not start with a replica
+    count (``tp4pp2``, ``IB-NDR-400``) being the layout of the configuration before it."""
+    parts: list[str] = []
+    for part in text.split("+"):
+        if parts and not _POOL_START.match(part):
+            parts[-1] += "+" + part
+        else:
+            parts.append(part)
+    return parts
+
+
 def parse_fleet(text: str, catalog: Catalog | None = None) -> list[Pool]:
     """Parse a fleet spec: pools joined by ``+``, each ``<replicas>x<config>[@<region>][~spot]``.
 
     ``2x1xH100-PCIe+4x2xRTX-4090@FRA``: two 1xH100-PCIe replicas (region EU27) and four
     2xRTX-4090 replicas in FRA (``4x2xRTX-4090@FRA~spot``: spot replicas). In a scenario with
     several models each pool names its model first: ``2xMeta-Llama-3-8B-Instruct/1xH100-PCIe``.
+    A configuration with a layout keeps its own ``+``: ``2x8xRTX-4090+tp4pp2+1x1xH100-PCIe``.
     """
     pools = []
-    for part in text.split("+"):
+    for part in _fleet_parts(text):
         m = _FLEET_RE.match(part)
         if not m:
             raise InputError(f"--fleet {part.strip()!r}: expected <replicas>x<config>[@REGION], "

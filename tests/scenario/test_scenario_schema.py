@@ -155,7 +155,14 @@ def test_parse_fleet() -> None:
     pools = parse_fleet("2x1xH100-PCIe+4x2xRTX-4090@FRA")
     assert [(p.config, p.count, p.region) for p in pools] == [
         ("1xH100-PCIe", 2, "EU27"), ("2xRTX-4090", 4, "FRA")]
+    # a configuration with a layout keeps its own '+' (pools start with a replica count)
+    pools = parse_fleet("2x8xrtx-4090+tp4pp2@FRA~spot+1x16xH100-SXM+tp8pp2n2+IB-NDR-400"
+                        "+3x1xH100-PCIe")
+    assert [(p.config, p.count, p.region, p.market) for p in pools] == [
+        ("8xRTX-4090+tp4pp2", 2, "FRA", "spot"),
+        ("16xH100-SXM+tp8pp2n2+IB-NDR-400", 1, "EU27", None), ("1xH100-PCIe", 3, "EU27", None)]
     for bad, msg in (("2xH100", "expected <replicas>x<config>"),
+                     ("2x8xRTX-4090+fast", r"after '\+' expected a layout"),
                      ("2x1xH100-PCIe@NOPE", "unknown region NOPE"),
                      ("0x1xH100-PCIe", "greater than or equal to 1")):
         with pytest.raises(InputError, match=msg):
