@@ -45,6 +45,9 @@ class BenchConfig(BaseModel):
     # what the user states about the server (ServerDescription checked them), written into
     # the result in the form ingest reads; None / empty: not stated, not written
     tp: int | None = Field(default=None, ge=1, le=64)
+    pp: int | None = Field(default=None, ge=1, le=64)
+    dp: int | None = Field(default=None, ge=1, le=1024)
+    nodes: int | None = Field(default=None, ge=1, le=1024)
     engine_version: str | None = Field(default=None, min_length=1, max_length=64)
     engine_args: dict[str, int | float | bool | str] = Field(default_factory=dict)
     dataset_name: str | None = None

@@ -131,12 +131,18 @@ class RunFacts:
     # as the keys ingest reads (``tensor_parallel_size``; each engine setting at the top
     # level, as ``vllm bench serve --metadata KEY=VALUE`` writes it)
     tensor_parallel_size: int | None = None
+    # --pp, --dp, --nodes: as vLLM's own keys (what ingest and validate read), where stated
+    pipeline_parallel_size: int | None = None
+    data_parallel_size: int | None = None
+    num_nodes: int | None = None
     engine_args: Mapping[str, int | float | bool | str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        stated: dict[str, Any] = dict(self.engine_args)
-        if self.tensor_parallel_size is not None:
-            stated = {"tensor_parallel_size": self.tensor_parallel_size, **stated}
+        layout = {k: v for k, v in (("tensor_parallel_size", self.tensor_parallel_size),
+                                    ("pipeline_parallel_size", self.pipeline_parallel_size),
+                                    ("data_parallel_size", self.data_parallel_size),
+                                    ("num_nodes", self.num_nodes)) if v is not None}
+        stated: dict[str, Any] = {**layout, **self.engine_args}
         return {"engine": self.engine, "engine_version": self.engine_version,
                 "dataset_name": self.dataset_name, "gpu": self.gpu, "gpu_count": self.gpu_count,
                 **stated,

@@ -247,7 +247,8 @@ def _assemble(cfg: BenchConfig, requests: Sequence[BenchRequest], run: _Run, sen
     )
     # GPUs of one replica: as stated, else the tensor-parallel size stated (as ingest and
     # validate read it), else the GPUs NVML measured
-    gpu_count = cfg.gpu_count or cfg.tp or (len(power.gpu_names) if power.gpu_names else None)
+    gpu_count = cfg.gpu_count or (cfg.tp * (cfg.pp or 1) * (cfg.dp or 1) if cfg.tp else None) or (
+        len(power.gpu_names) if power.gpu_names else None)
     gpu = cfg.gpu or (power.gpu_names[0] if power.gpu_names else None)
     facts = RunFacts(
         engine="vllm" if version or cfg.engine_version else "unknown",
@@ -269,6 +270,9 @@ def _assemble(cfg: BenchConfig, requests: Sequence[BenchRequest], run: _Run, sen
         send_lag=send_lag([run.outcomes[i].start_s - run.t0 - float(offsets[i]) for i in sent]),
         host=host or HostFacts(),
         tensor_parallel_size=cfg.tp,
+        pipeline_parallel_size=cfg.pp,
+        data_parallel_size=cfg.dp,
+        num_nodes=cfg.nodes,
         engine_args=dict(cfg.engine_args),
     )
     fallback = [requests[i].prompt_tokens or len(requests[i].prompt.split()) for i in sent]

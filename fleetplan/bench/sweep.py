@@ -35,7 +35,8 @@ class SweepRequest(RequestRecord):
     ``rates`` in order (req/s; inf: all at once), each of ``num_prompts`` requests. Prompts
     come from ``dataset`` (JSONL/CSV/ShareGPT) or are synthetic with ``input_len`` and
     ``output_len`` (``"128"``, ``"uniform:64-256"``, ``"lognormal:mean=208,cv=1.0"``; both or
-    neither: the measured protocol's), seeded by ``seed``. ``tp``, ``engine_version`` and
+    neither: the measured protocol's), seeded by ``seed``. ``tp``, ``pp``, ``dp``, ``nodes``,
+    ``engine_version`` and
     ``engine_args`` (keys of :data:`~fleetplan.profiles.server.ENGINE_ARGS`) describe the
     server as the user states it: recorded in each result as ingest reads them, absent when
     not stated. The other fields are
@@ -58,6 +59,9 @@ class SweepRequest(RequestRecord):
     gpu_count: int | None = None
     # what the user states about the server, recorded in every result (never guessed)
     tp: int | None = None
+    pp: int | None = None
+    dp: int | None = None
+    nodes: int | None = None
     engine_version: str | None = None
     engine_args: Mapping[str, int | float | bool | str] = field(default_factory=dict)
     seed: int = 0
@@ -79,6 +83,7 @@ class SweepRequest(RequestRecord):
         # the description's own checks: bounds, settings vLLM refuses together, a
         # tensor-parallel size that does not divide the GPUs
         ServerDescription(gpu_count=self.gpu_count if self.tp is not None else None, tp=self.tp,
+                          pp=self.pp, dp=self.dp, nodes=self.nodes,
                           engine_version=self.engine_version, engine_args=self.engine_args,
                           names={k: self.names.get(k, k) for k in FLAG_NAMES})
 
@@ -121,7 +126,8 @@ def prepare_sweep(request: SweepRequest) -> PreparedSweep:
                           deadline_s=request.deadline_s, ignore_eos=request.ignore_eos,
                           power=request.power,  # type: ignore[arg-type]
                           gpu=request.gpu, gpu_count=request.gpu_count,
-                          tp=request.tp, engine_version=request.engine_version,
+                          tp=request.tp, pp=request.pp, dp=request.dp, nodes=request.nodes,
+                          engine_version=request.engine_version,
                           engine_args=dict(request.engine_args),
                           dataset_name=dataset_name)
         for r in request.rates:  # every rate of a sweep is checked before the first runs

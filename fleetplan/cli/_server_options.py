@@ -53,6 +53,15 @@ BenchGpuCountOpt = Annotated[int | None, typer.Option(
     "--gpu-count", min=1, help="GPUs of one replica, recorded in each result (default: --tp "
     "if given, else the GPUs NVML measured).")]
 BenchTpOpt = Annotated[int | None, typer.Option("--tp", help=_TP + _RECORDED)]
+BenchPpOpt = Annotated[int | None, typer.Option(
+    "--pp", help="Pipeline-parallel size (vLLM's --pipeline-parallel-size); --gpu-count is "
+    "then --tp x --pp (x --dp)." + _RECORDED + " --ingest refuses it (the store keeps one "
+    "tensor-parallel group per run): judge the file with fleetplan validate.")]
+BenchDpOpt = Annotated[int | None, typer.Option(
+    "--dp", help="Data-parallel replicas behind the endpoint (vLLM's --data-parallel-size)."
+    + _RECORDED + " --ingest refuses it above 1.")]
+BenchNodesOpt = Annotated[int | None, typer.Option(
+    "--nodes", help="Nodes the server spans." + _RECORDED + " --ingest refuses it above 1.")]
 BenchEngineVersionOpt = Annotated[str | None, typer.Option(
     "--engine-version", help=_VERSION + ". The server's own /version is recorded where it "
     "answers (another version there refuses the run before it is measured), this one where "

@@ -12,10 +12,13 @@ import typer
 from fleetplan.cli._format import check_no_overwrite, check_output_path, dumps, stdout_console
 from fleetplan.cli._options import CATALOG_HELP, MODEL_CONFIG_HELP, use_cli_context
 from fleetplan.cli._server_options import (
+    BenchDpOpt,
     BenchEngineArgOpt,
     BenchEngineVersionOpt,
     BenchGpuCountOpt,
     BenchGpuOpt,
+    BenchNodesOpt,
+    BenchPpOpt,
     BenchTpOpt,
 )
 from fleetplan.errors import InputError
@@ -129,8 +132,8 @@ CLI_NAMES = {"request_timeout_s": "--request-timeout", "deadline_s": "--deadline
              **{k: "--" + k.replace("_", "-") for k in (
                  "endpoint", "model", "api", "rate", "num_prompts", "burstiness",
                  "max_concurrency", "seed", "arrival_schedule", "ignore_eos", "power", "gpu",
-                 "gpu_count", "tp", "engine_version", "dataset_name", "dataset", "input_len",
-                 "output_len", "ingest", "store")}}
+                 "gpu_count", "tp", "pp", "dp", "nodes", "engine_version", "dataset_name",
+                 "dataset", "input_len", "output_len", "ingest", "store")}}
 
 
 def bench(endpoint: EndpointOpt, model: ModelOpt, rate: RateOpt = None, sweep: SweepOpt = None,
@@ -139,7 +142,8 @@ def bench(endpoint: EndpointOpt, model: ModelOpt, rate: RateOpt = None, sweep: S
           dataset: DatasetOpt = None, input_len: InputLenOpt = None,
           output_len: OutputLenOpt = None, ignore_eos: IgnoreEosOpt = False,
           power: PowerOpt = "nvml", gpu: BenchGpuOpt = None,
-          gpu_count: BenchGpuCountOpt = None, tp: BenchTpOpt = None,
+          gpu_count: BenchGpuCountOpt = None, tp: BenchTpOpt = None, pp: BenchPpOpt = None,
+          dp: BenchDpOpt = None, nodes: BenchNodesOpt = None,
           engine_version: BenchEngineVersionOpt = None, engine_arg: BenchEngineArgOpt = None,
           seed: SeedOpt = 0, arrival_schedule: ScheduleOpt = "first-at-zero",
           request_timeout: TimeoutOpt = 600.0, deadline: DeadlineOpt = None,
@@ -152,9 +156,9 @@ def bench(endpoint: EndpointOpt, model: ModelOpt, rate: RateOpt = None, sweep: S
     --num-prompts 200 --out results.jsonl --ingest --model-config my-model/ --gpu H100-SXM
     --gpu-count 1 --tp 1 --engine-arg max_num_seqs=64
 
-    --gpu, --gpu-count, --tp, --engine-version and --engine-arg describe the server as it was
-    started; each result records what is stated (nothing more), where ingest and validate
-    read it.
+    --gpu, --gpu-count, --tp, --pp, --dp, --nodes, --engine-version and --engine-arg describe
+    the server as it was started; each result records what is stated (nothing more), where
+    ingest and validate read it.
 
     With --ingest the model must be one the catalog knows (--catalog, --model-config add
     one), checked before measuring; a result the store refuses is one line on stderr, the
@@ -179,6 +183,7 @@ def bench(endpoint: EndpointOpt, model: ModelOpt, rate: RateOpt = None, sweep: S
             num_prompts=num_prompts, burstiness=burstiness, max_concurrency=max_concurrency,
             api=api, dataset=dataset, input_len=input_len, output_len=output_len,
             ignore_eos=ignore_eos, power=power, gpu=gpu, gpu_count=gpu_count, tp=tp,
+            pp=pp, dp=dp, nodes=nodes,
             engine_version=engine_version, engine_args=parse_engine_args(engine_arg), seed=seed,
             arrival_schedule=arrival_schedule, request_timeout_s=request_timeout,
             deadline_s=deadline, names=CLI_NAMES))
@@ -187,6 +192,13 @@ def bench(endpoint: EndpointOpt, model: ModelOpt, rate: RateOpt = None, sweep: S
             check_no_overwrite([("--out", out)],
                                [("the --store", store), ("the --dataset", dataset)])
         target = None
+        laid_out = [f"--{k} {v}" for k, v in (("pp", pp), ("dp", dp), ("nodes", nodes))
+                    if v is not None and v > 1]
+        if ingest and laid_out:
+            raise InputError(f"--ingest with {laid_out[0]}: the profile store keeps one "
+                             "tensor-parallel group on one node per run, so ingest would refuse "
+                             "the results; write them with --out and judge them with "
+                             "fleetplan validate FILE")
         if ingest:
             target = check_ingest_target(store, gpu, power, model, names=CLI_NAMES,
                                          catalog=cat)

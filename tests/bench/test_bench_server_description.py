@@ -1,7 +1,7 @@
 """``fleetplan bench`` records the server as the user describes it (issue 41, item 1): --gpu,
---gpu-count, --tp, --engine-version and --engine-arg are written into each result in the form
-``ingest`` and ``validate`` read, so the description is stated once; what is not stated is not
-written."""
+--gpu-count, --tp, --pp, --dp, --nodes, --engine-version and --engine-arg are written into each
+result in the form ``ingest`` and ``validate`` read, so the description is stated once; what is
+not stated is not written."""
 
 from __future__ import annotations
 
@@ -108,3 +108,28 @@ def test_bad_server_options_are_one_line_before_measuring(cli: Any, tmp_path: Pa
         assert res.exit_code == 2 and res.stderr.count("\n") == 1, res.stderr
         for w in words:
             assert w in res.stderr, res.stderr
+
+
+def test_a_pipeline_parallel_server_is_recorded_and_validated_as_laid_out(
+        fake_server: Any, cli: Any, tmp_path: Path) -> None:
+    """--pp, --dp and --nodes are written as vLLM's own keys; validate then predicts the run
+    on that layout with no flag restated. --ingest refuses them before measuring (the store
+    keeps one tensor-parallel group on one node per run)."""
+    srv = fake_server(lambda i, b: Plan(tokens=24, ttft_s=0.005, itl_s=0.001))
+    out = tmp_path / "r.json"
+    res = _bench(cli, srv.url, out, "--gpu", "H100-PCIe", "--tp", "1", "--pp", "2")
+    assert res.exit_code == 0, res.stderr
+    rec = json.loads(out.read_text())
+    assert (rec["gpu_count"], rec["tensor_parallel_size"], rec["pipeline_parallel_size"]) == (
+        2, 1, 2)
+    assert "data_parallel_size" not in rec and "num_nodes" not in rec
+    got = cli("validate", str(out), "--format", "json")
+    assert got.exit_code == 0, got.stderr
+    (run,) = json.loads(got.stdout)["runs"]
+    assert run["config"] == "2xH100-PCIe+tp1pp2"
+    ingested = tmp_path / "never.json"
+    res = _bench(cli, srv.url, ingested, "--gpu", "H100-PCIe", "--tp", "1", "--dp", "2",
+                 "--ingest", "--store", str(tmp_path / "s.csv"))
+    assert res.exit_code == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert "--ingest with --dp 2" in res.stderr and "fleetplan validate" in res.stderr
+    assert not ingested.exists() and not (tmp_path / "s.csv").exists()
