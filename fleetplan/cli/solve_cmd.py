@@ -222,11 +222,14 @@ def _emit(plan: Plan, fmt: OutputFormat, timing: bool, verbose: bool, plot: Path
 def _not_verified(plan: Plan, out: Path | None) -> str:
     """The one line of an unverified plan: the classes its simulation did not meet, and the
     loop's own account (its NOT VERIFIED note) where it gives one."""
-    missed = ", ".join(c.name for c in plan.classes if c.met is False) or "none (carbon cap)"
+    missed = ", ".join(c.name for c in plan.classes if c.met is False)
+    what = (f"classes not met: {missed}" if missed else
+            "no class missed its SLO outright: the carbon cap, or a P99 within the safety "
+            "margin where a pool ran above its measured capacity, failed the plan")
     why = next((n.removeprefix("NOT VERIFIED: ") for n in plan.notes
                 if n.startswith("NOT VERIFIED")), None)
-    return (f"not verified by simulation (${plan.cost_per_hour_usd or 0:.2f}/h, classes not "
-            f"met: {missed})" + (f": {why}" if why else "")
+    return (f"not verified by simulation (${plan.cost_per_hour_usd or 0:.2f}/h, {what})"
+            + (f": {why}" if why else "")
             + "; the plan is printed" + (f" and written to {out}" if out is not None else "")
             + ", marked verified: false")
 

@@ -121,6 +121,12 @@ def test_a_plan_its_simulation_did_not_verify_exits_4_after_writing_it(cli, writ
     assert saved["verified"] is False and saved["fleet"] and saved["status"] == "optimal"
     as_json = cli("solve", write(LOOSE), "--format", "json")
     assert as_json.exit_code == 4 and json.loads(as_json.stdout)["verified"] is False
+    # a plan failed by the carbon cap (or the margin) with every class met says so, not "none"
+    monkeypatch.setattr(solve_cmd, "run_solve",
+                        lambda *a, **k: replace(real(*a, **k), verified=False))
+    capped = cli("solve", write(LOOSE), "-q")
+    assert capped.exit_code == 4 and "no class missed its SLO outright" in capped.stderr
+    assert "printed, marked verified: false" in capped.stderr  # no --out: nothing written
 
 
 def test_table_output_and_bad_solver(cli, write):
