@@ -194,7 +194,9 @@ class Scenario(Strict):
     carbon: CarbonCap | None = Field(default=None, description="a cap on the plan's carbon "
                                      "(default: none)", examples=[{"max_g_per_mtok": 150}])
     commitment: Commitment = Field(default_factory=Commitment,
-                                   description="how a diurnal plan commits replicas over the day")
+                                   description="how a diurnal plan commits replicas over the day "
+                                               "(a mode alone, `commitment: fixed-peak`, is "
+                                               "that mode with the defaults)")
     solver: SolverSettings = Field(default_factory=SolverSettings,
                                    description="MILP solver and its stop criteria (default: "
                                                "CBC, 10 s, 1% gap)")
@@ -203,6 +205,11 @@ class Scenario(Strict):
                                                    "replica model")
     # the context it was loaded with (validate_in): the catalog every lookup of it reads
     _context: DataContext | None = PrivateAttr(default=None)
+
+    @field_validator("commitment", mode="before")
+    @classmethod
+    def _commitment_mode(cls, v: Any) -> Any:
+        return {"mode": v} if isinstance(v, str) else v  # as routing: NAME is its defaults
 
     @field_validator("candidates", mode="before")
     @classmethod

@@ -100,6 +100,11 @@ def test_optimizer_fields_validate() -> None:
     assert sc.availability == {"H100-PCIe": 8, "EU27": {"RTX-4090": 16}}
     assert sc.candidates is not None and sc.candidates[0].regions == ["EU27", "FRA"]
     assert sc.carbon is not None and sc.carbon.max_g_per_mtok is None
+    # a mode alone is that mode with the defaults, as routing: NAME is
+    assert make(commitment="base-plus-on-demand").commitment == make(
+        commitment={"mode": "base-plus-on-demand"}).commitment
+    assert "'per-hour', 'fixed-peak' or 'base-plus-on-demand'" in refusal(
+        base_dict(commitment="weekly"))
 
 
 def test_yaml_and_json_files_give_the_same_scenario(tmp_path: Path) -> None:
