@@ -81,8 +81,10 @@ def test_one_error_per_field_not_one_per_bad_item() -> None:
     d = {"model": "DeepSeek-R1-Distill-Qwen-14B", "classes": [1] * 100_000}
     with pytest.raises(InputError) as err:
         scenario_from_dict(d, "s.yaml")
-    assert str(err.value) == ("s.yaml: classes[0] = 1: Input should be a valid dictionary or "
-                              "instance of TrafficClass")
+    assert str(err.value) == ("s.yaml: classes[0] = 1: expected a mapping of fields (name, "
+                              "arrivals, rate_rps, rate_profile_rps, trace, burstiness, "
+                              "input_tokens, output_tokens, max_total_tokens, slo, "
+                              "prefix_cache_hit, overlong, pin, split, model)")
 
 
 def test_a_few_aliases_and_merge_keys_still_read() -> None:

@@ -52,6 +52,20 @@ def _show(v: Any) -> str:
     return show_value(v, 80)
 
 
+def _record_fields(class_name: str) -> list[str]:
+    """The field names (as a file spells them) of the scenario record called ``class_name``;
+    empty when there is none."""
+    from fleetplan.scenario.base import Strict
+
+    todo: list[type] = [Strict]
+    while todo:
+        cls = todo.pop()
+        if cls.__name__ == class_name and issubclass(cls, Strict):
+            return [f.alias or n for n, f in cls.model_fields.items()]
+        todo.extend(cls.__subclasses__())
+    return []
+
+
 def format_validation_error(exc: ValidationError, data: Any, source: str) -> str:
     """One line: ``SOURCE: PATH = VALUE: MESSAGE`` for the first error (and a count of the rest)."""
     errs = exc.errors(include_url=False)
@@ -68,6 +82,11 @@ def format_validation_error(exc: ValidationError, data: Any, source: str) -> str
         msg = msg[: MAX_MESSAGE - 3] + "..."
     if e["type"] == "extra_forbidden":
         msg = "unknown field"
+    elif e["type"] == "model_type":  # a record given as a bare value: name its fields
+        fields = _record_fields(str(ctx.get("class_name", "")))
+        msg = "expected a mapping of fields" + (f" ({', '.join(fields)})" if fields else "")
+    elif e["type"] == "dict_type":
+        msg = "expected a mapping (name: value, one per line in YAML)"
     if e["type"] == "missing":
         text = f"{source}: {path}: required field is missing"
     elif path == "(top level)":

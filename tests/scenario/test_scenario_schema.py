@@ -105,6 +105,12 @@ def test_optimizer_fields_validate() -> None:
         commitment={"mode": "base-plus-on-demand"}).commitment
     assert "'per-hour', 'fixed-peak' or 'base-plus-on-demand'" in refusal(
         base_dict(commitment="weekly"))
+    # a record given as a bare value is refused naming the record's fields, not pydantic's
+    # "instance of CarbonCap"
+    assert refusal(base_dict(carbon=30)).endswith(
+        "carbon = 30: expected a mapping of fields (max_g_per_mtok, max_kg_per_day)")
+    assert refusal(base_dict(grid_g_per_kwh=242)).endswith(
+        "grid_g_per_kwh = 242: expected a mapping (name: value, one per line in YAML)")
 
 
 def test_yaml_and_json_files_give_the_same_scenario(tmp_path: Path) -> None:
