@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -183,6 +183,10 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
     ctx = scenario.data_context()
     root = cache_root(cache_dir, ctx.cache_dir)
     work = [class_workload(scenario, i) for i in range(len(scenario.classes))]
+    hours = max(len(w.rates_rps) for w in work)
+    # beside classes of 24 hourly rates, a class of one rate runs at it every hour
+    work = [replace(w, rates_rps=w.rates_rps * hours) if len(w.rates_rps) == 1 else w
+            for w in work]
     slos = [_slo(scenario, i) for i in range(len(scenario.classes))]
     demands = tuple(
         Demand(c.name, w.rates_rps, s[0], s[1], s[2], w.tokens_per_request, w.prefix_cache_hit)

@@ -198,7 +198,8 @@ class PlanProblem:
         hours = {len(d.rates_rps) for d in self.demands}
         if len(hours) != 1:
             raise InputError(
-                "every class needs one rate, or all need 24 hourly rates (rate_profile_rps); "
+                "every class needs as many rates as the others (one, or 24 hourly rates: "
+                "rate_profile_rps); "
                 f"got {[len(d.rates_rps) for d in self.demands]}"
             )
 

@@ -131,7 +131,9 @@ class TrafficClass(Strict):
                                    examples=[4.0])
     rate_profile_rps: list[float] | None = Field(
         fail_fast=True, default=None, min_length=24, max_length=24,
-        description=f"shorthand for a `profile` process: {PROFILE_DOC}")
+        description=f"shorthand for a `profile` process: {PROFILE_DOC}; a plan is then made "
+                    "hour by hour, and a class of one rate beside it runs at that rate every "
+                    "hour")
     trace: TraceSpec | None = Field(
         default=None, description="shorthand for a `trace` process: the CSV path, or a trace "
                                   "record; the trace gives arrivals and lengths",

@@ -92,6 +92,22 @@ def test_diurnal_per_hour_plan(capacity_cache_dir):
         out["hours"][0])
 
 
+def test_a_class_of_one_rate_beside_a_diurnal_one_runs_at_it_every_hour(capacity_cache_dir):
+    """A planner's day: chat follows the clock, batch runs at 2 req/s all day. The constant
+    class is planned at its rate in every hour (it was refused: 'every class needs one rate,
+    or all need 24 hourly rates')."""
+    from fleetplan.optimize.inputs import build_problem
+
+    profile = [1.0 + 15.0 * (1 if 9 <= h < 18 else 0) for h in range(24)]
+    sc = scenario_from_dict({**BASE, "classes": [
+        {"name": "chat", "rate_profile_rps": profile, "slo": {"ttft_p99_ms": 1000}},
+        {"name": "batch", "rate_rps": 2.0, "slo": {"ttft_p99_ms": 10000}}]})
+    problem = build_problem(sc, cache_dir=capacity_cache_dir).problem
+    assert problem.hours == 24
+    chat, batch = problem.demands
+    assert chat.rates_rps == tuple(profile) and batch.rates_rps == (2.0,) * 24
+
+
 def test_a_one_point_carbon_range_is_one_solve_not_repeated_points():
     from fleetplan.optimize.frontier import _factors
 
