@@ -56,6 +56,10 @@ def merge_problems(parts: Sequence[tuple[str, PlanProblem]], limits: Limits,
     all of them): candidates named ``model/config``, the tables keyed by those names, the
     demands in ``order`` (class names; default: as given) and ``limits`` over the whole fleet."""
     demands = [d for _m, p in parts for d in p.demands]
+    hours = max(len(d.rates_rps) for d in demands)  # a model of one-rate classes beside a
+    # diurnal one: its classes run at their rate every hour (as within one model)
+    demands = [replace(d, rates_rps=d.rates_rps * hours) if len(d.rates_rps) == 1 else d
+               for d in demands]
     if order is not None:
         rank = {n: i for i, n in enumerate(order)}
         demands.sort(key=lambda d: rank[d.name])

@@ -123,3 +123,19 @@ def test_availability_holds_in_every_hour() -> None:
                    if hh == h and by_key[candidate_key(k)].gpu == "H100-PCIe")
         assert h100 <= 2
     assert sol.cost_per_day_usd == pytest.approx(24 * 7.0)
+
+
+def test_a_model_of_one_rate_runs_at_it_every_hour_beside_a_diurnal_model() -> None:
+    """Model A follows the clock, model B's class has one rate: merged, B's demand is its rate
+    in every hour (a model of one-rate classes does not refuse the plan)."""
+    day_a = tuple([20.0] * 12 + [10.0] * 12)
+    parts = [("A", PlanProblem((Demand("a", day_a, 500.0),), (FAST,),
+                               {("a", FAST.config, T): 10.0})),
+             ("B", _one("b", 7.0, (SLOW,), CAPS))]
+    merged = merge_problems(parts, Limits())
+    assert merged.hours == 24
+    assert [d.rates_rps for d in merged.demands] == [day_a, (7.0,) * 24]
+    sol = solve_problem(merged, EXACT)
+    # every hour: 2 (then 1) H100s for A and 2 RTX 4090s for B's 7 req/s at 5 each
+    assert sol.cost_per_day_usd == pytest.approx(12 * (2 * 2.0 + 2 * 1.5)
+                                                 + 12 * (1 * 2.0 + 2 * 1.5))
