@@ -100,7 +100,8 @@ def _pool_view(p: FleetEntry, ctx: ReportContext | None) -> dict[str, Any]:
         "pool": p.pool, "config": p.config, "region": p.region, "model": p.model,
         "label": p.config if p.model is None else f"{p.model}/{p.config}",
         "market": p.market or "on-demand",
-        "tier": None if p.tier_ttft_p99_ms is None else f"{p.tier_ttft_p99_ms:g} ms",
+        "tier": None if p.tier_ttft_p99_ms is None else f"{p.tier_ttft_p99_ms:g} ms" + (
+            "" if p.tier_tpot_p99_ms is None else f", TPOT {p.tier_tpot_p99_ms:g} ms"),
         "count": p.count, "gpus": p.gpus, "spare": p.spare, "calibrated": calibrated,
         "price": None if a is None else a.price_usd_per_gpu_hour,
         "cost": None if a is None else p.gpus * a.price_usd_per_gpu_hour,

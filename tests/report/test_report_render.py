@@ -250,6 +250,22 @@ def test_an_hourly_plan_and_a_frontier_get_their_tables_and_figures() -> None:
     assert ">3x2xRTX-4090<" in html
 
 
+def test_a_pool_of_a_tpot_tier_shows_both_targets_of_its_tier() -> None:
+    """A pool whose tier also sets a TPOT target (its name ends ``-tpot50ms``) shows both in
+    the fleet table's SLO tier column, not the TTFT target alone."""
+    fleet = (FleetEntry("1xH100-PCIe", 2, "EU27", 500.0, 50.0),
+             FleetEntry("2xRTX-4090", 1, "EU27", 2000.0))
+    plan = Plan(PlanStatus.optimal, fleet, 4.5, 0.3, 20.0,
+                (ClassResult("chat", 3.0, 500.0, 300.0, True, {fleet[0].pool: 1.0},
+                             slo_tpot_p99_ms=50.0, tpot_p99_ms=40.0),
+                 ClassResult("batch", 1.0, 2000.0, 900.0, True, {fleet[1].pool: 1.0})),
+                SOLVER, True)
+    page = valid_page(_report(plan.to_dict(timing=False)))
+    tiers = {r[0]: r[3] for r in page.rows("fleet-table")}  # pool, config, region, tier
+    assert tiers == {"1xH100-PCIe@EU27/500ms-tpot50ms": "500 ms, TPOT 50 ms",
+                     "2xRTX-4090@EU27/2000ms": "2000 ms"}
+
+
 def test_an_infeasible_plan_says_why_and_what_to_relax() -> None:
     plan = Plan(PlanStatus.infeasible, (), None, None, None,
                 (ClassResult("chat", 4.0, 10.0, None, False, {}),), SOLVER, False,
