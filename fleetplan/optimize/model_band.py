@@ -88,7 +88,9 @@ def _pool_band(model: str, config: str, fold: str, catalog: Catalog | None,
     if not replica_params(model, config, catalog=catalog, calibration=calibration).calibrated:
         q, basis = error_table().quantiles(hw.gpu, "ttft_p99_ms", fold)
         return PoolBand(config, False, *q.measured_range(),
-                        f"spec path (not calibrated), {SPEC_TABLE}: {basis}")
+                        f"spec path (not calibrated), {SPEC_TABLE}: {basis}"
+                        + ("; no pipeline-parallel run is among them" if hw.pp_size > 1
+                           else ""))
     tp = int(hw.tp_size or hw.gpu_count)
     signed = kind_quantiles(hw.gpu, tp)
     if signed is not None:

@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.errors import DataError, InputError
 
 ERRORS_FILE = "spec_errors.json"
@@ -252,9 +253,10 @@ def error_band(gpu: str, metric: str, predicted: float, *,
 
 def prediction_bands(gpu: str, metrics: dict[str, float], *,
                      fold: str = "leave-one-model-out", table: ErrorTable | None = None,
-                     digits: int = 4) -> dict[str, Any]:
+                     digits: int = 4, config: str | None = None) -> dict[str, Any]:
     """``{metric}_band: [lo, hi]`` for every banded metric of ``metrics`` and
-    ``band_basis``: the one line saying which held-out errors they come from."""
+    ``band_basis``: the one line saying which held-out errors they come from (``config``: the
+    configuration predicted; one of pipeline stages says that no such run is among them)."""
     t = table or error_table()
     out: dict[str, Any] = {}
     basis: TableRow | None = None
@@ -268,6 +270,9 @@ def prediction_bands(gpu: str, metrics: dict[str, float], *,
     if out and basis is not None:
         out["band_basis"] = (f"80% of held-out runs measured inside the band: {basis.basis} "
                              f"({basis.doc})")
+        if config is not None and int(HardwareConfig.split_layout(config).get("pp_size", 1)) > 1:
+            out["band_basis"] += (f"; no pipeline-parallel run is among them: the band of "
+                                  f"{config} is a tensor-parallel server's")
     return out
 
 

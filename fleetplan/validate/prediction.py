@@ -298,4 +298,5 @@ def _bands(params: ReplicaParams, metrics: dict[str, float]) -> dict[str, Any]:
     from fleetplan.catalog.hardware import HardwareConfig
     from fleetplan.validate.bands import prediction_bands
 
-    return prediction_bands(HardwareConfig.split(params.config)[1], metrics)
+    return prediction_bands(HardwareConfig.split(params.config)[1], metrics,
+                            config=params.config)

@@ -57,6 +57,21 @@ def test_prediction_bands_cover_the_banded_metrics_only(tmp_path: Path) -> None:
                                               pytest.approx(10 / 0.9, abs=1e-4)]
 
 
+def test_the_band_of_a_pipeline_parallel_server_says_no_such_run_is_behind_it(
+        tmp_path: Path) -> None:
+    """No pipeline-parallel run has been predicted and judged: the band of such a server is
+    a tensor-parallel one's, and its basis says so; a plain server's does not."""
+    t = error_table(_table(tmp_path, ROWS))
+    piped = prediction_bands("H100-PCIe", {"ttft_p99_ms": 100.0}, table=t,
+                             config="8xH100-PCIe+tp4pp2")
+    assert piped["band_basis"].endswith("no pipeline-parallel run is among them: the band of "
+                                        "8xH100-PCIe+tp4pp2 is a tensor-parallel server's")
+    for config in ("4xH100-PCIe", "4xH100-PCIe+tp1dp4", None):
+        plain = prediction_bands("H100-PCIe", {"ttft_p99_ms": 100.0}, table=t, config=config)
+        assert "pipeline" not in plain["band_basis"] and plain["ttft_p99_ms_band"] == piped[
+            "ttft_p99_ms_band"]
+
+
 def test_safety_factor_derates_and_never_loosens(tmp_path: Path) -> None:
     t = error_table(_table(tmp_path, ROWS))
     thr = safety_factor("H100-PCIe", "request_throughput", confidence=0.9, table=t)
