@@ -281,8 +281,9 @@ def _assumptions(sc: Scenario, plan: Plan) -> list[Assumption]:
         out.append(Assumption("grid intensity overrides", ", ".join(
             f"{k} {v:g} g/kWh" for k, v in sorted(sc.grid_g_per_kwh.items())), "scenario"))
     if sc.availability:
+        hourly = any(c.rate_profile_rps is not None for c in sc.classes)
         out.append(Assumption("availability", "at most " + _availability(sc.availability)
-                              + " GPUs in every hour", "scenario"))
+                              + (" in every hour" if hourly else ""), "scenario"))
     if sc.budget_usd_per_hour is not None:
         out.append(Assumption("budget", f"at most ${sc.budget_usd_per_hour:g} per hour",
                               "scenario"))
@@ -357,10 +358,16 @@ def _spares(sc: Scenario, plan: Plan) -> Assumption:
 
 
 def _availability(av: dict[str, object]) -> str:
+    """``{"H100-PCIe": 2, "FRA": {"RTX-4090": 1}}`` as "2 H100-PCIe GPUs, 1 RTX-4090 GPU in
+    FRA"."""
+    def gpus(n: object, gpu: str) -> str:
+        return f"{n:g} {gpu} GPU{'' if n == 1 else 's'}" if isinstance(n, int | float) else (
+            f"{n} {gpu} GPUs")
+
     parts = []
     for k, v in av.items():
         if isinstance(v, dict):
-            parts += [f"{n:g} {g} in {k}" for g, n in v.items()]
+            parts += [f"{gpus(n, g)} in {k}" for g, n in v.items()]
         else:
-            parts.append(f"{v:g} {k}" if isinstance(v, int | float) else f"{v} {k}")
+            parts.append(gpus(v, k))
     return ", ".join(parts)

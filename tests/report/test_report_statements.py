@@ -186,6 +186,27 @@ def test_failures_spares_power_carbon_cap_and_embodied_are_the_scenarios(scenari
     assert "follows the work" not in page.text
 
 
+@pytest.mark.parametrize(("availability", "said"), [
+    ({"H100-PCIe": 1}, "at most 1 H100-PCIe GPU"),
+    ({"H100-PCIe": 3, "FRA": {"RTX-4090": 1}}, "at most 1 RTX-4090 GPU in FRA, 3 H100-PCIe GPUs"),
+])
+def test_the_availability_reads_as_the_scenario_states_it(tmp_path: Path, availability: Any,
+                                                          said: str) -> None:
+    """Counts of GPUs in plain words ('1 H100-PCIe GPU', not '1 H100-PCIe in FRA GPUs'), and
+    'in every hour' only where the plan has hours."""
+    f = tmp_path / "s.yaml"
+    f.write_text(yaml.safe_dump({**SCENARIO, "availability": availability}), encoding="utf-8")
+    page, _html = page_of(spot_plan(), load_scenario(f))
+    assert {r[0]: r[1] for r in page.rows("scenario-assumptions")}["availability"] == said
+    day = {**SCENARIO, "availability": availability, "classes": [
+        {"name": "chat", "rate_profile_rps": [4] * 24, "slo": {"ttft_p99_ms": 150}},
+        SCENARIO["classes"][1]]}
+    f.write_text(yaml.safe_dump(day), encoding="utf-8")
+    page, _html = page_of(spot_plan(), load_scenario(f))
+    assert {r[0]: r[1] for r in page.rows("scenario-assumptions")}["availability"] == (
+        f"{said} in every hour")
+
+
 def test_accuracy_comes_from_package_data_never_the_docs(scenario: Any) -> None:
     page, html = page_of(spot_plan(), scenario)
     assert "docs/validation.md" not in html and "not found" not in page.text
