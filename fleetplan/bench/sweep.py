@@ -171,10 +171,12 @@ def _requests(request: SweepRequest) -> tuple[list[Any], str]:
 
 def check_ingest_target(store: Path | None, gpu: str | None, power: str, model: str, *,
                         names: Mapping[str, str] | None = None,
-                        catalog: Catalog | None = None) -> Path:
+                        catalog: Catalog | None = None,
+                        layout: Mapping[str, int | None] | None = None) -> Path:
     """The store an ingest of this sweep will write (default: yours), checked before the run
     (so a run is not lost to it), with the model and GPU the store would refuse a result of
-    (those ``catalog`` does not know; default: the bundled one).
+    (those ``catalog`` does not know; default: the bundled one) and a server ``layout`` it
+    would refuse (``{"pp": 2}``: pipeline stages, data-parallel ranks or several nodes).
     Whether the file can be written is the caller's check (the CLI's ``check_output_path``)."""
     from fleetplan._load import show_value
     from fleetplan.catalog.catalog import bundled_catalog
@@ -184,6 +186,12 @@ def check_ingest_target(store: Path | None, gpu: str | None, power: str, model: 
     def n(key: str) -> str:
         return (names or {}).get(key, key)
 
+    laid_out = [f"{n(k)} {v}" for k, v in (layout or {}).items() if v is not None and v > 1]
+    if laid_out:
+        raise InputError(f"{n('ingest')} with {laid_out[0]}: the profile store keeps one "
+                         "tensor-parallel group on one node per run, so ingest would refuse "
+                         "the results; write them with --out and judge them with "
+                         "fleetplan validate FILE")
     if gpu is None and power == "none":
         raise InputError(f"{n('ingest')} needs {n('gpu')} (and {n('gpu_count')}) with "
                          f"{n('power')} none: a run is stored under its GPU configuration")

@@ -192,16 +192,10 @@ def bench(endpoint: EndpointOpt, model: ModelOpt, rate: RateOpt = None, sweep: S
             check_no_overwrite([("--out", out)],
                                [("the --store", store), ("the --dataset", dataset)])
         target = None
-        laid_out = [f"--{k} {v}" for k, v in (("pp", pp), ("dp", dp), ("nodes", nodes))
-                    if v is not None and v > 1]
-        if ingest and laid_out:
-            raise InputError(f"--ingest with {laid_out[0]}: the profile store keeps one "
-                             "tensor-parallel group on one node per run, so ingest would refuse "
-                             "the results; write them with --out and judge them with "
-                             "fleetplan validate FILE")
         if ingest:
             target = check_ingest_target(store, gpu, power, model, names=CLI_NAMES,
-                                         catalog=cat)
+                                         catalog=cat, layout={"pp": pp, "dp": dp,
+                                                              "nodes": nodes})
             check_output_path(target, "--store")
         _measure(prepared, out=out, fmt=fmt, progress=progress, store=store, target=target,
                  gpu=gpu, gpu_count=gpu_count, catalog=cat)

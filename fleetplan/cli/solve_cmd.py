@@ -46,6 +46,7 @@ from fleetplan.cli.report_cmd import REPORT_HELP, check_html_path, write_plan_pa
 from fleetplan.errors import InfeasibleError, NotVerifiedError
 from fleetplan.optimize.loop import DEFAULT_MAX_ROUNDS
 from fleetplan.optimize.plan import Plan, PlanStatus
+from fleetplan.optimize.plan_build import NOT_VERIFIED_NOTE
 from fleetplan.optimize.requests import SolveRequest, run_solve
 from fleetplan.optimize.solve import save_model
 
@@ -226,8 +227,8 @@ def _not_verified(plan: Plan, out: Path | None) -> str:
     what = (f"classes not met: {missed}" if missed else
             "no class missed its SLO outright: the carbon cap, or a P99 within the safety "
             "margin where a pool ran above its measured capacity, failed the plan")
-    why = next((n.removeprefix("NOT VERIFIED: ") for n in plan.notes
-                if n.startswith("NOT VERIFIED")), None)
+    why = next((n.removeprefix(NOT_VERIFIED_NOTE) for n in plan.notes
+                if n.startswith(NOT_VERIFIED_NOTE)), None)
     return (f"not verified by simulation (${plan.cost_per_hour_usd or 0:.2f}/h, {what})"
             + (f": {why}" if why else "")
             + "; the plan is printed" + (f" and written to {out}" if out is not None else "")

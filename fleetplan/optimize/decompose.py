@@ -55,8 +55,7 @@ def _monolithic(problem: PlanProblem, settings: SolverSettings, objective: str,
 
 def _coupled(problem: PlanProblem, drop: Collection[str]) -> bool:
     lim = problem.limits
-    return "carbon" not in drop and (lim.max_g_per_mtok is not None
-                                     or lim.max_kg_per_day is not None)
+    return "carbon" not in drop and lim.carbon_capped
 
 
 def solve_plan(problem: PlanProblem, settings: SolverSettings, *, objective: str = "cost",

@@ -204,7 +204,7 @@ def explain_infeasible(problem: PlanProblem, settings: SolverSettings,
             return _slo_explanation(problem, i, d, margins)
     lim = problem.limits
     present = [f for f in ELASTIC_FAMILIES if (
-        (f == "carbon" and (lim.max_g_per_mtok is not None or lim.max_kg_per_day is not None))
+        (f == "carbon" and lim.carbon_capped)
         or (f == "budget" and lim.budget_usd_per_hour is not None)
         or (f == "availability" and lim.availability)
         or (f == "max_replicas" and any(p.max_replicas is not None for p in problem.pools)))]

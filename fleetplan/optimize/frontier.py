@@ -46,7 +46,7 @@ from fleetplan.errors import InputError
 from fleetplan.optimize.capacity import CapacitySettings
 from fleetplan.optimize.confidence import Margins, check_confidence
 from fleetplan.optimize.executors import SerialExecutor, get_executor
-from fleetplan.optimize.frontier_file import INFEASIBLE, NOT_VERIFIED, VERIFIED
+from fleetplan.optimize.frontier_file import point_outcome
 from fleetplan.optimize.inputs import Inputs, class_workload
 from fleetplan.optimize.inputs import build_problem as _build_one
 from fleetplan.optimize.loop import DEFAULT_MAX_ROUNDS
@@ -86,10 +86,8 @@ LABEL_NOTE_MODELS = ("fleet: replicas x model/configuration/P99 TTFT target of t
 
 
 def outcome(plan: Plan) -> str:
-    """:data:`VERIFIED`, :data:`NOT_VERIFIED` or :data:`INFEASIBLE` for a point's plan."""
-    if plan.status is PlanStatus.infeasible:
-        return INFEASIBLE
-    return VERIFIED if plan.verified else NOT_VERIFIED
+    """What became of a point's plan (:func:`~fleetplan.optimize.frontier_file.point_outcome`)."""
+    return point_outcome(plan.status.value, plan.verified)
 
 
 def fleet_label(fleet: list[dict[str, Any]], *, regions: bool = False) -> str:

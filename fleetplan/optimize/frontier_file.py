@@ -22,6 +22,14 @@ from fleetplan.optimize.plan_parts import ClassResult, FleetEntry, pools_from_li
 #: loop's rounds: not a plan to rent, not drawn) or ``infeasible`` (no plan at all).
 VERIFIED, NOT_VERIFIED, INFEASIBLE = "verified", "not verified", "infeasible"
 
+
+def point_outcome(status: str, verified: bool) -> str:
+    """:data:`VERIFIED`, :data:`NOT_VERIFIED` or :data:`INFEASIBLE` for a point whose plan has
+    ``status`` and ``verified``."""
+    if status == "infeasible":
+        return INFEASIBLE
+    return VERIFIED if verified else NOT_VERIFIED
+
 @dataclass(frozen=True)
 class FrontierPointRow:
     value: float

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -50,6 +50,7 @@ from fleetplan.optimize.problem import (
     Pool,
     Probe,
     Tier,
+    every_hour,
 )
 from fleetplan.profiles.store import load_profiles
 from fleetplan.scenario import Scenario
@@ -183,12 +184,8 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
     ctx = scenario.data_context()
     root = cache_root(cache_dir, ctx.cache_dir)
     work = [class_workload(scenario, i) for i in range(len(scenario.classes))]
-    hours = max(len(w.rates_rps) for w in work)
-    # beside classes of 24 hourly rates, a class of one rate runs at it every hour
-    work = [replace(w, rates_rps=w.rates_rps * hours) if len(w.rates_rps) == 1 else w
-            for w in work]
     slos = [_slo(scenario, i) for i in range(len(scenario.classes))]
-    demands = tuple(
+    demands = every_hour(
         Demand(c.name, w.rates_rps, s[0], s[1], s[2], w.tokens_per_request, w.prefix_cache_hit)
         for c, w, s in zip(scenario.classes, work, slos, strict=True))
     tiers = sorted({d.tier for d in demands})

@@ -264,8 +264,7 @@ def closed_loop(problem: PlanProblem, settings: SolverSettings, verify: Verifier
                 best = s
                 _vouch(problem, sol, ev)
                 history.append(f"round {rnd}: every class met its SLO"
-                               + (" and the carbon cap" if problem.limits.max_g_per_mtok
-                                  is not None or problem.limits.max_kg_per_day is not None
+                               + (" and the carbon cap" if problem.limits.carbon_capped
                                   else "")
                                + " in simulation: the first verified plan "
                                f"(${sol.cost_per_day_usd / 24:.2f}/h)")

@@ -27,7 +27,7 @@ from dataclasses import replace
 from typing import Any, TypeVar
 
 from fleetplan.optimize.inputs import Inputs, build_problem
-from fleetplan.optimize.problem import Limits, PlanProblem
+from fleetplan.optimize.problem import Limits, PlanProblem, every_hour
 from fleetplan.scenario import Scenario
 from fleetplan.scenario.fleet import split_model
 from fleetplan.scenario.served import MODEL_MARK, serving_models
@@ -55,11 +55,8 @@ def merge_problems(parts: Sequence[tuple[str, PlanProblem]], limits: Limits,
     """One problem of several models' problems (``(model, problem)``; class names unique over
     all of them): candidates named ``model/config``, the tables keyed by those names, the
     demands in ``order`` (class names; default: as given) and ``limits`` over the whole fleet."""
-    demands = [d for _m, p in parts for d in p.demands]
-    hours = max(len(d.rates_rps) for d in demands)  # a model of one-rate classes beside a
-    # diurnal one: its classes run at their rate every hour (as within one model)
-    demands = [replace(d, rates_rps=d.rates_rps * hours) if len(d.rates_rps) == 1 else d
-               for d in demands]
+    # a model of one-rate classes beside a diurnal one: its classes run at their rate every hour
+    demands = list(every_hour(d for _m, p in parts for d in p.demands))
     if order is not None:
         rank = {n: i for i, n in enumerate(order)}
         demands.sort(key=lambda d: rank[d.name])

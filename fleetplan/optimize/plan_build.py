@@ -58,6 +58,9 @@ BURST_NOTE = ("capacities are sustained per-replica rates of the replica model i
               "14B model 'at 16 req/s' completed 7.2 req/s), and their low TTFTs partly come "
               "from prompts already in the prefix cache")
 
+# how the note of a plan its simulation did not verify begins (solve's exit-4 line reads it)
+NOT_VERIFIED_NOTE = "NOT VERIFIED: "
+
 
 
 
@@ -324,8 +327,8 @@ def _notes(scenario: Scenario, inputs: Inputs, out: LoopOutcome,
     if not out.verified:
         stop = out.no_plan_left  # the loop stopped: what its simulations found leaves none
         plan.append(Note(
-            f"NOT VERIFIED: after {out.rounds} round(s) the simulated plan still misses an SLO "
-            "or the carbon cap; classes marked met=false did not meet it"
+            f"{NOT_VERIFIED_NOTE}after {out.rounds} round(s) the simulated plan still misses an "
+            "SLO or the carbon cap; classes marked met=false did not meet it"
             + (f"; {stop}" if stop else ""), "verification",
             level=PLAN, priority=P_NOT_MET))
         plan.extend(Note(n, "verification", level=PLAN, priority=P_NOT_MET + 1) for n in

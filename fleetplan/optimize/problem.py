@@ -20,8 +20,8 @@ region does not change a replica's speed).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from fleetplan.errors import InputError
@@ -141,6 +141,15 @@ class CommitmentMode(StrEnum):
     base_plus_on_demand = "base-plus-on-demand"
 
 
+def every_hour(demands: Iterable[Demand]) -> tuple[Demand, ...]:
+    """``demands``, those of one rate beside others of 24 hourly rates run at it every hour
+    (a constant batch class beside a diurnal chat; within one model or over several)."""
+    out = tuple(demands)
+    hours = max((len(d.rates_rps) for d in out), default=1)
+    return tuple(replace(d, rates_rps=d.rates_rps * hours) if len(d.rates_rps) == 1 else d
+                 for d in out)
+
+
 @dataclass(frozen=True)
 class Limits:
     """Optional constraints. ``availability`` maps a GPU (or ``GPU@region``) to a GPU count."""
@@ -152,6 +161,11 @@ class Limits:
     max_kg_per_day: float | None = None
     commitment: CommitmentMode = CommitmentMode.per_hour
     on_demand_price_factor: float = 1.0
+
+    @property
+    def carbon_capped(self) -> bool:
+        """Whether a carbon cap binds (per Mtok or per day)."""
+        return self.max_g_per_mtok is not None or self.max_kg_per_day is not None
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetplan._notes import usd
-from fleetplan.optimize.frontier_file import INFEASIBLE, NOT_VERIFIED, VERIFIED, FrontierDoc
+from fleetplan.optimize.frontier_file import FrontierDoc, point_outcome
 from fleetplan.optimize.plan import FleetEntry, Plan, fleet_label
 from fleetplan.optimize.plan_rules import check_plan_scenario
 from fleetplan.report.context import ReportContext
@@ -227,9 +227,8 @@ def report_view(plan: Plan, ctx: ReportContext | None = None,
     pools = [_pool_view(p, ctx) for p in plan.fleet]
     fr_rows = []
     for p in frontier.points if frontier else ():
-        fr_rows.append({"value": p.value, "outcome": (  # the words of frontier's own table
-                            INFEASIBLE if p.status == "infeasible" else
-                            VERIFIED if p.verified else NOT_VERIFIED),
+        fr_rows.append({"value": p.value,  # outcome: the words of frontier's own table
+                        "outcome": point_outcome(p.status, p.verified),
                         "cost": p.cost_per_hour_usd, "cost_mtok": p.cost_per_mtok_usd,
                         "carbon": p.g_co2_per_mtok, "pareto": p.pareto,
                         "fleet": fleet_label(p.fleet)})

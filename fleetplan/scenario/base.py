@@ -38,12 +38,17 @@ class Strict(BaseModel):
                 type.__setattr__(cls, "_valid_keys", valid)
             for key in data:
                 if key not in valid:
-                    shown = ", ".join(f.alias or n for n, f in cls.model_fields.items())
+                    shown = ", ".join(cls.file_fields())
                     raise PydanticCustomError(
                         "unknown_field", "unknown field (valid: {valid}){hint}",
                         {"field": str(key), "valid": shown, "hint": cls._unknown_hint()},
                     )
         return data
+
+    @classmethod
+    def file_fields(cls) -> list[str]:
+        """The record's field names as a scenario file spells them (aliases where set)."""
+        return [f.alias or n for n, f in cls.model_fields.items()]
 
     @classmethod
     def _unknown_hint(cls) -> str:
@@ -72,8 +77,8 @@ def canon_config(text: str, catalog: Catalog) -> str:
         raise ValueError(str(exc)) from None
     except ValidationError as exc:
         raise ValueError(exc.errors()[0]["msg"]) from None
-    # a layout (``+tp4pp2``, ``+dp2``, ``+nodes2``) is planned as one replica of its engines
-    # (fleetplan.replica.engine_group)
+    # a layout (``+tp4pp2``, ``+tp1dp2``, ``+tp8pp2n2``) is planned as one replica of its
+    # engines (fleetplan.replica.engine_group)
     return hw.name
 
 

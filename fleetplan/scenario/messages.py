@@ -61,7 +61,7 @@ def _record_fields(class_name: str) -> list[str]:
     while todo:
         cls = todo.pop()
         if cls.__name__ == class_name and issubclass(cls, Strict):
-            return [f.alias or n for n, f in cls.model_fields.items()]
+            return cls.file_fields()
         todo.extend(cls.__subclasses__())
     return []
 
