@@ -7,7 +7,8 @@ differ far more between families (a GeForce card over PCIe, a data-centre GPU on
 Instinct on ROCm) than between the GPUs of one family. ``scripts/fit_family_efficiency.py``
 fits, per family, the efficiencies of the parts of a step
 (:class:`~fleetplan.replica.transfer.TransferEfficiency`: weight streaming, all-reduce latency,
-host time, token compute, all-reduce bytes) to those runs by least squares on the replica
+host time, token compute, all-reduce bytes, host time per sequence, a mixture-of-experts
+layer's own time per step) to those runs by least squares on the replica
 model's own replays (throughput, TPOT p50 and TTFT p50, in log ratio), and writes
 ``data/family_efficiency.json``; the same script judges the fit leave-one-dataset-out
 (docs/validation.md).
@@ -30,7 +31,10 @@ from fleetplan.catalog.gpus import GPUSpec
 from fleetplan.errors import DataError
 
 FAMILY_FILE = "family_efficiency.json"
-PARTS = ("weights_bw", "comm_step", "host_s", "compute", "comm_tok")
+PARTS = ("weights_bw", "comm_step", "host_s", "compute", "comm_tok", "seq_host_s",
+         "moe_layer_s")
+# parts a family file written before them may lack (read as 0: no such cost)
+OPTIONAL_PARTS = ("seq_host_s", "moe_layer_s")
 FAMILIES = ("nvidia-geforce", "nvidia-datacenter-nvlink", "nvidia-datacenter-pcie",
             "amd-instinct")
 
@@ -71,7 +75,9 @@ class FamilyFit:
 
 def _fit(family: str, obj: Any, where: str) -> FamilyFit:
     try:
-        parts = {k: float(obj["parts"][k]) for k in PARTS}
+        parts = {k: float(obj["parts"][k]) for k in PARTS
+                 if k in obj["parts"] or k not in OPTIONAL_PARTS}
+        parts.update({k: 0.0 for k in OPTIONAL_PARTS if k not in parts})
         fit = FamilyFit(family, parts, int(obj["n_runs"]), tuple(map(str, obj["datasets"])),
                         tuple(map(str, obj["gpus"])))
     except (KeyError, TypeError, ValueError):

@@ -67,6 +67,13 @@ class TransferEfficiency:
     # True for a GPU family's fit on other people's runs (no calibrated c_seq behind it): the
     # all-reduce bytes of a decoded token take ``comm_tok`` as a prefilled token's do
     decode_comm: bool = False
+    # host time per sequence of a step (a GPU family's fit, with ``decode_comm``): added to
+    # ``c_seq``; the bundled calibrations' ``c_seq`` already holds their own
+    seq_host_s: float = 0.0
+    # a mixture-of-experts layer's own time per step (router, top-k, token permutation and the
+    # grouped GEMMs' launches at small batches: none of it scales with the memory bandwidth),
+    # times the model's layers, added to ``c_step`` of an MoE model (a GPU family's fit)
+    moe_layer_s: float = 0.0
 
     @property
     def n_configs(self) -> int:
@@ -141,7 +148,8 @@ def transfer_prior(spec: ModelSpec, hw: HardwareConfig, eff: TransferEfficiency,
                         source=f"spec-based prior (model card + GPU datasheet) x "
                                f"{eff.describe()}")
     p = ideal_parts(spec, hw)
-    c_step = eff.weights_bw * p["weights"] + eff.comm_step * p["comm_step"] + eff.host_s
+    c_step = (eff.weights_bw * p["weights"] + eff.comm_step * p["comm_step"] + eff.host_s
+              + (eff.moe_layer_s * spec.layers if spec.is_moe else 0.0))
     c_tok = eff.compute * p["tok"] + eff.comm_tok * p["comm_tok"]
     if not (c_step > 0 and c_tok > 0):
         return base
@@ -151,6 +159,6 @@ def transfer_prior(spec: ModelSpec, hw: HardwareConfig, eff: TransferEfficiency,
                           c_experts=c_experts)
     # c_seq = ratio x (tok + comm_tok + ...): its all-reduce part at the fitted efficiency
     r = float((ratios or eff.ratios or {}).get("c_seq", DEFAULT_RATIOS["c_seq"]))
-    c_seq = max(base.c_seq + (eff.comm_tok - r) * p["comm_tok"], 0.0)
+    c_seq = max(base.c_seq + (eff.comm_tok - r) * p["comm_tok"], 0.0) + eff.seq_host_s
     return base.with_(c_step=min(c_step, 10.0), c_prefill_tok=min(c_tok, 0.1),
                       c_seq=min(c_seq, 0.1), c_experts=c_experts)

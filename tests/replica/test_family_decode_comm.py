@@ -6,13 +6,17 @@ sat at its bound)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 import fleetplan.replica.params as params_mod
 from fleetplan.catalog.catalog import bundled_catalog
 from fleetplan.catalog.hardware import HardwareConfig
+from fleetplan.catalog.models import ModelSpec
 from fleetplan.replica.calibration_file import load_calibration_file
-from fleetplan.replica.families import FamilyFit, gpu_family
+from fleetplan.replica.families import FamilyFit, family_fits, gpu_family
 from fleetplan.replica.params import learned_efficiency, replica_params
 from fleetplan.replica.priors import ideal_coefficients, ideal_parts
 
@@ -60,3 +64,54 @@ def test_a_calibrated_gpu_types_transfer_path_keeps_its_c_seq() -> None:
     assert ratios is not None
     want = ideal_coefficients(cat.model(model), hw)["c_seq"] * ratios["c_seq"]
     assert got.c_seq == pytest.approx(want, rel=1e-9)
+
+
+MIXTRAL = Path(__file__).resolve().parents[1] / "data" / "hf-configs" / "Mixtral-8x7B-Instruct-v0.1"
+
+
+def _with_family(monkeypatch: pytest.MonkeyPatch, **extra: float) -> None:
+    fit = FamilyFit("amd-instinct", {**PARTS, **extra}, 12, ("runs",), ("MI300X",))
+    monkeypatch.setattr(params_mod, "family_efficiency",
+                        lambda gpu, path=None: fit if gpu_family(gpu) == fit.family else None)
+
+
+def test_a_familys_host_time_per_sequence_joins_every_decoders_cost(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # AMD's MI300X tables (vLLM 0.6.6-0.10.0, TP 8): the step grows by ~60 us per sequence
+    # more than the spec path's decode cost, on the 70B and the 405B alike; the family's
+    # seq_host_s carries it into c_seq, and nothing else moves
+    _with_family(monkeypatch)
+    without = replica_params(MODEL, "8xMI300X")
+    _with_family(monkeypatch, seq_host_s=60e-6)
+    got = replica_params(MODEL, "8xMI300X")
+    assert got.c_seq == pytest.approx(without.c_seq + 60e-6, rel=1e-12)
+    assert (got.c_step, got.c_prefill_tok, got.c_kv_tok) == (
+        without.c_step, without.c_prefill_tok, without.c_kv_tok)
+    # a family's time per MoE layer leaves a dense model alone
+    _with_family(monkeypatch, moe_layer_s=100e-6)
+    assert replica_params(MODEL, "8xMI300X").c_step == without.c_step
+
+
+def test_a_familys_time_per_moe_layer_joins_an_moe_models_step(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Mixtral-8x7B: 32 layers, each a mixture of 8 experts; 100 us a layer is 3.2 ms a step
+    spec = ModelSpec.from_hf_config(MIXTRAL)
+    assert spec.is_moe and spec.layers == 32
+    cat = bundled_catalog().extend(models=[spec])
+    _with_family(monkeypatch)
+    without = replica_params(spec.model, "2xMI300X", catalog=cat)
+    _with_family(monkeypatch, moe_layer_s=100e-6)
+    got = replica_params(spec.model, "2xMI300X", catalog=cat)
+    assert got.c_step == pytest.approx(without.c_step + 32 * 100e-6, rel=1e-12)
+    assert (got.c_seq, got.c_prefill_tok, got.c_experts) == (
+        without.c_seq, without.c_prefill_tok, without.c_experts)
+
+
+def test_a_family_table_written_before_the_new_parts_reads_them_as_none(
+        tmp_path: Path) -> None:
+    old = tmp_path / "fam.json"
+    old.write_text(json.dumps({"families": {"amd-instinct": {
+        "parts": PARTS, "n_runs": 12, "datasets": ["runs"], "gpus": ["MI300X"]}}}))
+    parts = family_fits(old)["amd-instinct"].parts
+    assert parts["seq_host_s"] == 0.0 and parts["moe_layer_s"] == 0.0
+    assert parts["comm_tok"] == 3.0
