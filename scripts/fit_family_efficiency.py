@@ -4,13 +4,14 @@ leave-one-dataset-out, and write what the product reads.
 Usage: python scripts/fit_family_efficiency.py [--max-rows N] [--max-nfev N] [--dry-run]
 
 For every GPU family (:func:`fleetplan.replica.families.gpu_family`) with runs in
-``data/external/`` on GPU types the bundled store never measured, the five efficiencies of
+``data/external/`` on GPU types the bundled store never measured, the parts of
 :data:`fleetplan.replica.families.PARTS` are fitted by least squares (scipy) on the replica
 model's own replays of those runs (``scripts/eval_external.py``'s ``predict_row``): residuals
 are ``ln(predicted / measured)`` of throughput and TPOT p50 (TTFT is not fitted, only judged:
 ``--ttft-weight`` adds it), with a weak pull (0.1 per part, in log) towards the pooled
 efficiencies of the bundled calibration, so a part no run exercises (all-reduces on one GPU)
-stays there.
+stays there. Two stages (:func:`fit_family`): a dense step's parts on the dense models' runs,
+then the time per mixture-of-experts layer on the MoE models' runs.
 
 A family is **kept** only where, held out, it predicts its own runs no worse (median |error| of
 throughput and TPOT p50) than the spec path without it, over all its runs and on each dataset
@@ -247,7 +248,8 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--max-rows", type=int, default=24, help="runs fitted per family")
+    ap.add_argument("--max-rows", type=int, default=24,
+                    help="runs fitted per family and stage (dense, MoE)")
     ap.add_argument("--max-nfev", type=int, default=40, help="loss evaluations per fit")
     ap.add_argument("--ttft-weight", type=float, default=TTFT_WEIGHT,
                     help="weight of TTFT p50 residuals")
