@@ -158,10 +158,29 @@ def _end_worker() -> None:
     abandon_temp_files()
     _kill_children()
     if _TEMP_FOLDER:
-        import shutil
-
-        shutil.rmtree(_TEMP_FOLDER[0], ignore_errors=True)
+        _remove_folder(_TEMP_FOLDER[0])
     os._exit(WORKER_EXIT)
+
+
+def _remove_folder(folder: str) -> None:
+    """Remove ``folder`` and all in it while this worker's main thread may still be running: a
+    solve whose solver child was just killed wakes up and writes or deletes its files there,
+    and a file made between ``rmtree``'s listing and its last ``rmdir`` left the folder behind
+    (a CI run of ``test_kill_9_of_a_frontier_sweep_mid_points_leaves_no_worker``, 7 Dec 2026).
+    The folder is renamed first, so nothing more is made in it by its name; what is already
+    in it is removed, retried while a removal races the main thread."""
+    import shutil
+
+    doomed = f"{folder}.removing"
+    try:
+        os.rename(folder, doomed)
+    except OSError:  # gone already, or not ours to rename: remove it where it is
+        doomed = folder
+    for _ in range(20):
+        shutil.rmtree(doomed, ignore_errors=True)
+        if not os.path.lexists(doomed):
+            return
+        time.sleep(0.01)
 
 
 def _kill_children() -> None:

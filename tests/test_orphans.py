@@ -297,6 +297,39 @@ def test_workers_killed_mid_write_remove_their_temporary_files_and_children(
         proc.wait(timeout=30)
 
 
+def test_a_workers_folder_is_removed_while_its_main_thread_still_writes_there(
+        tmp_path: Path) -> None:
+    # the watchdog removes a worker's temporary folder while the worker's main thread may
+    # still run (a solve whose solver child was just killed writes and deletes its files
+    # there): a file made after rmtree listed the folder left it behind in a CI run
+    import threading
+
+    from fleetplan._pool import _remove_folder
+
+    folder = tmp_path / "fleetplan-worker-1-abc"
+    folder.mkdir()
+    for i in range(200):
+        (folder / f"model{i}.mps").write_text("x" * 100)
+    stop = threading.Event()
+
+    def main_thread_writing() -> None:
+        i = 0
+        while not stop.is_set():
+            with contextlib.suppress(OSError):
+                (folder / f"sol{i}.txt").write_text("y")
+            i += 1
+
+    writer = threading.Thread(target=main_thread_writing)
+    writer.start()
+    try:
+        time.sleep(0.05)
+        _remove_folder(str(folder))
+    finally:
+        stop.set()
+        writer.join()
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_cache_write_sweeps_dead_writers_temporary_files_not_live_ones(tmp_path: Path) -> None:
     fcntl = pytest.importorskip("fcntl")
     from fleetplan.optimize.cache import SWEEP_MIN_AGE_S, DiskCache
