@@ -11,7 +11,9 @@ host time, token compute, all-reduce bytes, host time per sequence, a mixture-of
 layer's own time per step) to those runs by least squares on the replica
 model's own replays (throughput, TPOT p50 and TTFT p50, in log ratio), and writes
 ``data/family_efficiency.json``; the same script judges the fit leave-one-dataset-out
-(docs/validation.md).
+(docs/validation.md). A family whose dense parts do not hold up held out may be kept for its
+time per MoE layer alone (:attr:`FamilyFit.moe_only`): its GPU types keep the spec path, and an
+MoE model's step takes that time on top.
 
 Main entries: :func:`gpu_family` (a GPU's family, from its catalog row) and
 :func:`family_efficiency` (the fitted efficiencies of a GPU's family, or None).
@@ -62,15 +64,23 @@ class FamilyFit:
     n_runs: int
     datasets: tuple[str, ...]
     gpus: tuple[str, ...]
+    # kept for its time per MoE layer alone (its dense parts were not, held out): the GPU types
+    # keep the spec path, and an MoE model's step takes that time on top
+    moe_only: bool = False
 
     def describe(self) -> str:
-        return (f"efficiencies of {self.family} GPUs fitted on {self.n_runs} runs others "
+        what = (f"time per mixture-of-experts layer ({1e6 * self.parts['moe_layer_s']:.0f} us) "
+                "of" if self.moe_only else "efficiencies of")
+        return (f"{what} {self.family} GPUs fitted on {self.n_runs} runs others "
                 f"measured ({', '.join(self.gpus)}; data/external: "
                 f"{', '.join(self.datasets)}; data/{FAMILY_FILE})")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"parts": self.parts, "n_runs": self.n_runs, "datasets": list(self.datasets),
-                "gpus": list(self.gpus)}
+        out = {"parts": self.parts, "n_runs": self.n_runs, "datasets": list(self.datasets),
+               "gpus": list(self.gpus)}
+        if self.moe_only:
+            out["moe_only"] = True
+        return out
 
 
 def _fit(family: str, obj: Any, where: str) -> FamilyFit:
@@ -79,10 +89,12 @@ def _fit(family: str, obj: Any, where: str) -> FamilyFit:
                  if k in obj["parts"] or k not in OPTIONAL_PARTS}
         parts.update({k: 0.0 for k in OPTIONAL_PARTS if k not in parts})
         fit = FamilyFit(family, parts, int(obj["n_runs"]), tuple(map(str, obj["datasets"])),
-                        tuple(map(str, obj["gpus"])))
+                        tuple(map(str, obj["gpus"])), moe_only=obj.get("moe_only", False))
+        if not isinstance(fit.moe_only, bool):
+            raise TypeError
     except (KeyError, TypeError, ValueError):
         raise DataError(f"{where}: expected parts ({', '.join(PARTS)}), n_runs, datasets and "
-                        "gpus") from None
+                        "gpus (and moe_only true or false)") from None
     if not all(math.isfinite(v) and v >= 0 for v in parts.values()):
         raise DataError(f"{where}: parts must be finite and >= 0")
     return fit

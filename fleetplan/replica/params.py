@@ -29,7 +29,7 @@ from fleetplan.replica.calibration_file import (
     CalibrationSource,
     load_calibration_file,
 )
-from fleetplan.replica.families import family_efficiency
+from fleetplan.replica.families import FamilyFit, family_efficiency
 from fleetplan.replica.params_record import ReplicaParams
 from fleetplan.replica.priors import engine_first, prior_params
 from fleetplan.replica.transfer import (
@@ -135,9 +135,23 @@ def data_parallel_rank(hw: HardwareConfig) -> str | None:
 
 def _uncalibrated(spec: ModelSpec, hw: HardwareConfig, cal: CalibrationFile, cat: Catalog,
                   efficiency: str, engine_version: str | None) -> ReplicaParams:
-    eff, how = learned_efficiency(cal.configs, hw.gpu, int(hw.tp_size or hw.gpu_count))
     family = None if efficiency != "auto" or any(
         e.calibrated and e.gpu == hw.gpu for e in cal.configs) else family_efficiency(hw.spec)
+    if family is None or not family.moe_only:
+        return _spec_path(spec, hw, cal, cat, efficiency, engine_version, family)
+    # a family kept for its time per MoE layer alone: the spec path, and that time on an MoE
+    # model's step (a dense model's step is the spec path's)
+    p = _spec_path(spec, hw, cal, cat, efficiency, engine_version, None)
+    if not spec.is_moe:
+        return p
+    return p.with_(c_step=min(p.c_step + family.parts["moe_layer_s"] * spec.layers, 10.0),
+                   source=f"{p.source}; {family.describe()}")
+
+
+def _spec_path(spec: ModelSpec, hw: HardwareConfig, cal: CalibrationFile, cat: Catalog,
+               efficiency: str, engine_version: str | None,
+               family: FamilyFit | None) -> ReplicaParams:
+    eff, how = learned_efficiency(cal.configs, hw.gpu, int(hw.tp_size or hw.gpu_count))
     if family is not None:  # a GPU type never measured here: its family's fit on others' runs
         fam_fit = TransferEfficiency(hw.gpu, ratios=dict(eff or {}), models=(), decode_comm=True,
                                      **family.parts)

@@ -115,3 +115,38 @@ def test_a_family_table_written_before_the_new_parts_reads_them_as_none(
     parts = family_fits(old)["amd-instinct"].parts
     assert parts["seq_host_s"] == 0.0 and parts["moe_layer_s"] == 0.0
     assert parts["comm_tok"] == 3.0
+
+
+def test_a_family_kept_for_its_moe_layers_alone_leaves_the_spec_path_but_there(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # a family whose dense parts did not hold up held out, but whose time per MoE layer did:
+    # a dense model keeps the spec path exactly; an MoE model's step takes that time on top
+    spec = ModelSpec.from_hf_config(MIXTRAL)
+    cat = bundled_catalog().extend(models=[spec])
+    monkeypatch.setattr(params_mod, "family_efficiency", lambda gpu, path=None: None)
+    dense_path = replica_params(MODEL, "2xH100-SXM")
+    moe_path = replica_params(spec.model, "2xH100-SXM", catalog=cat)
+    fit = FamilyFit("nvidia-datacenter-nvlink", {**PARTS, "moe_layer_s": 150e-6}, 20,
+                    ("runs",), ("H100-SXM",), moe_only=True)
+    monkeypatch.setattr(params_mod, "family_efficiency",
+                        lambda gpu, path=None: fit if gpu_family(gpu) == fit.family else None)
+    assert replica_params(MODEL, "2xH100-SXM") == dense_path
+    got = replica_params(spec.model, "2xH100-SXM", catalog=cat)
+    assert got.c_step == pytest.approx(moe_path.c_step + 32 * 150e-6, rel=1e-12)
+    assert (got.c_seq, got.c_prefill_tok, got.c_kv_tok, got.c_experts) == (
+        moe_path.c_seq, moe_path.c_prefill_tok, moe_path.c_kv_tok, moe_path.c_experts)
+    assert "time per mixture-of-experts layer (150 us) of nvidia-datacenter-nvlink" in got.source
+
+
+def test_a_family_tables_moe_only_mark_is_read_and_checked(tmp_path: Path) -> None:
+    from fleetplan.errors import DataError
+
+    entry = {"parts": PARTS, "n_runs": 12, "datasets": ["runs"], "gpus": ["H100-SXM"]}
+    for name, extra, want in (("kept.json", {"moe_only": True}, True),
+                              ("whole.json", {}, False)):
+        (tmp_path / name).write_text(json.dumps({"families": {"x": {**entry, **extra}}}))
+        assert family_fits(tmp_path / name)["x"].moe_only is want
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"families": {"x": {**entry, "moe_only": "yes"}}}))
+    with pytest.raises(DataError, match="moe_only true or false"):
+        family_fits(bad)
