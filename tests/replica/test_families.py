@@ -12,12 +12,14 @@ import pytest
 import fleetplan.replica.params as params_mod
 from fleetplan.catalog.catalog import bundled_catalog
 from fleetplan.catalog.hardware import HardwareConfig
+from fleetplan.catalog.models import ModelSpec
 from fleetplan.errors import DataError
 from fleetplan.replica.families import FamilyFit, family_fits, gpu_family
 from fleetplan.replica.params import replica_params
 from fleetplan.replica.priors import ideal_parts
 
 MODEL = "DeepSeek-R1-Distill-Qwen-14B"
+HF_CONFIGS = Path(__file__).resolve().parents[1] / "data" / "hf-configs"
 
 
 @pytest.mark.parametrize(("gpu", "family"), [
@@ -76,11 +78,13 @@ def test_the_bundled_table_keeps_only_families_checked_held_out() -> None:
     # docs/validation.md's verdicts: the GeForce family is kept (held out model by model no
     # worse than the spec path), and the AMD one (since its dense parts are fitted on the FP8
     # Llamas alone and gpt-oss-20b's own kernel time goes to its time per MoE layer); the
-    # NVLink one is not (better over its runs, worse on Lambda's). An RTX 5090 or MI300X pair
-    # (never measured) takes its family's fit; an H100 SXM pair the spec path; an RTX 4090 pair
-    # its own calibration's efficiencies
+    # NVLink one for its time per MoE layer alone (its whole fit is worse on Lambda's runs held
+    # out). An RTX 5090 or MI300X pair (never measured) takes its family's fit; an H100 SXM pair
+    # the spec path, with the NVLink time per MoE layer for an MoE model; an RTX 4090 pair its
+    # own calibration's efficiencies
     fits = family_fits()
-    assert set(fits) == {"nvidia-geforce", "amd-instinct"}
+    assert set(fits) == {"nvidia-geforce", "amd-instinct", "nvidia-datacenter-nvlink"}
+    assert [f for f, fit in fits.items() if fit.moe_only] == ["nvidia-datacenter-nvlink"]
     geforce = fits["nvidia-geforce"]
     assert geforce.gpus == ("RTX-3090",) and geforce.datasets == ("4x3090-llm-benchmarks",)
     amd = fits["amd-instinct"]
@@ -96,6 +100,17 @@ def test_the_bundled_table_keeps_only_families_checked_held_out() -> None:
         assert p.calibrated is False and f"{family} GPUs fitted on" in p.source
     for config in ("1xH100-SXM", "2xRTX-4090"):
         assert "fitted on" not in replica_params("Meta-Llama-3-8B-Instruct", config).source
+    # the NVLink family's time per MoE layer, learned on gpt-oss-20b (H200, B200) and Mixtral
+    # (A100, H100 SXM): far above the 20 us its fit starts from
+    nvlink = fits["nvidia-datacenter-nvlink"].parts["moe_layer_s"]
+    assert nvlink > 60e-6
+    mixtral = ModelSpec.from_hf_config(HF_CONFIGS / "Mixtral-8x7B-Instruct-v0.1")
+    cat = bundled_catalog().extend(models=[mixtral])
+    p = replica_params(mixtral.model, "2xH100-SXM", catalog=cat)
+    assert "time per mixture-of-experts layer" in p.source
+    assert p.c_step == pytest.approx(replica_params(
+        mixtral.model, "2xH100-SXM", catalog=cat, efficiency="ratios").c_step + 32 * nvlink,
+        rel=1e-9)
     # and the band of an MI300X prediction is read from others' MI300X runs
     from fleetplan.validate.bands import error_table
 
