@@ -149,8 +149,11 @@ def fit_family(pred: Predictor, family: str, runs: Sequence[Any], base: dict[str
 
     from fleetplan.replica.families import PARTS, FamilyFit
 
-    dense = [] if moe_only else _subsample([r for r in runs if _dense(r, pred.res)], max_rows)
-    moe = _subsample([r for r in runs if not _dense(r, pred.res)], max_rows)
+    split: dict[bool, list[Any]] = {True: [], False: []}  # dense: the runs
+    for r in runs:
+        split[_dense(r, pred.res)].append(r)
+    dense = [] if moe_only else _subsample(split[True], max_rows)
+    moe = _subsample(split[False], max_rows)
     x = np.log([base[k] for k in PARTS])
     x0 = x.copy()
 
@@ -190,8 +193,6 @@ def fit_family(pred: Predictor, family: str, runs: Sequence[Any], base: dict[str
 def fit_all(pred: Predictor, runs: Sequence[Any], base: dict[str, float], max_rows: int,
             max_nfev: int, say: Callable[[str], None]) -> dict[str, Any]:
     """One fit per family with runs among ``runs`` (refused runs left out)."""
-    from fleetplan.replica.families import FamilyFit
-
     baseline = pred.outcomes(runs, {})
     usable = [o.run for o in baseline if o.refused is None
               and not any("calibrated pair" in n for n in o.notes)]
@@ -204,9 +205,8 @@ def fit_all(pred: Predictor, runs: Sequence[Any], base: dict[str, float], max_ro
     for fam, rows in sorted(by_family.items()):
         t = time.monotonic()
         fit, before, after = fit_family(pred, fam, rows, base, max_nfev, max_rows)
-        fits[fam] = FamilyFit(fam, fit.parts, len(rows),
-                              tuple(sorted({r.source for r in rows})),
-                              tuple(sorted({r.gpu for r in rows})))
+        fits[fam] = replace(fit, datasets=tuple(sorted({r.source for r in rows})),
+                            gpus=tuple(sorted({r.gpu for r in rows})))
         say(f"  {fam}: {len(rows)} runs, loss {before:.3f} -> "
             f"{after:.3f} in {time.monotonic() - t:.0f} s; "
             + ", ".join(f"{k} {v:.3g}" for k, v in fit.parts.items()))
@@ -326,8 +326,7 @@ def main(argv: list[str] | None = None) -> int:
             if not worse:
                 fit, _b, _a = fit_family(pred, fam, [o.run for o in rows], base,
                                          args.max_nfev, args.max_rows, moe_only=True)
-                final[fam] = replace(fit, n_runs=len(rows), datasets=final[fam].datasets,
-                                     gpus=final[fam].gpus)
+                final[fam] = replace(fit, datasets=final[fam].datasets, gpus=final[fam].gpus)
         if worse:
             del final[fam]
         else:

@@ -30,6 +30,7 @@ def point_outcome(status: str, verified: bool) -> str:
         return INFEASIBLE
     return VERIFIED if verified else NOT_VERIFIED
 
+
 @dataclass(frozen=True)
 class FrontierPointRow:
     value: float

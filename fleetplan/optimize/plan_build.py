@@ -62,8 +62,6 @@ BURST_NOTE = ("capacities are sustained per-replica rates of the replica model i
 NOT_VERIFIED_NOTE = "NOT VERIFIED: "
 
 
-
-
 def rounded(v: float | None, digits: int = 6) -> float | None:
     return None if v is None else round(float(v), digits)
 
