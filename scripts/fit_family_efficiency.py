@@ -22,8 +22,11 @@ kept. The kept fits (on every run of the family) are
 ``data/family_efficiency.json``; every run's error, held out where a kept family predicts it,
 gives the per-dataset table of docs/validation.md (bands judged leave-one-dataset-out) and the
 ``external`` fold of ``data/spec_errors.json`` (the bands of GPU types never measured here,
-:mod:`fleetplan.validate.external_bands`). Every file is written atomically; ``--dry-run``
-prints only.
+:mod:`fleetplan.validate.external_bands`). The other runs (of GPU types measured here, or of a
+family without a kept fit) count as the product predicts them with the kept fits: an MoE
+model's step takes the time per MoE layer of its GPU's family or of that family's sibling
+(:func:`fleetplan.replica.families.moe_layer_family`), and no fit saw them. Every file is
+written atomically; ``--dry-run`` prints only.
 """
 
 from __future__ import annotations
@@ -96,14 +99,15 @@ class Predictor:
 
     def outcomes(self, runs: Sequence[Any], fits: dict[str, Any]) -> list[Any]:
         import fleetplan.replica.params as params_mod
-        from fleetplan.replica.families import gpu_family
+        from fleetplan.replica.families import gpu_family, moe_layer_family
 
-        saved = params_mod.family_efficiency
+        saved = params_mod.family_efficiency, params_mod.moe_layer_family
         params_mod.family_efficiency = lambda gpu, path=None: fits.get(gpu_family(gpu))
+        params_mod.moe_layer_family = lambda gpu, table=None: moe_layer_family(gpu, fits)
         try:
             return [self.ev.predict_row(r, self.res, engine_args=True) for r in runs]
         finally:
-            params_mod.family_efficiency = saved
+            params_mod.family_efficiency, params_mod.moe_layer_family = saved
 
 
 def _family_of(run: Any, res: Any) -> str | None:
@@ -332,6 +336,13 @@ def main(argv: list[str] | None = None) -> int:
         else:
             used.update({id(o.run): o for o in held})
         say(f"  {fam}: {verdicts[fam]}")
+
+    # every other run as the product predicts it with the kept fits: a GPU type measured here
+    # or of a family without a kept fit takes the spec path, and an MoE model's step the time
+    # per MoE layer of its family or its family's sibling (fleetplan.replica.families.
+    # moe_layer_family; none of those runs was fitted on)
+    rest = [o.run for o in today if used[id(o.run)] is o]
+    used.update({id(o.run): o for o in pred.outcomes(rest, final)})
 
     def rows_of(outs: Sequence[Any]) -> list[ExternalOutcome]:
         return [ExternalOutcome.from_dict({

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -39,6 +40,9 @@ PARTS = ("weights_bw", "comm_step", "host_s", "compute", "comm_tok", "seq_host_s
 OPTIONAL_PARTS = ("seq_host_s", "moe_layer_s")
 FAMILIES = ("nvidia-geforce", "nvidia-datacenter-nvlink", "nvidia-datacenter-pcie",
             "amd-instinct")
+# a family without a time per MoE layer of its own takes this one's: the same vendor's
+# data-centre GPUs run the same MoE kernels whatever joins them (an H100 on PCIe or on NVLink)
+MOE_SIBLING = {"nvidia-datacenter-pcie": "nvidia-datacenter-nvlink"}
 
 
 def gpu_family(gpu: GPUSpec) -> str:
@@ -69,11 +73,18 @@ class FamilyFit:
     moe_only: bool = False
 
     def describe(self) -> str:
-        what = (f"time per mixture-of-experts layer ({1e6 * self.parts['moe_layer_s']:.0f} us) "
-                "of" if self.moe_only else "efficiencies of")
-        return (f"{what} {self.family} GPUs fitted on {self.n_runs} runs others "
-                f"measured ({', '.join(self.gpus)}; data/external: "
-                f"{', '.join(self.datasets)}; data/{FAMILY_FILE})")
+        """What a prediction takes from this fit, where it came from (a parameters' source)."""
+        return self.moe_describe() if self.moe_only else f"efficiencies of {self._fitted()}"
+
+    def moe_describe(self) -> str:
+        """The same, for its time per MoE layer alone."""
+        return (f"time per mixture-of-experts layer ({1e6 * self.parts['moe_layer_s']:.0f} us) "
+                f"of {self._fitted()}")
+
+    def _fitted(self) -> str:
+        return (f"{self.family} GPUs fitted on {self.n_runs} runs others measured "
+                f"({', '.join(self.gpus)}; data/external: {', '.join(self.datasets)}; "
+                f"data/{FAMILY_FILE})")
 
     def to_dict(self) -> dict[str, Any]:
         out = {"parts": self.parts, "n_runs": self.n_runs, "datasets": list(self.datasets),
@@ -124,3 +135,18 @@ def family_fits(path: str | Path | None = None) -> dict[str, FamilyFit]:
 def family_efficiency(gpu: GPUSpec, path: str | Path | None = None) -> FamilyFit | None:
     """The fitted efficiencies of ``gpu``'s family (None: that family has no fit)."""
     return family_fits(path).get(gpu_family(gpu))
+
+
+def moe_layer_family(gpu: GPUSpec, fits: Mapping[str, FamilyFit] | None = None
+                     ) -> FamilyFit | None:
+    """The family fit whose time per MoE layer an MoE model's step takes on ``gpu`` where the
+    spec path predicts it (its dense step from datasheets and efficiency ratios, which no MoE
+    model taught): its own family's, else its :data:`MOE_SIBLING`'s; None where neither has
+    one. ``fits``: the family table (default the bundled one)."""
+    table = family_fits() if fits is None else fits
+    own = gpu_family(gpu)
+    for fam in (own, MOE_SIBLING.get(own)):
+        fit = table.get(fam) if fam is not None else None
+        if fit is not None and fit.parts.get("moe_layer_s", 0.0) > 0:
+            return fit
+    return None

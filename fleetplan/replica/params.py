@@ -29,7 +29,12 @@ from fleetplan.replica.calibration_file import (
     CalibrationSource,
     load_calibration_file,
 )
-from fleetplan.replica.families import FamilyFit, family_efficiency
+from fleetplan.replica.families import (
+    FamilyFit,
+    family_efficiency,
+    gpu_family,
+    moe_layer_family,
+)
 from fleetplan.replica.params_record import ReplicaParams
 from fleetplan.replica.priors import engine_first, prior_params
 from fleetplan.replica.transfer import (
@@ -135,17 +140,22 @@ def data_parallel_rank(hw: HardwareConfig) -> str | None:
 
 def _uncalibrated(spec: ModelSpec, hw: HardwareConfig, cal: CalibrationFile, cat: Catalog,
                   efficiency: str, engine_version: str | None) -> ReplicaParams:
-    family = None if efficiency != "auto" or any(
-        e.calibrated and e.gpu == hw.gpu for e in cal.configs) else family_efficiency(hw.spec)
-    if family is None or not family.moe_only:
+    measured = any(e.calibrated and e.gpu == hw.gpu for e in cal.configs)
+    family = None if efficiency != "auto" or measured else family_efficiency(hw.spec)
+    if family is not None and not family.moe_only:
         return _spec_path(spec, hw, cal, cat, efficiency, engine_version, family)
-    # a family kept for its time per MoE layer alone: the spec path, and that time on an MoE
-    # model's step (a dense model's step is the spec path's)
+    # the spec path: a dense step, from datasheets and ratios no MoE model taught; an MoE
+    # model's step takes the time per MoE layer its GPU's family (or that family's sibling)
+    # was fitted to on others' runs (a family kept for that time alone, a GPU type whose
+    # calibrated configurations are dense, a family without runs of its own)
     p = _spec_path(spec, hw, cal, cat, efficiency, engine_version, None)
-    if not spec.is_moe:
+    moe = moe_layer_family(hw.spec) if efficiency == "auto" and spec.is_moe else None
+    if moe is None:
         return p
-    return p.with_(c_step=min(p.c_step + family.parts["moe_layer_s"] * spec.layers, 10.0),
-                   source=f"{p.source}; {family.describe()}")
+    how = "" if moe.family == gpu_family(hw.spec) else (
+        f", taken for this {gpu_family(hw.spec)} GPU (the same MoE kernels)")
+    return p.with_(c_step=min(p.c_step + moe.parts["moe_layer_s"] * spec.layers, 10.0),
+                   source=f"{p.source}; {moe.moe_describe()}{how}")
 
 
 def _spec_path(spec: ModelSpec, hw: HardwareConfig, cal: CalibrationFile, cat: Catalog,

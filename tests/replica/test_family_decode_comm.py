@@ -16,7 +16,7 @@ from fleetplan.catalog.catalog import bundled_catalog
 from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.catalog.models import ModelSpec
 from fleetplan.replica.calibration_file import load_calibration_file
-from fleetplan.replica.families import FamilyFit, family_fits, gpu_family
+from fleetplan.replica.families import FamilyFit, family_fits, gpu_family, moe_layer_family
 from fleetplan.replica.params import learned_efficiency, replica_params
 from fleetplan.replica.priors import ideal_coefficients, ideal_parts
 
@@ -75,6 +75,14 @@ def _with_family(monkeypatch: pytest.MonkeyPatch, **extra: float) -> None:
                         lambda gpu, path=None: fit if gpu_family(gpu) == fit.family else None)
 
 
+def _with_table(monkeypatch: pytest.MonkeyPatch, fits: dict[str, FamilyFit]) -> None:
+    """The product reads this family table instead of the bundled one."""
+    monkeypatch.setattr(params_mod, "family_efficiency",
+                        lambda gpu, path=None: fits.get(gpu_family(gpu)))
+    monkeypatch.setattr(params_mod, "moe_layer_family",
+                        lambda gpu, table=None: moe_layer_family(gpu, fits))
+
+
 def test_a_familys_host_time_per_sequence_joins_every_decoders_cost(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # AMD's MI300X tables (vLLM 0.6.6-0.10.0, TP 8): the step grows by ~60 us per sequence
@@ -123,13 +131,12 @@ def test_a_family_kept_for_its_moe_layers_alone_leaves_the_spec_path_but_there(
     # a dense model keeps the spec path exactly; an MoE model's step takes that time on top
     spec = ModelSpec.from_hf_config(MIXTRAL)
     cat = bundled_catalog().extend(models=[spec])
-    monkeypatch.setattr(params_mod, "family_efficiency", lambda gpu, path=None: None)
+    _with_table(monkeypatch, {})
     dense_path = replica_params(MODEL, "2xH100-SXM")
     moe_path = replica_params(spec.model, "2xH100-SXM", catalog=cat)
     fit = FamilyFit("nvidia-datacenter-nvlink", {**PARTS, "moe_layer_s": 150e-6}, 20,
                     ("runs",), ("H100-SXM",), moe_only=True)
-    monkeypatch.setattr(params_mod, "family_efficiency",
-                        lambda gpu, path=None: fit if gpu_family(gpu) == fit.family else None)
+    _with_table(monkeypatch, {fit.family: fit})
     assert replica_params(MODEL, "2xH100-SXM") == dense_path
     got = replica_params(spec.model, "2xH100-SXM", catalog=cat)
     assert got.c_step == pytest.approx(moe_path.c_step + 32 * 150e-6, rel=1e-12)
@@ -150,3 +157,74 @@ def test_a_family_tables_moe_only_mark_is_read_and_checked(tmp_path: Path) -> No
     bad.write_text(json.dumps({"families": {"x": {**entry, "moe_only": "yes"}}}))
     with pytest.raises(DataError, match="moe_only true or false"):
         family_fits(bad)
+
+
+GPT_OSS = (Path(__file__).resolve().parents[2] / "data" / "external" / "configs"
+           / "openai--gpt-oss-20b")
+
+
+@pytest.mark.parametrize(("config", "family"), [
+    # the study's H100 PCIe: calibrated on dense models only; its family (data-centre, PCIe)
+    # has no runs, so it takes its NVLink sibling's time: the same chip, the same MoE kernels
+    ("2xH100-PCIe", "nvidia-datacenter-nvlink"),
+    # the study's RTX 4090, calibrated on dense models: its own family's time
+    ("8xRTX-4090", "nvidia-geforce"),
+    # a data-centre PCIe GPU never measured anywhere (L40S): the sibling's time
+    ("4xL40S", "nvidia-datacenter-nvlink"),
+])
+def test_an_moe_model_on_a_gpu_no_moe_model_taught_takes_a_familys_time_per_moe_layer(
+        monkeypatch: pytest.MonkeyPatch, config: str, family: str) -> None:
+    # the spec path's dense step knows nothing of an MoE layer's router, permutation and small
+    # grouped GEMMs (gpt-oss-20b on 1 x H100 PCIe was predicted 2 x too fast at one request in
+    # flight): where its GPU's family, or that family's sibling, learned that time on others'
+    # runs, an MoE model's step takes it; a dense model's parameters do not move
+    spec = ModelSpec.from_hf_config(MIXTRAL)
+    cat = bundled_catalog().extend(models=[spec])
+    _with_table(monkeypatch, {})
+    dense_path = replica_params(MODEL, config)
+    moe_path = replica_params(spec.model, config, catalog=cat)
+    ratios_path = replica_params(spec.model, config, catalog=cat, efficiency="ratios")
+    fits = {f: FamilyFit(f, {**PARTS, "moe_layer_s": us * 1e-6}, 20, ("runs",), ("G",),
+                         moe_only=f != "nvidia-geforce")
+            for f, us in (("nvidia-datacenter-nvlink", 150), ("nvidia-geforce", 40))}
+    _with_table(monkeypatch, fits)
+    assert replica_params(MODEL, config) == dense_path
+    got = replica_params(spec.model, config, catalog=cat)
+    us = 150 if family == "nvidia-datacenter-nvlink" else 40
+    assert got.c_step == pytest.approx(moe_path.c_step + 32 * us * 1e-6, rel=1e-12)
+    assert (got.c_seq, got.c_prefill_tok, got.c_experts) == (
+        moe_path.c_seq, moe_path.c_prefill_tok, moe_path.c_experts)
+    assert f"time per mixture-of-experts layer ({us} us) of {family} GPUs" in got.source
+    gpu = bundled_catalog().gpu(HardwareConfig.split(config)[1])
+    assert ("the same MoE kernels" in got.source) is (gpu_family(gpu) != family)
+    # an efficiency path asked for by name is that path alone
+    assert replica_params(spec.model, config, catalog=cat, efficiency="ratios") == ratios_path
+
+
+def test_the_time_per_moe_layer_is_the_familys_own_else_its_siblings() -> None:
+    cat = bundled_catalog()
+    pcie, sxm, ada = cat.gpu("H100-PCIe"), cat.gpu("H100-SXM"), cat.gpu("RTX-4090")
+
+    def fit(family: str, us: float) -> FamilyFit:
+        return FamilyFit(family, {**PARTS, "moe_layer_s": us * 1e-6}, 9, ("d",), ("G",))
+
+    nvlink, own = fit("nvidia-datacenter-nvlink", 120), fit("nvidia-datacenter-pcie", 80)
+    assert moe_layer_family(pcie, {nvlink.family: nvlink}) is nvlink
+    assert moe_layer_family(pcie, {nvlink.family: nvlink, own.family: own}) is own
+    assert moe_layer_family(sxm, {own.family: own}) is None  # no sibling that way round
+    assert moe_layer_family(ada, {nvlink.family: nvlink}) is None
+    # a family fitted without an MoE run has no such time: the sibling's counts
+    assert moe_layer_family(pcie, {nvlink.family: nvlink,
+                                   own.family: fit(own.family, 0)}) is nvlink
+
+
+def test_gpt_oss_on_the_studys_h100_takes_the_nvlink_familys_bundled_time() -> None:
+    # the bundled verdict: the NVLink family kept for its time per MoE layer; the H100 PCIe's
+    # calibrated ratios keep the dense step, and gpt-oss-20b's 24 MoE layers add that time
+    spec = ModelSpec.from_hf_config(GPT_OSS)
+    cat = bundled_catalog().extend(models=[spec])
+    fam = family_fits()["nvidia-datacenter-nvlink"]
+    got = replica_params(spec.model, "1xH100-PCIe", catalog=cat)
+    plain = replica_params(spec.model, "1xH100-PCIe", catalog=cat, efficiency="ratios")
+    assert got.c_step == pytest.approx(plain.c_step + 24 * fam.parts["moe_layer_s"], rel=1e-9)
+    assert "taken for this nvidia-datacenter-pcie GPU" in got.source
