@@ -145,7 +145,8 @@ def _notes(pools: Sequence[PoolModel], classes: Sequence[ClassResult], reps: Seq
     for pm in pools:
         model, cfg, cal = pm.params.model, pm.params.config, ctx.calibration
         if not pm.params.calibrated:
-            lo, hi, doc = datasheet_band(model, pm.spec.hardware.gpu, store=ctx.store)
+            lo, hi, doc = datasheet_band(model, pm.spec.hardware.gpu, store=ctx.store,
+                                         moe=pm.params.is_moe)
             notes.append(Note(f"pool {pm.label}: latencies predicted from datasheets, not from "
                               "measured runs (calibrated: false): real P99 TTFT was "
                               f"{lo:.2g}-{hi:.2g}x such predictions in 80% of held-out cases "

@@ -38,15 +38,18 @@ from fleetplan.scenario.served import model_config_of
 BAND_METRIC = "request_throughput"
 
 
-def capacity_factors(model: str, gpu: str, store: str | os.PathLike[str] | None = None
-                     ) -> tuple[float, float, str]:
+def capacity_factors(model: str, gpu: str, store: str | os.PathLike[str] | None = None,
+                     *, moe: bool = False) -> tuple[float, float, str]:
     """``(low, high, basis)``: the ends of the 80% band of a spec-path throughput prediction of
     ``model`` on ``gpu``, as multiples of the prediction (measured = predicted / (1 + e));
-    ``store``: whose runs say whether the model was measured at all (default: the usual)."""
+    ``store``: whose runs say whether the model was measured at all (default: the usual);
+    ``moe``: the model is a mixture of experts (:meth:`~fleetplan.validate.bands.ErrorTable.
+    lookup`)."""
     from fleetplan.optimize.model_band import spec_fold
     from fleetplan.validate.bands import error_table
 
-    q, basis = error_table().quantiles(gpu, BAND_METRIC, spec_fold(model, store=store))
+    q, basis = error_table().quantiles(gpu, BAND_METRIC, spec_fold(model, store=store),
+                                       moe=moe)
     return (*q.measured_range(), f"data/spec_errors.json: {basis}")
 
 
@@ -152,7 +155,7 @@ def measure_next(scenario: Scenario, problem: PlanProblem, settings: SolverSetti
     catalog = ctx.catalog
     if factors is None:
         def factors(model: str, gpu: str) -> tuple[float, float, str]:
-            return capacity_factors(model, gpu, ctx.store)
+            return capacity_factors(model, gpu, ctx.store, moe=catalog.model(model).is_moe)
 
     best: MeasureNext | None = None
     for config in sorted({p.config for p in problem.pools}):

@@ -85,8 +85,9 @@ def _pool_band(model: str, config: str, fold: str, catalog: Catalog | None,
     from fleetplan.validate.bands import error_table
 
     hw = HardwareConfig.parse(config, catalog)
-    if not replica_params(model, config, catalog=catalog, calibration=calibration).calibrated:
-        q, basis = error_table().quantiles(hw.gpu, "ttft_p99_ms", fold)
+    params = replica_params(model, config, catalog=catalog, calibration=calibration)
+    if not params.calibrated:
+        q, basis = error_table().quantiles(hw.gpu, "ttft_p99_ms", fold, moe=params.is_moe)
         return PoolBand(config, False, *q.measured_range(),
                         f"spec path (not calibrated), {SPEC_TABLE}: {basis}"
                         + ("; no pipeline-parallel run is among them" if hw.pp_size > 1

@@ -393,7 +393,8 @@ def _accuracy_notes(scenario: Scenario, pools: list[Any]) -> list[str]:
                                    calibration=ctx.calibration).calibrated]
     notes: list[str] = []
     if uncal:
-        bands = {gpus[c]: datasheet_band(served[c][0], gpus[c], store=ctx.store)
+        bands = {gpus[c]: datasheet_band(served[c][0], gpus[c], store=ctx.store,
+                                         moe=catalog.model(served[c][0]).is_moe)
                  for c in uncal}
         ranges = ", ".join(f"{b.lo:.2g}-{b.hi:.2g}x" + (f" ({gpu})" if len(bands) > 1 else "")
                            for gpu, b in bands.items())

@@ -113,6 +113,12 @@ class ReplicaParams(BaseModel):
         return data
 
     @property
+    def is_moe(self) -> bool:
+        """Whether these are a mixture-of-experts model's parameters (its tokens routed to a
+        share of its experts)."""
+        return self.expert_share > 0
+
+    @property
     def kv_blocks(self) -> int:
         """Whole KV blocks of the cache."""
         return self.kv_capacity_tokens // self.block_size

@@ -131,38 +131,49 @@ class ErrorTable:
     # (fold, GPU type or all, metric) -> median |error| %, where the table states one
     median_abs_pct: dict[tuple[str, str, str], float] = field(default_factory=dict)
 
-    def quantiles(self, gpu: str, metric: str, fold: str) -> tuple[ErrorQuantiles, str]:
+    def quantiles(self, gpu: str, metric: str, fold: str, *, moe: bool = False
+                  ) -> tuple[ErrorQuantiles, str]:
         """The quantiles for ``gpu`` (the pooled ones when the GPU type has none) and a basis
         line naming which (:meth:`lookup`)."""
-        row = self.lookup(gpu, metric, fold)
+        row = self.lookup(gpu, metric, fold, moe=moe)
         return row.quantiles, row.basis
 
-    def lookup(self, gpu: str, metric: str, fold: str) -> TableRow:
+    def lookup(self, gpu: str, metric: str, fold: str, *, moe: bool = False) -> TableRow:
         """The row of held-out errors that bounds ``metric`` of a prediction on ``gpu``:
         ``fold``'s row of the GPU type; for a GPU type the store never measured, other people's
         runs of that type, else of all theirs (the external fold, judged leave-one-dataset-out,
-        docs/validation.md); else the store's leave-one-gpu-out errors of all GPU types."""
+        docs/validation.md); else the store's leave-one-gpu-out errors of all GPU types.
+        ``moe``: the prediction is of a mixture-of-experts model, which the store's folds
+        (the bundled study's models, all dense) never held out: other people's runs, MoE models
+        among them, bound it on every GPU type."""
         table = self.folds.get(fold)
         if table is None:
             raise InputError(f"error table fold {fold!r} unknown (valid: "
                              f"{', '.join(sorted(self.folds))})")
         cv = BANDED.get(metric, metric)
         row = table.get(gpu, {}).get(cv)
-        if row is not None:
-            return self._row(row, fold, gpu, cv,
-                             f"{fold} errors of {row.n} held-out {gpu} runs ({cv})")
-        # a GPU type never measured here: how the spec path did on other people's runs of that
-        # GPU type, else of every GPU type (judged leave-one-dataset-out, docs/validation.md)
         ext = self.folds.get(EXTERNAL_FOLD, {})
+        mine = None if row is None else self._row(
+            row, fold, gpu, cv, f"{fold} errors of {row.n} held-out {gpu} runs ({cv})")
+        if mine is not None and not moe:
+            return mine
+        # a GPU type never measured here (or an MoE model, which the store never held out):
+        # how the spec path did on other people's runs of that GPU type, else of every GPU
+        # type (judged leave-one-dataset-out, docs/validation.md)
+        why = (f"the bundled store's {gpu} runs are of dense models only" if mine is not None
+               else f"none measured on {gpu} here")
         own = ext.get(gpu, {}).get(cv)
         if own is not None:
             return self._row(own, EXTERNAL_FOLD, gpu, cv, (
-                f"errors of {own.n} runs others measured on {gpu} ({cv}; data/external)"))
+                f"errors of {own.n} runs others measured on {gpu} ({cv}; data/external"
+                + (f"; {why})" if mine is not None else ")")))
         pooled_ext = ext.get(POOLED, {}).get(cv)
         if pooled_ext is not None:
             return self._row(pooled_ext, EXTERNAL_FOLD, POOLED, cv, (
                 f"errors of {pooled_ext.n} runs others measured on their own GPUs ({cv}; "
-                f"data/external; none measured on {gpu} here)"))
+                f"data/external; {why})"))
+        if mine is not None:
+            return mine
         # no such table: what the other GPU types' ratios did on each type
         fold = UNMEASURED_GPU_FOLD if UNMEASURED_GPU_FOLD in self.folds else fold
         pooled = self.folds[fold].get(POOLED, {}).get(cv)
@@ -245,24 +256,28 @@ def error_table(path: str | Path | None = None) -> ErrorTable:
 
 
 def error_band(gpu: str, metric: str, predicted: float, *,
-               fold: str = "leave-one-model-out", table: ErrorTable | None = None) -> Band:
+               fold: str = "leave-one-model-out", table: ErrorTable | None = None,
+               moe: bool = False) -> Band:
     """The 80% band of the measured value of ``metric`` around a spec-path prediction on a
-    ``gpu`` (catalog name): ``[pred / (1 + e90), pred / (1 + e10)]``."""
-    return (table or error_table()).lookup(gpu, metric, fold).band(predicted)
+    ``gpu`` (catalog name): ``[pred / (1 + e90), pred / (1 + e10)]`` (``moe``: of an MoE
+    model, :meth:`ErrorTable.lookup`)."""
+    return (table or error_table()).lookup(gpu, metric, fold, moe=moe).band(predicted)
 
 
 def prediction_bands(gpu: str, metrics: dict[str, float], *,
                      fold: str = "leave-one-model-out", table: ErrorTable | None = None,
-                     digits: int = 4, config: str | None = None) -> dict[str, Any]:
+                     digits: int = 4, config: str | None = None,
+                     moe: bool = False) -> dict[str, Any]:
     """``{metric}_band: [lo, hi]`` for every banded metric of ``metrics`` and
     ``band_basis``: the one line saying which held-out errors they come from (``config``: the
-    configuration predicted; one of pipeline stages says that no such run is among them)."""
+    configuration predicted; one of pipeline stages says that no such run is among them;
+    ``moe``: the model is a mixture of experts, :meth:`ErrorTable.lookup`)."""
     t = table or error_table()
     out: dict[str, Any] = {}
     basis: TableRow | None = None
     for m, v in metrics.items():
         if m in BANDED and isinstance(v, int | float) and math.isfinite(v):
-            row = t.lookup(gpu, m, fold)
+            row = t.lookup(gpu, m, fold, moe=moe)
             b = row.band(float(v))
             out[f"{m}_band"] = [round(b.lo, digits), round(b.hi, digits)]
             if m == "ttft_p99_ms" or basis is None:
@@ -277,7 +292,8 @@ def prediction_bands(gpu: str, metrics: dict[str, float], *,
 
 
 def safety_factor(gpu: str, metric: str, *, confidence: float = 0.9,
-                  fold: str = "leave-one-model-out", table: ErrorTable | None = None) -> float:
+                  fold: str = "leave-one-model-out", table: ErrorTable | None = None,
+                  moe: bool = False) -> float:
     """Derating factor for a spec-path figure at ``confidence`` (0.5-0.99): multiply a
     predicted throughput/capacity by it, or a predicted latency by it, so that the measured
     value meets the derated figure for that share of held-out runs (see the module docstring).
@@ -285,7 +301,7 @@ def safety_factor(gpu: str, metric: str, *, confidence: float = 0.9,
     if not 0.5 <= confidence < 1.0:
         raise InputError(f"confidence(={confidence!r}) must be in [0.5, 1)")
     t = table or error_table()
-    q, _basis = t.quantiles(gpu, metric, fold)
+    q, _basis = t.quantiles(gpu, metric, fold, moe=moe)
     if metric in LATENCY:
         return q.latency_factor(confidence)
     # measured = pred / (1 + e): the measured throughput is below pred / (1 + e_hi) ...

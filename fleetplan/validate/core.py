@@ -168,7 +168,8 @@ def validate(runs: Sequence[MeasuredRun], *, calibration: CalibrationSource,
             warm = sd.warm()
         pred = predict_run(params, run, seeds=seeds, catalog=catalog, warm=warm)
         bands = None if params.calibrated else prediction_bands(
-            run.gpu, {m: v for m, v in pred.items() if m in BANDED}, config=run.config)
+            run.gpu, {m: v for m, v in pred.items() if m in BANDED}, config=run.config,
+            moe=params.is_moe)
         records.append(run_record(run, params.calibrated, pred, bands=bands))
     return ValidationResult(tuple(records), summarize(records), noise_floor(runs),
                             bands=band_coverage(records))

@@ -299,4 +299,4 @@ def _bands(params: ReplicaParams, metrics: dict[str, float]) -> dict[str, Any]:
     from fleetplan.validate.bands import prediction_bands
 
     return prediction_bands(HardwareConfig.split(params.config)[1], metrics,
-                            config=params.config)
+                            config=params.config, moe=params.is_moe)

@@ -48,6 +48,54 @@ def test_an_unmeasured_gpu_gets_the_leave_one_gpu_out_rows(tmp_path: Path) -> No
     assert "leave-one-gpu-out" in b.basis and "none measured on L4" in b.basis
 
 
+def test_an_moe_models_band_comes_from_other_peoples_runs_on_any_gpu(tmp_path: Path) -> None:
+    # the store's folds hold out dense models only (the study's): an MoE model's prediction on
+    # a GPU type the store measured is bounded by other people's runs, MoE models among them,
+    # of that GPU type where there are enough, else of all theirs
+    ext = {"external": {
+        "H200": {"ttft_p99_ms": {"p10": -0.3, "p50": 0.0, "p90": 0.4, "n": 9}},
+        "all": {"ttft_p99_ms": {"p10": -0.6, "p50": 0.0, "p90": 0.6, "n": 200}}}}
+    t = error_table(_table(tmp_path, {**ROWS, **ext}))
+    dense = error_band("H100-PCIe", "ttft_p99_ms", 100.0, table=t)
+    moe = error_band("H100-PCIe", "ttft_p99_ms", 100.0, table=t, moe=True)
+    assert (dense.lo, dense.hi) == (pytest.approx(80.0), pytest.approx(125.0))
+    assert (moe.lo, moe.hi) == (pytest.approx(100 / 1.6), pytest.approx(250.0))
+    assert "200 runs others measured" in moe.basis
+    assert "H100-PCIe runs are of dense models only" in moe.basis
+    own = error_band("H200", "ttft_p99_ms", 100.0, table=t, moe=True)
+    assert (own.lo, own.hi) == (pytest.approx(100 / 1.4), pytest.approx(100 / 0.7))
+    assert own.basis == "errors of 9 runs others measured on H200 (ttft_p99_ms; data/external)"
+    assert safety_factor("H100-PCIe", "ttft_p99_ms", confidence=0.9, table=t, moe=True) \
+        == pytest.approx(1 / 0.4)
+    # without other people's runs the store's row is all there is
+    bare = error_table(_table(tmp_path, ROWS))
+    assert error_band("H100-PCIe", "ttft_p99_ms", 100.0, table=bare, moe=True) == dense
+
+
+GPT_OSS = (Path(__file__).resolve().parents[2] / "data" / "external" / "configs"
+           / "openai--gpt-oss-20b")
+
+
+LLAMA = Path(__file__).resolve().parents[1] / "data" / "hf-configs" / "Llama-3.1-8B-Instruct"
+
+
+def test_an_moe_model_on_the_studys_h100_is_banded_by_other_peoples_runs(cli) -> None:
+    def band(*args: str) -> dict:
+        res = cli("predict", *args, "--config", "1xH100-PCIe", "--rate", "2", "--num-prompts",
+                  "40", "--seeds", "1", "--format", "json")
+        assert res.exit_code == 0, res.stderr
+        return json.loads(res.stdout)
+
+    moe = band("--model-config", str(GPT_OSS))
+    assert moe["calibrated"] is False
+    assert "runs others measured on their own GPUs" in moe["band_basis"]
+    assert "H100-PCIe runs are of dense models only" in moe["band_basis"]
+    dense = band("--model-config", str(LLAMA))  # a dense model, never measured
+    assert dense["calibrated"] is False
+    assert "held-out H100-PCIe runs" in dense["band_basis"]
+    assert "others measured" not in dense["band_basis"]
+
+
 def test_prediction_bands_cover_the_banded_metrics_only(tmp_path: Path) -> None:
     t = error_table(_table(tmp_path, ROWS))
     out = prediction_bands("H100-PCIe", {"ttft_p99_ms": 100.0, "request_throughput": 10.0,
