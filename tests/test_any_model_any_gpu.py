@@ -135,3 +135,27 @@ def test_simulate_a_user_gpu_fleet_names_the_user_price(tmp_path, user_catalog) 
     assert "on-demand L4 listing" in pool["price_source"]
     assert str(user_catalog) in pool["price_source"]
     _bundled_untouched()
+
+
+def test_a_run_naming_the_hub_id_finds_a_config_folder_named_org_dash_dash_name(
+        cli, foreign_run, tmp_path: Path) -> None:
+    # vLLM's result names the model by its hub id; a config.json kept in a folder named as the
+    # hub id with its slash written "--" (as Hugging Face's cache and data/external/configs
+    # keep them) describes it: the run is validated under the folder's name
+    run = foreign_run(model_id="Qwen/Qwen3-8B-FP8", tokenizer_id="Qwen/Qwen3-8B-FP8")
+    folder = tmp_path / "Qwen--Qwen3-8B-FP8"
+    shutil.copytree(QWEN3, folder)
+    res = cli("validate", str(run), "--gpu", "H100-SXM", "--gpu-count", "1",
+              "--model-config", str(folder), "--format", "json")
+    assert res.exit_code == 0, res.stderr
+    (rec,) = json.loads(res.stdout)["runs"]
+    assert (rec["model"], rec["config"], rec["calibrated"]) == (
+        "Qwen--Qwen3-8B-FP8", "1xH100-SXM", False)
+    # a folder of another name does not say which model it is: refused, one line
+    other = tmp_path / "my-model"
+    shutil.copytree(QWEN3, other)
+    res = cli("validate", str(run), "--gpu", "H100-SXM", "--gpu-count", "1",
+              "--model-config", str(other))
+    assert res.exit_code != 0
+    assert "field model_id: unknown model 'Qwen3-8B-FP8'" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1

@@ -299,7 +299,9 @@ def _model_name(p: Path, cfg: dict[str, Any]) -> tuple[str, str]:
     model a quantized checkpoint was made from): a Hugging Face cache folder
     ``models--org--name/snapshots/<rev>`` gives ``org/name``; a file not named
     ``config.json`` gives its stem. The hub id is ``_name_or_path`` when its last part is the
-    short name, else the short name."""
+    short name; else, for a folder named ``org--name`` (the hub id with its slash written as
+    the cache writes it, as ``data/external/configs/`` keeps them), ``org/name``, so that a
+    run naming ``org/name`` finds it; else the short name."""
     folder = p.resolve().parent
     if folder.parent.name == "snapshots" and folder.parent.parent.name.startswith("models--"):
         parts = folder.parent.parent.name.split("--")[1:]
@@ -308,6 +310,9 @@ def _model_name(p: Path, cfg: dict[str, Any]) -> tuple[str, str]:
     hub = cfg.get("_name_or_path")
     if isinstance(hub, str) and hub.rstrip("/").split("/")[-1] == short and hub.count("/") == 1:
         return short, hub
+    org, sep, name = short.partition("--")
+    if sep and org and name and not name.startswith("-"):
+        return short, f"{org}/{name}"
     return short, short
 
 

@@ -147,19 +147,24 @@ def resolve_gpu(src: SourceRef, field_name: str, raw: str, opt: IngestOptions) -
                            f"{exc} (describe it in a --catalog gpus.csv)") from None
 
 
-def check_model(src: SourceRef, model: str, opt: IngestOptions) -> None:
-    """Refuse a record whose model the catalog does not know: its runs could be stored but
-    never predicted, calibrated or validated. The catalog is ``opt.known_models`` where given,
-    else ``opt.catalog``: describe a model with a user catalog's ``models.csv`` or its
-    ``config.json`` (``--model-config``, ``DataContext.build(model_configs=...)``) to accept its
-    runs."""
+def check_model(src: SourceRef, model: str, opt: IngestOptions) -> str:
+    """The catalog's name of a record's model (``model``: the short name its file gives, the
+    last part of its hub id; a ``config.json`` folder named ``org--name`` is found by
+    ``name``), or refuse the record: its runs could be stored but never predicted, calibrated
+    or validated. The catalog is ``opt.known_models`` where given, else ``opt.catalog``:
+    describe a model with a user catalog's ``models.csv`` or its ``config.json``
+    (``--model-config``, ``DataContext.build(model_configs=...)``) to accept its runs."""
     if opt.known_models is not None:
-        known = model in opt.known_models
+        if model in opt.known_models:
+            return model
     else:
-        known = opt.names.knows_model(model)
-    if not known:
-        raise record_error(src, "model_id", f"unknown model {short(model)}: not in the model "
-                           "catalog (add it with --model-config or a --catalog models.csv)")
+        try:
+            return opt.names.model(model).model
+        except UnknownNameError:
+            pass
+    raise record_error(src, "model_id", f"unknown model {short(model)}: not in the model "
+                       "catalog (add it with --model-config, a folder named after the model, "
+                       "or a --catalog models.csv)")
 
 
 def record_digest(obj: Any) -> str:

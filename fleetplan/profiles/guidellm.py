@@ -301,8 +301,7 @@ def _parse_one(report: dict[str, Any], bench: dict[str, Any], k: int, src: Sourc
     if total < ok + err:
         raise _fail(src, f"{tw}.total", f"{total} is fewer than successful + errored = "
                     f"{ok + err}")
-    model = normalize_model(model_id)
-    check_model(src, model, opt)
+    model = check_model(src, normalize_model(model_id), opt)
     engine = extras.engine or "unknown"
     duration = _duration(bench, src, where)
     n_in, n_out = (_total_sum(bench, name, src, where)

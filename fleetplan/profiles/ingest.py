@@ -202,8 +202,7 @@ def _parse_vllm(obj: dict[str, Any], src: SourceRef, opt: IngestOptions) -> dict
         raise _fail(src, None, "missing required field 'model_id'")
     gpu = _gpu(res, src, opt)
     gpu_count, tp, layout = _parallelism(res, src, opt)
-    model = normalize_model(model_id)
-    check_model(src, model, opt)
+    model = check_model(src, normalize_model(model_id), opt)
     rec: dict[str, Any] = {
         "run_id": src.digest,
         "model": model,

@@ -108,6 +108,21 @@ def test_hf_cache_folder_names_the_model(tmp_path: Path) -> None:
     assert ModelSpec.from_hf_config(snap, name="mine").model == "mine"
 
 
+@pytest.mark.parametrize(("folder", "hub"), [
+    ("Qwen--Qwen3-8B-FP8", "Qwen/Qwen3-8B-FP8"),  # the hub id, its slash as the cache writes it
+    ("Qwen3-8B-FP8", "Qwen3-8B-FP8"),
+    ("--Qwen3-8B-FP8", "--Qwen3-8B-FP8"),  # no organisation: not a hub id
+    ("Qwen---x", "Qwen---x"),
+])
+def test_a_folder_named_org_dash_dash_name_gives_the_hub_id(tmp_path: Path, folder: str,
+                                                            hub: str) -> None:
+    (tmp_path / folder).mkdir()
+    (tmp_path / folder / "config.json").write_text(
+        (CONFIGS / "Qwen3-8B-FP8" / "config.json").read_text())
+    spec = ModelSpec.from_hf_config(tmp_path / folder)
+    assert (spec.model, spec.hf_id) == (folder, hub)  # the short name stays the folder's
+
+
 @pytest.mark.parametrize(("content", "message"), [
     ("{not json", "not JSON"),
     ("[1, 2]", "a JSON object"),
