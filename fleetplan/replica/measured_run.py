@@ -46,6 +46,8 @@ class MeasuredRun:
     # the server it was measured on as recorded at ingest (engine settings, prefix cache:
     # fleetplan.replica.runs.recorded_server); None: a study run, on its series protocol
     server: ServerDescription | None = None
+    # the client's cap on requests in flight (vLLM's --max-concurrency), None: no cap
+    max_concurrency: int | None = None
 
 
     @property

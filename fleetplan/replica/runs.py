@@ -209,6 +209,14 @@ def recorded_server(engine_args: object, prefix_cache: object,
         warm_prefix_cache=cache == "warm" or None)
 
 
+def _cap(value: object) -> int | None:
+    """A row's client-side concurrency cap (empty or 0: none)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    cap = int(value)  # type: ignore[call-overload]
+    return cap if cap > 0 else None
+
+
 def _typed_runs(frame: pd.DataFrame, ref: pd.DataFrame, fl: dict[str, str]) -> list[MeasuredRun]:
     max_rate = ref.groupby(["model", "config"])["request_rate"].max().to_dict()
     config_tpot = (ref.groupby(["model", "config"])["tpot_p50_ms"].quantile(0.75).to_dict()
@@ -234,6 +242,7 @@ def _typed_runs(frame: pd.DataFrame, ref: pd.DataFrame, fl: dict[str, str]) -> l
             excluded=tuple(excluded),
             request_lengths=_lengths(rec.get("input_lens"), rec.get("output_lens")),
             server=recorded_server(rec.get("engine_args"), rec.get("prefix_cache"), rid),
+            max_concurrency=_cap(rec.get("max_concurrency")),
         ))
     return out
 
@@ -244,13 +253,15 @@ def predict_run(params: ReplicaParams, run: MeasuredRun, *, lengths: LengthModel
     """Replay ``run``'s protocol (exact send times, its token totals, the pinned lengths of the
     replies that end its burst, its prefix-cache state after the runs that preceded it on the
     server, :mod:`fleetplan.replica.prefix_cache`; ``warm`` True / False overrides it with all
-    prompts cached / none). The result has ``prefix_hit_share`` when the LRU state was used.
+    prompts cached / none), with its client's cap on requests in flight where it had one
+    (``max_concurrency``). The result has ``prefix_hit_share`` when the LRU state was used.
     ``catalog``: where the run's model and GPU are read for the server's KV cache (default: the
     bundled one). A run of a vLLM release whose server takes requests in one at a time
     (0.5.x, :func:`~fleetplan.replica.engine_defaults.intake_is_serial`) is replayed with that
     intake (:func:`~fleetplan.replica.protocol.intake_release`)."""
     res = replay(params, rate=run.request_rate, num_prompts=run.num_prompts,
-                 burstiness=run.burstiness, lengths=lengths, seeds=seeds,
+                 burstiness=run.burstiness, max_concurrency=run.max_concurrency,
+                 lengths=lengths, seeds=seeds,
                  arrival_seed=VLLM_BENCHMARK_SEED,
                  totals=(run.total_input_tokens, run.total_output_tokens),
                  warm_prefix_cache=bool(warm),
@@ -259,5 +270,6 @@ def predict_run(params: ReplicaParams, run: MeasuredRun, *, lengths: LengthModel
                  prefix_runs_before=(runs_before(run.request_rate, run.series_max_rate)
                                      if warm is None else None),
                  prefix_capacity_tokens=server_kv_tokens(run.model, run.config, catalog),
-                 serial_intake=intake_is_serial(run.engine_version))
+                 serial_intake=(run.max_concurrency is None
+                                and intake_is_serial(run.engine_version)))
     return {k: v.mean for k, v in res.metrics.items()}
