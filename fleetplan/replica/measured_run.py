@@ -48,6 +48,8 @@ class MeasuredRun:
     server: ServerDescription | None = None
     # the client's cap on requests in flight (vLLM's --max-concurrency), None: no cap
     max_concurrency: int | None = None
+    # the prompts' dataset as recorded (sharegpt, random, ...), None: not recorded
+    dataset: str | None = None
 
 
     @property

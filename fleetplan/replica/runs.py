@@ -38,6 +38,7 @@ from fleetplan.replica.measured_run import MeasuredRun, server_kv_tokens
 from fleetplan.replica.params_record import ReplicaParams
 from fleetplan.replica.prefix_cache import runs_before
 from fleetplan.replica.protocol import replay
+from fleetplan.replica.run_lengths import replay_lengths
 from fleetplan.workload.lengths import LengthModel
 
 VLLM_BENCHMARK_SEED = 42
@@ -209,6 +210,11 @@ def recorded_server(engine_args: object, prefix_cache: object,
         warm_prefix_cache=cache == "warm" or None)
 
 
+def _text(value: object) -> str | None:
+    """A row's text field (empty or missing: None)."""
+    return value.strip() or None if isinstance(value, str) else None
+
+
 def _cap(value: object) -> int | None:
     """A row's client-side concurrency cap (empty or 0: none)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
@@ -243,6 +249,7 @@ def _typed_runs(frame: pd.DataFrame, ref: pd.DataFrame, fl: dict[str, str]) -> l
             request_lengths=_lengths(rec.get("input_lens"), rec.get("output_lens")),
             server=recorded_server(rec.get("engine_args"), rec.get("prefix_cache"), rid),
             max_concurrency=_cap(rec.get("max_concurrency")),
+            dataset=_text(rec.get("dataset")),
         ))
     return out
 
@@ -259,14 +266,15 @@ def predict_run(params: ReplicaParams, run: MeasuredRun, *, lengths: LengthModel
     bundled one). A run of a vLLM release whose server takes requests in one at a time
     (0.5.x, :func:`~fleetplan.replica.engine_defaults.intake_is_serial`) is replayed with that
     intake (:func:`~fleetplan.replica.protocol.intake_release`)."""
+    own = replay_lengths(run) if lengths is None else {}
     res = replay(params, rate=run.request_rate, num_prompts=run.num_prompts,
                  burstiness=run.burstiness, max_concurrency=run.max_concurrency,
-                 lengths=lengths, seeds=seeds,
+                 lengths=own.get("lengths", lengths), seeds=seeds,
                  arrival_seed=VLLM_BENCHMARK_SEED,
                  totals=(run.total_input_tokens, run.total_output_tokens),
                  warm_prefix_cache=bool(warm),
                  pinned_outputs=run.pinned_outputs,
-                 request_lengths=run.request_lengths,
+                 request_lengths=run.request_lengths or own.get("request_lengths"),
                  prefix_runs_before=(runs_before(run.request_rate, run.series_max_rate)
                                      if warm is None else None),
                  prefix_capacity_tokens=server_kv_tokens(run.model, run.config, catalog),
