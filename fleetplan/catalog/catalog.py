@@ -254,7 +254,9 @@ class Catalog:
         return True
 
     def model(self, name: str) -> ModelSpec:
-        """Spec of a model by short name or hub id (a spec's own ``hf_id`` matches too)."""
+        """Spec of a model by short name or hub id (a spec's own ``hf_id`` matches too); a name
+        that matches none exactly may match one model whatever its case (a server's
+        ``--served-model-name deepseek-r1`` for ``DeepSeek-R1``), never two."""
         models = self.models()
         short = normalize_model(name)
         if short in models:
@@ -262,6 +264,11 @@ class Catalog:
         for spec in models.values():
             if spec.hf_id == name or normalize_model(spec.hf_id) == short:
                 return spec
+        folded = short.casefold()
+        same = [spec for key, spec in models.items()
+                if folded in (key.casefold(), normalize_model(spec.hf_id).casefold())]
+        if len(same) == 1:
+            return same[0]
         raise UnknownNameError("model", name, models)
 
     def knows_model(self, name: str) -> bool:

@@ -204,3 +204,23 @@ def test_a_tiny_model_gets_a_bounded_kv_cache_prior(tmp_path: Path) -> None:
         "torch_dtype": "bfloat16", "tie_word_embeddings": False}))
     params = prior_params(ModelSpec.from_hf_config(p), HardwareConfig.parse("1xH100-PCIe"))
     assert params.kv_capacity_tokens == 10**9 // 16 * 16
+
+
+def test_a_name_of_another_case_finds_its_one_model(tmp_path: Path) -> None:
+    # a server's --served-model-name is often lower case; one model of that name whatever its
+    # case is that model, two are neither
+    from fleetplan.catalog.catalog import bundled_catalog
+    from fleetplan.errors import UnknownNameError
+
+    cat = bundled_catalog()
+    assert cat.model("meta-llama-3-8b-instruct").model == "Meta-Llama-3-8B-Instruct"
+    assert cat.model("gemma-2-9B-IT").model == "gemma-2-9b-it"
+    for folder in ("Qwen3-8B-FP8", "qwen3-8b-fp8"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "config.json").write_text(
+            (CONFIGS / "Qwen3-8B-FP8" / "config.json").read_text())
+    two = cat.extend(models=[ModelSpec.from_hf_config(tmp_path / f)
+                             for f in ("Qwen3-8B-FP8", "qwen3-8b-fp8")])
+    assert two.model("qwen3-8b-fp8").model == "qwen3-8b-fp8"  # an exact match first
+    with pytest.raises(UnknownNameError):
+        two.model("QWEN3-8B-FP8")
