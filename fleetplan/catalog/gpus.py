@@ -124,10 +124,24 @@ def canonical_gpu(name: str, gpus: Mapping[str, GPUSpec], aliases: Mapping[str, 
     if name in gpus:
         return name
     hit = aliases.get(alias_key(name))
-    if hit is None:
-        key = alias_key(name)
-        for canon, spec in gpus.items():
-            if key in (alias_key(canon), alias_key(spec.vendor_name)):
-                return canon
-        raise UnknownNameError("GPU", name, gpus)
-    return hit
+    if hit is not None:
+        return hit
+    key = alias_key(name)
+    for canon, spec in gpus.items():
+        if key in (alias_key(canon), alias_key(spec.vendor_name)):
+            return canon
+    # the same without the vendor's name (nvidia-smi's "NVIDIA A100-SXM4-80GB" written
+    # "A100-SXM4-80GB"): one GPU so named, never two
+    bare = _without_vendor(key)
+    same = {canon for spelling, canon in (
+        *aliases.items(), *((alias_key(c), c) for c in gpus),
+        *((alias_key(s.vendor_name), c) for c, s in gpus.items()))
+        if _without_vendor(spelling) == bare}
+    if len(same) == 1:
+        return same.pop()
+    raise UnknownNameError("GPU", name, gpus)
+
+
+def _without_vendor(key: str) -> str:
+    """An :func:`alias_key` without a leading vendor name (``nvidia-``, ``amd-``)."""
+    return re.sub(r"^(nvidia|amd)-", "", key)

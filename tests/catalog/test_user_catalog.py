@@ -164,3 +164,24 @@ def test_a_scenario_keeps_the_context_it_was_read_in(tmp_path: Path) -> None:
         scenario_from_dict(SCENARIO)
     assert "\n" not in str(err.value) and "fleet[0].config" in str(err.value)
     assert "L4" in str(err.value)
+
+
+@pytest.mark.parametrize(("spelling", "gpu"), [
+    ("A100-SXM4-80GB", "A100-80GB"),  # nvidia-smi's name without its "NVIDIA "
+    ("H100 80GB HBM3", "H100-SXM"),
+    ("Instinct MI300X", "MI300X"),
+    ("H200-SXM", "H200"),
+    ("H100-SXM5-80GB", "H100-SXM"),
+])
+def test_a_gpu_named_without_its_vendor_is_found(spelling: str, gpu: str) -> None:
+    assert bundled_catalog().normalize_gpu(spelling) == gpu
+
+
+def test_a_name_two_gpus_could_answer_is_refused() -> None:
+    # "X1" without its vendor is both "NVIDIA X1" and "AMD X1": neither is chosen
+    from fleetplan.catalog.gpus import canonical_gpu
+
+    gpus = {g: bundled_catalog().gpus()["H200"] for g in ("A", "B")}
+    with pytest.raises(UnknownNameError):
+        canonical_gpu("X1", gpus, {"nvidia-x1": "A", "amd-x1": "B"})
+    assert canonical_gpu("X1", gpus, {"nvidia-x1": "A"}) == "A"
