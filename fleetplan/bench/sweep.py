@@ -142,7 +142,10 @@ def prepare_sweep(request: SweepRequest) -> PreparedSweep:
 
 
 def _requests(request: SweepRequest) -> tuple[list[Any], str]:
-    """The prompts to send and the dataset's name (``random`` for synthetic ones)."""
+    """The prompts to send and the dataset's name: ``random`` for synthetic ones of stated
+    lengths, ``random-sharegpt-lengths`` for synthetic ones of the study's ShareGPT-like
+    lengths (a replay of a run that lost its per-request lengths draws them so,
+    :mod:`fleetplan.replica.run_lengths`)."""
     import numpy as np
 
     from fleetplan.bench import load_dataset, synthetic_requests
@@ -162,8 +165,8 @@ def _requests(request: SweepRequest) -> tuple[list[Any], str]:
         raise InputError(f"give both {request.name('input_len')} and "
                          f"{request.name('output_len')} (or neither: the measured protocol's "
                          "lengths)")
-    if input_len is None:
-        return synthetic_requests(n, protocol_length_model(), rng), "random"
+    if input_len is None:  # the study's ShareGPT-like lengths: replayed as such
+        return synthetic_requests(n, protocol_length_model(), rng), "random-sharegpt-lengths"
     lengths = LengthModel(input=parse_length_dist(input_len, request.name("input_len")),
                           output=out_dist)  # type: ignore[arg-type]
     return synthetic_requests(n, lengths, rng), "random"

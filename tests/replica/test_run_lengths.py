@@ -37,7 +37,10 @@ def test_the_studys_runs_keep_the_protocol_model() -> None:
 
 
 def test_sharegpt_prompts_are_drawn_at_the_runs_own_means() -> None:
-    for run in (_run(300, 250, dataset="ShareGPT_V3"), _run(300, 250)):  # named, or short
+    # named (vLLM's sharegpt, fleetplan bench's synthetic prompts of the study's lengths), or
+    # unnamed and short
+    for run in (_run(300, 250, dataset="ShareGPT_V3"), _run(300, 250),
+                _run(300, 250, dataset="random-sharegpt-lengths")):
         lm = replay_lengths(run)["lengths"]
         assert "ShareGPT-like protocol" in lm.source and "300/250 tokens" in lm.source
 
