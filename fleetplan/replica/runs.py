@@ -90,24 +90,42 @@ def flag_runs(frame: pd.DataFrame, ratio: float = FLAG_RATIO) -> dict[str, str]:
             frame = frame.copy()
             frame.loc[collapsed, metrics] = math.nan
     for (_m, _c), g in frame.groupby(["model", "config"], sort=True):
+        # the load of a run: its rate, then its client's cap on requests in flight (a
+        # concurrency sweep sends every run at inf req/s; no cap: inf)
+        caps = (g["max_concurrency"] if "max_concurrency" in g.columns
+                else pd.Series(math.nan, index=g.index))
+        load = pd.Series([(float(r), float(c) if pd.notna(c) and c > 0 else math.inf)
+                          for r, c in zip(g["request_rate"], caps, strict=True)],
+                         index=g.index)
         for metric in metrics:
             label = "TTFT " + metric.removeprefix("ttft_").removesuffix("_ms")
-            by_rate = g.groupby("request_rate")[metric].median().sort_index()
-            rates = list(by_rate.index)
-            for i, r in enumerate(rates):
-                higher = by_rate.iloc[i + 1:].dropna()
-                here = float(by_rate.iloc[i])
+            by_load = g[metric].groupby(load).median().sort_index()
+            loads = list(by_load.index)
+            for i, here_load in enumerate(loads):
+                higher = by_load.iloc[i + 1:].dropna()
+                here = float(by_load.iloc[i])
                 if higher.empty or math.isnan(here):
                     continue
-                lo_rate = float(higher.index.to_numpy(dtype=float)[higher.to_numpy().argmin()])
+                lo_load = higher.index[int(higher.to_numpy().argmin())]
                 lo = float(higher.min())
                 if here > ratio * lo:
-                    reason = (f"{label} {here:.0f} ms at {r:g} req/s is {here / lo:.1f}x the "
-                              f"{lo:.0f} ms at {lo_rate:g} req/s: a work-conserving server's "
-                              f"TTFT does not fall as load rises (tolerance {ratio:g}x)")
-                    for rid in g.loc[g["request_rate"] == r, "run_id"]:
+                    reason = (f"{label} {here:.0f} ms at {_load_name(here_load)} is "
+                              f"{here / lo:.1f}x the {lo:.0f} ms at {_load_name(lo_load)}: a "
+                              "work-conserving server's TTFT does not fall as load rises "
+                              f"(tolerance {ratio:g}x)")
+                    for rid in g.loc[load.map(lambda x, h=here_load: x == h), "run_id"]:
                         out.setdefault(str(rid), reason)
     return out
+
+
+def _load_name(load: tuple[float, float]) -> str:
+    """``4 req/s``, ``16 in flight`` (a concurrency sweep's) or both."""
+    rate, cap = load
+    if math.isinf(cap):
+        return f"{rate:g} req/s"
+    if math.isinf(rate):
+        return f"{cap:g} in flight"
+    return f"{rate:g} req/s, {cap:g} in flight at most"
 
 
 def bunched_itl(itl_p50_ms: float, tpot_p50_ms: float,

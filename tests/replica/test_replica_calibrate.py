@@ -84,6 +84,19 @@ def test_ttft_falling_as_load_rises_is_flagged_with_the_reason() -> None:
     assert "1 req/s" in flags["r1"] and "work-conserving" in flags["r1"]
 
 
+def test_a_concurrency_sweep_is_ordered_by_its_cap_on_requests_in_flight() -> None:
+    # every run of a concurrency sweep is sent at inf req/s: its load is the client's cap
+    def sweep(ttft_by_cap: dict[int, float]) -> pd.DataFrame:
+        return pd.DataFrame([{"run_id": f"c{c}", "model": "m", "config": "1xH100-PCIe",
+                              "request_rate": math.inf, "max_concurrency": c,
+                              "ttft_p50_ms": t} for c, t in ttft_by_cap.items()])
+
+    flags = flag_runs(sweep({1: 900.0, 4: 120.0, 16: 150.0, 64: 600.0}))
+    assert set(flags) == {"c1"}
+    assert "900 ms at 1 in flight is 7.5x the 120 ms at 4 in flight" in flags["c1"]
+    assert flag_runs(sweep({1: 60.0, 4: 70.0, 16: 150.0, 64: 600.0})) == {}
+
+
 def test_consistent_series_is_not_flagged() -> None:
     assert flag_runs(_frame({1.0: 20.0, 4.0: 21.0, 16.0: 24.0, 32.0: 40.0})) == {}
 
