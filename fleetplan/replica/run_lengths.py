@@ -5,9 +5,9 @@ request's (``MeasuredRun.request_lengths``, replayed as they are).
   ShareGPT sampler, its spread fitted to those runs, :func:`~fleetplan.workload.lengths.
   protocol_length_model`), each seed's draws conditioned on the run's token totals.
 - **Anyone else's run** keeps its own workload, read from its token totals and its dataset:
-  ShareGPT prompts (the dataset names it, or it is not named and the run's mean lengths are
-  within what that sampler sends: prompts under 1024 tokens, prompt and reply under 2048) are
-  drawn from the protocol model at the run's mean lengths; prompts of any other dataset
+  ShareGPT prompts (the dataset names it, or names nothing, and the run's mean lengths are
+  under half of what that sampler sends: prompts under 1024 tokens, prompt and reply under
+  2048) are drawn from the protocol model at the run's mean lengths; prompts of any other dataset
   (``random``, ``sonnet``, a custom one: fixed-length synthetic prompts), or too long for the
   ShareGPT sampler, are sent at the run's mean lengths, the totals spread over its requests
   as evenly as whole tokens allow. Before, every run was drawn from the protocol model at the
@@ -44,10 +44,11 @@ def even_split(total: int, n: int) -> list[int]:
 
 
 def is_sharegpt(run: MeasuredRun) -> bool:
-    """Whether ``run``'s prompts are taken for ShareGPT's: its dataset names it, or names
-    nothing and its mean lengths are well within that sampler's caps."""
-    if run.dataset:
-        return SHAREGPT in run.dataset.lower()
+    """Whether ``run``'s prompts are taken for ShareGPT's: its dataset names it or names
+    nothing, and its mean lengths are well within that sampler's caps (longer ones are not
+    what it sends, whatever the name says)."""
+    if run.dataset and SHAREGPT not in run.dataset.lower():
+        return False
     n = max(run.num_prompts, 1)
     mean_in, mean_out = run.total_input_tokens / n, run.total_output_tokens / n
     return (mean_in <= ROOM * PROTOCOL_MAX_INPUT

@@ -48,7 +48,8 @@ def test_sharegpt_prompts_are_drawn_at_the_runs_own_means() -> None:
 def test_fixed_length_prompts_are_sent_at_the_runs_mean_lengths() -> None:
     # vLLM's random dataset, or prompts too long for the ShareGPT sampler (under 1,024
     # tokens): every request at the mean, the totals kept to the token
-    for run in (_run(300, 250, dataset="random"), _run(4000, 1000), _run(900, 900)):
+    for run in (_run(300, 250, dataset="random"), _run(4000, 1000), _run(900, 900),
+                _run(3000, 500, dataset="sharegpt")):  # longer than that sampler sends
         ins, outs = replay_lengths(run)["request_lengths"]
         assert (sum(ins), sum(outs)) == (run.total_input_tokens, run.total_output_tokens)
         assert max(ins) - min(ins) <= 1 and max(outs) - min(outs) <= 1
