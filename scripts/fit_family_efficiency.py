@@ -250,12 +250,12 @@ def _judge(held: Sequence[Any], rows: Sequence[Any]) -> tuple[list[str], bool]:
         if a is not None and b is not None:
             figures.append(f"{label} {100 * a:.0f}% held out against {100 * b:.0f}% today")
             worse |= a > b + 1e-9
-    for src in sorted({o.run.source for o in rows}):
+    sources = sorted({o.run.source for o in rows})
+    for src in sources if len(sources) > 1 else ():
         for label in ("throughput", "TPOT p50"):
             a = _medians([o for o in held if o.run.source == src], label)
             b = _medians([o for o in rows if o.run.source == src], label)
-            if a is not None and b is not None and a > b + 1e-9 and len(
-                    {o.run.source for o in rows}) > 1:
+            if a is not None and b is not None and a > b + 1e-9:
                 figures.append(f"worse on `{src}`: {label} {100 * a:.1f}% held out "
                                f"against {100 * b:.1f}% today")
                 worse = True

@@ -250,20 +250,18 @@ def margins(scenario: Scenario, configs: Iterable[str], confidence: float) -> Ma
                             .configs(model) else "leave-one-model-out")
         fold = folds[model]
         cat = ctx.catalog
-        calibrated = replica_params(model, config, catalog=cat,
-                                    calibration=ctx.calibration).calibrated
+        params = replica_params(model, config, catalog=cat, calibration=ctx.calibration)
         hw = HardwareConfig.parse(config, cat)
         gpu = hw.gpu
-        if not calibrated:
-            out[name] = spec_error(name, gpu, confidence, fold,
-                                   moe=cat.model(model).is_moe)
+        if not params.calibrated:
+            out[name] = spec_error(name, gpu, confidence, fold, moe=params.is_moe)
             continue
         tp = int(hw.tp_size or hw.gpu_count)
         m, src = model_error(gpu, tp)
         signed = kind_quantiles(gpu, tp)
         out[name] = (quantile_error(name, True, signed[0], m, confidence, signed[1])
                      if signed is not None else
-                     ConfigError(name, calibrated, m, sigma_of(m),
+                     ConfigError(name, params.calibrated, m, sigma_of(m),
                                  latency_factor(confidence, m), src))
     return Margins(confidence, out)
 

@@ -388,13 +388,13 @@ def _accuracy_notes(scenario: Scenario, pools: list[Any]) -> list[str]:
     configs = sorted(gpus)
     # a candidate of a plan of several models is named model/config
     served = {c: (split_model(c)[0] or scenario.one_model, bare_config(c)) for c in configs}
-    uncal = [c for c in configs
-             if not replica_params(*served[c], catalog=catalog,
-                                   calibration=ctx.calibration).calibrated]
+    params = {c: replica_params(*served[c], catalog=catalog, calibration=ctx.calibration)
+              for c in configs}
+    uncal = [c for c in configs if not params[c].calibrated]
     notes: list[str] = []
     if uncal:
         bands = {gpus[c]: datasheet_band(served[c][0], gpus[c], store=ctx.store,
-                                         moe=catalog.model(served[c][0]).is_moe)
+                                         moe=params[c].is_moe)
                  for c in uncal}
         ranges = ", ".join(f"{b.lo:.2g}-{b.hi:.2g}x" + (f" ({gpu})" if len(bands) > 1 else "")
                            for gpu, b in bands.items())

@@ -167,8 +167,9 @@ def with_burst_tails(runs: Sequence[MeasuredRun],
             for r in runs]
 
 
-def _version(v: object) -> str | None:
-    return str(v).strip() or None if isinstance(v, str) else None
+def _text(value: object) -> str | None:
+    """A row's text field (empty or missing: None)."""
+    return value.strip() or None if isinstance(value, str) else None
 
 
 def _lengths(ins: object, outs: object) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
@@ -228,11 +229,6 @@ def recorded_server(engine_args: object, prefix_cache: object,
         warm_prefix_cache=cache == "warm" or None)
 
 
-def _text(value: object) -> str | None:
-    """A row's text field (empty or missing: None)."""
-    return value.strip() or None if isinstance(value, str) else None
-
-
 def _cap(value: object) -> int | None:
     """A row's client-side concurrency cap (empty or 0: none)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
@@ -262,7 +258,7 @@ def _typed_runs(frame: pd.DataFrame, ref: pd.DataFrame, fl: dict[str, str]) -> l
             flagged=rid in fl, flag_reason=fl.get(rid),
             source=f"{rec['source_file']}:{rec['source_line']}",
             duration_s=float(dur) if dur is not None and pd.notna(dur) else math.nan,
-            engine_version=_version(rec.get("engine_version")),
+            engine_version=_text(rec.get("engine_version")),
             excluded=tuple(excluded),
             request_lengths=_lengths(rec.get("input_lens"), rec.get("output_lens")),
             server=recorded_server(rec.get("engine_args"), rec.get("prefix_cache"), rid),

@@ -59,7 +59,7 @@ BANDED = {
     "ttft_mean_ms": "ttft_p50_ms",
     "ttft_p90_ms": "ttft_p99_ms",
 }
-LATENCY = {"ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p99_ms"}
+LATENCY = {m for m in BANDED if m.endswith("_ms")}  # the banded latencies
 POOLED = "all"
 UNMEASURED_GPU_FOLD = "leave-one-gpu-out"
 # errors of the spec path on other people's runs (data/external; fleetplan.validate.
