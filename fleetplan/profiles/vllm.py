@@ -71,6 +71,11 @@ def _gpus(v: Any) -> int:
     return n
 
 
+def _blank(v: Any) -> bool:
+    """An empty or all-blank string: a field the writer left unfilled (not recorded)."""
+    return isinstance(v, str) and not v.strip()
+
+
 def _number(v: Any) -> float:
     """A finite number 0..MAX_NUMBER: an int, a float or a plain decimal string."""
     if isinstance(v, bool):
@@ -147,7 +152,11 @@ Rate = Annotated[float, BeforeValidator(_rate)]
 Flag = Annotated[bool, BeforeValidator(_flag)]
 Text = Annotated[str, BeforeValidator(_text), Field(max_length=500)]
 MaybeText = Annotated[Annotated[str, Field(max_length=500)] | None,
-                      BeforeValidator(lambda v: v if v is None else _text(v))]
+                      BeforeValidator(lambda v: None if v is None or _blank(v) else _text(v))]
+# a GPU count or parallel degree that may be absent: a blank string is "not recorded" (a
+# script that fills the field from an unset variable writes ""), so --gpu-count can give it
+MaybeGpus = Annotated[int | None, BeforeValidator(lambda v: None if v is None or _blank(v)
+                                                  else _gpus(v))]
 
 # vLLM's metric names -> the store's (``e2el`` is end-to-end latency)
 VLLM_METRICS = {"ttft": "ttft", "tpot": "tpot", "itl": "itl", "e2e": "e2el"}
@@ -181,14 +190,14 @@ class VllmResult(_Summary):  # type: ignore[misc,valid-type]
     dataset_name: MaybeText = None
     gpu: MaybeText = None
     gpu_name: MaybeText = None
-    gpu_count: Gpus | None = None
-    tensor_parallel_size: Gpus | None = None
-    tp_size: Gpus | None = None
-    pipeline_parallel_size: Gpus | None = None
-    pp_size: Gpus | None = None
-    data_parallel_size: Gpus | None = None
-    num_nodes: Gpus | None = None
-    nnodes: Gpus | None = None
+    gpu_count: MaybeGpus = None
+    tensor_parallel_size: MaybeGpus = None
+    tp_size: MaybeGpus = None
+    pipeline_parallel_size: MaybeGpus = None
+    pp_size: MaybeGpus = None
+    data_parallel_size: MaybeGpus = None
+    num_nodes: MaybeGpus = None
+    nnodes: MaybeGpus = None
     num_prompts: Count = Field(ge=1)
     request_rate: Rate
     burstiness: Number | None = Field(default=None, gt=0)

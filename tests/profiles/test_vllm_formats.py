@@ -79,6 +79,26 @@ def test_files_without_hardware_say_what_to_give() -> None:
     assert runs == [] and "--gpu-count" in errors[0]
 
 
+@pytest.mark.parametrize("blank", ["", "  "])
+def test_a_blank_gpu_field_is_not_recorded_and_the_options_give_it(tmp_path: Path,
+                                                                   blank: str) -> None:
+    """A script that fills ``gpu_count`` / ``gpu_name`` from an unset variable writes "": the
+    file does not state them, so ``--gpu`` / ``--gpu-count`` describe the server."""
+    raw = _raw("vllm-0.8.5-benchmark_serving-detailed.json")
+    raw.update(gpu_count=blank, gpu_name=blank, tensor_parallel_size=blank)
+    f = tmp_path / "blank.json"
+    f.write_text(json.dumps(raw))
+    runs, errors = read_runs(f, IngestOptions(gpu="RTX-4090", gpu_count=2))
+    assert errors == [] and runs[0].config == "2xRTX-4090" and runs[0].tp_size == 2
+    runs, errors = read_runs(f, IngestOptions(gpu="RTX-4090"))
+    assert runs == [] and errors[0].endswith(
+        "missing required field 'gpu_count' (give it with --gpu-count)")
+    raw["gpu_count"] = "two"  # not blank: still refused as the value it is
+    f.write_text(json.dumps(raw))
+    runs, errors = read_runs(f, IngestOptions(gpu="RTX-4090", gpu_count=2))
+    assert runs == [] and "field gpu_count: 'two' is not a whole number" in errors[0]
+
+
 def test_a_file_stating_more_tensor_parallelism_than_gpus_given_is_refused(
         tmp_path: Path) -> None:
     raw = _raw("vllm-0.8.5-benchmark_serving-detailed.json")
