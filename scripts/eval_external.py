@@ -279,14 +279,6 @@ def predict_row(run: Any, res: Resolver, *, engine_args: bool) -> Outcome:
     why = refusal(run, res)
     spec, model_why = (None, None) if why else res.model(run.model)
     why = why or model_why
-    moe = res.spec_of(spec) if not why else None
-    if moe is not None and moe.is_moe and (run.dp or 1) > 1:
-        # vLLM runs an MoE model's data-parallel ranks in step (their expert layers are one
-        # expert- or tensor-parallel group over every rank); fleetplan's dp ranks are
-        # independent replicas
-        why = (f"data parallel {run.dp} over an MoE model: vLLM's ranks run their expert "
-               "layers together, in step (not modelled; fleetplan's data-parallel ranks are "
-               "independent replicas)")
     if why:
         return Outcome(run, refused=why)
     config, _why = server_config(run, res)

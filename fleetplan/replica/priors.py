@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.catalog.interconnects import Interconnect
 from fleetplan.catalog.models import ModelSpec
-from fleetplan.errors import DoesNotFit, InputError, ModelError
+from fleetplan.errors import DoesNotFit, InputError, ModelError, Unmodelled
 from fleetplan.replica.engine_defaults import chunks_prefill, engine_defaults
 from fleetplan.replica.families import gpu_family
 from fleetplan.replica.params_record import ReplicaParams
@@ -423,6 +423,23 @@ def layout_note(hw: HardwareConfig) -> str:
     return out
 
 
+def refuse_lockstep(spec: ModelSpec, hw: HardwareConfig) -> None:
+    """Refuse (:class:`~fleetplan.errors.Unmodelled`, one line) data parallel over an MoE model.
+
+    vLLM runs such a server's data-parallel ranks in step: their expert layers are one group
+    over every rank's GPUs (tokens gathered from all ranks each layer; idle ranks run dummy
+    steps), so one rank's prefill holds up every rank's decode. fleetplan replays
+    data-parallel ranks as independent replicas, which on the one such server measured (the
+    4 x RTX 3090 rig's tp2dp2 runs of Qwen3.6-35B-A3B, docs/replica-model.md) overstates its
+    throughput 1.5-2.2x and understates its TPOT by a third or more."""
+    if hw.dp > 1 and spec.is_moe:
+        raise Unmodelled(
+            f"{spec.model} on {hw.name}: data parallel {hw.dp} over an MoE model is not "
+            "modelled (vLLM runs the ranks' expert layers together, in step; fleetplan's "
+            f"data-parallel ranks are independent replicas); describe it as {hw.dp} servers "
+            f"of {hw.gpu_count // hw.dp} GPU(s) only if they run as separate vLLM instances")
+
+
 def micro_batch_share(kv_tokens: int, max_num_seqs: int, pp: int,
                       block: int = BLOCK_SIZE) -> tuple[int, int]:
     """One of ``pp`` micro-batch engines' share of a pipeline-parallel replica's KV cache
@@ -446,6 +463,7 @@ def prior_params(spec: ModelSpec, hw: HardwareConfig, *,
     version whose defaults the server ran with (:mod:`fleetplan.replica.engine_defaults`;
     default: :data:`DEFAULT_ENGINE_VERSION`, the study's).
     """
+    refuse_lockstep(spec, hw)
     parts = ideal_parts(spec, hw)
     ideal = ideal_coefficients(spec, hw, parts)
     seqs, batched, block, util, engine_note = server_limits(spec, hw, engine_version)
