@@ -47,12 +47,6 @@ class DoesNotFit(ModelError):
     state) leave no room for a KV cache. A solve leaves such a candidate out with a note."""
 
 
-class Unmodelled(ModelError):
-    """The replica model does not describe a server (a layout the engine runs otherwise than
-    fleetplan replays it); the message names what is missing. A solve leaves such a candidate
-    out with a note, as it does one the model does not fit on."""
-
-
 class InfeasibleError(FleetplanError):
     """No plan meets the scenario's constraints."""
 

@@ -26,7 +26,7 @@ from fleetplan.fleet.routing import Router, RoutingContext, RoutingPolicy, make_
 from fleetplan.fleet.traffic import Traffic
 from fleetplan.replica.engine import Request
 from fleetplan.replica.engine_group import Replica, make_engine
-from fleetplan.replica.split_replay import engine_count
+from fleetplan.replica.split_replay import params_engines
 
 __all__ = ["BACKLOG_CAP_SEQS", "DRAIN_MIN_S", "DRAIN_SHARE", "FleetRun", "RoutingInputs",
            "run_to_stop"]
@@ -112,7 +112,7 @@ class FleetRun:
         # outstanding requests per replica (routed, not finished)
         self.busy_count = [0] * len(self.engines)
         self.router = self._router(routing)
-        self.caps = [pm.count * engine_count(pm.params.config) * pm.params.max_num_seqs
+        self.caps = [pm.count * params_engines(pm.params) * pm.params.max_num_seqs
                      * BACKLOG_CAP_SEQS for pm in pools]
         self.snap: dict[str, list[float]] = {}
 

@@ -55,7 +55,7 @@ def bracket(params: Any, lengths: LengthModel, prefix_cache_hit: float = 0.0) ->
     when ``params`` is not a replica parameter set (the search then starts at its first rate)."""
     from fleetplan.replica.delivery import stream_delays
     from fleetplan.replica.params import ReplicaParams
-    from fleetplan.replica.split_replay import engine_count
+    from fleetplan.replica.split_replay import params_engines
     from fleetplan.replica.step_math import expert_time
 
     if not isinstance(params, ReplicaParams):
@@ -79,5 +79,5 @@ def bracket(params: Any, lengths: LengthModel, prefix_cache_hit: float = 0.0) ->
     lone_ttft_s = (p.overhead_s + chunks * p.c_step + p.c_prefill_tok * prefill
                    + stream_delays(SAMPLES, p.first_token_delay_s, p.first_token_delay_sigma))
     # a replica of several engines (data parallel, pipeline micro-batches) serves each in turn
-    engines = engine_count(p.config)
+    engines = params_engines(p)
     return Bracket(engines / per_request_s, 1e3 * float(np.percentile(lone_ttft_s, 99)))

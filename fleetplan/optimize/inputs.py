@@ -32,7 +32,7 @@ from fleetplan._notes import P_FIT, PLAN, Note
 from fleetplan._progress import Progress, tracked_map, warn
 from fleetplan.catalog.grid import DEFAULT_REGION
 from fleetplan.catalog.hardware import HardwareConfig
-from fleetplan.errors import DoesNotFit, FleetplanError, InputError, Unmodelled
+from fleetplan.errors import DoesNotFit, FleetplanError, InputError
 from fleetplan.optimize.bracket import bracket
 from fleetplan.optimize.cache import cache_root
 from fleetplan.optimize.capacity import (
@@ -192,15 +192,14 @@ def build_problem(scenario: Scenario, *, executor: Executor | None = None,
 
     cands = candidate_configs(scenario)
     params: dict[str, Any] = {}
-    # a candidate the model does not fit on, or whose layout the replica model does not
-    # describe, is no pool for any class: left out with a note, as one too small for a
-    # class's requests is for that class (unfit_pairs); only when no candidate is left is
-    # that an error
+    # a candidate the model does not fit on is no pool for any class: left out with a note,
+    # as one too small for a class's requests is for that class (unfit_pairs); only when no
+    # candidate holds the model is that an error
     left_out: dict[str, tuple[int, str]] = {}  # config -> (its first index, why)
     for i, (config, _regions, _mx) in enumerate(cands):
         try:
             params[config] = candidate_params(scenario, config, i)
-        except (DoesNotFit, Unmodelled) as exc:
+        except DoesNotFit as exc:
             left_out.setdefault(config, (i, str(exc)))
         except FleetplanError as exc:
             raise InputError(f"candidates[{i}] ({config}): {exc}") from None

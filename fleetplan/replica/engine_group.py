@@ -2,7 +2,7 @@
 the micro-batch engines of a pipeline-parallel replica (``8xRTX-4090+tp4pp2``).
 
 A configuration laid out as ``dp`` replicas of ``pp`` pipeline stages serves as ``dp x pp``
-identical engines (:func:`fleetplan.replica.split_replay.engine_count`), each with the
+identical engines (:func:`fleetplan.replica.split_replay.params_engines`), each with the
 parameters :func:`fleetplan.replica.priors.prior_params` gives one of them (its step runs
 every stage; it holds ``1 / pp`` of the replica's KV cache and ``max_num_seqs``). A benchmark
 run is replayed on them by :mod:`fleetplan.replica.split_replay` and a steady state by
@@ -31,7 +31,7 @@ import simpy
 
 from fleetplan.replica.engine import ReplicaEngine, Request
 from fleetplan.replica.params_record import ReplicaParams
-from fleetplan.replica.split_replay import engine_count
+from fleetplan.replica.split_replay import params_engines
 
 
 class EngineGroup:
@@ -94,8 +94,8 @@ def make_engine(env: simpy.Environment, params: ReplicaParams,
                 on_finish: Callable[[Request], None] | None = None, *,
                 record_itl: bool = True) -> ReplicaEngine | EngineGroup:
     """One replica of ``params.config`` in ``env``: a single engine, or a group of its
-    :func:`~fleetplan.replica.split_replay.engine_count` engines."""
-    k = engine_count(params.config)
+    :func:`~fleetplan.replica.split_replay.params_engines` engines."""
+    k = params_engines(params)
     if k > 1:
         return EngineGroup(env, params, on_finish, record_itl=record_itl, engines=k)
     return ReplicaEngine(env, params, on_finish, record_itl=record_itl)

@@ -36,7 +36,7 @@ from fleetplan.replica.families import (
     moe_layer_family,
 )
 from fleetplan.replica.params_record import ReplicaParams
-from fleetplan.replica.priors import engine_first, prior_params
+from fleetplan.replica.priors import as_lockstep, engine_first, lockstep_config, prior_params
 from fleetplan.replica.transfer import (
     TransferEfficiency,
     fit_transfer_efficiency,
@@ -113,6 +113,11 @@ def replica_params(model: str, config: str, *,
     cat = catalog if catalog is not None else bundled_catalog()
     spec = cat.model(model)
     hw = HardwareConfig.parse(config, cat)
+    group = lockstep_config(spec, hw)
+    if group is not None:  # an MoE model's data-parallel ranks step as one group
+        return as_lockstep(replica_params(model, group.name, calibration=calibration,
+                                          engine_version=engine_version, efficiency=efficiency,
+                                          catalog=cat), hw, group)
     cal = load_calibration_file(calibration)
     entry = cal.entry(spec.model, hw.name)
     if entry is not None:

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from fleetplan.catalog.hardware import HardwareConfig
 from fleetplan.catalog.interconnects import Interconnect
 from fleetplan.catalog.models import ModelSpec
-from fleetplan.errors import DoesNotFit, InputError, ModelError, Unmodelled
+from fleetplan.errors import DoesNotFit, InputError, ModelError
 from fleetplan.replica.engine_defaults import chunks_prefill, engine_defaults
 from fleetplan.replica.families import gpu_family
 from fleetplan.replica.params_record import ReplicaParams
@@ -423,21 +423,34 @@ def layout_note(hw: HardwareConfig) -> str:
     return out
 
 
-def refuse_lockstep(spec: ModelSpec, hw: HardwareConfig) -> None:
-    """Refuse (:class:`~fleetplan.errors.Unmodelled`, one line) data parallel over an MoE model.
+def lockstep_config(spec: ModelSpec, hw: HardwareConfig) -> HardwareConfig | None:
+    """The one tensor-parallel group an MoE model's data-parallel server steps as, else None.
 
     vLLM runs such a server's data-parallel ranks in step: their expert layers are one group
-    over every rank's GPUs (tokens gathered from all ranks each layer; idle ranks run dummy
-    steps), so one rank's prefill holds up every rank's decode. fleetplan replays
-    data-parallel ranks as independent replicas, which on the one such server measured (the
-    4 x RTX 3090 rig's tp2dp2 runs of Qwen3.6-35B-A3B, docs/replica-model.md) overstates its
-    throughput 1.5-2.2x and understates its TPOT by a third or more."""
-    if hw.dp > 1 and spec.is_moe:
-        raise Unmodelled(
-            f"{spec.model} on {hw.name}: data parallel {hw.dp} over an MoE model is not "
-            "modelled (vLLM runs the ranks' expert layers together, in step; fleetplan's "
-            f"data-parallel ranks are independent replicas); describe it as {hw.dp} servers "
-            f"of {hw.gpu_count // hw.dp} GPU(s) only if they run as separate vLLM instances")
+    over every rank's GPUs (each layer gathers the tokens of all ranks; an idle rank runs dummy
+    steps), so every step takes all ``dp x tp`` GPUs, the experts are split over all of them and
+    one rank's prefill holds up every rank's decode. fleetplan replays it as one engine over
+    those GPUs: ``4xRTX-3090+tp2dp2`` as ``4xRTX-3090`` (tensor parallel 4), the pipeline stages,
+    nodes and links kept. The attention and dense weights each rank holds whole are then counted
+    split over the group: a named simplification (docs/replica-model.md)."""
+    if hw.dp == 1 or not spec.is_moe:
+        return None
+    # the same GPUs, nodes and links (gpu_count = tp x pp x dp still holds with dp 1)
+    return hw.model_copy(update={"tp_size": int(hw.tp_size or 1) * hw.dp, "dp": 1})
+
+
+def as_lockstep(params: ReplicaParams, hw: HardwareConfig,
+                group: HardwareConfig) -> ReplicaParams:
+    """``params`` of the group :func:`lockstep_config` gave, as the data-parallel server ``hw``:
+    its name, and every rank's scheduler together (``dp`` x ``max_num_seqs`` and x the tokens a
+    step batches)."""
+    return params.with_(
+        config=hw.name, max_num_seqs=params.max_num_seqs * hw.dp,
+        max_num_batched_tokens=params.max_num_batched_tokens * hw.dp,
+        source=(f"{params.source}; {hw.name}: data parallel {hw.dp} over an MoE model steps its "
+                f"ranks together (vLLM gathers every rank's tokens into each expert layer), so "
+                f"it is replayed as one engine over its {hw.gpu_count} GPUs ({group.name}) "
+                f"with {hw.dp} x its max_num_seqs and batched tokens (docs/replica-model.md)"))
 
 
 def micro_batch_share(kv_tokens: int, max_num_seqs: int, pp: int,
@@ -463,7 +476,10 @@ def prior_params(spec: ModelSpec, hw: HardwareConfig, *,
     version whose defaults the server ran with (:mod:`fleetplan.replica.engine_defaults`;
     default: :data:`DEFAULT_ENGINE_VERSION`, the study's).
     """
-    refuse_lockstep(spec, hw)
+    group = lockstep_config(spec, hw)
+    if group is not None:
+        return as_lockstep(prior_params(spec, group, efficiency=efficiency, source=source,
+                                        engine_version=engine_version), hw, group)
     parts = ideal_parts(spec, hw)
     ideal = ideal_coefficients(spec, hw, parts)
     seqs, batched, block, util, engine_note = server_limits(spec, hw, engine_version)

@@ -31,7 +31,7 @@ from fleetplan.replica.delivery import client_lags
 from fleetplan.replica.engine import ReplicaEngine, Request
 from fleetplan.replica.params_record import ReplicaParams
 from fleetplan.replica.prefix_cache import cached_prompt_tokens, hit_share
-from fleetplan.replica.split_replay import engine_count, replay_engines
+from fleetplan.replica.split_replay import params_engines, replay_engines
 from fleetplan.workload.arrivals import benchmark_arrivals, gamma_gaps
 from fleetplan.workload.lengths import LengthModel, protocol_length_model
 
@@ -456,7 +456,7 @@ def replay(params: ReplicaParams, *, rate: float, num_prompts: int = 200,
     if max_concurrency is not None and max_concurrency < 1:
         raise InputError(f"max_concurrency(={max_concurrency}) must be >= 1")
     lm = lengths if lengths is not None else protocol_length_model()
-    engines = engine_count(params.config)
+    engines = params_engines(params)
     if engines > 1:  # data-parallel replicas / pipeline micro-batches: each engine its share
         per_seed, pre = replay_engines(
             params, engines, rate=rate, num_prompts=num_prompts, burstiness=burstiness,

@@ -49,11 +49,19 @@ from fleetplan.replica.records import EngineStats
 from fleetplan.workload.lengths import LengthModel
 
 
-def engine_count(config: str) -> int:
+def engine_count(config: str, *, lockstep: bool = False) -> int:
     """The engines a configuration name spreads a load over (``dp x pp``; 1 for a plain
-    ``<count>x<GPU>``), read from the name alone."""
+    ``<count>x<GPU>``), read from the name. ``lockstep``: the data-parallel ranks step together
+    as one engine (an MoE model's, :func:`fleetplan.replica.priors.lockstep_config`), so only
+    the pipeline's micro-batch engines count."""
     lay = HardwareConfig.split_layout(config)
-    return int(lay.get("dp", 1)) * int(lay.get("pp_size", 1))
+    return (1 if lockstep else int(lay.get("dp", 1))) * int(lay.get("pp_size", 1))
+
+
+def params_engines(params: ReplicaParams) -> int:
+    """The engines ``params``' server spreads a load over: :func:`engine_count` of its
+    configuration, an MoE model's data-parallel ranks one engine."""
+    return engine_count(params.config, lockstep=params.is_moe)
 
 
 def deal(total: int, k: int) -> list[int]:

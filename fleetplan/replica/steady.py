@@ -29,7 +29,7 @@ from fleetplan.errors import InputError
 from fleetplan.replica.delivery import client_lags
 from fleetplan.replica.engine import ReplicaEngine, Request
 from fleetplan.replica.params_record import ReplicaParams
-from fleetplan.replica.split_replay import engine_count
+from fleetplan.replica.split_replay import params_engines
 from fleetplan.workload.arrivals import arrivals_until
 from fleetplan.workload.lengths import LengthModel, protocol_length_model
 
@@ -187,7 +187,7 @@ def steady_state(params: ReplicaParams, *, rate: float, lengths: LengthModel | N
         raise InputError(f"lengths(={lengths!r}) must be a LengthModel")
     if engine not in ("compiled", "simpy"):
         raise InputError(f"engine(={engine!r}) must be 'compiled' or 'simpy'")
-    engines = engine_count(params.config)
+    engines = params_engines(params)
     if engines > 1:
         # data-parallel replicas / pipeline micro-batches: a random split of a Poisson (gamma)
         # stream gives each engine rate / engines; identical engines, so one is simulated and

@@ -6,7 +6,6 @@ candidate can hold makes the plan infeasible, naming it."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from types import SimpleNamespace
 
 import yaml
@@ -129,32 +128,3 @@ def test_a_model_that_fits_on_no_candidate_is_one_line_naming_the_first(
     assert "\n" not in line and "Traceback" not in line
     assert "candidates[0] (1xRTX-4090): DeepSeek-R1-Distill-Qwen-32B does not fit" in line
     assert line.endswith("; no other candidate either")
-
-
-HF_CONFIGS = Path(__file__).resolve().parents[1] / "data" / "hf-configs"
-
-
-def test_a_solve_leaves_the_data_parallel_moe_candidate_out_with_a_note(
-        cli, tmp_path, monkeypatch, capacity_cache_dir) -> None:
-    """vLLM runs an MoE model's data-parallel ranks in step, which the replica model does not
-    describe (tests/replica/test_dp_moe_refused.py): that candidate is no pool, the other is."""
-    monkeypatch.setenv("FLEETPLAN_CACHE_DIR", capacity_cache_dir)
-    scenario = {
-        "model_config": str(HF_CONFIGS / "Qwen3-30B-A3B"),
-        "classes": [{"name": "chat", "rate_rps": 1.0, "slo": {"ttft_p99_ms": 3000},
-                     "input_tokens": {"dist": "fixed", "value": 200},
-                     "output_tokens": {"dist": "fixed", "value": 50}}],
-        "candidates": ["2xH100-SXM+tp1dp2", "1xH100-SXM"],
-        "market": "alternative",
-        "sim": {"duration_s": 60, "warmup_s": 10, "seed": 3, "replications": 1},
-        "capacity": {"duration_s": 60, "warmup_s": 10, "min_requests": 100, "seeds": 1},
-    }
-    path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump(scenario))
-    res = cli("solve", str(path), "--format", "json", "--no-timing", "-q")
-    assert res.exit_code == 0, res.stderr
-    plan = json.loads(res.stdout)
-    assert {e["config"] for e in plan["fleet"]} == {"1xH100-SXM"}
-    (note,) = [n for n in plan["notes_detail"] if n["topic"] == "candidates"]
-    assert note["text"].startswith("candidate 2xH100-SXM+tp1dp2 left out (no pool for any "
-                                   "class): Qwen3-30B-A3B on 2xH100-SXM+tp1dp2: data parallel 2")

@@ -1,6 +1,6 @@
 """``scripts/eval_external.py`` refuses what the replica model does not describe, one line
-each, and replays the rest: an MoE model served data-parallel (vLLM steps its ranks' expert
-layers together) is refused; two servers of a model behind one endpoint are two replicas."""
+each, and replays the rest: two servers of a model behind one endpoint are two replicas (an MoE
+model's data-parallel ranks, which vLLM steps together: ``test_lockstep_moe.py``)."""
 
 from __future__ import annotations
 
@@ -11,22 +11,18 @@ from script_modules import load_file
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_data_parallel_moe_is_refused_and_two_instances_of_a_server_are_replayed() -> None:
+def test_two_instances_of_a_server_are_replayed_as_two_replicas() -> None:
     from fleetplan.profiles.external import load_external_runs
 
     ev = load_file("eval_external_refusals", ROOT / "scripts" / "eval_external.py")
     res = ev.Resolver()
     runs = load_external_runs().by_source()["4x3090-llm-benchmarks"]
-    moe = [r for r in runs if r.model == "Intel/Qwen3.6-35B-A3B-int4-AutoRound"]
     two = [r for r in runs if r.model == "Avesed/Qwen3.6-27B-INT8-W8A8" and r.gpu_count == 4
            and r.tp == 2]
-    assert moe and all(r.dp == 2 for r in moe) and two
-    for r in moe[:2]:
-        why = ev.predict_row(r, res, engine_args=True).refused
-        assert why is not None and "data parallel 2 over an MoE model is not modelled" in why
-        assert "\n" not in why
+    assert two
     out = ev.predict_row(two[0], res, engine_args=True)
-    assert out.refused is None and out.errors["throughput"] is not None
+    assert out.refused is None and out.config == "4xRTX-3090+tp2dp2"
+    assert out.errors["throughput"] is not None
 
 
 def test_a_timed_concurrency_point_sends_the_waves_that_start_in_its_time() -> None:
