@@ -5,13 +5,15 @@ Main entry: :func:`hf_config_fields` (what :meth:`ModelSpec.from_hf_config` buil
 from; this module never imports the record, so the table modules stay leaves). It reads the
 architecture (layers, hidden and intermediate sizes, attention and KV heads, head dim, vocab,
 tied embeddings, max positions, sliding window, MoE experts / experts per token / shared
-experts, DeepSeek's ``n_routed_experts`` / ``n_shared_experts`` / ``first_k_dense_replace``),
+experts, DeepSeek's ``n_routed_experts`` / ``n_shared_experts`` / ``first_k_dense_replace``, the
+layers that hold the experts: :func:`moe_layer_count`),
 the attention layout (:mod:`fleetplan.catalog.hf_attention`: multi-head latent attention,
 ``layer_types`` with sliding-window layers, Gemma-4's global layers, Gated DeltaNet linear-attention
 layers with their fixed-size state per sequence) and the served precision
 (``torch_dtype``, ``quantization_config``: FP8, AWQ/GPTQ/AutoRound int4, compressed-tensors,
 bitsandbytes, ``mxfp4``, ``modelopt`` NVFP4/FP8 and its ``MIXED_PRECISION`` with one format for
-the attention projections and one for the MLPs) and counts the parameters the way the
+the attention projections and one for the MLPs; a ModelOpt export's ``hf_quant_config.json``
+where config.json states none) and counts the parameters the way the
 checkpoint holds them: resident (every expert) and active per token (the experts a token is
 routed to). Weight bytes follow per tensor: quantized linear layers at their bit width plus
 group scales, attention in 16 bits where the quantization leaves it out, the embeddings,
@@ -24,7 +26,8 @@ compute term of the replica model runs every format at the GPU's dense FP16 rate
 what a GPU without FP4 units does (vLLM's Marlin kernels dequantize NVFP4 on Ampere).
 
 Architectures it does not model are refused with one line naming the file and field (e.g.
-``layer_types`` with Mamba2 layers, a ``MIXED_PRECISION`` with several formats among the MLPs).
+``layer_types`` with Mamba2 layers, Nemotron-H's ``hybrid_override_pattern``, NAS
+``block_configs``, a ``MIXED_PRECISION`` with several formats among the MLPs).
 """
 
 from __future__ import annotations
@@ -51,7 +54,8 @@ _UNGATED = {"gpt2", "gpt_bigcode", "opt", "gpt_neox", "falcon", "phi", "bloom", 
 _QKV_BIAS = {"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl"}
 # tie_word_embeddings when the file does not say (transformers' per-class defaults)
 _UNTIED_BY_DEFAULT = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
-                      "phi3", "granite", "olmo2", "starcoder2", "deepseek_v2", "deepseek_v3"}
+                      "phi3", "granite", "olmo2", "starcoder2", "deepseek_v2", "deepseek_v3",
+                      "llama4", "llama4_text"}
 _SHARED_GATE = {"qwen2_moe", "qwen3_next", "qwen3_5_moe", "qwen3_5_moe_text"}
 _DTYPE_BYTES = {"float16": 2.0, "bfloat16": 2.0, "float32": 4.0, "half": 2.0, "float": 4.0}
 MAX_CONFIG_BYTES = 4 * 1024 * 1024  # a config.json is a few KB; refuse anything huge
@@ -149,13 +153,16 @@ MXFP4_BYTES = 0.5 + 1.0 / 32  # 4-bit weights, one 8-bit scale per 32
 _MODELOPT = {"NVFP4": NVFP4_BYTES, "FP8": 1.0}
 
 
-def _modelopt(f: _Fields, q: dict[str, Any], layers: int) -> Precision:
+def _modelopt(f: _Fields, q: dict[str, Any], layers: int,
+              where: str | None = None) -> Precision:
     """NVIDIA ModelOpt checkpoints: one ``quant_algo`` for every linear layer but those in
-    ``ignore`` (``lm_head``, and in NVIDIA's Gemma-4 NVFP4 every layer's attention)."""
-    where = f"{f.path}: field quantization_config"
+    ``ignore`` (``lm_head``, and in NVIDIA's Gemma-4 NVFP4 every layer's attention).
+    ``where``: the file and field ``q`` came from (default: config.json's
+    ``quantization_config``)."""
+    where = where or f"{f.path}: field quantization_config"
     algo = str(q.get("quant_algo", "")).upper()
     if algo == "MIXED_PRECISION":
-        return _modelopt_mixed(f, q)
+        return _modelopt_mixed(f, q, where)
     if algo not in _MODELOPT:
         raise InputError(f"{where}.quant_algo: {show_value(q.get('quant_algo'), 40)} is not "
                          f"modelled for modelopt (known: {', '.join(_MODELOPT)}; "
@@ -168,20 +175,20 @@ def _modelopt(f: _Fields, q: dict[str, Any], layers: int) -> Precision:
     return Precision(f"modelopt-{algo.lower()}", bytes_,
                      not any(str(m).startswith("lm_head") for m in ignore),
                      attn_bytes=skipped * 2.0 + (1.0 - skipped) * bytes_,
-                     auto_kv_cache_dtype=_modelopt_kv(f, q))
+                     auto_kv_cache_dtype=_modelopt_kv(f, q, where))
 
 
 _MIXED_ALGOS = {"NVFP4": NVFP4_BYTES, "W4A16_NVFP4": NVFP4_BYTES, "W4A8_NVFP4_FP8": NVFP4_BYTES,
                 "FP8": 1.0}
 
 
-def _modelopt_mixed(f: _Fields, q: dict[str, Any]) -> Precision:
+def _modelopt_mixed(f: _Fields, q: dict[str, Any], where_q: str) -> Precision:
     """ModelOpt's ``MIXED_PRECISION``: ``quantized_layers`` gives each module its own
     ``quant_algo``. Modelled when one format covers every attention projection
     (``self_attn`` / ``linear_attn``) and one every other linear layer (MLPs, experts;
     ``lm_head`` quantized when listed), as in NVIDIA's Qwen3.6 NVFP4 checkpoints (attention FP8,
     MLPs NVFP4)."""
-    where = f"{f.path}: field quantization_config.quantized_layers"
+    where = f"{where_q}.quantized_layers"
     layers = q.get("quantized_layers")
     if not isinstance(layers, dict) or not layers:
         raise InputError(f"{where}: missing (MIXED_PRECISION states each module's format "
@@ -206,10 +213,10 @@ def _modelopt_mixed(f: _Fields, q: dict[str, Any]) -> Precision:
     names = sorted(algos[False] or {"16-bit"})
     return Precision(f"modelopt-{names[0].lower().removeprefix('w4a16_')}-mixed", linear,
                      "lm_head" in layers, attn_bytes=attn_bytes,
-                     auto_kv_cache_dtype=_modelopt_kv(f, q))
+                     auto_kv_cache_dtype=_modelopt_kv(f, q, where_q))
 
 
-def _modelopt_kv(f: _Fields, q: dict[str, Any]) -> str | None:
+def _modelopt_kv(f: _Fields, q: dict[str, Any], where: str) -> str | None:
     """The KV-cache dtype vLLM's ``auto`` takes from a ModelOpt checkpoint:
     ``kv_cache_scheme`` (8-bit float: fp8) or ``kv_cache_quant_algo`` (``FP8``), as vLLM 0.32.0
     resolves it (``utils/torch_utils.py`` ``get_kv_cache_quant_algo_string``, lines 457-509;
@@ -222,8 +229,32 @@ def _modelopt_kv(f: _Fields, q: dict[str, Any]) -> str | None:
         return "fp8"
     if isinstance(kv, str) and kv.upper() in ("FP8", "FP8_E4M3"):
         return "fp8"
-    raise InputError(f"{f.path}: field quantization_config.kv_cache_scheme: "
-                     f"{show_value(kv, 60)}: only an FP8 KV cache is modelled")
+    raise InputError(f"{where}.kv_cache_scheme: {show_value(kv, 60)}: only an FP8 KV cache "
+                     "is modelled")
+
+
+HF_QUANT_CONFIG = "hf_quant_config.json"
+
+
+def _modelopt_side_file(f: _Fields) -> tuple[Path, dict[str, Any]] | None:
+    """The ``quantization`` object of the ``hf_quant_config.json`` beside a config.json that
+    states no ``quantization_config``: where NVIDIA's ModelOpt exports (Llama-3.1-70B-Instruct-FP8,
+    DeepSeek-V3.1-NVFP4, Qwen3-235B-A22B-NVFP4 ...) state their format, and where vLLM looks
+    for it then (``get_quant_config``); None without such a file."""
+    side = f.path.parent / HF_QUANT_CONFIG
+    if not side.is_file():
+        return None
+    from fleetplan._load import load_json
+
+    obj = load_json(side, what=HF_QUANT_CONFIG, max_bytes=MAX_CONFIG_BYTES)
+    producer = obj.get("producer") if isinstance(obj, dict) else None
+    q = obj.get("quantization") if isinstance(obj, dict) else None
+    name = producer.get("name") if isinstance(producer, dict) else None
+    if name != "modelopt" or not isinstance(q, dict):
+        raise InputError(f"{side}: field producer.name: {show_value(name, 40)}: only a ModelOpt "
+                         "export's quantization object is read (producer modelopt, "
+                         "quantization {quant_algo ...})")
+    return side, q
 
 
 def _mxfp4(f: _Fields, q: dict[str, Any], layers: int) -> Precision:
@@ -242,6 +273,9 @@ def _precision(f: _Fields, dtype: str, layers: int) -> Precision:
     q = f.cfg.get("quantization_config")
     base = _DTYPE_BYTES[dtype]
     if q is None:
+        side = _modelopt_side_file(f)
+        if side is not None:
+            return _modelopt(f, side[1], layers, where=f"{side[0]}: field quantization")
         return Precision(dtype, base, False)
     if not isinstance(q, dict):
         raise InputError(f"{f.path}: field quantization_config: {q!r} must be an object")
@@ -316,6 +350,54 @@ def _model_name(p: Path, cfg: dict[str, Any]) -> tuple[str, str]:
     return short, short
 
 
+def refuse_unmodelled_blocks(f: _Fields, mtype: str) -> None:
+    """One line for the layer kinds the replica model has no terms for: Mamba / state-space
+    layers (Nemotron-H's ``hybrid_override_pattern``, Jamba's and Granite-4's
+    ``layers_block_type``, Mamba models) and a different block per layer (the Nemotron NAS
+    models' ``block_configs``). Counted as attention layers, their parameters came out 2-3x too
+    many (Nemotron-3-Nano-30B-A3B: 102 B; Llama-3.3-Nemotron-Super-49B: 88 B)."""
+    for key, what in (("hybrid_override_pattern",
+                       "Mamba2 layers beside attention (Nemotron-H) are not modelled"),
+                      ("layers_block_type", "Mamba layers beside attention are not modelled"),
+                      ("block_configs", "a different block per layer (Nemotron NAS) is not "
+                       "modelled")):
+        if f.cfg.get(key) is not None:
+            raise InputError(f"{f.path}: field {key}: {show_value(f.cfg[key], 40)}: {what}")
+    if "mamba" in mtype or mtype in ("nemotron_h", "falcon_h1"):
+        raise InputError(f"{f.path}: field model_type: {mtype!r}: Mamba (state-space) layers "
+                         "are not modelled")
+
+
+def moe_layer_count(f: _Fields, layers: int) -> int:
+    """How many of ``layers`` hold the routed experts, by the rules vLLM builds them with:
+
+    - DeepSeek-V2/V3 and their kin: ``first_k_dense_replace`` dense layers, then every
+      ``moe_layer_freq``-th layer (``layer_idx >= first_k_dense_replace and layer_idx %
+      moe_layer_freq == 0``, ``deepseek_v2.py``); a list ``moe_layer_freq`` states 0 or 1 per
+      layer (MiMo-V2, MiniMax-M3);
+    - Llama 4: every ``interleave_moe_layer_step``-th layer (``(layer_idx + 1) % step == 0``,
+      ``llama4.py``);
+    - Qwen2/3-MoE: every ``decoder_sparse_step``-th layer (``(layer_idx + 1) % step == 0``)
+      but those in ``mlp_only_layers`` (``qwen3_moe.py``)."""
+    _name, freq = f.raw("moe_layer_freq")
+    if isinstance(freq, list):
+        if len(freq) != layers or any(v not in (0, 1) or isinstance(v, bool) for v in freq):
+            raise InputError(f"{f.path}: field moe_layer_freq: {show_value(freq, 40)} must "
+                             f"list 0 (dense) or 1 (MoE) for each of the {layers} layers")
+        return sum(freq)
+    first = f.int_("first_k_dense_replace", default=0, minimum=0, spec="layers")
+    every = f.int_("moe_layer_freq", default=1)
+    step = f.int_("interleave_moe_layer_step", "decoder_sparse_step", default=1)
+    _name, only = f.raw("mlp_only_layers")
+    dense = set(only) if isinstance(only, list) else set()
+    moe = sum(1 for i in range(layers) if i >= first and i % every == 0
+              and (i + 1) % step == 0 and i not in dense)
+    if moe == 0:
+        raise InputError(f"{f.path}: field first_k_dense_replace: {first}: no layer of the "
+                         f"{layers} holds the experts")
+    return moe
+
+
 def hf_config_fields(path: str | os.PathLike[str], *, bounds: Bounds,
                      name: str | None = None) -> tuple[Path, dict[str, Any]]:
     """The file and the model-record fields of a Hugging Face ``config.json``
@@ -331,6 +413,7 @@ def hf_config_fields(path: str | os.PathLike[str], *, bounds: Bounds,
     mtype = str(f.cfg.get("model_type", "")).lower()
     archs = f.cfg.get("architectures") or []
     arch = str(archs[0]) if isinstance(archs, list) and archs else mtype or "unknown"
+    refuse_unmodelled_blocks(f, mtype)
     layers = f.int_("num_hidden_layers", "n_layer", "num_layers", spec="layers")
     hidden = f.int_("hidden_size", "n_embd", "d_model", spec="hidden_size")
     heads = f.int_("num_attention_heads", "n_head", spec="attention_heads")
@@ -343,6 +426,10 @@ def hf_config_fields(path: str | os.PathLike[str], *, bounds: Bounds,
     head_dim = f.int_("head_dim", default=hidden // heads, spec="head_dim")
     inter = f.int_("intermediate_size", "ffn_hidden_size", "n_inner", default=4 * hidden,
                    spec="intermediate_size")
+    llama4 = mtype.startswith("llama4")
+    if llama4:  # Llama 4: experts of intermediate_size, dense layers of intermediate_size_mlp
+        expert_inter, inter = inter, f.int_("intermediate_size_mlp", default=inter,
+                                            spec="intermediate_size")
     vocab = f.int_("vocab_size", spec="vocab_size")
     ctx = f.int_("max_position_embeddings", "n_positions", "seq_length", "max_seq_len",
                  spec="context_length")  # a prompt token and a reply token at least
@@ -357,18 +444,15 @@ def hf_config_fields(path: str | os.PathLike[str], *, bounds: Bounds,
         experts = 0
     per_tok = f.int_("num_experts_per_tok", "moe_topk", default=2 if experts else 0, minimum=0,
                      spec="experts_per_token")
-    moe_inter = f.int_("moe_intermediate_size", default=inter, spec="moe_intermediate_size")
+    moe_inter = (expert_inter if llama4 else
+                 f.int_("moe_intermediate_size", default=inter, spec="moe_intermediate_size"))
     shared_inter = f.int_("shared_expert_intermediate_size", default=0, minimum=0,
                           spec="shared_expert_intermediate_size")
-    n_shared = f.int_("n_shared_experts", default=0, minimum=0, spec="num_experts")
+    n_shared = f.int_("n_shared_experts", default=1 if llama4 else 0, minimum=0,
+                      spec="num_experts")
     if n_shared and not shared_inter:
         shared_inter = n_shared * moe_inter
-    dense_first = (f.int_("first_k_dense_replace", default=0, minimum=0, spec="layers")
-                   if experts else 0)
-    if experts and f.int_("moe_layer_freq", default=1) != 1:
-        raise InputError(f"{p}: field moe_layer_freq: {f.cfg['moe_layer_freq']!r}: MoE on "
-                         "every n-th layer only is not modelled (1: every layer after "
-                         "first_k_dense_replace)")
+    moe_layers = moe_layer_count(f, layers) if experts else 0
     if experts and not 1 <= per_tok <= experts:
         moe = dict(model_inconsistency(heads, kv_heads, hidden, experts, per_tok))
         raise InputError(f"{p}: field num_experts_per_tok: {moe['experts_per_token']}")
@@ -392,7 +476,6 @@ def hf_config_fields(path: str | os.PathLike[str], *, bounds: Bounds,
     # a shared expert's sigmoid gate (hidden x 1) in Qwen2-MoE and the Qwen3-Next family
     shared = mats * hidden * shared_inter + (hidden if shared_inter and mtype in _SHARED_GATE
                                              else 0)
-    moe_layers = layers - dense_first if experts else 0
     dense_layers = layers - moe_layers
     router = hidden * experts
     linear_resident = (attn_all + dense_layers * dense_mlp
