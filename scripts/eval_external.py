@@ -140,8 +140,17 @@ class Resolver:
             return self.by_hf[hf_id], None
         org, _, name = hf_id.partition("/")
         folder = self.configs.get(hf_id) or self.configs.get(f"{ORG_ALIASES.get(org, org)}/{name}")
-        if folder is None:
-            return None, f"model {hf_id}: not in data/models.csv and no config.json here"
+        if folder is None:  # last, the product's bundled library (data/model_configs)
+            from fleetplan.catalog.model_library import library_spec
+
+            try:
+                spec = library_spec(hf_id)
+            except FleetplanError as exc:
+                return None, f"model {hf_id}: {str(exc).split(': field ', 1)[-1]}"
+            if spec is not None:
+                return spec, None
+            return None, (f"model {hf_id}: not in data/models.csv or data/model_configs and "
+                          "no config.json here")
         if hf_id not in self._specs:
             try:
                 self._specs[hf_id] = ModelSpec.from_hf_config(folder, name=name)

@@ -42,6 +42,7 @@ from fleetplan.catalog.gpus import (
 )
 from fleetplan.catalog.grid import DEFAULT_REGION, GridIntensity, read_grid
 from fleetplan.catalog.interconnects import Interconnect, find_link, read_interconnects
+from fleetplan.catalog.model_library import library_spec
 from fleetplan.catalog.models import ModelSpec, normalize_model, read_models
 from fleetplan.catalog.prices import DEFAULT_MARKET, Price, read_prices
 from fleetplan.errors import InputError, UnknownNameError
@@ -256,7 +257,9 @@ class Catalog:
     def model(self, name: str) -> ModelSpec:
         """Spec of a model by short name or hub id (a spec's own ``hf_id`` matches too); a name
         that matches none exactly may match one model whatever its case (a server's
-        ``--served-model-name deepseek-r1`` for ``DeepSeek-R1``), never two."""
+        ``--served-model-name deepseek-r1`` for ``DeepSeek-R1``), never two. A name this
+        catalog does not hold is looked up last in the bundled library of popular
+        checkpoints' config.json (:mod:`fleetplan.catalog.model_library`)."""
         models = self.models()
         short = normalize_model(name)
         if short in models:
@@ -269,6 +272,10 @@ class Catalog:
                 if folded in (key.casefold(), normalize_model(spec.hf_id).casefold())]
         if len(same) == 1:
             return same[0]
+        # last, the bundled library of popular checkpoints' config.json (by hub id)
+        found = library_spec(name)
+        if found is not None:
+            return found
         raise UnknownNameError("model", name, models)
 
     def knows_model(self, name: str) -> bool:

@@ -442,14 +442,20 @@ def hf_config_fields(path: str | os.PathLike[str], *, bounds: Bounds,
                      minimum=0, spec="num_experts")
     if experts == 1:
         experts = 0
-    per_tok = f.int_("num_experts_per_tok", "moe_topk", default=2 if experts else 0, minimum=0,
-                     spec="experts_per_token")
+    if experts and f.cfg.get("enable_moe_block") is not None:
+        raise InputError(f"{p}: field enable_moe_block: {f.cfg['enable_moe_block']!r}: an MoE "
+                         "block beside each layer's dense MLP (Gemma-4 MoE) is not modelled")
+    # an MoE model's experts per token are stated (no default: a guess moves the active
+    # parameters, hence every step's reads, by the ratio of the guess to the truth)
+    per_tok = (f.int_("num_experts_per_tok", "moe_topk", "num_experts_per_token",
+                      minimum=0, spec="experts_per_token") if experts else 0)
     moe_inter = (expert_inter if llama4 else
                  f.int_("moe_intermediate_size", default=inter, spec="moe_intermediate_size"))
-    shared_inter = f.int_("shared_expert_intermediate_size", default=0, minimum=0,
+    shared_inter = f.int_("shared_expert_intermediate_size", "shared_intermediate_size",
+                          "share_expert_dim", default=0, minimum=0,
                           spec="shared_expert_intermediate_size")
-    n_shared = f.int_("n_shared_experts", default=1 if llama4 else 0, minimum=0,
-                      spec="num_experts")
+    n_shared = f.int_("n_shared_experts", "num_shared_experts", default=1 if llama4 else 0,
+                      minimum=0, spec="num_experts")
     if n_shared and not shared_inter:
         shared_inter = n_shared * moe_inter
     moe_layers = moe_layer_count(f, layers) if experts else 0

@@ -162,9 +162,12 @@ def check_model(src: SourceRef, model: str, opt: IngestOptions) -> str:
             return opt.names.model(model).model
         except UnknownNameError:
             pass
+        except InputError as exc:  # the bundled library's config.json of it is not modelled
+            raise record_error(src, "model_id", f"model {short(model)}: {exc}") from None
     raise record_error(src, "model_id", f"unknown model {short(model)}: not in the model "
-                       "catalog (add it with --model-config, a folder named after the model, "
-                       "or a --catalog models.csv)")
+                       "catalog nor the bundled library of config.json (data/model_configs) "
+                       "(add it with --model-config, a folder named after the model, or a "
+                       "--catalog models.csv)")
 
 
 def record_digest(obj: Any) -> str:

@@ -4,6 +4,7 @@ package)."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -91,16 +92,19 @@ def test_bad_user_tables_name_file_row_and_column(tmp_path: Path) -> None:
         Catalog(tmp_path / "empty")
 
 
-def test_model_configs_join_the_catalog_through_a_context() -> None:
-    ctx = DataContext.build(model_configs=[CONFIGS / "Qwen3-30B-A3B"])
+def test_model_configs_join_the_catalog_through_a_context(tmp_path: Path) -> None:
+    # a checkpoint of the team's own, named as no bundled table or library folder is
+    folder = tmp_path / "team--Team-MoE-30B"
+    shutil.copytree(CONFIGS / "Qwen3-30B-A3B", folder)
+    ctx = DataContext.build(model_configs=[folder])
     with pytest.raises(UnknownNameError):
-        bundled_catalog().model("Qwen3-30B-A3B")
-    assert ctx.catalog.model("Qwen3-30B-A3B").is_moe
-    assert ctx.catalog.model("Qwen/Qwen3-30B-A3B").model == "Qwen3-30B-A3B"
-    assert ctx.model is not None and ctx.model.model == "Qwen3-30B-A3B"
+        bundled_catalog().model("Team-MoE-30B")
+    assert ctx.catalog.model("team--Team-MoE-30B").is_moe
+    assert ctx.catalog.model("team/Team-MoE-30B").model == "team--Team-MoE-30B"
+    assert ctx.model is not None and ctx.model.model == "team--Team-MoE-30B"
     # building it changes nothing process-wide: the bundled catalog stays as it is
     with pytest.raises(UnknownNameError):
-        bundled_catalog().model("Qwen3-30B-A3B")
+        bundled_catalog().model("team/Team-MoE-30B")
 
 
 def test_the_data_dir_variable_is_read_when_used_not_frozen(
