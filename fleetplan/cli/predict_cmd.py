@@ -159,7 +159,10 @@ def _caption_head(pred: Prediction) -> str:
     p = pred.params
     own = f"\n{pred.own_runs.caption()}" if pred.own_runs is not None else ""
     spec = f"\n{pred.spec_note}" if pred.spec_note is not None else ""
-    return f"calibrated: {str(p.calibrated).lower()} ({p.source}){spec}{own}"
+    # an uncalibrated pair's model may come from a config.json: say which
+    model = (f"\nmodel: {pred.model_source}" if pred.model_source is not None
+             and not p.calibrated else "")
+    return f"calibrated: {str(p.calibrated).lower()} ({p.source}){model}{spec}{own}"
 
 
 def _show_steady(pred: Prediction, sres: SteadyResult, fmt: OutputFormat) -> None:

@@ -176,6 +176,9 @@ class Prediction:
     #: a calibrated pair whose model or GPU the user's catalog gives other figures: what of
     #: those figures the prediction does not use (None otherwise)
     spec_note: str | None = None
+    #: where the model's architecture comes from (a catalog row, a user's config.json, the
+    #: bundled library of config.json: its spec's ``source``)
+    model_source: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON of ``fleetplan predict --format json``."""
@@ -186,6 +189,8 @@ class Prediction:
             head["own_runs"] = self.own_runs.to_dict()
         if self.spec_note is not None:
             head["spec_note"] = self.spec_note
+        if self.model_source is not None:
+            head["model_source"] = self.model_source
         if isinstance(self.result, SteadyResult):
             return {**head, "mode": "steady", **self.result.to_dict(), **self.bands}
         return {**head, "mode": "burst", **self.result.to_dict(), **self.bands,
@@ -232,13 +237,15 @@ def run_prediction(request: PredictRequest, *, context: DataContext | None = Non
     note = calibrated_spec_note(params.calibrated, params.config,
                                 ctx.catalog.replaced(params.model,
                                                      HardwareConfig.split(params.config)[1]))
+    source = (model if isinstance(model, ModelSpec) else ctx.catalog.model(model)).source
     if request.steady:
         sres = steady_state(params, rate=request.rate, burstiness=request.burstiness,
                             prefix_cache_hit=request.prefix_cache_hit or 0.0,
                             progress=progress)
         bands = _bands(params, {k: v for k, v in sres.to_dict().items()
                                 if isinstance(v, int | float)})
-        return Prediction(request, params, sres, bands, own, spec_note=note)
+        return Prediction(request, params, sres, bands, own, spec_note=note,
+                          model_source=source)
     res = replay(params, rate=request.rate,
                  num_prompts=(DEFAULT_NUM_PROMPTS if request.num_prompts is None
                               else request.num_prompts),
@@ -256,7 +263,7 @@ def run_prediction(request: PredictRequest, *, context: DataContext | None = Non
     measured = [] if request.server is not None and request.server.engine_args else (
         measured_runs(params.model, params.config, request.rate, res.num_prompts,
                       request.burstiness, request.max_concurrency, store=ctx.store))
-    return Prediction(request, params, res, bands, own, tuple(measured), note)
+    return Prediction(request, params, res, bands, own, tuple(measured), note, source)
 
 
 def measured_runs(model: str, config: str, rate: float, num_prompts: int, burstiness: float,

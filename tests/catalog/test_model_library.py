@@ -90,3 +90,15 @@ def test_validate_reads_a_run_of_a_library_model_without_a_config(
     (rec,) = json.loads(res.stdout)["runs"]
     assert (rec["model"], rec["config"], rec["calibrated"]) == ("Qwen3-30B-A3B", "1xH100-SXM",
                                                                 False)
+
+
+def test_predict_names_where_the_models_architecture_comes_from(cli) -> None:
+    res = cli("predict", "--model", "deepseek-ai/DeepSeek-R1", "--config", "8xH200", "--rate",
+              "2", "--num-prompts", "20", "--seeds", "1", "--format", "json")
+    assert res.exit_code == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["model"] == "DeepSeek-R1" and out["calibrated"] is False
+    assert out["model_source"].startswith("bundled config.json of deepseek-ai/DeepSeek-R1 (")
+    table = cli("predict", "--model", "deepseek-ai/DeepSeek-R1", "--config", "8xH200",
+                "--rate", "2", "--num-prompts", "20", "--seeds", "1")
+    assert table.exit_code == 0 and "model: bundled config.json of" in table.stdout
