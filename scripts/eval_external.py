@@ -21,8 +21,7 @@ How a row is replayed (each rule is the row's own figures, never a fit):
   ``ModelSpec.from_hf_config``; else refused ("no config.json"). What the reader does not
   model it refuses itself, one line each (e.g. ``layer_types`` with Qwen3.5/3.6's
   linear-attention layers).
-- GPU: the bundled catalog plus ``data/external/catalog/gpus.csv`` (datasheet rows of GPUs the
-  sources used that the bundled catalog lacks).
+- GPU: the bundled catalog (its RTX 3090 row came from here: the 4 x RTX 3090 rig's GPU).
 - server: ``pp`` stages of ``tp`` GPUs, ``dp`` replicas behind the endpoint (stated, or the GPUs
   beyond ``tp x pp``: instances behind one load balancer), ``nodes`` over the row's
   ``interconnect`` (``server_config``; ``fleetplan.replica.split_replay`` spreads the load).
@@ -120,9 +119,7 @@ class Resolver:
     def __init__(self) -> None:
         from fleetplan.catalog.catalog import bundled_catalog
 
-        cat = bundled_catalog()
-        extra = EXT / "catalog"
-        self.catalog = cat.extend(extra) if extra.is_dir() else cat
+        self.catalog = bundled_catalog()
         self.by_hf = {m.hf_id: name for name, m in self.catalog.models().items()}
         self.configs = _hf_fixture_ids()
         for cfg in sorted((EXT / "configs").glob("*/config.json")):
