@@ -14,7 +14,9 @@ folder alone has it. A checkpoint whose name differs from one folder's only by a
 instruction-tuning part (``-Instruct``, ``-it``, ``-Chat``) and Meta's ``Meta-`` prefix, in the
 same organisation (``meta-llama/Llama-3.1-70B-Instruct`` and ``meta-llama/Meta-Llama-3.1-70B``,
 ``mistralai/Mixtral-8x7B-Instruct-v0.1`` and ``mistralai/Mixtral-8x7B-v0.1``), takes that
-folder's architecture, which tuning does not change, and its spec's ``source`` says so.
+folder's architecture, which tuning does not change, and so do the later releases
+:data:`SAME_ARCHITECTURE` names (Llama 3.3 70B, DeepSeek-V3-0324 and V3.1, DeepSeek-R1-0528);
+the spec's ``source`` says so.
 
 Main entry: :func:`library_spec` (``None`` when the library holds no such model).
 """
@@ -62,22 +64,47 @@ def _index(folder: str) -> tuple[dict[str, str], dict[str, list[str]], dict[str,
     return hub, short, base
 
 
-def find(name: str) -> tuple[str, str | None] | None:
-    """The library's hub id for ``name`` (a hub id, or a short name one folder alone has) and,
-    where it is the base model of an instruction-tuned ``name``, the hub id that names the
-    tuned one (the base's organisation where ``name`` has none); None where the library holds
-    neither."""
+# later releases of a library checkpoint whose config.json repeats its architecture (and
+# context length): (the library's hub id, why)
+SAME_ARCHITECTURE = {
+    "meta-llama/Llama-3.3-70B-Instruct": (
+        "meta-llama/Meta-Llama-3.1-70B", "Llama 3.3 70B is Llama 3.1 70B's architecture, as "
+        "Meta's Llama 3.3 model card says"),
+    "deepseek-ai/DeepSeek-V3-0324": (
+        "deepseek-ai/DeepSeek-V3", "a later checkpoint of DeepSeek-V3, the same architecture "
+        "as its model card says"),
+    "deepseek-ai/DeepSeek-V3.1": (
+        "deepseek-ai/DeepSeek-V3", "DeepSeek-V3.1 keeps DeepSeek-V3's architecture, as its "
+        "model card says"),
+    "deepseek-ai/DeepSeek-R1-0528": (
+        "deepseek-ai/DeepSeek-R1", "a later checkpoint of DeepSeek-R1, the same architecture "
+        "as its model card says"),
+}
+_TUNING = ("the names differ only by an instruction-tuning suffix or Meta's 'Meta-' prefix; "
+           "tuning does not change the architecture")
+
+
+def find(name: str) -> tuple[str, str, str | None] | None:
+    """``(the library's hub id, the hub id asked for, why the library's architecture is that
+    checkpoint's)`` for ``name`` (a hub id, or a short name one folder alone has); the why is
+    None for the library's own checkpoint. A name of :data:`SAME_ARCHITECTURE`, or one that
+    differs from a folder's only by an instruction-tuning part and Meta's ``Meta-`` prefix in
+    the same organisation (the base's organisation where ``name`` has none), takes that
+    folder's. None where the library holds none of these."""
     hub, short, base = _index(str(library_dir()))
     text = name.strip().rstrip("/")
     org, sep, short_name = text.rpartition("/")
     if sep and text.casefold() in hub:
-        return hub[text.casefold()], None
+        return hub[text.casefold()], hub[text.casefold()], None
     if not sep and len(short.get(text.casefold(), [])) == 1:
-        return short[text.casefold()][0], None
+        return short[text.casefold()][0], short[text.casefold()][0], None
+    for alias, (hid, why) in SAME_ARCHITECTURE.items():
+        if text.casefold() in (alias.casefold(), alias.partition("/")[2].casefold()):
+            return hid, alias, why
     found = [h for h in base.get(_base_name(short_name), [])
              if not sep or h.partition("/")[0].casefold() == org.casefold()]
     if len(found) == 1:
-        return found[0], text if sep else f"{found[0].partition('/')[0]}/{text}"
+        return found[0], text if sep else f"{found[0].partition('/')[0]}/{text}", _TUNING
     return None
 
 
@@ -88,17 +115,15 @@ def library_spec(name: str) -> ModelSpec | None:
     hit = find(name)
     if hit is None:
         return None
-    hid, tuned = hit
+    hid, asked, why = hit
     folder = library_dir() / hid.replace("/", "--", 1)
-    return _spec(str(folder), folder.stat().st_mtime, tuned or hid, hid)
+    return _spec(str(folder), folder.stat().st_mtime, asked, hid, why)
 
 
 @lru_cache(maxsize=64)
-def _spec(folder: str, _mtime: float, asked: str, hid: str) -> ModelSpec:
+def _spec(folder: str, _mtime: float, asked: str, hid: str, why: str | None) -> ModelSpec:
     short = asked.rstrip("/").split("/")[-1]
     spec = ModelSpec.from_hf_config(folder, name=short)
-    how = (f"{hid}, whose architecture {asked} shares (the names differ only by an "
-           "instruction-tuning suffix or Meta's 'Meta-' prefix; tuning does not change the "
-           "architecture)" if asked != hid else hid)
+    how = hid if why is None else f"{hid}, whose architecture {asked} shares ({why})"
     return spec.model_copy(update={
         "hf_id": asked, "source": f"bundled config.json of {how} ({PROVENANCE})"})

@@ -67,6 +67,21 @@ def test_an_instruction_tuned_name_takes_its_base_architecture_and_says_so() -> 
     assert find("meta-llama/Llama-3.1-70B-Instruct-FP8") is None
 
 
+@pytest.mark.parametrize(("name", "library"), [
+    ("meta-llama/Llama-3.3-70B-Instruct", "meta-llama/Meta-Llama-3.1-70B"),
+    ("deepseek-ai/DeepSeek-R1-0528", "deepseek-ai/DeepSeek-R1"),
+    ("DeepSeek-V3-0324", "deepseek-ai/DeepSeek-V3"),
+])
+def test_a_later_release_of_the_same_architecture_reads_the_earlier_file(
+        name: str, library: str) -> None:
+    spec = bundled_catalog().model(name)
+    base = bundled_catalog().model(library)
+    assert (spec.params_b, spec.context_length) == (base.params_b, base.context_length)
+    assert spec.model == name.split("/")[-1]
+    assert f"bundled config.json of {library}, whose architecture" in spec.source
+    assert "model card" in spec.source
+
+
 def test_a_refused_architecture_in_the_library_is_one_line_naming_the_field() -> None:
     with pytest.raises(InputError) as exc:
         bundled_catalog().model("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16")
