@@ -107,3 +107,22 @@ def test_mamba_hybrids_and_nas_blocks_are_refused_in_one_line(folder: str, field
     line = str(exc.value)
     assert "\n" not in line and f"config.json: field {field}: " in line
     assert line.endswith("not modelled")
+
+
+def test_an_moe_config_must_state_its_experts_per_token(tmp_path: Path) -> None:
+    """Guessing 2 moved the active parameters by the ratio of the guess to the truth (Qwen3's
+    8 of 128: a quarter of its routed reads); the spellings other exports use are read."""
+    cfg = json.loads((CONFIGS / "Qwen3-30B-A3B" / "config.json").read_text())
+    qwen = ModelSpec.from_hf_config(CONFIGS / "Qwen3-30B-A3B")
+    k = cfg.pop("num_experts_per_tok")
+    p = tmp_path / "Qwen3-30B-A3B" / "config.json"
+    p.parent.mkdir()
+    p.write_text(json.dumps(cfg))
+    with pytest.raises(InputError, match="field num_experts_per_tok is missing") as exc:
+        ModelSpec.from_hf_config(p)
+    assert "\n" not in str(exc.value)
+    p.write_text(json.dumps({**cfg, "num_experts_per_token": k}))  # Kimi's spelling
+    assert ModelSpec.from_hf_config(p).active_b == qwen.active_b
+    p.write_text(json.dumps({**cfg, "num_experts_per_tok": k, "enable_moe_block": True}))
+    with pytest.raises(InputError, match="field enable_moe_block: True: an MoE block beside"):
+        ModelSpec.from_hf_config(p)
