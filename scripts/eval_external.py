@@ -113,6 +113,12 @@ def _hf_fixture_ids() -> dict[str, Path]:
     return out
 
 
+def _without_folder(exc: Exception) -> str:
+    """The reader's one line without the folder of the file it names: the run already names
+    the model (``config.json: field ...``, ``hf_quant_config.json: field ...``)."""
+    return re.sub(r"^\S*/(?=[^/\s]+\.json: )", "", str(exc))
+
+
 class Resolver:
     """Model specs and GPU names the replica model can use, with one-line refusals."""
 
@@ -143,7 +149,7 @@ class Resolver:
             try:
                 spec = library_spec(hf_id)
             except FleetplanError as exc:
-                return None, f"model {hf_id}: {str(exc).split(': field ', 1)[-1]}"
+                return None, f"model {hf_id}: {_without_folder(exc)}"
             if spec is not None:
                 return spec, None
             return None, (f"model {hf_id}: not in data/models.csv or data/model_configs and "
@@ -152,9 +158,7 @@ class Resolver:
             try:
                 self._specs[hf_id] = ModelSpec.from_hf_config(folder, name=name)
             except FleetplanError as exc:
-                # the reader names the file; the run already names the model
-                self._specs[hf_id] = str(exc).replace(f"{folder / 'config.json'}: ",
-                                                      "config.json: ")
+                self._specs[hf_id] = _without_folder(exc)
         spec = self._specs[hf_id]
         return (None, f"model {hf_id}: {spec}") if isinstance(spec, str) else (spec, None)
 

@@ -175,7 +175,7 @@ def _modelopt(f: _Fields, q: dict[str, Any], layers: int,
     return Precision(f"modelopt-{algo.lower()}", bytes_,
                      not any(str(m).startswith("lm_head") for m in ignore),
                      attn_bytes=skipped * 2.0 + (1.0 - skipped) * bytes_,
-                     auto_kv_cache_dtype=_modelopt_kv(f, q, where))
+                     auto_kv_cache_dtype=_modelopt_kv(q, where))
 
 
 _MIXED_ALGOS = {"NVFP4": NVFP4_BYTES, "W4A16_NVFP4": NVFP4_BYTES, "W4A8_NVFP4_FP8": NVFP4_BYTES,
@@ -213,10 +213,10 @@ def _modelopt_mixed(f: _Fields, q: dict[str, Any], where_q: str) -> Precision:
     names = sorted(algos[False] or {"16-bit"})
     return Precision(f"modelopt-{names[0].lower().removeprefix('w4a16_')}-mixed", linear,
                      "lm_head" in layers, attn_bytes=attn_bytes,
-                     auto_kv_cache_dtype=_modelopt_kv(f, q, where_q))
+                     auto_kv_cache_dtype=_modelopt_kv(q, where_q))
 
 
-def _modelopt_kv(f: _Fields, q: dict[str, Any], where: str) -> str | None:
+def _modelopt_kv(q: dict[str, Any], where: str) -> str | None:
     """The KV-cache dtype vLLM's ``auto`` takes from a ModelOpt checkpoint:
     ``kv_cache_scheme`` (8-bit float: fp8) or ``kv_cache_quant_algo`` (``FP8``), as vLLM 0.32.0
     resolves it (``utils/torch_utils.py`` ``get_kv_cache_quant_algo_string``, lines 457-509;

@@ -29,7 +29,7 @@ prefix cache's bookkeeping of earlier runs (``prefix_runs_before``): a run is co
 ``warm_prefix_cache``.
 
 Main entry: :func:`replay_engines`, which :func:`fleetplan.replica.protocol.replay` calls when
-its parameters' configuration has more than one engine (:func:`engine_count`).
+its parameters' server has more than one engine (:func:`params_engines`).
 """
 
 from __future__ import annotations
