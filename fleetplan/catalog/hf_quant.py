@@ -6,21 +6,24 @@ with the file it reads. It gives a :class:`Precision`: bytes per linear weight (
 included), the bytes of the attention projections where a format leaves (some of) them in 16
 bits, whether ``lm_head`` is quantized, and the KV-cache dtype vLLM's ``auto`` takes from the
 checkpoint. Formats read: ``torch_dtype`` alone, GPTQ / AWQ / AutoRound (``bits``,
-``group_size``), ``fp8`` (DeepSeek's block FP8 and the per-tensor exports),
-``compressed-tensors`` (its first config group), ``bitsandbytes``, ``mxfp4`` (gpt-oss) and
-``modelopt`` (FP8, NVFP4, and ``MIXED_PRECISION`` with one format for the attention and one
-for the MLPs). Anything else is one line naming the file and field.
+``group_size``), ``fp8`` (DeepSeek's block FP8 and the per-tensor exports), ``fbgemm_fp8``
+(Meta's row-wise FP8, with ``modules_to_not_convert``), ``compressed-tensors`` (its first
+config group), ``bitsandbytes``, ``mxfp4`` (gpt-oss), ``modelopt`` (FP8, NVFP4, and
+``MIXED_PRECISION`` with one format for the attention and one for the MLPs) and ``quark``
+(AMD Quark: ``global_quant_config``, ``layer_quant_config`` patterns, ``exclude``). Anything
+else is one line naming the file and field.
 
 Named assumptions of the 4-bit float formats: NVFP4 (``modelopt`` ``quant_algo: NVFP4``) is 4
 bits per weight plus one FP8 scale per 16 (0.5625 bytes; the per-tensor FP32 scale is left
-out); MXFP4 (gpt-oss) is 4 bits plus one 8-bit scale per 32
+out); MXFP4 (gpt-oss, Quark ``fp4`` in groups of 32) is 4 bits plus one 8-bit scale per 32
 (0.53125 bytes). Bytes only: the compute term of the replica model runs every format at the
-GPU's dense FP16 rate, which is what a GPU without FP4 units does (vLLM's Marlin kernels
-dequantize NVFP4 on Ampere); docs/catalogs.md gives the measurements behind that.
+GPU's dense FP16 rate (docs/catalogs.md gives the measurements behind that).
 """
 
 from __future__ import annotations
 
+import fnmatch
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -204,6 +207,10 @@ def precision(f: _Src, dtype: str, layers: int) -> Precision:
         return Precision(f"{name}-int{bits}", bits / 8.0 + per_group, False)
     if method == "fp8":
         return Precision("fp8", 1.0, False)
+    if method == "fbgemm_fp8":
+        return _fbgemm_fp8(f, q, layers)
+    if method == "quark":
+        return _quark(f, q, layers)
     if method == "modelopt":
         return _modelopt(f, q, layers)
     if method == "mxfp4":
@@ -234,6 +241,110 @@ def precision(f: _Src, dtype: str, layers: int) -> Precision:
         # one fp32 absmax per block of 64 weights
         return Precision(f"bitsandbytes-int{bits}", bits / 8.0 + 4.0 / 64, False)
     raise InputError(f"{where}.quant_method: {method or None!r} is not modelled (known: gptq, "
-                     "awq, auto-round, fp8, compressed-tensors, bitsandbytes, modelopt, "
-                     "mxfp4)")
+                     "awq, auto-round, fp8, fbgemm_fp8, compressed-tensors, bitsandbytes, "
+                     "modelopt, mxfp4, quark)")
 
+
+def _layer_indices(items: list[Any], pattern: str, layers: int) -> set[int]:
+    """Indices ``i < layers`` of the entries naming ``...layers.<i><pattern>`` (``pattern`` a
+    regular expression for what follows the index)."""
+    hit: set[int] = set()
+    for item in items:
+        m = re.search(r"layers\.(\d+)" + pattern, str(item))
+        if m is not None and int(m.group(1)) < layers:
+            hit.add(int(m.group(1)))
+    return hit
+
+
+def _fbgemm_fp8(f: _Src, q: dict[str, Any], layers: int) -> Precision:
+    """Meta's FBGEMM FP8 (``fbgemm_fp8``): FP8 weights with one scale per output row (the
+    scales are a few bytes per row, left out). ``modules_to_not_convert`` keeps modules in 16
+    bits: a whole layer (``model.layers.<i>``), its attention (``model.layers.<i>.self_attn``,
+    or any projection under it) or its MLP (``model.layers.<i>.mlp...``: counted whole where
+    one of its projections is listed, an over-count of the 16-bit bytes by at most two thirds
+    of that MLP). Meta's Llama 3.1 405B FP8 keeps its first and last layers, every attention
+    and ``lm_head`` in 16 bits (transformers' conversion script for it, ``FbgemmFp8Config``).
+    ``lm_head`` is never quantized: vLLM's FBGEMM method takes linear layers only."""
+    where = f"{f.path}: field quantization_config.modules_to_not_convert"
+    skip = q.get("modules_to_not_convert") or []
+    if not isinstance(skip, list):
+        raise InputError(f"{where}: {show_value(skip, 40)} must be a list")
+    whole = _layer_indices(skip, r"$", layers)
+    attn = _layer_indices(skip, r"\.self_attn", layers) | whole
+    mlp = _layer_indices(skip, r"\.mlp", layers) | whole
+    if layers and any(re.fullmatch(r"(model\.)?layers\.\*\.self_attn.*|.*\*self_attn\*?", str(m))
+                      for m in skip):
+        attn = set(range(layers))
+    a_share = len(attn) / layers if layers else 0.0
+    m_share = len(mlp) / layers if layers else 0.0
+    return Precision("fbgemm-fp8", 1.0 + m_share, False, attn_bytes=1.0 + a_share)
+
+
+# Quark's weight dtypes -> bytes per weight (before scales)
+_QUARK_DTYPES = {"fp8_e4m3": 1.0, "fp8_e5m2": 1.0, "int8": 1.0, "uint8": 1.0, "int4": 0.5,
+                 "uint4": 0.5, "fp4": 0.5, "fp6_e2m3": 0.75, "fp6_e3m2": 0.75,
+                 "bfloat16": 2.0, "float16": 2.0}
+# representative module names: an attention projection and an MLP (or expert) projection
+_QUARK_ATTN = ("model.layers.1.self_attn.q_proj", "model.layers.1.self_attn.o_proj")
+_QUARK_MLP = ("model.layers.1.mlp.down_proj", "model.layers.1.mlp.experts.0.down_proj",
+              "model.layers.1.block_sparse_moe.experts.0.w2",
+              "model.layers.1.feed_forward.down_proj")
+
+
+def _quark_bytes(weight: Any, where: str) -> float:
+    """Bytes per weight of one Quark ``weight`` spec (a dict, or a list whose last entry is the
+    stored format, as in Quark's two-level FP8 + INT4 and NVFP4 specs); None: 16 bits. A group
+    scale is one byte per group for the MX formats (``scale_format`` ``e8m0``), two otherwise."""
+    if weight is None:
+        return 2.0
+    w = weight[-1] if isinstance(weight, list) and weight else weight
+    if not isinstance(w, dict):
+        raise InputError(f"{where}.weight: {show_value(weight, 60)} must be an object")
+    dtype = w.get("dtype")
+    if dtype not in _QUARK_DTYPES:
+        raise InputError(f"{where}.weight.dtype: {show_value(dtype, 40)} is not modelled "
+                         f"(known: {', '.join(_QUARK_DTYPES)})")
+    group = w.get("group_size")
+    scale = 0.0
+    if w.get("qscheme") == "per_group" and isinstance(group, int) and group > 0:
+        scale = (1.0 if w.get("scale_format") == "e8m0" else 2.0) / group
+    return _QUARK_DTYPES[str(dtype)] + scale
+
+
+def _quark(f: _Src, q: dict[str, Any], layers: int) -> Precision:
+    """AMD Quark (``quark``), as vLLM's ``QuarkConfig`` reads it: a module takes the first
+    ``layer_quant_config`` entry whose name pattern matches it, else ``global_quant_config``;
+    ``exclude`` keeps modules in 16 bits (``lm_head``; attention per layer or all of it).
+    The MLPs' format (or the experts') sets ``linear_bytes``, the attention projections'
+    ``attn_bytes``. The KV cache's FP8 (``export.kv_cache_group``) is not read: vLLM takes it
+    where the server states ``--kv-cache-dtype fp8``, as AMD's own commands do."""
+    where = f"{f.path}: field quantization_config"
+    glob = q.get("global_quant_config") or {}
+    per_layer = q.get("layer_quant_config") or {}
+    exclude = q.get("exclude") or []
+    if not isinstance(glob, dict) or not isinstance(per_layer, dict):
+        raise InputError(f"{where}.global_quant_config: must be an object, as "
+                         "layer_quant_config")
+    if not isinstance(exclude, list):
+        raise InputError(f"{where}.exclude: {show_value(exclude, 40)} must be a list")
+
+    def spec_of(names: tuple[str, ...]) -> tuple[str, Any]:
+        for pattern, cfg in per_layer.items():
+            if any(fnmatch.fnmatchcase(n, str(pattern)) for n in names):
+                return f"{where}.layer_quant_config.{show_value(pattern, 40)}", cfg
+        return f"{where}.global_quant_config", glob
+
+    def bytes_of(names: tuple[str, ...]) -> float:
+        at, cfg = spec_of(names)
+        if not isinstance(cfg, dict):
+            raise InputError(f"{at}: {show_value(cfg, 40)} must be an object")
+        return _quark_bytes(cfg.get("weight"), at)
+
+    linear, attn = bytes_of(_QUARK_MLP), bytes_of(_QUARK_ATTN)
+    skipped = attention_share_skipped(exclude, layers)
+    if any(fnmatch.fnmatchcase(_QUARK_ATTN[0], str(m)) for m in exclude):
+        skipped = 1.0
+    w = spec_of(_QUARK_MLP)[1].get("weight")
+    dtype = (w[-1] if isinstance(w, list) and w else w or {}).get("dtype") or "16-bit"
+    return Precision(f"quark-{dtype}", linear, False,
+                     attn_bytes=skipped * 2.0 + (1.0 - skipped) * attn)
