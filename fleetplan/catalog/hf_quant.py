@@ -272,9 +272,8 @@ def _fbgemm_fp8(f: _Src, q: dict[str, Any], layers: int) -> Precision:
     whole = _layer_indices(skip, r"$", layers)
     attn = _layer_indices(skip, r"\.self_attn", layers) | whole
     mlp = _layer_indices(skip, r"\.mlp", layers) | whole
-    if layers and any(re.fullmatch(r"(model\.)?layers\.\*\.self_attn.*|.*\*self_attn\*?", str(m))
-                      for m in skip):
-        attn = set(range(layers))
+    if any("self_attn" in str(m) and re.search(r"layers\.\d", str(m)) is None for m in skip):
+        attn = set(range(layers))  # one pattern for every layer's attention
     a_share = len(attn) / layers if layers else 0.0
     m_share = len(mlp) / layers if layers else 0.0
     return Precision("fbgemm-fp8", 1.0 + m_share, False, attn_bytes=1.0 + a_share)

@@ -68,6 +68,11 @@ def test_fbgemm_fp8_keeps_attention_first_and_last_layers_in_16_bits(tmp_path: P
     again = _spec(tmp_path, base, {"quant_method": "fbgemm_fp8",
                                    "modules_to_not_convert": named})
     assert again.weight_bytes == pytest.approx(fp8.weight_bytes, rel=1e-9)
+    # one pattern for every layer's attention
+    glob = _spec(tmp_path, base, {"quant_method": "fbgemm_fp8",
+                                  "modules_to_not_convert": ["model.layers.*.self_attn"]})
+    assert glob.weight_bytes == pytest.approx(layers * (attn * 2 + mlp) + emb * 2 + small,
+                                              rel=1e-6)
     # nothing listed: every linear layer FP8, lm_head still 16-bit (vLLM quantizes linears only)
     bare = _spec(tmp_path, base, {"quant_method": "fbgemm_fp8"})
     assert bare.weight_bytes == pytest.approx(layers * (attn + mlp) + (emb + 0) * 2 + small,
