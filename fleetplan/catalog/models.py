@@ -268,5 +268,14 @@ def read_models(path: str | os.PathLike[str]) -> dict[str, ModelSpec]:
 
 
 def normalize_model(model_id: str) -> str:
-    """Short model name: the part after the last ``/`` of a hub id."""
+    """Short model name: the part after the last ``/`` of a hub id or a local folder. A path
+    into the Hugging Face cache (``.../hub/models--org--name/snapshots/<revision>``, what a
+    server started on the cached checkpoint records as its model) names the model by its
+    ``models--org--name`` folder, not by the revision hash."""
+    parts = [p for p in model_id.replace("\\", "/").split("/") if p]
+    for i, part in enumerate(parts[:-1]):
+        org, sep, name = part.removeprefix("models--").partition("--")
+        if (part.startswith("models--") and sep and org and name
+                and parts[i + 1] in ("snapshots", "blobs", "refs")):
+            return name
     return model_id.rstrip("/").split("/")[-1]

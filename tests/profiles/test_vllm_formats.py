@@ -71,6 +71,23 @@ def test_tensor_parallel_size_alone_gives_the_gpu_count(tmp_path: Path) -> None:
     assert errors == [] and runs[0].gpu_count == 2 and runs[0].tp_size == 2
 
 
+@pytest.mark.parametrize("model_id", [
+    "/data/models/DeepSeek-R1-Distill-Qwen-14B",
+    "/home/u/.cache/huggingface/hub/models--deepseek-ai--DeepSeek-R1-Distill-Qwen-14B/"
+    "snapshots/1df8507178afcc1bef68cd8c393f61a886323761",
+])
+def test_a_server_started_on_a_local_folder_names_its_model(tmp_path: Path,
+                                                            model_id: str) -> None:
+    """vLLM records the ``--model`` it was started with: a hub id, a local folder, or a
+    snapshot in the Hugging Face cache, whose last part is a revision hash, not a model."""
+    raw = _raw("vllm-0.8.5-benchmark_serving-detailed.json")
+    raw["model_id"] = raw["tokenizer_id"] = model_id
+    f = tmp_path / "local.json"
+    f.write_text(json.dumps(raw))
+    runs, errors = read_runs(f)
+    assert errors == [] and runs[0].model == "DeepSeek-R1-Distill-Qwen-14B"
+
+
 def test_files_without_hardware_say_what_to_give() -> None:
     runs, errors = read_runs(FORMATS / "vllm-bench-serve-current-summary.json")
     assert runs == [] and "gpu_name" in errors[0] and "--gpu" in errors[0]
