@@ -147,24 +147,34 @@ def resolve_gpu(src: SourceRef, field_name: str, raw: str, opt: IngestOptions) -
                            f"{exc} (describe it in a --catalog gpus.csv)") from None
 
 
-def check_model(src: SourceRef, model: str, opt: IngestOptions) -> str:
+def check_model(src: SourceRef, model: str, opt: IngestOptions,
+                tokenizer: str | None = None) -> str:
     """The catalog's name of a record's model (``model``: the short name its file gives, the
     last part of its hub id; a ``config.json`` folder named ``org--name`` is found by
     ``name``), or refuse the record: its runs could be stored but never predicted, calibrated
     or validated. The catalog is ``opt.known_models`` where given, else ``opt.catalog``:
     describe a model with a user catalog's ``models.csv`` or its ``config.json``
-    (``--model-config``, ``DataContext.build(model_configs=...)``) to accept its runs."""
-    if opt.known_models is not None:
-        if model in opt.known_models:
-            return model
-    else:
+    (``--model-config``, ``DataContext.build(model_configs=...)``) to accept its runs.
+
+    ``tokenizer``: the short name of the tokenizer the client counted tokens with (vLLM's
+    ``tokenizer_id``: the checkpoint's hub id or folder). A server started with
+    ``--served-model-name bench`` records ``bench`` as its model; the tokenizer then names the
+    checkpoint, and the record takes it where the model's own name is unknown. Callers pass it
+    for such a bare name only: a hub id or a folder names its checkpoint itself."""
+    names = [model] + ([tokenizer] if tokenizer and tokenizer != model else [])
+    for name in names:
+        if opt.known_models is not None:
+            if name in opt.known_models:
+                return name
+            continue
         try:
-            return opt.names.model(model).model
+            return opt.names.model(name).model
         except UnknownNameError:
             pass
         except InputError as exc:  # the bundled library's config.json of it is not modelled
-            raise record_error(src, "model_id", f"model {short(model)}: {exc}") from None
-    raise record_error(src, "model_id", f"unknown model {short(model)}: not in the model "
+            raise record_error(src, "model_id", f"model {short(name)}: {exc}") from None
+    also = f" (tokenizer {short(tokenizer)})" if len(names) > 1 else ""
+    raise record_error(src, "model_id", f"unknown model {short(model)}{also}: not in the model "
                        "catalog nor the bundled library of config.json (data/model_configs) "
                        "(add it with --model-config, a folder named after the model, or a "
                        "--catalog models.csv)")

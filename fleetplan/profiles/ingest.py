@@ -202,7 +202,11 @@ def _parse_vllm(obj: dict[str, Any], src: SourceRef, opt: IngestOptions) -> dict
         raise _fail(src, None, "missing required field 'model_id'")
     gpu = _gpu(res, src, opt)
     gpu_count, tp, layout = _parallelism(res, src, opt)
-    model = check_model(src, normalize_model(model_id), opt)
+    # a bare name (no org, no folder) is a --served-model-name: the tokenizer names the
+    # checkpoint then; a hub id or a path names it itself
+    served = "/" not in model_id and "\\" not in model_id
+    tokenizer = normalize_model(res.tokenizer_id) if served and res.tokenizer_id else None
+    model = check_model(src, normalize_model(model_id), opt, tokenizer)
     rec: dict[str, Any] = {
         "run_id": src.digest,
         "model": model,

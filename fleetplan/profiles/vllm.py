@@ -174,7 +174,7 @@ _Summary: Any = create_model(  # the summary statistics, each an optional bounde
 
 class VllmResult(_Summary):  # type: ignore[misc,valid-type]
     """The fields fleetplan reads from one vLLM result record, typed and bounded. Other keys
-    (``generated_texts``, ``tokenizer_id``, extra percentiles ...) are kept but never read."""
+    (``generated_texts``, extra percentiles ...) are kept but never read."""
 
     model_config = ConfigDict(extra="allow", frozen=True, populate_by_name=True,
                               protected_namespaces=())
@@ -187,6 +187,7 @@ class VllmResult(_Summary):  # type: ignore[misc,valid-type]
     vllm_version: MaybeText = None
     model_id: MaybeText = None
     model: MaybeText = None
+    tokenizer_id: MaybeText = None
     dataset_name: MaybeText = None
     gpu: MaybeText = None
     gpu_name: MaybeText = None

@@ -88,6 +88,31 @@ def test_a_server_started_on_a_local_folder_names_its_model(tmp_path: Path,
     assert errors == [] and runs[0].model == "DeepSeek-R1-Distill-Qwen-14B"
 
 
+def test_a_served_model_name_is_read_through_the_tokenizer(tmp_path: Path) -> None:
+    """A server started with ``--served-model-name bench`` records ``bench`` as the model; the
+    client's ``tokenizer_id`` (the checkpoint it counted tokens with) names the model then.
+    Where neither is known the one line names both."""
+    raw = _raw("vllm-0.8.5-benchmark_serving-detailed.json")
+    raw["model_id"] = "bench"
+    raw["tokenizer_id"] = "/models/DeepSeek-R1-Distill-Qwen-14B"
+    f = tmp_path / "served.json"
+    f.write_text(json.dumps(raw))
+    runs, errors = read_runs(f)
+    assert errors == [] and runs[0].model == "DeepSeek-R1-Distill-Qwen-14B"
+    assert runs[0].model_id == "bench"
+    raw["tokenizer_id"] = "acme/Unknown-7B"
+    f.write_text(json.dumps(raw))
+    runs, errors = read_runs(f)
+    assert runs == [] and len(errors) == 1
+    msg = str(errors[0])
+    assert "'bench'" in msg and "Unknown-7B" in msg and "model_id" in msg and "\n" not in msg
+    # a hub id names its own checkpoint: an unknown one is refused whatever the tokenizer
+    raw["model_id"], raw["tokenizer_id"] = "acme/Finetune-14B", "DeepSeek-R1-Distill-Qwen-14B"
+    f.write_text(json.dumps(raw))
+    runs, errors = read_runs(f)
+    assert runs == [] and "Finetune-14B" in str(errors[0])
+
+
 def test_files_without_hardware_say_what_to_give() -> None:
     runs, errors = read_runs(FORMATS / "vllm-bench-serve-current-summary.json")
     assert runs == [] and "gpu_name" in errors[0] and "--gpu" in errors[0]
