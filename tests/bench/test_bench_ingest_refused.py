@@ -22,10 +22,10 @@ def test_a_refused_result_of_a_sweep_costs_only_itself(fake_server: Any, cli: An
 
     real = ingest.check_model
 
-    def refuse_the_second(src: Any, model: str, opt: Any) -> str:  # the 20 req/s record
+    def refuse_the_second(src: Any, model: str, opt: Any, *rest: Any) -> str:  # 20 req/s
         if src.line == 2:
             raise ingest._fail(src, "model_id", "refused by the test")
-        return real(src, model, opt)
+        return real(src, model, opt, *rest)
 
     monkeypatch.setattr(ingest, "check_model", refuse_the_second)
     srv = fake_server(lambda i, b: Plan(tokens=2))
