@@ -206,9 +206,9 @@ def _gated_deltanet(f: Fields, *, hidden: int, layers: int) -> AttentionLayout:
                          linear_state_bytes=ssm_bytes, linear_heads=k_heads))
 
 
-def attention_share_skipped(ignore: list[Any], layers: int) -> float:
-    """The share of layers whose attention a quantization's ``ignore`` list leaves in 16 bits
-    (patterns ``...layers.<i>.self_attn*``, or one ``*self_attn*`` for all)."""
+def attention_layers_skipped(ignore: list[Any]) -> set[int] | None:
+    """The layers whose attention a quantization's ``ignore`` list leaves in 16 bits (patterns
+    ``...layers.<i>.self_attn*``); None where one ``*self_attn*`` pattern names every layer's."""
     hit: set[int] = set()
     for item in ignore:
         text = str(item)
@@ -216,8 +216,17 @@ def attention_share_skipped(ignore: list[Any], layers: int) -> float:
             continue
         m = re.search(r"layers\.(\d+)\.self_attn", text)
         if m is None:
-            return 1.0
+            return None
         hit.add(int(m.group(1)))
+    return hit
+
+
+def attention_share_skipped(ignore: list[Any], layers: int) -> float:
+    """The share of layers whose attention a quantization's ``ignore`` list leaves in 16 bits
+    (:func:`attention_layers_skipped`)."""
+    hit = attention_layers_skipped(ignore)
+    if hit is None:
+        return 1.0
     return min(1.0, len(hit) / layers) if layers else 0.0
 
 

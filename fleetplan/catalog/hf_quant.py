@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from fleetplan._load import show_value
-from fleetplan.catalog.hf_attention import attention_share_skipped
+from fleetplan.catalog.hf_attention import attention_layers_skipped, attention_share_skipped
 from fleetplan.errors import InputError
 
 __all__ = ["DTYPE_BYTES", "MAX_CONFIG_BYTES", "Precision", "precision"]
@@ -270,10 +270,9 @@ def _fbgemm_fp8(f: _Src, q: dict[str, Any], layers: int) -> Precision:
     if not isinstance(skip, list):
         raise InputError(f"{where}: {show_value(skip, 40)} must be a list")
     whole = _layer_indices(skip, r"$", layers)
-    attn = _layer_indices(skip, r"\.self_attn", layers) | whole
     mlp = _layer_indices(skip, r"\.mlp", layers) | whole
-    if any("self_attn" in str(m) and re.search(r"layers\.\d", str(m)) is None for m in skip):
-        attn = set(range(layers))  # one pattern for every layer's attention
+    named = attention_layers_skipped(skip)  # None: one pattern for every layer's attention
+    attn = set(range(layers)) if named is None else {i for i in named if i < layers} | whole
     a_share = len(attn) / layers if layers else 0.0
     m_share = len(mlp) / layers if layers else 0.0
     return Precision("fbgemm-fp8", 1.0 + m_share, False, attn_bytes=1.0 + a_share)
@@ -290,12 +289,13 @@ _QUARK_MLP = ("model.layers.1.mlp.down_proj", "model.layers.1.mlp.experts.0.down
               "model.layers.1.feed_forward.down_proj")
 
 
-def _quark_bytes(weight: Any, where: str) -> float:
-    """Bytes per weight of one Quark ``weight`` spec (a dict, or a list whose last entry is the
-    stored format, as in Quark's two-level FP8 + INT4 and NVFP4 specs); None: 16 bits. A group
-    scale is one byte per group for the MX formats (``scale_format`` ``e8m0``), two otherwise."""
+def _quark_format(weight: Any, where: str) -> tuple[str, float]:
+    """``(dtype, bytes per weight)`` of one Quark ``weight`` spec (a dict, or a list whose last
+    entry is the stored format, as in Quark's two-level FP8 + INT4 and NVFP4 specs); None: 16
+    bits. A group scale is one byte per group for the MX formats (``scale_format`` ``e8m0``),
+    two otherwise."""
     if weight is None:
-        return 2.0
+        return "16-bit", 2.0
     w = weight[-1] if isinstance(weight, list) and weight else weight
     if not isinstance(w, dict):
         raise InputError(f"{where}.weight: {show_value(weight, 60)} must be an object")
@@ -307,7 +307,7 @@ def _quark_bytes(weight: Any, where: str) -> float:
     scale = 0.0
     if w.get("qscheme") == "per_group" and isinstance(group, int) and group > 0:
         scale = (1.0 if w.get("scale_format") == "e8m0" else 2.0) / group
-    return _QUARK_DTYPES[str(dtype)] + scale
+    return str(dtype), _QUARK_DTYPES[str(dtype)] + scale
 
 
 def _quark(f: _Src, q: dict[str, Any], layers: int) -> Precision:
@@ -327,23 +327,19 @@ def _quark(f: _Src, q: dict[str, Any], layers: int) -> Precision:
     if not isinstance(exclude, list):
         raise InputError(f"{where}.exclude: {show_value(exclude, 40)} must be a list")
 
-    def spec_of(names: tuple[str, ...]) -> tuple[str, Any]:
-        for pattern, cfg in per_layer.items():
+    def format_of(names: tuple[str, ...]) -> tuple[str, float]:
+        at, cfg = f"{where}.global_quant_config", glob
+        for pattern, entry in per_layer.items():
             if any(fnmatch.fnmatchcase(n, str(pattern)) for n in names):
-                return f"{where}.layer_quant_config.{show_value(pattern, 40)}", cfg
-        return f"{where}.global_quant_config", glob
-
-    def bytes_of(names: tuple[str, ...]) -> float:
-        at, cfg = spec_of(names)
+                at, cfg = f"{where}.layer_quant_config.{show_value(pattern, 40)}", entry
+                break
         if not isinstance(cfg, dict):
             raise InputError(f"{at}: {show_value(cfg, 40)} must be an object")
-        return _quark_bytes(cfg.get("weight"), at)
+        return _quark_format(cfg.get("weight"), at)
 
-    linear, attn = bytes_of(_QUARK_MLP), bytes_of(_QUARK_ATTN)
+    (dtype, linear), (_, attn) = format_of(_QUARK_MLP), format_of(_QUARK_ATTN)
     skipped = attention_share_skipped(exclude, layers)
     if any(fnmatch.fnmatchcase(_QUARK_ATTN[0], str(m)) for m in exclude):
         skipped = 1.0
-    w = spec_of(_QUARK_MLP)[1].get("weight")
-    dtype = (w[-1] if isinstance(w, list) and w else w or {}).get("dtype") or "16-bit"
     return Precision(f"quark-{dtype}", linear, False,
                      attn_bytes=skipped * 2.0 + (1.0 - skipped) * attn)
