@@ -123,6 +123,19 @@ class _Fields:
 
 
 
+def cache_repo_id(path: str) -> str | None:
+    """The hub id (``org/name``, or ``name`` for a repository without an organisation) of a
+    path into the Hugging Face cache, ``.../models--org--name/snapshots/<revision>/...`` (or
+    ``blobs``, ``refs``), read from its innermost ``models--`` folder; None for any other
+    path."""
+    parts = [part for part in path.replace("\\", "/").split("/") if part]
+    for here, after in reversed(list(zip(parts, parts[1:], strict=False))):
+        repo = here.removeprefix("models--")
+        if here.startswith("models--") and repo and after in ("snapshots", "blobs", "refs"):
+            return "/".join(repo.split("--"))
+    return None
+
+
 def _model_name(p: Path, cfg: dict[str, Any]) -> tuple[str, str]:
     """Short name and hub id. The folder names the model (``_name_or_path`` is often the base
     model a quantized checkpoint was made from): a Hugging Face cache folder
@@ -132,9 +145,10 @@ def _model_name(p: Path, cfg: dict[str, Any]) -> tuple[str, str]:
     the cache writes it, as ``data/external/configs/`` keeps them), ``org/name``, so that a
     run naming ``org/name`` finds it; else the short name."""
     folder = p.resolve().parent
-    if folder.parent.name == "snapshots" and folder.parent.parent.name.startswith("models--"):
-        parts = folder.parent.parent.name.split("--")[1:]
-        return parts[-1], "/".join(parts)
+    cached = (cache_repo_id(f"{folder.parent.parent.name}/snapshots")
+              if folder.parent.name == "snapshots" else None)
+    if cached is not None:
+        return cached.split("/")[-1], cached
     short = folder.name if p.name == "config.json" else p.stem
     hub = cfg.get("_name_or_path")
     if isinstance(hub, str) and hub.rstrip("/").split("/")[-1] == short and hub.count("/") == 1:

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from fleetplan.catalog._arch import model_inconsistency
 from fleetplan.catalog._rows import validate_row
 from fleetplan.catalog._tables import read_checked_csv, row_line
-from fleetplan.catalog.hf_config import hf_config_fields, refusal
+from fleetplan.catalog.hf_config import cache_repo_id, hf_config_fields, refusal
 from fleetplan.errors import DataError, InputError
 
 __all__ = ["ModelSpec", "model_inconsistency", "normalize_model", "plausible_bounds",
@@ -272,10 +272,5 @@ def normalize_model(model_id: str) -> str:
     into the Hugging Face cache (``.../hub/models--org--name/snapshots/<revision>``, what a
     server started on the cached checkpoint records as its model) names the model by its
     ``models--org--name`` folder, not by the revision hash."""
-    parts = [p for p in model_id.replace("\\", "/").split("/") if p]
-    for i, part in enumerate(parts[:-1]):
-        org, sep, name = part.removeprefix("models--").partition("--")
-        if (part.startswith("models--") and sep and org and name
-                and parts[i + 1] in ("snapshots", "blobs", "refs")):
-            return name
-    return model_id.rstrip("/").split("/")[-1]
+    cached = cache_repo_id(model_id)
+    return (cached or model_id.rstrip("/")).split("/")[-1]

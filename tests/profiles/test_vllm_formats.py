@@ -75,6 +75,8 @@ def test_tensor_parallel_size_alone_gives_the_gpu_count(tmp_path: Path) -> None:
     "/data/models/DeepSeek-R1-Distill-Qwen-14B",
     "/home/u/.cache/huggingface/hub/models--deepseek-ai--DeepSeek-R1-Distill-Qwen-14B/"
     "snapshots/1df8507178afcc1bef68cd8c393f61a886323761",
+    # a repository without an organisation: models--<name>
+    "/home/u/.cache/huggingface/hub/models--DeepSeek-R1-Distill-Qwen-14B/snapshots/1df8507",
 ])
 def test_a_server_started_on_a_local_folder_names_its_model(tmp_path: Path,
                                                             model_id: str) -> None:
