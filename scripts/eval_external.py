@@ -315,7 +315,7 @@ def predict_row(run: Any, res: Resolver, *, engine_args: bool) -> Outcome:
 
         changes = {k: getattr(run, k) for k in ("max_num_seqs", "max_num_batched_tokens",
                                                 "max_model_len") if getattr(run, k) is not None}
-        policy = v0_budget(run.engine_version, changes)
+        policy = v0_budget(run.engine_version, changes, res.spec_of(spec), run.gpu)
         if policy is not None:  # a V0 server: its budget and policy follow the served context
             changes["max_num_batched_tokens"], changes["chunked_prefill"] = policy
         params = params.with_(**changes)

@@ -80,7 +80,9 @@ PrefixHitOpt = Annotated[float | None, typer.Option(
 EngineVersionOpt = Annotated[str | None, typer.Option(
     "--engine-version", help="vLLM version the server runs (e.g. 0.6.3, 0.8.5, "
     "0.10.1): an uncalibrated prediction uses its engine defaults (max_num_batched_tokens, "
-    "max_num_seqs, chunked prefill; docs/engine-defaults.md). Default: 0.8.5, the study's "
+    "max_num_seqs, chunked prefill; and for a latent-attention model such as DeepSeek-V3, "
+    "whether that release caches the latent and keeps chunked prefill and the prefix cache; "
+    "docs/engine-defaults.md). Default: 0.8.5, the study's "
     "(by device memory: 8192 tokens and 1024 sequences at >= 70 GiB, else 2048 and 256).")]
 EfficiencyOpt = Annotated[str, typer.Option(
     "--efficiency", help="How an uncalibrated pair's step costs are learned: "

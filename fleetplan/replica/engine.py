@@ -162,6 +162,8 @@ class ReplicaEngine:
                 or -(-total // sched.block_size) + sched.state > sched.kv_blocks
                 or (not sched.chunked and req.input_tokens > sched.token_budget)):
             raise refusal(self.params, req.rid, req.input_tokens, req.output_tokens)
+        if req.cached_tokens and not self.params.prefix_caching:
+            req.cached_tokens = 0  # a server without a prefix cache prefills every prompt whole
         overhead = self._overhead
         pend = self._pending
         if at is None:

@@ -55,19 +55,26 @@ class EngineDefaults:
     # capability 10.x; the catalog has no compute capability, so device-name substrings tell
     # it): (name substrings, cap, wording); the cap is min(cap, 2 x max_num_seqs)
     graph_devices: tuple[tuple[str, ...], int, str] | None = None
+    # V0's token budget when it chunks a long-context model's prompts (512 up to 0.6, 2048 in
+    # 0.7: SchedulerConfig's default for chunked prefill)
+    v0_chunk_tokens: int = 512
+    # whether V0 chunks a long-context model's prompts on ROCm too (0.7.x: CUDA only)
+    rocm_chunks: bool = True
     # a burst reaches the scheduler only once the server has taken every request of it in,
     # one at a time (fleetplan.replica.protocol.intake_release): seen in 0.5.4's own
     # per-request arrays; not established for other versions, so False there
     serial_intake: bool = False
 
-    def scheduler_budget(self, max_model_len: int) -> tuple[int, bool]:
-        """``(max_num_batched_tokens, chunked_prefill)`` for a served ``max_model_len``. V1
-        always chunks with its budget. V0 (0.6.x) chunks only models of more than 32K context
-        (512 tokens a step); others take a whole prompt a step, ``max(max_model_len, 2048)``."""
+    def scheduler_budget(self, max_model_len: int, gpu: str | None = None) -> tuple[int, bool]:
+        """``(max_num_batched_tokens, chunked_prefill)`` for a served ``max_model_len`` on
+        ``gpu`` (catalog name; None: a CUDA GPU). V1 always chunks with its budget. V0 chunks
+        only models of more than 32K context (:attr:`v0_chunk_tokens` a step: 512, 2048 in
+        0.7.x; 0.7.x not on ROCm, :func:`is_rocm`); others take a whole prompt a step,
+        ``max(max_model_len, 2048)``."""
         if self.engine == "V1":
             return self.max_num_batched_tokens, True
-        if max_model_len > 32768:
-            return 512, True
+        if max_model_len > 32768 and (self.rocm_chunks or gpu is None or not is_rocm(gpu)):
+            return self.v0_chunk_tokens, True
         return max(max_model_len, self.max_num_batched_tokens), False
 
     def for_gpu(self, gpu: str, vram_gb: float) -> EngineDefaults:
@@ -126,6 +133,22 @@ TABLE: tuple[EngineDefaults, ...] = (
                 "vllm/config.py:972-987 (512 batched tokens when chunked, else "
                 "max(max_model_len, 2048)), vllm/worker/model_runner.py:66-75,1916 (CUDA "
                 "graphs 1, 2, 4, 8, 16.. step 8 up to max_num_seqs)")),
+    EngineDefaults(
+        "0.7", "V0", max_num_batched_tokens=2048, max_num_seqs=256,
+        gpu_memory_utilization=0.9, block_size=16, chunked_prefill=False, prefix_caching=False,
+        cuda_graph_max_batch=256, v0_chunk_tokens=2048, rocm_chunks=False,
+        source=(f"vLLM 0.7.3 {_ARGS}:115-126 (block_size and enable_prefix_caching None, "
+                "gpu_memory_utilization 0.90, max_num_seqs None), 219-224 (V0, the default: "
+                "vllm/envs.py:503-504 VLLM_USE_V1 '0'; prefix caching off, 256 sequences), "
+                f"{_ARGS}:1163-1194 (chunked prefill only for max_model_len > 32768, and not "
+                "on ROCm: 1181-1185), "
+                "vllm/config.py:1521-1536 (2048 batched tokens when chunked, else "
+                "max(max_model_len, 2048)), vllm/platforms/cuda.py:143 (block size 16), "
+                "vllm/config.py:3340-3385 (V0 CUDA graphs 1, 2, 4, 8.. step 8 up to "
+                "max_num_seqs); the "
+                f"same in 0.7.0 ({_ARGS}:1084-1112, vllm/config.py:1449-1464); a multi-head "
+                "latent attention model in 0.7.1-0.7.3: fleetplan.replica.mla_serving"),
+    ),
     EngineDefaults(
         "0.8", "V1", max_num_batched_tokens=2048, max_num_seqs=256,
         gpu_memory_utilization=0.9, block_size=16, chunked_prefill=True, prefix_caching=True,
@@ -316,13 +339,19 @@ def known_defaults(version: str | None) -> EngineDefaults | None:
         return None
 
 
-def chunks_prefill(version: str | None, max_model_len: int) -> bool:
-    """Whether a server of vLLM ``version`` serving ``max_model_len`` tokens schedules with
-    chunked prefill (V1's policy, ``ReplicaParams.chunked_prefill``): always on V1; on V0 only
-    past 32K of context (:meth:`EngineDefaults.scheduler_budget`). No version, or one the table
-    does not cover: True (the study's 0.8.5 is V1)."""
+def is_rocm(gpu: str) -> bool:
+    """Whether vLLM runs on ``gpu`` (catalog name) with its ROCm platform: the AMD Instinct
+    rows of the catalog (``MI300X``, ``MI325X``, ``MI355X``, ...)."""
+    return gpu.strip().lower().startswith("mi")
+
+
+def chunks_prefill(version: str | None, max_model_len: int, gpu: str | None = None) -> bool:
+    """Whether a server of vLLM ``version`` serving ``max_model_len`` tokens on ``gpu`` schedules
+    with chunked prefill (V1's policy, ``ReplicaParams.chunked_prefill``): always on V1; on V0
+    only past 32K of context (:meth:`EngineDefaults.scheduler_budget`). No version, or one the
+    table does not cover: True (the study's 0.8.5 is V1)."""
     d = known_defaults(version)
-    return True if d is None else d.scheduler_budget(max_model_len)[1]
+    return True if d is None else d.scheduler_budget(max_model_len, gpu)[1]
 
 
 def intake_is_serial(version: str | None) -> bool:

@@ -70,6 +70,13 @@ class ReplicaParams(BaseModel):
                     "decodes nothing, decodes run only when no waiting prompt fits "
                     "(fleetplan.replica.scheduler); True in calibration files written before "
                     "it existed")
+    prefix_caching: bool = Field(
+        default=True,
+        description="whether the server keeps a prefix cache: False where vLLM forces it off "
+                    "whatever the server's flags (a multi-head latent attention model on vLLM "
+                    "0.7.1-0.7.3, fleetplan.replica.mla_serving): every prompt is then "
+                    "prefilled whole, a warm run or a stated hit share included; True in "
+                    "calibration files written before it existed")
     c_experts: float = Field(
         default=0.0, ge=0, le=10.0,
         description="a mixture-of-experts step's time to read every routed expert once beyond "
@@ -106,6 +113,8 @@ class ReplicaParams(BaseModel):
             del data["seq_state_blocks"]
         if data.get("chunked_prefill") is True:  # likewise: V1's policy dumps as before
             del data["chunked_prefill"]
+        if data.get("prefix_caching") is True:  # likewise: a prefix cache dumps as before
+            del data["prefix_caching"]
         if data.get("c_experts") == 0.0 and data.get("expert_share") == 0.0:  # dense: as before
             del data["c_experts"], data["expert_share"]
         if data.get("first_token_delay_s") == 0.0 and data.get("first_token_delay_sigma") == 0.0:

@@ -33,6 +33,7 @@ from fleetplan.catalog.models import ModelSpec
 from fleetplan.errors import DoesNotFit, InputError, ModelError
 from fleetplan.replica.engine_defaults import chunks_prefill, engine_defaults
 from fleetplan.replica.families import gpu_family
+from fleetplan.replica.mla_serving import mla_serving, served_spec
 from fleetplan.replica.params_record import ReplicaParams
 
 GPU_MEMORY_UTILIZATION = 0.9
@@ -398,7 +399,7 @@ def server_limits(spec: ModelSpec, hw: HardwareConfig,
         return (MAX_NUM_SEQS, MAX_NUM_BATCHED_TOKENS, BLOCK_SIZE, GPU_MEMORY_UTILIZATION,
                 f"; vLLM {version}: no engine defaults known, vLLM 0.8.5's below 70 GiB used "
                 f"(2048 tokens, 256 sequences)")
-    batched, _chunked = d.scheduler_budget(spec.context_length)
+    batched, _chunked = d.scheduler_budget(spec.context_length, hw.gpu)
     note = (f"; engine defaults of vLLM {version} ({d.source})" if engine_version is not None
             else "")
     return d.max_num_seqs, batched, d.block_size, d.gpu_memory_utilization, note
@@ -480,6 +481,8 @@ def prior_params(spec: ModelSpec, hw: HardwareConfig, *,
     if group is not None:
         return as_lockstep(prior_params(spec, group, efficiency=efficiency, source=source,
                                         engine_version=engine_version), hw, group)
+    mla = mla_serving(spec, engine_version)
+    spec = served_spec(spec, engine_version)  # what this release caches of a latent model
     parts = ideal_parts(spec, hw)
     ideal = ideal_coefficients(spec, hw, parts)
     seqs, batched, block, util, engine_note = server_limits(spec, hw, engine_version)
@@ -518,8 +521,10 @@ def prior_params(spec: ModelSpec, hw: HardwareConfig, *,
         overhead_s=ideal["overhead_s"] * ratios["overhead_s"], c_deliver=C_DELIVER_S,
         kv_capacity_tokens=kv, max_num_seqs=seqs,
         max_num_batched_tokens=batched, block_size=block, seq_state_blocks=state,
-        chunked_prefill=chunks_prefill(engine_version, spec.context_length),
+        chunked_prefill=(chunks_prefill(engine_version, spec.context_length, hw.gpu)
+                         and not (mla is not None and mla.whole_prompts)),
+        prefix_caching=not (mla is not None and mla.no_prefix_cache),
         max_model_len=int(min(spec.context_length, kv - state * block)), calibrated=False,
         source=(source or f"spec-based prior (model card + GPU datasheet); {how}") + engine_note
-        + layout_note(hw),
+        + ("" if mla is None else f"; {mla.note}") + layout_note(hw),
     )

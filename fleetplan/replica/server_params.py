@@ -40,9 +40,11 @@ from collections.abc import Mapping
 
 from fleetplan.catalog.catalog import Catalog, bundled_catalog
 from fleetplan.catalog.hardware import HardwareConfig
+from fleetplan.catalog.models import ModelSpec
 from fleetplan.errors import InputError
 from fleetplan.profiles.server import KV_CACHE_DTYPE_BYTES, EngineValue, ServerDescription
 from fleetplan.replica.engine_defaults import known_defaults
+from fleetplan.replica.mla_serving import served_spec, whole_prompts
 from fleetplan.replica.params_record import ReplicaParams
 from fleetplan.replica.priors import kv_capacity_tokens, seq_state_blocks, server_limits
 
@@ -64,7 +66,10 @@ def apply_server(params: ReplicaParams, server: ServerDescription | None, *,
     limits: dict[str, int] = {k: int(args[k]) for k in (
         "max_num_seqs", "max_num_batched_tokens", "block_size") if k in args}
     version = engine_version or server.engine_version
-    policy = v0_budget(version, args)
+    cat = catalog if catalog is not None else bundled_catalog()
+    spec = served_spec(cat.model(params.model), version)
+    hw = HardwareConfig.parse(params.config, cat)
+    policy = v0_budget(version, args, spec, hw.gpu)
     if policy is not None:  # V0: the budget and the policy follow the served context
         limits["max_num_batched_tokens"] = policy[0]
     changes: dict[str, object] = dict(limits)
@@ -75,8 +80,6 @@ def apply_server(params: ReplicaParams, server: ServerDescription | None, *,
     if tokens < seqs:
         raise InputError(f"{n} max_num_batched_tokens={tokens} is below max_num_seqs={seqs} "
                          f"on {params.config}: vLLM refuses to start (state both)")
-    cat = catalog if catalog is not None else bundled_catalog()
-    spec, hw = cat.model(params.model), HardwareConfig.parse(params.config, cat)
     if "max_num_seqs" in limits and hw.pp_size > 1:
         # a pipeline-parallel replica's micro-batch engine: its share of the running requests
         # (vLLM's cap is on all batches in flight together, fleetplan.replica.priors)
@@ -116,18 +119,23 @@ def apply_server(params: ReplicaParams, server: ServerDescription | None, *,
     return params.with_(**changes)
 
 
-def v0_budget(version: str | None, args: Mapping[str, EngineValue]) -> tuple[int, bool] | None:
+def v0_budget(version: str | None, args: Mapping[str, EngineValue],
+              spec: ModelSpec | None = None, gpu: str | None = None) -> tuple[int, bool] | None:
     """``(max_num_batched_tokens, chunked_prefill)`` of a vLLM V0 server (``version`` before
     0.8) whose ``max_model_len`` is stated and ``max_num_batched_tokens`` is not: V0 derives
     both from the served context (:meth:`~fleetplan.replica.engine_defaults.EngineDefaults.
     scheduler_budget`: whole prompts and ``max(max_model_len, 2048)`` tokens up to 32K, chunks
-    of 512 beyond), not from the model's. None otherwise (V1's budget does not follow it)."""
+    of 512 beyond, 2048 in 0.7.x but not on ROCm ``gpu``), not from the model's; a model
+    ``spec`` whose prompts that release always
+    schedules whole (:func:`~fleetplan.replica.mla_serving.whole_prompts`) keeps the budget
+    without the chunks. None otherwise (V1's budget does not follow it)."""
     if "max_model_len" not in args or "max_num_batched_tokens" in args:
         return None
     d = known_defaults(version)
     if d is None or d.engine != "V0":
         return None
-    return d.scheduler_budget(int(args["max_model_len"]))
+    budget, chunked = d.scheduler_budget(int(args["max_model_len"]), gpu)
+    return budget, chunked and not (spec is not None and whole_prompts(spec, version))
 
 
 def apply_stated(params: ReplicaParams, engine_args: Mapping[str, EngineValue] | None, *,

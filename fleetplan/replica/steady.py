@@ -168,6 +168,8 @@ def steady_state(params: ReplicaParams, *, rate: float, lengths: LengthModel | N
     first run (:func:`fleetplan.replica.steady_kernel.prepare`).
     """
     hit = check_prefix_cache_hit(prefix_cache_hit)
+    if not params.prefix_caching:  # a server without a prefix cache: every prompt fresh
+        hit = prefix_cache_hit = 0.0
     for name, v in (("rate", rate), ("burstiness", burstiness), ("duration_s", duration_s),
                     ("warmup_s", warmup_s), ("overload_queue_s", overload_queue_s)):
         if isinstance(v, bool) or not isinstance(v, int | float):

@@ -1,7 +1,9 @@
 """A vLLM 0.5.x server as its own source sets it up (0.5.4: V0 engine, whole prompts below 32K
 of context, ``max(max_model_len, 2048)`` batched tokens, a burst taken in one request at a time),
-carried from the engine version to the replay. Expected values are worked out by hand from
-vLLM 0.5.4's ``vllm/config.py`` 804-818 and ``vllm/engine/arg_utils.py`` 55-63, 746-773."""
+carried from the engine version to the replay, and 0.7.x's long contexts (chunks of 2048, none on
+ROCm). Expected values are worked out by hand from vLLM 0.5.4's ``vllm/config.py`` 804-818 and
+``vllm/engine/arg_utils.py`` 55-63, 746-773, and 0.7.3's ``arg_utils.py`` 1163-1194 and
+``config.py`` 1521-1536."""
 
 from __future__ import annotations
 
@@ -140,3 +142,13 @@ def test_sustained_load_on_a_v0_server_runs_its_scheduler() -> None:
     a, b = (steady_state(params, rate=6.0, duration_s=40.0, warmup_s=10.0, engine=e)
             for e in ("compiled", "simpy"))
     assert a.ttft_p50_ms == b.ttft_p50_ms and a.tpot_p50_ms == b.tpot_p50_ms
+
+
+def test_0_7_chunks_long_contexts_by_2048_and_not_on_rocm() -> None:
+    # vLLM 0.7.3 arg_utils.py 1163-1194 (not on ROCm: 1181-1185), config.py 1521-1536
+    assert engine_defaults("0.7.3").scheduler_budget(65536) == (2048, True)
+    assert engine_defaults("0.7.3").scheduler_budget(65536, "MI300X") == (65536, False)
+    assert engine_defaults("0.6.3").scheduler_budget(65536, "MI300X") == (512, True)
+    assert engine_defaults("0.7.3").scheduler_budget(8192, "H100-SXM") == (8192, False)
+    assert chunks_prefill("0.7.2", 131072, "MI300X") is False
+    assert chunks_prefill("0.7.2", 131072, "H100-SXM") is True
