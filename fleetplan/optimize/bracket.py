@@ -63,6 +63,8 @@ def bracket(params: Any, lengths: LengthModel, prefix_cache_hit: float = 0.0) ->
     ins, outs = lengths.sample(SAMPLES, np.random.default_rng(0xB2AC4E7))
     ins = ins.astype(float)
     outs = outs.astype(float)
+    if not params.prefix_caching:  # a server without a prefix cache prefills every prompt whole
+        prefix_cache_hit = 0.0
     prefill = np.maximum(ins - np.floor(prefix_cache_hit * ins + 1e-9), 1.0)
     p = params
     budget = float(p.max_num_batched_tokens)

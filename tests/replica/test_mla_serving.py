@@ -99,3 +99,16 @@ def test_a_stated_hit_share_is_not_served_without_a_prefix_cache() -> None:
     assert stated.prefix_cache_hit == 0.0
     assert np.isclose(stated.ttft_p50_ms, fresh.ttft_p50_ms, rtol=1e-12)
 
+
+
+def test_the_capacity_search_brackets_such_a_server_without_the_stated_hit() -> None:
+    from fleetplan.optimize.bracket import bracket
+    from fleetplan.workload.lengths import protocol_length_model
+
+    off = prior_params(LITE, H100, engine_version="0.7.3")
+    lengths = protocol_length_model()
+    assert bracket(off, lengths, 0.9) == bracket(off, lengths, 0.0)
+    on = off.with_(prefix_caching=True)
+    hit, fresh = bracket(on, lengths, 0.9), bracket(on, lengths, 0.0)
+    assert hit is not None and fresh is not None
+    assert hit.saturation_rps > fresh.saturation_rps
