@@ -162,6 +162,7 @@ def test_the_loader_gives_a_scenario_or_one_line_naming_the_file(tmp_path: Path,
        value=HOSTILE)
 # a key with a character that is a line break to str.splitlines (found by this test)
 @example(path=("classes", 0), value={"\x1e": 0})
+@example(path=("classes", 0, "name"), value="0")  # a valid new name (found by this test)
 def test_simulate_on_a_mutant_exits_0_or_2_with_one_line(cli: Any, tmp_path: Path,
                                                         path: tuple[Any, ...],
                                                         value: Any) -> None:
@@ -169,8 +170,9 @@ def test_simulate_on_a_mutant_exits_0_or_2_with_one_line(cli: Any, tmp_path: Pat
     p.write_text(yaml.safe_dump(_mutate(BASE, path, "replace", value)))
     res = cli("simulate", str(p), "--format", "json", "-q")
     assert res.exit_code in (0, 2, 3) and "Traceback" not in res.stderr
-    if res.exit_code == 0:
-        assert json.loads(res.stdout)["classes"][0]["name"] == "chat"
+    if res.exit_code == 0:  # a mutant that renames the class (a valid name) runs under it
+        renamed = path == ("classes", 0, "name")
+        assert json.loads(res.stdout)["classes"][0]["name"] == (value if renamed else "chat")
     else:
         one_line_refusal(res, p)
 
