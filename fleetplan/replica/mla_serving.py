@@ -27,8 +27,9 @@ vLLM did not always keep the latent. Read in the released PyPI sdists (sha256 of
 - **From 0.8.0**: the latent, and the rule above only on platforms other than CUDA and ROCm
   (``vllm/config.py`` 0.8.0 lines 3513-3525): a GPU server keeps the version's own defaults.
 
-A version the engine-defaults table does not read (none, or not of the form MAJOR.MINOR) is
-served as the study's 0.8.5 serves it: the latent and the defaults.
+No version, or one not of the form MAJOR.MINOR[.PATCH], is served as the study's 0.8.5 serves
+it: the latent and the defaults. A release before 0.7.1 the defaults table does not cover
+(0.4.x) has no latent attention either.
 """
 
 from __future__ import annotations
@@ -56,11 +57,6 @@ class MlaServing:
     whole_prompts: bool  # chunked prefill forced off
     no_prefix_cache: bool  # prefix caching forced off
     note: str  # what it does and where vLLM's source says so
-
-    @property
-    def as_defaults(self) -> bool:
-        """Whether the server is served as the version's defaults say (nothing to change)."""
-        return self.latent and not self.whole_prompts and not self.no_prefix_cache
 
 
 def _version(version: str | None) -> tuple[int, int, int] | None:
