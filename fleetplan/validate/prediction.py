@@ -77,7 +77,9 @@ class PredictRequest(RequestRecord):
     (:class:`~fleetplan.profiles.server.ServerDescription`, e.g. ``max_num_seqs``; mapped onto
     the parameters by :func:`~fleetplan.validate.server_params.apply_server`); its
     ``enable_prefix_caching=false`` refuses ``warm_prefix_cache`` and a ``prefix_cache_hit``
-    above 0. Its GPU, count and parallel sizes are merged into ``config`` by the caller
+    above 0, as does an ``engine_version`` that serves the model without a prefix cache (a
+    latent-attention model on vLLM 0.7.1-0.7.3, :mod:`fleetplan.replica.mla_serving`). Its
+    GPU, count and parallel sizes are merged into ``config`` by the caller
     (:meth:`~fleetplan.profiles.server.ServerDescription.config_name`).
     """
 
@@ -234,6 +236,18 @@ def run_prediction(request: PredictRequest, *, context: DataContext | None = Non
                else ctx.catalog)
         params = apply_server(params, request.server, engine_version=request.engine_version,
                               catalog=cat)
+    if not params.prefix_caching and (request.warm_prefix_cache
+                                      or (request.prefix_cache_hit or 0) > 0):
+        # the release forces the prefix cache off (fleetplan.replica.mla_serving), as a server
+        # started with enable_prefix_caching=false has none: the question contradicts itself
+        flag = request.name("warm_prefix_cache" if request.warm_prefix_cache
+                            else "prefix_cache_hit")
+        version = request.engine_version or (request.server.engine_version
+                                              if request.server is not None else None)
+        raise InputError(f"{flag} contradicts {request.name('engine_version')} "
+                         f"{version}: that vLLM release serves "
+                         f"{params.model}'s latent attention without a prefix cache "
+                         "(docs/engine-defaults.md)")
     note = calibrated_spec_note(params.calibrated, params.config,
                                 ctx.catalog.replaced(params.model,
                                                      HardwareConfig.split(params.config)[1]))

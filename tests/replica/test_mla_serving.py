@@ -112,3 +112,23 @@ def test_the_capacity_search_brackets_such_a_server_without_the_stated_hit() -> 
     hit, fresh = bracket(on, lengths, 0.9), bracket(on, lengths, 0.0)
     assert hit is not None and fresh is not None
     assert hit.saturation_rps > fresh.saturation_rps
+
+
+
+def test_asking_for_a_warm_cache_on_such_a_server_is_refused_in_one_line() -> None:
+    from fleetplan.errors import InputError
+    from fleetplan.validate.prediction import PredictRequest, run_prediction
+
+    asks = (PredictRequest(model=LITE, config="1xH100-SXM", rate=4.0, engine_version="0.7.3",
+                           seeds=1, warm_prefix_cache=True),
+            PredictRequest(model=LITE, config="1xH100-SXM", rate=4.0, engine_version="0.7.3",
+                           steady=True, prefix_cache_hit=0.5))
+    for request, flag in zip(asks, ("warm_prefix_cache", "prefix_cache_hit"), strict=True):
+        with pytest.raises(InputError) as err:
+            run_prediction(request)
+        msg = str(err.value)
+        assert "\n" not in msg and msg.startswith(f"{flag} contradicts engine_version 0.7.3")
+    # the same question of a release that keeps the cache is answered
+    fine = PredictRequest(model=LITE, config="1xH100-SXM", rate=4.0, engine_version="0.8.5",
+                          seeds=1, num_prompts=20, warm_prefix_cache=True)
+    assert run_prediction(fine).params.prefix_caching
