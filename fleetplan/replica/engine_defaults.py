@@ -100,7 +100,10 @@ class EngineDefaults:
                        cuda_graph_max_batch=cap, source="; ".join([self.source, *rules]))
 
 
-def _key(version: str) -> tuple[int, int, int]:
+def version_key(version: str) -> tuple[int, int, int]:
+    """``(major, minor, patch)`` of a vLLM version (``0.7.3``, ``v0.8``, ``0.22.1rc1.dev392``:
+    what follows MAJOR.MINOR[.PATCH] is not read; a missing patch is 0); one-line
+    :class:`InputError` for any other text."""
     m = re.match(r"^v?(\d+)\.(\d+)(?:\.(\d+))?", version.strip())
     if not m:
         raise InputError(f"vLLM version {version!r} is not of the form MAJOR.MINOR[.PATCH]")
@@ -315,8 +318,8 @@ def engine_defaults(version: str, gpu: str | None = None,
     (catalog name) and ``vram_gb``, the device rules applied. Versions before 0.6 are refused;
     later ones use the newest entry not after them (compared as MAJOR.MINOR.PATCH, a missing
     patch read as 0: ``0.11.0`` takes the "0.11" entry, ``0.11.2`` the "0.11.1" one)."""
-    k = _key(version)
-    rows = [r for r in TABLE if _key(r.version) <= k]
+    k = version_key(version)
+    rows = [r for r in TABLE if version_key(r.version) <= k]
     if not rows:
         raise InputError(f"vLLM version {version}: no engine defaults before "
                          f"{TABLE[0].version} (known: {', '.join(r.version for r in TABLE)})")

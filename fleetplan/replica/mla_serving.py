@@ -34,11 +34,12 @@ it: the latent and the defaults. A release before 0.7.1 the defaults table does 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from fleetplan.catalog.hf_quant import DTYPE_BYTES
 from fleetplan.catalog.models import ModelSpec
+from fleetplan.errors import InputError
+from fleetplan.replica.engine_defaults import version_key
 
 # checkpoint formats (ModelSpec.served_dtype) whose latent vLLM 0.7.1 / 0.7.2 keeps: no
 # quantization (the dtypes of a plain config.json), "fp8", and compressed-tensors with FP8
@@ -62,8 +63,10 @@ class MlaServing:
 def _version(version: str | None) -> tuple[int, int, int] | None:
     if version is None:
         return None
-    m = re.match(r"^v?(\d+)\.(\d+)(?:\.(\d+))?", version.strip())
-    return None if m is None else (int(m.group(1)), int(m.group(2)), int(m.group(3) or 0))
+    try:
+        return version_key(version)
+    except InputError:  # not a version: served as the study's (engine_defaults says why)
+        return None
 
 
 def mla_serving(spec: ModelSpec, version: str | None) -> MlaServing | None:
