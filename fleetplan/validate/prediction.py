@@ -242,10 +242,10 @@ def run_prediction(request: PredictRequest, *, context: DataContext | None = Non
         # started with enable_prefix_caching=false has none: the question contradicts itself
         flag = request.name("warm_prefix_cache" if request.warm_prefix_cache
                             else "prefix_cache_hit")
-        version = request.engine_version or (request.server.engine_version
-                                              if request.server is not None else None)
-        raise InputError(f"{flag} contradicts {request.name('engine_version')} "
-                         f"{version}: that vLLM release serves "
+        # the release comes from the request, else from the runs a calibration was fitted to
+        given = (f"{request.name('engine_version')} {request.engine_version}"
+                 if request.engine_version else f"the calibration of {params.config}")
+        raise InputError(f"{flag} contradicts {given}: that vLLM release serves "
                          f"{params.model}'s latent attention without a prefix cache "
                          "(docs/engine-defaults.md)")
     note = calibrated_spec_note(params.calibrated, params.config,

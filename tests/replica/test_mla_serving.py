@@ -132,3 +132,20 @@ def test_asking_for_a_warm_cache_on_such_a_server_is_refused_in_one_line() -> No
     fine = PredictRequest(model=LITE, config="1xH100-SXM", rate=4.0, engine_version="0.8.5",
                           seeds=1, num_prompts=20, warm_prefix_cache=True)
     assert run_prediction(fine).params.prefix_caching
+
+
+def test_a_calibration_of_such_a_server_is_named_when_no_version_is_given(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from fleetplan.errors import InputError
+    from fleetplan.validate import prediction
+    from fleetplan.validate.prediction import PredictRequest, run_prediction
+
+    # a pair calibrated on runs of vLLM 0.7.3 keeps that release's missing prefix cache
+    fitted = prior_params(LITE, H100, engine_version="0.7.3").with_(calibrated=True)
+    monkeypatch.setattr(prediction, "resolve_params", lambda *a, **k: fitted)
+    request = PredictRequest(model=LITE, config="1xH100-SXM", rate=4.0, seeds=1,
+                             warm_prefix_cache=True)
+    with pytest.raises(InputError) as err:
+        run_prediction(request)
+    assert str(err.value).startswith(
+        "warm_prefix_cache contradicts the calibration of 1xH100-SXM: that vLLM release")
