@@ -26,6 +26,14 @@ vLLM did not always keep the latent. Read in the released PyPI sdists (sha256 of
   ``kv_lora_rank`` only).
 - **From 0.8.0**: the latent, and the rule above only on platforms other than CUDA and ROCm
   (``vllm/config.py`` 0.8.0 lines 3513-3525): a GPU server keeps the version's own defaults.
+- **0.7.4 development builds** (``0.7.4.devN``: nightlies after 0.7.3, never released): served
+  as 0.8.0 serves the model, with 0.7's V0 defaults. Chunked prefill for MLA (vLLM pull request
+  12639) landed days after 0.7.3 (20 Feb 2025): the review of pull request 13374 expects it "to
+  land today" on 18 Feb, and closes 13374 as "resolved by chunked prefill support" on 25 Feb.
+  dstack's DeepSeek-R1 server on ``0.7.4.dev181`` with the FlashMLA backend (which came later)
+  served 3,200-token prompts under V0's 2,048-token budget
+  (``data/external/dstack-deepseek-r1.csv``), which whole prompts could not. The first few
+  nightlies, before 12639, still forced the rule above: an assumption, not read in a source.
 
 No version, or one not of the form MAJOR.MINOR[.PATCH], is served as the study's 0.8.5 serves
 it: the latent and the defaults. A release before 0.7.1 the defaults table does not cover
@@ -75,7 +83,7 @@ def mla_serving(spec: ModelSpec, version: str | None) -> MlaServing | None:
     if not spec.is_mla:
         return None
     v = _version(version)
-    if v is None or v >= (0, 8, 0):
+    if v is None or v >= (0, 7, 4):  # 0.7.4: development builds only, MLA chunked (above)
         return None
     if v < (0, 7, 1):
         return MlaServing(False, False, False, (

@@ -149,3 +149,19 @@ def test_a_calibration_of_such_a_server_is_named_when_no_version_is_given(
         run_prediction(request)
     assert str(err.value).startswith(
         "warm_prefix_cache contradicts the calibration of 1xH100-SXM: that vLLM release")
+
+
+def test_a_0_7_4_nightly_chunks_the_latent_prompts_that_0_7_3_would_take_whole() -> None:
+    # 0.7.4 was never released; its nightlies carry MLA's chunked prefill (vLLM pull request
+    # 12639, days after 0.7.3), as dstack's DeepSeek-R1 server on 0.7.4.dev181 shows: it served
+    # 3,200-token prompts under V0's 2,048-token budget for a context over 32K
+    nightly, release = "0.7.4.dev181+gf35f8e22", "0.7.3.dev138+g21f6ca217"
+    assert mla_serving(LITE, nightly) is None and mla_serving(LITE, release) is not None
+    p = prior_params(LITE, H100, engine_version=nightly)
+    assert (p.chunked_prefill, p.prefix_caching, p.max_num_batched_tokens) == (True, True, 2048)
+    assert "forces chunked prefill" not in p.source
+    q = prior_params(LITE, H100, engine_version=release)
+    assert (q.chunked_prefill, q.prefix_caching) == (False, False)
+    long = ([3200] * 8, [32] * 8)
+    got = replay(p, rate=float("inf"), num_prompts=8, request_lengths=long, seeds=(0,))
+    assert got["request_throughput"] > 0 and got["ttft_p50_ms"] > 0
