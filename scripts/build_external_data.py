@@ -578,6 +578,162 @@ def build_rocm_latency(repo: Path) -> list[dict[str, Any]]:
     return rows
 
 
+# --------------------------------------------------------------------------- DeepSeek-R1 (MLA MoE)
+DSTACK_COMMIT = "7f37e6697725e58dd09b9ef190b62ce19f01d45e"  # "Add raw_data" (2025-03-18)
+DSTACK_DIR = "Deepseek-R1"
+# the README's "vLLM-H200" / "vLLM-Mi300" tasks and their `vllm --version` (section "vLLM")
+DSTACK_SERVERS = {
+    "h200": ("H200", "NVIDIA H200 SXM5", "0.7.4.dev181+gf35f8e22",
+             "vllm serve deepseek-ai/DeepSeek-R1 --trust-remote-code --tensor-parallel-size 8",
+             {"VLLM_ATTENTION_BACKEND": "FLASHMLA"}),
+    "mi300x": ("MI300X", "AMD Instinct MI300X", "0.7.3.dev138+g21f6ca217",
+               "vllm serve deepseek-ai/DeepSeek-R1 --tensor-parallel-size 8 "
+               "--trust-remote-code --max-model-len 32768",
+               {"VLLM_FP8_PADDING": "0", "VLLM_USE_TRITON_FLASH_ATTN": "0"}),
+}
+
+
+def build_dstack_deepseek(repo: Path) -> list[dict[str, Any]]:
+    """dstackai/benchmarks ``Deepseek-R1/raw_data/online_results.csv`` at :data:`DSTACK_COMMIT`
+    (the folder is gone from later commits): DeepSeek-R1 (FP8) on 8 x H200 and 8 x MI300X, the
+    vLLM rows of SGLang's ``bench_serving.py`` (random token prompts of exactly
+    ``random_input_len``, ``random_range_ratio`` 1, 500 prompts, a concurrency cap; the script
+    ignores end-of-sequence, so every reply is ``random_output_len`` long). The
+    ``generated-shared-prefix`` rows (a server restarted with prefix caching, 10 groups sharing a
+    2,000-token system prompt) are left out: the fixture has no column for a shared prefix."""
+    text = git(repo, "show", f"{DSTACK_COMMIT}:{DSTACK_DIR}/raw_data/online_results.csv")
+    path = f"{DSTACK_DIR}/raw_data/online_results.csv"
+    rows: list[dict[str, Any]] = []
+    for r in csv.DictReader(io.StringIO(text.decode("utf-8-sig"))):
+        if r["backend"] != "vllm" or r["dataset_name"] != "random":
+            continue
+        gpu, gpu_raw, version, launch, env = DSTACK_SERVERS[r["GPU"]]
+        flags, _ = parse_launch(None, launch)
+        n, conc = int(r["completed"]), int(r["max_concurrency"])
+        lin, lout = int(r["random_input_len"]), int(r["random_output_len"])
+        if num(r["total_input_tokens"]) != n * lin or num(r["total_output_tokens"]) != n * lout:
+            raise SystemExit(f"build_external_data: dstack-deepseek-r1: {r['GPU']} {conc} "
+                             f"{lin}/{lout}: token totals are not {n} x the lengths")
+        rows.append({
+            "source": "dstack-deepseek-r1", "source_file": path, "commit": DSTACK_COMMIT,
+            "run_id": f"{r['GPU']}/vllm/random-{lin}-{lout}/concurrency_{conc}",
+            "date": "2025-03-18", "model": "deepseek-ai/DeepSeek-R1",
+            "gpu": gpu, "gpu_raw": gpu_raw, "gpu_count": 8, "tp": 8, "pp": 1, "nodes": 1,
+            "engine": "vllm", "engine_version": version, "quant": "fp8",
+            "max_model_len": num(flags.get("max-model-len")),
+            "engine_args": engine_args_cell(flags, env) or None,
+            "load_kind": "concurrency", "load_value": conc, "num_prompts": n,
+            "dataset": "random (SGLang bench_serving, random token ids, range ratio 1)",
+            "input_tokens_mean": lin, "input_tokens_min": lin, "input_tokens_max": lin,
+            "output_tokens_mean": lout, "output_tokens_min": lout, "output_tokens_max": lout,
+            "output_tokens_requested": lout, "prefix_cache": "cold",
+            "completed_rps": num(r["request_throughput"]),
+            "output_tok_s": num(r["output_throughput"]),
+            "total_tok_s": (num(r["input_throughput"]) or 0.0)
+            + (num(r["output_throughput"]) or 0.0),
+            "ttft_mean_ms": num(r["mean_ttft_ms"]), "ttft_p50_ms": num(r["median_ttft_ms"]),
+            "ttft_p99_ms": num(r["p99_ttft_ms"]),
+            "tpot_mean_ms": num(r["mean_tpot_ms"]), "tpot_p50_ms": num(r["median_tpot_ms"]),
+            "tpot_p99_ms": num(r["p99_tpot_ms"]),
+            "itl_mean_ms": num(r["mean_itl_ms"]), "itl_p50_ms": num(r["median_itl_ms"]),
+            "itl_p99_ms": num(r["p99_itl_ms"]),
+            "e2e_mean_ms": num(r["mean_e2e_latency_ms"]),
+            "e2e_p50_ms": num(r["median_e2e_latency_ms"]),
+            "e2e_p99_ms": num(r["p99_e2e_latency_ms"]),
+            "duration_s": num(r["duration"]),
+            "metric_note": "total_tok_s = the file's input + output throughput",
+        })
+    return rows
+
+
+GPUSTACK_DOC = "docs/performance-lab/deepseek-r1/h200.md"
+# the labels of the doc's vLLM result blocks -> (dataset, input tokens stated, output stated)
+_BLOCK_FIELDS = {
+    "Successful requests": "completed", "Maximum request concurrency": "conc",
+    "Benchmark duration (s)": "duration_s", "Total input tokens": "total_in",
+    "Total generated tokens": "total_out", "Request throughput (req/s)": "completed_rps",
+    "Output token throughput (tok/s)": "output_tok_s",
+    "Total Token throughput (tok/s)": "total_tok_s",
+    "Mean TTFT (ms)": "ttft_mean_ms", "Median TTFT (ms)": "ttft_p50_ms",
+    "P99 TTFT (ms)": "ttft_p99_ms", "Mean TPOT (ms)": "tpot_mean_ms",
+    "Median TPOT (ms)": "tpot_p50_ms", "P99 TPOT (ms)": "tpot_p99_ms",
+    "Mean ITL (ms)": "itl_mean_ms", "Median ITL (ms)": "itl_p50_ms",
+    "P99 ITL (ms)": "itl_p99_ms",
+}
+
+
+def _result_blocks(fence: str) -> list[tuple[str, dict[str, float]]]:
+    """(label, figures) of each ``Serving Benchmark Result`` block of a fence; the label is the
+    ``# ...`` comment line above the block (empty where there is none)."""
+    out: list[tuple[str, dict[str, float]]] = []
+    label, cur = "", None
+    for line in fence.splitlines():
+        s = line.strip()
+        if s.startswith("# "):
+            label = s[2:].strip()
+        elif "Serving Benchmark Result" in s:
+            cur = {}
+            out.append((label, cur))
+            label = ""
+        elif cur is not None and ":" in s:
+            key, _, val = s.rpartition(":")
+            if key.strip() in _BLOCK_FIELDS and num(val) is not None:
+                cur[_BLOCK_FIELDS[key.strip()]] = float(val)
+    return out
+
+
+def build_gpustack_deepseek(repo: Path) -> list[dict[str, Any]]:
+    """gpustack/gpustack ``docs/performance-lab/deepseek-r1/h200.md``: DeepSeek-R1-0528 (FP8)
+    on 8 x H200 SXM, vLLM v0.11.0 started as ``vllm serve deepseek-ai/DeepSeek-R1-0528 -tp 8``,
+    measured with ``vllm bench serve --backend openai-chat`` (all prompts at once unless a
+    concurrency is printed). Only the blocks measured on that vLLM server (a fence of results
+    after a ``vllm serve`` fence; SGLang and TensorRT-LLM blocks are left out). Random prompts
+    are the doc's stated lengths (vLLM's random dataset: fixed lengths, here without
+    ``--ignore-eos``, yet every reply reached its length: total generated = prompts x length)."""
+    commit = head_commit(repo)
+    text = show(repo, GPUSTACK_DOC)
+    fences = re.findall(r"```[a-z]*\n(.*?)```", text, re.S)
+    server = ""
+    rows: list[dict[str, Any]] = []
+    for fence in fences:
+        if "Serving Benchmark Result" not in fence:
+            if re.search(r"\b(vllm serve|sglang\.launch_server|trtllm-serve)\b", fence):
+                server = fence
+            continue
+        if not re.search(r"\bvllm serve deepseek-ai/DeepSeek-R1-0528 -tp 8\s*$", server.strip()):
+            continue
+        for label, f in _result_blocks(fence):
+            n = int(f["completed"])
+            m = re.fullmatch(r"random (\d+)(K?) input", label)
+            if label == "" or label.lower().startswith("sharegpt"):
+                dataset = "sharegpt"
+            elif m:
+                dataset = "random"
+            else:
+                raise SystemExit(f"build_external_data: gpustack: block {label!r} unknown")
+            conc = f.get("conc")
+            lout = f["total_out"] / n
+            rows.append({
+                "source": "gpustack-deepseek-r1-h200", "source_file": GPUSTACK_DOC,
+                "commit": commit,
+                "run_id": f"vllm/{label or 'sharegpt'}".replace(" ", "-"),
+                "date": "2025-10-31", "model": "deepseek-ai/DeepSeek-R1-0528",
+                "gpu": "H200", "gpu_raw": "NVIDIA H200 SXM", "gpu_count": 8, "tp": 8, "pp": 1,
+                "nodes": 1, "engine": "vllm", "engine_version": "0.11.0", "quant": "fp8",
+                "load_kind": "concurrency" if conc else "burst",
+                "load_value": int(conc) if conc else None, "num_prompts": n,
+                "dataset": dataset, "input_tokens_mean": f["total_in"] / n,
+                "output_tokens_mean": lout,
+                "prefix_cache": "cold", "completed_rps": f.get("completed_rps"),
+                "output_tok_s": f.get("output_tok_s"), "total_tok_s": f.get("total_tok_s"),
+                **{k: f.get(k) for k in ("ttft_mean_ms", "ttft_p50_ms", "ttft_p99_ms",
+                                         "tpot_mean_ms", "tpot_p50_ms", "tpot_p99_ms",
+                                         "itl_mean_ms", "itl_p50_ms", "itl_p99_ms",
+                                         "duration_s")},
+            })
+    return rows
+
+
 # --------------------------------------------------------------------------- registry
 # slug -> (mirror folder under --mirrors, or a file under data/external/raw/, builder)
 SOURCES: dict[str, tuple[str, Callable[[Path], list[dict[str, Any]]]]] = {
@@ -586,6 +742,8 @@ SOURCES: dict[str, tuple[str, Callable[[Path], list[dict[str, Any]]]]] = {
     "lambdalabs-vllm-benchmark": ("raw:lambdalabs-vllm-benchmark.json", build_lambda),
     "gpu-conc": ("sariekr+gpu_conc", build_gpu_conc),
     "rocm-vllm-mi300x-latency": ("ROCm+vllm", build_rocm_latency),
+    "dstack-deepseek-r1": ("dstackai+benchmarks", build_dstack_deepseek),
+    "gpustack-deepseek-r1-h200": ("gpustack+gpustack", build_gpustack_deepseek),
 }
 
 
