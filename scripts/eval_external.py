@@ -379,7 +379,7 @@ def predict_row(run: Any, res: Resolver, *, engine_args: bool) -> Outcome:
         values["E2E p50"] = (run.e2e_p50_ms, pred["duration_s"] * 1000.0, None)
     bands = {} if params.calibrated else prediction_bands(
         run.gpu, {b: p for (_m, p, b) in values.values() if b and p is not None},
-        moe=params.is_moe)
+        moe=params.is_moe, mla=res.spec_of(spec).is_mla)
     for label, (meas, p, band) in values.items():
         if meas is None or p is None or not meas > 0 or not math.isfinite(p):
             continue

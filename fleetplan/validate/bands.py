@@ -61,6 +61,7 @@ BANDED = {
 }
 LATENCY = {m for m in BANDED if m.endswith("_ms")}  # the banded latencies
 POOLED = "all"
+MLA_POOLED = "mla"  # the external fold's row of latent-attention models' runs
 UNMEASURED_GPU_FOLD = "leave-one-gpu-out"
 # errors of the spec path on other people's runs (data/external; fleetplan.validate.
 # external_bands): where a GPU type the bundled store never measured takes its band from
@@ -136,21 +137,24 @@ class ErrorTable:
     # (fold, GPU type or all, metric) -> median |error| %, where the table states one
     median_abs_pct: dict[tuple[str, str, str], float] = field(default_factory=dict)
 
-    def quantiles(self, gpu: str, metric: str, fold: str, *, moe: bool = False
-                  ) -> tuple[ErrorQuantiles, str]:
+    def quantiles(self, gpu: str, metric: str, fold: str, *, moe: bool = False,
+                  mla: bool = False) -> tuple[ErrorQuantiles, str]:
         """The quantiles for ``gpu`` (the pooled ones when the GPU type has none) and a basis
         line naming which (:meth:`lookup`)."""
-        row = self.lookup(gpu, metric, fold, moe=moe)
+        row = self.lookup(gpu, metric, fold, moe=moe, mla=mla)
         return row.quantiles, row.basis
 
-    def lookup(self, gpu: str, metric: str, fold: str, *, moe: bool = False) -> TableRow:
+    def lookup(self, gpu: str, metric: str, fold: str, *, moe: bool = False,
+               mla: bool = False) -> TableRow:
         """The row of held-out errors that bounds ``metric`` of a prediction on ``gpu``:
         ``fold``'s row of the GPU type; for a GPU type the store never measured, other people's
         runs of that type, else of all theirs (the external fold, judged leave-one-dataset-out,
         docs/validation.md); else the store's leave-one-gpu-out errors of all GPU types.
         ``moe``: the prediction is of a mixture-of-experts model, which the store's folds
         (the bundled study's models, all dense) never held out: other people's runs, MoE models
-        among them, bound it on every GPU type."""
+        among them, bound it on every GPU type. ``mla``: of a model of multi-head latent
+        attention, bounded by other people's runs of such models where the external fold has
+        them (:mod:`fleetplan.validate.external_bands`), else as an MoE model."""
         table = self.folds.get(fold)
         if table is None:
             raise InputError(f"error table fold {fold!r} unknown (valid: "
@@ -160,13 +164,21 @@ class ErrorTable:
         ext = self.folds.get(EXTERNAL_FOLD, {})
         mine = None if row is None else self._row(
             row, fold, gpu, cv, f"{fold} errors of {row.n} held-out {gpu} runs ({cv})")
-        if mine is not None and not moe:
+        if mine is not None and not (moe or mla):
             return mine
         # a GPU type never measured here (or an MoE model, which the store never held out):
         # how the spec path did on other people's runs of that GPU type, else of every GPU
-        # type (judged leave-one-dataset-out, docs/validation.md)
+        # type (judged leave-one-dataset-out, docs/validation.md); a latent-attention model's
+        # on such models' runs (external_bands' mla row), where the fold has one
         why = (f"the bundled store's {gpu} runs are of dense models only" if mine is not None
                else f"none measured on {gpu} here")
+        latent = ext.get(MLA_POOLED, {}).get(cv) if mla else None
+        if latent is not None:
+            return self._row(latent, EXTERNAL_FOLD, MLA_POOLED, cv, (
+                f"errors of {latent.n} runs others measured of latent-attention models on "
+                f"their own GPUs ({cv}; data/external)"))
+        if mine is not None and not moe:
+            return mine
         own = ext.get(gpu, {}).get(cv)
         if own is not None:
             return self._row(own, EXTERNAL_FOLD, gpu, cv, (
@@ -272,17 +284,18 @@ def error_band(gpu: str, metric: str, predicted: float, *,
 def prediction_bands(gpu: str, metrics: dict[str, float], *,
                      fold: str = "leave-one-model-out", table: ErrorTable | None = None,
                      digits: int = 4, config: str | None = None,
-                     moe: bool = False) -> dict[str, Any]:
+                     moe: bool = False, mla: bool = False) -> dict[str, Any]:
     """``{metric}_band: [lo, hi]`` for every banded metric of ``metrics`` and
     ``band_basis``: the one line saying which held-out errors they come from (``config``: the
     configuration predicted; one of pipeline stages says that no such run is among them;
-    ``moe``: the model is a mixture of experts, :meth:`ErrorTable.lookup`)."""
+    ``moe``: the model is a mixture of experts, ``mla`` one of multi-head latent attention,
+    :meth:`ErrorTable.lookup`)."""
     t = table or error_table()
     out: dict[str, Any] = {}
     basis: TableRow | None = None
     for m, v in metrics.items():
         if m in BANDED and isinstance(v, int | float) and math.isfinite(v):
-            row = t.lookup(gpu, m, fold, moe=moe)
+            row = t.lookup(gpu, m, fold, moe=moe, mla=mla)
             b = row.band(float(v))
             out[f"{m}_band"] = [round(b.lo, digits), round(b.hi, digits)]
             if m == "ttft_p99_ms" or basis is None:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from fleetplan.catalog.catalog import Catalog
+from fleetplan.catalog.catalog import Catalog, bundled_catalog
 from fleetplan.errors import InputError
 from fleetplan.profiles.ingest import IngestOptions, ingest_paths
 from fleetplan.profiles.server import ServerDescription
@@ -169,7 +169,8 @@ def validate(runs: Sequence[MeasuredRun], *, calibration: CalibrationSource,
         pred = predict_run(params, run, seeds=seeds, catalog=catalog, warm=warm)
         bands = None if params.calibrated else prediction_bands(
             run.gpu, {m: v for m, v in pred.items() if m in BANDED}, config=run.config,
-            moe=params.is_moe)
+            moe=params.is_moe,
+            mla=(catalog or bundled_catalog()).model(run.model).is_mla)
         records.append(run_record(run, params.calibrated, pred, bands=bands))
     return ValidationResult(tuple(records), summarize(records), noise_floor(runs),
                             bands=band_coverage(records))

@@ -251,13 +251,14 @@ def run_prediction(request: PredictRequest, *, context: DataContext | None = Non
     note = calibrated_spec_note(params.calibrated, params.config,
                                 ctx.catalog.replaced(params.model,
                                                      HardwareConfig.split(params.config)[1]))
-    source = (model if isinstance(model, ModelSpec) else ctx.catalog.model(model)).source
+    spec = model if isinstance(model, ModelSpec) else ctx.catalog.model(model)
+    source, mla = spec.source, spec.is_mla
     if request.steady:
         sres = steady_state(params, rate=request.rate, burstiness=request.burstiness,
                             prefix_cache_hit=request.prefix_cache_hit or 0.0,
                             progress=progress)
         bands = _bands(params, {k: v for k, v in sres.to_dict().items()
-                                if isinstance(v, int | float)})
+                                if isinstance(v, int | float)}, mla=mla)
         return Prediction(request, params, sres, bands, own, spec_note=note,
                           model_source=source)
     res = replay(params, rate=request.rate,
@@ -272,7 +273,7 @@ def run_prediction(request: PredictRequest, *, context: DataContext | None = Non
                  serial_intake=request.max_concurrency is None and intake_is_serial(
                      request.engine_version
                      or (request.server.engine_version if request.server else None)))
-    bands = _bands(params, {k: res.metrics[k].mean for k in METRICS})
+    bands = _bands(params, {k: res.metrics[k].mean for k in METRICS}, mla=mla)
     # the store's runs beside it were served with their own settings, not the stated ones
     measured = [] if request.server is not None and request.server.engine_args else (
         measured_runs(params.model, params.config, request.rate, res.num_prompts,
@@ -312,12 +313,14 @@ def _own_runs(params: ReplicaParams, calibration: str | Path | None) -> OwnRuns 
     return own_runs(load_calibration_file(calibration).entry(params.model, params.config))
 
 
-def _bands(params: ReplicaParams, metrics: dict[str, float]) -> dict[str, Any]:
-    """The ``*_band`` fields of an uncalibrated prediction (none when calibrated)."""
+def _bands(params: ReplicaParams, metrics: dict[str, float], *, mla: bool = False
+           ) -> dict[str, Any]:
+    """The ``*_band`` fields of an uncalibrated prediction (none when calibrated; ``mla``: of
+    a model of multi-head latent attention)."""
     if params.calibrated:
         return {}
     from fleetplan.catalog.hardware import HardwareConfig
     from fleetplan.validate.bands import prediction_bands
 
     return prediction_bands(HardwareConfig.split(params.config)[1], metrics,
-                            config=params.config, moe=params.is_moe)
+                            config=params.config, moe=params.is_moe, mla=mla)

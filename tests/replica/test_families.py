@@ -89,7 +89,7 @@ def test_the_bundled_table_keeps_only_families_checked_held_out() -> None:
     assert geforce.gpus == ("RTX-3090",) and geforce.datasets == ("4x3090-llm-benchmarks",)
     amd = fits["amd-instinct"]
     assert amd.gpus == ("MI300X",)
-    assert amd.datasets == ("gpu-conc", "rocm-vllm-mi300x-latency")
+    assert amd.datasets == ("dstack-deepseek-r1", "gpu-conc", "rocm-vllm-mi300x-latency")
     # AMD's tables: the MI300X step grows by ~60 us a sequence beyond the spec path's decode
     # cost (70B and 405B alike), and gpt-oss-20b's MoE layers take far longer than the 20 us
     # the fit starts from

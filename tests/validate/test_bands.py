@@ -162,3 +162,26 @@ def test_a_latency_factor_never_loosens_and_grows_with_confidence(errs, p1, p2) 
     assert 1.0 <= q.latency_factor(lo) <= q.latency_factor(hi)
     # at the 10th percentile's confidence and beyond, 90% of the runs measured within it
     assert q.latency_factor(0.9) == pytest.approx(max(1.0, 1.0 / (1.0 + q.p10)))
+
+
+R1 = (Path(__file__).resolve().parents[2] / "data" / "external" / "configs"
+      / "deepseek-ai--DeepSeek-R1")
+
+
+def test_a_latent_attention_model_is_banded_by_such_models_runs(cli) -> None:
+    # DeepSeek-R1 on 8 x H200: its bands come from the DeepSeek-R1 runs of data/external
+    # (1.4-7 x fewer requests a second than the spec path), not from the other models' runs
+    def band(*args: str) -> dict:
+        res = cli("predict", *args, "--config", "8xH200", "--rate", "2", "--num-prompts",
+                  "24", "--seeds", "1", "--format", "json")
+        assert res.exit_code == 0, res.stderr
+        return json.loads(res.stdout)
+
+    r1 = band("--model-config", str(R1))
+    assert "runs others measured of latent-attention models" in r1["band_basis"]
+    gpt = band("--model-config", str(GPT_OSS))  # an MoE model without latent attention
+    assert "latent-attention" not in gpt["band_basis"]
+    # the measured throughput of those runs was at most the prediction: the band sits below it
+    pred = r1["metrics"]["request_throughput"]["mean"]
+    lo, hi = r1["request_throughput_band"]
+    assert hi <= pred * 1.0001 and lo < 0.7 * pred

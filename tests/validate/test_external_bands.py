@@ -137,3 +137,75 @@ def test_a_metric_of_two_datasets_has_no_external_band() -> None:
     rows = dataset_rows(outcomes, widen)
     assert all(r.metrics["TTFT p99"].inside is None for r in rows if "TTFT p99" in r.metrics)
     assert all(r.metrics["throughput"].inside is not None for r in rows)
+
+
+
+def _kind(source: str, gpu: str, errors: list[float], mla: bool) -> list[ExternalOutcome]:
+    return [ExternalOutcome(source, gpu, None, {"throughput": e}, mla) for e in errors]
+
+
+def test_latent_attention_models_are_banded_by_their_own_kind() -> None:
+    # other models within +-10%, DeepSeek-style ones 1.5-3 x too fast: a band pooled over both
+    # would be too wide for the one kind and too narrow for the other
+    dense = (_kind("a", "X", [-0.1, -0.05, 0.0, 0.05, 0.1], False)
+             + _kind("b", "Y", [-0.08, 0.0, 0.08], False))
+    mla = _kind("c", "X", [0.5, 1.0, 1.5, 2.0], True) + _kind("d", "Y", [0.6, 1.2, 1.8], True)
+    fold = external_fold(dense + mla)
+    assert set(fold) == {"all", "mla"}  # no GPU type has MIN_GPU_RUNS runs
+    assert fold["all"]["request_throughput"]["n"] == 8
+    assert fold["mla"]["request_throughput"]["n"] == 7
+    assert fold["all"]["request_throughput"]["p90"] < 0.1 < 0.5 < fold["mla"][
+        "request_throughput"]["p10"]
+    # held out, each run is judged by the other datasets' runs of its kind: d's errors against
+    # c's 10th and 90th percentiles (0.65 / 1.85), a's against b's (-0.064 / 0.064)
+    rows = {r.source: r.metrics["throughput"] for r in dataset_rows(dense + mla)}
+    assert rows["d"].inside == 2 and rows["a"].inside == 3
+    assert rows["d"].width == pytest.approx(2.85 / 1.65)
+    # each kind widened by its own factor: d's band x2 about its middle in ln(1 + e)
+    wide = {r.source: r.metrics["throughput"]
+            for r in dataset_rows(dense + mla, {"throughput": 1.0}, {"throughput": 2.0})}
+    assert wide["d"].width == pytest.approx((2.85 / 1.65) ** 2) and wide["a"].inside == 3
+    # a dataset whose kind no other dataset measured is judged by the others of every kind
+    lone = _kind("e", "Z", [0.3], True)
+    rows = {r.source: r.metrics["throughput"] for r in dataset_rows(dense + lone)}
+    assert rows["e"].inside == 0 and rows["e"].width is not None
+
+
+def test_a_latent_attention_prediction_reads_its_own_row_and_says_so() -> None:
+    base = error_table()
+    quant = type(base.folds["leave-one-gpu-out"]["all"]["ttft_p50_ms"])
+    ext = {"all": {"ttft_p50_ms": quant(-0.1, 0.0, 0.1, 40)},
+           "mla": {"ttft_p50_ms": quant(-0.9, -0.6, 0.2, 24)}}
+    table = ErrorTable({**base.folds, EXTERNAL_FOLD: ext}, base.source, base.path)
+    for gpu in ("H200", "H100-PCIe"):  # never measured here, and the store's own GPU type
+        q, basis = table.quantiles(gpu, "ttft_p50_ms", "leave-one-model-out", moe=True,
+                                   mla=True)
+        assert q == ext["mla"]["ttft_p50_ms"]
+        assert "24 runs others measured of latent-attention models" in basis
+    # another model on the same GPU types reads the other rows, as before
+    q, _ = table.quantiles("H200", "ttft_p50_ms", "leave-one-model-out", moe=True)
+    assert q == ext["all"]["ttft_p50_ms"]
+    q, _ = table.quantiles("H100-PCIe", "ttft_p50_ms", "leave-one-model-out")
+    assert q == base.folds["leave-one-model-out"]["H100-PCIe"]["ttft_p50_ms"]
+    # a fold without the row (written before the kinds were split): as an MoE model
+    old = ErrorTable({**base.folds, EXTERNAL_FOLD: {"all": ext["all"]}}, base.source,
+                     base.path)
+    q, _ = old.quantiles("H200", "ttft_p50_ms", "leave-one-model-out", moe=True, mla=True)
+    assert q == ext["all"]["ttft_p50_ms"]
+
+
+def test_a_prediction_of_almost_nothing_keeps_the_band_finite() -> None:
+    # a TTFT predicted at 50 ms where 80 s were measured (a server that queued for its
+    # prefill): an error of -0.9994, which a row rounded to 4 digits would store as -1
+    errs = [-0.99999, -0.9994, -0.9, -0.5, 0.2]
+    fold = external_fold(_kind("a", "X", errs, True) + _kind("b", "Y", errs, True),
+                         None, {"throughput": 1.5})
+    q = fold["mla"]["request_throughput"]
+    assert q["p10"] == -0.9999
+    base = error_table()
+    quant = type(base.folds["leave-one-gpu-out"]["all"]["ttft_p50_ms"])
+    row = quant(q["p10"], q["p50"], q["p90"], q["n"])
+    table = ErrorTable({**base.folds, EXTERNAL_FOLD: {"mla": {"request_throughput": row}}},
+                       base.source, base.path)
+    band = table.lookup("H200", "request_throughput", "leave-one-model-out", mla=True).band(1.0)
+    assert band.hi == pytest.approx(1e4) and band.lo > 0
