@@ -79,18 +79,23 @@ GPT_OSS = (Path(__file__).resolve().parents[2] / "data" / "external" / "configs"
 LLAMA = Path(__file__).resolve().parents[1] / "data" / "hf-configs" / "Llama-3.1-8B-Instruct"
 
 
-def test_an_moe_model_on_the_studys_h100_is_banded_by_other_peoples_runs(cli) -> None:
-    def band(*args: str) -> dict:
-        res = cli("predict", *args, "--config", "1xH100-PCIe", "--rate", "2", "--num-prompts",
-                  "40", "--seeds", "1", "--format", "json")
-        assert res.exit_code == 0, res.stderr
-        return json.loads(res.stdout)
+def _predicted(cli, model_config: Path, config: str, num_prompts: int) -> dict:
+    """``fleetplan predict --format json`` of a config.json's model at 2 req/s, one seed."""
+    res = cli("predict", "--model-config", str(model_config), "--config", config, "--rate", "2",
+              "--num-prompts", str(num_prompts), "--seeds", "1", "--format", "json")
+    assert res.exit_code == 0, res.stderr
+    return json.loads(res.stdout)
 
-    moe = band("--model-config", str(GPT_OSS))
+
+def test_an_moe_model_on_the_studys_h100_is_banded_by_other_peoples_runs(cli) -> None:
+    def band(model_config: Path) -> dict:
+        return _predicted(cli, model_config, "1xH100-PCIe", 40)
+
+    moe = band(GPT_OSS)
     assert moe["calibrated"] is False
     assert "runs others measured on their own GPUs" in moe["band_basis"]
     assert "H100-PCIe runs are of dense models only" in moe["band_basis"]
-    dense = band("--model-config", str(LLAMA))  # a dense model, never measured
+    dense = band(LLAMA)  # a dense model, never measured
     assert dense["calibrated"] is False
     assert "held-out H100-PCIe runs" in dense["band_basis"]
     assert "others measured" not in dense["band_basis"]
@@ -171,15 +176,9 @@ R1 = (Path(__file__).resolve().parents[2] / "data" / "external" / "configs"
 def test_a_latent_attention_model_is_banded_by_such_models_runs(cli) -> None:
     # DeepSeek-R1 on 8 x H200: its bands come from the DeepSeek-R1 runs of data/external
     # (1.4-7 x fewer requests a second than the spec path), not from the other models' runs
-    def band(*args: str) -> dict:
-        res = cli("predict", *args, "--config", "8xH200", "--rate", "2", "--num-prompts",
-                  "24", "--seeds", "1", "--format", "json")
-        assert res.exit_code == 0, res.stderr
-        return json.loads(res.stdout)
-
-    r1 = band("--model-config", str(R1))
+    r1 = _predicted(cli, R1, "8xH200", 24)
     assert "runs others measured of latent-attention models" in r1["band_basis"]
-    gpt = band("--model-config", str(GPT_OSS))  # an MoE model without latent attention
+    gpt = _predicted(cli, GPT_OSS, "8xH200", 24)  # an MoE model without latent attention
     assert "latent-attention" not in gpt["band_basis"]
     # the measured throughput of those runs was at most the prediction: the band sits below it
     pred = r1["metrics"]["request_throughput"]["mean"]
