@@ -17,6 +17,7 @@ e)``), as in :mod:`fleetplan.validate.bands`.
   the ``external`` fold of ``data/spec_errors.json``, from which
   :meth:`fleetplan.validate.bands.ErrorTable.quantiles` reads the band of a GPU type the
   bundled store never measured.
+- :func:`external_markdown`: the table of ``docs/validation.md``'s section on these runs.
 
 Models of multi-head latent attention (DeepSeek-V2/V3/R1) are banded apart: their band is read
 from the errors of such models' runs (the ``mla`` row of the fold), every other model's from the
