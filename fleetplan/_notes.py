@@ -131,19 +131,20 @@ class DatasheetBand(NamedTuple):
 
 def datasheet_band(model: str, gpu: str, *,
                    store: str | os.PathLike[str] | None = None,
-                   moe: bool = False) -> DatasheetBand:
+                   moe: bool = False, mla: bool = False) -> DatasheetBand:
     """For an uncalibrated (spec-path) prediction of ``model`` on ``gpu``: the range of the real
     P99 TTFT over the predicted one in 80% of held-out runs (``data/spec_errors.json``, the fold
     of a model measured on other configurations of ``store``, a data context's, else the default
     store, or of one never measured; for a GPU type the store never measured, other people's
     runs; ``moe``: the model is a mixture of experts, which the store's folds never held
-    out), as the notes and ``solve --confidence`` read it (``optimize/confidence.py``)."""
+    out; ``mla``: one of multi-head latent attention, banded by such models' runs), as the
+    notes and ``solve --confidence`` read it (``optimize/confidence.py``)."""
     from fleetplan.profiles.store import load_profiles
     from fleetplan.validate.bands import error_table
 
     fold = ("leave-one-config-out" if load_profiles(default=store).configs(model)
             else "leave-one-model-out")
-    row = error_table().lookup(gpu, "ttft_p99_ms", fold, moe=moe)
+    row = error_table().lookup(gpu, "ttft_p99_ms", fold, moe=moe, mla=mla)
     return DatasheetBand(*row.quantiles.measured_range(), row.doc)
 
 

@@ -146,7 +146,8 @@ def _notes(pools: Sequence[PoolModel], classes: Sequence[ClassResult], reps: Seq
         model, cfg, cal = pm.params.model, pm.params.config, ctx.calibration
         if not pm.params.calibrated:
             lo, hi, doc = datasheet_band(model, pm.spec.hardware.gpu, store=ctx.store,
-                                         moe=pm.params.is_moe)
+                                         moe=pm.params.is_moe,
+                                         mla=ctx.catalog.model(model).is_mla)
             notes.append(Note(f"pool {pm.label}: latencies predicted from datasheets, not from "
                               "measured runs (calibrated: false): real P99 TTFT was "
                               f"{lo:.2g}-{hi:.2g}x such predictions in 80% of held-out cases "

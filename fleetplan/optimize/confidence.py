@@ -254,7 +254,8 @@ def margins(scenario: Scenario, configs: Iterable[str], confidence: float) -> Ma
         hw = HardwareConfig.parse(config, cat)
         gpu = hw.gpu
         if not params.calibrated:
-            out[name] = spec_error(name, gpu, confidence, fold, moe=params.is_moe)
+            out[name] = spec_error(name, gpu, confidence, fold, moe=params.is_moe,
+                                   mla=cat.model(model).is_mla)
             continue
         tp = int(hw.tp_size or hw.gpu_count)
         m, src = model_error(gpu, tp)
@@ -267,19 +268,21 @@ def margins(scenario: Scenario, configs: Iterable[str], confidence: float) -> Ma
 
 
 def spec_error(config: str, gpu: str, confidence: float,
-               fold: str = "leave-one-model-out", *, moe: bool = False) -> ConfigError:
+               fold: str = "leave-one-model-out", *, moe: bool = False,
+               mla: bool = False) -> ConfigError:
     """The error of a spec-based (uncalibrated) configuration's P99 TTFT, from
     ``data/spec_errors.json`` (:mod:`fleetplan.validate.bands`): ``fold``'s row of its GPU type,
     or, for a GPU type the store never measured, the errors of other people's runs on that GPU
     type, else on all theirs (the ``external`` fold, judged leave-one-dataset-out), else the
     leave-one-gpu-out errors of all GPU types (:meth:`ErrorTable.quantiles`; an MoE model's,
-    ``moe``, from other people's runs on every GPU type). The
+    ``moe``, from other people's runs on every GPU type; a latent-attention model's, ``mla``,
+    from such models' runs). The
     factor and probability are :func:`quantile_error`'s;
     ``slo_met_probability`` takes ``ln(1 + e)`` normal through the table's 10/50/90th
     percentiles of the signed error ``e = predicted / measured - 1``."""
     from fleetplan.validate.bands import error_table
 
-    row = error_table().lookup(gpu, "ttft_p99_ms", fold, moe=moe)
+    row = error_table().lookup(gpu, "ttft_p99_ms", fold, moe=moe, mla=mla)
     q, basis = row.quantiles, row.basis
     median_abs = row.median_abs_pct or abs(q.p50) * 100.0
     src = (f"data/spec_errors.json (spec path, uncalibrated): {basis}; factor at "

@@ -39,17 +39,17 @@ BAND_METRIC = "request_throughput"
 
 
 def capacity_factors(model: str, gpu: str, store: str | os.PathLike[str] | None = None,
-                     *, moe: bool = False) -> tuple[float, float, str]:
+                     *, moe: bool = False, mla: bool = False) -> tuple[float, float, str]:
     """``(low, high, basis)``: the ends of the 80% band of a spec-path throughput prediction of
     ``model`` on ``gpu``, as multiples of the prediction (measured = predicted / (1 + e));
     ``store``: whose runs say whether the model was measured at all (default: the usual);
-    ``moe``: the model is a mixture of experts (:meth:`~fleetplan.validate.bands.ErrorTable.
-    lookup`)."""
+    ``moe``: the model is a mixture of experts, ``mla`` one of multi-head latent attention
+    (:meth:`~fleetplan.validate.bands.ErrorTable.lookup`)."""
     from fleetplan.optimize.model_band import spec_fold
     from fleetplan.validate.bands import error_table
 
     q, basis = error_table().quantiles(gpu, BAND_METRIC, spec_fold(model, store=store),
-                                       moe=moe)
+                                       moe=moe, mla=mla)
     return (*q.measured_range(), f"data/spec_errors.json: {basis}")
 
 
@@ -155,7 +155,8 @@ def measure_next(scenario: Scenario, problem: PlanProblem, settings: SolverSetti
     catalog = ctx.catalog
     if factors is None:
         def factors(model: str, gpu: str) -> tuple[float, float, str]:
-            return capacity_factors(model, gpu, ctx.store, moe=catalog.model(model).is_moe)
+            spec = catalog.model(model)
+            return capacity_factors(model, gpu, ctx.store, moe=spec.is_moe, mla=spec.is_mla)
 
     best: MeasureNext | None = None
     for config in sorted({p.config for p in problem.pools}):

@@ -30,7 +30,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from fleetplan.catalog.catalog import Catalog
+from fleetplan.catalog.catalog import Catalog, bundled_catalog
 from fleetplan.optimize.plan import ClassResult, Plan, PlanStatus
 
 if TYPE_CHECKING:
@@ -87,7 +87,9 @@ def _pool_band(model: str, config: str, fold: str, catalog: Catalog | None,
     hw = HardwareConfig.parse(config, catalog)
     params = replica_params(model, config, catalog=catalog, calibration=calibration)
     if not params.calibrated:
-        q, basis = error_table().quantiles(hw.gpu, "ttft_p99_ms", fold, moe=params.is_moe)
+        mla = (catalog or bundled_catalog()).model(model).is_mla
+        q, basis = error_table().quantiles(hw.gpu, "ttft_p99_ms", fold, moe=params.is_moe,
+                                           mla=mla)
         return PoolBand(config, False, *q.measured_range(),
                         f"spec path (not calibrated), {SPEC_TABLE}: {basis}"
                         + ("; no pipeline-parallel run is among them" if hw.pp_size > 1

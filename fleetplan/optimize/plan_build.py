@@ -394,7 +394,8 @@ def _accuracy_notes(scenario: Scenario, pools: list[Any]) -> list[str]:
     notes: list[str] = []
     if uncal:
         bands = {gpus[c]: datasheet_band(served[c][0], gpus[c], store=ctx.store,
-                                         moe=params[c].is_moe)
+                                         moe=params[c].is_moe,
+                                         mla=catalog.model(served[c][0]).is_mla)
                  for c in uncal}
         ranges = ", ".join(f"{b.lo:.2g}-{b.hi:.2g}x" + (f" ({gpu})" if len(bands) > 1 else "")
                            for gpu, b in bands.items())
