@@ -24,7 +24,7 @@ from the errors of such models' runs (the ``mla`` row of the fold), every other 
 other runs (``all`` and ``<gpu>``), and a held-out dataset's run is judged by the other
 datasets' runs of its kind (of every kind where the others have fewer than two of it), with a
 widening factor of its kind (:func:`widening`). vLLM served DeepSeek-R1 1.4-7 times fewer
-requests a second than the spec path predicts (its prefill 2-13 x slower, by release: 0.7.x far
+requests a second than the spec path predicts (its prefill 2-10 x slower, by release: 0.7.x far
 slower than 0.11), where the other models are within tens of percent (docs/validation.md): one
 band over both would be too wide for the others and still too narrow for them.
 """
