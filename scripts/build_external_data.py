@@ -63,8 +63,13 @@ def head_commit(repo: Path) -> str:
     return git(repo, "rev-parse", "HEAD").decode().strip()
 
 
-def show(repo: Path, path: str) -> str:
-    return git(repo, "show", f"HEAD:{path}").decode("utf-8")
+def show(repo: Path, path: str, rev: str = "HEAD") -> str:
+    return git(repo, "show", f"{rev}:{path}").decode("utf-8")
+
+
+def fences(text: str) -> list[str]:
+    """The bodies of a Markdown text's fenced code blocks, in order."""
+    return re.findall(r"```[a-z]*\n(.*?)```", text, re.S)
 
 
 def ls(repo: Path) -> list[str]:
@@ -495,7 +500,7 @@ ROCM_MODELS = {"70B": "amd/Llama-3.1-70B-Instruct-FP8-KV",
 def _rocm_latency_block(text: str) -> str:
     """The README's reproduction command of its latency table (the first fenced block that
     runs ``benchmark_latency.py``)."""
-    for block in re.findall(r"```[a-z]*\n(.*?)```", text, re.S):
+    for block in fences(text):
         if "benchmark_latency.py" in block:
             # one version closes a quoted --compilation-config with a typographic quote
             return block.replace("\u2019", "'").replace("\u2018", "'")
@@ -516,7 +521,7 @@ def build_rocm_latency(repo: Path) -> list[dict[str, Any]]:
     for line in log.decode().splitlines():
         commit, stamp = line.split()
         try:
-            text = git(repo, "show", f"{commit}:{ROCM_README}").decode("utf-8")
+            text = show(repo, ROCM_README, commit)
         except subprocess.CalledProcessError:
             continue  # the file is absent at a commit of a side branch
         head = re.search(r"^\| *Model *\|.*Latency \((sec|ms)\) *\|$", text, re.M)
@@ -601,10 +606,10 @@ def build_dstack_deepseek(repo: Path) -> list[dict[str, Any]]:
     ignores end-of-sequence, so every reply is ``random_output_len`` long). The
     ``generated-shared-prefix`` rows (a server restarted with prefix caching, 10 groups sharing a
     2,000-token system prompt) are left out: the fixture has no column for a shared prefix."""
-    text = git(repo, "show", f"{DSTACK_COMMIT}:{DSTACK_DIR}/raw_data/online_results.csv")
     path = f"{DSTACK_DIR}/raw_data/online_results.csv"
+    text = show(repo, path, DSTACK_COMMIT).removeprefix("\ufeff")  # the file starts with a BOM
     rows: list[dict[str, Any]] = []
-    for r in csv.DictReader(io.StringIO(text.decode("utf-8-sig"))):
+    for r in csv.DictReader(io.StringIO(text)):
         if r["backend"] != "vllm" or r["dataset_name"] != "random":
             continue
         gpu, gpu_raw, version, launch, env = DSTACK_SERVERS[r["GPU"]]
@@ -647,7 +652,7 @@ def build_dstack_deepseek(repo: Path) -> list[dict[str, Any]]:
 
 
 GPUSTACK_DOC = "docs/performance-lab/deepseek-r1/h200.md"
-# the labels of the doc's vLLM result blocks -> (dataset, input tokens stated, output stated)
+# a result block's line labels -> the figures' names (vLLM's `Serving Benchmark Result` print)
 _BLOCK_FIELDS = {
     "Successful requests": "completed", "Maximum request concurrency": "conc",
     "Benchmark duration (s)": "duration_s", "Total input tokens": "total_in",
@@ -692,10 +697,9 @@ def build_gpustack_deepseek(repo: Path) -> list[dict[str, Any]]:
     ``--ignore-eos``, yet every reply reached its length: total generated = prompts x length)."""
     commit = head_commit(repo)
     text = show(repo, GPUSTACK_DOC)
-    fences = re.findall(r"```[a-z]*\n(.*?)```", text, re.S)
     server = ""
     rows: list[dict[str, Any]] = []
-    for fence in fences:
+    for fence in fences(text):
         if "Serving Benchmark Result" not in fence:
             if re.search(r"\b(vllm serve|sglang\.launch_server|trtllm-serve)\b", fence):
                 server = fence
@@ -704,10 +708,9 @@ def build_gpustack_deepseek(repo: Path) -> list[dict[str, Any]]:
             continue
         for label, f in _result_blocks(fence):
             n = int(f["completed"])
-            m = re.fullmatch(r"random (\d+)(K?) input", label)
             if label == "" or label.lower().startswith("sharegpt"):
                 dataset = "sharegpt"
-            elif m:
+            elif re.fullmatch(r"random \d+K? input", label):
                 dataset = "random"
             else:
                 raise SystemExit(f"build_external_data: gpustack: block {label!r} unknown")
